@@ -1,0 +1,1 @@
+"""Engines, results, traces, rendering and the command line."""

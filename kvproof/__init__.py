@@ -1,0 +1,1 @@
+"""kvproof: a model-checked specification of the PD-disaggregated KV page lifecycle."""

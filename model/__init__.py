@@ -1,0 +1,1 @@
+"""The executable reference: the spec compiled and run on concrete states."""

@@ -1,0 +1,270 @@
+"""Compile a spec into straight-line Python: the explicit engine's hot path.
+
+:class:`CodegenOps` is the third interpretation of the operations facade: its values are Python
+source text.  Running every action instance of a spec through it once yields one function,
+``successors(s)``, whose body is a sequence of nested ``if`` blocks (one per action instance,
+one ``if`` per ``require``) that build successor states as ``bytes``.  Claims compile the same
+way into ``hits(s)``, a bitmask of the claims that "hit" in a state (an invariant that fails, a
+witness that holds).  Constants fold at compile time, so scenario flags cost nothing at run
+time, and every sizeable subexpression is bound to a local once, so the text stays linear.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..spec.framework import Claim, Spec
+from ..spec.ops import Ops
+
+__all__ = ["CodegenOps", "compile_successors", "compile_hits"]
+
+_BIND_OVER = 20  # bind a subexpression to a local when its text is longer than this
+
+
+class E:
+    """A compiled value: Python source, and its value when known at compile time."""
+
+    __slots__ = ("src", "const")
+
+    def __init__(self, src: str, const: Any = None):
+        self.src = src
+        self.const = const
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"E({self.src!r})"
+
+
+def _c(v: Any) -> E:
+    if isinstance(v, E):
+        return v
+    if isinstance(v, bool):
+        return E("True" if v else "False", v)
+    if isinstance(v, int):
+        return E(str(v), v)
+    raise TypeError(f"cannot compile value {v!r}")
+
+
+class CodegenOps(Ops):
+    """Emits Python source for guards, effects and claims (see the module docstring)."""
+
+    def __init__(self, emitter: "_Emitter"):
+        self.em = emitter
+        self.writes: list[tuple[str, E]] = []
+        self.dead = False
+
+    # -- values -------------------------------------------------------------------------------
+    def _bind(self, src: str) -> E:
+        if len(src) <= _BIND_OVER:
+            return E(src)
+        return E(self.em.bind(src))
+
+    def const(self, v):
+        return _c(v)
+
+    def eq(self, a, b):
+        a, b = _c(a), _c(b)
+        if a.const is not None and b.const is not None:
+            return _c(a.const == b.const)
+        if a.src == b.src:
+            return _c(True)
+        return self._bind(f"({a.src} == {b.src})")
+
+    def lt(self, a, b):
+        a, b = _c(a), _c(b)
+        if a.const is not None and b.const is not None:
+            return _c(a.const < b.const)
+        return self._bind(f"({a.src} < {b.src})")
+
+    def add(self, a, b):
+        a, b = _c(a), _c(b)
+        if a.const is not None and b.const is not None:
+            return _c(a.const + b.const)
+        if a.const == 0 and not isinstance(a.const, bool):
+            return b
+        if b.const == 0 and not isinstance(b.const, bool):
+            return a
+        return self._bind(f"({a.src} + {b.src})")
+
+    def and_(self, *xs):
+        parts = []
+        for x in map(_c, xs):
+            if x.const is not None:
+                if not x.const:
+                    return _c(False)
+                continue
+            parts.append(x.src)
+        if not parts:
+            return _c(True)
+        if len(parts) == 1:
+            return E(parts[0])
+        return self._bind("(" + " and ".join(parts) + ")")
+
+    def or_(self, *xs):
+        parts = []
+        for x in map(_c, xs):
+            if x.const is not None:
+                if x.const:
+                    return _c(True)
+                continue
+            parts.append(x.src)
+        if not parts:
+            return _c(False)
+        if len(parts) == 1:
+            return E(parts[0])
+        return self._bind("(" + " or ".join(parts) + ")")
+
+    def not_(self, x):
+        x = _c(x)
+        if x.const is not None:
+            return _c(not x.const)
+        return self._bind(f"(not {x.src})")
+
+    def ite(self, c, a, b):
+        c, a, b = _c(c), _c(a), _c(b)
+        if c.const is not None:
+            return a if c.const else b
+        if a.src == b.src:
+            return a
+        return self._bind(f"({a.src} if {c.src} else {b.src})")
+
+    def lookup(self, table, idx):
+        idx = _c(idx)
+        if idx.const is not None:
+            return _c(table[idx.const])
+        return self._bind(f"{self.em.table(tuple(table))}[{idx.src}]")
+
+    def min_(self, a, b):
+        a, b = _c(a), _c(b)
+        if a.const is not None and b.const is not None:
+            return _c(min(a.const, b.const))
+        return self._bind(f"min({a.src}, {b.src})")
+
+    def max_(self, a, b):
+        a, b = _c(a), _c(b)
+        if a.const is not None and b.const is not None:
+            return _c(max(a.const, b.const))
+        return self._bind(f"max({a.src}, {b.src})")
+
+    # -- state --------------------------------------------------------------------------------
+    def read(self, slot):
+        return E(f"s[{slot}]")
+
+    def read_at(self, base, size, idx):
+        idx = _c(idx)
+        if idx.const is not None:
+            if not 0 <= idx.const < size:
+                raise IndexError(f"index {idx.const} outside an array of {size}")
+            return self.read(base + idx.const)
+        return self._bind(f"s[{base} + {idx.src}]")
+
+    def require(self, cond):
+        cond = _c(cond)
+        if self.dead or cond.const is True:
+            return
+        if cond.const is not None:
+            self.dead = True
+            return
+        self.em.open(f"if {cond.src}:")
+
+    def write(self, slot, value):
+        value = _c(value)
+        if value.src != f"s[{slot}]":
+            self.writes.append((str(slot), value))
+
+    def write_at(self, base, size, idx, value):
+        idx = _c(idx)
+        if idx.const is not None:
+            return self.write(base + idx.const, value)
+        self.writes.append((f"{base} + {idx.src}", _c(value)))
+
+
+class _Emitter:
+    """Collects lines of one generated function, with indentation, locals and constant tables."""
+
+    def __init__(self, tables: dict[tuple, str]):
+        self.lines: list[str] = []
+        self.depth = 1
+        self.base_depth = 1
+        self.n = 0
+        self.tables = tables
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def open(self, header: str) -> None:
+        self.line(header)
+        self.depth += 1
+
+    def reset(self) -> None:
+        self.depth = self.base_depth
+
+    def bind(self, src: str) -> str:
+        self.n += 1
+        name = f"v{self.n}"
+        self.line(f"{name} = {src}")
+        return name
+
+    def table(self, values: tuple) -> str:
+        if values not in self.tables:
+            self.tables[values] = f"K{len(self.tables)}"
+        return self.tables[values]
+
+
+def _module(tables: dict[tuple, str], body: list[str]) -> dict[str, Any]:
+    src = "\n".join([f"{name} = {values!r}" for values, name in tables.items()] + body)
+    namespace: dict[str, Any] = {}
+    exec(compile(src, "<kvproof-compiled>", "exec"), namespace)
+    namespace["__source__"] = src
+    return namespace
+
+
+def compile_successors(spec: Spec) -> tuple[Any, str]:
+    """``successors(s: bytes) -> list[(aid, bytes)]`` for every enabled action instance of
+    ``spec``, and its source text."""
+    tables: dict[tuple, str] = {}
+    em = _Emitter(tables)
+    em.line("out = []")
+    em.line("append = out.append")
+    for inst in spec.instances:
+        em.reset()
+        mark = len(em.lines)
+        em.line(f"# {inst.name}{inst.args}")
+        ops = CodegenOps(em)
+        spec.run_action(inst, ops)
+        if ops.dead:
+            del em.lines[mark:]
+            continue
+        em.line("t = bytearray(s)")
+        for slot, value in ops.writes:
+            em.line(f"t[{slot}] = {value.src}")
+        em.line(f"append(({inst.aid}, bytes(t)))")
+    em.reset()
+    em.line("return out")
+    ns = _module(tables, ["def successors(s):"] + em.lines)
+    return ns["successors"], ns["__source__"]
+
+
+def compile_hits(spec: Spec, claims: Sequence[Claim | None]) -> tuple[Any, str]:
+    """``hits(s: bytes) -> int``: bit ``i`` is set where ``claims[i]`` hits (an invariant is
+    false, a witness is true); ``None`` entries keep their bit position and never hit."""
+    tables: dict[tuple, str] = {}
+    em = _Emitter(tables)
+    em.line("h = 0")
+    for i, claim in enumerate(claims):
+        if claim is None:
+            continue
+        em.reset()
+        ops = CodegenOps(em)
+        value = _c(spec.eval_claim(claim.name, ops))
+        test = value.src if claim.kind == "witness" else f"not {value.src}"
+        if value.const is not None:
+            hit = bool(value.const) == (claim.kind == "witness")
+            if hit:
+                em.line(f"h |= {1 << i}")
+            continue
+        em.open(f"if {test}:")
+        em.line(f"h |= {1 << i}")
+    em.reset()
+    em.line("return h")
+    ns = _module(tables, ["def hits(s):"] + em.lines)
+    return ns["hits"], ns["__source__"]

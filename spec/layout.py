@@ -1,0 +1,207 @@
+"""The finite, typed state: domains, fields, and their layout as one flat tuple of small ints.
+
+Every state is a flat tuple of ints in ``range(256)`` (so the explicit engine can store it as
+``bytes``).  A :class:`Field` is a scalar or an array indexed by one or two finite domains; its
+values are codes of a value :class:`Domain`, which also names them for traces and rendering.
+
+A one-dimensional field may carry a *sentinel slot*: one hidden extra slot after its last element
+that holds the field's initial value forever.  Reading the field at the index domain's NONE code
+(which equals the domain's size) lands there, so an index read is total in every interpretation
+without a branch.  The sentinel is not part of a trace; the type invariant checks it never changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Sequence
+
+__all__ = ["Domain", "Field", "Layout", "LayoutError"]
+
+
+class LayoutError(ValueError):
+    """A state or a decoded trace value that does not fit the layout."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A finite set of codes ``0..size-1`` with optional display labels.
+
+    Labelled domains are shown (and stored in traces) by label; unlabelled ones are numbers.
+    """
+
+    name: str
+    size: int
+    labels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.labels is not None and len(self.labels) != self.size:
+            raise LayoutError(f"domain {self.name}: {len(self.labels)} labels for {self.size} codes")
+        if not 0 < self.size <= 256:
+            raise LayoutError(f"domain {self.name}: size {self.size} outside 1..256")
+
+    def label(self, code: int) -> str | int:
+        """The display form of ``code``."""
+        if not 0 <= code < self.size:
+            raise LayoutError(f"{code} is not a code of {self.name} (0..{self.size - 1})")
+        return self.labels[code] if self.labels else code
+
+    def code(self, value: Any) -> int:
+        """The code of a display form (a label or a number)."""
+        if self.labels is not None:
+            if isinstance(value, str) and value in self._index:
+                return self._index[value]
+            raise LayoutError(f"{value!r} is not one of {self.name}: {', '.join(self.labels)}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.size:
+            raise LayoutError(f"{value!r} is not a number in 0..{self.size - 1} ({self.name})")
+        return value
+
+    @property
+    def _index(self) -> dict[str, int]:
+        return {lab: i for i, lab in enumerate(self.labels or ())}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One named part of the state.
+
+    ``dims`` are the index domains (none for a scalar, one or two for an array); ``values`` is
+    the value domain; ``init`` the initial code of every element; ``sentinel`` adds the hidden
+    NONE slot described in the module docstring (one-dimensional fields only).
+    """
+
+    name: str
+    dims: tuple[Domain, ...]
+    values: Domain
+    init: int = 0
+    doc: str = ""
+    sentinel: bool = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Sizes of the index domains."""
+        return tuple(d.size for d in self.dims)
+
+    @property
+    def width(self) -> int:
+        """Slots this field takes in the flat state, sentinel included."""
+        n = 1
+        for d in self.dims:
+            n *= d.size
+        return n + (1 if self.sentinel else 0)
+
+
+@dataclass
+class Layout:
+    """Fields laid out one after another in a flat tuple."""
+
+    fields: list[Field]
+    base: dict[str, int] = dc_field(init=False)
+    size: int = dc_field(init=False)
+
+    def __post_init__(self) -> None:
+        self.base = {}
+        offset = 0
+        names = set()
+        for f in self.fields:
+            if f.name in names:
+                raise LayoutError(f"field {f.name} declared twice")
+            names.add(f.name)
+            if f.sentinel and len(f.dims) != 1:
+                raise LayoutError(f"field {f.name}: a sentinel slot needs exactly one index")
+            if not 0 <= f.init < f.values.size:
+                raise LayoutError(f"field {f.name}: initial code {f.init} outside its values")
+            self.base[f.name] = offset
+            offset += f.width
+        self.size = offset
+        self.by_name = {f.name: f for f in self.fields}
+
+    def slot(self, name: str, *idx: int) -> int:
+        """The flat slot of ``name[idx...]`` for concrete indices (bounds-checked)."""
+        f = self.by_name[name]
+        if len(idx) != len(f.dims):
+            raise LayoutError(f"{name} takes {len(f.dims)} indices, got {len(idx)}")
+        flat = 0
+        for i, d in zip(idx, f.dims):
+            if not 0 <= i < d.size:
+                raise IndexError(f"{name}: index {i} outside {d.name} (0..{d.size - 1})")
+            flat = flat * d.size + i
+        return self.base[name] + flat
+
+    def init_state(self) -> tuple[int, ...]:
+        """Every field at its initial code."""
+        out: list[int] = []
+        for f in self.fields:
+            out.extend([f.init] * f.width)
+        return tuple(out)
+
+    def sentinel_slots(self) -> list[tuple[int, int]]:
+        """(slot, required value) of every sentinel slot."""
+        return [(self.base[f.name] + f.width - 1, f.init) for f in self.fields if f.sentinel]
+
+    def type_errors(self, state: Sequence[int]) -> list[str]:
+        """Why ``state`` is not a well-typed state of this layout (empty when it is)."""
+        if len(state) != self.size:
+            return [f"state has {len(state)} slots, layout has {self.size}"]
+        errors = []
+        for f in self.fields:
+            b = self.base[f.name]
+            for k in range(f.width - (1 if f.sentinel else 0)):
+                if not 0 <= state[b + k] < f.values.size:
+                    errors.append(f"{f.name}[{k}] = {state[b + k]} outside {f.values.name}")
+        for slot, value in self.sentinel_slots():
+            if state[slot] != value:
+                errors.append(f"sentinel slot {slot} changed to {state[slot]}")
+        return errors
+
+    # -- named views, for traces and rendering ----------------------------------------------
+    def decode(self, state: Sequence[int]) -> dict[str, Any]:
+        """``{field: value}`` with labels, nested lists for arrays, sentinels hidden."""
+        out: dict[str, Any] = {}
+        for f in self.fields:
+            b = self.base[f.name]
+            if not f.dims:
+                out[f.name] = f.values.label(state[b])
+            elif len(f.dims) == 1:
+                out[f.name] = [f.values.label(state[b + i]) for i in range(f.dims[0].size)]
+            else:
+                n0, n1 = f.shape
+                out[f.name] = [
+                    [f.values.label(state[b + i * n1 + j]) for j in range(n1)] for i in range(n0)
+                ]
+        return out
+
+    def encode(self, values: dict[str, Any]) -> tuple[int, ...]:
+        """The inverse of :meth:`decode`; raises :class:`LayoutError` naming what does not fit."""
+        missing = [f.name for f in self.fields if f.name not in values]
+        extra = [k for k in values if k not in self.by_name]
+        if missing:
+            raise LayoutError(f"missing field(s): {', '.join(missing)}")
+        if extra:
+            raise LayoutError(f"unknown field(s): {', '.join(extra)}")
+        out: list[int] = []
+        for f in self.fields:
+            v = values[f.name]
+            try:
+                if not f.dims:
+                    out.append(f.values.code(v))
+                elif len(f.dims) == 1:
+                    out.extend(self._row(f, v, f.dims[0].size))
+                else:
+                    rows = _as_list(v, f.dims[0].size, f.name)
+                    for row in rows:
+                        out.extend(self._row(f, row, f.dims[1].size))
+            except LayoutError as e:
+                raise LayoutError(f"field {f.name}: {e}") from None
+            if f.sentinel:
+                out.append(f.init)
+        return tuple(out)
+
+    @staticmethod
+    def _row(f: Field, v: Any, n: int) -> list[int]:
+        return [f.values.code(x) for x in _as_list(v, n, f.name)]
+
+
+def _as_list(v: Any, n: int, name: str) -> list[Any]:
+    if not isinstance(v, (list, tuple)) or len(v) != n:
+        raise LayoutError(f"expected a list of {n}, got {v!r}")
+    return list(v)

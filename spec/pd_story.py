@@ -1,0 +1,82 @@
+"""What a step means in the engine's terms, for rendering traces.
+
+:meth:`PdStory.story` looks at one concrete step (pre-state, action, post-state) and returns
+notes such as "decode R1 (tenant B) read p1 holding R0's KV (tenant A)".  It reads concrete
+states only; it is not part of the transition relation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .pd_state import FREE, READ_NONE, UNWRITTEN, WR_FLIGHT
+
+__all__ = ["Note", "PdStory"]
+
+
+@dataclass(frozen=True)
+class Note:
+    """One remark on a step; ``level`` is ``info`` or ``hazard`` (rendered highlighted)."""
+
+    level: str
+    text: str
+
+
+class PdStory:
+    """Mixin of :class:`~kvproof.spec.pd.PdProtocol`: notes on concrete steps."""
+
+    def _get(self, state: Sequence[int], name: str, *idx: int) -> int:
+        return state[self.layout.slot(name, *idx)]
+
+    def content_label(self, code: int) -> str:
+        """Whose KV a content code stands for, with the tenant: ``R0's KV (tenant A)``."""
+        k = self.k
+        if code == UNWRITTEN:
+            return "nothing written"
+        if code <= k.R:
+            r = code - 1
+            return f"R{r}'s KV (tenant {k.tenants[k.tenant[r]]})"
+        return f"an earlier request's KV (tenant {k.tenants[code - 1 - k.R]})"
+
+    def story(self, pre: Sequence[int], name: str, args: dict[str, int], post: Sequence[int]) -> list[Note]:
+        """Notes for the step ``name(args)`` from ``pre`` to ``post``."""
+        k = self.k
+        notes: list[Note] = []
+        r = args.get("req")
+        if name == "decode_commit" and r is not None:
+            if self._get(post, "read", r) == READ_NONE:
+                notes.append(Note("info", f"checksum mismatch: R{r} fails instead of decoding"))
+            mine = k.tenants[k.tenant[r]]
+            for c in range(self.pages(r)):
+                p = self._get(pre, "dest", r, c)
+                held = self._get(pre, "content", p)
+                if held == r + 1 or self._get(post, "read", r) == READ_NONE:
+                    continue
+                notes.append(Note(
+                    "hazard",
+                    f"decode R{r} (tenant {mine}) reads p{p} holding {self.content_label(held)}",
+                ))
+        elif name == "kv_write_lands" and r is not None:
+            c = args["chunk"]
+            p = self._get(pre, "dest", r, c)
+            owner = self._get(pre, "owner", p)
+            q = self._get(pre, "src", r, c)
+            sent = self._get(pre, "src_content", q)
+            if owner != r + 1:
+                who = "free" if owner == FREE else f"reserved by R{owner - 1}"
+                notes.append(Note("hazard", f"late write from R{r} lands on p{p}, now {who}"))
+            if sent != r + 1:
+                notes.append(Note(
+                    "hazard", f"source page q{q} now holds {self.content_label(sent)}: that is what lands",
+                ))
+        elif r is not None:
+            for c in range(self.send_len(r)):
+                if self._get(pre, "wr", r, c) < WR_FLIGHT:
+                    continue
+                p = self._get(pre, "dest", r, c)
+                if self._get(pre, "owner", p) == r + 1 and self._get(post, "owner", p) == FREE:
+                    notes.append(Note(
+                        "hazard", f"p{p} released while R{r}'s chunk {c} write is still in flight",
+                    ))
+        return notes
