@@ -57,6 +57,14 @@ class Machine:
                 return nxt
         return None
 
+    def claim_hits(self, name: str, state: bytes) -> bool:
+        """Claim ``name`` hits in ``state``: an invariant fails there, a witness holds there.
+        A quiescent claim hits only in a state where no action is enabled."""
+        i = [c.name for c in self.claims].index(name)
+        if self.claims[i].at == "quiescent":
+            return not self.successors(state) and bool(self.quiescent_hits(state) >> i & 1)
+        return bool(self.hits(state) >> i & 1)
+
     def label(self, aid: int) -> str:
         """``name(param=value, ...)`` of an action instance, with labelled values."""
         inst = self.instances[aid]

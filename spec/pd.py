@@ -169,11 +169,14 @@ class PdProtocol(PdClaims, PdStory, Spec):
 
     @action("prefill", "req")
     def prefill_forward(self, s, n, r):
-        """Prefill runs the forward pass: allocates source pages in its pool and computes the
-        KV into them (H8: these are the pages the transfer reads).  With PR 36988 a pending-error
-        request is retired here instead: nothing is sent and the transfer concludes Failed."""
+        """Prefill runs the forward pass once bootstrap finished (decode published its
+        destination, so the request left ``PrefillBootstrapQueue``): allocates source pages in
+        its pool and computes the KV into them (H8: these are the pages the transfer reads).
+        With PR 36988 a pending-error request is retired here instead: nothing is sent and the
+        transfer concludes Failed."""
         o = s.ops
         s.require(o.eq(s.p_phase[r], P_QUEUED))
+        s.require(o.eq(s.meta[r], 1))
         if self.pending_error(r) and self.e.retire_pending_error_prefill:
             n.p_phase[r] = P_ENDED
             n.poll[r] = POLL_FAILED

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .framework import invariant, witness
 from .pd_state import (
-    D_ENDED, D_HELD, D_RESERVED, D_WAITING, FREE, OUT_ABORTED, OUT_SUCCESS, P_ENDED, P_SENDING,
-    P_STOPPED, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED,
+    D_ENDED, D_HELD, D_RESERVED, D_WAITING, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ENDED, P_SENDING,
+    P_STOPPED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED,
 )
 
 __all__ = ["PdClaims"]
@@ -43,6 +43,19 @@ class PdClaims:
         o = s.ops
         return o.all_(
             o.implies(o.ge(s.wr[r, c], WR_FLIGHT), o.eq(s.owner[s.dest[r, c]], r + 1))
+            for r in range(self.k.R)
+            for c in range(self.send_len(r))
+        )
+
+    @invariant
+    def no_source_free_while_read(self, s):
+        """A prefill source page is never freed while a write still reads it: every in-flight
+        write's source page is still owned by its request.  Broken by H8 (prefill frees source
+        pages on failure or abort, reuses them for another request, and the transfer sends
+        that request's KV)."""
+        o = s.ops
+        return o.all_(
+            o.implies(o.ge(s.wr[r, c], WR_FLIGHT), o.eq(s.src_owner[s.src[r, c]], r + 1))
             for r in range(self.k.R)
             for c in range(self.send_len(r))
         )
@@ -168,6 +181,14 @@ class PdClaims:
         return o.any_(
             o.and_(o.eq(s.d_phase[r], D_HELD), o.ge(s.hold[r], self.e.timeout))
             for r in range(self.k.R)
+        )
+
+    @witness
+    def sometimes_checksum_mismatch(self, s):
+        """A transfer concluded Success but the request failed: the checksum caught corruption."""
+        o = s.ops
+        return o.any_(
+            o.and_(o.eq(s.poll[r], POLL_SUCCESS), o.eq(s.outcome[r], OUT_ERROR)) for r in range(self.k.R)
         )
 
     @witness

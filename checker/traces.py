@@ -1,0 +1,190 @@
+"""Traces: a path through the spec, stored as ITF JSON (the Informal Trace Format).
+
+A :class:`Trace` is the scenario, the claim it illustrates, the action ids taken and the states
+visited.  On disk it is an ITF document (``#meta``, ``vars``, ``states``; integers as
+``{"#bigint": ...}``) written with ``itf-py``.  Each state carries the spec's fields by name
+(enum values by label) and, following Quint's model-based-testing convention, the action that
+produced it (``mbt::actionTaken``) and its parameters (``mbt::nondetPicks``, a record of plain
+values rather than Quint's ``Some(...)`` wrappers, which ``itf-py`` cannot read back), so
+existing ITF tooling can read and drive it.  The scenario itself is stored in ``#meta``, so a trace replays
+without the file it came from.
+
+Reading checks the document against the spec and raises :class:`TraceError` with one line
+naming what does not fit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import namedtuple
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import itf_py
+
+from ..model.machine import Machine
+from ..spec.layout import LayoutError
+from ..spec.scenario import Scenario, ScenarioError, parse_scenario
+
+__all__ = ["Trace", "TraceError", "to_itf", "write_trace", "read_trace", "trace_filename"]
+
+ACTION_VAR = "mbt::actionTaken"
+PICKS_VAR = "mbt::nondetPicks"
+FORMAT = "kvproof-trace/1"
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read as a trace of its spec (one line)."""
+
+
+@dataclass
+class Trace:
+    """A path: ``states[k]`` is reached from ``states[k-1]`` by ``actions[k-1]``.
+
+    ``kind`` is ``counterexample`` (the last state breaks an invariant) or ``witness`` (the
+    last state satisfies a witness).  ``loop`` is kept for lasso-shaped traces (ITF ``loop``).
+    """
+
+    scenario: Scenario
+    machine: Machine
+    claim: str
+    kind: str
+    actions: list[int]
+    states: list[bytes]
+    loop: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def labels(self) -> list[str]:
+        """``action(params)`` of every step."""
+        return [self.machine.label(a) for a in self.actions]
+
+
+def trace_filename(scenario: str, claim: str) -> str:
+    """``<scenario>__<claim>.itf.json``."""
+    return f"{scenario}__{claim}.itf.json"
+
+
+def to_itf(trace: Trace) -> dict[str, Any]:
+    """The ITF document of ``trace``."""
+    spec = trace.machine.spec
+    layout = spec.layout
+    states = []
+    for k, state in enumerate(trace.states):
+        values = layout.decode(state)
+        if k == 0:
+            values[ACTION_VAR] = "init"
+            values[PICKS_VAR] = namedtuple("Picks", [])()
+        else:
+            inst = trace.machine.instances[trace.actions[k - 1]]
+            values[ACTION_VAR] = inst.name
+            names = list(inst.action.params)
+            picks = namedtuple("Picks", names)(
+                *[spec.domain(p).label(v) for p, v in zip(names, inst.args)]
+            )
+            values[PICKS_VAR] = picks
+        states.append(itf_py.State(meta={"index": k}, values=values))
+    meta = {
+        "format": "ITF",
+        "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
+        "source": FORMAT,
+        "description": f"{trace.kind} of {trace.claim} in scenario {trace.scenario.name}",
+        "scenario": trace.scenario.to_data(),
+        "claim": trace.claim,
+        "kind": trace.kind,
+    }
+    vars_ = [f.name for f in layout.fields] + [ACTION_VAR, PICKS_VAR]
+    doc = itf_py.trace_to_json(itf_py.Trace(meta=meta, params=[], vars=vars_, states=states, loop=trace.loop))
+    if doc.get("loop") is None:
+        doc.pop("loop", None)
+    return doc
+
+
+def write_trace(trace: Trace, directory: str | Path) -> Path:
+    """Write ``trace`` under ``directory`` atomically; returns the path written."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / trace_filename(trace.scenario.name, trace.claim)
+    text = json.dumps(to_itf(trace), indent=1) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read a trace file; :class:`TraceError` names what does not fit.
+
+    The stored states are returned as stored; :func:`kvproof.model.replay.replay` checks them.
+    """
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TraceError(f"{p}: not JSON: {e}") from None
+    try:
+        return _from_doc(doc, p)
+    except TraceError:
+        raise
+    except ScenarioError as e:
+        raise TraceError(f"{p}: stored scenario: {e}") from None
+    except (LayoutError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise TraceError(f"{p}: does not fit the spec: {e}") from None
+
+
+def _from_doc(doc: Any, p: Path) -> Trace:
+    if not isinstance(doc, dict) or not isinstance(doc.get("states"), list) or "vars" not in doc:
+        raise TraceError(f"{p}: not an ITF trace (needs vars and states)")
+    meta = doc.get("#meta", {})
+    if meta.get("source") != FORMAT:
+        raise TraceError(f"{p}: not a kvproof trace (#meta.source is {meta.get('source')!r})")
+    scenario = parse_scenario(meta.get("scenario"), f"{p}#meta.scenario")
+    machine = Machine(scenario.build())
+    layout = machine.spec.layout
+    parsed = itf_py.trace_from_json(doc)
+    if not parsed.states:
+        raise TraceError(f"{p}: no states")
+    by_name = {inst.name: inst for inst in machine.instances}
+    actions, states = [], []
+    for k, st in enumerate(parsed.states):
+        values = dict(st.values)
+        action = values.pop(ACTION_VAR, None)
+        picks = values.pop(PICKS_VAR, None)
+        try:
+            states.append(bytes(layout.encode(values)))
+        except LayoutError as e:
+            raise TraceError(f"{p}: state {k}: {e}") from None
+        if k == 0:
+            continue
+        if action not in by_name:
+            raise TraceError(f"{p}: state {k}: unknown action {action!r}")
+        args = []
+        inst0 = by_name[action]
+        for param in inst0.action.params:
+            pick = getattr(picks, param, None)
+            if pick is None:
+                raise TraceError(f"{p}: state {k}: {action} needs parameter {param}")
+            try:
+                args.append(machine.spec.domain(param).code(pick))
+            except LayoutError as e:
+                raise TraceError(f"{p}: state {k}: {action}.{param}: {e}") from None
+        matches = [i.aid for i in machine.instances if i.name == action and list(i.args) == args]
+        actions.append(matches[0])
+    claim = meta.get("claim")
+    try:
+        machine.spec.claim(claim)
+    except KeyError:
+        raise TraceError(f"{p}: #meta.claim {claim!r} is not a claim of the spec") from None
+    kind = meta.get("kind", "counterexample")
+    return Trace(scenario, machine, claim, kind, actions, states, doc.get("loop"))

@@ -1,0 +1,5 @@
+"""``python -m kvproof``: the command line."""
+
+from kvproof.checker.cli import entry
+
+entry()

@@ -1,0 +1,261 @@
+"""Scenarios: named configurations of the protocol with the verdict each claim should get.
+
+A scenario is a TOML file::
+
+    name = "incident"
+    title = "One line"
+    description = "What it models"
+    protocol = "my_engine.py:MyEngine"   # optional: a PdProtocol subclass, path relative to the file
+
+    [sizes]
+    decode_pages = 3
+    prefill_pages = 2
+    context_limit = 3
+
+    [[requests]]
+    tenant = "A"
+    pages = 2
+
+    [engine]              # flags of kvproof.spec.config.Engine; unset ones keep their defaults
+    release_policy = "immediate"
+
+    [expect]              # claim = "verified" | "violated"; unlisted invariants default to "verified"
+    no_cross_tenant_read = "violated"
+
+Every problem with a file is raised as one :class:`ScenarioError` line that names the file,
+the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .config import RELEASE_POLICIES, Config, Engine, Request
+from .pd import PdProtocol
+
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario", "builtins", "builtin_names", "builtin"]
+
+VERDICTS = ("verified", "violated")
+_TOP = {"name", "title", "description", "protocol", "sizes", "requests", "engine", "expect"}
+_SIZES = {"decode_pages": (1, 64), "prefill_pages": (1, 64), "context_limit": (1, 64)}
+_MAX_REQUESTS = 32
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be used; the message is one line naming the file and the key."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named configuration, its expected verdicts, and where it came from."""
+
+    name: str
+    title: str
+    description: str
+    config: Config
+    expect: dict[str, str] = field(default_factory=dict)
+    protocol: str | None = None
+    origin: str = "<memory>"
+
+    def build(self) -> PdProtocol:
+        """The spec instance: :class:`PdProtocol` or the scenario's own subclass of it."""
+        cls = PdProtocol if self.protocol is None else _load_protocol(self.protocol, self.origin)
+        spec = cls(self.config)
+        unknown = [c for c in self.expect if c not in {x.name for x in spec.claims}]
+        if unknown:
+            raise ScenarioError(f"{self.origin}: [expect].{unknown[0]}: no such claim in the protocol")
+        return spec
+
+    def expectations(self, spec: PdProtocol) -> dict[str, str]:
+        """Expected verdict of every claim checked: every invariant (default ``verified``) and
+        the witnesses the scenario lists."""
+        out = {}
+        for c in spec.claims:
+            if c.kind == "invariant":
+                out[c.name] = self.expect.get(c.name, "verified")
+            elif c.name in self.expect:
+                out[c.name] = self.expect[c.name]
+        return out
+
+    def to_data(self) -> dict[str, Any]:
+        """The scenario as TOML-shaped data (stored in traces so they replay on their own)."""
+        cfg = self.config
+        engine = {k: v for k, v in asdict(cfg.engine).items() if v is not None}
+        data: dict[str, Any] = {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "sizes": {
+                "decode_pages": cfg.decode_pages,
+                "prefill_pages": cfg.prefill_pages,
+                "context_limit": cfg.context_limit,
+            },
+            "requests": [{"tenant": r.tenant, "pages": r.pages} for r in cfg.requests],
+            "engine": engine,
+            "expect": dict(self.expect),
+        }
+        if self.protocol is not None:
+            data["protocol"] = self.protocol
+        return data
+
+
+def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
+    """Validate TOML-shaped ``data`` into a :class:`Scenario` (``origin`` names it in errors)."""
+
+    def fail(key: str, what: str, got: Any = None) -> ScenarioError:
+        tail = "" if got is None else f", got {got!r}"
+        return ScenarioError(f"{origin}: {key}: expected {what}{tail}")
+
+    if not isinstance(data, dict):
+        raise fail("(top level)", "a table")
+    extra = sorted(set(data) - _TOP)
+    if extra:
+        raise fail(extra[0], "one of the keys " + ", ".join(sorted(_TOP)))
+    name = data.get("name")
+    if not isinstance(name, str) or not name or any(ch in name for ch in "/\\ \t"):
+        raise fail("name", "a non-empty name without spaces or slashes", name)
+    title = _str(data, "title", fail, default=name)
+    description = _str(data, "description", fail, default="")
+    protocol = data.get("protocol")
+    if protocol is not None and (not isinstance(protocol, str) or ":" not in protocol):
+        raise fail("protocol", "'path/to/file.py:ClassName'", protocol)
+
+    sizes = data.get("sizes")
+    if not isinstance(sizes, dict):
+        raise fail("[sizes]", "a table with " + ", ".join(_SIZES))
+    for key in sizes:
+        if key not in _SIZES:
+            raise fail(f"[sizes].{key}", "one of " + ", ".join(_SIZES))
+    size_values = {}
+    for key, (lo, hi) in _SIZES.items():
+        v = sizes.get(key)
+        if not _is_int(v) or not lo <= v <= hi:
+            raise fail(f"[sizes].{key}", f"a whole number in {lo}..{hi}", v)
+        size_values[key] = v
+
+    reqs = data.get("requests")
+    if not isinstance(reqs, list) or not 1 <= len(reqs) <= _MAX_REQUESTS:
+        raise fail("[[requests]]", f"1..{_MAX_REQUESTS} request tables")
+    requests = []
+    for i, r in enumerate(reqs):
+        if not isinstance(r, dict) or set(r) != {"tenant", "pages"}:
+            raise fail(f"requests[{i}]", "a table with exactly tenant and pages", r)
+        if not isinstance(r["tenant"], str) or not r["tenant"]:
+            raise fail(f"requests[{i}].tenant", "a non-empty string", r["tenant"])
+        if not _is_int(r["pages"]) or not 1 <= r["pages"] <= size_values["context_limit"]:
+            raise fail(f"requests[{i}].pages", f"a whole number in 1..{size_values['context_limit']} (context_limit)", r["pages"])
+        requests.append(Request(r["tenant"], r["pages"]))
+
+    engine = _engine(data.get("engine", {}), fail)
+    config = Config(tuple(requests), engine=engine, **size_values)
+    problems = config.problems()
+    if problems:
+        key, _, what = problems[0].partition(": ")
+        raise ScenarioError(f"{origin}: {key}: {what}")
+
+    expect = data.get("expect", {})
+    if not isinstance(expect, dict):
+        raise fail("[expect]", "a table of claim = \"verified\" | \"violated\"")
+    for claim, verdict in expect.items():
+        if verdict not in VERDICTS:
+            raise fail(f"[expect].{claim}", '"verified" or "violated"', verdict)
+    return Scenario(name, title, description, config, dict(expect), protocol, origin)
+
+
+def _engine(table: Any, fail) -> Engine:
+    if not isinstance(table, dict):
+        raise fail("[engine]", "a table of engine flags")
+    known = {f.name: f for f in fields(Engine)}
+    values = {}
+    for key, v in table.items():
+        if key not in known:
+            raise fail(f"[engine].{key}", "one of " + ", ".join(known))
+        default = known[key].default
+        if key == "release_policy":
+            if v not in RELEASE_POLICIES:
+                raise fail(f"[engine].{key}", "one of " + ", ".join(RELEASE_POLICIES), v)
+        elif key == "write_latency_bound":
+            if v != "unbounded" and (not _is_int(v) or not 0 <= v <= 16):
+                raise fail(f"[engine].{key}", 'a whole number in 0..16 or "unbounded"', v)
+            v = None if v == "unbounded" else v
+        elif key == "timeout":
+            if not _is_int(v) or not 1 <= v <= 16:
+                raise fail(f"[engine].{key}", "a whole number in 1..16", v)
+        elif isinstance(default, bool) and not isinstance(v, bool):
+            raise fail(f"[engine].{key}", "true or false", v)
+        values[key] = v
+    return Engine(**values)
+
+
+def _str(data: dict, key: str, fail, default: str) -> str:
+    v = data.get(key, default)
+    if not isinstance(v, str):
+        raise fail(key, "a string", v)
+    return v
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ScenarioError(f"{p}: cannot read: {e.strerror or e}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{p}: malformed TOML: {e}") from None
+    return parse_scenario(data, str(p))
+
+
+def _catalogue_dir():
+    return resources.files("kvproof.spec").joinpath("scenarios")
+
+
+def builtins() -> list[Scenario]:
+    """Every built-in scenario, in catalogue order (file names sort them)."""
+    files = sorted((f for f in _catalogue_dir().iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
+    return [parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/scenarios/{f.name}") for f in files]
+
+
+def builtin_names() -> list[str]:
+    """Names of the built-in scenarios, in catalogue order."""
+    return [sc.name for sc in builtins()]
+
+
+def builtin(name: str) -> Scenario:
+    """A built-in scenario by name; :class:`ScenarioError` if there is none."""
+    for sc in builtins():
+        if sc.name == name:
+            return sc
+    raise ScenarioError(f"unknown scenario {name!r} (kvproof list shows the catalogue)")
+
+
+def _load_protocol(ref: str, origin: str) -> type[PdProtocol]:
+    path_s, _, cls_name = ref.rpartition(":")
+    base = Path(origin).parent if Path(origin).exists() else Path.cwd()
+    path = (base / path_s).resolve()
+    if not path.is_file():
+        raise ScenarioError(f"{origin}: protocol: no file {path}")
+    mod_name = f"kvproof_variant_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # a user's file: report it in one line
+        raise ScenarioError(f"{origin}: protocol: {path.name} failed to load: {type(e).__name__}: {e}") from None
+    cls = getattr(module, cls_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, PdProtocol)):
+        raise ScenarioError(f"{origin}: protocol: {cls_name} in {path.name} is not a PdProtocol subclass")
+    return cls
