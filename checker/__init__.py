@@ -1,1 +1,14 @@
-"""Engines, results, traces, rendering and the command line."""
+"""Engines, results, traces, rendering and the command line.
+
+Modules: :mod:`.explicit` (BFS engine), :mod:`.symbolic` (Z3 interpretation of the spec),
+:mod:`.results`, :mod:`.run` (scenario -> report), :mod:`.traces` (ITF), :mod:`.expected`
+(the expected-verdict table), :mod:`.render` and :mod:`.cli`.
+"""
+
+from .explicit import Exploration, Limits, Stats, explore
+from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, exit_code
+from .run import check_scenario
+from .traces import Trace, TraceError, read_trace, write_trace
+
+__all__ = ["Exploration", "Limits", "Stats", "explore", "ClaimReport", "Inconclusive", "ScenarioReport",
+           "Verified", "Violated", "exit_code", "check_scenario", "Trace", "TraceError", "read_trace", "write_trace"]

@@ -206,7 +206,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out.print(f"{base.name}: {exp.requests:,} requests over {args.pages} decode pages "
               f"({args.slots} at a time, seed {args.seed}), {exp.steps:,} steps in {seconds:.1f} s")
     out.print(f"  {exp.responses:,} successful responses, {exp.errors:,} errors, {exp.aborted:,} aborted")
-    out.print(f"  {exp.foreign_reads:,} responses read another request's KV; "
+    out.print(f"  {exp.foreign_reads:,} {_plural(exp.foreign_reads, 'response')} read another request's KV; "
               f"{exp.cross_tenant_reads:,} read another tenant's")
     if exp.stuck:
         out.print("  the run got stuck: requests left unfinished with nothing enabled")
@@ -220,6 +220,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             path = write_trace(trace, args.traces)
             out.print(f"  first exposure at step {len(run):,}, written to {path}")
     return EXIT_OK
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
 
 
 # -- parser --------------------------------------------------------------------------------------

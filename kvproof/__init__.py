@@ -1,1 +1,35 @@
-"""kvproof: a model-checked specification of the PD-disaggregated KV page lifecycle."""
+"""kvproof: a model-checked specification of the PD-disaggregated KV page lifecycle.
+
+The public surface, following the data flow: a :class:`Scenario` builds a spec instance
+(:class:`PdProtocol`), :func:`check_scenario` runs the explicit engine over it and returns a
+:class:`ScenarioReport` of :class:`Verified` / :class:`Violated` / :class:`Inconclusive`
+results, whose traces :func:`write_trace` stores as ITF and :func:`read_trace` reads back.
+"""
+
+import os as _os
+
+# In a source checkout the subpackages live beside this folder (pyproject's package-dir maps
+# them); when Python finds this folder first (``python -m kvproof`` run from the checkout over
+# a non-editable install), let the subpackages resolve there too.
+_here = _os.path.dirname(__file__)
+if not _os.path.isdir(_os.path.join(_here, "spec")):
+    __path__.append(_os.path.dirname(_here))  # noqa: F821 - __path__ is defined for packages
+
+from kvproof.checker.explicit import Limits, Stats  # noqa: E402
+from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated  # noqa: E402
+from kvproof.checker.run import check_scenario  # noqa: E402
+from kvproof.checker.traces import Trace, read_trace, write_trace  # noqa: E402
+from kvproof.model.machine import Machine  # noqa: E402
+from kvproof.model.replay import replay  # noqa: E402
+from kvproof.spec.config import Config, Engine, Request  # noqa: E402
+from kvproof.spec.pd import PdProtocol  # noqa: E402
+from kvproof.spec.scenario import Scenario, builtin, builtins, load_scenario  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = [
+    "Scenario", "load_scenario", "builtin", "builtins",
+    "Config", "Engine", "Request", "PdProtocol", "Machine",
+    "check_scenario", "Limits", "Stats", "ScenarioReport", "ClaimReport",
+    "Verified", "Violated", "Inconclusive",
+    "Trace", "read_trace", "write_trace", "replay",
+]

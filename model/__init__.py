@@ -1,1 +1,12 @@
-"""The executable reference: the spec compiled and run on concrete states."""
+"""The executable reference: the spec compiled once and run on concrete states.
+
+Modules: :mod:`.compiler` (spec -> straight-line Python), :mod:`.machine` (the compiled
+instance), :mod:`.replay` (re-execute a trace), :mod:`.simulate` (long random workloads).
+"""
+
+from .machine import Machine, reference_successors
+from .replay import Divergence, ReplayError, replay, run_actions
+from .simulate import Exposure, simulate, simulation_scenario
+
+__all__ = ["Machine", "reference_successors", "Divergence", "ReplayError", "replay", "run_actions",
+           "Exposure", "simulate", "simulation_scenario"]

@@ -1,1 +1,15 @@
-"""The protocol: state, actions, claims and scenarios of the PD KV page lifecycle."""
+"""The protocol: state, actions, claims and scenarios of the PD KV page lifecycle.
+
+Modules: :mod:`.ops` (the operations facade), :mod:`.layout` (the flat typed state),
+:mod:`.framework` (how actions and claims are written), :mod:`.config` (instance parameters),
+:mod:`.pd_state`, :mod:`.pd`, :mod:`.pd_claims`, :mod:`.pd_story` (the PD protocol) and
+:mod:`.scenario` (the TOML catalogue).
+"""
+
+from .config import Config, Engine, Request
+from .framework import Spec, action, invariant, witness
+from .pd import PdProtocol
+from .scenario import Scenario, ScenarioError, builtin, builtins, load_scenario
+
+__all__ = ["Config", "Engine", "Request", "Spec", "action", "invariant", "witness", "PdProtocol",
+           "Scenario", "ScenarioError", "builtin", "builtins", "load_scenario"]

@@ -96,7 +96,7 @@ class Config:
         if e.release_policy not in RELEASE_POLICIES:
             out.append(f"engine.release_policy: expected one of {', '.join(RELEASE_POLICIES)}")
         if e.request_streams and e.ordered_arrivals:
-            out.append("engine.request_streams needs ordered_arrivals = false")
+            out.append("engine.request_streams: needs ordered_arrivals = false")
         if e.timeout < 1:
             out.append("engine.timeout: expected a whole number >= 1")
         if e.write_latency_bound is not None and e.write_latency_bound < 0:

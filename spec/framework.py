@@ -120,8 +120,6 @@ class _FieldView:
     def _slot(self, key: Any) -> int | None:
         idx = key if isinstance(key, tuple) else (key,)
         if all(isinstance(i, int) for i in idx):
-            if self._f.sentinel and idx == (self._f.width - 1,):
-                return self._base + self._f.width - 1  # the NONE index reads the sentinel
             return self._layout.slot(self._f.name, *idx)
         if len(idx) != 1 or len(self._f.dims) != 1:
             raise TypeError(f"{self._f.name}: only one-dimensional fields take a value index")

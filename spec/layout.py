@@ -116,10 +116,13 @@ class Layout:
         self.by_name = {f.name: f for f in self.fields}
 
     def slot(self, name: str, *idx: int) -> int:
-        """The flat slot of ``name[idx...]`` for concrete indices (bounds-checked)."""
+        """The flat slot of ``name[idx...]`` for concrete indices (bounds-checked; the NONE
+        index of a field with a sentinel is its sentinel slot)."""
         f = self.by_name[name]
         if len(idx) != len(f.dims):
             raise LayoutError(f"{name} takes {len(f.dims)} indices, got {len(idx)}")
+        if f.sentinel and idx[0] == f.dims[0].size:
+            return self.base[name] + f.width - 1
         flat = 0
         for i, d in zip(idx, f.dims):
             if not 0 <= i < d.size:

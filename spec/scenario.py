@@ -5,7 +5,7 @@ A scenario is a TOML file::
     name = "incident"
     title = "One line"
     description = "What it models"
-    protocol = "my_engine.py:MyEngine"   # optional: a PdProtocol subclass, path relative to the file
+    protocol = "my_engine.py:MyEngine"   # optional: a PdProtocol subclass; path relative to this file
 
     [sizes]
     decode_pages = 3
@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -215,7 +215,11 @@ def load_scenario(path: str | Path) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{p}: malformed TOML: {e}") from None
-    return parse_scenario(data, str(p))
+    scenario = parse_scenario(data, str(p))
+    if scenario.protocol is not None:  # resolve the variant file now, so traces replay from anywhere
+        file, _, cls = scenario.protocol.rpartition(":")
+        scenario = replace(scenario, protocol=f"{(p.parent / file).resolve()}:{cls}")
+    return scenario
 
 
 def _catalogue_dir():
@@ -243,8 +247,7 @@ def builtin(name: str) -> Scenario:
 
 def _load_protocol(ref: str, origin: str) -> type[PdProtocol]:
     path_s, _, cls_name = ref.rpartition(":")
-    base = Path(origin).parent if Path(origin).exists() else Path.cwd()
-    path = (base / path_s).resolve()
+    path = Path(path_s).resolve()  # load_scenario made it absolute; data from memory is cwd-relative
     if not path.is_file():
         raise ScenarioError(f"{origin}: protocol: no file {path}")
     mod_name = f"kvproof_variant_{abs(hash(str(path)))}"

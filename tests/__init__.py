@@ -1,0 +1,1 @@
+"""kvproof's test suite (pytest + hypothesis), one file per module."""

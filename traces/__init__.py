@@ -1,0 +1,2 @@
+"""Committed counterexamples of the built-in catalogue (ITF JSON) and ``expected.toml``, the
+expected verdicts and state counts that the tests re-check."""

@@ -1,0 +1,44 @@
+"""Shared fixtures: scenarios, compiled machines and explored state sets, built once."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+
+from kvproof.checker.explicit import explore
+from kvproof.model.machine import Machine
+from kvproof.spec.scenario import builtin
+
+
+@lru_cache(maxsize=None)
+def machine_of(name: str) -> Machine:
+    """The compiled machine of a built-in scenario (cached across tests)."""
+    return Machine(builtin(name).build())
+
+
+@lru_cache(maxsize=None)
+def reachable(name: str) -> list[bytes]:
+    """Every reachable state of a built-in scenario, in BFS order."""
+    m = machine_of(name)
+    seen = {m.init: None}
+    order = [m.init]
+    for s in order:
+        for _, t in m.successors(s):
+            if t not in seen:
+                seen[t] = None
+                order.append(t)
+    return order
+
+
+@pytest.fixture
+def machine():
+    return machine_of
+
+
+@pytest.fixture
+def states():
+    return reachable
+
+
+__all__ = ["machine_of", "reachable", "explore"]

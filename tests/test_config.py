@@ -1,0 +1,21 @@
+"""Configuration checks."""
+
+from dataclasses import replace
+
+from kvproof.spec.config import Config, Engine, Request
+
+
+def test_a_sound_config_has_no_problems():
+    cfg = Config((Request("A", 1), Request("B", 2)), 2, 2, 2)
+    assert cfg.problems() == []
+    assert cfg.tenants == ["A", "B"]
+
+
+def test_problems_name_the_key():
+    cfg = Config((Request("A", 3),), 2, 2, 2, Engine(release_policy="never"))
+    problems = cfg.problems()
+    assert any(p.startswith("engine.release_policy") for p in problems)
+    assert any(p.startswith("requests[0].pages") for p in problems)
+    streams = replace(cfg, requests=(Request("A", 1),), engine=Engine(request_streams=True))
+    assert any("request_streams" in p for p in streams.problems())
+    assert "timeout" in " ".join(Config((Request("A", 1),), 1, 1, 1, Engine(timeout=0)).problems())

@@ -1,0 +1,95 @@
+"""The explicit engine on tiny hand-built graphs whose answers are known."""
+
+from kvproof.checker.explicit import Limits, explore
+from kvproof.spec.framework import Claim
+
+CLAIMS = [
+    Claim("safe", "invariant", "always", ""),
+    Claim("reach", "witness", "always", ""),
+    Claim("rests_well", "invariant", "quiescent", ""),
+]
+
+
+class Graph:
+    """States are one byte; action id = target state; claims hit on listed states."""
+
+    claims = CLAIMS
+
+    def __init__(self, edges, bad=(), witness=(), bad_rest=()):
+        self.edges, self.bad, self.witness, self.bad_rest = edges, set(bad), set(witness), set(bad_rest)
+        self.init = bytes([0])
+
+    def successors(self, s):
+        return [(t, bytes([t])) for t in self.edges.get(s[0], [])]
+
+    def hits(self, s):
+        return (s[0] in self.bad) | (s[0] in self.witness) << 1
+
+    def quiescent_hits(self, s):
+        return (s[0] in self.bad_rest) << 2
+
+
+# 0 -> 1 -> 2 -> 3 -> 4 (bad) ; 0 -> 5 -> 4 ; 5 -> 6 ; cycle 6 -> 5
+DIAMOND = {0: [1, 5], 1: [2], 2: [3], 3: [4], 5: [4, 6], 6: [5]}
+
+
+def test_counts_states_transitions_depth_and_quiescent_states():
+    ex = explore(Graph(DIAMOND))
+    assert ex.complete
+    assert ex.stats.states == 7
+    assert ex.stats.transitions == 8
+    assert ex.stats.depth == 3  # 3 is the deepest (0-1-2-3); 4 is reached via 5 at depth 2
+    assert ex.stats.quiescent == 1  # only state 4
+
+
+def test_the_counterexample_is_a_shortest_path():
+    g = Graph(DIAMOND, bad={4})
+    ex = explore(g)
+    assert ex.path(ex.hit_at[0]) == [5, 4]  # not 1, 2, 3, 4
+
+
+def test_witness_and_quiescent_claims():
+    ex = explore(Graph(DIAMOND, witness={6}, bad_rest={4}))
+    assert ex.path(ex.hit_at[1]) == [5, 6]
+    assert ex.path(ex.hit_at[2]) == [5, 4]
+    ex2 = explore(Graph(DIAMOND, witness={9}))
+    assert 1 not in ex2.hit_at and ex2.complete
+
+
+def test_a_violated_initial_state_has_an_empty_counterexample():
+    ex = explore(Graph(DIAMOND, bad={0}))
+    assert ex.path(ex.hit_at[0]) == []
+
+
+def test_limits_end_incomplete_with_the_reason():
+    chain = {i: [i + 1] for i in range(50)}
+    ex = explore(Graph(chain), Limits(max_states=10))
+    assert not ex.complete and "state limit 10" in ex.reason and ex.stats.states == 10
+    ex = explore(Graph(chain), Limits(max_depth=5))
+    assert not ex.complete and "depth limit 5" in ex.reason and ex.stats.states == 6
+    ex = explore(Graph(chain), Limits(max_depth=50))
+    assert ex.complete  # the whole chain fits: a limit that is not hit does not truncate
+
+
+def test_a_violation_found_before_a_limit_is_still_reported():
+    chain = {i: [i + 1] for i in range(50)}
+    ex = explore(Graph(chain, bad={3}), Limits(max_states=10))
+    assert not ex.complete and ex.path(ex.hit_at[0]) == [1, 2, 3]
+
+
+def test_stop_when_all_hit_ends_early():
+    chain = {i: [i + 1] for i in range(50)}
+    ex = explore(Graph(chain, bad={3}), claims=[0], stop_when_all_hit=True)
+    assert ex.stats.states < 10 and 0 in ex.hit_at
+
+
+def test_a_time_limit_ends_incomplete():
+    class Long(Graph):
+        def successors(self, s):
+            n = int.from_bytes(s, "big") + 1
+            return [] if n >= 60_000 else [(0, n.to_bytes(2, "big"))]
+
+    g = Long({})
+    g.init = bytes(2)
+    ex = explore(g, Limits(max_seconds=1e-6))
+    assert not ex.complete and "time limit" in ex.reason and ex.stats.states < 60_000

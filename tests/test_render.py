@@ -1,0 +1,61 @@
+"""Rendering as plain text at a fixed width, without colour."""
+
+from pathlib import Path
+
+import pytest
+
+from kvproof.checker.render import changes, render_reports, render_trace, to_text
+from kvproof.checker.run import check_scenario
+from kvproof.spec.scenario import builtin
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture(scope="module")
+def race():
+    return check_scenario(builtin("abort-race"))
+
+
+def _trace(report, claim):
+    return next(c for c in report.claims if c.claim == claim).result.trace
+
+
+def test_the_abort_race_renders_exactly_as_the_golden_text(race):
+    text = to_text(render_trace(_trace(race, "no_cross_tenant_read")), width=100)
+    assert text == (GOLDEN / "abort-race__no_cross_tenant_read.txt").read_text()
+
+
+def test_the_story_shows_the_late_write_and_the_foreign_read(race):
+    text = to_text(render_trace(_trace(race, "no_cross_tenant_read")), width=100)
+    assert "! p0 released while R0's chunk 0 write is still in flight" in text
+    assert "! late write from R0 lands on p0, now reserved by R1" in text
+    assert "! decode R1 (tenant B) reads p0 holding R0's KV (tenant A)" in text
+    assert "R0 (A) !!" in text  # another tenant's KV in R1's page, marked without colour
+    assert text.rstrip().endswith("No response is computed from another tenant's KV (the incident's 155 responses).")
+
+
+def test_the_incident_shows_a_placeholder_handoff_reading_another_tenants_page():
+    rep = check_scenario(builtin("incident"), only=["no_cross_tenant_read"])
+    text = to_text(render_trace(rep.claims[0].result.trace), width=100)
+    assert "pending error" in text and "one-token placeholder" in text
+    assert "! decode R1 (tenant B) reads p1 holding R0's KV (tenant A)" in text
+
+
+def test_changes_list_only_changed_fields(race):
+    t = _trace(race, "no_write_after_release")
+    assert changes(t, 1) == [("p_phase[R0]", "new", "queued")]
+
+
+def test_a_single_step_can_be_shown(race):
+    t = _trace(race, "no_write_after_release")
+    text = to_text(render_trace(t, step=6), width=100)
+    assert "Step 6  decode_abort(req=R0)" in text and "Step 5" not in text
+
+
+def test_the_verdict_table_at_fixed_width(race):
+    text = to_text(render_reports([race]), width=120)
+    lines = text.splitlines()
+    assert any("abort-race" in ln and "decode_reads_only_own_pages" in ln and "violated" in ln for ln in lines)
+    assert any("sometimes_abort_mid_transfer" in ln and "verified" in ln for ln in lines)
+    assert all(len(ln) <= 120 for ln in lines)
+    assert "\x1b[" not in text

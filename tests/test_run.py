@@ -1,0 +1,59 @@
+"""Checking scenarios end to end: every verdict of the catalogue, pinned counts, limits."""
+
+import pytest
+
+from kvproof.checker.explicit import Limits
+from kvproof.checker.results import Inconclusive
+from kvproof.checker.run import check_scenario
+from kvproof.spec.scenario import ScenarioError, builtin, builtin_names
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_scenario_gets_its_expected_verdicts(name):
+    rep = check_scenario(builtin(name))
+    assert rep.complete
+    wrong = [(c.claim, c.expected, c.verdict) for c in rep.claims if not c.matches]
+    assert wrong == []
+
+
+# Pinned distinct-state counts (Stateright's habit): a spec change that moves one must be deliberate.
+PINNED = {"incident": 68, "pr-36988": 62, "pr-38935": 89, "abort-race": 1556, "pr-35049-drain-ack": 620,
+          "failure-before-pr-41404": 199, "pr-41404": 141}
+
+
+@pytest.mark.parametrize("name,states", PINNED.items())
+def test_pinned_state_counts(name, states):
+    assert check_scenario(builtin(name)).stats.states == states
+
+
+def test_counterexample_lengths_are_shortest_and_pinned():
+    rep = check_scenario(builtin("abort-race"))
+    depth = {c.claim: c.depth for c in rep.claims}
+    assert depth["no_write_after_release"] == 6   # admit, prealloc, metadata, forward, write, abort
+    assert depth["no_cross_tenant_read"] == 15
+    rep = check_scenario(builtin("incident"))
+    assert {c.claim: c.depth for c in rep.claims}["no_cross_tenant_read"] == 18
+
+
+def test_a_truncated_search_is_inconclusive_never_verified():
+    rep = check_scenario(builtin("v0.5.22"), Limits(max_states=5000))
+    assert not rep.complete
+    assert all(isinstance(c.result, Inconclusive) for c in rep.claims if c.kind == "invariant")
+    # a witness reached before the limit is still a real witness
+    assert any(c.verdict == "verified" for c in rep.claims if c.kind == "witness")
+
+
+def test_only_named_claims_are_checked_and_unknown_names_are_refused():
+    rep = check_scenario(builtin("abort-race"), only=["no_write_after_release"])
+    assert [c.claim for c in rep.claims] == ["no_write_after_release"]
+    assert rep.claims[0].verdict == "violated"
+    with pytest.raises(ScenarioError, match="unknown invariant or witness 'nope'"):
+        check_scenario(builtin("abort-race"), only=["nope"])
+
+
+def test_traces_are_written_only_for_violated_invariants(tmp_path):
+    rep = check_scenario(builtin("abort-race"), traces_dir=tmp_path)
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == sorted(f"abort-race__{c}.itf.json" for c in
+                             ["decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release"])
+    assert all(c.trace_path is None for c in rep.claims if c.verdict != "violated" or c.kind != "invariant")

@@ -1,0 +1,139 @@
+"""Scenario files: the catalogue, validation errors in one line, user variants."""
+
+import textwrap
+
+import pytest
+
+from kvproof.spec.scenario import ScenarioError, builtin, builtin_names, builtins, load_scenario, parse_scenario
+
+GOOD = {
+    "name": "mine",
+    "sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1},
+    "requests": [{"tenant": "A", "pages": 1}],
+}
+
+
+def test_the_catalogue_has_every_required_scenario():
+    names = builtin_names()
+    for required in ["incident", "pr-36988", "pr-38935", "abort-race", "pr-35049-drain-ack",
+                     "pr-35049-timeout-unbounded", "timeout-bounded-latency", "receipt-ack",
+                     "failure-before-pr-41404", "pr-41404", "source-reuse", "source-held",
+                     "checksum-supported", "checksum-unsupported", "v0.5.22"]:
+        assert required in names
+    assert len(names) == len(set(names))
+
+
+def test_every_builtin_lists_every_invariant_and_at_least_one_witness():
+    for sc in builtins():
+        spec = sc.build()
+        invariants = {c.name for c in spec.claims if c.kind == "invariant"}
+        assert invariants <= set(sc.expect), sc.name
+        assert any(c.kind == "witness" and c.name in sc.expect for c in spec.claims), sc.name
+
+
+def test_v0_5_22_expects_every_safety_invariant_verified():
+    sc = builtin("v0.5.22")
+    assert all(v == "verified" for v in sc.expect.values())
+
+
+@pytest.mark.parametrize("patch,message", [
+    ({"name": "has space"}, "name: expected a non-empty name"),
+    ({"sizes": {"decode_pages": 0, "prefill_pages": 1, "context_limit": 1}}, "[sizes].decode_pages: expected a whole number in 1..64, got 0"),
+    ({"sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1, "gpus": 8}}, "[sizes].gpus: expected one of"),
+    ({"requests": [{"tenant": "A", "pages": 2}]}, "requests[0].pages: expected a whole number in 1..1 (context_limit), got 2"),
+    ({"requests": [{"tenant": "A"}]}, "requests[0]: expected a table with exactly tenant and pages"),
+    ({"engine": {"release_policy": "sometimes"}}, "[engine].release_policy: expected one of immediate, drain_ack, drain_ack_or_timeout, got 'sometimes'"),
+    ({"engine": {"warp_drive": True}}, "[engine].warp_drive: expected one of"),
+    ({"engine": {"checksum": "yes"}}, "[engine].checksum: expected true or false, got 'yes'"),
+    ({"engine": {"timeout": 0}}, "[engine].timeout: expected a whole number in 1..16, got 0"),
+    ({"engine": {"request_streams": True}}, "engine.request_streams: needs ordered_arrivals = false"),
+    ({"expect": {"no_cross_tenant_read": "maybe"}}, '[expect].no_cross_tenant_read: expected "verified" or "violated"'),
+    ({"colour": "blue"}, "colour: expected one of the keys"),
+])
+def test_bad_scenarios_get_one_line_naming_file_and_key(patch, message):
+    data = {**GOOD, **patch}
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(data, "my.toml")
+    text = str(e.value)
+    assert text.startswith("my.toml: ") and message in text and "\n" not in text
+
+
+def test_unknown_claim_in_expect_is_caught_when_built():
+    sc = parse_scenario({**GOOD, "expect": {"no_such_claim": "verified"}}, "my.toml")
+    with pytest.raises(ScenarioError, match=r"\[expect\].no_such_claim: no such claim"):
+        sc.build()
+
+
+def test_malformed_toml_and_missing_files(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [unclosed\n")
+    with pytest.raises(ScenarioError, match="bad.toml: malformed TOML"):
+        load_scenario(bad)
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "missing.toml")
+    with pytest.raises(ScenarioError, match="unknown scenario 'nope'"):
+        builtin("nope")
+
+
+def test_unlisted_invariants_default_to_verified():
+    sc = parse_scenario(GOOD, "my.toml")
+    spec = sc.build()
+    exp = sc.expectations(spec)
+    assert exp["no_cross_tenant_read"] == "verified"
+    assert "sometimes_request_succeeds" not in exp  # witnesses are checked only when listed
+
+
+def test_a_variant_protocol_is_loaded_from_a_file(tmp_path):
+    (tmp_path / "engine.py").write_text(textwrap.dedent('''
+        from kvproof.spec.pd import PdProtocol
+
+        class NoDrainWait(PdProtocol):
+            def decode_release_deferred(self, s, n, r):
+                o = s.ops
+                s.require(o.eq(s.d_phase[r], 3))
+                n.d_phase[r] = 4
+                self._release_decode(s, n, r)
+    '''))
+    (tmp_path / "mine.toml").write_text(textwrap.dedent('''
+        name = "mine"
+        protocol = "engine.py:NoDrainWait"
+        [sizes]
+        decode_pages = 1
+        prefill_pages = 2
+        context_limit = 1
+        [[requests]]
+        tenant = "A"
+        pages = 1
+        [[requests]]
+        tenant = "B"
+        pages = 1
+        [engine]
+        release_policy = "drain_ack"
+        [expect]
+        no_write_after_release = "violated"
+    '''))
+    sc = load_scenario(tmp_path / "mine.toml")
+    assert type(sc.build()).__name__ == "NoDrainWait"
+    (tmp_path / "broken.toml").write_text((tmp_path / "mine.toml").read_text().replace("NoDrainWait", "Missing"))
+    with pytest.raises(ScenarioError, match="Missing in engine.py is not a PdProtocol subclass"):
+        load_scenario(tmp_path / "broken.toml").build()
+
+
+def test_to_data_round_trips():
+    for sc in builtins():
+        again = parse_scenario(sc.to_data(), "again")
+        assert again.config == sc.config and again.expect == sc.expect and again.name == sc.name
+
+
+def test_the_readme_variant_example_checks_as_documented():
+    from pathlib import Path
+
+    from kvproof.checker.run import check_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    sc = load_scenario(root / "examples" / "variant" / "early_release.toml")
+    rep = check_scenario(sc)
+    assert all(c.matches for c in rep.claims)
+    assert {c.claim: c.verdict for c in rep.claims}["no_write_after_release"] == "violated"
+    lines = (root / "examples" / "variant" / "early_release.py").read_text().splitlines()
+    assert len(lines) < 30
