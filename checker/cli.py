@@ -145,6 +145,14 @@ def _json_reports(reports) -> dict[str, Any]:
                 "name": r.scenario.name,
                 "complete": r.complete,
                 "reason": r.reason,
+                "stats": {
+                    "states": r.stats.states,
+                    "transitions": r.stats.transitions,
+                    "depth": r.stats.depth,
+                    "quiescent_states": r.stats.quiescent,
+                    "seconds": round(r.stats.seconds, 4),
+                    "states_per_second": round(r.stats.states_per_second),
+                },
                 "results": [
                     {
                         "invariant": c.claim,
