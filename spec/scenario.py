@@ -5,7 +5,8 @@ A scenario is a TOML file::
     name = "incident"
     title = "One line"
     description = "What it models"
-    protocol = "my_engine.py:MyEngine"   # optional: a PdProtocol subclass; path relative to this file
+    protocol = "my_engine.py:MyEngine"   # optional: a PdProtocol subclass; path relative to this file,
+                                         # or an importable module: "kvproof.spec.sglang_0523:Sglang0523"
 
     [sizes]
     decode_pages = 3
@@ -216,7 +217,8 @@ def load_scenario(path: str | Path) -> Scenario:
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{p}: malformed TOML: {e}") from None
     scenario = parse_scenario(data, str(p))
-    if scenario.protocol is not None:  # resolve the variant file now, so traces replay from anywhere
+    if scenario.protocol is not None and scenario.protocol.rpartition(":")[0].endswith(".py"):
+        # resolve the variant file now, so traces replay from anywhere
         file, _, cls = scenario.protocol.rpartition(":")
         scenario = replace(scenario, protocol=f"{(p.parent / file).resolve()}:{cls}")
     return scenario
@@ -247,6 +249,8 @@ def builtin(name: str) -> Scenario:
 
 def _load_protocol(ref: str, origin: str) -> type[PdProtocol]:
     path_s, _, cls_name = ref.rpartition(":")
+    if not path_s.endswith(".py") and "/" not in path_s and "\\" not in path_s:
+        return _import_protocol(path_s, cls_name, origin)  # an installed module: "pkg.mod:Class"
     path = Path(path_s).resolve()  # load_scenario made it absolute; data from memory is cwd-relative
     if not path.is_file():
         raise ScenarioError(f"{origin}: protocol: no file {path}")
@@ -261,4 +265,17 @@ def _load_protocol(ref: str, origin: str) -> type[PdProtocol]:
     cls = getattr(module, cls_name, None)
     if not (isinstance(cls, type) and issubclass(cls, PdProtocol)):
         raise ScenarioError(f"{origin}: protocol: {cls_name} in {path.name} is not a PdProtocol subclass")
+    return cls
+
+
+def _import_protocol(module_name: str, cls_name: str, origin: str) -> type[PdProtocol]:
+    """A PdProtocol subclass from an importable module (how built-in scenarios name theirs,
+    so that their traces replay on any machine)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ScenarioError(f"{origin}: protocol: cannot import {module_name}: {e}") from None
+    cls = getattr(module, cls_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, PdProtocol)):
+        raise ScenarioError(f"{origin}: protocol: {cls_name} in {module_name} is not a PdProtocol subclass")
     return cls

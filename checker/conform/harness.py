@@ -611,12 +611,15 @@ class Harness:
         if err is not None:
             raise HarnessError(f"the Mooncake transfer worker died: {err}")
 
-    def _deliver_to_prefill(self) -> None:
-        while self.to_prefill:
-            frames = self.to_prefill.pop(0)
-            if frames and frames[0] == self.m["common"].ABORT_TAG:
-                pass
-            self.prefill_inbox.deliver(frames)
+    def _deliver_to_prefill(self, keep) -> None:
+        """Deliver queued decode->prefill frames for which ``keep(frames)`` holds, in order."""
+        rest = []
+        for frames in self.to_prefill:
+            if keep(frames):
+                self.prefill_inbox.deliver(frames)
+            else:
+                rest.append(frames)
+        self.to_prefill = rest
 
     def _deliver_to_decode(self, keep) -> None:
         """Deliver queued prefill->decode frames for which ``keep(frames)`` holds."""
@@ -692,7 +695,8 @@ class Harness:
         self.pq.queue.remove(dr)
         self.pq._num_published_destinations += 1
         self.tq.extend([dr])
-        self._deliver_to_prefill()
+        abort = self.m["common"].ABORT_TAG
+        self._deliver_to_prefill(lambda f: f[0] != abort and int(f[0]) == self.room(r))
 
     def prefill_forward(self, r: int) -> None:
         """Bootstrap done (the sender polls ``WaitingForInput``), a metadata slot, the sender's
@@ -868,7 +872,8 @@ class Harness:
 
     def prefill_handle_abort(self, r: int) -> None:
         """The ABORT reaches prefill's bootstrap thread: ``_handle_abort_notification``."""
-        self._deliver_to_prefill()
+        abort = self.m["common"].ABORT_TAG
+        self._deliver_to_prefill(lambda f: f[0] == abort and int(f[1]) == self.room(r))
 
     def prefill_drain(self, r: int) -> None:
         """Every write of the stopped sender has landed: prefill frees its source pages."""
@@ -909,6 +914,11 @@ class Harness:
     # -- observation --------------------------------------------------------------------------
     def observe(self) -> Observation:
         """What the real code did, in the model's terms."""
+        with self.engine.cond:
+            for w in self.engine.in_flight:  # a write in flight to a page its request lost
+                r = w.room - ROOM_BASE
+                if any(self.owner[p] != r + 1 for p in w.pages):
+                    self.write_after_release = True
         held = frozenset(int(e[0].req.rid[1:]) for e in self.tq._deferred_releases)
         content = tuple(int(self.decode_kv[p, 0]) for p in range(self.D))
         return Observation(
