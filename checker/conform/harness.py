@@ -298,6 +298,7 @@ class Harness:
         self.write_after_release = False
         self.aborts: list[tuple[int, int | None]] = []
         self.problems: list[str] = []
+        self.armed: dict[int, int] = {}  # request -> generation of the ABORT decode sent
         self.to_prefill: list = []  # frames decode sent, not yet delivered
         self.to_decode: list = []  # frames prefill sent, not yet delivered
         self.sending_room: int | None = None
@@ -382,7 +383,7 @@ class Harness:
         for req in reqs:
             r = int(req.rid[1:])
             reason = req.finished_reason
-            if isinstance(reason, FINISH_ABORT):
+            if isinstance(reason, FINISH_ABORT) and self.outcome[r] == "none":  # the client keeps the first
                 aborted = "Aborted by AbortReq" in str(reason.message)
                 self.outcome[r] = "aborted" if aborted else "error"
             self.streamed.append((req.rid, reason))
@@ -836,7 +837,8 @@ class Harness:
         queue is released by ``pop_preallocated`` (the harness releases its pages)."""
         dr = self.decode_reqs.get(r)
         if dr is None:  # never reached decode: only the client's abort
-            self.outcome[r] = "aborted"
+            if self.outcome[r] == "none":
+                self.outcome[r] = "aborted"
             return
         dr.kv_receiver.abort()
         if dr in self.tq.queue:
@@ -844,7 +846,8 @@ class Harness:
         else:
             if dr in self.pq.queue:
                 self.pq.queue.remove(dr)
-            self.outcome[r] = "aborted"
+            if self.outcome[r] == "none":
+                self.outcome[r] = "aborted"
             self._release_kv_cache(dr.req, None)
         self._after_abort_sent(r)
 
@@ -860,6 +863,7 @@ class Harness:
         n = common.AbortNotification.from_zmq(frames)
         self.aborts.append((n.room - ROOM_BASE, n.generation))
         if n.generation is not None:
+            self.armed[n.room - ROOM_BASE] = n.generation
             state = self.decode_mgr._deferred_abort_ack_tracker.get(n.room)
             if state is None or state.generation != n.generation:
                 self.problems.append(f"ABORT for room {n.room} carries generation {n.generation} "
@@ -871,18 +875,31 @@ class Harness:
         return out
 
     def prefill_handle_abort(self, r: int) -> None:
-        """The ABORT reaches prefill's bootstrap thread: ``_handle_abort_notification``."""
+        """The ABORT reaches prefill's bootstrap thread: ``_handle_abort_notification``.  If
+        decode never had the request (the client aborted before it reached decode), the abort
+        reaches prefill through its own ``Scheduler.abort_request``: ``disagg_kv_sender.abort()``."""
         abort = self.m["common"].ABORT_TAG
-        self._deliver_to_prefill(lambda f: f[0] == abort and int(f[1]) == self.room(r))
+        mine = lambda f: f[0] == abort and int(f[1]) == self.room(r)  # noqa: E731
+        if any(mine(f) for f in self.to_prefill):
+            self._deliver_to_prefill(mine)
+            return
+        req = self.reqs.get(("p", r))
+        sender = getattr(req, "disagg_kv_sender", None) if req is not None else None
+        if sender is not None:
+            sender.abort()
 
     def prefill_drain(self, r: int) -> None:
         """Every write of the stopped sender has landed: prefill frees its source pages."""
         self._free_source(r)
 
     def prefill_drain_ack(self, r: int) -> None:
-        """The drain ack is on its way: SGLang must have sent ``ABORT_ACK`` for the room."""
-        if not any(self._is_ack(f, self.room(r)) for f in self.to_decode):
-            raise Divergent(f"SGLang sent no ABORT_ACK for R{r}'s room")
+        """The drain ack is on its way: if decode armed a generation for the room, SGLang must
+        have sent ``ABORT_ACK`` carrying it (an unarmed abort waits for no ack)."""
+        g = self.armed.get(r)
+        if g is None:
+            return
+        if not any(self._is_ack(f, self.room(r)) and len(f) > 3 and int(f[3]) == g for f in self.to_decode):
+            raise Divergent(f"SGLang sent no ABORT_ACK with generation {g} for R{r}'s room")
 
     def net_drop_ack(self, r: int) -> None:
         """The ack is lost on the way."""
@@ -938,7 +955,7 @@ class Harness:
                 mgr._stopped = True
         common = self.m["common"]
         if hasattr(self, "decode_inbox"):  # a message each loop consumes quietly, then it sees _stopped
-            self.decode_inbox.q.put([common.ABORT_ACK_TAG, b"0", b"0"])
+            self.decode_inbox.q.put([b"0", b"0", b"0"])  # a status for no room: dropped
         if hasattr(self, "prefill_inbox"):
             self.prefill_inbox.q.put([common.ABORT_TAG, b"0"])
         if hasattr(self, "transfer_queue"):

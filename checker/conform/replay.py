@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ...model.machine import Machine
-from ...spec.pd_state import D_HELD, OUT_LABELS, READ_LABELS, WR_FLIGHT
+from ...spec.pd_state import D_HELD, D_NEW, OUT_LABELS, READ_LABELS, WR_FLIGHT
 from ...spec.scenario import Scenario
 from .harness import Divergent, Harness, HarnessError, Observation, Options
 
@@ -135,6 +135,9 @@ def run_on_code(machine: Machine, harness: Harness, actions: Sequence[int]) -> C
             out.steps.append(StepResult(k, label, (out.reason,)))
             return out
         for r in range(spec.k.R):
+            # an abort before decode had the request reaches prefill directly, not as an ABORT
+            if state[lay.slot("d_phase", r)] == D_NEW:
+                continue
             if state[lay.slot("abort_tx", r)] == 0 and nxt[lay.slot("abort_tx", r)] == 1:
                 aborts.append((r, nxt[lay.slot("d_phase", r)] == D_HELD))
         war = war or _write_after_release(machine, nxt)
