@@ -1,6 +1,6 @@
 """The ``kvproof`` command line.
 
-Commands are verbs: ``list``, ``check``, ``show``, ``replay``, ``simulate``.  Exit codes:
+Commands are verbs: ``list``, ``check``, ``show``, ``replay``, ``simulate``, ``conform``.  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
 * 1 - a verdict does not (an unexpected violation, or an expected one not found);
@@ -230,6 +230,72 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_conform(args: argparse.Namespace) -> int:
+    """Run traces (replay) or random event sequences (``--random N``) on SGLang 0.5.23's code."""
+    from .conform import ENGINE, EngineUnavailable, load_sglang
+    from .conform.replay import ConformError
+
+    if args.engine != ENGINE:
+        raise BadInput(f"--engine {args.engine}: only {ENGINE} is supported")
+    targets = args.targets or ["sglang-0.5.23-*"]
+    traces, scenarios = [], []
+    for t in targets:
+        p = Path(t)
+        if p.is_dir():
+            traces += sorted(p.glob("*.itf.json"))
+        elif t.endswith(".json"):
+            if not p.is_file():
+                raise BadInput(f"{t}: no such trace file")
+            traces.append(p)
+        elif "*" in t:
+            import fnmatch
+            names = [s.name for s in builtins() if fnmatch.fnmatch(s.name, t)]
+            scenarios += [builtin(n) for n in names]
+            traces += [q for n in names for q in sorted(Path(args.traces).glob(f"{n}__*.itf.json"))]
+        else:
+            sc = _resolve(t)
+            scenarios.append(sc)
+            traces += sorted(Path(args.traces).glob(f"{sc.name}__*.itf.json"))
+    for path in traces:  # bad input first, before the slow import
+        read_trace(path)
+    try:
+        load_sglang()
+    except EngineUnavailable as e:
+        raise BadInput(f"conform: {e}") from None
+    out = _console()
+    code = EXIT_OK
+    try:
+        if args.random:
+            from .conform.fuzz import fuzz_scenario
+
+            for sc in scenarios or [read_trace(p).scenario for p in traces[:1]]:
+                rep = fuzz_scenario(sc, args.random, seed=args.seed)
+                if rep.agrees:
+                    out.print(f"{sc.name}: {rep.sequences:,} random sequences ({rep.steps:,} steps) agree "
+                              f"with {ENGINE} ({rep.seconds:.1f} s)")
+                else:
+                    code = EXIT_MISMATCH
+                    out.print(f"{sc.name}: disagreement after {rep.sequences:,} sequences; minimal sequence:")
+                    for k, label in enumerate(rep.disagreement, 1):
+                        out.print(f"  {k:3}  {label}")
+                    out.print(f"  {rep.result.reason}")
+            return code
+        from .conform.report import replay_trace
+
+        if not traces:
+            raise BadInput("conform: no stored counterexample to replay (kvproof check writes them)")
+        for path in traces:
+            v = replay_trace(path)
+            if v.verdict == "reproduced":
+                out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True)
+            else:
+                code = EXIT_MISMATCH
+                out.print(f"diverged    {path.name} at step {v.step}: {v.reason}", soft_wrap=True)
+    except ConformError as e:
+        raise BadInput(f"conform: {e}") from None
+    return code
+
+
 def _plural(n: int, word: str) -> str:
     return word if n == 1 else word + "s"
 
@@ -279,6 +345,16 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--trace-limit", type=_positive_int, default=5000, metavar="STEPS",
                     help="write the first exposure only if it is at most this many steps (default 5000)")
     sm.set_defaults(func=cmd_simulate)
+
+    cf = sub.add_parser("conform", help="replay traces or random sequences on SGLang 0.5.23's own code")
+    cf.add_argument("targets", nargs="*", metavar="TRACE|SCENARIO",
+                    help="trace files, a directory of traces, or scenarios (default: sglang-0.5.23-*)")
+    cf.add_argument("--engine", default="sglang==0.5.23", help="the real engine (only sglang==0.5.23)")
+    cf.add_argument("--random", type=_positive_int, metavar="N",
+                    help="run N random event sequences per scenario instead of replaying traces")
+    cf.add_argument("--seed", type=int, default=0, metavar="S")
+    cf.add_argument("--traces", default="traces", metavar="DIR", help="where a scenario's traces are (default: traces)")
+    cf.set_defaults(func=cmd_conform)
     return p
 
 

@@ -137,3 +137,22 @@ def test_the_readme_variant_example_checks_as_documented():
     assert {c.claim: c.verdict for c in rep.claims}["no_write_after_release"] == "violated"
     lines = (root / "examples" / "variant" / "early_release.py").read_text().splitlines()
     assert len(lines) < 30
+
+
+def test_a_protocol_can_be_an_importable_module():
+    from kvproof.spec.scenario import builtin
+
+    sc = builtin("sglang-0.5.23-mooncake")
+    assert sc.protocol == "kvproof.spec.sglang_0523:Sglang0523"
+    assert type(sc.build()).__name__ == "Sglang0523"
+
+
+def test_an_unimportable_protocol_module_is_one_line(tmp_path):
+    import pytest
+
+    from kvproof.spec.scenario import ScenarioError, parse_scenario
+
+    data = {"name": "x", "protocol": "kvproof.no_such_module:X", "sizes": {"decode_pages": 1, "prefill_pages": 1,
+            "context_limit": 1}, "requests": [{"tenant": "A", "pages": 1}]}
+    with pytest.raises(ScenarioError, match="cannot import kvproof.no_such_module"):
+        parse_scenario(data, "x.toml").build()

@@ -102,5 +102,9 @@ def load_sglang() -> dict[str, types.ModuleType]:
             mods = {k: importlib.import_module(v) for k, v in names.items()}
     except Exception as e:  # an import chain that changed: one line, not a traceback
         raise EngineUnavailable(f"importing SGLang failed: {type(e).__name__}: {e}") from None
+    import logging
+
+    # SGLang logs every failed transfer and every deadline release; the verdicts report them.
+    logging.getLogger("sglang").setLevel(logging.CRITICAL)
     _loaded.update(mods)
     return _loaded
