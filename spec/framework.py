@@ -110,33 +110,36 @@ def witness(fn: Callable) -> Callable:
 
 
 class _FieldView:
-    """Reads (on :class:`Pre`) or writes (on :class:`Post`) one array field."""
+    """Reads (on :class:`Pre`) or writes (on :class:`Post`) one array field.
 
-    __slots__ = ("_f", "_base", "_ops", "_layout")
+    Indices are plain ints (parameters, loop variables), except the last one, which may be a
+    value of the interpretation (an index read from the state)."""
 
-    def __init__(self, f: Field, base: int, ops: Ops, layout: Layout):
-        self._f, self._base, self._ops, self._layout = f, base, ops, layout
+    __slots__ = ("_f", "_ops", "_layout")
 
-    def _slot(self, key: Any) -> int | None:
+    def __init__(self, f: Field, ops: Ops, layout: Layout):
+        self._f, self._ops, self._layout = f, ops, layout
+
+    def _where(self, key: Any) -> tuple[int | None, Any]:
         idx = key if isinstance(key, tuple) else (key,)
         if all(isinstance(i, int) for i in idx):
-            return self._layout.slot(self._f.name, *idx)
-        if len(idx) != 1 or len(self._f.dims) != 1:
-            raise TypeError(f"{self._f.name}: only one-dimensional fields take a value index")
-        return None
+            return self._layout.slot(self._f.name, *idx), None
+        if len(idx) != len(self._f.dims) or not all(isinstance(i, int) for i in idx[:-1]):
+            raise TypeError(f"{self._f.name}: only the last index may be a state value")
+        return None, (self._layout.row_base(self._f.name, *idx[:-1]), idx[-1])
 
     def __getitem__(self, key: Any) -> Any:
-        slot = self._slot(key)
+        slot, row = self._where(key)
         if slot is not None:
             return self._ops.read(slot)
-        return self._ops.read_at(self._base, self._f.width, key)
+        return self._ops.read_at(row[0], self._f.row, row[1])
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        slot = self._slot(key)
+        slot, row = self._where(key)
         if slot is not None:
             self._ops.write(slot, value)
         else:
-            self._ops.write_at(self._base, self._f.width, key, value)
+            self._ops.write_at(row[0], self._f.row, row[1], value)
 
 
 class Pre:
@@ -152,7 +155,7 @@ class Pre:
             raise AttributeError(f"no field {name!r}")
         if not f.dims:
             return self.ops.read(self._layout.base[name])
-        view = _FieldView(f, self._layout.base[name], self.ops, self._layout)
+        view = _FieldView(f, self.ops, self._layout)
         object.__setattr__(self, name, view)
         return view
 
