@@ -24,8 +24,9 @@ from rich.console import Console
 from ..model.machine import Machine
 from ..model.replay import replay, run_actions
 from ..model.simulate import simulate, simulation_scenario
-from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario
+from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
 from .expected import write_expected
+from .liveness import lasso_is_fair
 from .explicit import Limits, Stats
 from .render import render_reports, render_trace
 from .results import exit_code
@@ -108,8 +109,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
-    names = args.scenarios or [s.name for s in builtins()]
-    scenarios = [_resolve(n) for n in names]
+    names = args.scenarios or ([] if args.variant else [s.name for s in builtins()])
+    scenarios = [_resolve(n) for n in names] + [load_variant(v) for v in args.variant or []]
     for sc in scenarios:  # fail on bad input before any search starts or any file is written
         spec = sc.build()
         for inv in args.invariant or []:
@@ -190,6 +191,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         out.print(f"diverged at step {diverged.step}: {diverged.reason}")
         return EXIT_MISMATCH
     c = trace.machine.spec.claim(trace.claim)
+    if c.kind == "liveness":
+        why = lasso_is_fair(trace.machine, trace.claim, trace.states, trace.actions,
+                            trace.loop if trace.loop is not None else -1)
+        if why is not None:
+            out.print(f"replayed {len(trace)} steps, but the lasso does not violate {trace.claim}: {why}")
+            return EXIT_MISMATCH
+        out.print(f"reproduced: {len(trace)} steps replay exactly and the loop from step {trace.loop} "
+                  f"is a fair cycle that violates {trace.claim}")
+        return EXIT_OK
     if not trace.machine.claim_hits(trace.claim, trace.states[-1]):
         out.print(f"replayed {len(trace)} steps, but {trace.claim} does not "
                   f"{'fail' if c.kind == 'invariant' else 'hold'} at the last state")
@@ -246,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ck = sub.add_parser("check", help="check scenarios (default: the whole built-in catalogue)")
     ck.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    ck.add_argument("--variant", action="append", metavar="FILE.py",
+                    help="check an engine variant: a PdProtocol subclass and its SCENARIO dict (repeatable)")
     ck.add_argument("--invariant", action="append", metavar="NAME", help="check only this claim (repeatable)")
     ck.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
     ck.add_argument("--max-seconds", type=_positive_float, metavar="S", help="stop after S seconds per scenario")

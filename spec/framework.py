@@ -27,29 +27,37 @@ from functools import cached_property
 from typing import Any, Callable, Iterator
 
 from .layout import Domain, Field, Layout
-from .ops import Ops
+from .ops import Disabled, Ops
 
 __all__ = [
     "Spec",
     "Pre",
     "Post",
     "ActionDef",
+    "StaticallyDisabled",
     "ActionInstance",
     "Claim",
     "action",
     "invariant",
     "witness",
+    "liveness",
 ]
 
 
 @dataclass(frozen=True)
 class ActionDef:
-    """An action as declared: its name, actor, parameter domains and docstring."""
+    """An action as declared: its name, actor, parameter domains and docstring.
+
+    ``fair`` actions are ones the real engine runs eventually once they stay enabled (time,
+    transfer progress, heartbeats, message handling); fair liveness assumes weak fairness of
+    exactly these.  Aborts, failures, losses and deaths are the environment's choice: not fair.
+    """
 
     name: str
     actor: str
     params: tuple[str, ...]
     doc: str
+    fair: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,9 @@ class ActionInstance:
 
 @dataclass(frozen=True)
 class Claim:
-    """A named property: ``kind`` is ``invariant`` or ``witness``; ``at`` is ``always`` or
-    ``quiescent`` (checked only in states where no action is enabled)."""
+    """A named property: ``kind`` is ``invariant``, ``witness`` or ``liveness``; ``at`` is
+    ``always``, ``quiescent`` (checked only in states where no action is enabled) or ``fair``
+    (a liveness claim, checked on the whole state graph under weak fairness)."""
 
     name: str
     kind: str
@@ -81,11 +90,12 @@ class Claim:
     doc: str
 
 
-def action(actor: str, *params: str) -> Callable:
-    """Declare a method as an action of ``actor`` over the named parameter domains."""
+def action(actor: str, *params: str, fair: bool = False) -> Callable:
+    """Declare a method as an action of ``actor`` over the named parameter domains; ``fair``
+    marks it as one the engine runs eventually (see :class:`ActionDef`)."""
 
     def mark(fn: Callable) -> Callable:
-        fn._kv_action = (actor, tuple(params))
+        fn._kv_action = (actor, tuple(params), fair)
         return fn
 
     return mark
@@ -107,6 +117,18 @@ def witness(fn: Callable) -> Callable:
     """Declare a method as a witness: a state predicate that must be reachable."""
     fn._kv_claim = ("witness", "always")
     return fn
+
+
+def liveness(fn: Callable) -> Callable:
+    """Declare a method as a liveness claim: it returns ``[(label, pending), ...]``, a fixed list
+    of obligations, each a state predicate that must not stay true forever on a fair path
+    ("every held page is eventually released": pending = the page is held)."""
+    fn._kv_claim = ("liveness", "fair")
+    return fn
+
+
+class StaticallyDisabled(Disabled):
+    """An action instance that the configuration rules out (``s.require(False)``)."""
 
 
 class _FieldView:
@@ -160,7 +182,13 @@ class Pre:
         return view
 
     def require(self, cond: Any) -> None:
-        """Narrow the guard: the action is enabled only where ``cond`` holds."""
+        """Narrow the guard: the action is enabled only where ``cond`` holds.
+
+        A plain ``False`` (a flag or a size, known when the instance is built) disables the
+        action statically: evaluation stops here in every interpretation, so the rest of the
+        action may use fields that only exist when the flag is on."""
+        if cond is False:
+            raise StaticallyDisabled
         self.ops.require(cond)
 
 
@@ -217,8 +245,8 @@ class Spec:
     def actions(self) -> list[ActionDef]:
         """Every declared action."""
         out = []
-        for name, (actor, params) in self._marked("_kv_action"):
-            out.append(ActionDef(name, actor, params, _doc(getattr(type(self), name))))
+        for name, (actor, params, fair) in self._marked("_kv_action"):
+            out.append(ActionDef(name, actor, params, _doc(getattr(type(self), name)), fair))
         return out
 
     @cached_property
@@ -246,12 +274,18 @@ class Spec:
         raise KeyError(name)
 
     # -- evaluation through an interpretation -------------------------------------------------
-    def run_action(self, inst: ActionInstance, ops: Ops) -> None:
-        """Evaluate one action instance's guard and effect through ``ops``."""
-        getattr(self, inst.action.name)(Pre(ops, self.layout), Post(ops, self.layout), *inst.args)
+    def run_action(self, inst: ActionInstance, ops: Ops) -> bool:
+        """Evaluate one action instance's guard and effect through ``ops``; ``False`` when the
+        configuration rules the instance out (then nothing more was evaluated)."""
+        try:
+            getattr(self, inst.action.name)(Pre(ops, self.layout), Post(ops, self.layout), *inst.args)
+        except StaticallyDisabled:
+            return False
+        return True
 
     def eval_claim(self, name: str, ops: Ops) -> Any:
-        """Evaluate one claim's state predicate through ``ops``."""
+        """Evaluate one claim's state predicate through ``ops`` (for a liveness claim: its list
+        of ``(label, pending)`` obligations)."""
         return getattr(self, name)(Pre(ops, self.layout))
 
 

@@ -86,7 +86,7 @@ def test_replay_of_a_tampered_trace_names_the_step(capsys, tmp_path):
     run(capsys, "check", "abort-race", "--traces", str(tmp_path), "--quiet")
     trace = tmp_path / "abort-race__no_cross_tenant_read.itf.json"
     doc = json.loads(trace.read_text())
-    doc["states"][12]["content"] = ["R0"]  # the late write did not land yet at step 12
+    doc["states"][12]["content"] = [["R0"]]  # the late write did not land yet at step 12
     trace.write_text(json.dumps(doc))
     code, out, _ = run(capsys, "replay", str(trace))
     assert code == 1 and out.startswith("diverged at step 12")
