@@ -137,3 +137,52 @@ def test_the_readme_variant_example_checks_as_documented():
     assert {c.claim: c.verdict for c in rep.claims}["no_write_after_release"] == "violated"
     lines = (root / "examples" / "variant" / "early_release.py").read_text().splitlines()
     assert len(lines) < 30
+
+
+def test_a_variant_file_is_a_scenario_with_its_own_protocol(tmp_path):
+    from pathlib import Path
+
+    from kvproof.checker.run import check_scenario
+    from kvproof.spec.scenario import load_variant
+
+    root = Path(__file__).resolve().parents[1]
+    path = root / "examples" / "variant" / "in_order_completion.py"
+    assert len(path.read_text().splitlines()) < 30
+    sc = load_variant(path)
+    assert sc.name == "in-order-completion" and sc.protocol.endswith(":InOrderCompletion")
+    rep = check_scenario(sc)
+    assert all(c.matches for c in rep.claims)
+    # the same engine without the override is safe: the hazard is the override's
+    from kvproof.spec.pd import PdProtocol
+
+    assert type(sc.build()).__mro__[1] is PdProtocol
+    base = check_scenario(parse_scenario({k: v for k, v in sc.to_data().items() if k not in ("protocol", "expect")},
+                                         "base"))
+    assert {c.claim: c.verdict for c in base.claims}["no_write_after_release"] == "verified"
+
+
+def test_bad_variant_files_are_one_line_errors(tmp_path):
+    from kvproof.spec.scenario import load_variant
+
+    (tmp_path / "none.py").write_text("SCENARIO = {}\n")
+    with pytest.raises(ScenarioError, match="exactly one PdProtocol subclass"):
+        load_variant(tmp_path / "none.py")
+    (tmp_path / "boom.py").write_text("raise RuntimeError('nope')\n")
+    with pytest.raises(ScenarioError, match="boom.py failed to load: RuntimeError: nope"):
+        load_variant(tmp_path / "boom.py")
+    (tmp_path / "noscen.py").write_text("from kvproof.spec.pd import PdProtocol\nclass V(PdProtocol):\n    pass\n")
+    with pytest.raises(ScenarioError, match="SCENARIO: expected a dict"):
+        load_variant(tmp_path / "noscen.py")
+    with pytest.raises(ScenarioError, match="no such variant file"):
+        load_variant(tmp_path / "missing.py")
+
+
+def test_optional_sizes_default_and_are_checked():
+    sc = parse_scenario(GOOD, "my.toml")
+    assert (sc.config.prefill_ranks, sc.config.decode_ranks, sc.config.aux_slots) == (1, 1, 0)
+    with pytest.raises(ScenarioError, match=r"\[sizes\].prefill_ranks: expected a whole number in 1..4, got 9"):
+        parse_scenario({**GOOD, "sizes": {**GOOD["sizes"], "prefill_ranks": 9}}, "my.toml")
+    with pytest.raises(ScenarioError, match="sizes.decode_ranks: one of prefill_ranks and decode_ranks must divide"):
+        parse_scenario({**GOOD, "sizes": {**GOOD["sizes"], "prefill_ranks": 3, "decode_ranks": 2}}, "my.toml")
+    with pytest.raises(ScenarioError, match=r'\[engine\].waiting_timeout: expected a whole number in 1..16 or "none"'):
+        parse_scenario({**GOOD, "engine": {"waiting_timeout": -1}}, "my.toml")
