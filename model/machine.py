@@ -72,7 +72,7 @@ class Machine:
         args = ", ".join(
             f"{p}={self.spec.domain(p).label(v)}"
             for p, v in zip(inst.action.params, inst.args)
-            if not (p in ("prank", "drank") and self.spec.domain(p).size == 1)
+            if not (p in ("prank", "drank", "stream") and self.spec.domain(p).size == 1)
         )
         return f"{inst.name}({args})"
 

@@ -144,6 +144,7 @@ class Config:
     prefill_ranks: int = 1
     decode_ranks: int = 1
     aux_slots: int = 0
+    layers: int = 1
 
     @property
     def tenants(self) -> list[str]:
@@ -187,8 +188,9 @@ class Config:
 
     @property
     def units(self) -> int:
-        """KV shards per page: one per (prefill rank, decode rank) pairing, ``max`` of the two."""
-        return max(self.prefill_ranks, self.decode_ranks)
+        """Independently written parts of a page: one per (prefill rank, decode rank) pairing
+        (``max`` of the two) and per layer."""
+        return max(self.prefill_ranks, self.decode_ranks) * self.layers
 
     def linked(self, prefill_rank: int, decode_rank: int) -> bool:
         """Prefill rank and decode rank exchange a shard (TP fan-in / fan-out)."""

@@ -66,8 +66,10 @@ class PdProtocol(PdClaims, PdStory, Spec):
         return build_fields(self.k)
 
     def domain(self, name: str) -> Domain:
-        """Parameter domains: ``req``, ``chunk``, ``prank`` (prefill rank), ``drank``."""
-        return {"req": self.k.req, "chunk": self.k.chunk, "prank": self.k.prank, "drank": self.k.drank}[name]
+        """Parameter domains: ``req``, ``chunk``, ``prank`` (prefill rank), ``drank``,
+        ``stream`` (a prefill rank's write stream for one layer)."""
+        k = self.k
+        return {"req": k.req, "chunk": k.chunk, "prank": k.prank, "drank": k.drank, "stream": k.stream}[name]
 
     # -- static facts (plain Python: configuration, not state) ---------------------------------
     @cached_property
@@ -177,7 +179,7 @@ class PdProtocol(PdClaims, PdStory, Spec):
     def _rank_writes_in_flight(self, s, r: int, pr: int):
         """Some write of ``r`` by prefill rank ``pr`` (rank 0: its aux write too) is in flight."""
         o = s.ops
-        flying = [o.ge(s.wr[r, pr, c], WR_FLIGHT) for c in range(self.send_len(r))]
+        flying = [o.ge(s.wr[r, w, c], WR_FLIGHT) for w in self.k.streams_of(pr) for c in range(self.send_len(r))]
         if self.k.M and pr == 0:
             flying.append(o.ge(s.aux_wr[r], WR_FLIGHT))
         return o.any_(flying)
@@ -250,7 +252,7 @@ class PdProtocol(PdClaims, PdStory, Spec):
                 own, kind = see(s.content[u, p])
                 found = o.max_(found, kind)
                 intact = o.and_(intact, own)
-            intact = o.and_(intact, *[o.eq(s.wr[r, pr, c], WR_LANDED) for pr in self.prs])
+            intact = o.and_(intact, *[o.eq(s.wr[r, w, c], WR_LANDED) for w in range(k.S)])
         if k.M:
             own, kind = see(s.aux_content[s.aux[r]])
             found = o.max_(found, kind)
@@ -342,32 +344,34 @@ class PdProtocol(PdClaims, PdStory, Spec):
         n.d_phase[r] = o.ite(o.all_(others), D_WAITING, D_RESERVED)
 
     # -- the transfer -----------------------------------------------------------------------------
-    @action("transfer", "req", "prank", "chunk")
-    def kv_transfer_write(self, s, n, r, pr, c):
-        """Prefill rank ``pr``'s transfer worker issues its write of chunk ``c`` (in order) to the
-        published destination page.  H2: once issued, it lands whenever it lands."""
+    @action("transfer", "req", "stream", "chunk")
+    def kv_transfer_write(self, s, n, r, w, c):
+        """A prefill rank's transfer worker issues write stream ``w``'s write (one layer, or all)
+        of chunk ``c`` (chunks in order) to the published destination page.  H2: once issued,
+        it lands whenever it lands."""
         o = s.ops
+        pr = self.k.rank_of_stream(w)
         s.require(c < self.send_len(r))
         s.require(o.eq(s.p_phase[r], P_SENDING))
         s.require(o.eq(s.p_abort[r, pr], PAB_NONE))
         s.require(o.eq(s.poll[r, pr], POLL_NONE))
-        s.require(o.eq(s.wr[r, pr, c], WR_NOT_ISSUED))
+        s.require(o.eq(s.wr[r, w, c], WR_NOT_ISSUED))
         if c > 0:
-            s.require(o.ne(s.wr[r, pr, c - 1], WR_NOT_ISSUED))
+            s.require(o.ne(s.wr[r, w, c - 1], WR_NOT_ISSUED))
         s.require(self._alive(s))
-        n.wr[r, pr, c] = WR_FLIGHT
+        n.wr[r, w, c] = WR_FLIGHT
 
-    @action("transfer", "req", "prank", "chunk", fair=True)
-    def kv_write_lands(self, s, n, r, pr, c):
-        """An in-flight write lands: each shard of the destination page receives whatever the
-        source page holds NOW (H8: a reused source page sends another request's KV), whoever
-        owns the page now (H2: a released page may belong to the next request)."""
+    @action("transfer", "req", "stream", "chunk", fair=True)
+    def kv_write_lands(self, s, n, r, w, c):
+        """An in-flight write lands on its own: its parts of the destination page receive
+        whatever the source page holds NOW (H8: a reused source page sends another request's
+        KV), whoever owns the page now (H2: a released page may belong to the next request)."""
         o = s.ops
         s.require(c < self.send_len(r))
-        s.require(o.ge(s.wr[r, pr, c], WR_FLIGHT))
-        n.wr[r, pr, c] = WR_LANDED
+        s.require(o.ge(s.wr[r, w, c], WR_FLIGHT))
+        n.wr[r, w, c] = WR_LANDED
         p = s.dest[r, c]
-        for u in self.k.units_of_prefill(pr):
+        for u in self.k.units_of_stream(w):
             n.content[u, p] = s.src_content[s.src[r, c]]
 
     @action("transfer", "req")
@@ -380,7 +384,8 @@ class PdProtocol(PdClaims, PdStory, Spec):
         s.require(o.eq(s.p_abort[r, 0], PAB_NONE))
         s.require(o.eq(s.poll[r, 0], POLL_NONE))
         s.require(o.eq(s.aux_wr[r], WR_NOT_ISSUED))
-        s.require(o.all_(o.ne(s.wr[r, 0, c], WR_NOT_ISSUED) for c in range(self.send_len(r))))
+        s.require(o.all_(o.ne(s.wr[r, w, c], WR_NOT_ISSUED)
+                         for w in self.k.streams_of(0) for c in range(self.send_len(r))))
         s.require(self._alive(s))
         n.aux_wr[r] = WR_FLIGHT
 
@@ -402,7 +407,8 @@ class PdProtocol(PdClaims, PdStory, Spec):
         s.require(o.eq(s.p_phase[r], P_SENDING))
         s.require(o.eq(s.poll[r, pr], POLL_NONE))
         s.require(o.eq(s.p_abort[r, pr], PAB_NONE))
-        s.require(o.all_(o.eq(s.wr[r, pr, c], WR_LANDED) for c in range(self.send_len(r))))
+        s.require(o.all_(o.eq(s.wr[r, w, c], WR_LANDED)
+                         for w in self.k.streams_of(pr) for c in range(self.send_len(r))))
         if pr == 0 and self.k.M:
             s.require(o.eq(s.aux_wr[r], WR_LANDED))
         s.require(self._alive(s))
@@ -690,7 +696,7 @@ class PdProtocol(PdClaims, PdStory, Spec):
                                                       o.lt(s.wait[r], e.waiting_timeout)))
             if e.write_latency_bound is not None:
                 bound = e.write_latency_bound
-                writes = [(("wr", (r, pr, c))) for pr in self.prs for c in range(self.send_len(r))]
+                writes = [("wr", (r, w, c)) for w in range(k.S) for c in range(self.send_len(r))]
                 if k.M:
                     writes.append(("aux_wr", r))
                 for name, idx in writes:

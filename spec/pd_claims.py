@@ -22,8 +22,8 @@ class PdClaims:
     """Mixin of :class:`~kvproof.spec.pd.PdProtocol`: its invariants, witnesses and liveness."""
 
     def _chunk_writes(self, r: int):
-        """(prefill rank, chunk) of every write ``r`` may issue."""
-        return [(pr, c) for pr in range(self.k.PR) for c in range(self.send_len(r))]
+        """(write stream, chunk) of every write ``r`` may issue."""
+        return [(w, c) for w in range(self.k.S) for c in range(self.send_len(r))]
 
     # -- isolation ---------------------------------------------------------------------------
     @invariant
@@ -50,9 +50,9 @@ class PdClaims:
         acks of a reused room, and an aux slot freed before its write."""
         o = s.ops
         claims = [
-            o.implies(o.ge(s.wr[r, pr, c], WR_FLIGHT), o.eq(s.owner[s.dest[r, c]], r + 1))
+            o.implies(o.ge(s.wr[r, w, c], WR_FLIGHT), o.eq(s.owner[s.dest[r, c]], r + 1))
             for r in range(self.k.R)
-            for pr, c in self._chunk_writes(r)
+            for w, c in self._chunk_writes(r)
         ]
         if self.k.M:
             claims += [
@@ -69,9 +69,9 @@ class PdClaims:
         request's KV)."""
         o = s.ops
         return o.all_(
-            o.implies(o.ge(s.wr[r, pr, c], WR_FLIGHT), o.eq(s.src_owner[s.src[r, c]], r + 1))
+            o.implies(o.ge(s.wr[r, w, c], WR_FLIGHT), o.eq(s.src_owner[s.src[r, c]], r + 1))
             for r in range(self.k.R)
-            for pr, c in self._chunk_writes(r)
+            for w, c in self._chunk_writes(r)
         )
 
     # -- page accounting -----------------------------------------------------------------------
@@ -144,14 +144,14 @@ class PdClaims:
 
     @invariant
     def success_implies_full_coverage(self, s):
-        """A successful request had every reserved page written by every prefill rank of its own
-        transfer (PR 38704's transferred-length check; H1 breaks it with a one-page
+        """A successful request had every reserved page written by every write stream (prefill
+        rank and layer) of its own transfer (PR 38704's transferred-length check; H1 breaks it with a one-page
         placeholder)."""
         o = s.ops
         return o.all_(
             o.implies(
                 o.eq(s.outcome[r], OUT_SUCCESS),
-                o.all_(o.eq(s.wr[r, pr, c], WR_LANDED) for pr in range(self.k.PR) for c in range(self.pages(r))),
+                o.all_(o.eq(s.wr[r, w, c], WR_LANDED) for w in range(self.k.S) for c in range(self.pages(r))),
             )
             for r in range(self.k.R)
         )

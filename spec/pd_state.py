@@ -3,7 +3,8 @@
 Requests are ``R0..R{n-1}`` (a request slot is also its bootstrap room); decode pages ``p0..``;
 prefill (source) pages ``q0..``; metadata (aux) slots ``m0..``; prefill ranks ``P0..`` and decode
 ranks ``D0..``.  A request of ``k`` pages is sent as chunks ``0..k-1``, one page each, by every
-prefill rank (each rank writes its shard of the page).  Page owners are ``free`` or a request;
+write stream: one per prefill rank and layer (``P0``, or ``P0.l1`` with several layers), each
+writing its own part of the page.  Page owners are ``free`` or a request;
 page contents are ``unwritten``, a request's KV, or ``old:<tenant>`` - KV left by an earlier
 request of a room that took a new one (request streams).
 """
@@ -73,6 +74,8 @@ class Codes:
         self.M = cfg.aux_slots
         self.PR = cfg.prefill_ranks
         self.DR = cfg.decode_ranks
+        self.L = cfg.layers
+        self.S = self.PR * self.L  # write streams: one per (prefill rank, layer)
         self.U = cfg.units
         self.tenants = cfg.tenants
         self.T = len(self.tenants)
@@ -84,7 +87,12 @@ class Codes:
         self.chunk = Domain("chunk", self.C)
         self.prank = Domain("prefill_rank", self.PR, tuple(f"P{i}" for i in range(self.PR)))
         self.drank = Domain("decode_rank", self.DR, tuple(f"D{i}" for i in range(self.DR)))
-        self.unit = Domain("shard", self.U, tuple(f"s{u}" for u in range(self.U)))
+        self.unit = Domain("shard", self.U, tuple(
+            f"s{u}" if self.L == 1 else f"s{u // self.L}.l{u % self.L}" for u in range(self.U)))
+        self.stream = Domain(
+            "write_stream", self.S,
+            tuple(f"P{w // self.L}" if self.L == 1 else f"P{w // self.L}.l{w % self.L}" for w in range(self.S)),
+        )
         self.page = Domain("page", self.D, tuple(f"p{p}" for p in range(self.D)))
         self.ppage = Domain("prefill_page", self.P, tuple(f"q{q}" for q in range(self.P)))
         self.slot = Domain("aux_slot", max(self.M, 1), tuple(f"m{m}" for m in range(max(self.M, 1))))
@@ -114,9 +122,19 @@ class Codes:
         """Content code of KV left behind by request slot ``r``'s previous request."""
         return 1 + self.R + self.tenant[r]
 
-    def units_of_prefill(self, pr: int) -> list[int]:
-        """The shards prefill rank ``pr`` writes."""
-        return [u for u in range(self.U) if u % self.PR == pr]
+    def streams_of(self, pr: int) -> range:
+        """The write streams of prefill rank ``pr``: one per layer."""
+        return range(pr * self.L, (pr + 1) * self.L)
+
+    def rank_of_stream(self, w: int) -> int:
+        """The prefill rank that owns write stream ``w``."""
+        return w // self.L
+
+    def units_of_stream(self, w: int) -> list[int]:
+        """The parts of a page that write stream ``w`` writes: its rank's shards, its layer."""
+        pr, layer = divmod(w, self.L)
+        shards = [sh for sh in range(self.U // self.L) if sh % self.PR == pr]
+        return [sh * self.L + layer for sh in shards]
 
     def prefill_ranks_of(self, dr: int) -> list[int]:
         """The prefill ranks decode rank ``dr`` exchanges shards with (its bootstrap_infos)."""
@@ -139,7 +157,8 @@ def build_fields(k: Codes) -> list[Field]:
         Field("meta", (req, drank), flag, 0, "destination metadata published by each decode rank"),
         Field("dest", (req, chunk), k.page_ref, k.D, "decode destination page of each chunk"),
         Field("hold", (req,), k.hold, 0, "ticks a deferred release has been held"),
-        Field("wr", (req, prank, chunk), k.write, WR_NOT_ISSUED, "each prefill rank's write of each chunk"),
+        Field("wr", (req, k.stream, chunk), k.write, WR_NOT_ISSUED,
+              "each write stream's (prefill rank, layer) write of each chunk"),
         Field("poll", (req, prank), en("poll", POLL_LABELS), POLL_NONE, "each prefill rank's KVPoll conclusion"),
         Field("abort_tx", (req, prank), en("abort_tx", ABT_LABELS), 0, "decode's ABORT to each prefill rank"),
         Field("armed", (req,), flag, 0, "decode registered the room for acks (register_deferred_abort_room)"),

@@ -48,7 +48,7 @@ class PdStory:
         if name in ("decode_commit", "decode_forward"):
             notes += self._read_notes(pre, r, post)
         elif name == "kv_write_lands":
-            notes += self._landing_notes(pre, r, args["prank"], args["chunk"])
+            notes += self._landing_notes(pre, r, args["stream"], args["chunk"])
         elif name == "kv_aux_lands":
             notes += self._aux_landing_notes(pre, r)
         elif name == "decode_handle_abort_ack":
@@ -90,7 +90,7 @@ class PdStory:
             for u in range(k.U):
                 held = self._get(pre, "content", u, p)
                 if held != r + 1:
-                    where = f"p{p}" if k.U == 1 else f"shard s{u} of p{p}"
+                    where = f"p{p}" if k.U == 1 else f"shard {k.unit.label(u)} of p{p}"
                     notes.append(Note("hazard", f"decode R{r} (tenant {mine}) reads {where} holding {self.content_label(held)}"))
         if k.M:
             m = self._get(pre, "aux", r)
@@ -99,13 +99,13 @@ class PdStory:
                 notes.append(Note("hazard", f"decode R{r} reads aux slot m{m} holding {self.content_label(held)}"))
         return notes
 
-    def _landing_notes(self, pre: Sequence[int], r: int, pr: int, c: int) -> list[Note]:
+    def _landing_notes(self, pre: Sequence[int], r: int, w: int, c: int) -> list[Note]:
         p = self._get(pre, "dest", r, c)
         owner = self._get(pre, "owner", p)
         q = self._get(pre, "src", r, c)
         sent = self._get(pre, "src_content", q)
         notes = []
-        who_writes = f"R{r}" if self.k.PR == 1 else f"R{r} (rank P{pr})"
+        who_writes = f"R{r}" if self.k.S == 1 else f"R{r} ({self.k.stream.label(w)})"
         if owner != r + 1:
             who = "free" if owner == FREE else f"reserved by R{owner - 1}"
             notes.append(Note("hazard", f"late write from {who_writes} lands on p{p}, now {who}"))
@@ -131,11 +131,11 @@ class PdStory:
 
     def _release_notes(self, pre: Sequence[int], r: int, post: Sequence[int]) -> list[Note]:
         notes = []
-        for pr in range(self.k.PR):
+        for w in range(self.k.S):
             for c in range(self.send_len(r)):
-                if self._get(pre, "wr", r, pr, c) < WR_FLIGHT:
+                if self._get(pre, "wr", r, w, c) < WR_FLIGHT:
                     continue
-                rank = "" if self.k.PR == 1 else f" (rank P{pr})"
+                rank = "" if self.k.S == 1 else f" ({self.k.stream.label(w)})"
                 p = self._get(pre, "dest", r, c)
                 if self._get(pre, "owner", p) == r + 1 and self._get(post, "owner", p) == FREE:
                     notes.append(Note("hazard", f"p{p} released while R{r}'s chunk {c} write{rank} is still in flight"))

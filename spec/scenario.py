@@ -45,7 +45,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "load_variant", "parse_
 VERDICTS = ("verified", "violated")
 _TOP = {"name", "title", "description", "protocol", "sizes", "requests", "engine", "expect"}
 _SIZES = {"decode_pages": (1, 64), "prefill_pages": (1, 64), "context_limit": (1, 64)}
-_OPTIONAL_SIZES = {"prefill_ranks": (1, 4, 1), "decode_ranks": (1, 4, 1), "aux_slots": (0, 8, 0)}
+_OPTIONAL_SIZES = {"prefill_ranks": (1, 4, 1), "decode_ranks": (1, 4, 1), "aux_slots": (0, 8, 0), "layers": (1, 4, 1)}
 _MAX_REQUESTS = 32
 
 
@@ -100,6 +100,7 @@ class Scenario:
                 "prefill_ranks": cfg.prefill_ranks,
                 "decode_ranks": cfg.decode_ranks,
                 "aux_slots": cfg.aux_slots,
+                "layers": cfg.layers,
             },
             "requests": [{"tenant": r.tenant, "pages": r.pages} for r in cfg.requests],
             "engine": engine,

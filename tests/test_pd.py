@@ -127,3 +127,12 @@ def test_deferred_abort_holds_pages_and_immediate_abort_frees_them():
                  "decode_abort(req=R0)")
         assert m.spec.layout.decode(s)["owner"] == [owner], policy
     assert FREE == 0
+
+
+def test_write_streams_cover_every_part_of_a_page_once():
+    for pr_n, dr_n, layers in [(1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 2, 2), (4, 2, 1)]:
+        cfg = Config((Request("A", 1),), 1, 1, 1, prefill_ranks=pr_n, decode_ranks=dr_n, layers=layers)
+        k = PdProtocol(cfg).k
+        parts = sorted(u for w in range(k.S) for u in k.units_of_stream(w))
+        assert parts == list(range(k.U)), (pr_n, dr_n, layers)
+        assert all(k.rank_of_stream(w) == w // layers for w in range(k.S))
