@@ -18,12 +18,12 @@ from __future__ import annotations
 import datetime as _dt
 import io
 from html import escape
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Iterable
 
 from rich.console import Console
 
+from .. import __version__
 from .atomic import write_text_atomic
 from .render import render_trace
 from .results import ScenarioReport, Violated
@@ -182,7 +182,7 @@ def report_html(reports: list[ScenarioReport], title: str = "kvproof report") ->
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{escape(title)}</h1>"
-        f'<p class="meta">kvproof {_version()}, explicit-state search, {now}</p>'
+        f'<p class="meta">kvproof {__version__}, explicit-state search, {now}</p>'
         f"{_summary(reports)}"
         "<h2>Verdicts</h2>"
         f"{_verdict_table(reports)}"
@@ -195,9 +195,3 @@ def write_report(path: str | Path, reports: list[ScenarioReport], title: str = "
     """Write the page for ``reports`` to ``path`` atomically; returns the path."""
     return write_text_atomic(path, report_html(reports, title))
 
-
-def _version() -> str:
-    try:
-        return version("kvproof")
-    except PackageNotFoundError:  # pragma: no cover - running from an uninstalled checkout
-        return "(uninstalled)"
