@@ -133,7 +133,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
     names = args.scenarios or [s.name for s in builtins()]
-    scenarios = [_resolve(n) for n in names]
+    scenarios = _unique([_resolve(n) for n in names])
     for sc in scenarios:  # fail on bad input before any search starts or any file is written
         spec = sc.build()
         for inv in args.invariant or []:
@@ -171,6 +171,16 @@ def _run(scenarios, limits, only, traces_dir, show_progress: bool) -> list:
     return reports
 
 
+def _unique(scenarios: list[Scenario]) -> list[Scenario]:
+    """The scenarios, refusing two different ones with one name (their traces would collide)."""
+    seen: dict[str, Scenario] = {}
+    for sc in scenarios:
+        other = seen.setdefault(sc.name, sc)
+        if other is not sc and other.origin != sc.origin:
+            raise BadInput(f"{sc.origin}: name: {sc.name!r} is also the name of {other.origin}; expected unique names")
+    return list(seen.values())
+
+
 def _check_output(path: str | None, flag: str) -> None:
     """Fail before any search if an output file cannot be written where it is asked for."""
     if path is None:
@@ -199,7 +209,7 @@ def _write_outputs(args: argparse.Namespace, reports) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     """Check scenarios and write the HTML report (verdicts, sequence diagrams, page timelines)."""
     names = args.scenarios or [s.name for s in builtins()]
-    scenarios = [_resolve(n) for n in names]
+    scenarios = _unique([_resolve(n) for n in names])
     for sc in scenarios:
         sc.build()
     _check_output(args.output, "-o")
