@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..spec.pd_state import (
     ACK_DRAIN, ACK_NONE, ACK_RECEIPT, D_NEW, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE, OUT_SUCCESS,
-    P_NEW, POLL_FAILED, POLL_NONE, POLL_SUCCESS, READ_FOREIGN, READ_NONE, UNWRITTEN, WR_FLIGHT,
+    P_NEW, PAB_NONE, POLL_FAILED, POLL_NONE, POLL_SUCCESS, READ_FOREIGN, READ_NONE, UNWRITTEN, WR_FLIGHT,
     WR_LANDED, WR_NOT_ISSUED,
 )
 from .traces import Trace
@@ -163,8 +163,11 @@ def _messages(v: _View, k: int, actor: str, name: str, label: str) -> list[Messa
     for r in range(K.R):
         R = f"R{r}"
         aborted_now = v.a("outcome", r) == OUT_NONE and v.b("outcome", r) == OUT_ABORTED
-        if v.a("p_phase", r) == P_NEW and v.b("p_phase", r) != P_NEW:
+        abort_seen = v.a("p_abort", r) == PAB_NONE and v.b("p_abort", r) != PAB_NONE
+        if v.a("p_phase", r) == P_NEW and v.b("p_phase", r) != P_NEW and not abort_seen:
             add("client", "prefill", f"{R} arrives ({_n_pages(spec.pages(r))})", "request")
+        if abort_seen:
+            add("prefill", "prefill", f"ABORT {R} received: no more chunks", "note")
         if (v.a("d_phase", r) == D_NEW and v.b("d_phase", r) != D_NEW and not aborted_now
                 and v.a("poll", r) == POLL_NONE):
             add("client", "decode", f"{R} arrives ({_n_pages(spec.pages(r))})", "request")

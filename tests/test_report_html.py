@@ -1,10 +1,6 @@
 """The HTML report: verdicts, and per counterexample a sequence diagram, a page timeline and the
 steps; self-contained; rendered by a real headless browser."""
 
-import os
-import shutil
-import subprocess
-
 import pytest
 from lxml import html as lxml_html
 
@@ -12,9 +8,7 @@ from kvproof.checker.report_html import counterexample_id, report_html, write_re
 from kvproof.checker.run import check_scenario
 from kvproof.spec.scenario import builtin
 
-CHROMIUM = os.environ.get("KVPROOF_CHROMIUM") or next(
-    (p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
-REQUIRE_BROWSER = os.environ.get("KVPROOF_REQUIRE_BROWSER") == "1"
+from .browser import run_chromium
 INCIDENT_CX = ["decode_reads_only_own_pages", "no_cross_tenant_read", "rejected_never_succeeds",
                "rejected_never_reserves", "success_implies_full_coverage"]
 
@@ -100,33 +94,38 @@ def test_write_report_is_atomic_and_readable(tmp_path, incident):
 
 # -- a real browser ----------------------------------------------------------------------------
 def _chromium(tmp_path, *args):
-    if CHROMIUM is None:
-        if REQUIRE_BROWSER:
-            pytest.fail("KVPROOF_REQUIRE_BROWSER=1 but no Chromium found (apt-get install chromium)")
-        pytest.skip("no headless Chromium here (apt-get install chromium); CI sets KVPROOF_REQUIRE_BROWSER=1")
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return run_chromium(tmp_path / "profile", *args)
 
 
-def test_headless_chromium_renders_the_incident_report(tmp_path, incident):
+def _assert_rendered(shot):
+    """The screenshot shows a page: not blank, many colours, and the red of the hazards."""
     from PIL import Image
 
-    report = write_report(tmp_path / "report.html", [incident])
-    shot = tmp_path / "shot.png"
-    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,4000", report.as_uri())
     image = Image.open(shot).convert("RGB")
-    assert image.size == (1400, 4000)
     colours = image.getcolors(1 << 24)  # [(count, (r, g, b))]
     total = image.size[0] * image.size[1]
     ink = total - sum(n for n, c in colours if c == (255, 255, 255))
     assert ink > 0.02 * total, "the screenshot is (nearly) blank"
-    assert len(colours) > 50
+    assert len(colours) > 50, "the screenshot has almost no colours"
     red = sum(n for n, (r, g, b) in colours if r > 170 and g < 90 and b < 90)
     assert red > 300, f"the hazards (red) are not visible: {red} red pixels"
+    return image
+
+
+def test_headless_chromium_renders_the_incident_report(tmp_path, incident):
+    report = write_report(tmp_path / "report.html", [incident])
+    shot = tmp_path / "shot.png"
+    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,4000", report.as_uri())
+    assert _assert_rendered(shot).size == (1400, 4000)
+
+
+def test_the_screenshot_check_catches_a_blank_page(tmp_path):
+    blank = tmp_path / "blank.html"
+    blank.write_text("<!DOCTYPE html><html><body><p>kvproof</p></body></html>")
+    shot = tmp_path / "blank.png"
+    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=800,600", blank.as_uri())
+    with pytest.raises(AssertionError, match="blank"):
+        _assert_rendered(shot)
 
 
 def test_headless_chromium_sees_the_lanes_and_the_marked_read(tmp_path, incident):
