@@ -28,7 +28,7 @@ from ..spec.pd_state import (
 )
 from .traces import Trace
 
-__all__ = ["Lane", "LANES", "Message", "StepStory", "trace_story", "lane_of_actor"]
+__all__ = ["Lane", "LANES", "Message", "StepStory", "trace_story", "lane_of_actor", "release_reason"]
 
 
 @dataclass(frozen=True)
