@@ -14,11 +14,12 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from .focus import Focus
 from .liveness import pending_throughout
 from .results import ScenarioReport
 from .traces import Trace
 
-__all__ = ["render_trace", "render_reports", "to_text"]
+__all__ = ["render_trace", "render_reports", "to_text", "changes", "named_values"]
 
 HAZARD = "bold red"
 
@@ -41,21 +42,31 @@ def _index_label(field, flat: int) -> str:
     return ", ".join(reversed(parts))
 
 
-def changes(trace: Trace, k: int) -> list[tuple[str, Any, Any]]:
-    """``(field[index], old, new)`` for every value step ``k`` changed (labels, sentinels hidden)."""
-    layout = trace.machine.spec.layout
-    before, after = trace.states[k - 1], trace.states[k]
-    out = []
+def _elements(layout, state):
+    """``(field[index], code, field)`` of every element of ``state``, sentinels hidden."""
     for f in layout.fields:
         base = layout.base[f.name]
         cols = f.row - (1 if f.sentinel else 0)
         for row in range(f.rows):
             for j in range(cols):
-                a, b = before[base + row * f.row + j], after[base + row * f.row + j]
-                if a != b:
-                    name = f.name if not f.dims else f"{f.name}[{_index_label(f, row * cols + j)}]"
-                    out.append((name, f.values.label(a), f.values.label(b)))
-    return out
+                name = f.name if not f.dims else f"{f.name}[{_index_label(f, row * cols + j)}]"
+                yield name, state[base + row * f.row + j], f
+
+
+def named_values(layout, state) -> dict[str, Any]:
+    """``{field[index]: label}`` of every element of ``state`` (sentinels hidden), named as
+    :func:`changes` names them."""
+    return {name: f.values.label(code) for name, code, f in _elements(layout, state)}
+
+
+def changes(trace: Trace, k: int) -> list[tuple[str, Any, Any]]:
+    """``(field[index], old, new)`` for every value step ``k`` changed (labels, sentinels hidden)."""
+    layout = trace.machine.spec.layout
+    return [
+        (name, f.values.label(a), f.values.label(b))
+        for (name, a, f), (_, b, _) in zip(_elements(layout, trace.states[k - 1]), _elements(layout, trace.states[k]))
+        if a != b
+    ]
 
 
 def _content_label(spec, content: int) -> tuple[str, int | None]:
@@ -118,8 +129,10 @@ def _pool_changed(trace: Trace, k: int, owner_f: str, content_f: str) -> bool:
                for name, _, _ in changes(trace, k))
 
 
-def render_trace(trace: Trace, step: int | None = None) -> Group:
-    """A trace as one block per step (or only block ``step``)."""
+def render_trace(trace: Trace, step: int | None = None, only: Focus | None = None) -> Group:
+    """A trace as one block per step (or only block ``step``).  With ``only`` (a
+    :class:`~kvproof.checker.focus.Focus`), only the steps, changes and notes that concern its
+    tokens, without page maps."""
     spec = trace.machine.spec
     claim = spec.claim(trace.claim)
     parts: list[Any] = []
@@ -130,21 +143,31 @@ def render_trace(trace: Trace, step: int | None = None) -> Group:
     parts.append(head)
     steps = range(len(trace.states)) if step is None else [step]
     for k in steps:
-        parts.append(Text(""))
+        if only and k == 0:
+            continue
+        block: list[Any] = [Text("")]
         if k == 0:
-            parts.append(Text("Step 0  initial state", style="bold"))
+            block.append(Text("Step 0  initial state", style="bold"))
         else:
             inst = trace.machine.instances[trace.actions[k - 1]]
             line = Text(f"Step {k}  ", style="bold")
             line.append(trace.machine.label(inst.aid), style="bold cyan")
             line.append(f"   [{inst.action.actor}]", style="dim")
-            parts.append(line)
+            block.append(line)
             for name, old, new in changes(trace, k):
-                parts.append(Text(f"  {name}: {old} → {new}"))
+                if only is None or only.change(name, old, new):
+                    block.append(Text(f"  {name}: {old} → {new}"))
             args = {p: v for p, v in zip(inst.action.params, inst.args)}
             for note in spec.story(trace.states[k - 1], inst.name, args, trace.states[k]):
+                if only is not None and not only.text(note.text):
+                    continue
                 style = HAZARD if note.level == "hazard" else "italic"
-                parts.append(Text(("  ! " if note.level == "hazard" else "  · ") + note.text, style=style))
+                block.append(Text(("  ! " if note.level == "hazard" else "  · ") + note.text, style=style))
+        if only:
+            if len(block) > 2:  # something in this step concerns the focus
+                parts += block
+            continue
+        parts += block
         parts.append(page_map(trace, k))
         if k == 0 or _pool_changed(trace, k, "src_owner", "src_content"):
             parts.append(page_map(trace, k, pool="prefill"))

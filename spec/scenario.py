@@ -28,6 +28,7 @@ the key and what was expected.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import sys
 import tomllib
@@ -69,9 +70,11 @@ class Scenario:
         """The spec instance: :class:`PdProtocol` or the scenario's own subclass of it."""
         cls = PdProtocol if self.protocol is None else _load_protocol(self.protocol, self.origin)
         spec = cls(self.config)
-        unknown = [c for c in self.expect if c not in {x.name for x in spec.claims}]
+        names = [x.name for x in spec.claims]
+        unknown = [c for c in self.expect if c not in names]
         if unknown:
-            raise ScenarioError(f"{self.origin}: [expect].{unknown[0]}: no such claim in the protocol")
+            raise ScenarioError(f"{self.origin}: [expect].{unknown[0]}: no such claim in the protocol; expected "
+                                f"one of its claims (kvproof list --claims){_did_you_mean(unknown[0], names)}")
         return spec
 
     def expectations(self, spec: PdProtocol) -> dict[str, str]:
@@ -122,7 +125,7 @@ def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
         raise fail("(top level)", "a table")
     extra = sorted(set(data) - _TOP)
     if extra:
-        raise fail(extra[0], "one of the keys " + ", ".join(sorted(_TOP)))
+        raise fail(extra[0], "one of the keys " + ", ".join(sorted(_TOP)) + _did_you_mean(extra[0], _TOP))
     name = data.get("name")
     if not isinstance(name, str) or not name or any(ch in name for ch in "/\\ \t"):
         raise fail("name", "a non-empty name without spaces or slashes", name)
@@ -137,7 +140,8 @@ def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
         raise fail("[sizes]", "a table with " + ", ".join(_SIZES))
     for key in sizes:
         if key not in _SIZES and key not in _OPTIONAL_SIZES:
-            raise fail(f"[sizes].{key}", "one of " + ", ".join([*_SIZES, *_OPTIONAL_SIZES]))
+            allowed = [*_SIZES, *_OPTIONAL_SIZES]
+            raise fail(f"[sizes].{key}", "one of " + ", ".join(allowed) + _did_you_mean(key, allowed))
     size_values = {}
     for key, (lo, hi) in _SIZES.items():
         v = sizes.get(key)
@@ -155,6 +159,9 @@ def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
         raise fail("[[requests]]", f"1..{_MAX_REQUESTS} request tables")
     requests = []
     for i, r in enumerate(reqs):
+        if isinstance(r, dict) and set(r) > {"tenant", "pages"}:
+            key = sorted(set(r) - {"tenant", "pages"})[0]
+            raise fail(f"requests[{i}].{key}", "only tenant and pages in a request" + _did_you_mean(key, ("tenant", "pages")))
         if not isinstance(r, dict) or set(r) != {"tenant", "pages"}:
             raise fail(f"requests[{i}]", "a table with exactly tenant and pages", r)
         if not isinstance(r["tenant"], str) or not r["tenant"]:
@@ -190,7 +197,7 @@ def _engine(table: Any, fail) -> Engine:
     values = {}
     for key, v in table.items():
         if key not in known:
-            raise fail(f"[engine].{key}", "one of " + ", ".join(known))
+            raise fail(f"[engine].{key}", "one of " + ", ".join(known) + _did_you_mean(key, known))
         default = known[key].default
         if key in CHOICES:
             if v not in CHOICES[key]:
@@ -208,6 +215,12 @@ def _engine(table: Any, fail) -> Engine:
             raise fail(f"[engine].{key}", "true or false", v)
         values[key] = v
     return Engine(**values)
+
+
+def _did_you_mean(word: str, choices) -> str:
+    """``"; did you mean X?"`` for a close misspelling of one of ``choices``, else ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _str(data: dict, key: str, fail, default: str) -> str:
@@ -228,6 +241,8 @@ def load_scenario(path: str | Path) -> Scenario:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ScenarioError(f"{p}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{p}: not UTF-8 text (byte {e.start}): expected a TOML scenario file") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

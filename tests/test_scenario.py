@@ -186,3 +186,37 @@ def test_optional_sizes_default_and_are_checked():
         parse_scenario({**GOOD, "sizes": {**GOOD["sizes"], "prefill_ranks": 3, "decode_ranks": 2}}, "my.toml")
     with pytest.raises(ScenarioError, match=r'\[engine\].waiting_timeout: expected a whole number in 1..16 or "none"'):
         parse_scenario({**GOOD, "engine": {"waiting_timeout": -1}}, "my.toml")
+
+
+@pytest.mark.parametrize("patch,message", [
+    ({"engine": {"relase_policy": "drain_ack"}}, "[engine].relase_policy: expected one of"),
+    ({"sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limits": 1}}, "[sizes].context_limits: expected one of"),
+    ({"requests": [{"tenant": "A", "pages": 1, "teannt": "B"}]}, "requests[0].teannt: expected only tenant and pages"),
+    ({"titel": "x"}, "titel: expected one of the keys"),
+])
+def test_near_misses_get_a_suggestion(patch, message):
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({**GOOD, **patch}, "my.toml")
+    text = str(e.value)
+    assert text.startswith("my.toml: ") and message in text and "; did you mean " in text and "\n" not in text
+
+
+def test_an_unknown_claim_names_the_near_miss():
+    sc = parse_scenario({**GOOD, "expect": {"no_cross_tenant_reads": "verified"}}, "my.toml")
+    with pytest.raises(ScenarioError, match=r"\[expect\].no_cross_tenant_reads: no such claim in the protocol; "
+                                            r"expected one of its claims \(kvproof list --claims\); "
+                                            r"did you mean no_cross_tenant_read\?"):
+        sc.build()
+
+
+def test_a_far_miss_gets_no_suggestion():
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({**GOOD, "engine": {"warp_drive": True}}, "my.toml")
+    assert "did you mean" not in str(e.value)
+
+
+def test_a_file_that_is_not_utf8(tmp_path):
+    bad = tmp_path / "bin.toml"
+    bad.write_bytes(b"\xff\xfe name")
+    with pytest.raises(ScenarioError, match=r"bin.toml: not UTF-8 text \(byte 0\): expected a TOML scenario file"):
+        load_scenario(bad)
