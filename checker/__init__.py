@@ -2,7 +2,11 @@
 
 Modules: :mod:`.explicit` (BFS engine), :mod:`.symbolic` (Z3 interpretation of the spec),
 :mod:`.results`, :mod:`.run` (scenario -> report), :mod:`.traces` (ITF), :mod:`.expected`
-(the expected-verdict table), :mod:`.render` and :mod:`.cli`.
+(the expected-verdict table), :mod:`.render` and :mod:`.cli`.  Reading and gating:
+:mod:`.sequence` (a trace as messages between actors), :mod:`.sequence_svg` (drawn as SVG),
+:mod:`.timeline` (page by page), :mod:`.report_html` (the HTML report), :mod:`.junit`,
+:mod:`.sarif`, :mod:`.mermaid`, :mod:`.trace_json`, :mod:`.focus` (``show --only``),
+:mod:`.diff` (``kvproof diff``) and :mod:`.atomic` (whole-or-nothing file writes).
 """
 
 from .explicit import Exploration, Limits, Stats, explore

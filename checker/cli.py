@@ -1,6 +1,7 @@
 """The ``kvproof`` command line.
 
-Commands are verbs: ``list``, ``check``, ``show``, ``replay``, ``simulate``, ``conform``.  Exit codes:
+Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``replay``,
+``simulate``, ``conform``, ``completion``.  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
 * 1 - a verdict does not (an unexpected violation, or an expected one not found);
@@ -20,16 +21,25 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..model.machine import Machine
 from ..model.replay import replay, run_actions
 from ..model.simulate import simulate, simulation_scenario
-from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario
+from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
+from .diff import diff_traces, render_diff
 from .expected import write_expected
+from .liveness import lasso_is_fair
 from .explicit import Limits, Stats
+from .focus import Focus, FocusError
+from .junit import write_junit
+from .mermaid import trace_mermaid
 from .render import render_reports, render_trace
+from .report_html import write_report
 from .results import exit_code
 from .run import check_scenario
+from .sarif import write_sarif
+from .trace_json import trace_records
 from .traces import Trace, TraceError, read_trace, write_trace
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT"]
@@ -61,32 +71,47 @@ def _resolve(name: str) -> Scenario:
 
 
 class _Progress:
-    """A live status line on long runs, only when stderr is a terminal and not ``--quiet``."""
+    """A progress bar over the scenarios of a run, with the live state count of the current
+    search; only when stderr is a terminal, not ``--quiet``, and once the run has taken more
+    than a second (short runs print nothing extra)."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, total: int = 1):
         self.enabled = enabled and sys.stderr.isatty()
-        self.status = None
+        self.total = total
+        self.done = -1
+        self.bar: Progress | None = None
+        self.task = None
         self.label = ""
-        self.started = 0.0
+        self.started = time.perf_counter()
 
     def start(self, label: str) -> None:
-        self.label, self.started = label, time.perf_counter()
+        self.label = label
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, description=label)
+        else:
+            self._maybe_show(label)
+
+    def _maybe_show(self, text: str) -> None:
+        if not self.enabled or self.bar is not None or time.perf_counter() - self.started < 1.0:
+            return
+        self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("scenarios"), TimeElapsedColumn(), console=Console(file=sys.stderr),
+                            transient=True)
+        self.task = self.bar.add_task(text, total=self.total, completed=max(self.done, 0))
+        self.bar.start()
 
     def __call__(self, stats: Stats) -> None:
-        if not self.enabled or time.perf_counter() - self.started < 1.0:
-            return
         text = (f"{self.label}: {stats.states:,} states · depth {stats.depth} · "
                 f"{stats.states_per_second:,.0f} states/s")
-        if self.status is None:
-            self.status = Console(file=sys.stderr).status(text)
-            self.status.start()
-        else:
-            self.status.update(text)
+        self._maybe_show(text)
+        if self.bar is not None:
+            self.bar.update(self.task, description=text)
 
     def stop(self) -> None:
-        if self.status is not None:
-            self.status.stop()
-            self.status = None
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -108,8 +133,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
-    names = args.scenarios or [s.name for s in builtins()]
-    scenarios = [_resolve(n) for n in names]
+    names = args.scenarios or ([] if args.variant else [s.name for s in builtins()])
+    scenarios = _unique([_resolve(n) for n in names] + [load_variant(v) for v in args.variant or []])
     for sc in scenarios:  # fail on bad input before any search starts or any file is written
         spec = sc.build()
         for inv in args.invariant or []:
@@ -119,23 +144,103 @@ def cmd_check(args: argparse.Namespace) -> int:
                 raise BadInput(f"unknown invariant or witness {inv!r} (kvproof list --claims names them)") from None
     if args.write_expected and args.invariant:
         raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
+    for flag in ("junit", "sarif", "html"):
+        _check_output(getattr(args, flag), f"--{flag}")
     limits = Limits(args.max_states, args.max_seconds, args.max_depth)
     traces_dir = None if args.no_traces else Path(args.traces)
-    progress = _Progress(not args.quiet and not args.json)
-    reports = []
-    try:
-        for sc in scenarios:
-            progress.start(sc.name)
-            reports.append(check_scenario(sc, limits, args.invariant, traces_dir, progress))
-    finally:
-        progress.stop()
+    reports = _run(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json)
     if args.write_expected:
         write_expected(Path(args.write_expected), reports)
+    _write_outputs(args, reports)
     if args.json:
         print(json.dumps(_json_reports(reports), indent=2))
     elif not args.quiet:
         _console().print(render_reports(reports))
     return exit_code(reports)
+
+
+def _run(scenarios, limits, only, traces_dir, show_progress: bool) -> list:
+    """Check every scenario in turn, with a progress bar on long runs."""
+    progress = _Progress(show_progress, len(scenarios))
+    reports = []
+    try:
+        for sc in scenarios:
+            progress.start(sc.name)
+            reports.append(check_scenario(sc, limits, only, traces_dir, progress))
+    finally:
+        progress.stop()
+    return reports
+
+
+def _unique(scenarios: list[Scenario]) -> list[Scenario]:
+    """The scenarios, refusing two different ones with one name (their traces would collide)."""
+    seen: dict[str, Scenario] = {}
+    for sc in scenarios:
+        other = seen.setdefault(sc.name, sc)
+        if other is not sc and other.origin != sc.origin:
+            raise BadInput(f"{sc.origin}: name: {sc.name!r} is also the name of {other.origin}; expected unique names")
+    return list(seen.values())
+
+
+def _check_output(path: str | None, flag: str) -> None:
+    """Fail before any search if an output file cannot be written where it is asked for."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{flag} {path}: is a directory, expected a file name")
+    parent = next((q for q in [p.parent, *p.parent.parents] if q.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise BadInput(f"{flag} {path}: cannot write under {parent}")
+
+
+def _write_outputs(args: argparse.Namespace, reports) -> None:
+    """Write the --junit, --sarif and --html files asked for."""
+    writers = (("junit", write_junit), ("sarif", write_sarif), ("html", write_report))
+    for flag, write in writers:
+        path = getattr(args, flag, None)
+        if path is None:
+            continue
+        try:
+            write(path, reports)
+        except OSError as e:
+            raise BadInput(f"--{flag} {path}: cannot write: {e.strerror or e}") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Check scenarios and write the HTML report (verdicts, sequence diagrams, page timelines)."""
+    names = args.scenarios or [s.name for s in builtins()]
+    scenarios = _unique([_resolve(n) for n in names])
+    for sc in scenarios:
+        sc.build()
+    _check_output(args.output, "-o")
+    limits = Limits(args.max_states, args.max_seconds, args.max_depth)
+    reports = _run(scenarios, limits, None, None, not args.quiet)
+    args.html, args.junit, args.sarif = args.output, None, None
+    _write_outputs(args, reports)
+    if not args.quiet:
+        cx = sum(1 for r in reports for c in r.claims if c.kind == "invariant" and getattr(c.result, "trace", None))
+        _console().print(f"wrote {args.output}: {len(reports)} scenario{'s' if len(reports) != 1 else ''}, "
+                         f"{cx} counterexample{'s' if cx != 1 else ''}")
+    return exit_code(reports)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Show where two traces first diverge and what differs there; exit 0 when identical."""
+    a, b = read_trace(args.a), read_trace(args.b)
+    d = diff_traces(a, b)
+    _console().print(render_diff(d, args.a, args.b))
+    return EXIT_OK if d.identical else EXIT_MISMATCH
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print a shell completion script (needs the ``completion`` extra: shtab)."""
+    try:
+        import shtab
+    except ImportError:
+        raise BadInput("completion needs shtab: pip install 'kvproof[completion]'") from None
+    print(shtab.complete(build_parser(), shell=args.shell))
+    return EXIT_OK
 
 
 def _json_reports(reports) -> dict[str, Any]:
@@ -173,11 +278,22 @@ def _json_reports(reports) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """Render a stored trace, one block per step."""
+    """Render a stored trace: text (one block per step), JSON step records, or Mermaid."""
     trace = read_trace(args.file)
     if args.step is not None and not 0 <= args.step <= len(trace):
         raise BadInput(f"--step {args.step}: the trace has steps 0..{len(trace)}")
-    _console().print(render_trace(trace, args.step))
+    try:
+        only = Focus.of(trace, args.only) if args.only else None
+    except FocusError as e:
+        raise BadInput(str(e)) from None
+    if args.format == "json":
+        print(json.dumps(trace_records(trace, args.step, only), indent=2, ensure_ascii=False))
+    elif args.format == "mermaid":
+        if args.step is not None:
+            raise BadInput("--step applies to --format text and json, not mermaid")
+        sys.stdout.write(trace_mermaid(trace, only))
+    else:
+        _console().print(render_trace(trace, args.step, only))
     return EXIT_OK
 
 
@@ -190,6 +306,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         out.print(f"diverged at step {diverged.step}: {diverged.reason}")
         return EXIT_MISMATCH
     c = trace.machine.spec.claim(trace.claim)
+    if c.kind == "liveness":
+        why = lasso_is_fair(trace.machine, trace.claim, trace.states, trace.actions,
+                            trace.loop if trace.loop is not None else -1)
+        if why is not None:
+            out.print(f"replayed {len(trace)} steps, but the lasso does not violate {trace.claim}: {why}")
+            return EXIT_MISMATCH
+        out.print(f"reproduced: {len(trace)} steps replay exactly and the loop from step {trace.loop} "
+                  f"is a fair cycle that violates {trace.claim}")
+        return EXIT_OK
     if not trace.machine.claim_hits(trace.claim, trace.states[-1]):
         out.print(f"replayed {len(trace)} steps, but {trace.claim} does not "
                   f"{'fail' if c.kind == 'invariant' else 'hold'} at the last state")
@@ -312,6 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ck = sub.add_parser("check", help="check scenarios (default: the whole built-in catalogue)")
     ck.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    ck.add_argument("--variant", action="append", metavar="FILE.py",
+                    help="check an engine variant: a PdProtocol subclass and its SCENARIO dict (repeatable)")
     ck.add_argument("--invariant", action="append", metavar="NAME", help="check only this claim (repeatable)")
     ck.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
     ck.add_argument("--max-seconds", type=_positive_float, metavar="S", help="stop after S seconds per scenario")
@@ -321,12 +448,33 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--no-traces", action="store_true", help="write no trace files")
     ck.add_argument("--write-expected", metavar="FILE", help="write this run's verdicts and state counts as a TOML table")
     ck.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    ck.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per scenario and claim")
+    ck.add_argument("--sarif", metavar="FILE", help="also write SARIF 2.1.0: a result per unexpected verdict")
+    ck.add_argument("--html", metavar="FILE", help="also write the HTML report (as kvproof report does)")
     ck.set_defaults(func=cmd_check)
+
+    rp_ = sub.add_parser("report", help="check scenarios and write a self-contained HTML report")
+    rp_.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    rp_.add_argument("-o", "--output", default="report.html", metavar="FILE", help="where (default: report.html)")
+    rp_.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
+    rp_.add_argument("--max-seconds", type=_positive_float, metavar="S", help="stop after S seconds per scenario")
+    rp_.add_argument("--max-depth", type=_positive_int, metavar="D", help="explore at most D steps deep")
+    rp_.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    rp_.set_defaults(func=cmd_report)
 
     sh = sub.add_parser("show", help="render a stored trace")
     sh.add_argument("file", metavar="FILE")
     sh.add_argument("--step", type=int, metavar="N", help="show only step N")
+    sh.add_argument("--format", choices=("text", "json", "mermaid"), default="text",
+                    help="text (default), json step records, or a Mermaid sequence diagram")
+    sh.add_argument("--only", nargs="+", metavar="NAME",
+                    help="follow a page (p3, q0), a request (R1) or a field (owner, owner[p3]) through the trace")
     sh.set_defaults(func=cmd_show)
+
+    df = sub.add_parser("diff", help="where two traces first diverge, and what differs")
+    df.add_argument("a", metavar="A")
+    df.add_argument("b", metavar="B")
+    df.set_defaults(func=cmd_diff)
 
     rp = sub.add_parser("replay", help="re-execute a stored trace against the model")
     rp.add_argument("file", metavar="FILE")
@@ -355,6 +503,10 @@ def build_parser() -> argparse.ArgumentParser:
     cf.add_argument("--seed", type=int, default=0, metavar="S")
     cf.add_argument("--traces", default="traces", metavar="DIR", help="where a scenario's traces are (default: traces)")
     cf.set_defaults(func=cmd_conform)
+
+    co = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
+    co.add_argument("shell", choices=("bash", "zsh", "tcsh"))
+    co.set_defaults(func=cmd_completion)
     return p
 
 

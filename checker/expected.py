@@ -7,14 +7,13 @@ count shows up as a failing test, and the table is regenerated and committed wit
 
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
+from .atomic import write_text_atomic
 from .results import ScenarioReport
 
 __all__ = ["expected_table", "write_expected", "read_expected"]
@@ -41,16 +40,7 @@ def expected_table(reports: list[ScenarioReport]) -> dict[str, Any]:
 
 def write_expected(path: Path, reports: list[ScenarioReport]) -> None:
     """Write the table for ``reports`` to ``path`` atomically."""
-    text = HEADER + tomli_w.dumps(expected_table(reports))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".toml")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, HEADER + tomli_w.dumps(expected_table(reports)))
 
 
 def read_expected(path: Path) -> dict[str, Any]:

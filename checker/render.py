@@ -14,10 +14,12 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from .focus import Focus
+from .liveness import pending_throughout
 from .results import ScenarioReport
 from .traces import Trace
 
-__all__ = ["render_trace", "render_reports", "to_text"]
+__all__ = ["render_trace", "render_reports", "to_text", "changes", "named_values"]
 
 HAZARD = "bold red"
 
@@ -31,62 +33,94 @@ def to_text(renderable: Any, width: int = 100) -> str:
 
 
 def _index_label(field, flat: int) -> str:
-    dims = field.dims
-    if len(dims) == 1:
-        return str(dims[0].label(flat))
-    n1 = dims[1].size
-    return f"{dims[0].label(flat // n1)}, {dims[1].name} {flat % n1}"
+    """``R0`` / ``R0, chunk 1`` / ``R0, P1, chunk 0``: labelled indices, numbered ones named."""
+    parts, rest = [], flat
+    for d in reversed(field.dims):
+        i = rest % d.size
+        rest //= d.size
+        parts.append(str(d.label(i)) if d.labels else f"{d.name} {i}")
+    return ", ".join(reversed(parts))
+
+
+def _elements(layout, state):
+    """``(field[index], code, field)`` of every element of ``state``, sentinels hidden."""
+    for f in layout.fields:
+        base = layout.base[f.name]
+        cols = f.row - (1 if f.sentinel else 0)
+        for row in range(f.rows):
+            for j in range(cols):
+                name = f.name if not f.dims else f"{f.name}[{_index_label(f, row * cols + j)}]"
+                yield name, state[base + row * f.row + j], f
+
+
+def named_values(layout, state) -> dict[str, Any]:
+    """``{field[index]: label}`` of every element of ``state`` (sentinels hidden), named as
+    :func:`changes` names them."""
+    return {name: f.values.label(code) for name, code, f in _elements(layout, state)}
 
 
 def changes(trace: Trace, k: int) -> list[tuple[str, Any, Any]]:
     """``(field[index], old, new)`` for every value step ``k`` changed (labels, sentinels hidden)."""
     layout = trace.machine.spec.layout
-    before, after = trace.states[k - 1], trace.states[k]
-    out = []
-    for f in layout.fields:
-        base = layout.base[f.name]
-        n = f.width - (1 if f.sentinel else 0)
-        for j in range(n):
-            a, b = before[base + j], after[base + j]
-            if a != b:
-                name = f.name if not f.dims else f"{f.name}[{_index_label(f, j)}]"
-                out.append((name, f.values.label(a), f.values.label(b)))
-    return out
+    return [
+        (name, f.values.label(a), f.values.label(b))
+        for (name, a, f), (_, b, _) in zip(_elements(layout, trace.states[k - 1]), _elements(layout, trace.states[k]))
+        if a != b
+    ]
 
 
-def _content_cell(spec, owner: int, content: int) -> Text:
+def _content_label(spec, content: int) -> tuple[str, int | None]:
     k = spec.k
     if content == 0:
-        return Text("·")
+        return "·", None
     if content <= k.R:
-        label = f"R{content - 1} ({k.tenants[k.tenant[content - 1]]})"
-        tenant = k.tenant[content - 1]
-    else:
-        tenant = content - 1 - k.R
-        label = f"old ({k.tenants[tenant]})"
-    foreign = owner != 0 and content != owner
-    if foreign:
-        other_tenant = tenant != k.tenant[owner - 1]
-        return Text(label + (" !!" if other_tenant else " !"), style=HAZARD)
-    return Text(label)
+        return f"R{content - 1} ({k.tenants[k.tenant[content - 1]]})", k.tenant[content - 1]
+    tenant = content - 1 - k.R
+    return f"old ({k.tenants[tenant]})", tenant
+
+
+def _content_cell(spec, owner: int, contents: list[int]) -> Text:
+    """What a page (all its shards) or slot holds; another request's KV in an owned page is
+    marked ``!`` (another tenant's: ``!!``)."""
+    labels, mark = [], ""
+    for content in contents:
+        label, tenant = _content_label(spec, content)
+        labels.append(label)
+        if owner != 0 and content not in (0, owner):
+            mark = "!!" if tenant != spec.k.tenant[owner - 1] else (mark or "!")
+    text = labels[0] if len(set(labels)) == 1 else "|".join(labels)
+    return Text(text + (" " + mark if mark else ""), style=HAZARD if mark else "")
+
+
+POOLS = {
+    # pool: (owner field, content field, size attribute, prefix, title)
+    "decode": ("owner", "content", "D", "p", "decode pages"),
+    "prefill": ("src_owner", "src_content", "P", "q", "prefill pages"),
+    "aux": ("aux_owner", "aux_content", "M", "m", "aux slots"),
+}
 
 
 def page_map(trace: Trace, k: int, pool: str = "decode") -> Table:
-    """The pages of one pool after step ``k``: owner and content, foreign content highlighted."""
+    """One pool after step ``k``: owner and content, foreign content highlighted."""
     spec = trace.machine.spec
     state = trace.states[k]
     layout = spec.layout
-    owner_f, content_f, n, prefix = (
-        ("owner", "content", spec.k.D, "p") if pool == "decode" else ("src_owner", "src_content", spec.k.P, "q")
-    )
+    owner_f, content_f, size, prefix, title = POOLS[pool]
+    n = getattr(spec.k, size)
     table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 2, 0, 0))
-    table.add_column(pool + " pages" if pool == "decode" else "prefill pages", style="dim")
+    table.add_column(title, style="dim")
     for p in range(n):
         table.add_column(f"{prefix}{p}")
     owners = [state[layout.slot(owner_f, p)] for p in range(n)]
-    contents = [state[layout.slot(content_f, p)] for p in range(n)]
+    shards = spec.k.U if pool == "decode" else 1
+
+    def contents(p):
+        if pool == "decode":
+            return [state[layout.slot(content_f, u, p)] for u in range(shards)]
+        return [state[layout.slot(content_f, p)]]
+
     table.add_row("owner", *[("free" if o == 0 else f"R{o - 1}") for o in owners])
-    table.add_row("holds", *[_content_cell(spec, o, c) for o, c in zip(owners, contents)])
+    table.add_row("holds", *[_content_cell(spec, o, contents(p)) for p, o in enumerate(owners)])
     return table
 
 
@@ -95,8 +129,10 @@ def _pool_changed(trace: Trace, k: int, owner_f: str, content_f: str) -> bool:
                for name, _, _ in changes(trace, k))
 
 
-def render_trace(trace: Trace, step: int | None = None) -> Group:
-    """A trace as one block per step (or only block ``step``)."""
+def render_trace(trace: Trace, step: int | None = None, only: Focus | None = None) -> Group:
+    """A trace as one block per step (or only block ``step``).  With ``only`` (a
+    :class:`~kvproof.checker.focus.Focus`), only the steps, changes and notes that concern its
+    tokens, without page maps."""
     spec = trace.machine.spec
     claim = spec.claim(trace.claim)
     parts: list[Any] = []
@@ -107,32 +143,59 @@ def render_trace(trace: Trace, step: int | None = None) -> Group:
     parts.append(head)
     steps = range(len(trace.states)) if step is None else [step]
     for k in steps:
-        parts.append(Text(""))
+        if only and k == 0:
+            continue
+        block: list[Any] = [Text("")]
         if k == 0:
-            parts.append(Text("Step 0  initial state", style="bold"))
+            block.append(Text("Step 0  initial state", style="bold"))
         else:
             inst = trace.machine.instances[trace.actions[k - 1]]
             line = Text(f"Step {k}  ", style="bold")
             line.append(trace.machine.label(inst.aid), style="bold cyan")
             line.append(f"   [{inst.action.actor}]", style="dim")
-            parts.append(line)
+            block.append(line)
             for name, old, new in changes(trace, k):
-                parts.append(Text(f"  {name}: {old} → {new}"))
+                if only is None or only.change(name, old, new):
+                    block.append(Text(f"  {name}: {old} → {new}"))
             args = {p: v for p, v in zip(inst.action.params, inst.args)}
             for note in spec.story(trace.states[k - 1], inst.name, args, trace.states[k]):
+                if only is not None and not only.text(note.text):
+                    continue
                 style = HAZARD if note.level == "hazard" else "italic"
-                parts.append(Text(("  ! " if note.level == "hazard" else "  · ") + note.text, style=style))
+                block.append(Text(("  ! " if note.level == "hazard" else "  · ") + note.text, style=style))
+        if only:
+            if len(block) > 2:  # something in this step concerns the focus
+                parts += block
+            continue
+        parts += block
         parts.append(page_map(trace, k))
         if k == 0 or _pool_changed(trace, k, "src_owner", "src_content"):
             parts.append(page_map(trace, k, pool="prefill"))
+        if spec.k.M and (k == 0 or _pool_changed(trace, k, "aux_owner", "aux_content")):
+            parts.append(page_map(trace, k, pool="aux"))
+        if trace.loop is not None and k == trace.loop and k < len(trace):
+            parts.append(Text(f"↺ the loop starts here: steps {k + 1}-{len(trace)} come back to this state",
+                              style="bold yellow"))
     if step is None or step == len(trace.states) - 1:
         parts.append(Text(""))
-        verb = "fails" if trace.kind == "counterexample" else "holds"
-        last = Text(f"{'✗' if trace.kind == 'counterexample' else '✓'} {trace.claim} {verb} after step {len(trace)}",
-                    style=HAZARD if trace.kind == "counterexample" else "bold green")
-        parts.append(last)
+        parts.append(_verdict_line(trace))
         parts.append(Text(claim.doc, style="dim"))
     return Group(*parts)
+
+
+def _verdict_line(trace: Trace) -> Text:
+    """The closing line: where the claim fails (or holds), and for a lasso, what repeats."""
+    if trace.kind == "witness":
+        return Text(f"✓ {trace.claim} holds after step {len(trace)}", style="bold green")
+    if trace.loop is None:
+        return Text(f"✗ {trace.claim} fails after step {len(trace)}", style=HAZARD)
+    pending = ", ".join(pending_throughout(trace.machine, trace.claim, trace.states[trace.loop:])) or "?"
+    if trace.loop == len(trace):
+        return Text(f"✗ {trace.claim} fails: after step {trace.loop} nothing can move, with {pending} "
+                    "forever", style=HAZARD)
+    return Text(f"✗ {trace.claim} fails: steps {trace.loop + 1}-{len(trace)} repeat forever, with {pending} "
+                "throughout (a fair cycle: every action the engine runs eventually is taken in it or "
+                "disabled somewhere on it)", style=HAZARD)
 
 
 def render_reports(reports: Iterable[ScenarioReport]) -> Group:

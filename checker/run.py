@@ -13,6 +13,7 @@ from ..model.machine import Machine
 from ..model.replay import run_actions
 from ..spec.scenario import Scenario, ScenarioError
 from .explicit import Exploration, Limits, Stats, explore
+from .liveness import StateGraph, build_graph, find_lasso
 from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated
 from .traces import Trace, write_trace
 
@@ -29,6 +30,17 @@ def trace_of(scenario: Scenario, machine: Machine, exploration: Exploration, cla
     return Trace(scenario, machine, claim.name, kind, actions, states)
 
 
+def _liveness_result(scenario: Scenario, machine: Machine, graph: StateGraph, claim: str):
+    """Violated with a lasso trace, Verified on a complete graph, else Inconclusive."""
+    lasso = find_lasso(machine, graph, claim)
+    if lasso is not None:
+        states = [graph.states[sid] for sid in lasso.states]
+        return Violated(Trace(scenario, machine, claim, "lasso", lasso.actions, states, lasso.loop))
+    if graph.complete:
+        return Verified()
+    return Inconclusive(graph.reason)
+
+
 def check_scenario(
     scenario: Scenario,
     limits: Limits = Limits(),
@@ -38,7 +50,9 @@ def check_scenario(
 ) -> ScenarioReport:
     """Check ``scenario``'s claims (or ``only`` those named) with the explicit engine.
 
-    Counterexamples of violated invariants are written under ``traces_dir`` when it is given.
+    Safety claims and witnesses are decided by one breadth-first search; liveness claims by
+    the fair-lasso search on the whole graph.  Counterexamples of violated invariants and
+    liveness claims are written under ``traces_dir`` when it is given.
     """
     spec = scenario.build()
     expected = scenario.expectations(spec)
@@ -49,13 +63,17 @@ def check_scenario(
         expected = {c: expected.get(c, "verified") for c in only}
     machine = Machine(spec)
     index = {c.name: i for i, c in enumerate(machine.claims)}
-    tracked = [index[c] for c in expected]
+    live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
+    tracked = [index[c] for c in expected if c not in live]
     exploration = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress)
     report = ScenarioReport(scenario, exploration.stats, exploration.complete, exploration.reason)
+    graph = build_graph(machine, limits) if live else None
     for name, want in expected.items():
         i = index[name]
         claim = machine.claims[i]
-        if i in exploration.hit_at:
+        if claim.kind == "liveness":
+            result = _liveness_result(scenario, machine, graph, name)
+        elif i in exploration.hit_at:
             trace = trace_of(scenario, machine, exploration, i)
             result = Violated(trace) if claim.kind == "invariant" else Verified(trace)
         elif exploration.complete:
@@ -63,7 +81,7 @@ def check_scenario(
         else:
             result = Inconclusive(exploration.reason)
         row = ClaimReport(name, claim.kind, want, result)
-        if traces_dir is not None and claim.kind == "invariant" and isinstance(result, Violated):
+        if traces_dir is not None and claim.kind != "witness" and isinstance(result, Violated):
             row.trace_path = write_trace(result.trace, traces_dir)
         report.claims.append(row)
     return report

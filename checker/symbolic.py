@@ -108,10 +108,15 @@ def step_terms(spec: Spec, inst: ActionInstance, pre: Sequence[Any]) -> tuple[An
 
     Slots the action does not write keep their pre-state variable: that is the frame."""
     ops = Z3Ops(pre)
-    spec.run_action(inst, ops)
+    if not spec.run_action(inst, ops):
+        return z3.BoolVal(False), list(pre)
     return z3.And(*ops.guard) if ops.guard else z3.BoolVal(True), ops.next
 
 
 def claim_term(spec: Spec, name: str, pre: Sequence[Any]) -> Any:
-    """A claim's state predicate as a Z3 Boolean over ``pre``."""
-    return _t(spec.eval_claim(name, Z3Ops(pre)))
+    """A claim's state predicate as a Z3 Boolean over ``pre`` (for a liveness claim, its list
+    of ``(label, pending)`` obligations as Z3 Booleans)."""
+    value = spec.eval_claim(name, Z3Ops(pre))
+    if isinstance(value, list):
+        return [(label, _t(term)) for label, term in value]
+    return _t(value)

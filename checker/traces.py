@@ -16,8 +16,6 @@ naming what does not fit.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import namedtuple
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,7 @@ import itf_py
 from ..model.machine import Machine
 from ..spec.layout import LayoutError
 from ..spec.scenario import Scenario, ScenarioError, parse_scenario
+from .atomic import write_text_atomic
 
 __all__ = ["Trace", "TraceError", "to_itf", "write_trace", "read_trace", "trace_filename"]
 
@@ -106,19 +105,8 @@ def to_itf(trace: Trace) -> dict[str, Any]:
 
 def write_trace(trace: Trace, directory: str | Path) -> Path:
     """Write ``trace`` under ``directory`` atomically; returns the path written."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / trace_filename(trace.scenario.name, trace.claim)
-    text = json.dumps(to_itf(trace), indent=1) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    path = Path(directory) / trace_filename(trace.scenario.name, trace.claim)
+    return write_text_atomic(path, json.dumps(to_itf(trace), indent=1) + "\n")
 
 
 def read_trace(path: str | Path) -> Trace:

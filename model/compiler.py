@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from ..spec.framework import Claim, Spec
 from ..spec.ops import Ops
 
-__all__ = ["CodegenOps", "compile_successors", "compile_hits"]
+__all__ = ["CodegenOps", "compile_successors", "compile_hits", "compile_pending"]
 
 _BIND_OVER = 20  # bind a subexpression to a local when its text is longer than this
 
@@ -230,8 +230,7 @@ def compile_successors(spec: Spec) -> tuple[Any, str]:
         mark = len(em.lines)
         em.line(f"# {inst.name}{inst.args}")
         ops = CodegenOps(em)
-        spec.run_action(inst, ops)
-        if ops.dead:
+        if not spec.run_action(inst, ops) or ops.dead:
             del em.lines[mark:]
             continue
         em.line("t = bytearray(s)")
@@ -268,3 +267,28 @@ def compile_hits(spec: Spec, claims: Sequence[Claim | None]) -> tuple[Any, str]:
     em.line("return h")
     ns = _module(tables, ["def hits(s):"] + em.lines)
     return ns["hits"], ns["__source__"]
+
+
+def compile_pending(spec: Spec, claim: Claim) -> tuple[Any, list[str]]:
+    """``pending(s: bytes) -> int`` for a liveness claim: bit ``i`` is set where obligation ``i``
+    is still pending; and the obligations' labels."""
+    tables: dict[tuple, str] = {}
+    em = _Emitter(tables)
+    em.line("h = 0")
+    ops = CodegenOps(em)
+    obligations = spec.eval_claim(claim.name, ops)
+    labels = []
+    for i, (label, value) in enumerate(obligations):
+        labels.append(label)
+        em.reset()
+        value = _c(value)
+        if value.const is not None:
+            if value.const:
+                em.line(f"h |= {1 << i}")
+            continue
+        em.open(f"if {value.src}:")
+        em.line(f"h |= {1 << i}")
+    em.reset()
+    em.line("return h")
+    ns = _module(tables, ["def pending(s):"] + em.lines)
+    return ns["pending"], labels

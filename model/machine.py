@@ -66,10 +66,13 @@ class Machine:
         return bool(self.hits(state) >> i & 1)
 
     def label(self, aid: int) -> str:
-        """``name(param=value, ...)`` of an action instance, with labelled values."""
+        """``name(param=value, ...)`` of an action instance, with labelled values; a rank
+        parameter is left out when there is only one rank."""
         inst = self.instances[aid]
         args = ", ".join(
-            f"{p}={self.spec.domain(p).label(v)}" for p, v in zip(inst.action.params, inst.args)
+            f"{p}={self.spec.domain(p).label(v)}"
+            for p, v in zip(inst.action.params, inst.args)
+            if not (p in ("prank", "drank", "stream") and self.spec.domain(p).size == 1)
         )
         return f"{inst.name}({args})"
 
@@ -80,7 +83,8 @@ def reference_successors(spec: Spec, state: Sequence[int]) -> list[tuple[int, tu
     for inst in spec.instances:
         ops = ConcreteOps(state)
         try:
-            spec.run_action(inst, ops)
+            if not spec.run_action(inst, ops):
+                continue
         except Disabled:
             continue
         out.append((inst.aid, ops.result()))

@@ -27,29 +27,37 @@ from functools import cached_property
 from typing import Any, Callable, Iterator
 
 from .layout import Domain, Field, Layout
-from .ops import Ops
+from .ops import Disabled, Ops
 
 __all__ = [
     "Spec",
     "Pre",
     "Post",
     "ActionDef",
+    "StaticallyDisabled",
     "ActionInstance",
     "Claim",
     "action",
     "invariant",
     "witness",
+    "liveness",
 ]
 
 
 @dataclass(frozen=True)
 class ActionDef:
-    """An action as declared: its name, actor, parameter domains and docstring."""
+    """An action as declared: its name, actor, parameter domains and docstring.
+
+    ``fair`` actions are ones the real engine runs eventually once they stay enabled (time,
+    transfer progress, heartbeats, message handling); fair liveness assumes weak fairness of
+    exactly these.  Aborts, failures, losses and deaths are the environment's choice: not fair.
+    """
 
     name: str
     actor: str
     params: tuple[str, ...]
     doc: str
+    fair: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,9 @@ class ActionInstance:
 
 @dataclass(frozen=True)
 class Claim:
-    """A named property: ``kind`` is ``invariant`` or ``witness``; ``at`` is ``always`` or
-    ``quiescent`` (checked only in states where no action is enabled)."""
+    """A named property: ``kind`` is ``invariant``, ``witness`` or ``liveness``; ``at`` is
+    ``always``, ``quiescent`` (checked only in states where no action is enabled) or ``fair``
+    (a liveness claim, checked on the whole state graph under weak fairness)."""
 
     name: str
     kind: str
@@ -81,11 +90,12 @@ class Claim:
     doc: str
 
 
-def action(actor: str, *params: str) -> Callable:
-    """Declare a method as an action of ``actor`` over the named parameter domains."""
+def action(actor: str, *params: str, fair: bool = False) -> Callable:
+    """Declare a method as an action of ``actor`` over the named parameter domains; ``fair``
+    marks it as one the engine runs eventually (see :class:`ActionDef`)."""
 
     def mark(fn: Callable) -> Callable:
-        fn._kv_action = (actor, tuple(params))
+        fn._kv_action = (actor, tuple(params), fair)
         return fn
 
     return mark
@@ -109,34 +119,49 @@ def witness(fn: Callable) -> Callable:
     return fn
 
 
+def liveness(fn: Callable) -> Callable:
+    """Declare a method as a liveness claim: it returns ``[(label, pending), ...]``, a fixed list
+    of obligations, each a state predicate that must not stay true forever on a fair path
+    ("every held page is eventually released": pending = the page is held)."""
+    fn._kv_claim = ("liveness", "fair")
+    return fn
+
+
+class StaticallyDisabled(Disabled):
+    """An action instance that the configuration rules out (``s.require(False)``)."""
+
+
 class _FieldView:
-    """Reads (on :class:`Pre`) or writes (on :class:`Post`) one array field."""
+    """Reads (on :class:`Pre`) or writes (on :class:`Post`) one array field.
 
-    __slots__ = ("_f", "_base", "_ops", "_layout")
+    Indices are plain ints (parameters, loop variables), except the last one, which may be a
+    value of the interpretation (an index read from the state)."""
 
-    def __init__(self, f: Field, base: int, ops: Ops, layout: Layout):
-        self._f, self._base, self._ops, self._layout = f, base, ops, layout
+    __slots__ = ("_f", "_ops", "_layout")
 
-    def _slot(self, key: Any) -> int | None:
+    def __init__(self, f: Field, ops: Ops, layout: Layout):
+        self._f, self._ops, self._layout = f, ops, layout
+
+    def _where(self, key: Any) -> tuple[int | None, Any]:
         idx = key if isinstance(key, tuple) else (key,)
         if all(isinstance(i, int) for i in idx):
-            return self._layout.slot(self._f.name, *idx)
-        if len(idx) != 1 or len(self._f.dims) != 1:
-            raise TypeError(f"{self._f.name}: only one-dimensional fields take a value index")
-        return None
+            return self._layout.slot(self._f.name, *idx), None
+        if len(idx) != len(self._f.dims) or not all(isinstance(i, int) for i in idx[:-1]):
+            raise TypeError(f"{self._f.name}: only the last index may be a state value")
+        return None, (self._layout.row_base(self._f.name, *idx[:-1]), idx[-1])
 
     def __getitem__(self, key: Any) -> Any:
-        slot = self._slot(key)
+        slot, row = self._where(key)
         if slot is not None:
             return self._ops.read(slot)
-        return self._ops.read_at(self._base, self._f.width, key)
+        return self._ops.read_at(row[0], self._f.row, row[1])
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        slot = self._slot(key)
+        slot, row = self._where(key)
         if slot is not None:
             self._ops.write(slot, value)
         else:
-            self._ops.write_at(self._base, self._f.width, key, value)
+            self._ops.write_at(row[0], self._f.row, row[1], value)
 
 
 class Pre:
@@ -152,12 +177,18 @@ class Pre:
             raise AttributeError(f"no field {name!r}")
         if not f.dims:
             return self.ops.read(self._layout.base[name])
-        view = _FieldView(f, self._layout.base[name], self.ops, self._layout)
+        view = _FieldView(f, self.ops, self._layout)
         object.__setattr__(self, name, view)
         return view
 
     def require(self, cond: Any) -> None:
-        """Narrow the guard: the action is enabled only where ``cond`` holds."""
+        """Narrow the guard: the action is enabled only where ``cond`` holds.
+
+        A plain ``False`` (a flag or a size, known when the instance is built) disables the
+        action statically: evaluation stops here in every interpretation, so the rest of the
+        action may use fields that only exist when the flag is on."""
+        if cond is False:
+            raise StaticallyDisabled
         self.ops.require(cond)
 
 
@@ -214,8 +245,8 @@ class Spec:
     def actions(self) -> list[ActionDef]:
         """Every declared action."""
         out = []
-        for name, (actor, params) in self._marked("_kv_action"):
-            out.append(ActionDef(name, actor, params, _doc(getattr(type(self), name))))
+        for name, (actor, params, fair) in self._marked("_kv_action"):
+            out.append(ActionDef(name, actor, params, _doc(getattr(type(self), name)), fair))
         return out
 
     @cached_property
@@ -243,12 +274,18 @@ class Spec:
         raise KeyError(name)
 
     # -- evaluation through an interpretation -------------------------------------------------
-    def run_action(self, inst: ActionInstance, ops: Ops) -> None:
-        """Evaluate one action instance's guard and effect through ``ops``."""
-        getattr(self, inst.action.name)(Pre(ops, self.layout), Post(ops, self.layout), *inst.args)
+    def run_action(self, inst: ActionInstance, ops: Ops) -> bool:
+        """Evaluate one action instance's guard and effect through ``ops``; ``False`` when the
+        configuration rules the instance out (then nothing more was evaluated)."""
+        try:
+            getattr(self, inst.action.name)(Pre(ops, self.layout), Post(ops, self.layout), *inst.args)
+        except StaticallyDisabled:
+            return False
+        return True
 
     def eval_claim(self, name: str, ops: Ops) -> Any:
-        """Evaluate one claim's state predicate through ``ops``."""
+        """Evaluate one claim's state predicate through ``ops`` (for a liveness claim: its list
+        of ``(label, pending)`` obligations)."""
         return getattr(self, name)(Pre(ops, self.layout))
 
 

@@ -64,9 +64,9 @@ class Domain:
 class Field:
     """One named part of the state.
 
-    ``dims`` are the index domains (none for a scalar, one or two for an array); ``values`` is
+    ``dims`` are the index domains (none for a scalar; any number for an array); ``values`` is
     the value domain; ``init`` the initial code of every element; ``sentinel`` adds the hidden
-    NONE slot described in the module docstring (one-dimensional fields only).
+    NONE slot described in the module docstring at the end of every row (the last index).
     """
 
     name: str
@@ -82,12 +82,24 @@ class Field:
         return tuple(d.size for d in self.dims)
 
     @property
-    def width(self) -> int:
-        """Slots this field takes in the flat state, sentinel included."""
+    def row(self) -> int:
+        """Slots of one row (the last index), its sentinel included; 1 for a scalar."""
+        if not self.dims:
+            return 1
+        return self.dims[-1].size + (1 if self.sentinel else 0)
+
+    @property
+    def rows(self) -> int:
+        """Number of rows: the product of every index domain but the last."""
         n = 1
-        for d in self.dims:
+        for d in self.dims[:-1]:
             n *= d.size
-        return n + (1 if self.sentinel else 0)
+        return n
+
+    @property
+    def width(self) -> int:
+        """Slots this field takes in the flat state, sentinels included."""
+        return self.rows * self.row
 
 
 @dataclass
@@ -106,8 +118,8 @@ class Layout:
             if f.name in names:
                 raise LayoutError(f"field {f.name} declared twice")
             names.add(f.name)
-            if f.sentinel and len(f.dims) != 1:
-                raise LayoutError(f"field {f.name}: a sentinel slot needs exactly one index")
+            if f.sentinel and not f.dims:
+                raise LayoutError(f"field {f.name}: a scalar cannot have a sentinel slot")
             if not 0 <= f.init < f.values.size:
                 raise LayoutError(f"field {f.name}: initial code {f.init} outside its values")
             self.base[f.name] = offset
@@ -115,20 +127,30 @@ class Layout:
         self.size = offset
         self.by_name = {f.name: f for f in self.fields}
 
-    def slot(self, name: str, *idx: int) -> int:
-        """The flat slot of ``name[idx...]`` for concrete indices (bounds-checked; the NONE
-        index of a field with a sentinel is its sentinel slot)."""
+    def row_base(self, name: str, *leading: int) -> int:
+        """The first slot of the row ``name[leading...]`` (every index but the last)."""
         f = self.by_name[name]
-        if len(idx) != len(f.dims):
-            raise LayoutError(f"{name} takes {len(f.dims)} indices, got {len(idx)}")
-        if f.sentinel and idx[0] == f.dims[0].size:
-            return self.base[name] + f.width - 1
+        if len(leading) != len(f.dims) - 1:
+            raise LayoutError(f"{name} rows take {len(f.dims) - 1} indices, got {len(leading)}")
         flat = 0
-        for i, d in zip(idx, f.dims):
+        for i, d in zip(leading, f.dims[:-1]):
             if not 0 <= i < d.size:
                 raise IndexError(f"{name}: index {i} outside {d.name} (0..{d.size - 1})")
             flat = flat * d.size + i
-        return self.base[name] + flat
+        return self.base[name] + flat * f.row
+
+    def slot(self, name: str, *idx: int) -> int:
+        """The flat slot of ``name[idx...]`` for concrete indices (bounds-checked; the NONE
+        index of a field with sentinels is its row's sentinel slot)."""
+        f = self.by_name[name]
+        if len(idx) != len(f.dims):
+            raise LayoutError(f"{name} takes {len(f.dims)} indices, got {len(idx)}")
+        if not f.dims:
+            return self.base[name]
+        last, n = idx[-1], f.dims[-1].size
+        if not (0 <= last < n or (f.sentinel and last == n)):
+            raise IndexError(f"{name}: index {last} outside {f.dims[-1].name} (0..{n - 1})")
+        return self.row_base(name, *idx[:-1]) + last
 
     def init_state(self) -> tuple[int, ...]:
         """Every field at its initial code."""
@@ -139,7 +161,12 @@ class Layout:
 
     def sentinel_slots(self) -> list[tuple[int, int]]:
         """(slot, required value) of every sentinel slot."""
-        return [(self.base[f.name] + f.width - 1, f.init) for f in self.fields if f.sentinel]
+        out = []
+        for f in self.fields:
+            if f.sentinel:
+                b = self.base[f.name]
+                out.extend((b + k * f.row + f.row - 1, f.init) for k in range(f.rows))
+        return out
 
     def type_errors(self, state: Sequence[int]) -> list[str]:
         """Why ``state`` is not a well-typed state of this layout (empty when it is)."""
@@ -148,9 +175,12 @@ class Layout:
         errors = []
         for f in self.fields:
             b = self.base[f.name]
-            for k in range(f.width - (1 if f.sentinel else 0)):
-                if not 0 <= state[b + k] < f.values.size:
-                    errors.append(f"{f.name}[{k}] = {state[b + k]} outside {f.values.name}")
+            cols = f.row - (1 if f.sentinel else 0)
+            for k in range(f.rows):
+                for j in range(cols):
+                    v = state[b + k * f.row + j]
+                    if not 0 <= v < f.values.size:
+                        errors.append(f"{f.name}[{k * cols + j}] = {v} outside {f.values.name}")
         for slot, value in self.sentinel_slots():
             if state[slot] != value:
                 errors.append(f"sentinel slot {slot} changed to {state[slot]}")
@@ -164,13 +194,10 @@ class Layout:
             b = self.base[f.name]
             if not f.dims:
                 out[f.name] = f.values.label(state[b])
-            elif len(f.dims) == 1:
-                out[f.name] = [f.values.label(state[b + i]) for i in range(f.dims[0].size)]
-            else:
-                n0, n1 = f.shape
-                out[f.name] = [
-                    [f.values.label(state[b + i * n1 + j]) for j in range(n1)] for i in range(n0)
-                ]
+                continue
+            cols = f.dims[-1].size
+            rows = [[f.values.label(state[b + k * f.row + j]) for j in range(cols)] for k in range(f.rows)]
+            out[f.name] = _nest(rows, [d.size for d in f.dims[:-1]])
         return out
 
     def encode(self, values: dict[str, Any]) -> tuple[int, ...]:
@@ -187,21 +214,32 @@ class Layout:
             try:
                 if not f.dims:
                     out.append(f.values.code(v))
-                elif len(f.dims) == 1:
-                    out.extend(self._row(f, v, f.dims[0].size))
-                else:
-                    rows = _as_list(v, f.dims[0].size, f.name)
-                    for row in rows:
-                        out.extend(self._row(f, row, f.dims[1].size))
+                    continue
+                for row in _flatten(v, [d.size for d in f.dims[:-1]], f.name):
+                    out.extend(f.values.code(x) for x in _as_list(row, f.dims[-1].size, f.name))
+                    if f.sentinel:
+                        out.append(f.init)
             except LayoutError as e:
                 raise LayoutError(f"field {f.name}: {e}") from None
-            if f.sentinel:
-                out.append(f.init)
         return tuple(out)
 
-    @staticmethod
-    def _row(f: Field, v: Any, n: int) -> list[int]:
-        return [f.values.code(x) for x in _as_list(v, n, f.name)]
+
+def _nest(rows: list[Any], sizes: list[int]) -> Any:
+    """Group a flat list of rows into nested lists by the leading index sizes."""
+    if not sizes:
+        return rows[0]
+    step = len(rows) // sizes[0]
+    return [_nest(rows[i * step:(i + 1) * step], sizes[1:]) for i in range(sizes[0])]
+
+
+def _flatten(v: Any, sizes: list[int], name: str) -> list[Any]:
+    """The rows of a nested value, checking every leading size."""
+    if not sizes:
+        return [v]
+    out: list[Any] = []
+    for item in _as_list(v, sizes[0], name):
+        out.extend(_flatten(item, sizes[1:], name))
+    return out
 
 
 def _as_list(v: Any, n: int, name: str) -> list[Any]:

@@ -29,6 +29,7 @@ the key and what was expected.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import sys
 import tomllib
@@ -37,14 +38,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .config import RELEASE_POLICIES, Config, Engine, Request
+from .config import CHOICES, Config, Engine, Request
 from .pd import PdProtocol
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario", "builtins", "builtin_names", "builtin"]
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "load_variant", "parse_scenario", "builtins",
+           "builtin_names", "builtin"]
 
 VERDICTS = ("verified", "violated")
 _TOP = {"name", "title", "description", "protocol", "sizes", "requests", "engine", "expect"}
 _SIZES = {"decode_pages": (1, 64), "prefill_pages": (1, 64), "context_limit": (1, 64)}
+_OPTIONAL_SIZES = {"prefill_ranks": (1, 4, 1), "decode_ranks": (1, 4, 1), "aux_slots": (0, 8, 0), "layers": (1, 4, 1)}
 _MAX_REQUESTS = 32
 
 
@@ -68,9 +71,11 @@ class Scenario:
         """The spec instance: :class:`PdProtocol` or the scenario's own subclass of it."""
         cls = PdProtocol if self.protocol is None else _load_protocol(self.protocol, self.origin)
         spec = cls(self.config)
-        unknown = [c for c in self.expect if c not in {x.name for x in spec.claims}]
+        names = [x.name for x in spec.claims]
+        unknown = [c for c in self.expect if c not in names]
         if unknown:
-            raise ScenarioError(f"{self.origin}: [expect].{unknown[0]}: no such claim in the protocol")
+            raise ScenarioError(f"{self.origin}: [expect].{unknown[0]}: no such claim in the protocol; expected "
+                                f"one of its claims (kvproof list --claims){_did_you_mean(unknown[0], names)}")
         return spec
 
     def expectations(self, spec: PdProtocol) -> dict[str, str]:
@@ -96,6 +101,10 @@ class Scenario:
                 "decode_pages": cfg.decode_pages,
                 "prefill_pages": cfg.prefill_pages,
                 "context_limit": cfg.context_limit,
+                "prefill_ranks": cfg.prefill_ranks,
+                "decode_ranks": cfg.decode_ranks,
+                "aux_slots": cfg.aux_slots,
+                "layers": cfg.layers,
             },
             "requests": [{"tenant": r.tenant, "pages": r.pages} for r in cfg.requests],
             "engine": engine,
@@ -117,7 +126,7 @@ def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
         raise fail("(top level)", "a table")
     extra = sorted(set(data) - _TOP)
     if extra:
-        raise fail(extra[0], "one of the keys " + ", ".join(sorted(_TOP)))
+        raise fail(extra[0], "one of the keys " + ", ".join(sorted(_TOP)) + _did_you_mean(extra[0], _TOP))
     name = data.get("name")
     if not isinstance(name, str) or not name or any(ch in name for ch in "/\\ \t"):
         raise fail("name", "a non-empty name without spaces or slashes", name)
@@ -131,11 +140,17 @@ def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
     if not isinstance(sizes, dict):
         raise fail("[sizes]", "a table with " + ", ".join(_SIZES))
     for key in sizes:
-        if key not in _SIZES:
-            raise fail(f"[sizes].{key}", "one of " + ", ".join(_SIZES))
+        if key not in _SIZES and key not in _OPTIONAL_SIZES:
+            allowed = [*_SIZES, *_OPTIONAL_SIZES]
+            raise fail(f"[sizes].{key}", "one of " + ", ".join(allowed) + _did_you_mean(key, allowed))
     size_values = {}
     for key, (lo, hi) in _SIZES.items():
         v = sizes.get(key)
+        if not _is_int(v) or not lo <= v <= hi:
+            raise fail(f"[sizes].{key}", f"a whole number in {lo}..{hi}", v)
+        size_values[key] = v
+    for key, (lo, hi, default) in _OPTIONAL_SIZES.items():
+        v = sizes.get(key, default)
         if not _is_int(v) or not lo <= v <= hi:
             raise fail(f"[sizes].{key}", f"a whole number in {lo}..{hi}", v)
         size_values[key] = v
@@ -145,6 +160,9 @@ def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
         raise fail("[[requests]]", f"1..{_MAX_REQUESTS} request tables")
     requests = []
     for i, r in enumerate(reqs):
+        if isinstance(r, dict) and set(r) > {"tenant", "pages"}:
+            key = sorted(set(r) - {"tenant", "pages"})[0]
+            raise fail(f"requests[{i}].{key}", "only tenant and pages in a request" + _did_you_mean(key, ("tenant", "pages")))
         if not isinstance(r, dict) or set(r) != {"tenant", "pages"}:
             raise fail(f"requests[{i}]", "a table with exactly tenant and pages", r)
         if not isinstance(r["tenant"], str) or not r["tenant"]:
@@ -169,6 +187,10 @@ def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
     return Scenario(name, title, description, config, dict(expect), protocol, origin)
 
 
+_OPTIONAL_INTS = {"write_latency_bound": ("unbounded", 0, 16), "waiting_timeout": ("none", 1, 16)}
+_INTS = {"timeout": (1, 16), "heartbeat_timeout": (1, 16)}
+
+
 def _engine(table: Any, fail) -> Engine:
     if not isinstance(table, dict):
         raise fail("[engine]", "a table of engine flags")
@@ -176,22 +198,30 @@ def _engine(table: Any, fail) -> Engine:
     values = {}
     for key, v in table.items():
         if key not in known:
-            raise fail(f"[engine].{key}", "one of " + ", ".join(known))
+            raise fail(f"[engine].{key}", "one of " + ", ".join(known) + _did_you_mean(key, known))
         default = known[key].default
-        if key == "release_policy":
-            if v not in RELEASE_POLICIES:
-                raise fail(f"[engine].{key}", "one of " + ", ".join(RELEASE_POLICIES), v)
-        elif key == "write_latency_bound":
-            if v != "unbounded" and (not _is_int(v) or not 0 <= v <= 16):
-                raise fail(f"[engine].{key}", 'a whole number in 0..16 or "unbounded"', v)
-            v = None if v == "unbounded" else v
-        elif key == "timeout":
-            if not _is_int(v) or not 1 <= v <= 16:
-                raise fail(f"[engine].{key}", "a whole number in 1..16", v)
+        if key in CHOICES:
+            if v not in CHOICES[key]:
+                raise fail(f"[engine].{key}", "one of " + ", ".join(CHOICES[key]), v)
+        elif key in _OPTIONAL_INTS:
+            word, lo, hi = _OPTIONAL_INTS[key]
+            if v != word and (not _is_int(v) or not lo <= v <= hi):
+                raise fail(f"[engine].{key}", f'a whole number in {lo}..{hi} or "{word}"', v)
+            v = None if v == word else v
+        elif key in _INTS:
+            lo, hi = _INTS[key]
+            if not _is_int(v) or not lo <= v <= hi:
+                raise fail(f"[engine].{key}", f"a whole number in {lo}..{hi}", v)
         elif isinstance(default, bool) and not isinstance(v, bool):
             raise fail(f"[engine].{key}", "true or false", v)
         values[key] = v
     return Engine(**values)
+
+
+def _did_you_mean(word: str, choices) -> str:
+    """``"; did you mean X?"`` for a close misspelling of one of ``choices``, else ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _str(data: dict, key: str, fail, default: str) -> str:
@@ -212,6 +242,8 @@ def load_scenario(path: str | Path) -> Scenario:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ScenarioError(f"{p}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{p}: not UTF-8 text (byte {e.start}): expected a TOML scenario file") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -222,6 +254,30 @@ def load_scenario(path: str | Path) -> Scenario:
         file, _, cls = scenario.protocol.rpartition(":")
         scenario = replace(scenario, protocol=f"{(p.parent / file).resolve()}:{cls}")
     return scenario
+
+
+def load_variant(path: str | Path) -> Scenario:
+    """A scenario written as Python: the file defines one :class:`PdProtocol` subclass (the
+    engine variant) and ``SCENARIO``, a dict shaped like a scenario file; the variant is the
+    scenario's protocol (``SCENARIO["protocol"]`` may name the class when there are several)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ScenarioError(f"{p}: no such variant file")
+    module = _exec_module(p, str(p))
+    data = getattr(module, "SCENARIO", None)
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{p}: SCENARIO: expected a dict shaped like a scenario file")
+    classes = [v for v in vars(module).values()
+               if isinstance(v, type) and issubclass(v, PdProtocol) and v is not PdProtocol
+               and v.__module__ == module.__name__]
+    name = data.get("protocol")
+    if name is not None:
+        classes = [c for c in classes if c.__name__ == name]
+    if len(classes) != 1:
+        found = ", ".join(c.__name__ for c in classes) or "none"
+        raise ScenarioError(f"{p}: expected exactly one PdProtocol subclass (or SCENARIO['protocol'] naming it), found {found}")
+    data = {**data, "protocol": f"{p.resolve()}:{classes[0].__name__}"}
+    return parse_scenario(data, str(p))
 
 
 def _catalogue_dir():
@@ -247,6 +303,22 @@ def builtin(name: str) -> Scenario:
     raise ScenarioError(f"unknown scenario {name!r} (kvproof list shows the catalogue)")
 
 
+def _exec_module(path: Path, origin: str):
+    """Import a user's Python file as a module (once per path), reporting failures in one line."""
+    mod_name = f"kvproof_variant_{abs(hash(str(path.resolve())))}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # a user's file: report it in one line
+        del sys.modules[mod_name]
+        raise ScenarioError(f"{origin}: {path.name} failed to load: {type(e).__name__}: {e}") from None
+    return module
+
+
 def _load_protocol(ref: str, origin: str) -> type[PdProtocol]:
     path_s, _, cls_name = ref.rpartition(":")
     if not path_s.endswith(".py") and "/" not in path_s and "\\" not in path_s:
@@ -254,14 +326,7 @@ def _load_protocol(ref: str, origin: str) -> type[PdProtocol]:
     path = Path(path_s).resolve()  # load_scenario made it absolute; data from memory is cwd-relative
     if not path.is_file():
         raise ScenarioError(f"{origin}: protocol: no file {path}")
-    mod_name = f"kvproof_variant_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # a user's file: report it in one line
-        raise ScenarioError(f"{origin}: protocol: {path.name} failed to load: {type(e).__name__}: {e}") from None
+    module = _exec_module(path, f"{origin}: protocol")
     cls = getattr(module, cls_name, None)
     if not (isinstance(cls, type) and issubclass(cls, PdProtocol)):
         raise ScenarioError(f"{origin}: protocol: {cls_name} in {path.name} is not a PdProtocol subclass")

@@ -1,5 +1,6 @@
 """The command line: outputs, exit codes, bad input in one line, nothing half-written."""
 
+import io
 import json
 
 import pytest
@@ -88,7 +89,7 @@ def test_replay_of_a_tampered_trace_names_the_step(capsys, tmp_path):
     run(capsys, "check", "abort-race", "--traces", str(tmp_path), "--quiet")
     trace = tmp_path / "abort-race__no_cross_tenant_read.itf.json"
     doc = json.loads(trace.read_text())
-    doc["states"][12]["content"] = ["R0"]  # the late write did not land yet at step 12
+    doc["states"][12]["content"] = [["R0"]]  # the late write did not land yet at step 12
     trace.write_text(json.dumps(doc))
     code, out, _ = run(capsys, "replay", str(trace))
     assert code == 1 and out.startswith("diverged at step 12")
@@ -111,3 +112,119 @@ def test_simulate_reports_exposures_and_writes_the_first_run(capsys, tmp_path):
     assert len(written) == 1
     code, out, _ = run(capsys, "replay", str(written[0]))
     assert code == 0
+
+
+# -- issue 5: reports, CI formats, trace tools, terminal manners --------------------------------
+def test_report_writes_one_page_and_exits_like_check(capsys, tmp_path):
+    out_file = tmp_path / "report.html"
+    code, out, _ = run(capsys, "report", "incident", "-o", str(out_file))
+    assert code == 0 and out.startswith(f"wrote {out_file}: 1 scenario, 5 counterexamples")
+    assert out_file.read_text(encoding="utf-8").count('<section class="counterexample"') == 5
+    scen = tmp_path / "wrong.toml"
+    scen.write_text('name = "wrong"\n[sizes]\ndecode_pages = 1\nprefill_pages = 2\ncontext_limit = 1\n'
+                    '[[requests]]\ntenant = "A"\npages = 1\n[[requests]]\ntenant = "B"\npages = 1\n')
+    code, _, _ = run(capsys, "report", str(scen), "-o", str(out_file), "--quiet")
+    assert code == 1
+
+
+def test_check_writes_junit_sarif_and_html_together(capsys, tmp_path):
+    code, _, _ = run(capsys, "check", "abort-race", "--no-traces", "--quiet", "--junit", str(tmp_path / "j.xml"),
+                     "--sarif", str(tmp_path / "s.sarif"), "--html", str(tmp_path / "r.html"))
+    assert code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.xml", "r.html", "s.sarif"]
+    assert json.loads((tmp_path / "s.sarif").read_text())["runs"][0]["results"] == []
+    assert 'tests="13"' in (tmp_path / "j.xml").read_text()  # abort-race: 10 invariants, 3 witnesses
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["check", "abort-race", "--junit", "{tmp}"], "--junit {tmp}: is a directory"),
+    (["report", "incident", "-o", "{tmp}"], "-o {tmp}: is a directory"),
+    (["show", "traces/abort-race__no_cross_tenant_read.itf.json", "--only", "p9"], "--only p9: not a field"),
+    (["show", "traces/abort-race__no_cross_tenant_read.itf.json", "--format", "mermaid", "--step", "3"],
+     "--step applies to --format text and json"),
+    (["show", "traces/abort-race__no_cross_tenant_read.itf.json", "--format", "svg"], "invalid choice: 'svg'"),
+    (["diff", "traces/abort-race__no_cross_tenant_read.itf.json", "/no/such.json"], "cannot read"),
+])
+def test_bad_input_of_the_new_commands_is_one_line(capsys, tmp_path, monkeypatch, argv, message):
+    from pathlib import Path
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code, _, err = run(capsys, *argv)
+    assert code == 3 and message.replace("{tmp}", str(tmp_path)) in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_two_scenarios_with_one_name_are_bad_input(capsys, tmp_path):
+    body = ('name = "same"\n[sizes]\ndecode_pages = 1\nprefill_pages = 2\ncontext_limit = 1\n'
+            '[[requests]]\ntenant = "A"\npages = 1\n')
+    (tmp_path / "a.toml").write_text(body)
+    (tmp_path / "b.toml").write_text(body)
+    code, _, err = run(capsys, "check", str(tmp_path / "a.toml"), str(tmp_path / "b.toml"))
+    assert code == 3 and "'same' is also the name of" in err
+
+
+def test_show_formats_and_focus(capsys, tmp_path):
+    run(capsys, "check", "abort-race", "--traces", str(tmp_path), "--quiet")
+    trace = str(tmp_path / "abort-race__no_cross_tenant_read.itf.json")
+    code, out, _ = run(capsys, "show", trace, "--format", "json", "--step", "13")
+    doc = json.loads(out)
+    assert code == 0 and [s["step"] for s in doc["steps"]] == [13]
+    assert doc["steps"][0]["messages"][0]["text"] == "late write from R0 lands on p0, now R1's"
+    code, out, _ = run(capsys, "show", trace, "--format", "mermaid")
+    assert code == 0 and out.startswith("sequenceDiagram\n") and "pool->>decode: ✗ R1 reads p0" in out
+    code, out, _ = run(capsys, "show", trace, "--only", "p0", "R1")
+    assert code == 0 and "Step 3  decode_prealloc(req=R0)" in out and "Step 1 " not in out
+
+
+def test_diff_exit_codes(capsys, tmp_path):
+    run(capsys, "check", "abort-race", "pr-35049-timeout-unbounded", "--traces", str(tmp_path), "--quiet")
+    a = str(tmp_path / "abort-race__no_cross_tenant_read.itf.json")
+    b = str(tmp_path / "pr-35049-timeout-unbounded__no_cross_tenant_read.itf.json")
+    code, out, _ = run(capsys, "diff", a, b)
+    assert code == 1 and "first divergence at step 7:" in out
+    code, out, _ = run(capsys, "diff", a, a)
+    assert code == 0 and "identical" in out
+
+
+def test_completion_script(capsys):
+    code, out, _ = run(capsys, "completion", "bash")
+    assert code == 0 and "kvproof" in out and "report" in out and "--sarif" in out
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
+    from rich.text import Text
+
+    from kvproof.checker.cli import _console
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    tty = _Tty()
+    _console(tty).print(Text("violated", style="red"))
+    assert "\x1b[31m" in tty.getvalue()
+    pipe = io.StringIO()
+    _console(pipe).print(Text("violated", style="red"))
+    assert pipe.getvalue() == "violated\n"
+    monkeypatch.setenv("NO_COLOR", "1")
+    tty = _Tty()
+    _console(tty).print(Text("violated", style="red"))
+    assert "\x1b[31m" not in tty.getvalue() and "violated" in tty.getvalue()
+
+
+def test_no_progress_display_off_a_terminal(capsys):
+    from kvproof.checker.cli import _Progress
+    from kvproof.checker.explicit import Stats
+
+    p = _Progress(True, total=3)
+    p.started -= 10  # as if the run had been going for ten seconds
+    p.start("x")
+    p(Stats(states=5000, depth=3, seconds=1.0))
+    assert p.bar is None  # stderr is not a terminal under pytest
+    p.stop()
+    assert capsys.readouterr().err == ""

@@ -19,3 +19,15 @@ def test_problems_name_the_key():
     streams = replace(cfg, requests=(Request("A", 1),), engine=Engine(request_streams=True))
     assert any("request_streams" in p for p in streams.problems())
     assert "timeout" in " ".join(Config((Request("A", 1),), 1, 1, 1, Engine(timeout=0)).problems())
+
+
+def test_new_dimensions_are_checked():
+    ok = Config((Request("A", 1),), 1, 1, 1, prefill_ranks=2, decode_ranks=1)
+    assert ok.problems() == [] and ok.units == 2
+    assert ok.linked(0, 0) and ok.linked(1, 0)
+    four_two = Config((Request("A", 1),), 1, 1, 1, prefill_ranks=4, decode_ranks=2)
+    assert four_two.linked(2, 0) and not four_two.linked(1, 0)
+    assert any("heartbeat_detection" in p for p in Config((Request("A", 1),), 1, 1, 1,
+                                                           Engine(heartbeat_detection=True)).problems())
+    assert any(p.startswith("engine.timeout_action") for p in Config((Request("A", 1),), 1, 1, 1,
+                                                                      Engine(timeout_action="pray")).problems())

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from kvproof.checker.expected import expected_table, read_expected
+from kvproof.checker.liveness import lasso_is_fair
 from kvproof.checker.run import check_scenario
 from kvproof.checker.traces import read_trace, trace_filename
 from kvproof.model.replay import replay
@@ -26,7 +27,7 @@ def test_expected_table_matches_a_fresh_run(reports):
 
 def test_the_committed_traces_are_exactly_the_catalogues_counterexamples(reports):
     wanted = {trace_filename(r.scenario.name, c.claim): c for r in reports for c in r.claims
-              if c.kind == "invariant" and c.verdict == "violated"}
+              if c.kind != "witness" and c.verdict == "violated"}
     stored = {p.name for p in TRACES.glob("*.itf.json")}
     assert stored == set(wanted)
 
@@ -35,5 +36,8 @@ def test_the_committed_traces_are_exactly_the_catalogues_counterexamples(reports
 def test_every_committed_trace_replays_and_still_violates(path):
     t = read_trace(path)
     assert replay(t.machine, t.actions, t.states) is None
+    if t.loop is not None:  # a lasso of a liveness claim
+        assert lasso_is_fair(t.machine, t.claim, t.states, t.actions, t.loop) is None
+        return
     assert t.machine.claim_hits(t.claim, t.states[-1])
     assert not any(t.machine.claim_hits(t.claim, s) for s in t.states[:-1])  # it is hit only at the end

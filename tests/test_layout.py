@@ -67,4 +67,16 @@ def test_bad_declarations_are_refused():
     with pytest.raises(LayoutError):
         Layout([Field("a", (), PHASE), Field("a", (), PHASE)])
     with pytest.raises(LayoutError):
-        Layout([Field("a", (REQ, CHUNK), PHASE, sentinel=True)])
+        Layout([Field("a", (), PHASE, sentinel=True)])
+
+
+def test_sentinels_end_every_row_of_a_multi_dimensional_field():
+    lay = Layout([Field("c", (REQ, CHUNK, PAGE), Domain("v", 4), 3, sentinel=True)])
+    assert lay.size == 2 * 3 * 3
+    assert lay.slot("c", 1, 2, 1) == (1 * 3 + 2) * 3 + 1
+    assert lay.slot("c", 1, 2, 2) == (1 * 3 + 2) * 3 + 2  # the NONE index reads the row's sentinel
+    assert lay.row_base("c", 1, 0) == 9
+    assert len(lay.sentinel_slots()) == 6
+    named = lay.decode(lay.init_state())
+    assert named["c"] == [[[3, 3]] * 3] * 2
+    assert lay.encode(named) == lay.init_state()

@@ -18,11 +18,11 @@ from kvproof.spec.scenario import builtin
 class AckBeforeDrain(PdProtocol):
     """Prefill sends the drain ack as soon as ABORT arrives, before its writes drained."""
 
-    def prefill_drain_ack(self, s, n, r):
+    def prefill_drain_ack(self, s, n, r, pr):
         o = s.ops
-        s.require(o.eq(s.p_abort[r], PAB_RECEIVED))
-        n.p_abort[r] = PAB_ACKED
-        n.ack[r] = ACK_DRAIN
+        s.require(o.eq(s.p_abort[r, pr], PAB_RECEIVED))
+        n.p_abort[r, pr] = PAB_ACKED
+        n.ack[r, pr] = ACK_DRAIN
 
 
 class ReleaseWithoutAck(PdProtocol):
@@ -38,8 +38,8 @@ class ReleaseWithoutAck(PdProtocol):
 class FreeSourceOnFailure(PdProtocol):
     """Prefill frees source pages on failure whatever the flag says."""
 
-    def prefill_transfer_failed(self, s, n, r):
-        super().prefill_transfer_failed(s, n, r)
+    def prefill_transfer_failed(self, s, n, r, pr):
+        super().prefill_transfer_failed(s, n, r, pr)
         self._release_source(s, n, r)
 
 

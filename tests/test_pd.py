@@ -60,7 +60,7 @@ def test_allocation_takes_the_lowest_free_pages_and_release_keeps_content():
              "decode_commit(req=R0)")
     named = lay.decode(s)
     assert named["owner"] == ["free", "free", "free"]
-    assert named["content"] == ["R0", "R0", "unwritten"]  # stale KV stays in released pages
+    assert named["content"] == [["R0", "R0", "unwritten"]]  # stale KV stays in released pages
     s = _run(m, "prefill_bootstrap_add(req=R0)", "prefill_bootstrap_add(req=R1)", "decode_prealloc(req=R0)")
     assert lay.decode(s)["dest"][0] == ["p0", "p1", "none"]
 
@@ -69,7 +69,9 @@ def test_a_placeholder_sends_one_chunk_only():
     m = machine_of("incident")
     spec = m.spec
     assert spec.pending_error(1) and spec.send_len(1) == 1 and spec.pages(1) == 3
-    assert not any(i.name == "kv_transfer_write" and i.args == (1, 1) and
+    assert not any(i.name == "kv_transfer_write" and i.args == (1, 0, 2) and
+                   m.step(bytes(_forced_sending(spec, 1)), i.aid) for i in m.instances)
+    assert not any(i.name == "kv_transfer_write" and i.args == (1, 0, 1) and
                    m.step(bytes(_forced_sending(spec, 1)), i.aid) for i in m.instances)
 
 
@@ -77,8 +79,8 @@ def _forced_sending(spec, r):
     lay = spec.layout
     s = list(spec.init_state())
     s[lay.slot("p_phase", r)] = P_SENDING
-    s[lay.slot("meta", r)] = 1
-    s[lay.slot("wr", r, 0)] = 1
+    s[lay.slot("meta", r, 0)] = 1
+    s[lay.slot("wr", r, 0, 0)] = 1
     return s
 
 
@@ -87,14 +89,14 @@ def test_time_cannot_pass_while_a_write_is_due_or_an_abort_is_undelivered():
     spec, lay = m.spec, m.spec.layout
     tick = next(i.aid for i in m.instances if i.name == "clock_tick")
     s = list(spec.init_state())
-    s[lay.slot("wr", 0, 0)] = WR_FLIGHT  # age 0: may age
+    s[lay.slot("wr", 0, 0, 0)] = WR_FLIGHT  # age 0: may age
     assert m.step(bytes(s), tick) is not None
-    s[lay.slot("wr", 0, 0)] = WR_FLIGHT + 1  # at the bound: must land first
+    s[lay.slot("wr", 0, 0, 0)] = WR_FLIGHT + 1  # at the bound: must land first
     assert m.step(bytes(s), tick) is None
-    s[lay.slot("wr", 0, 0)] = 0
+    s[lay.slot("wr", 0, 0, 0)] = 0
     s[lay.slot("d_phase", 0)] = D_HELD
     assert m.step(bytes(s), tick) is not None
-    s[lay.slot("abort_tx", 0)] = 1  # ABORT not yet handled by prefill
+    s[lay.slot("abort_tx", 0, 0)] = 1  # ABORT sent, not yet handled by prefill
     assert m.step(bytes(s), tick) is None
 
 
@@ -106,7 +108,8 @@ def test_a_new_request_in_a_slot_turns_old_kv_into_old_tenant_content():
              "prefill_transfer_done(req=R0)", "decode_commit(req=R0)")
     send = next(i.aid for i in m.instances if i.name == "client_send")
     named = m.spec.layout.decode(m.step(s, send))
-    assert named["content"] == ["old:A"] and named["src_content"] == ["old:A"]
+    assert named["content"] == [["old:A"]] and named["src_content"] == ["old:A"]
+    assert named["gen"] == [1]
     assert named["d_phase"] == ["new"] and named["outcome"] == ["none"] and named["owner"] == ["free"]
 
 
@@ -124,3 +127,12 @@ def test_deferred_abort_holds_pages_and_immediate_abort_frees_them():
                  "decode_abort(req=R0)")
         assert m.spec.layout.decode(s)["owner"] == [owner], policy
     assert FREE == 0
+
+
+def test_write_streams_cover_every_part_of_a_page_once():
+    for pr_n, dr_n, layers in [(1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 2, 2), (4, 2, 1)]:
+        cfg = Config((Request("A", 1),), 1, 1, 1, prefill_ranks=pr_n, decode_ranks=dr_n, layers=layers)
+        k = PdProtocol(cfg).k
+        parts = sorted(u for w in range(k.S) for u in k.units_of_stream(w))
+        assert parts == list(range(k.U)), (pr_n, dr_n, layers)
+        assert all(k.rank_of_stream(w) == w // layers for w in range(k.S))

@@ -2,7 +2,7 @@
 
 from kvproof.model.machine import reference_claim
 from kvproof.spec.pd_state import (
-    D_HELD, D_WAITING, OUT_SUCCESS, P_ENDED, P_STOPPED, READ_CROSS_TENANT, READ_FOREIGN, WR_FLIGHT,
+    D_ENDED, D_HELD, D_WAITING, OUT_SUCCESS, P_ENDED, P_STOPPED, READ_CROSS_TENANT, READ_FOREIGN, WR_FLIGHT,
 )
 
 from .conftest import machine_of
@@ -27,16 +27,16 @@ def test_read_claims():
 
 def test_a_write_in_flight_to_a_page_its_request_no_longer_owns():
     spec = machine_of("abort-race").spec
-    held = _state(spec, wr__0__0=WR_FLIGHT, dest__0__0=0, owner__0=1, d_phase__0=D_HELD)
-    stolen = _state(spec, wr__0__0=WR_FLIGHT, dest__0__0=0, owner__0=2, d_phase__1=D_WAITING, dest__1__0=0)
+    held = _state(spec, wr__0__0__0=WR_FLIGHT, dest__0__0=0, owner__0=1, d_phase__0=D_HELD)
+    stolen = _state(spec, wr__0__0__0=WR_FLIGHT, dest__0__0=0, owner__0=2, d_phase__1=D_WAITING, dest__1__0=0)
     assert reference_claim(spec, "no_write_after_release", held)
     assert not reference_claim(spec, "no_write_after_release", stolen)
 
 
 def test_source_freed_under_a_write():
     spec = machine_of("source-reuse").spec
-    ok = _state(spec, wr__0__0=WR_FLIGHT, src__0__0=0, src_owner__0=1, p_phase__0=P_STOPPED)
-    freed = _state(spec, wr__0__0=WR_FLIGHT, src__0__0=0, src_owner__0=0, p_phase__0=P_STOPPED)
+    ok = _state(spec, wr__0__0__0=WR_FLIGHT, src__0__0=0, src_owner__0=1, p_phase__0=P_STOPPED)
+    freed = _state(spec, wr__0__0__0=WR_FLIGHT, src__0__0=0, src_owner__0=0, p_phase__0=P_STOPPED)
     assert reference_claim(spec, "no_source_free_while_read", ok)
     assert not reference_claim(spec, "no_source_free_while_read", freed)
 
@@ -60,15 +60,15 @@ def test_admission_claims_only_judge_over_long_requests():
 
 def test_success_needs_every_reserved_page_landed():
     spec = machine_of("incident").spec
-    partial = _state(spec, outcome__0=OUT_SUCCESS, wr__0__0=1)
-    full = _state(spec, outcome__0=OUT_SUCCESS, wr__0__0=1, wr__0__1=1)
+    partial = _state(spec, outcome__0=OUT_SUCCESS, wr__0__0__0=1)
+    full = _state(spec, outcome__0=OUT_SUCCESS, wr__0__0__0=1, wr__0__0__1=1)
     assert not reference_claim(spec, "success_implies_full_coverage", partial)
     assert reference_claim(spec, "success_implies_full_coverage", full)
 
 
 def test_quiescence_requires_everything_ended_and_free():
     spec = machine_of("abort-race").spec
-    done = _state(spec, p_phase__0=P_ENDED, p_phase__1=P_ENDED, d_phase__0=4, d_phase__1=4)
+    done = _state(spec, p_phase__0=P_ENDED, p_phase__1=P_ENDED, d_phase__0=D_ENDED, d_phase__1=D_ENDED)
     assert reference_claim(spec, "quiescent_holds_nothing", done)
     assert not reference_claim(spec, "quiescent_holds_nothing", _state(spec, p_phase__0=P_ENDED, p_phase__1=P_ENDED,
-                                                                       d_phase__0=D_HELD, d_phase__1=4, owner__0=1))
+                                                                       d_phase__0=D_HELD, d_phase__1=D_ENDED, owner__0=1))

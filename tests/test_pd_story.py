@@ -9,12 +9,12 @@ def test_a_late_write_into_the_next_owner_is_called_out():
     spec = machine_of("abort-race").spec
     lay = spec.layout
     pre = list(spec.init_state())
-    pre[lay.slot("wr", 0, 0)] = WR_FLIGHT
+    pre[lay.slot("wr", 0, 0, 0)] = WR_FLIGHT
     pre[lay.slot("dest", 0, 0)] = 0
     pre[lay.slot("src", 0, 0)] = 0
     pre[lay.slot("src_content", 0)] = 1
     pre[lay.slot("owner", 0)] = 2
-    notes = spec.story(pre, "kv_write_lands", {"req": 0, "chunk": 0}, pre)
+    notes = spec.story(pre, "kv_write_lands", {"req": 0, "stream": 0, "chunk": 0}, pre)
     assert [n.text for n in notes] == ["late write from R0 lands on p0, now reserved by R1"]
     assert notes[0].level == "hazard"
 
@@ -23,7 +23,7 @@ def test_a_release_under_a_write_is_called_out():
     spec = machine_of("abort-race").spec
     lay = spec.layout
     pre = list(spec.init_state())
-    pre[lay.slot("wr", 0, 0)] = WR_FLIGHT
+    pre[lay.slot("wr", 0, 0, 0)] = WR_FLIGHT
     pre[lay.slot("dest", 0, 0)] = 0
     pre[lay.slot("owner", 0)] = 1
     post = list(pre)

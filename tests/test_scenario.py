@@ -139,6 +139,89 @@ def test_the_readme_variant_example_checks_as_documented():
     assert len(lines) < 30
 
 
+def test_a_variant_file_is_a_scenario_with_its_own_protocol(tmp_path):
+    from pathlib import Path
+
+    from kvproof.checker.run import check_scenario
+    from kvproof.spec.scenario import load_variant
+
+    root = Path(__file__).resolve().parents[1]
+    path = root / "examples" / "variant" / "in_order_completion.py"
+    assert len(path.read_text().splitlines()) < 30
+    sc = load_variant(path)
+    assert sc.name == "in-order-completion" and sc.protocol.endswith(":InOrderCompletion")
+    rep = check_scenario(sc)
+    assert all(c.matches for c in rep.claims)
+    # the same engine without the override is safe: the hazard is the override's
+    from kvproof.spec.pd import PdProtocol
+
+    assert type(sc.build()).__mro__[1] is PdProtocol
+    base = check_scenario(parse_scenario({k: v for k, v in sc.to_data().items() if k not in ("protocol", "expect")},
+                                         "base"))
+    assert {c.claim: c.verdict for c in base.claims}["no_write_after_release"] == "verified"
+
+
+def test_bad_variant_files_are_one_line_errors(tmp_path):
+    from kvproof.spec.scenario import load_variant
+
+    (tmp_path / "none.py").write_text("SCENARIO = {}\n")
+    with pytest.raises(ScenarioError, match="exactly one PdProtocol subclass"):
+        load_variant(tmp_path / "none.py")
+    (tmp_path / "boom.py").write_text("raise RuntimeError('nope')\n")
+    with pytest.raises(ScenarioError, match="boom.py failed to load: RuntimeError: nope"):
+        load_variant(tmp_path / "boom.py")
+    (tmp_path / "noscen.py").write_text("from kvproof.spec.pd import PdProtocol\nclass V(PdProtocol):\n    pass\n")
+    with pytest.raises(ScenarioError, match="SCENARIO: expected a dict"):
+        load_variant(tmp_path / "noscen.py")
+    with pytest.raises(ScenarioError, match="no such variant file"):
+        load_variant(tmp_path / "missing.py")
+
+
+def test_optional_sizes_default_and_are_checked():
+    sc = parse_scenario(GOOD, "my.toml")
+    assert (sc.config.prefill_ranks, sc.config.decode_ranks, sc.config.aux_slots) == (1, 1, 0)
+    with pytest.raises(ScenarioError, match=r"\[sizes\].prefill_ranks: expected a whole number in 1..4, got 9"):
+        parse_scenario({**GOOD, "sizes": {**GOOD["sizes"], "prefill_ranks": 9}}, "my.toml")
+    with pytest.raises(ScenarioError, match="sizes.decode_ranks: one of prefill_ranks and decode_ranks must divide"):
+        parse_scenario({**GOOD, "sizes": {**GOOD["sizes"], "prefill_ranks": 3, "decode_ranks": 2}}, "my.toml")
+    with pytest.raises(ScenarioError, match=r'\[engine\].waiting_timeout: expected a whole number in 1..16 or "none"'):
+        parse_scenario({**GOOD, "engine": {"waiting_timeout": -1}}, "my.toml")
+
+
+@pytest.mark.parametrize("patch,message", [
+    ({"engine": {"relase_policy": "drain_ack"}}, "[engine].relase_policy: expected one of"),
+    ({"sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limits": 1}}, "[sizes].context_limits: expected one of"),
+    ({"requests": [{"tenant": "A", "pages": 1, "teannt": "B"}]}, "requests[0].teannt: expected only tenant and pages"),
+    ({"titel": "x"}, "titel: expected one of the keys"),
+])
+def test_near_misses_get_a_suggestion(patch, message):
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({**GOOD, **patch}, "my.toml")
+    text = str(e.value)
+    assert text.startswith("my.toml: ") and message in text and "; did you mean " in text and "\n" not in text
+
+
+def test_an_unknown_claim_names_the_near_miss():
+    sc = parse_scenario({**GOOD, "expect": {"no_cross_tenant_reads": "verified"}}, "my.toml")
+    with pytest.raises(ScenarioError, match=r"\[expect\].no_cross_tenant_reads: no such claim in the protocol; "
+                                            r"expected one of its claims \(kvproof list --claims\); "
+                                            r"did you mean no_cross_tenant_read\?"):
+        sc.build()
+
+
+def test_a_far_miss_gets_no_suggestion():
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({**GOOD, "engine": {"warp_drive": True}}, "my.toml")
+    assert "did you mean" not in str(e.value)
+
+
+def test_a_file_that_is_not_utf8(tmp_path):
+    bad = tmp_path / "bin.toml"
+    bad.write_bytes(b"\xff\xfe name")
+    with pytest.raises(ScenarioError, match=r"bin.toml: not UTF-8 text \(byte 0\): expected a TOML scenario file"):
+        load_scenario(bad)
+
+
 def test_a_protocol_can_be_an_importable_module():
     from kvproof.spec.scenario import builtin
 
@@ -147,11 +230,7 @@ def test_a_protocol_can_be_an_importable_module():
     assert type(sc.build()).__name__ == "Sglang0523"
 
 
-def test_an_unimportable_protocol_module_is_one_line(tmp_path):
-    import pytest
-
-    from kvproof.spec.scenario import ScenarioError, parse_scenario
-
+def test_an_unimportable_protocol_module_is_one_line():
     data = {"name": "x", "protocol": "kvproof.no_such_module:X", "sizes": {"decode_pages": 1, "prefill_pages": 1,
             "context_limit": 1}, "requests": [{"tenant": "A", "pages": 1}]}
     with pytest.raises(ScenarioError, match="cannot import kvproof.no_such_module"):

@@ -1,69 +1,143 @@
-"""The SGLang 0.5.23 protocol subclass: its three overrides, checked on reachable states."""
+"""The SGLang 0.5.23 protocol subclass: its overrides, checked on reachable states and on
+hand-driven runs, each against the base protocol so that every test can fail."""
 
-from kvproof.spec.pd_state import POLL_FAILED, WR_FLIGHT
+from functools import lru_cache
+
+from kvproof.model.machine import Machine
+from kvproof.spec.config import Config, Engine, Request
+from kvproof.spec.pd import PdProtocol
+from kvproof.spec.pd_state import D_HELD, OUT_ERROR, POLL_FAILED, READ_NONE, UNWRITTEN, WR_FLIGHT, WR_NOT_ISSUED
 from kvproof.spec.scenario import builtin
+from kvproof.spec.sglang_0523 import Sglang0523
 
 from .conftest import machine_of, reachable
 
+SHIPPED = Engine(reject_at_prefill_door=True, reject_at_decode_door=True, retire_pending_error_prefill=True,
+                 release_policy="drain_ack_or_timeout", defer_on_every_failure=True, timeout=2, write_latency_bound=1)
 
-def _running_calls(m, s):
+
+def _states(m: Machine) -> list[bytes]:
+    seen, order = {m.init}, [m.init]
+    for s in order:
+        for _, t in m.successors(s):
+            if t not in seen:
+                seen.add(t)
+                order.append(t)
+    return order
+
+
+@lru_cache(maxsize=None)
+def _pair(prefill_ranks: int, decode_ranks: int, requests: int = 2, aux_slots: int = 0, decode_pages: int = 1,
+          **engine):
+    """The same small configuration under the 0.5.23 subclass and the base protocol."""
+    cfg = Config(tuple(Request("AB"[r % 2], 1) for r in range(requests)), decode_pages, 2, 1,
+                 Engine(**{**SHIPPED.__dict__, **engine}), prefill_ranks, decode_ranks, aux_slots)
+    return Machine(Sglang0523(cfg)), Machine(PdProtocol(cfg))
+
+
+def _running_calls(m, s, pr):
+    """(request, chunk) writes of prefill rank ``pr`` whose transfer call has not returned."""
     lay, spec = m.spec.layout, m.spec
-    return [
-        (r, c)
-        for r in range(spec.k.R)
-        for c in range(spec.send_len(r))
-        if s[lay.slot("wr", r, c)] >= WR_FLIGHT and s[lay.slot("poll", r)] != POLL_FAILED
-    ]
+    return [(r, c) for r in range(spec.k.R) for c in range(spec.send_len(r))
+            if s[lay.slot("wr", r, pr, c)] >= WR_FLIGHT and s[lay.slot("poll", r, pr)] != POLL_FAILED]
+
+
+def _run(m, *labels):
+    state = m.init
+    for label in labels:
+        aid = next(i.aid for i in m.instances if m.label(i.aid) == label)
+        nxt = m.step(state, aid)
+        assert nxt is not None, f"{label} is not enabled"
+        state = nxt
+    return state
 
 
 def test_the_family_uses_the_subclass():
-    spec = builtin("sglang-0.5.23-mooncake").build()
-    assert type(spec).__name__ == "Sglang0523"
+    for name in ("sglang-0.5.23-mooncake", "sglang-0.5.23-tp2", "sglang-0.5.23-aux"):
+        assert type(builtin(name).build()).__name__ == "Sglang0523"
 
 
-def test_one_transfer_call_runs_at_a_time():
-    m = machine_of("sglang-0.5.23-mooncake")
-    states = reachable("sglang-0.5.23-mooncake")
-    assert all(len(_running_calls(m, s)) <= 1 for s in states)
-    # and the base protocol does let two run at once in the same configuration
-    from kvproof.model.machine import Machine
-    from kvproof.spec.pd import PdProtocol
-
-    base = Machine(PdProtocol(builtin("sglang-0.5.23-mooncake").config))
-    seen, todo = {base.init}, [base.init]
-    while todo:
-        s = todo.pop()
-        if len(_running_calls(base, s)) > 1:
-            break
-        for _, t in base.successors(s):
-            if t not in seen:
-                seen.add(t)
-                todo.append(t)
-    else:
-        raise AssertionError("the base protocol never runs two transfer calls at once")
+def test_one_transfer_call_per_prefill_rank_at_a_time_and_ranks_side_by_side():
+    sub, base = _pair(2, 1, decode_pages=2, client_aborts=False)
+    sub_states = _states(sub)
+    assert all(len(_running_calls(sub, s, pr)) <= 1 for s in sub_states for pr in range(2))
+    assert any(all(_running_calls(sub, s, pr) for pr in range(2)) for s in sub_states)  # two workers
+    assert any(len(_running_calls(base, s, 0)) > 1 for s in _states(base))  # the base protocol overlaps
 
 
-def test_a_failed_send_never_gets_its_drain_ack():
+def test_a_failed_send_never_gets_that_ranks_drain_ack():
     m = machine_of("sglang-0.5.23-failed-send")
-    ack = [i.aid for i in m.instances if i.name == "prefill_drain_ack"]
     lay = m.spec.layout
+    ack = {i.aid: i.args for i in m.instances if i.name == "prefill_drain_ack"}
     failed_somewhere = False
     for s in reachable("sglang-0.5.23-failed-send"):
-        enabled = {a for a, _ in m.successors(s)}
-        for aid in ack:
-            r = m.instances[aid].args[0]
-            if s[lay.slot("poll", r)] == POLL_FAILED:
-                failed_somewhere = True
-                assert aid not in enabled
+        for aid, _ in m.successors(s):
+            if aid in ack:
+                r, pr = ack[aid]
+                assert s[lay.slot("poll", r, pr)] != POLL_FAILED
+        failed_somewhere |= any(s[lay.slot("poll", r, 0)] == POLL_FAILED for r in range(m.spec.k.R))
     assert failed_somewhere
 
 
-def test_a_prefill_failure_needs_a_write_in_flight():
-    m = machine_of("sglang-0.5.23-failed-send")
+def test_a_prefill_failure_is_a_send_of_that_rank_still_writing():
+    sub, base = _pair(2, 1, requests=1, client_aborts=False, transfer_failures=True)
+
+    def failing_without_write(m):
+        lay = m.spec.layout
+        fail = {i.aid: i.args for i in m.instances if i.name == "prefill_transfer_failed"}
+        return [(s, fail[a]) for s in _states(m) for a, _ in m.successors(s)
+                if a in fail and s[lay.slot("wr", fail[a][0], fail[a][1], 0)] < WR_FLIGHT]
+
+    assert failing_without_write(sub) == []
+    assert failing_without_write(base)
+
+
+def test_send_aux_follows_the_last_chunk_even_after_an_abort():
+    sub, base = _pair(1, 1, requests=1, aux_slots=1)
+    steps = ["prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
+             "prefill_forward(req=R0)", "kv_transfer_write(req=R0, chunk=0)", "decode_abort(req=R0)",
+             "prefill_handle_abort(req=R0)", "kv_write_lands(req=R0, chunk=0)"]
+    s = _run(sub, *steps)
+    assert s[sub.spec.layout.slot("aux_wr", 0)] == WR_FLIGHT  # issued in the landing step
+    assert not any(i.name == "kv_transfer_aux" for i in sub.instances if sub.step(s, i.aid) is not None)
+    t = _run(base, *steps)
+    assert t[base.spec.layout.slot("aux_wr", 0)] == WR_NOT_ISSUED  # the base protocol stops at the abort
+    assert not any(i.name == "kv_transfer_aux" for i in base.instances if base.step(t, i.aid) is not None)
+
+
+def test_an_abort_never_falls_between_two_decode_ranks_publications():
+    sub, base = _pair(1, 2, requests=1)
+    half = ["prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0, drank=D0)"]
+    abort = next(i.aid for i in sub.instances if i.name == "decode_abort")
+    assert sub.step(_run(sub, *half), abort) is None
+    assert base.step(_run(base, *half), abort) is not None
+    assert sub.step(_run(sub, *half, "decode_send_metadata(req=R0, drank=D1)"), abort) is not None
+
+
+def test_the_metadata_gate_and_room_check():
+    sub, base = _pair(1, 1, requests=1, aux_slots=1)
+    lay = sub.spec.layout
+    done = _run(sub, "prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
+                "prefill_forward(req=R0)", "kv_transfer_write(req=R0, chunk=0)", "kv_write_lands(req=R0, chunk=0)",
+                "kv_aux_lands(req=R0)", "prefill_transfer_done(req=R0)")
+    commit = next(i.aid for i in sub.instances if i.name == "decode_commit")
+    slot = lay.slot("aux_content", 0)
+    blank = bytearray(done)
+    blank[slot] = UNWRITTEN
+    assert sub.step(bytes(blank), commit) is None  # _apply_metadata_gate: room 0 is not transferred
+    assert base.step(bytes(blank), commit) is not None
+    foreign = bytearray(done)
+    foreign[slot] = 2  # another request's metadata
+    after = sub.step(bytes(foreign), commit)
+    assert after[lay.slot("outcome", 0)] == OUT_ERROR and after[lay.slot("read", 0)] == READ_NONE
+    released = sub.step(done, commit)
+    assert released[slot] == UNWRITTEN  # clear_slot on release
+
+
+def test_the_held_metadata_slot_is_freed_at_the_deadline_under_its_write():
+    m = machine_of("sglang-0.5.23-aux")
     lay = m.spec.layout
-    fail = {i.aid: i.args[0] for i in m.instances if i.name == "prefill_transfer_failed"}
-    for s in reachable("sglang-0.5.23-failed-send"):
-        for aid, _ in m.successors(s):
-            if aid in fail:
-                r = fail[aid]
-                assert any(s[lay.slot("wr", r, c)] >= WR_FLIGHT for c in range(m.spec.send_len(r)))
+    hit = [s for s in reachable("sglang-0.5.23-aux")
+           if s[lay.slot("aux_wr", 0)] >= WR_FLIGHT and s[lay.slot("aux_owner", 0)] != 1]
+    assert hit  # the violation is the aux write, not only the pages
+    assert all(s[lay.slot("d_phase", 0)] != D_HELD for s in hit)

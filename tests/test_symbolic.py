@@ -39,7 +39,7 @@ def test_guards_and_effects_with_z3_terms_match_concrete_evaluation(name):
 def test_claims_with_z3_terms_match_concrete_evaluation():
     m = machine_of("receipt-ack")
     pre = state_vars(m.spec, "0")
-    terms = {c.name: claim_term(m.spec, c.name, pre) for c in m.claims}
+    terms = {c.name: claim_term(m.spec, c.name, pre) for c in m.claims if c.kind != "liveness"}
     for state in reachable("receipt-ack")[::40]:
         subst = [(v, z3.IntVal(x)) for v, x in zip(pre, state)]
         for name, term in terms.items():
@@ -53,7 +53,7 @@ def test_a_guard_is_satisfiable_only_where_it_should_be():
     pre = state_vars(spec, "0")
     inst = next(i for i in spec.instances if i.name == "decode_commit" and i.args == (1,))
     guard, _ = step_terms(spec, inst, pre)
-    poll = pre[spec.layout.slot("poll", 1)]
+    poll = pre[spec.layout.slot("poll", 1, 0)]
     assert z3.Solver().check(guard) == z3.sat
     s = z3.Solver()
     s.add(guard, poll != 1)

@@ -1,87 +1,82 @@
-"""SGLang 0.5.23's own disaggregation code, wired up on one machine with one prefill and one
-decode rank, driven one kvproof event at a time.
+"""SGLang 0.5.23's own disaggregation code, wired up on one machine with ``prefill_ranks``
+prefill ranks and ``decode_ranks`` decode ranks, driven one kvproof event at a time.
 
-What runs as real SGLang code (``python/sglang/srt/``):
+What runs as real SGLang code (``python/sglang/srt/``), on every rank:
 
 * admission doors: ``PrefillBootstrapQueue.add`` and ``DecodePreallocQueue.add`` (with
   ``is_unadmitted_reject`` and ``Scheduler.retire_unadmitted_request``); ``Req`` and
   ``Req.set_finish_with_abort`` for prompts that fail ``validate_input_length``;
 * decode: ``DecodePreallocQueue._create_receiver_and_enqueue``, ``_resolve_prefill_dp_rank``,
-  ``_init_receiver``; ``MooncakeKVReceiver`` (``CommonKVReceiver``) ``__init__``, ``init``,
-  ``send_metadata``, ``poll``, ``abort``, ``ensure_abort_notified``,
+  ``_init_receiver``; the manager's ``_resolve_rank_mapping`` (which prefill ranks a decode rank
+  talks to); ``MooncakeKVReceiver`` (``CommonKVReceiver``) ``__init__``, ``init``,
+  ``_setup_bootstrap_infos``, ``send_metadata``, ``poll``, ``abort``, ``ensure_abort_notified``,
   ``_send_abort_notification``, ``failure_exception``, ``clear``; ``DecodeTransferQueue``
-  ``extend``, ``pop_transferred`` (with the metadata gate ``poll_and_all_reduce`` over real CPU
-  ``MetadataBuffers`` and the MAX ``all_reduce_flags``), ``_defer_release``,
-  ``resolve_deferred_releases`` (with the MIN ``all_reduce_flags``), ``_do_release``; the
-  Mooncake manager's ``register_deferred_abort_room``, ``note_abort_ack``,
-  ``handle_abort_ack_message``, ``is_abort_release_safe``, ``apply_prefill_status``,
-  ``update_status`` and its decode thread (``start_decode_thread``'s loop) reading every
-  message prefill sends;
-* prefill: ``MooncakeKVSender`` (``CommonKVSender``) ``__init__``, ``init``, ``send``, ``poll``;
-  the Mooncake manager's bootstrap thread (``start_prefill_thread``'s loop: destination
-  metadata, ``_handle_abort_notification``, ``register_deferred_ack_target``,
+  ``extend``, ``pop_transferred`` (the metadata gate ``poll_and_all_reduce`` over real CPU
+  ``MetadataBuffers``, ``_commit_transfer_to_req`` with its bootstrap-room check, the MAX
+  ``all_reduce_flags`` on holds), ``_defer_release`` (``required_acks = len(bootstrap_infos)``),
+  ``resolve_deferred_releases`` (the MIN ``all_reduce_flags`` on readiness), ``_do_release``;
+  the manager's ``register_deferred_abort_room``, ``handle_abort_ack_message``,
+  ``note_abort_ack``, ``is_abort_release_safe``, ``clear_deferred_abort_state``,
+  ``apply_prefill_status``, ``update_status`` and its decode thread loop;
+* prefill: ``MooncakeKVSender`` (``CommonKVSender``) ``__init__``, ``init``, ``send``, ``poll``,
+  ``abort``, ``clear``; the manager's bootstrap thread loop (destination metadata,
+  ``_handle_abort_notification``, ``register_deferred_ack_target``,
   ``_maybe_ack_drained_abort``), ``add_transfer_request`` and ``transfer_worker`` (its
-  in-flight accounting ``_staging_outstanding``, ``send_kvcache``, ``send_aux``,
-  ``conclude_transfer``, ``conclude_failure``, ``_poison_unsettled_send``), and
-  ``MetadataBuffers.set_buf``.
+  in-flight accounting ``_staging_outstanding``, ``send_kvcache`` or, with unequal TP sizes,
+  the head-sliced ``send_kvcache_slice``, ``send_aux``, ``conclude_transfer``,
+  ``conclude_failure``, ``_poison_unsettled_send``), and ``MetadataBuffers.set_buf``.
 
-What the harness fakes, and nothing else:
+What the harness fakes (:mod:`.fakes`), and nothing else:
 
 * the clock: ``time`` in the decode, common and Mooncake modules reads a fake clock that
   moves only on ``clock_tick`` (one tick is the release timeout divided by the scenario's
   ``timeout`` in ticks);
-* the transport: ZMQ sockets are in-process queues; each manager's ``_send_multipart_locked``
-  and the receiver's ``_connect_to_bootstrap_server`` / ``_get_bootstrap_info_from_server``
-  hand frames to the peer's queue; frames are delivered when the kvproof event says the
-  message arrives, and the decode/prefill threads process them before the step ends;
-* the transfer engine: ``batch_transfer_sync`` copies bytes between CPU tensors (the KV
-  pools, one byte tag per page, and the metadata buffers) with ``ctypes.memmove``; a KV write
-  stays in flight (its thread blocked) until the event ``kv_write_lands``; a failed send
-  returns -1 while its write stays in flight, as a timed-out Mooncake batch does;
-* the tensor-parallel collective: a scripted two-rank attention-TP group whose other rank
-  reports the same flags (``dist.get_world_size`` is 2, ``dist.all_reduce`` applies the op);
-* pages: decode and prefill page allocation is the harness's page table (lowest free pages
-  first, as kvproof's model); ``release_kv_cache`` is patched to free the request's pages in
-  that table and to record a release of a page that a write is still in flight to.  The
-  prefill side's forward pass (computing KV into source pages), its source-page release and
-  the decode commit's bookkeeping (``_commit_transfer_to_req``, replaced by a read of the
-  reserved pages) are the harness's;
-* the peer registration (``KVArgsRegisterInfo`` of the decode rank) and the bootstrap
-  server's route answer are constructed, not exchanged.
+* the transport: ZMQ sockets are in-process queues, one per rank; frames are delivered when
+  the kvproof event says the message arrives, and the receiving thread has handled them before
+  the step ends;
+* the transfer engine: ``batch_transfer_sync`` copies bytes between CPU tensors with
+  ``memmove``; a KV write (and, when the model has aux slots, a metadata write) stays in flight,
+  its call blocked, until the event that lands it; a failed send returns -1 while its bytes stay
+  in flight, as a timed-out Mooncake batch does;
+* the attention-TP collective of the decode ranks: each rank's ``pop_transferred`` /
+  ``resolve_deferred_releases`` runs in its own thread and ``all_reduce`` combines every rank's
+  flags at a barrier (one decode rank: SGLang's own single-rank short cut);
+* pages: decode and prefill page allocation is the harness's page table per rank (lowest free
+  pages first, as kvproof's model; ranks allocate in lockstep) and so is the metadata slot's
+  allocation; ``release_kv_cache`` is patched to free the request's pages in that table.  The
+  prefill forward pass (computing KV into source pages), the prefill scheduler's inflight
+  queue (source release, ``sender.clear()`` when the request ends there) and decode's running
+  batch (the read of the reserved pages after ``_commit_transfer_to_req``) are the harness's;
+* peer registration (``KVArgsRegisterInfo`` of each decode rank) and the bootstrap server's
+  route answer are constructed, not exchanged.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import ctypes
-import queue
 import threading
 from array import array
-from collections import defaultdict
-from dataclasses import dataclass, field
-from http import HTTPStatus
+from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 from unittest import mock
 
 import numpy as np
 
+from .fakes import WAIT, Collective, FakeClock, HarnessError, OutSocket, Wire
+from .observation import Observation
 from .stubs import load_sglang
+from .wiring import (
+    DECODE_PORT, HEAD_BYTES, PREFILL_HOST, PREFILL_PORT, ROOM_BASE, SESSION_PORT, DecodeRank, PrefillRank,
+    build_decode_rank, build_prefill_rank,
+)
 
-__all__ = ["Harness", "HarnessError", "Observation", "Options"]
+__all__ = ["Harness", "HarnessError", "Divergent", "Options", "Shape"]
 
-PREFILL_HOST = "prefill"
-PREFILL_PORT = 17000
-DECODE_IP = "127.0.0.2"
-DECODE_PORT = 18000
-SESSION = "127.0.0.2:19000"  # Mooncake session ids are host:port
-ROOM_BASE = 1000
-ITEM = 8  # bytes of one KV page per layer (one layer): byte 0 is the tag
-WAIT = 10.0  # seconds a step may wait for a harness thread before it is a harness error
+READ_RANK = {"none": 0, "own": 1, "foreign": 2, "cross_tenant": 3}
 
 
-class HarnessError(RuntimeError):
-    """The harness could not carry out a step (a thread did not answer, a call raised)."""
+class Divergent(Exception):
+    """The real code cannot take the step the model takes (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -95,217 +90,73 @@ class Options:
     """The scenario's deferred-release timeout in kvproof ticks."""
 
 
-@dataclass
-class Observation:
-    """What can be compared between the model and the real code after a step."""
+@dataclass(frozen=True)
+class Shape:
+    """The sizes of one run: requests as (tenant index, pages, over-long), pools and ranks."""
 
-    held: frozenset[int] = frozenset()
-    owner: tuple[int, ...] = ()  # decode page -> request + 1, 0 free
-    content: tuple[int, ...] = ()  # decode page -> tag: request + 1, 0 unwritten
-    outcome: tuple[str, ...] = ()  # per request: none/success/error/aborted
-    aborts: tuple[tuple[int, int | None], ...] = ()  # (request, generation) of ABORTs sent
-    read: tuple[str, ...] = ()  # per request: none/own/foreign/cross_tenant
-    write_after_release: bool = False
-
-    def differences(self, other: "Observation") -> list[str]:
-        """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
-        out = []
-        for name in ("held", "owner", "content", "outcome", "read", "write_after_release"):
-            a, b = getattr(self, name), getattr(other, name)
-            if a != b:
-                out.append(f"{name}: model {_show(a)}, SGLang {_show(b)}")
-        return out
-
-
-def _show(v: Any) -> str:
-    if isinstance(v, frozenset):
-        return "{" + ", ".join(f"R{r}" for r in sorted(v)) + "}"
-    if isinstance(v, tuple):
-        return "[" + ", ".join(str(x) for x in v) + "]"
-    return str(v)
-
-
-# -- fakes -------------------------------------------------------------------------------------
-class FakeClock:
-    """``time`` for the SGLang modules: ``time()``, ``monotonic()`` and ``perf_counter()`` read
-    one counter that moves only when the harness advances it."""
-
-    def __init__(self, start: float = 1_000_000.0):
-        self.now = start
-
-    def time(self) -> float:
-        """Wall clock."""
-        return self.now
-
-    monotonic = perf_counter = time
-
-    def sleep(self, seconds: float) -> None:
-        """Sleeping passes no fake time (no harness thread sleeps on purpose)."""
-
-    def __getattr__(self, name: str) -> Any:  # anything else the modules read from ``time``
-        import time
-
-        return getattr(time, name)
-
-
-class Inbox:
-    """A ZMQ PULL socket as a queue: ``recv_multipart`` blocks in the reading thread;
-    :meth:`deliver` returns once the thread has processed the frames and is back at recv."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.q: queue.Queue = queue.Queue()
-        self.calls = 0
-        self.cond = threading.Condition()
-
-    def recv_multipart(self) -> list[bytes]:
-        """Called by the real thread loop."""
-        with self.cond:
-            self.calls += 1
-            self.cond.notify_all()
-        return self.q.get()
-
-    def deliver(self, frames: list[bytes]) -> None:
-        """Hand ``frames`` to the thread and wait until it has handled them."""
-        with self.cond:
-            target = self.calls + 1
-            self.q.put(list(frames))
-            if not self.cond.wait_for(lambda: self.calls >= target, timeout=WAIT):
-                raise HarnessError(f"{self.name} thread did not come back after a message")
-
-    def wait_ready(self) -> None:
-        """Wait until the reading thread first reached recv."""
-        with self.cond:
-            if not self.cond.wait_for(lambda: self.calls >= 1, timeout=WAIT):
-                raise HarnessError(f"{self.name} thread did not start")
-
-
-class CountingQueue:
-    """The transfer worker's queue (``FastQueue``'s interface) that counts ``get`` calls."""
-
-    def __init__(self):
-        self.q: queue.Queue = queue.Queue()
-        self.gets = 0
-        self.cond = threading.Condition()
-
-    def put(self, item: Any) -> None:
-        """What ``add_transfer_request`` calls."""
-        self.q.put(item)
-
-    def get(self) -> Any:
-        """What ``transfer_worker`` blocks on."""
-        with self.cond:
-            self.gets += 1
-            self.cond.notify_all()
-        return self.q.get()
-
-
-class OutSocket:
-    """A ZMQ PUSH socket that appends frames to a list (one per destination); ``on_send`` sees
-    every message as it is sent."""
-
-    def __init__(self, log: list, on_send=None):
-        self.log = log
-        self.on_send = on_send
-
-    def send_multipart(self, frames: list[bytes]) -> None:
-        """Queue the frames for delivery."""
-        frames = [bytes(f) for f in frames]
-        if self.on_send is not None:
-            self.on_send(frames)
-        self.log.append(frames)
+    requests: tuple[tuple[int, int, bool], ...]
+    decode_pages: int
+    prefill_pages: int
+    prefill_ranks: int = 1
+    decode_ranks: int = 1
+    aux_slots: int = 0
 
 
 @dataclass
-class Write:
-    """A KV write the transfer engine has in flight: destination/source page per block."""
+class Instance:
+    """One request served in a slot (a slot takes a new request after ``client_send``)."""
 
-    room: int
-    blocks: list[tuple[int, int, int]]  # (src_addr, dst_addr, length)
-    pages: list[int]  # decode pages written
-    landed: threading.Event = field(default_factory=threading.Event)
-    result: int = 0
-    returned: bool = False
+    slot: int
+    gen: int
+    tenant: int
+    pages: int
+    over_long: bool
+    dest: list[int] | None = None
+    src: list[int] | None = None
+    outcome: str = "none"
+    read: str = "none"
+    forwarded: bool = False
+    prefill_ended: bool = False
+    phantom_acks: set = None  # prefill ranks whose drain ack the model sends for an unarmed room
 
-
-class FakeTransferEngine:
-    """``MooncakeTransferEngine`` as far as the worker uses it: ``batch_transfer_sync`` copies
-    bytes between CPU tensors; KV writes into the decode pool wait for :meth:`land`."""
-
-    def __init__(self, harness: "Harness"):
-        self.h = harness
-        self.cond = threading.Condition()
-        self.in_flight: list[Write] = []
-
-    def get_session_id(self) -> str:
-        """The decode rank's session id (one decode rank)."""
-        return SESSION
-
-    def batch_transfer_sync(self, session_id, src_addrs, dst_addrs, lengths) -> int:
-        """Copy now (metadata) or when the write lands (KV pages)."""
-        blocks = list(zip(src_addrs, dst_addrs, lengths))
-        pages = [p for _, dst, n in blocks for p in self.h.decode_pages_at(dst, n)]
-        if not pages:  # the metadata (aux) write: no latency in kvproof's model
-            for src, dst, n in blocks:
-                ctypes.memmove(dst, src, n)
-            return 0
-        room = self.h.sending_room
-        w = Write(room, blocks, pages)
-        with self.cond:
-            self.in_flight.append(w)
-            self.cond.notify_all()
-        w.landed.wait()
-        w.returned = True
-        return w.result
-
-    def land(self, w: Write) -> None:
-        """The write's bytes arrive (whoever owns the pages now)."""
-        for src, dst, n in w.blocks:
-            ctypes.memmove(dst, src, n)
-        with self.cond:
-            self.in_flight.remove(w)
-        if not w.returned:
-            w.landed.set()
+    def __post_init__(self):
+        self.phantom_acks = set()
 
 
-# -- the harness ---------------------------------------------------------------------------
 class Harness:
-    """One prefill rank and one decode rank of SGLang 0.5.23 over shared CPU memory.
+    """SGLang 0.5.23's prefill and decode ranks over shared CPU memory.
 
-    Requests are ``R0..R{n-1}`` with ``bootstrap_room`` ``1000 + r``.  Every public method is
-    one kvproof event; :meth:`observe` reads what the code did.  Close with :meth:`close`.
+    Request slots are ``R0..R{n-1}`` with ``bootstrap_room`` ``1000 + r``.  Every public event
+    method is one kvproof action with the action's parameters; :meth:`observe` reads what the
+    code did.  Close with :meth:`close`.
     """
 
-    def __init__(self, requests: list[tuple[int, int, bool]], decode_pages: int, prefill_pages: int,
-                 options: Options = Options()):
-        """``requests``: (tenant index, pages, over-long) per request."""
-        import torch
-
+    def __init__(self, shape: Shape, options: Options = Options()):
         self.m = load_sglang()
-        self.torch = torch
-        self.opt = options
-        self.requests = requests
-        self.D, self.P = decode_pages, prefill_pages
+        self.shape, self.opt = shape, options
+        self.R = len(shape.requests)
+        self.D, self.P = shape.decode_pages, shape.prefill_pages
+        self.PR, self.DR, self.M = shape.prefill_ranks, shape.decode_ranks, shape.aux_slots
+        self.heads = max(self.PR, self.DR)
+        self.n_meta = self.M if self.M else max(4, self.R + 1)
         self.clock = FakeClock()
         self.patches: list = []
         self.threads: list[threading.Thread] = []
-        self.owner = [0] * self.D  # decode page table
-        self.src_owner = [0] * self.P  # prefill page table
-        self.dest: dict[int, list[int]] = {}
-        self.src: dict[int, list[int]] = {}
-        self.outcome = ["none"] * len(requests)
-        self.read = ["none"] * len(requests)
+        self.instances: list[Instance] = []
+        self.current = [self._new_instance(r) for r in range(self.R)]
+        self.src_owner = [0] * self.P  # prefill page table (ranks allocate in lockstep)
+        self.aux_holder: list[list[int]] = []  # per decode rank: metadata slot -> instance tag
+        self.wire = Wire(self._locate, aux_latency=self.M > 0)
+        self.collective = Collective(self.DR)
+        self.to_prefill: list[list[tuple[int, list[bytes]]]] = [[] for _ in range(self.PR)]  # (from decode rank, frames)
+        self.to_decode: list[list[tuple[int, list[bytes]]]] = [[] for _ in range(self.DR)]  # (from prefill rank, frames)
+        self.abort_log: list[tuple[int, int, int, int | None]] = []  # (instance, prefill rank, decode rank, generation)
+        self.armed: dict[tuple[int, int], int] = {}  # (instance, decode rank) -> generation of its ABORT
+        self.acks_seen: set[tuple[int, int]] = set()  # (instance, prefill rank) acks the code has sent
+        self.req_of: dict[int, tuple[str, int, int]] = {}  # id(Req) -> (side, rank, instance)
+        self.in_call: dict[int, tuple[int, int] | None] = {}  # prefill rank -> (instance, chunk) it sends
         self.write_after_release = False
-        self.aborts: list[tuple[int, int | None]] = []
         self.problems: list[str] = []
-        self.armed: dict[int, int] = {}  # request -> generation of the ABORT decode sent
-        self.to_prefill: list = []  # frames decode sent, not yet delivered
-        self.to_decode: list = []  # frames prefill sent, not yet delivered
-        self.sending_room: int | None = None
-        self.failing: set[int] = set()
-        self.reqs: dict[int, Any] = {}
-        self.decode_reqs: dict[int, Any] = {}
-        self.streamed: list = []
         self.closed = False
         try:
             self._build()
@@ -314,154 +165,95 @@ class Harness:
             raise
 
     # -- construction -----------------------------------------------------------------------
+    def _new_instance(self, r: int) -> int:
+        tenant, pages, over_long = self.shape.requests[r]
+        gen = sum(1 for x in self.instances if x.slot == r)
+        self.instances.append(Instance(r, gen, tenant, pages, over_long))
+        if len(self.instances) > 250:
+            raise HarnessError("more than 250 request instances (one-byte tags)")
+        return len(self.instances) - 1
+
     def _patch(self, target: Any, attr: str, value: Any) -> None:
         p = mock.patch.object(target, attr, value)
         p.start()
         self.patches.append(p)
 
     def _build(self) -> None:
-        m, torch = self.m, self.torch
+        m = self.m
         rc = m["runtime_context"]
         rc.reset_context()
         rc.publish(m["server_args"].ServerArgs(model_path="dummy"), role="tokenizer")
-        parallel = SimpleNamespace(
-            tp_rank=0, attn_tp_rank=0, attn_tp_size=1, attn_cp_size=1, attn_cp_rank=0, pp_size=1,
-            pp_rank=0, dp_rank=0, attn_dp_rank=0, attn_dp_size=1, num_dp_ranks=1, dp_size=1,
-            load_balance_method="round_robin", enable_kv_cache_sharding=False,
-            attn_tp_group=SimpleNamespace(cpu_group=object()),
-        )
+        self.parallel = threading.local()
         for mod in ("decode", "common", "mooncake", "schedule_batch", "prefill"):
             if hasattr(m[mod], "get_parallel"):
-                self._patch(m[mod], "get_parallel", lambda: parallel)
+                self._patch(m[mod], "get_parallel", self._get_parallel)
         for mod in ("decode", "common", "mooncake"):
             self._patch(m[mod], "time", self.clock)
-        # the scripted attention-TP collective: two ranks, the other reports the same flags
         dist = m["utils"].dist
-        self._patch(dist, "get_world_size", lambda group=None: 2)
-        self._patch(dist, "all_reduce", self._all_reduce)
-        # pages
+        self._patch(dist, "get_world_size", self.collective.world_size)
+        self._patch(dist, "all_reduce", self.collective.all_reduce)
         self._patch(m["decode"], "release_kv_cache", self._release_kv_cache)
-        # the KV pools and metadata buffers: real CPU memory
-        self.decode_kv = torch.zeros((self.D, ITEM), dtype=torch.uint8)
-        self.prefill_kv = torch.zeros((self.P, ITEM), dtype=torch.uint8)
-        n_meta = max(4, len(self.requests) + 1)
-        mb = m["utils"].MetadataBuffers
-        self.decode_meta = mb(n_meta, hidden_size=8, hidden_states_dtype=torch.float32, max_sampling_mask_tokens=1)
-        self.prefill_meta = mb(n_meta, hidden_size=8, hidden_states_dtype=torch.float32, max_sampling_mask_tokens=1)
-        alloc = m["utils"].ReqToMetadataIdxAllocator
-        self.decode_meta_alloc = alloc(n_meta)
-        self.prefill_meta_alloc = alloc(n_meta)
-        self.engine = FakeTransferEngine(self)
-        self.prefill_inbox = Inbox("prefill bootstrap")
-        self.decode_inbox = Inbox("decode")
-        self._build_scheduler()
-        self._build_decode()
-        self._build_prefill()
-
-    def _all_reduce(self, tensor, op=None, group=None, **_kw):
-        """Both ranks hold the same flags: MAX and MIN leave them as they are."""
-        return None
-
-    def _build_scheduler(self) -> None:
-        m = self.m
-        sched = SimpleNamespace(
-            output_streamer=SimpleNamespace(stream_output=self._stream_output),
-            beam_coordinator=SimpleNamespace(retire_group=lambda req: None),
-            _release_aborted_request=lambda req: None,
-            hisparse_coordinator=None,
-            enable_hisparse=False,
-            enable_decode_hicache=False,
-            metrics_reporter=SimpleNamespace(enable_metrics=False),
-            spec_algorithm=None,
-        )
-        sched.retire_unadmitted_request = lambda req: m["scheduler"].Scheduler.retire_unadmitted_request(sched, req)
-        self.sched = sched
-
-    def _stream_output(self, reqs, return_logprob=False, *a, **kw) -> None:
-        """What the client receives: a finish reason per request."""
-        FINISH_ABORT = self.m["schedule_batch"].FINISH_ABORT
-        for req in reqs:
-            r = int(req.rid[1:])
-            reason = req.finished_reason
-            if isinstance(reason, FINISH_ABORT) and self.outcome[r] == "none":  # the client keeps the first
-                aborted = "Aborted by AbortReq" in str(reason.message)
-                self.outcome[r] = "aborted" if aborted else "error"
-            self.streamed.append((req.rid, reason))
-
-    def _manager(self, mode) -> Any:
-        m = self.m
-        mc = m["mooncake"]
-        mgr = mc.MooncakeKVManager.__new__(mc.MooncakeKVManager)
-        envs = m["environ"].envs
-        mgr.enable_deferred_decode_kv_release = self.opt.deferred_release and bool(
-            envs.SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE.get()
-        )
-        mgr.disaggregation_mode = mode
-        mgr.server_args = SimpleNamespace(enable_pd_role_switch=False)
-        mgr.deferred_bootstrap = None
-        mgr.defer_decode_allocation = False
-        mgr.request_status = {}
-        mgr.failure_records = {}
-        mgr.failure_lock = threading.Lock()
-        mgr._staging_outstanding = defaultdict(int)
-        mgr._deferred_ack_targets = {}
-        mgr._deferred_ack_poisoned_rooms = set()
-        mgr._stopped = False
-        mgr._worker_threads = []
-        mgr.engine = self.engine
-        mgr.enable_staging = False
-        mgr._staging_handler = None
-        mgr._staging_ctx = None
-        mgr.enable_trace = False
-        mgr.attn_tp_rank = mgr.attn_cp_rank = mgr.pp_rank = 0
-        mgr.attn_tp_size = mgr.attn_cp_size = mgr.pp_size = 1
-        mgr.is_mla_backend = True
-        mgr.is_hybrid_mla_backend = False
-        mgr.kv_status_msg_tag = None
-        mgr.kv_status_msg_carries_reason = False
-        return mgr
-
-    def _build_decode(self) -> None:
-        m = self.m
-        common, mc, decode_mod, utils = m["common"], m["mooncake"], m["decode"], m["utils"]
-        mgr = self._manager(utils.DisaggregationMode.DECODE)
-        mgr.local_ip, mgr.rank_port = DECODE_IP, DECODE_PORT
-        mgr.server_socket = self.decode_inbox
-        mgr.connection_pool = {}
-        mgr.connection_lock = threading.Lock()
-        mgr.required_prefill_response_num_table = {}
-        mgr.prefill_info_table = {
-            f"{PREFILL_HOST}:{PREFILL_PORT}": common.PrefillServerInfo(
-                attn_tp_size=1, attn_cp_size=1, dp_size=1, pp_size=1, page_size=1, kv_cache_dtype="auto",
-                follow_bootstrap_room=True, target_tp_rank=0, target_tp_ranks=[0], target_cp_ranks=[0],
-                target_pp_ranks=[0], required_dst_info_num=1, required_prefill_response_num=1,
-            )
-        }
-        mgr.addr_to_rooms_tracker = defaultdict(set)
-        mgr.prefill_response_tracker = {}
-        mgr._deferred_abort_ack_tracker = {}
-        mgr._deferred_abort_generation = 0
-        mgr.waiting_timeout = float(m["environ"].envs.SGLANG_DISAGGREGATION_WAITING_TIMEOUT.get())
-        mgr._send_multipart_locked = self._decode_send
-        self._patch(mc.MooncakeKVManager, "_start_heartbeat_checker_thread",
+        self._patch(m["mooncake"].MooncakeKVManager, "_start_heartbeat_checker_thread",
                     lambda self_: threading.Thread(target=lambda: None))
-        self.decode_mgr = mgr
+        self.release_timeout = float(m["environ"].envs.SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT.get())
+        self.tick_seconds = self.release_timeout / self.opt.timeout_ticks
+        self.dranks: list[DecodeRank] = [build_decode_rank(self, d) for d in range(self.DR)]
+        self.aux_holder = [[0] * self.n_meta for _ in range(self.DR)]
+        for dr in self.dranks:  # follow the real allocator's frees (``_do_release``, ``pop_transferred``)
+            dr.meta_alloc.free = self._meta_free(dr.rank, dr.meta_alloc.free)
+        self._receiver_class()
+        for dr in self.dranks:
+            self._on_rank(dr.rank, dr.mgr.start_decode_thread)
+            dr.inbox.wait_ready()
+        self.pranks: list[PrefillRank] = [build_prefill_rank(self, pr) for pr in range(self.PR)]
+        for p in self.pranks:
+            self._on_rank(p.rank, p.mgr.start_prefill_thread, prefill=True)
+            p.inbox.wait_ready()
+            w = threading.Thread(target=self._run_worker, args=(p,), name=f"sglang-transfer-worker-{p.rank}", daemon=True)
+            w.start()
+            self.threads.append(w)
+            self.in_call[p.rank] = None
+            self._wait_worker(p, 1)
+
+    def _get_parallel(self):
+        """``get_parallel()`` for the rank the calling thread acts for."""
+        from .wiring import _parallel
+
+        side, rank = getattr(self.parallel, "who", ("decode", 0))
+        return _parallel(rank, self.PR if side == "prefill" else self.DR)
+
+    def _on_rank(self, rank: int, fn: Callable, *args, prefill: bool = False):
+        """Run ``fn`` as rank ``rank`` (its ``get_parallel()``), in this thread."""
+        old = getattr(self.parallel, "who", None)
+        self.parallel.who = ("prefill" if prefill else "decode", rank)
+        try:
+            return fn(*args)
+        finally:
+            if old is None:
+                del self.parallel.who
+            else:
+                self.parallel.who = old
+
+    def _receiver_class(self) -> None:
+        mc, utils, decode_mod = self.m["mooncake"], self.m["utils"], self.m["decode"]
         harness = self
 
         class HarnessReceiver(mc.MooncakeKVReceiver):
             """``MooncakeKVReceiver`` whose sockets are the harness's queues (transport only)."""
 
-            @classmethod
-            def _connect_to_bootstrap_server(cls, bootstrap_info):
-                return OutSocket(harness.to_prefill, harness._on_abort_sent), threading.Lock()
+            def _connect_to_bootstrap_server(self, bootstrap_info):
+                d = harness._decode_rank_of_mgr(self.kv_mgr)
+                pr = int(bootstrap_info["rank_port"]) - PREFILL_PORT
+                sock = OutSocket(lambda frames: harness.to_prefill[pr].append((d, frames)),
+                                 lambda frames: harness._on_abort_sent(d, pr, frames))
+                return sock, threading.Lock()
 
-            def _get_bootstrap_info_from_server(self, *a):
-                return {"rank_ip": PREFILL_HOST, "rank_port": PREFILL_PORT}
+            def _get_bootstrap_info_from_server(self, prefill_dp_rank, cp_rank, target_tp_rank, pp_rank):
+                return {"rank_ip": PREFILL_HOST, "rank_port": PREFILL_PORT + int(target_tp_rank)}
 
             def _register_kv_args(self):
                 return True  # the registration is constructed on the prefill side
 
-        self.Receiver = HarnessReceiver
         real_get_kv_class = utils.get_kv_class
 
         def get_kv_class(backend, kind):
@@ -470,502 +262,784 @@ class Harness:
             return real_get_kv_class(backend, kind)
 
         self._patch(decode_mod, "get_kv_class", get_kv_class)
-        # the transfer queue and the prealloc queue, built as SGLang's unit tests build them
-        envs = m["environ"].envs
-        tq = decode_mod.DecodeTransferQueue.__new__(decode_mod.DecodeTransferQueue)
-        tq.queue = []
-        tq.gloo_group = object()
-        tq.req_to_metadata_buffer_idx_allocator = self.decode_meta_alloc
-        tq.tp_rank = 0
-        tq.metadata_buffers = self.decode_meta
-        tq.scheduler = self.sched
-        tq.enable_host_receive = False
-        tq.tree_cache = object()
-        tq.spec_algorithm = None
-        tq._skipped_checksum_signatures = set()
-        tq.enable_staging = False
-        tq.staging_handler = None
-        tq.enable_deferred_kv_release = envs.SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE.get()
-        self.release_timeout = float(envs.SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT.get())
-        tq.deferred_kv_release_timeout = self.release_timeout
-        tq._deferred_releases = []
-        tq._commit_transfer_to_req = self._commit
-        tq._clean_hicache_prefetch_resources = lambda decode_req: None
-        self.tick_seconds = self.release_timeout / self.opt.timeout_ticks
-        pq = decode_mod.DecodePreallocQueue.__new__(decode_mod.DecodePreallocQueue)
-        pq.scheduler = self.sched
-        pq.kv_manager = mgr
-        pq.transfer_backend = utils.TransferBackend.MOONCAKE
-        pq.queue, pq.retracted_queue, pq.pending_reqs = [], [], []
-        pq.token_to_kv_pool_allocator = None
-        pq._num_published_destinations = 0
-        pq._check_if_req_exceed_kv_capacity = lambda req: False  # capacity: the page table's
-        self.sched.disagg_decode_prealloc_queue = pq
-        self.tq, self.pq = tq, pq
-        mgr.start_decode_thread()  # the real decode thread loop, reading decode_inbox
-        self.decode_inbox.wait_ready()
 
-    def _build_prefill(self) -> None:
-        m = self.m
-        mc, prefill_mod, utils = m["mooncake"], m["prefill"], m["utils"]
-        mgr = self._manager(utils.DisaggregationMode.PREFILL)
-        mgr.local_ip, mgr.rank_port = PREFILL_HOST, PREFILL_PORT
-        mgr.bootstrap_port = PREFILL_PORT
-        mgr.server_socket = self.prefill_inbox
-        mgr.transfer_infos = {}
-        mgr.req_to_decode_prefix_len = {}
-        mgr.is_dummy_cp_rank = False
-        mgr.enable_all_cp_ranks_for_transfer = False
-        mgr.bootstrap_timeout = float(m["environ"].envs.SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT.get())
-        mgr.session_lock = threading.Lock()
-        mgr.state_layout_rejections = {}
-        mgr.failed_sessions = set()
-        mgr.failed_session_probes = {}
-        mgr.session_failures = defaultdict(int)
-        mgr.enable_custom_mem_pool = False
-        mgr.custom_mem_pool_type = None
-        mgr.max_transfer_batch_indices = 0
-        mgr.state_strides_validated = set()
-        mgr._kv_replica_factor = 1
-        aux_ptrs, aux_lens, aux_items = self.prefill_meta.get_buf_infos()
-        mgr.kv_args = SimpleNamespace(
-            kv_data_ptrs=[self.prefill_kv.data_ptr()], kv_data_lens=[self.prefill_kv.numel()],
-            kv_item_lens=[ITEM], aux_data_ptrs=aux_ptrs, aux_data_lens=aux_lens, aux_item_lens=aux_items,
-            kv_layer_ids=None, num_draft_entries=0, page_size=1, mla_compression_ratios=None,
-            state_types=[], state_item_lens=[],
-        )
-        mgr.kv_item_lens_sum = ITEM
-        d_aux_ptrs, _, _ = self.decode_meta.get_buf_infos()
-        mgr.decode_kv_args_table = {
-            SESSION: SimpleNamespace(
-                dst_kv_ptrs=[self.decode_kv.data_ptr()], dst_aux_ptrs=d_aux_ptrs, dst_kv_item_len=ITEM,
-                dst_attn_tp_size=1, dst_tp_rank=0, requires_dcp_relayout=False, dst_kv_layer_ids=None,
-                dst_state_data_ptrs=[], staging_base_ptr=0, staging_total_size=0,
-            )
-        }
-        mgr._send_multipart_locked = self._prefill_send
-        mgr._validate_envelope_kv_layout = lambda *a, **kw: None
-        mgr._get_dsa_cache_transfer_skip_flags = lambda info: (False, False)
-        self.transfer_queue = CountingQueue()
-        mgr.transfer_queues = [self.transfer_queue]
-        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=2)
-        self.prefill_mgr = mgr
-        pbq = prefill_mod.PrefillBootstrapQueue.__new__(prefill_mod.PrefillBootstrapQueue)
-        pbq.scheduler = self.sched
-        pbq.queue = []
-        pbq.kv_manager = mgr
-        pbq.transfer_backend = utils.TransferBackend.MOONCAKE
-        pbq.bootstrap_port = PREFILL_PORT
-        pbq.max_input_len = 1 << 30
-        pbq.req_to_metadata_buffer_idx_allocator = self.prefill_meta_alloc
-        self.pbq = pbq
-        mgr.start_prefill_thread()  # the real bootstrap thread loop, reading prefill_inbox
-        w = threading.Thread(target=self._run_worker, name="sglang-transfer-worker", daemon=True)
-        w.start()
-        self.threads.append(w)
-        self.prefill_inbox.wait_ready()
-        self._wait_worker_idle(1)
+    def _meta_free(self, d: int, real_free: Callable[[int], None]) -> Callable[[int], None]:
+        def free(idx: int) -> None:
+            self.aux_holder[d][idx] = 0
+            real_free(idx)
 
-    def _run_worker(self) -> None:
+        return free
+
+    def _decode_rank_of_mgr(self, mgr) -> int:
+        for dr in self.dranks:
+            if dr.mgr is mgr:
+                return dr.rank
+        raise HarnessError("a receiver of an unknown decode manager")
+
+    def _run_worker(self, p: PrefillRank) -> None:
+        self.parallel.who = ("prefill", p.rank)
         try:
-            self.prefill_mgr.transfer_worker(self.transfer_queue, self.executor)
+            p.mgr.transfer_worker(p.queue, p.executor)
         except BaseException as e:  # recorded; the next step reports it
-            self.worker_error = e
+            p.worker_error = e
 
-    def _decode_send(self, endpoint, parts, is_ipv6=False) -> None:
-        self.to_prefill.append([bytes(p) for p in parts])
-
-    def _prefill_send(self, endpoint, parts, is_ipv6=False) -> None:
-        self.to_decode.append([bytes(p) for p in parts])
-
-    # -- page table -------------------------------------------------------------------------
-    def decode_pages_at(self, addr: int, length: int) -> list[int]:
-        """Decode pages a byte range of the decode KV pool covers (empty if it is not there)."""
-        base = self.decode_kv.data_ptr()
-        if not base <= addr < base + self.D * ITEM:
-            return []
-        first = (addr - base) // ITEM
-        return list(range(first, first + max(1, length // ITEM)))
-
-    def _release_kv_cache(self, req, tree_cache, *a, **kw) -> None:
-        """``release_kv_cache`` on decode: free the request's pages in the page table."""
-        r = int(req.rid[1:])
-        for p in self.dest.get(r, []):
-            if self.owner[p] == r + 1:
-                if any(p in w.pages for w in self.engine.in_flight):
-                    self.write_after_release = True
-                self.owner[p] = 0
-
-    @staticmethod
-    def _lowest_free(table: list[int], k: int) -> list[int] | None:
-        free = [i for i, o in enumerate(table) if o == 0]
-        return free[:k] if len(free) >= k else None
-
-    # -- synchronisation --------------------------------------------------------------------
-    def _wait_worker_idle(self, target: int) -> None:
-        with self.transfer_queue.cond:
-            if not self.transfer_queue.cond.wait_for(lambda: self.transfer_queue.gets >= target, timeout=WAIT):
-                raise HarnessError("the transfer worker did not come back to its queue")
-
-    def _check_worker(self) -> None:
-        err = getattr(self, "worker_error", None)
-        if err is not None:
-            raise HarnessError(f"the Mooncake transfer worker died: {err}")
-
-    def _deliver_to_prefill(self, keep) -> None:
-        """Deliver queued decode->prefill frames for which ``keep(frames)`` holds, in order."""
-        rest = []
-        for frames in self.to_prefill:
-            if keep(frames):
-                self.prefill_inbox.deliver(frames)
-            else:
-                rest.append(frames)
-        self.to_prefill = rest
-
-    def _deliver_to_decode(self, keep) -> None:
-        """Deliver queued prefill->decode frames for which ``keep(frames)`` holds."""
-        rest = []
-        for frames in self.to_decode:
-            if keep(frames):
-                self.decode_inbox.deliver(frames)
-            else:
-                rest.append(frames)
-        self.to_decode = rest
-
-    def _is_ack(self, frames, room: int) -> bool:
-        return bool(frames) and frames[0] == self.m["common"].ABORT_ACK_TAG and int(frames[1]) == room
-
-    def _is_status(self, frames, room: int) -> bool:
-        return bool(frames) and frames[0] != self.m["common"].ABORT_ACK_TAG and int(frames[0]) == room
-
+    # -- addresses --------------------------------------------------------------------------
     @staticmethod
     def room(r: int) -> int:
-        """The ``bootstrap_room`` of request ``r``."""
+        """The ``bootstrap_room`` of request slot ``r``."""
         return ROOM_BASE + r
 
-    # -- requests ---------------------------------------------------------------------------
-    def _req(self, r: int, side: str) -> Any:
+    @staticmethod
+    def session(d: int) -> str:
+        """The Mooncake session id of decode rank ``d``."""
+        return f"127.0.0.2:{SESSION_PORT + d}"
+
+    def decode_rank_of_session(self, session_id: str) -> int:
+        """Which decode rank a Mooncake session id names."""
+        return int(session_id.rsplit(":", 1)[1]) - SESSION_PORT
+
+    def route_to_decode(self, pr: int, endpoint: str, parts) -> None:
+        """A prefill rank's manager sends to a decode rank's endpoint (``tcp://ip:port``)."""
+        d = int(str(endpoint).rsplit(":", 1)[1]) - DECODE_PORT
+        self.to_decode[d].append((pr, [bytes(x) for x in parts]))
+        self._note_ack_sent(pr, d, [bytes(x) for x in parts])
+
+    def route_to_prefill(self, d: int, endpoint: str, parts) -> None:
+        """A decode rank's manager sends to a prefill rank's endpoint."""
+        pr = int(str(endpoint).rsplit(":", 1)[1]) - PREFILL_PORT
+        self.to_prefill[pr].append((d, [bytes(x) for x in parts]))
+
+    def _locate(self, d: int, addr: int, length: int) -> tuple[list[int], int | None]:
+        """Decode pages (or the metadata slot) of decode rank ``d`` a byte range lies in."""
+        dr = self.dranks[d]
+        item = dr.heads * HEAD_BYTES
+        for pool in (dr.k_pool, dr.v_pool):
+            base = pool.data_ptr()
+            if base <= addr < base + self.D * item:
+                first = (addr - base) // item
+                last = (addr + max(length, 1) - 1 - base) // item
+                return list(range(first, last + 1)), None
+        ptrs, lens, items = dr.meta.get_buf_infos()
+        for base, total, it in zip(ptrs, lens, items):
+            if base <= addr < base + total:
+                return [], (addr - base) // it
+        return [], None
+
+    # -- requests -----------------------------------------------------------------------------
+    def tag(self, i: int) -> int:
+        """The byte that marks request instance ``i``'s KV."""
+        return i + 1
+
+    def rid(self, i: int) -> str:
+        """The request id of instance ``i``."""
+        x = self.instances[i]
+        return f"R{x.slot}" if x.gen == 0 else f"R{x.slot}.{x.gen}"
+
+    def _req(self, i: int, side: str, rank: int) -> Any:
         m = self.m
-        tenant, pages, over_long = self.requests[r]
+        x = self.instances[i]
         req = m["schedule_batch"].Req(
-            rid=f"R{r}", origin_input_text="", origin_input_ids=array("q", list(range(1, pages + 1))),
+            rid=self.rid(i), origin_input_text="", origin_input_ids=array("q", list(range(1, x.pages + 1))),
             sampling_params=m["sampling"].SamplingParams(max_new_tokens=8),
-            bootstrap_host=PREFILL_HOST, bootstrap_port=PREFILL_PORT, bootstrap_room=self.room(r),
+            bootstrap_host=PREFILL_HOST, bootstrap_port=PREFILL_PORT, bootstrap_room=self.room(x.slot),
         )
         req.time_stats.trace_ctx = mock.MagicMock()
-        if over_long:  # validate_input_length failed at the tokenizer: pending error + stub
-            req.set_finish_with_abort(f"Input length ({pages} pages) exceeds the maximum allowed length.")
+        if x.over_long:  # validate_input_length failed at the tokenizer: pending error + stub
+            req.set_finish_with_abort(f"Input length ({x.pages} pages) exceeds the maximum allowed length.")
+        self.req_of[id(req)] = (side, rank, i)
         return req
 
-    # -- events (one per kvproof action) ------------------------------------------------------
+    def stream_output(self, side: str, rank: int, reqs) -> None:
+        """What the client receives: a finish reason per request (rank 0 of each side speaks
+        for its group; the client keeps the first answer)."""
+        if rank != 0:
+            return
+        FINISH_ABORT = self.m["schedule_batch"].FINISH_ABORT
+        for req in reqs:
+            found = self.req_of.get(id(req))
+            if found is None:
+                continue
+            x = self.instances[found[2]]
+            reason = req.finished_reason
+            if isinstance(reason, FINISH_ABORT) and x.outcome == "none":
+                x.outcome = "aborted" if "Aborted by AbortReq" in str(reason.message) else "error"
+
+    def send_len(self, i: int) -> int:
+        """Pages prefill sends: a placeholder's one page, or the prompt."""
+        x = self.instances[i]
+        return 1 if x.over_long else x.pages
+
+    # -- ranks in parallel ----------------------------------------------------------------------
+    def _on_decode_ranks(self, fn: Callable[[DecodeRank], Any]) -> list[Any]:
+        """Run ``fn`` on every decode rank, each in its own thread when there are several (so
+        that the collective can combine their flags); results in rank order."""
+        if self.DR == 1:
+            return [self._on_rank(0, fn, self.dranks[0])]
+        results: list[Any] = [None] * self.DR
+        errors: list[BaseException | None] = [None] * self.DR
+
+        def run(dr):
+            self.parallel.who = ("decode", dr.rank)
+            try:
+                results[dr.rank] = fn(dr)
+            except BaseException as e:
+                errors[dr.rank] = e
+
+        threads = [threading.Thread(target=run, args=(dr,), daemon=True) for dr in self.dranks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT * 2)
+        if any(t.is_alive() for t in threads):
+            raise HarnessError("a decode rank did not return from a collective step")
+        self.collective.barrier.reset()
+        for e in errors:
+            if e is not None:
+                raise e
+        return results
+
+    # -- waiting for the transfer workers --------------------------------------------------------
+    def _wait_worker(self, p: PrefillRank, target: int) -> None:
+        with self.wire.cond:
+            if not self.wire.cond.wait_for(lambda: p.queue.gets >= target, timeout=WAIT):
+                raise HarnessError(f"the transfer worker of P{p.rank} did not come back to its queue")
+
+    def _check_workers(self) -> None:
+        for p in self.pranks:
+            if p.worker_error is not None:
+                raise HarnessError(f"the Mooncake transfer worker of P{p.rank} died: {p.worker_error}")
+
+    def _writes(self, pr: int, i: int, page: int | None = None, aux: bool = False, returned=None):
+        """In-flight writes of prefill rank ``pr`` for instance ``i`` (to ``page``, or the aux)."""
+        out = []
+        for w in self.wire.in_flight:
+            if w.prank != pr or w.instance != i or w.is_aux != aux:
+                continue
+            if page is not None and page not in w.pages:
+                continue
+            if returned is not None and w.returned != returned:
+                continue
+            out.append(w)
+        return out
+
+    # -- events: admission and reservation --------------------------------------------------------
     def prefill_bootstrap_add(self, r: int) -> None:
-        """``PrefillBootstrapQueue.add``: the door, then ``create_sender`` (a real
-        ``MooncakeKVSender``)."""
-        req = self._req(r, "prefill")
-        self.reqs[("p", r)] = req
-        self.pbq.add(req, num_kv_heads=1)
+        """``PrefillBootstrapQueue.add`` on every prefill rank: the door, then
+        ``create_sender`` (a real ``MooncakeKVSender``)."""
+        i = self.current[r]
+        for p in self.pranks:
+            req = self._req(i, "prefill", p.rank)
+            p.senders[i] = req
+            self._on_rank(p.rank, p.pbq.add, req, 1, prefill=True)
 
     def decode_prealloc(self, r: int) -> None:
-        """``DecodePreallocQueue.add`` (door, receiver, ``init``), then the page reservation
-        (the harness's page table, for the original prompt length)."""
-        req = self._req(r, "decode")
-        self.reqs[("d", r)] = req
-        with mock.patch.object(self.m["decode"], "_is_fake_transfer", lambda req: False):
-            self.pq.add(req)
-        found = [dr for dr in self.pq.queue if dr.req is req]
-        if not found:
+        """``DecodePreallocQueue.add`` on every decode rank (door, receiver, ``init``), then the
+        page reservation for the original prompt length and a metadata slot (the harness's
+        tables, lowest free first, as ``pop_preallocated`` would)."""
+        i = self.current[r]
+        x = self.instances[i]
+        admitted = []
+        for dr in self.dranks:
+            req = self._req(i, "decode", dr.rank)
+            self._on_rank(dr.rank, dr.pq.add, req)
+            found = [q for q in dr.pq.queue if q.req is req]
+            admitted.append(bool(found))
+            if found:
+                dr.reqs[i] = found[0]
+        if not any(admitted):
             return  # retired at the door
-        dr = found[0]
-        self.decode_reqs[r] = dr
-        pages = self._lowest_free(self.owner, self.requests[r][1])
-        if pages is None:
-            raise HarnessError(f"no free decode pages for R{r}")
-        for p in pages:
-            self.owner[p] = r + 1
-        self.dest[r] = pages
-        req.kv.req_pool_idx = r  # holds KV from here on
+        if not all(admitted):
+            raise Divergent("the decode ranks' admission doors disagree")
+        pages = None
+        for dr in self.dranks:
+            mine = self._lowest_free(dr.owner, x.pages)
+            if mine is None:
+                raise HarnessError(f"no free decode pages for R{r}")
+            if pages is not None and mine != pages:
+                raise HarnessError("decode ranks' page tables differ")
+            pages = mine
+            for p in mine:
+                dr.owner[p] = self.tag(i)
+            dreq = dr.reqs[i]
+            idx = dr.meta_alloc.alloc()
+            if idx is None:
+                raise HarnessError(f"no free metadata slot for R{r}")
+            self.aux_holder[dr.rank][idx] = self.tag(i)
+            dreq.metadata_buffer_index = idx
+            dreq.req.metadata_buffer_index = idx
+            dreq.req.kv.req_pool_idx = r  # holds KV from here on
+        x.dest = pages
 
-    def decode_send_metadata(self, r: int) -> None:
-        """``pop_preallocated``'s publish: a metadata slot, ``send_metadata`` with the page
-        indices, and the move to ``DecodeTransferQueue`` (``extend``)."""
-        dr = self.decode_reqs[r]
-        idx = self.decode_meta_alloc.alloc()
-        dr.metadata_buffer_index = idx
-        dr.req.metadata_buffer_index = idx
-        dr.kv_receiver.send_metadata(np.array(self.dest[r], dtype=np.int32), aux_index=idx)
-        self.pq.queue.remove(dr)
-        self.pq._num_published_destinations += 1
-        self.tq.extend([dr])
+    def decode_send_metadata(self, r: int, d: int) -> None:
+        """``pop_preallocated``'s publish on decode rank ``d``: ``send_metadata`` with the page
+        indices and the metadata slot, and the move to ``DecodeTransferQueue`` (``extend``);
+        the metadata reaches the prefill ranks' bootstrap threads."""
+        i = self.current[r]
+        dr = self.dranks[d]
+        dreq = dr.reqs[i]
+        self._on_rank(d, dreq.kv_receiver.send_metadata, np.array(self.instances[i].dest, dtype=np.int32),
+                      dreq.metadata_buffer_index)
+        dr.pq.queue.remove(dreq)
+        dr.pq._num_published_destinations += 1
+        dr.tq.extend([dreq])
         abort = self.m["common"].ABORT_TAG
-        self._deliver_to_prefill(lambda f: f[0] != abort and int(f[0]) == self.room(r))
+        for pr in range(self.PR):
+            self._deliver_to_prefill(pr, lambda src, f: src == d and f[0] != abort and f[0] == str(self.room(r)).encode())
 
     def prefill_forward(self, r: int) -> None:
-        """Bootstrap done (the sender polls ``WaitingForInput``), a metadata slot, the sender's
-        ``init``, and the forward pass writing the request's KV into source pages."""
-        req = self.reqs[("p", r)]
-        sender = req.disagg_kv_sender
-        status = sender.poll()
-        if status != self.m["base"].KVPoll.WaitingForInput:
-            raise HarnessError(f"R{r}: prefill sender polls {status!r}, not WaitingForInput")
-        n = self.send_len(r)
+        """Bootstrap done on every prefill rank (its sender polls ``WaitingForInput``), a metadata
+        slot, the sender's ``init``, and the forward pass writing the request's KV (each rank its
+        heads) into source pages."""
+        i = self.current[r]
+        x = self.instances[i]
+        n = self.send_len(i)
         pages = self._lowest_free(self.src_owner, n)
         if pages is None:
             raise HarnessError(f"no free prefill pages for R{r}")
         for q in pages:
-            self.src_owner[q] = r + 1
-            self.prefill_kv[q, 0] = r + 1
-        self.src[r] = pages
-        self.pbq.ensure_metadata_buffer(req)
-        sender.init(n, req.metadata_buffer_index)
-        req.output_ids = [7]
-        self.prefill_meta.set_buf(req)
+            self.src_owner[q] = self.tag(i)
+        x.src, x.forwarded = pages, True
+        for p in self.pranks:
+            req = p.senders[i]
+            sender = req.disagg_kv_sender
+            status = self._on_rank(p.rank, sender.poll, prefill=True)
+            if status != self.m["base"].KVPoll.WaitingForInput:
+                raise Divergent(f"R{r}: the sender of P{p.rank} polls {status!r}, not WaitingForInput")
+            for q in pages:
+                for j in range(p.heads):
+                    p.k_pool[q, j * HEAD_BYTES] = self.tag(i)
+                    p.v_pool[q, j * HEAD_BYTES] = self.tag(i)
+            self._on_rank(p.rank, p.pbq.ensure_metadata_buffer, req, prefill=True)
+            self._on_rank(p.rank, sender.init, n, req.metadata_buffer_index, prefill=True)
+            req.output_ids = [7]
+            p.meta.set_buf(req)
 
-    def send_len(self, r: int) -> int:
-        """Pages prefill sends: a placeholder's one page, or the prompt."""
-        return 1 if self.requests[r][2] else self.requests[r][1]
+    # -- events: the transfer ----------------------------------------------------------------------
+    def kv_transfer_write(self, r: int, w: int, c: int) -> None:
+        """``MooncakeKVSender.send`` of chunk ``c`` on the prefill rank of write stream ``w``; its
+        transfer worker dequeues it and starts the KV write (or skips it, for a failed room)."""
+        i = self.current[r]
+        p = self.pranks[w]
+        req = p.senders[i]
+        with self.wire.cond:
+            before, issued = p.queue.gets, self.wire.issued.get(p.rank, 0)
+        p.engine.sending = (self.room(r), i)
+        self.in_call[p.rank] = (i, c)
+        self._on_rank(p.rank, req.disagg_kv_sender.send, np.array([self.instances[i].src[c]], dtype=np.int32),
+                      prefill=True)
+        with self.wire.cond:
+            if not self.wire.cond.wait_for(
+                lambda: self.wire.issued.get(p.rank, 0) > issued or p.queue.gets > before, timeout=WAIT
+            ):
+                raise HarnessError(f"the transfer worker of P{p.rank} neither wrote nor came back")
+            if p.queue.gets > before:
+                self.in_call[p.rank] = None
+        self._check_workers()
 
-    def kv_transfer_write(self, r: int, c: int) -> None:
-        """``MooncakeKVSender.send`` of chunk ``c``; the transfer worker dequeues it and starts
-        the KV write (or skips it, for a failed room)."""
-        req = self.reqs[("p", r)]
-        before = self.transfer_queue.gets
-        with self.engine.cond:
-            flying = len(self.engine.in_flight)
-        self.sending_room = self.room(r)
-        req.disagg_kv_sender.send(np.array([self.src[r][c]], dtype=np.int32))
-        # wait until the worker blocks in the engine on this write, or is back at its queue
-        with self.engine.cond:
-            self.engine.cond.wait_for(
-                lambda: len(self.engine.in_flight) > flying or self.transfer_queue.gets > before, timeout=WAIT
-            )
-        self._check_worker()
+    def kv_write_lands(self, r: int, w: int, c: int) -> None:
+        """The write's bytes arrive.  If its call had not returned, the worker goes on: the next
+        destination session's write of the same chunk (landed too), then ``send_aux`` after the
+        last chunk, accounting and status, until it is back at its queue (or blocked on the
+        metadata write, when the model has aux slots)."""
+        i = self.current[r]
+        p = self.pranks[w]
+        page = self.instances[i].dest[c]
+        flying = self._writes(p.rank, i, page)
+        if not flying:
+            raise Divergent(f"no write of R{r} chunk {c} from P{p.rank} is in flight")
+        if all(x.returned for x in flying):  # a failed send's bytes arriving late
+            for x in flying:
+                self.wire.land(x)
+            return
+        before = p.queue.gets
+        while True:
+            for x in flying:
+                self.wire.land(x)
+            with self.wire.cond:
+                if not self.wire.cond.wait_for(
+                    lambda: p.queue.gets > before or self._writes(p.rank, i, page, returned=False)
+                    or (self.M and self._writes(p.rank, i, aux=True)), timeout=WAIT
+                ):
+                    raise HarnessError(f"the transfer worker of P{p.rank} did not go on after a write landed")
+                flying = [] if p.queue.gets > before else self._writes(p.rank, i, page, returned=False)
+            if not flying:
+                break
+        if p.queue.gets > before:
+            self.in_call[p.rank] = None
+        self._check_workers()
 
-    def _write_of(self, r: int, c: int) -> Write | None:
-        page = self.dest[r][c]
-        for w in list(self.engine.in_flight):
-            if w.room == self.room(r) and page in w.pages:
-                return w
-        return None
+    def kv_transfer_aux(self, r: int) -> None:
+        """Never a step of its own in SGLang 0.5.23: ``send_aux`` follows the last chunk's call in
+        the same worker thread."""
+        raise Divergent("SGLang 0.5.23 sends the metadata right after the last chunk, not as a separate step")
 
-    def kv_write_lands(self, r: int, c: int) -> None:
-        """The write's bytes arrive; the worker finishes the chunk (accounting, aux, status)."""
-        w = self._write_of(r, c)
-        if w is None:
-            raise HarnessError(f"no write of R{r} chunk {c} is in flight")
-        was_returned = w.returned
-        before = self.transfer_queue.gets
-        self.engine.land(w)
-        if not was_returned:
-            self._wait_worker_idle(before + 1)
-        self._check_worker()
+    def kv_aux_lands(self, r: int) -> None:
+        """The metadata write lands in the slot it was addressed to; the worker concludes the
+        transfer (status to decode), its accounting and a pending drain ack."""
+        i = self.current[r]
+        p = self.pranks[0]
+        flying = self._writes(0, i, aux=True)
+        if not flying:
+            raise Divergent(f"no metadata write of R{r} is in flight")
+        before = p.queue.gets
+        returned = all(x.returned for x in flying)
+        for x in flying:
+            self.wire.land(x)
+        if not returned:
+            self._wait_worker(p, before + 1)
+            self.in_call[0] = None
+        self._check_workers()
 
-    def prefill_transfer_done(self, r: int) -> None:
-        """The sender concluded Success: its status reaches decode (``apply_prefill_status``),
-        prefill polls Success and frees its source pages."""
-        req = self.reqs[("p", r)]
-        status = req.disagg_kv_sender.poll()
+    def prefill_transfer_done(self, r: int, pr: int) -> None:
+        """Prefill rank ``pr``'s sender polls Success; its status reaches decode
+        (``apply_prefill_status``).  When every rank concluded, the prefill scheduler frees the
+        source pages and clears the senders."""
+        i = self.current[r]
+        p = self.pranks[pr]
+        status = self._on_rank(pr, p.senders[i].disagg_kv_sender.poll, prefill=True)
         if status != self.m["base"].KVPoll.Success:
-            raise HarnessError(f"R{r}: prefill sender polls {status!r}, not Success")
-        self._deliver_to_decode(lambda f: self._is_status(f, self.room(r)))
-        self._free_source(r)
+            raise Divergent(f"R{r}: the sender of P{pr} polls {status!r}, not Success")
+        self._deliver_status(r, pr)
+        p.done = getattr(p, "done", set()) | {i}
+        if all(i in getattr(q, "done", set()) for q in self.pranks):
+            self._end_on_prefill(i)
 
-    def prefill_transfer_failed(self, r: int) -> None:
-        """A prefill-side transport failure.  With a write in flight it is that send failing
-        (``batch_transfer_sync`` returns -1 while the batch may still write: the worker runs
-        ``_poison_unsettled_send`` and ``conclude_failure``); otherwise the worker's
+    def prefill_transfer_failed(self, r: int, pr: int) -> None:
+        """A transport failure on prefill rank ``pr``.  With a write in flight it is that send
+        failing (``batch_transfer_sync`` returns -1 while the batch may still write: the worker
+        runs ``_poison_unsettled_send`` and ``conclude_failure``); otherwise the worker's
         ``conclude_failure``.  The Failed status reaches decode."""
-        room = self.room(r)
-        flying = [w for w in self.engine.in_flight if w.room == room and not w.returned]
+        i = self.current[r]
+        p = self.pranks[pr]
+        flying = self._writes(pr, i, returned=False) + (self._writes(pr, i, aux=True, returned=False) if self.M else [])
         if flying:
-            w = flying[0]
-            w.result = -1
-            before = self.transfer_queue.gets
-            w.landed.set()  # the call returns; the bytes stay in flight until kv_write_lands
-            self._wait_worker_idle(before + 1)
-            self.prefill_mgr._unblacklist_session(SESSION)  # the failed-session probe succeeds
+            before = p.queue.gets
+            for w in flying:
+                w.result = -1
+                w.landed.set()  # the call returns; the bytes stay in flight until they land
+            self._wait_worker(p, before + 1)
+            self.in_call[pr] = None
+            for d in range(self.DR):
+                p.mgr._unblacklist_session(self.session(d))  # the failed-session probe succeeds
         else:
-            self.prefill_mgr.conclude_failure(bootstrap_room=room, failure_reason="KV transfer failed")
-        self._check_worker()
-        self._deliver_to_decode(lambda f: self._is_status(f, room))
+            p.mgr.conclude_failure(bootstrap_room=self.room(r), failure_reason="KV transfer failed")
+        self._check_workers()
+        self._deliver_status(r, pr)
 
-    def _free_source(self, r: int) -> None:
-        for q in self.src.get(r, []):
-            if self.src_owner[q] == r + 1:
+    def prefill_drain(self, r: int) -> None:
+        """Every write of the stopped request has landed: the prefill scheduler frees its
+        source pages and clears the senders."""
+        self._end_on_prefill(self.current[r])
+
+    def _end_on_prefill(self, i: int) -> None:
+        x = self.instances[i]
+        for q, owner in enumerate(self.src_owner):
+            if owner == self.tag(i):
                 self.src_owner[q] = 0
+        if x.prefill_ended:
+            return
+        x.prefill_ended = True
+        for p in self.pranks:
+            req = p.senders.get(i)
+            sender = getattr(req, "disagg_kv_sender", None) if req is not None else None
+            if sender is not None:
+                self._on_rank(p.rank, sender.clear, prefill=True)
+            if req is not None and req in p.pbq.queue:
+                p.pbq.queue.remove(req)
+
+    # -- events: decode commit, failure, abort ------------------------------------------------------
+    def _commit_on(self, dr: DecodeRank, i: int):
+        """``pop_transferred`` on one decode rank with the harness's read after the real
+        ``_commit_transfer_to_req``."""
+        real = dr.tq._commit_transfer_to_req
+        found: dict[str, str] = {}
+
+        def commit(decode_req):
+            real(decode_req)
+            if not isinstance(decode_req.req.finished_reason, self.m["schedule_batch"].FINISH_ABORT):
+                found["read"] = self._read(dr, i)
+
+        dr.tq._commit_transfer_to_req = commit
+        try:
+            done = dr.tq.pop_transferred(rids_to_check=[self.rid(i)])
+        finally:
+            del dr.tq._commit_transfer_to_req
+        return done, found.get("read")
 
     def decode_commit(self, r: int) -> None:
-        """``DecodeTransferQueue.pop_transferred`` for this request: the metadata gate and the
-        MIN collective see Success and the request commits (its reserved pages are read);
-        the pages are released when it finishes."""
-        dr = self.decode_reqs[r]
-        done = self.tq.pop_transferred(rids_to_check=[dr.req.rid])
-        if dr.req not in done:
-            raise HarnessError(f"R{r}: pop_transferred did not commit it")
-        self.outcome[r] = "success"
-        self._release_kv_cache(dr.req, None)
+        """``DecodeTransferQueue.pop_transferred`` on every decode rank: the metadata gate and the
+        MIN collective see Success, ``_commit_transfer_to_req`` checks the metadata's bootstrap
+        room and the request commits (its reserved pages are read); the pages are released when
+        it finishes.  A room mismatch aborts it instead (SGLang releases it itself)."""
+        i = self.current[r]
+        x = self.instances[i]
+        results = self._on_decode_ranks(lambda dr: self._commit_on(dr, i))
+        committed = [any(req is dr.reqs[i].req for req in done) for dr, (done, _) in zip(self.dranks, results)]
+        reads = [read for _, read in results]
+        if not any(committed) and all(read is None for read in reads) and x.outcome == "none":
+            raise Divergent(f"R{r}: pop_transferred did not commit it")
+        if any(committed):
+            if not all(committed):
+                self.problems.append(f"R{r}: the decode ranks disagree on the commit")
+            x.read = max((rd for rd in reads if rd), key=READ_RANK.__getitem__, default="none")
+            if x.outcome == "none":
+                x.outcome = "success"
+            for dr in self.dranks:
+                self._release_kv_cache(dr.reqs[i].req, None)
 
-    def _commit(self, decode_req) -> None:
-        """The commit's read: what the request's reserved pages hold (in place of
-        ``_commit_transfer_to_req``'s copy of the first token from the metadata slot)."""
-        r = int(decode_req.req.rid[1:])
-        tenant = self.requests[r][0]
-        found = "own"
-        rank = {"own": 0, "foreign": 1, "cross_tenant": 2}
-        for p in self.dest[r]:
-            tag = int(self.decode_kv[p, 0])
-            if tag == r + 1:
-                kind = "own"
-            elif tag != 0 and self.requests[tag - 1][0] != tenant:
-                kind = "cross_tenant"
-            else:
-                kind = "foreign"
-            found = max(found, kind, key=rank.__getitem__)
-        self.read[r] = found
+    def _read(self, dr: DecodeRank, i: int) -> str:
+        """What this decode rank's heads of the request's reserved pages hold."""
+        x = self.instances[i]
+        worst = "own"
+        for p in x.dest:
+            for j in range(dr.heads):
+                kind = self._kind(int(dr.k_pool[p, j * HEAD_BYTES]), i)
+                worst = max(worst, kind, key=READ_RANK.__getitem__)
+        return worst
+
+    def _kind(self, tag: int, i: int) -> str:
+        if tag == self.tag(i):
+            return "own"
+        if tag != 0 and self.instances[tag - 1].tenant != self.instances[i].tenant:
+            return "cross_tenant"
+        return "foreign"
 
     def decode_poll_failed(self, r: int) -> None:
-        """``pop_transferred`` for this request sees Failed: ``failure_exception``,
+        """``pop_transferred`` on every decode rank sees Failed: ``failure_exception``,
         ``prepare_abort``, the abort armed (``ensure_abort_notified(force_arm=True)``) when
         deferrable, the MAX collective on the hold, then hold or release."""
-        dr = self.decode_reqs[r]
-        self.tq.pop_transferred(rids_to_check=[dr.req.rid])
-        self._after_abort_sent(r)
+        i = self.current[r]
+        self._on_decode_ranks(lambda dr: dr.tq.pop_transferred(rids_to_check=[self.rid(i)]))
 
     def decode_abort(self, r: int) -> None:
-        """``Scheduler.abort_request`` on decode: ``kv_receiver.abort()`` (arms a generation
-        when the metadata was published, then sends ABORT); for a transfer-queue request the
-        next ``pop_transferred`` takes the Failed branch.  A request still in the prealloc
-        queue is released by ``pop_preallocated`` (the harness releases its pages)."""
-        dr = self.decode_reqs.get(r)
-        if dr is None:  # never reached decode: only the client's abort
-            if self.outcome[r] == "none":
-                self.outcome[r] = "aborted"
+        """``Scheduler.abort_request`` on every decode rank: ``kv_receiver.abort()`` (arms a
+        generation when the metadata was published, then sends ABORT to every prefill rank in
+        ``bootstrap_infos``); for a transfer-queue request the next ``pop_transferred`` takes
+        the Failed branch; a request still in the prealloc queue is streamed, cleared and
+        released by ``pop_preallocated``'s abort scan (the harness releases its pages)."""
+        i = self.current[r]
+        x = self.instances[i]
+        if i not in self.dranks[0].reqs:  # never reached decode: only the client's abort
+            if x.outcome == "none":
+                x.outcome = "aborted"
             return
-        dr.kv_receiver.abort()
-        if dr in self.tq.queue:
-            self.tq.pop_transferred(rids_to_check=[dr.req.rid])
+        for dr in self.dranks:
+            self._on_rank(dr.rank, dr.reqs[i].kv_receiver.abort)
+        if dr.reqs[i] in dr.tq.queue:
+            self._on_decode_ranks(lambda dr: dr.tq.pop_transferred(rids_to_check=[self.rid(i)]))
+            return
+        if x.outcome == "none":
+            x.outcome = "aborted"
+        for dr in self.dranks:
+            dreq = dr.reqs[i]
+            if dreq in dr.pq.queue:
+                dr.pq.queue.remove(dreq)
+            self._on_rank(dr.rank, dreq.kv_receiver.clear)
+            self._release_kv_cache(dreq.req, None)
+            dr.meta_alloc.free(dreq.metadata_buffer_index)
+
+    # -- events: ABORT at prefill, drain ack, acks at decode -----------------------------------------
+    def prefill_handle_abort(self, r: int, pr: int) -> None:
+        """The ABORT reaches prefill rank ``pr``'s bootstrap thread: ``_handle_abort_notification``
+        (marks the room Failed, registers the ack target, acks at once if nothing is in flight).
+        If decode never had the request (the client aborted before it reached decode), the abort
+        reaches prefill through its own ``Scheduler.abort_request``: ``disagg_kv_sender.abort()``.
+        A request that prefill had not run yet ends there."""
+        i = self.current[r]
+        abort = self.m["common"].ABORT_TAG
+        mine = lambda src, f: f[0] == abort and int(f[1]) == self.room(r)  # noqa: E731
+        if any(mine(src, f) for src, f in self.to_prefill[pr]):
+            self._deliver_to_prefill(pr, mine)
         else:
-            if dr in self.pq.queue:
-                self.pq.queue.remove(dr)
-            if self.outcome[r] == "none":
-                self.outcome[r] = "aborted"
-            self._release_kv_cache(dr.req, None)
-        self._after_abort_sent(r)
+            req = self.pranks[pr].senders.get(i)
+            sender = getattr(req, "disagg_kv_sender", None) if req is not None else None
+            if sender is not None:
+                self._on_rank(pr, sender.abort, prefill=True)
+        if not self.instances[i].forwarded:
+            self._end_on_prefill(i)
 
-    def _after_abort_sent(self, r: int) -> None:
-        """Nothing to do: :meth:`_on_abort_sent` saw the frames as they were sent."""
+    def prefill_drain_ack(self, r: int, pr: int) -> None:
+        """The drain ack of prefill rank ``pr`` is on its way: for every decode rank that armed a
+        generation and sent it ABORT, SGLang must have sent ``ABORT_ACK`` carrying that
+        generation (an unarmed ABORT waits for no ack: the model's ack is then a no-op)."""
+        i = self.current[r]
+        targets = {(d, g) for j, p, d, g in self.abort_log if j == i and p == pr and g is not None}
+        if not targets:
+            self.instances[i].phantom_acks.add(pr)
+            return
+        ack = self.m["common"].ABORT_ACK_TAG
+        for d, g in targets:
+            if not any(src == pr and f[0] == ack and int(f[1]) == self.room(r) and len(f) > 3 and int(f[3]) == g
+                       for src, f in self.to_decode[d]):
+                raise Divergent(f"SGLang's P{pr} sent no ABORT_ACK with generation {g} to D{d} for R{r}'s room")
 
-    def _on_abort_sent(self, frames: list[bytes]) -> None:
-        """An ABORT leaving decode: record (request, generation); a generation must already
-        be the one armed for the room when the frame is sent."""
+    def decode_handle_abort_ack(self, r: int, pr: int) -> None:
+        """The ack from prefill rank ``pr`` reaches decode: ``handle_abort_ack_message`` ->
+        ``note_abort_ack`` on every decode rank it was sent to (a late ack of the room's earlier
+        request is delivered here too; its generation no longer matches)."""
+        i = self.current[r]
+        x = self.instances[i]
+        ack = self.m["common"].ABORT_ACK_TAG
+        mine = lambda src, f: src == pr and f[0] == ack and int(f[1]) == self.room(r)  # noqa: E731
+        queued = [d for d in range(self.DR) if any(mine(src, f) for src, f in self.to_decode[d])]
+        if not queued:
+            phantom = [y for y in self.instances if y.slot == r and pr in y.phantom_acks]
+            if not phantom:
+                raise Divergent(f"no ABORT_ACK from P{pr} for R{r}'s room is on its way")
+            phantom[0].phantom_acks.discard(pr)
+            return
+        for d in queued:
+            self._deliver_to_decode(d, mine)
+        for y in self.instances:
+            if y.slot == r:
+                y.phantom_acks.discard(pr)
+
+    def net_drop_ack(self, r: int, pr: int) -> None:
+        """The drain ack of prefill rank ``pr`` is lost on its way to decode."""
+        ack = self.m["common"].ABORT_ACK_TAG
+        for d in range(self.DR):
+            self.to_decode[d] = [(src, f) for src, f in self.to_decode[d]
+                                 if not (src == pr and f[0] == ack and int(f[1]) == self.room(r))]
+        for y in self.instances:
+            if y.slot == r:
+                y.phantom_acks.discard(pr)
+
+    def net_drop_abort(self, r: int, pr: int) -> None:
+        """An ABORT is lost on its way to prefill rank ``pr``."""
+        abort = self.m["common"].ABORT_TAG
+        self.to_prefill[pr] = [(src, f) for src, f in self.to_prefill[pr]
+                               if not (f[0] == abort and int(f[1]) == self.room(r))]
+
+    def decode_release_deferred(self, r: int) -> None:
+        """``resolve_deferred_releases`` on every decode rank, on this request's entry: each
+        rank's ``is_abort_release_safe(room, required_acks)``, combined by the MIN collective."""
+        self._resolve(self.current[r])
+
+    def decode_release_timeout(self, r: int) -> None:
+        """``resolve_deferred_releases`` on every decode rank, this request's deadline passed."""
+        self._resolve(self.current[r])
+
+    def _resolve(self, i: int) -> None:
+        """The real ``resolve_deferred_releases`` on the named request's entry only (the others
+        are set aside and put back), as kvproof's event names one request."""
+        rid = self.rid(i)
+
+        def run(dr):
+            mine = [e for e in dr.tq._deferred_releases if e[0].req.rid == rid]
+            others = [e for e in dr.tq._deferred_releases if e[0].req.rid != rid]
+            dr.tq._deferred_releases = mine
+            try:
+                dr.tq.resolve_deferred_releases()
+            finally:
+                dr.tq._deferred_releases = dr.tq._deferred_releases + others
+
+        self._on_decode_ranks(run)
+
+    def clock_tick(self) -> None:
+        """One kvproof tick of the fake clock."""
+        self.clock.now += self.tick_seconds
+
+    def client_send(self, r: int) -> None:
+        """Slot ``r``'s room takes the client's next request (a new ``Req`` with the same
+        ``bootstrap_room`` on every rank from its next admission on)."""
+        self.current[r] = self._new_instance(r)
+
+    def forget_unsent_ack(self, r: int, pr: int) -> None:
+        """The model ends a room's request with prefill rank ``pr``'s drain ack not yet sent
+        (``client_send`` resets it), where SGLang had sent it at the drain already: drop that
+        frame, as the model does."""
+        self.net_drop_ack(r, pr)
+
+    # -- messages ----------------------------------------------------------------------------------
+    def _deliver_to_prefill(self, pr: int, keep) -> None:
+        """Deliver queued decode->prefill frames for which ``keep(src, frames)`` holds, in order."""
+        rest = []
+        for src, frames in self.to_prefill[pr]:
+            if keep(src, frames):
+                self.pranks[pr].inbox.deliver(frames)
+            else:
+                rest.append((src, frames))
+        self.to_prefill[pr] = rest
+
+    def _deliver_to_decode(self, d: int, keep) -> None:
+        """Deliver queued prefill->decode frames for which ``keep(src, frames)`` holds."""
+        rest = []
+        for src, frames in self.to_decode[d]:
+            if keep(src, frames):
+                self.dranks[d].inbox.deliver(frames)
+            else:
+                rest.append((src, frames))
+        self.to_decode[d] = rest
+
+    def _deliver_status(self, r: int, pr: int) -> None:
+        ack = self.m["common"].ABORT_ACK_TAG
+        room = str(self.room(r)).encode()
+        for d in range(self.DR):
+            self._deliver_to_decode(d, lambda src, f: src == pr and f[0] != ack and f[0] == room)
+
+    def _on_abort_sent(self, d: int, pr: int, frames: list[bytes]) -> None:
+        """An ABORT leaving decode rank ``d`` for prefill rank ``pr``: record it; a generation
+        must already be the one armed for the room when the frame is sent."""
         common = self.m["common"]
         if not frames or frames[0] != common.ABORT_TAG:
             return
         n = common.AbortNotification.from_zmq(frames)
-        self.aborts.append((n.room - ROOM_BASE, n.generation))
+        r = n.room - ROOM_BASE
+        i = self.current[r]
+        self.abort_log.append((i, pr, d, n.generation))
         if n.generation is not None:
-            self.armed[n.room - ROOM_BASE] = n.generation
-            state = self.decode_mgr._deferred_abort_ack_tracker.get(n.room)
+            self.armed[(i, d)] = n.generation
+            state = self.dranks[d].mgr._deferred_abort_ack_tracker.get(n.room)
             if state is None or state.generation != n.generation:
-                self.problems.append(f"ABORT for room {n.room} carries generation {n.generation} "
+                self.problems.append(f"D{d}'s ABORT for room {n.room} carries generation {n.generation} "
                                      "that was not armed before it was sent")
+
+    def _note_ack_sent(self, pr: int, d: int, frames: list[bytes]) -> None:
+        """An ABORT_ACK leaving prefill rank ``pr``: remember it for the current request of the
+        room when it carries that request's armed generation."""
+        if not frames or frames[0] != self.m["common"].ABORT_ACK_TAG or len(frames) < 4:
+            return
+        r = int(frames[1]) - ROOM_BASE
+        i = self.current[r]
+        if self.armed.get((i, d)) == int(frames[3]):
+            self.acks_seen.add((i, pr))
+
+    def acks_sent(self) -> set[tuple[int, int]]:
+        """(slot, prefill rank) of the drain acks SGLang has sent for each slot's current request."""
+        return {(self.instances[i].slot, pr) for i, pr in self.acks_seen if self.current[self.instances[i].slot] == i}
 
     def anomalies(self) -> list[str]:
         """Problems the harness saw in the code itself (returned once each)."""
         out, self.problems = self.problems, []
         return out
 
-    def prefill_handle_abort(self, r: int) -> None:
-        """The ABORT reaches prefill's bootstrap thread: ``_handle_abort_notification``.  If
-        decode never had the request (the client aborted before it reached decode), the abort
-        reaches prefill through its own ``Scheduler.abort_request``: ``disagg_kv_sender.abort()``."""
-        abort = self.m["common"].ABORT_TAG
-        mine = lambda f: f[0] == abort and int(f[1]) == self.room(r)  # noqa: E731
-        if any(mine(f) for f in self.to_prefill):
-            self._deliver_to_prefill(mine)
+    # -- pages ----------------------------------------------------------------------------------------
+    def _release_kv_cache(self, req, tree_cache, *a, **kw) -> None:
+        """``release_kv_cache`` on decode: free the request's pages in its rank's page table."""
+        found = self.req_of.get(id(req))
+        if found is None or found[0] != "decode":
             return
-        req = self.reqs.get(("p", r))
-        sender = getattr(req, "disagg_kv_sender", None) if req is not None else None
-        if sender is not None:
-            sender.abort()
+        _, d, i = found
+        dr = self.dranks[d]
+        for p in self.instances[i].dest or []:
+            if dr.owner[p] == self.tag(i):
+                if self._written(d, p):
+                    self.write_after_release = True
+                dr.owner[p] = 0
 
-    def prefill_drain(self, r: int) -> None:
-        """Every write of the stopped sender has landed: prefill frees its source pages."""
-        self._free_source(r)
+    def _written(self, d: int, page: int) -> bool:
+        """A write to decode page ``page`` of rank ``d`` is in flight, or a worker is inside the
+        transfer call of a chunk destined there."""
+        with self.wire.cond:
+            if any(w.drank == d and page in w.pages for w in self.wire.in_flight):
+                return True
+        for pr, call in self.in_call.items():
+            if call is not None and self.instances[call[0]].dest[call[1]] == page:
+                return True
+        return False
 
-    def prefill_drain_ack(self, r: int) -> None:
-        """The drain ack is on its way: if decode armed a generation for the room, SGLang must
-        have sent ``ABORT_ACK`` carrying it (an unarmed abort waits for no ack)."""
-        g = self.armed.get(r)
-        if g is None:
-            return
-        if not any(self._is_ack(f, self.room(r)) and len(f) > 3 and int(f[3]) == g for f in self.to_decode):
-            raise Divergent(f"SGLang sent no ABORT_ACK with generation {g} for R{r}'s room")
+    @staticmethod
+    def _lowest_free(table: list[int], k: int) -> list[int] | None:
+        free = [i for i, o in enumerate(table) if o == 0]
+        return free[:k] if len(free) >= k else None
 
-    def net_drop_ack(self, r: int) -> None:
-        """The ack is lost on the way."""
-        self.to_decode = [f for f in self.to_decode if not self._is_ack(f, self.room(r))]
+    # -- observation -----------------------------------------------------------------------------------
+    def _code_of_tag(self, tag: int) -> int:
+        """The model's content code of a tag: the slot's current request, or ``old:<tenant>``."""
+        if tag == 0:
+            return 0
+        x = self.instances[tag - 1]
+        if self.current[x.slot] == tag - 1:
+            return x.slot + 1
+        return 1 + self.R + x.tenant
 
-    def decode_release_deferred(self, r: int) -> None:
-        """The ack reaches decode (``handle_abort_ack_message``) and
-        ``resolve_deferred_releases`` runs on this request's entry."""
-        self._deliver_to_decode(lambda f: self._is_ack(f, self.room(r)))
-        self._resolve(r)
+    def _slot_of_tag(self, tag: int) -> int:
+        return 0 if tag == 0 else self.instances[tag - 1].slot + 1
 
-    def decode_release_timeout(self, r: int) -> None:
-        """``resolve_deferred_releases`` on this request's entry, its deadline passed."""
-        self._resolve(r)
-
-    def _resolve(self, r: int) -> None:
-        """Run the real ``resolve_deferred_releases`` on the named request's entry only (the
-        others are set aside and put back), as kvproof's event names one request."""
-        mine = [e for e in self.tq._deferred_releases if e[0].req.rid == f"R{r}"]
-        others = [e for e in self.tq._deferred_releases if e[0].req.rid != f"R{r}"]
-        self.tq._deferred_releases = mine
-        self.tq.resolve_deferred_releases()
-        self.tq._deferred_releases = self.tq._deferred_releases + others
-
-    def clock_tick(self) -> None:
-        """One kvproof tick of the fake clock."""
-        self.clock.now += self.tick_seconds
-
-    # -- observation --------------------------------------------------------------------------
     def observe(self) -> Observation:
         """What the real code did, in the model's terms."""
-        with self.engine.cond:
-            for w in self.engine.in_flight:  # a write in flight to a page its request lost
-                r = w.room - ROOM_BASE
-                if any(self.owner[p] != r + 1 for p in w.pages):
-                    self.write_after_release = True
-        held = frozenset(int(e[0].req.rid[1:]) for e in self.tq._deferred_releases)
-        content = tuple(int(self.decode_kv[p, 0]) for p in range(self.D))
+        for d, dr in enumerate(self.dranks):
+            with self.wire.cond:
+                for w in self.wire.in_flight:
+                    if w.drank == d and any(dr.owner[p] != self.tag(w.instance) for p in w.pages):
+                        self.write_after_release = True
+                    if w.is_aux and self.aux_holder[d][w.aux_slot] != self.tag(w.instance):
+                        self.write_after_release = True
+        held_by_rank = [frozenset(self.instances[self._instance_of(e[0].req)].slot for e in dr.tq._deferred_releases)
+                        for dr in self.dranks]
+        if len(set(held_by_rank)) > 1:
+            self.problems.append("decode ranks hold different requests in _deferred_releases")
+        tables = {tuple(dr.owner) for dr in self.dranks}
+        if len(tables) > 1:
+            self.problems.append("decode ranks' page tables differ")
+        content = []
+        for u in range(self.heads):
+            dr = self.dranks[u // (self.heads // self.DR)]
+            j = u % dr.heads
+            content += [self._code_of_tag(int(dr.k_pool[p, j * HEAD_BYTES])) for p in range(self.D)]
+        cur = [self.instances[i] for i in self.current]
+        acked = []
+        for r in range(self.R):
+            i = self.current[r]
+            for pr in range(self.PR):
+                linked = [dr for dr in self.dranks if (pr % min(self.PR, self.DR)) == (dr.rank % min(self.PR, self.DR))]
+                marks = []
+                for dr in linked:
+                    state = dr.mgr._deferred_abort_ack_tracker.get(self.room(r))
+                    marks.append(state is not None and self.armed.get((i, dr.rank)) == state.generation
+                                 and pr in state.prefill_ranks)
+                if any(marks) and not all(marks):
+                    self.problems.append(f"R{r}: only some decode ranks recorded P{pr}'s ack")
+                acked.append(int(all(marks) and bool(marks)))
+        aux_owner = aux_content = ()
+        if self.M:
+            aux_owner = tuple(self._slot_of_tag(t) for t in self.aux_holder[0][: self.M])
+            rooms = self.dranks[0].meta.bootstrap_room[: self.M, 0].tolist()
+            aux_content = tuple(0 if room == 0 else int(room) - ROOM_BASE + 1 for room in rooms)
         return Observation(
-            held=held, owner=tuple(self.owner), content=content, outcome=tuple(self.outcome),
-            aborts=tuple(self.aborts), read=tuple(self.read), write_after_release=self.write_after_release,
+            held=held_by_rank[0], owner=tuple(self._slot_of_tag(t) for t in self.dranks[0].owner),
+            content=tuple(content), outcome=tuple(x.outcome for x in cur), read=tuple(x.read for x in cur),
+            aborts=self._aborts(), acked=tuple(acked), aux_owner=aux_owner, aux_content=aux_content,
+            write_after_release=self.write_after_release,
         )
+
+    def _instance_of(self, req) -> int:
+        return self.req_of[id(req)][2]
+
+    def _aborts(self) -> tuple[tuple[int, int, bool], ...]:
+        """(slot, prefill rank, armed) of every ABORT sent, one per request and prefill rank
+        however many decode ranks sent it; every linked decode rank must have sent it."""
+        seen: dict[tuple[int, int], tuple[set, bool]] = {}
+        for i, pr, d, g in self.abort_log:
+            ds, armed = seen.get((i, pr), (set(), False))
+            seen[(i, pr)] = (ds | {d}, armed or g is not None)
+        out = []
+        g = min(self.PR, self.DR)
+        for (i, pr), (ds, armed) in seen.items():
+            linked = {d for d in range(self.DR) if d % g == pr % g}
+            if ds != linked:
+                self.problems.append(f"R{self.instances[i].slot}: ABORT to P{pr} from decode ranks {sorted(ds)}, "
+                                     f"expected {sorted(linked)}")
+            out.append((self.instances[i].slot, pr, armed))
+        return tuple(sorted(out))
 
     def close(self) -> None:
         """Stop the harness threads and undo every patch."""
         if self.closed:
             return
         self.closed = True
-        for w in list(getattr(getattr(self, "engine", None), "in_flight", [])):
+        wire = getattr(self, "wire", None)
+        for w in list(getattr(wire, "in_flight", [])):
             w.landed.set()
-        for mgr in (getattr(self, "decode_mgr", None), getattr(self, "prefill_mgr", None)):
-            if mgr is not None:
-                mgr._stopped = True
         common = self.m["common"]
-        if hasattr(self, "decode_inbox"):  # a message each loop consumes quietly, then it sees _stopped
-            self.decode_inbox.q.put([b"0", b"0", b"0"])  # a status for no room: dropped
-        if hasattr(self, "prefill_inbox"):
-            self.prefill_inbox.q.put([common.ABORT_TAG, b"0"])
-        if hasattr(self, "transfer_queue"):
-            self.transfer_queue.put(None)
-        if hasattr(self, "executor"):
-            self.executor.shutdown(wait=False)
-        for p in reversed(self.patches):
-            p.stop()
+        for dr in getattr(self, "dranks", []):
+            dr.mgr._stopped = True
+            dr.inbox.q.put([b"0", b"0", b"0"])  # a status for no room: dropped, then the loop sees _stopped
+        for p in getattr(self, "pranks", []):
+            p.mgr._stopped = True
+            p.inbox.q.put([common.ABORT_TAG, b"0"])
+            p.queue.put(None)
+            p.executor.shutdown(wait=False)
+        for patch in reversed(self.patches):
+            patch.stop()
         self.patches.clear()
-
-
-class Divergent(Exception):
-    """The real code cannot take the step the model takes (the message says why)."""

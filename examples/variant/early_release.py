@@ -9,6 +9,6 @@ class EarlyRelease(PdProtocol):
         """Release once prefill handled the ABORT (it stopped issuing, not drained)."""
         o = s.ops
         s.require(o.eq(s.d_phase[r], D_HELD))
-        s.require(o.ne(s.p_abort[r], PAB_NONE))
+        s.require(o.all_(o.ne(s.p_abort[r, pr], PAB_NONE) for pr in self.prs))
         n.d_phase[r] = D_ENDED
         self._release_decode(s, n, r)

@@ -1,0 +1,69 @@
+"""Following one page, one request or one field through a long trace (``show --only``).
+
+A :class:`Focus` is a set of tokens: a field name (``owner``, ``wr``), a request (``R1``), a
+decode page (``p3``), a prefill page (``q0``), or a field element (``owner[p3]``).  A changed
+field matches when its name, one of its indices, or its old or new value is a token, so
+``--only p3`` also shows ``dest[R1, chunk 0]: none → p3`` (the page being handed to R1).  A
+note or a message matches when it mentions a token as a word.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .traces import Trace
+
+__all__ = ["Focus", "FocusError"]
+
+
+class FocusError(ValueError):
+    """A token that names nothing in the trace (one line, for exit code 3)."""
+
+
+@dataclass(frozen=True)
+class Focus:
+    """The tokens to follow; an empty focus matches everything."""
+
+    tokens: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, trace: Trace, tokens: list[str] | None) -> "Focus":
+        """Validate ``tokens`` against ``trace``'s fields and index labels."""
+        tokens = [t for t in (tokens or []) if t]
+        known = _vocabulary(trace)
+        for t in tokens:
+            base = t.split("[", 1)[0]
+            if t not in known and base not in known:
+                raise FocusError(f"--only {t}: not a field, request, page or prefill page of this trace "
+                                 f"(fields: {', '.join(f.name for f in trace.machine.spec.layout.fields)}; "
+                                 f"requests R0.., pages p0.., prefill pages q0..)")
+        return cls(tuple(tokens))
+
+    def __bool__(self) -> bool:
+        return bool(self.tokens)
+
+    def change(self, name: str, old, new) -> bool:
+        """The change ``name: old → new`` concerns a token."""
+        if not self.tokens:
+            return True
+        base, _, rest = name.partition("[")
+        indices = [i.strip() for i in rest.rstrip("]").split(",")] if rest else []
+        words = {name, base, str(old), str(new), *indices}
+        return any(t in words for t in self.tokens)
+
+    def text(self, text: str) -> bool:
+        """``text`` mentions a token as a word."""
+        if not self.tokens:
+            return True
+        return any(re.search(rf"(?<![\w\[]){re.escape(t)}(?![\w\]])", text) for t in self.tokens)
+
+
+def _vocabulary(trace: Trace) -> set[str]:
+    spec = trace.machine.spec
+    words = {f.name for f in spec.layout.fields}
+    for f in spec.layout.fields:
+        for d in f.dims:
+            if d.labels:
+                words.update(d.labels)
+    return words

@@ -1,0 +1,120 @@
+"""Checking scenarios from a user's own tests.
+
+::
+
+    from kvproof.testing import check
+
+    def test_our_engine_config_is_isolated():
+        check("deploy/kvproof/our-engine.toml").assert_verified()
+
+    def test_the_release_we_run():
+        check("v0.5.22").assert_verified()
+
+    def test_the_known_race_is_still_found():
+        trace = check("abort-race").assert_violated("no_cross_tenant_read")
+        assert len(trace) == 15
+
+:func:`check` runs the explicit engine on a built-in scenario (by name), a scenario file (by
+path) or a :class:`~kvproof.spec.scenario.Scenario`, and returns a :class:`Checked` whose
+assertions fail with the counterexample, as ``kvproof show`` prints it.  An inconclusive
+verdict (a limit cut the search short) never passes an assertion.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+
+from .checker.explicit import Limits
+from .checker.render import render_trace, to_text
+from .checker.results import ClaimReport, ScenarioReport
+from .checker.run import check_scenario
+from .checker.traces import Trace
+from .spec.scenario import Scenario, builtin, load_scenario
+
+__all__ = ["check", "Checked", "resolve_scenario"]
+
+
+def resolve_scenario(scenario: str | PathLike | Scenario) -> Scenario:
+    """A :class:`Scenario` as given, a built-in one by name, or a scenario file by path."""
+    if isinstance(scenario, Scenario):
+        return scenario
+    text = str(scenario)
+    if isinstance(scenario, PathLike) or text.endswith(".toml") or Path(text).is_file():
+        return load_scenario(text)
+    return builtin(text)
+
+
+def check(
+    scenario: str | PathLike | Scenario,
+    *,
+    claims: list[str] | None = None,
+    max_states: int | None = None,
+    max_seconds: float | None = None,
+    max_depth: int | None = None,
+) -> "Checked":
+    """Check ``scenario`` (every claim it expects, or only ``claims``) and return the outcome."""
+    sc = resolve_scenario(scenario)
+    report = check_scenario(sc, Limits(max_states, max_seconds, max_depth), claims)
+    return Checked(report)
+
+
+class Checked:
+    """What :func:`check` found, with assertions for tests."""
+
+    def __init__(self, report: ScenarioReport):
+        self.report = report
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        """``{claim: "verified" | "violated" | "inconclusive"}``."""
+        return {c.claim: c.verdict for c in self.report.claims}
+
+    def _row(self, claim: str) -> ClaimReport:
+        for c in self.report.claims:
+            if c.claim == claim:
+                return c
+        raise KeyError(f"{claim!r} was not checked in {self.report.scenario.name} "
+                       f"(checked: {', '.join(self.verdicts)})")
+
+    def trace(self, claim: str) -> Trace | None:
+        """The trace found for ``claim``: a counterexample of an invariant, or the path to a
+        witness; ``None`` when there is none."""
+        return getattr(self._row(claim).result, "trace", None)
+
+    def _explain(self, c: ClaimReport) -> str:
+        name = self.report.scenario.name
+        if c.verdict == "inconclusive":
+            return f"{name}: {c.claim} is inconclusive: {self.report.reason}"
+        text = f"{name}: {c.claim} is {c.verdict}"
+        trace = self.trace(c.claim)
+        if trace is not None and c.kind == "invariant":
+            text += f"; counterexample ({len(trace)} steps):\n" + to_text(render_trace(trace), width=100)
+        return text
+
+    def assert_verified(self, *claims: str) -> "Checked":
+        """Every named claim (default: every invariant checked) is verified: an invariant holds
+        in every reachable state, a witness is reachable."""
+        names = list(claims) or [c.claim for c in self.report.claims if c.kind == "invariant"]
+        bad = [self._row(n) for n in names if self._row(n).verdict != "verified"]
+        if bad:
+            raise AssertionError("\n\n".join(self._explain(c) for c in bad))
+        return self
+
+    def assert_violated(self, claim: str) -> Trace | None:
+        """``claim`` is violated; returns its counterexample (``None`` for an unreachable
+        witness, which has none)."""
+        c = self._row(claim)
+        if c.verdict != "violated":
+            raise AssertionError(self._explain(c) + " (expected violated)")
+        return self.trace(claim)
+
+    def assert_expected(self) -> "Checked":
+        """Every verdict is the one the scenario expects (the ``kvproof check`` gate)."""
+        bad = [c for c in self.report.claims if not c.matches]
+        if bad:
+            raise AssertionError("\n\n".join(f"{self._explain(c)} (expected {c.expected})" for c in bad))
+        return self
+
+    def __repr__(self) -> str:
+        return f"Checked({self.report.scenario.name}: {self.verdicts})"

@@ -1,0 +1,49 @@
+"""The example GitHub Actions workflow: complete, and every kvproof command in it parses."""
+
+import re
+import shlex
+from pathlib import Path
+
+from kvproof.checker.cli import build_parser
+
+WORKFLOW = Path(__file__).resolve().parents[1] / "examples" / "ci" / "kvproof.yml"
+
+
+def _kvproof_commands(text: str) -> list[list[str]]:
+    """Folded ``run: >-`` blocks and one-line ``run:`` steps that call kvproof."""
+    out, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"\s*(?:- )?run:\s*(.*)$", line)
+        if not m:
+            continue
+        body = m.group(1).split(" #")[0].strip()
+        if body in (">-", ">", "|"):
+            indent = len(lines[i + 1]) - len(lines[i + 1].lstrip())
+            block = []
+            for nxt in lines[i + 1:]:
+                if nxt.strip() and len(nxt) - len(nxt.lstrip()) < indent:
+                    break
+                block.append(nxt.strip())
+            body = " ".join(b for b in block if b and not b.startswith("#"))
+        if body.startswith("kvproof "):
+            out.append(shlex.split(body)[1:])
+    return out
+
+
+def test_the_workflow_gates_and_uploads_everything():
+    text = WORKFLOW.read_text()
+    for needed in ("actions/checkout@", "actions/setup-python@", "pip install kvproof", "actions/upload-artifact@",
+                   "github/codeql-action/upload-sarif@", "security-events: write", "if: always()",
+                   "pytest --kvproof"):
+        assert needed in text, needed
+    assert "\t" not in text
+
+
+def test_every_kvproof_command_in_it_parses():
+    commands = _kvproof_commands(WORKFLOW.read_text())
+    assert commands and commands[0][0] == "check"
+    for argv in commands:
+        args = build_parser().parse_args(argv)
+        assert args.junit == "kvproof-out/junit.xml" and args.sarif == "kvproof-out/kvproof.sarif"
+        assert args.html == "kvproof-out/report.html"
+        assert args.traces == "kvproof-out/traces"

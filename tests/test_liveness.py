@@ -1,0 +1,104 @@
+"""Fair liveness: lassos on hand-built graphs with known answers, and on the spec."""
+
+import pytest
+
+from kvproof.checker.liveness import StateGraph, _lasso_for, build_graph, find_lasso, lasso_is_fair
+from kvproof.checker.explicit import Limits, Stats
+from kvproof.checker.run import check_scenario
+from kvproof.spec.scenario import builtin
+
+from .conftest import machine_of
+
+
+def graph(edges: dict[int, list[tuple[int, int]]], n: int) -> StateGraph:
+    """A hand-built graph: state ids 0..n-1, edges (action id, target); BFS tree from 0."""
+    parent, via, depth = [-1] * n, [-1] * n, [0] * n
+    order, seen = [0], {0}
+    for u in order:
+        for a, v in edges.get(u, []):
+            if v not in seen:
+                seen.add(v)
+                parent[v], via[v], depth[v] = u, a, depth[u] + 1
+                order.append(v)
+    return StateGraph([bytes([i]) for i in range(n)], [edges.get(i, []) for i in range(n)], parent, via, depth,
+                      Stats(states=n), True)
+
+
+FAIR = {1, 2}  # action ids the "engine" runs eventually; 9 is an environment action
+
+
+def test_an_unfair_cycle_is_not_a_lasso():
+    # 0 -(9)-> 1 -(9)-> 0 ; at both states fair action 1 is enabled (1 -> 2 leaves), never taken
+    g = graph({0: [(9, 1), (1, 2)], 1: [(9, 0), (1, 2)], 2: [(2, 2)]}, 3)
+    assert _lasso_for(g, [0, 1], FAIR, "x") is None
+
+
+def test_a_fair_cycle_is_a_lasso_with_the_shortest_prefix():
+    # the cycle 1 <-> 2 takes fair action 1; fair action 2 is enabled only at 2 and taken there
+    g = graph({0: [(9, 1)], 1: [(1, 2)], 2: [(2, 1)]}, 3)
+    lasso = _lasso_for(g, [1, 2], FAIR, "x")
+    assert lasso.states == [0, 1, 2, 1] and lasso.actions == [9, 1, 2] and lasso.loop == 1
+
+
+def test_a_fair_cycle_must_take_every_always_enabled_fair_action():
+    # 1 -> 2 -> 3 -> 1 (a triangle); fair action 2 is enabled everywhere but taken only on 3 -> 1
+    g = graph({0: [(9, 1)], 1: [(9, 2), (2, 4)], 2: [(9, 3), (2, 4)], 3: [(2, 1)], 4: []}, 5)
+    lasso = _lasso_for(g, [1, 2, 3], FAIR, "x")
+    assert lasso is not None and 2 in lasso.actions[lasso.loop:]
+    assert lasso.states[-1] == lasso.states[lasso.loop]
+
+
+def test_a_dead_end_is_a_lasso_looping_on_itself():
+    g = graph({0: [(1, 1)], 1: []}, 2)
+    lasso = _lasso_for(g, [1], FAIR, "x")
+    assert lasso.states == [0, 1] and lasso.loop == 1
+
+
+def test_no_pending_states_no_lasso():
+    g = graph({0: [(1, 1)], 1: []}, 2)
+    assert _lasso_for(g, [], FAIR, "x") is None
+
+
+def test_hold_forever_is_safe_but_not_live_without_heartbeats():
+    rep = {c.claim: c for c in check_scenario(builtin("hold-forever-no-heartbeat")).claims}
+    assert rep["no_write_after_release"].verdict == "verified"
+    assert rep["quiescent_holds_nothing"].verdict == "verified"  # a livelock, not a deadlock
+    lasso = rep["held_pages_are_released"].result.trace
+    assert lasso.loop is not None and lasso.loop < len(lasso)  # a real cycle
+    names = {lasso.machine.instances[a].name for a in lasso.actions[lasso.loop:]}
+    assert "clock_tick" in names and "decode_retry_abort" in names
+    assert lasso_is_fair(lasso.machine, lasso.claim, lasso.states, lasso.actions, lasso.loop) is None
+    live = {c.claim: c.verdict for c in check_scenario(builtin("hold-forever-heartbeat")).claims}
+    assert live["held_pages_are_released"] == "verified" and live["no_write_after_release"] == "verified"
+
+
+def test_h13_and_its_fix():
+    stuck = check_scenario(builtin("prefill-abort-unpropagated"), only=["held_pages_are_released"])
+    assert stuck.claims[0].verdict == "violated"
+    fixed = check_scenario(builtin("prefill-abort-propagated"), only=["held_pages_are_released", "requests_end"])
+    assert [c.verdict for c in fixed.claims] == ["verified", "verified"]
+
+
+def test_a_tampered_lasso_is_refused():
+    rep = check_scenario(builtin("hold-forever-no-heartbeat"), only=["held_pages_are_released"])
+    t = rep.claims[0].result.trace
+    m = t.machine
+    assert "does not return" in lasso_is_fair(m, t.claim, t.states[:-1], t.actions[:-1], t.loop)
+    assert "outside" in lasso_is_fair(m, t.claim, t.states, t.actions, len(t.states) + 3)
+    # drop the fair tick from the loop: a loop state with the tick enabled but never taken
+    unfair = lasso_is_fair(m, t.claim, [t.states[t.loop]] * 2, [t.actions[-1]], 0)
+    assert unfair is not None
+
+
+def test_an_incomplete_graph_is_inconclusive():
+    m = machine_of("lost-drain-ack")
+    g = build_graph(m, Limits(max_states=50))
+    assert not g.complete and "state limit 50" in g.reason
+    rep = check_scenario(builtin("lost-drain-ack-timeout"), Limits(max_states=100), only=["held_pages_are_released"])
+    assert rep.claims[0].verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("name", ["lost-drain-ack", "ack-before-register", "ack-target-cleared"])
+def test_every_h4_variant_holds_pages_forever(name):
+    lasso = find_lasso(machine_of(name), build_graph(machine_of(name)), "held_pages_are_released")
+    assert lasso is not None and lasso.obligation == "p0 held"

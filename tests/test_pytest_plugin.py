@@ -1,0 +1,82 @@
+"""pytest --kvproof in a fresh project: the catalogue and the project's scenario files as tests."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kvproof.spec.scenario import builtins
+
+GOOD = """
+name = "mine"
+[sizes]
+decode_pages = 1
+prefill_pages = 2
+context_limit = 1
+[[requests]]
+tenant = "A"
+pages = 1
+[[requests]]
+tenant = "B"
+pages = 1
+[engine]
+release_policy = "drain_ack"
+[expect]
+sometimes_abort_mid_transfer = "verified"
+"""
+
+
+def _pytest(project, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project,
+                          capture_output=True, text=True, env=env, timeout=600)
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "user-project"\n')  # not a scenario
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "mine.toml").write_text(GOOD)
+    return tmp_path
+
+
+def test_the_catalogue_runs_as_tests(tmp_path):
+    n = sum(len(sc.expectations(sc.build())) for sc in builtins())
+    code, out = _pytest(tmp_path, "--kvproof", "-q")
+    assert code == 0, out
+    assert f"{n} passed" in out
+
+
+def test_project_scenarios_pass_and_a_wrong_expectation_fails(project):
+    code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
+    assert code == 0 and "11 passed" in out, out
+    wrong = project / "scenarios" / "mine.toml"
+    wrong.write_text(GOOD.replace('release_policy = "drain_ack"', 'release_policy = "immediate"'))
+    code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
+    assert code == 1, out
+    assert "3 failed, 8 passed" in out
+    assert "FAILED scenarios/mine.toml::no_write_after_release" in out
+    assert "! p0 released while R0's chunk 0 write is still in flight" in out  # the counterexample
+    assert "Traceback" not in out
+
+
+def test_a_malformed_scenario_file_fails_with_file_key_and_expectation(project):
+    (project / "scenarios" / "broken.toml").write_text(GOOD.replace("decode_pages = 1", "decode_pages = 0"))
+    code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
+    assert code == 1
+    assert "broken.toml: [sizes].decode_pages: expected a whole number in 1..64, got 0" in out
+
+
+def test_nothing_is_collected_without_the_flag_and_k_selects(project):
+    code, out = _pytest(project, "-q")
+    assert code == 5 and "no tests ran" in out  # exit 5: no tests; .toml files are not collected
+    code, out = _pytest(project, "--kvproof", "-q", "-k", "v0.5.22 and no_cross_tenant_read")
+    assert code == 0 and "1 passed" in out, out
+
+
+def test_an_inconclusive_search_fails(project):
+    code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false", "--kvproof-max-states", "10")
+    assert code == 1 and "is inconclusive" in out and "state limit 10" in out
