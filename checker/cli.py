@@ -357,68 +357,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_conform(args: argparse.Namespace) -> int:
     """Run traces (replay) or random event sequences (``--random N``) on SGLang 0.5.23's code."""
-    from .conform import ENGINE, EngineUnavailable, load_sglang
-    from .conform.replay import ConformError
+    from .conform.command import run_conform
 
-    if args.engine != ENGINE:
-        raise BadInput(f"--engine {args.engine}: only {ENGINE} is supported")
-    targets = args.targets or ["sglang-0.5.23-*"]
-    traces, scenarios = [], []
-    for t in targets:
-        p = Path(t)
-        if p.is_dir():
-            traces += sorted(p.glob("*.itf.json"))
-        elif t.endswith(".json"):
-            if not p.is_file():
-                raise BadInput(f"{t}: no such trace file")
-            traces.append(p)
-        elif "*" in t:
-            import fnmatch
-            names = [s.name for s in builtins() if fnmatch.fnmatch(s.name, t)]
-            scenarios += [builtin(n) for n in names]
-            traces += [q for n in names for q in sorted(Path(args.traces).glob(f"{n}__*.itf.json"))]
-        else:
-            sc = _resolve(t)
-            scenarios.append(sc)
-            traces += sorted(Path(args.traces).glob(f"{sc.name}__*.itf.json"))
-    for path in traces:  # bad input first, before the slow import
-        read_trace(path)
-    try:
-        load_sglang()
-    except EngineUnavailable as e:
-        raise BadInput(f"conform: {e}") from None
-    out = _console()
-    code = EXIT_OK
-    try:
-        if args.random:
-            from .conform.fuzz import fuzz_scenario
-
-            for sc in scenarios or [read_trace(p).scenario for p in traces[:1]]:
-                rep = fuzz_scenario(sc, args.random, seed=args.seed)
-                if rep.agrees:
-                    out.print(f"{sc.name}: {rep.sequences:,} random sequences ({rep.steps:,} steps) agree "
-                              f"with {ENGINE} ({rep.seconds:.1f} s)")
-                else:
-                    code = EXIT_MISMATCH
-                    out.print(f"{sc.name}: disagreement after {rep.sequences:,} sequences; minimal sequence:")
-                    for k, label in enumerate(rep.disagreement, 1):
-                        out.print(f"  {k:3}  {label}")
-                    out.print(f"  {rep.result.reason}")
-            return code
-        from .conform.report import replay_trace
-
-        if not traces:
-            raise BadInput("conform: no stored counterexample to replay (kvproof check writes them)")
-        for path in traces:
-            v = replay_trace(path)
-            if v.verdict == "reproduced":
-                out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True)
-            else:
-                code = EXIT_MISMATCH
-                out.print(f"diverged    {path.name} at step {v.step}: {v.reason}", soft_wrap=True)
-    except ConformError as e:
-        raise BadInput(f"conform: {e}") from None
-    return code
+    return run_conform(args, _resolve, _console(), BadInput)
 
 
 def _plural(n: int, word: str) -> str:

@@ -2,10 +2,12 @@
 
 The stored counterexamples of the ``sglang-0.5.23-*`` family must reproduce on the real code;
 a counterexample of an older engine must diverge where 0.5.23 behaves differently; a harness
-configured unlike the trace's engine must be caught; random sequences must agree.
+configured unlike the trace's engine must be caught; the rank, generation and metadata-slot
+mechanisms must be the real ones at work; random sequences must agree.
 """
 
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -18,15 +20,54 @@ pytestmark = pytest.mark.skipif(
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 FAMILY = ["sglang-0.5.23-mooncake", "sglang-0.5.23-failed-send", "sglang-0.5.23-deferral-off",
-          "sglang-0.5.23-admission"]
+          "sglang-0.5.23-admission", "sglang-0.5.23-tp2", "sglang-0.5.23-tp2x2", "sglang-0.5.23-room-reuse",
+          "sglang-0.5.23-aux"]
 
 
 def family_traces():
     return sorted(p for p in TRACES.glob("sglang-0.5.23-*__*.itf.json"))
 
 
+def _path_to(machine, hit):
+    """A shortest action sequence from the initial state to a state where ``hit`` holds."""
+    parent = {machine.init: None}
+    order = [machine.init]
+    for s in order:
+        if hit(s):
+            path = []
+            while parent[s] is not None:
+                s, aid = parent[s]
+                path.append(aid)
+            return path[::-1]
+        for aid, t in machine.successors(s):
+            if t not in parent:
+                parent[t] = (s, aid)
+                order.append(t)
+    raise AssertionError("no such state")
+
+
+def _drive(name, hit):
+    """A harness for built-in scenario ``name`` driven along the model's shortest path to a
+    state where ``hit(state)`` holds; returns (machine, state, harness, result)."""
+    from kvproof.checker.conform.replay import harness_for, run_on_code
+    from kvproof.model.machine import Machine
+    from kvproof.spec.scenario import builtin
+
+    sc = builtin(name)
+    m = Machine(sc.build())
+    path = _path_to(m, lambda s: hit(m, s))
+    h = harness_for(sc, m.spec)
+    result = run_on_code(m, h, path)
+    state = m.init
+    for aid in path:
+        state = m.step(state, aid)
+    return m, state, h, result
+
+
 def test_the_family_has_stored_counterexamples():
-    assert len(family_traces()) >= 8
+    assert {p.name.split("__")[0] for p in family_traces()} >= {
+        "sglang-0.5.23-mooncake", "sglang-0.5.23-failed-send", "sglang-0.5.23-deferral-off",
+        "sglang-0.5.23-admission", "sglang-0.5.23-tp2", "sglang-0.5.23-aux"}
 
 
 @pytest.mark.parametrize("path", family_traces(), ids=lambda p: p.name.removesuffix(".itf.json"))
@@ -50,14 +91,14 @@ def test_the_incident_diverges_at_the_prefill_door():
 def test_a_harness_configured_unlike_the_trace_is_caught():
     """The mooncake trace holds R0's pages after the abort; SGLang with deferral off releases
     them at once, and the comparison must name that step and field."""
-    from kvproof.checker.conform.harness import Harness, Options
+    from kvproof.checker.conform.harness import Harness, Options, Shape
     from kvproof.checker.conform.replay import run_on_code
     from kvproof.checker.traces import read_trace
 
     trace = read_trace(TRACES / "sglang-0.5.23-mooncake__no_write_after_release.itf.json")
     spec = trace.machine.spec
-    reqs = [(spec.k.tenant[r], spec.pages(r), spec.over_long(r)) for r in range(spec.k.R)]
-    h = Harness(reqs, spec.cfg.decode_pages, spec.cfg.prefill_pages, Options(deferred_release=False))
+    reqs = tuple((spec.k.tenant[r], spec.pages(r), spec.over_long(r)) for r in range(spec.k.R))
+    h = Harness(Shape(reqs, spec.cfg.decode_pages, spec.cfg.prefill_pages), Options(deferred_release=False))
     try:
         result = run_on_code(trace.machine, h, trace.actions)
     finally:
@@ -77,10 +118,116 @@ def test_the_abort_arms_a_generation_before_it_is_sent():
         for aid in trace.actions:
             inst = trace.machine.instances[aid]
             getattr(h, inst.name)(*inst.args)
-        assert h.aborts and all(g is not None for _, g in h.aborts)
+        assert h.abort_log and all(g is not None for *_, g in h.abort_log)
         assert h.anomalies() == []
     finally:
         h.close()
+
+
+def test_two_prefill_ranks_two_acks_required():
+    """With prefill TP 2 into decode TP 1 the real receiver talks to both prefill ranks, and
+    _defer_release snapshots required_acks = len(bootstrap_infos) = 2; after one rank's ack the
+    real is_abort_release_safe is still false."""
+    def one_acked(m, s):
+        lay = m.spec.layout
+        return (s[lay.slot("acked", 0, 0)] + s[lay.slot("acked", 0, 1)] == 1
+                and m.spec.layout.decode(s)["d_phase"][0] == "held")
+
+    m, state, h, result = _drive("sglang-0.5.23-tp2", one_acked)
+    try:
+        assert result.agrees, result.reason
+        (entry,) = h.dranks[0].tq._deferred_releases
+        decode_req, *_, required = entry
+        assert required == 2 == len(decode_req.kv_receiver.bootstrap_infos)
+        mgr = h.dranks[0].mgr
+        assert len(mgr._deferred_abort_ack_tracker[h.room(0)].prefill_ranks) == 1
+        assert not mgr.is_abort_release_safe(h.room(0), required)
+    finally:
+        h.close()
+
+
+def test_decode_ranks_that_disagree_are_combined_by_the_real_collective():
+    """tp2x2: decode rank D0 has its prefill rank's ack, D1 does not.  Each rank's own
+    readiness differs; the MIN all-reduce keeps both holding, and the model agrees at every
+    step.  With a collective that does not combine, D0 would release alone."""
+    def d0_ready_only(m, s):
+        lay = m.spec.layout
+        return (m.spec.layout.decode(s)["d_phase"][0] == "held"
+                and s[lay.slot("acked", 0, 0)] == 1 and s[lay.slot("acked", 0, 1)] == 0)
+
+    m, state, h, result = _drive("sglang-0.5.23-tp2x2", d0_ready_only)
+    try:
+        assert result.agrees, result.reason
+        ready = [dr.mgr.is_abort_release_safe(h.room(0), 1) for dr in h.dranks]
+        assert ready == [True, False]
+        h.decode_release_deferred(0)  # the model does not enable it; the real MIN refuses it too
+        assert all(len(dr.tq._deferred_releases) == 1 for dr in h.dranks)
+        assert h.anomalies() == []
+        with mock.patch.object(h.m["utils"].dist, "all_reduce", lambda *a, **kw: None):  # no combining
+            h.decode_release_deferred(0)
+        assert [len(dr.tq._deferred_releases) for dr in h.dranks] == [0, 1]
+        h.observe()
+        assert any("decode ranks hold different requests" in p for p in h.anomalies())
+    finally:
+        h.close()
+
+
+def test_a_late_ack_of_the_previous_request_does_not_count():
+    """room-reuse: the room's previous request was held and armed, its drain ack is still on
+    its way when the next request is held with a new generation; the real note_abort_ack
+    ignores the late ack, and the model agrees at every step."""
+    from kvproof.checker.conform.replay import harness_for, run_on_code
+    from kvproof.model.machine import Machine
+    from kvproof.spec.scenario import builtin
+
+    sc = builtin("sglang-0.5.23-room-reuse")
+    m = Machine(sc.build())
+    admit = ["prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
+             "decode_abort(req=R0)"]
+    labels = admit + ["prefill_handle_abort(req=R0)", "prefill_drain_ack(req=R0)", "clock_tick()", "clock_tick()",
+                      "decode_release_timeout(req=R0)", "client_send(req=R0)"] + admit
+    by_label = {m.label(i.aid): i.aid for i in m.instances}
+    h = harness_for(sc, m.spec)
+    try:
+        result = run_on_code(m, h, [by_label[x] for x in labels + ["decode_handle_abort_ack(req=R0)"]])
+        assert result.agrees, result.reason
+        (old, new) = [g for (i, d), g in sorted(h.armed.items())]
+        assert old < new
+        state = h.dranks[0].mgr._deferred_abort_ack_tracker[h.room(0)]
+        assert state.generation == new and state.prefill_ranks == set()  # the late ack did not count
+        assert h.dranks[0].tq._deferred_releases  # the new request is still held
+    finally:
+        h.close()
+
+
+def test_the_worker_sends_the_metadata_after_the_abort():
+    """aux: the stored counterexample's last chunk lands after the ABORT reached prefill; the
+    real transfer_worker then issues send_aux, whose write is in flight when the deadline frees
+    the slot."""
+    from kvproof.checker.conform.replay import harness_for
+    from kvproof.checker.traces import read_trace
+
+    trace = read_trace(TRACES / "sglang-0.5.23-aux__no_write_after_release.itf.json")
+    labels = trace.labels()
+    h = harness_for(trace.scenario, trace.machine.spec)
+    try:
+        for label, aid in zip(labels, trace.actions):
+            inst = trace.machine.instances[aid]
+            getattr(h, inst.name)(*inst.args)
+            if label.startswith("kv_write_lands"):
+                assert h.pranks[0].mgr.request_status[h.room(0)] == h.m["base"].KVPoll.Failed  # aborted
+                assert [w.aux_slot for w in h.wire.in_flight] == [0]  # ...and the metadata goes out
+        assert h.observe().write_after_release and h.aux_holder[0][0] == 0
+    finally:
+        h.close()
+
+
+def test_a_scenario_the_harness_cannot_run_is_one_line():
+    from kvproof.checker.conform import ConformError
+    from kvproof.checker.conform.report import replay_trace
+
+    with pytest.raises(ConformError, match="required_acks = first_ack: SGLang 0.5.23 waits for len"):
+        replay_trace(TRACES / "tp2-first-ack__no_write_after_release.itf.json")
 
 
 @pytest.mark.parametrize("name", FAMILY)

@@ -117,10 +117,6 @@ class Instance:
     read: str = "none"
     forwarded: bool = False
     prefill_ended: bool = False
-    phantom_acks: set = None  # prefill ranks whose drain ack the model sends for an unarmed room
-
-    def __post_init__(self):
-        self.phantom_acks = set()
 
 
 class Harness:
@@ -153,6 +149,7 @@ class Harness:
         self.abort_log: list[tuple[int, int, int, int | None]] = []  # (instance, prefill rank, decode rank, generation)
         self.armed: dict[tuple[int, int], int] = {}  # (instance, decode rank) -> generation of its ABORT
         self.acks_seen: set[tuple[int, int]] = set()  # (instance, prefill rank) acks the code has sent
+        self.model_ack: dict[tuple[int, int], tuple[int, set]] = {}  # (slot, prank) -> the model's ack on its way
         self.req_of: dict[int, tuple[str, int, int]] = {}  # id(Req) -> (side, rank, instance)
         self.in_call: dict[int, tuple[int, int] | None] = {}  # prefill rank -> (instance, chunk) it sends
         self.write_after_release = False
@@ -639,13 +636,30 @@ class Harness:
         if x.prefill_ended:
             return
         x.prefill_ended = True
+        failed = self.m["base"].KVPoll.Failed
         for p in self.pranks:
+            if i not in p.senders:  # aborted before it reached prefill: it arrives, already aborted
+                req = self._req(i, "prefill", p.rank)
+                p.senders[i] = req
+                self._on_rank(p.rank, p.pbq.add, req, 1, prefill=True)
+                sender = getattr(req, "disagg_kv_sender", None)
+                if sender is not None and self._on_rank(p.rank, sender.poll, prefill=True) != failed:
+                    self._on_rank(p.rank, sender.abort, prefill=True)
             req = p.senders.get(i)
             sender = getattr(req, "disagg_kv_sender", None) if req is not None else None
-            if sender is not None:
-                self._on_rank(p.rank, sender.clear, prefill=True)
+            if sender is not None:  # the prefill scheduler concludes the request on this rank
+                if self._on_rank(p.rank, sender.poll, prefill=True) == failed:
+                    try:  # handle_inflight_transfer_failure: the reason, then clear()
+                        self._on_rank(p.rank, sender.failure_exception, prefill=True)
+                    except Exception as e:
+                        if type(e).__name__ != "KVTransferError":
+                            raise
+                else:
+                    self._on_rank(p.rank, sender.clear, prefill=True)
             if req is not None and req in p.pbq.queue:
                 p.pbq.queue.remove(req)
+            if req is not None:
+                self.m["prefill"].maybe_release_metadata_buffer(req, p.meta_alloc)
 
     # -- events: decode commit, failure, abort ------------------------------------------------------
     def _commit_on(self, dr: DecodeRank, i: int):
@@ -761,48 +775,45 @@ class Harness:
     def prefill_drain_ack(self, r: int, pr: int) -> None:
         """The drain ack of prefill rank ``pr`` is on its way: for every decode rank that armed a
         generation and sent it ABORT, SGLang must have sent ``ABORT_ACK`` carrying that
-        generation (an unarmed ABORT waits for no ack: the model's ack is then a no-op)."""
+        generation.  An unarmed ABORT waits for no ack and SGLang sends none: the model's ack is
+        then a message that carries nothing."""
         i = self.current[r]
-        targets = {(d, g) for j, p, d, g in self.abort_log if j == i and p == pr and g is not None}
-        if not targets:
-            self.instances[i].phantom_acks.add(pr)
-            return
+        targets = self._ack_targets(i, pr)
         ack = self.m["common"].ABORT_ACK_TAG
         for d, g in targets:
             if not any(src == pr and f[0] == ack and int(f[1]) == self.room(r) and len(f) > 3 and int(f[3]) == g
                        for src, f in self.to_decode[d]):
                 raise Divergent(f"SGLang's P{pr} sent no ABORT_ACK with generation {g} to D{d} for R{r}'s room")
+        self.model_ack[(r, pr)] = (i, targets)
+
+    def _ack_targets(self, i: int, pr: int) -> set[tuple[int, int]]:
+        """(decode rank, generation) of the armed ABORTs request instance ``i`` sent to ``pr``."""
+        return {(d, g) for j, p, d, g in self.abort_log if j == i and p == pr and g is not None}
 
     def decode_handle_abort_ack(self, r: int, pr: int) -> None:
-        """The ack from prefill rank ``pr`` reaches decode: ``handle_abort_ack_message`` ->
-        ``note_abort_ack`` on every decode rank it was sent to (a late ack of the room's earlier
-        request is delivered here too; its generation no longer matches)."""
-        i = self.current[r]
-        x = self.instances[i]
+        """The ack the model has on its way from prefill rank ``pr`` (possibly of the room's
+        earlier request) reaches decode: ``handle_abort_ack_message`` -> ``note_abort_ack`` on
+        every decode rank it was sent to."""
+        msg = self.model_ack.pop((r, pr), None)
+        if msg is None:
+            raise Divergent(f"no ABORT_ACK from P{pr} for R{r}'s room is on its way")
+        _, targets = msg
         ack = self.m["common"].ABORT_ACK_TAG
-        mine = lambda src, f: src == pr and f[0] == ack and int(f[1]) == self.room(r)  # noqa: E731
-        queued = [d for d in range(self.DR) if any(mine(src, f) for src, f in self.to_decode[d])]
-        if not queued:
-            phantom = [y for y in self.instances if y.slot == r and pr in y.phantom_acks]
-            if not phantom:
-                raise Divergent(f"no ABORT_ACK from P{pr} for R{r}'s room is on its way")
-            phantom[0].phantom_acks.discard(pr)
-            return
-        for d in queued:
+        for d, g in targets:
+            mine = lambda src, f: (src == pr and f[0] == ack and int(f[1]) == self.room(r)  # noqa: E731
+                                   and len(f) > 3 and int(f[3]) == g)
+            if not any(mine(src, f) for src, f in self.to_decode[d]):
+                raise Divergent(f"the ABORT_ACK from P{pr} to D{d} for R{r}'s room is no longer on its way")
             self._deliver_to_decode(d, mine)
-        for y in self.instances:
-            if y.slot == r:
-                y.phantom_acks.discard(pr)
 
     def net_drop_ack(self, r: int, pr: int) -> None:
-        """The drain ack of prefill rank ``pr`` is lost on its way to decode."""
+        """The drain ack of prefill rank ``pr`` is lost on its way to decode (every ABORT_ACK
+        frame of the room from that rank still queued)."""
         ack = self.m["common"].ABORT_ACK_TAG
         for d in range(self.DR):
             self.to_decode[d] = [(src, f) for src, f in self.to_decode[d]
                                  if not (src == pr and f[0] == ack and int(f[1]) == self.room(r))]
-        for y in self.instances:
-            if y.slot == r:
-                y.phantom_acks.discard(pr)
+        self.model_ack.pop((r, pr), None)
 
     def net_drop_abort(self, r: int, pr: int) -> None:
         """An ABORT is lost on its way to prefill rank ``pr``."""
@@ -841,7 +852,12 @@ class Harness:
 
     def client_send(self, r: int) -> None:
         """Slot ``r``'s room takes the client's next request (a new ``Req`` with the same
-        ``bootstrap_room`` on every rank from its next admission on)."""
+        ``bootstrap_room`` on every rank from its next admission on).  Status messages of the
+        previous request the model has no counterpart of (the worker's Failed status after an
+        ABORT: "Room marked Failed before the transfer ended") arrive first: decode drops them
+        for the cleared room."""
+        for pr in range(self.PR):
+            self._deliver_status(r, pr)
         self.current[r] = self._new_instance(r)
 
     def forget_unsent_ack(self, r: int, pr: int) -> None:

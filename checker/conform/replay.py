@@ -21,6 +21,7 @@ from ...spec.pd_state import (
     ABT_NONE, ABT_SENT, ACK_NONE, D_HELD, D_NEW, OUT_LABELS, PAB_ACKED, READ_LABELS, WR_FLIGHT,
 )
 from ...spec.scenario import Scenario
+from .errors import ConformError
 from .harness import Divergent, Harness, HarnessError, Options, Shape
 from .observation import Observation
 
@@ -47,10 +48,6 @@ CHOICE_FLAGS = {
     "ready_combine": ("min", "SGLang 0.5.23 MIN-reduces readiness"),
 }
 """String flags whose value must be 0.5.23's: flag -> (value, why)."""
-
-
-class ConformError(ValueError):
-    """A trace or scenario the harness cannot run (one line: which flag and why)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +98,12 @@ def harness_for(scenario: Scenario, spec) -> Harness:
     if cfg.aux_slots and e.request_streams:
         raise ConformError(f"scenario {scenario.name}: aux slots with request streams: the model's old "
                            "content does not name its room, which SGLang's metadata check compares")
+    if cfg.aux_slots and max(cfg.prefill_ranks, cfg.decode_ranks) > 1:
+        raise ConformError(f"scenario {scenario.name}: aux slots with several ranks: every prefill rank's worker "
+                           "sends the metadata to every decode rank it serves, the model one write by rank 0")
+    if e.transfer_failures and cfg.decode_ranks > cfg.prefill_ranks:
+        raise ConformError(f"scenario {scenario.name}: transfer failures with a prefill rank serving several decode "
+                           "ranks: the worker stops at the failed destination, the model's write covers them all")
     if max(cfg.prefill_ranks, cfg.decode_ranks) > 2:
         raise ConformError(f"scenario {scenario.name}: more than two ranks a side: the model pairs ranks modulo "
                            "their gcd, SGLang's _resolve_rank_mapping in contiguous blocks")

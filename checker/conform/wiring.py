@@ -160,7 +160,7 @@ def build_prefill_rank(h, pr: int) -> PrefillRank:
     item = heads * HEAD_BYTES
     k_pool = torch.zeros((h.P, item), dtype=torch.uint8)
     v_pool = torch.zeros((h.P, item), dtype=torch.uint8)
-    meta, meta_alloc = _metadata(m, h.n_meta)
+    meta, meta_alloc = _metadata(m, max(4, h.R + 1))  # prefill's own slots: not modelled, never short
     mgr = make_manager(m, utils.DisaggregationMode.PREFILL, pr, h.PR, h.opt.deferred_release)
     mgr.local_ip, mgr.rank_port = PREFILL_HOST, PREFILL_PORT + pr
     mgr.bootstrap_port = PREFILL_PORT
