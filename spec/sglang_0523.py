@@ -132,7 +132,8 @@ class Sglang0523(PdProtocol):
         (``_apply_metadata_gate``) waits while the slot's bootstrap room is 0, and
         ``_commit_transfer_to_req`` aborts the request with an error when the slot names another
         room ("Metadata corruption detected") instead of reading its pages; either way the
-        pages are released."""
+        pages are released.  Without aux slots, or with the checksum or ``verify_then_read``
+        flags (no scenario of the family sets them), the base commit runs unchanged."""
         if not self.k.M or self.e.checksum or self.e.verify_then_read:
             super().decode_commit(s, n, r)
             return

@@ -56,7 +56,6 @@ from __future__ import annotations
 import threading
 from array import array
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, Callable
 from unittest import mock
 
@@ -67,7 +66,7 @@ from .observation import Observation
 from .stubs import load_sglang
 from .wiring import (
     DECODE_PORT, HEAD_BYTES, PREFILL_HOST, PREFILL_PORT, ROOM_BASE, SESSION_PORT, DecodeRank, PrefillRank,
-    build_decode_rank, build_prefill_rank,
+    build_decode_rank, build_prefill_rank, parallel_of,
 )
 
 __all__ = ["Harness", "HarnessError", "Divergent", "Options", "Shape"]
@@ -214,10 +213,8 @@ class Harness:
 
     def _get_parallel(self):
         """``get_parallel()`` for the rank the calling thread acts for."""
-        from .wiring import _parallel
-
         side, rank = getattr(self.parallel, "who", ("decode", 0))
-        return _parallel(rank, self.PR if side == "prefill" else self.DR)
+        return parallel_of(rank, self.PR if side == "prefill" else self.DR)
 
     def _on_rank(self, rank: int, fn: Callable, *args, prefill: bool = False):
         """Run ``fn`` as rank ``rank`` (its ``get_parallel()``), in this thread."""
@@ -561,8 +558,7 @@ class Harness:
                 flying = [] if p.queue.gets > before else self._writes(p.rank, i, page, returned=False)
             if not flying:
                 break
-        if p.queue.gets > before:
-            self.in_call[p.rank] = None
+        self.in_call[p.rank] = None  # the chunk's KV writes are over; a metadata write is in the wire
         self._check_workers()
 
     def kv_transfer_aux(self, r: int) -> None:
@@ -597,8 +593,8 @@ class Harness:
         if status != self.m["base"].KVPoll.Success:
             raise Divergent(f"R{r}: the sender of P{pr} polls {status!r}, not Success")
         self._deliver_status(r, pr)
-        p.done = getattr(p, "done", set()) | {i}
-        if all(i in getattr(q, "done", set()) for q in self.pranks):
+        p.concluded.add(i)
+        if all(i in q.concluded for q in self.pranks):
             self._end_on_prefill(i)
 
     def prefill_transfer_failed(self, r: int, pr: int) -> None:

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from ...model.machine import Machine
 from ...spec.pd_state import (
-    ABT_NONE, ABT_SENT, ACK_NONE, D_HELD, D_NEW, OUT_LABELS, PAB_ACKED, READ_LABELS, WR_FLIGHT,
+    ABT_SENT, ACK_NONE, D_HELD, D_NEW, OUT_LABELS, PAB_ACKED, READ_LABELS, WR_FLIGHT,
 )
 from ...spec.scenario import Scenario
 from .errors import ConformError
@@ -161,7 +161,7 @@ def _instance(machine: Machine, name: str, *args: int) -> int | None:
 def run_on_code(machine: Machine, harness: Harness, actions: Sequence[int]) -> Conformance:
     """Run ``actions`` from the model's initial state on both the model and ``harness``,
     comparing after every step; stops at the first divergence."""
-    spec, lay, k = machine.spec, machine.spec.layout, machine.spec.k
+    lay, k = machine.spec.layout, machine.spec.k
     out = Conformance()
     state = machine.init
     aborts: list[tuple[int, int, bool]] = []

@@ -24,7 +24,7 @@ from typing import Any
 
 __all__ = [
     "PREFILL_HOST", "PREFILL_PORT", "DECODE_IP", "DECODE_PORT", "SESSION_PORT", "ROOM_BASE", "HEAD_BYTES",
-    "PrefillRank", "DecodeRank", "make_manager", "build_prefill_rank", "build_decode_rank",
+    "PrefillRank", "DecodeRank", "parallel_of", "make_manager", "build_prefill_rank", "build_decode_rank",
 ]
 
 PREFILL_HOST = "127.0.0.1"
@@ -55,6 +55,7 @@ class PrefillRank:
     heads: int
     worker_error: BaseException | None = None
     senders: dict = field(default_factory=dict)  # request instance -> Req on this rank
+    concluded: set = field(default_factory=set)  # request instances whose sender polled Success
 
 
 @dataclass
@@ -76,7 +77,7 @@ class DecodeRank:
     reqs: dict = field(default_factory=dict)  # request instance -> DecodeRequest
 
 
-def _parallel(rank: int, size: int) -> SimpleNamespace:
+def parallel_of(rank: int, size: int) -> SimpleNamespace:
     """``get_parallel()`` of one attention-TP rank (no DP, CP or PP)."""
     return SimpleNamespace(
         tp_rank=rank, attn_tp_rank=rank, attn_tp_size=size, attn_cp_size=1, attn_cp_rank=0, pp_size=1,
