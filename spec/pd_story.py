@@ -96,7 +96,8 @@ class PdStory:
             m = self._get(pre, "aux", r)
             held = self._get(pre, "aux_content", m)
             if held != r + 1:
-                notes.append(Note("hazard", f"decode R{r} reads aux slot m{m} holding {self.content_label(held)}"))
+                what = self.content_label(held).replace("KV", "aux data")
+                notes.append(Note("hazard", f"decode R{r} reads aux slot m{m} holding {what}"))
         return notes
 
     def _landing_notes(self, pre: Sequence[int], r: int, w: int, c: int) -> list[Note]:
