@@ -55,6 +55,7 @@ def test_a_truncated_search_exits_2(capsys):
     (["check", "abort-race", "--invariant", "no_cross_tenant_read", "--write-expected", "x.toml"], "cannot be combined"),
     (["conform", "--engine", "vllm==0.9"], "only sglang==0.5.23 is supported"),
     (["conform", "/no/such/trace.itf.json"], "no such trace file"),
+    (["conform", "no-such-family-*"], "no built-in scenario matches"),
 ])
 def test_bad_input_is_one_line_and_exit_3(capsys, argv, message):
     code, out, err = run(capsys, *argv)
