@@ -735,7 +735,7 @@ class Harness:
             return
         for dr in self.dranks:
             self._on_rank(dr.rank, dr.reqs[i].kv_receiver.abort)
-        if dr.reqs[i] in dr.tq.queue:
+        if self.dranks[0].reqs[i] in self.dranks[0].tq.queue:
             self._on_decode_ranks(lambda dr: dr.tq.pop_transferred(rids_to_check=[self.rid(i)]))
             return
         if x.outcome == "none":
@@ -975,7 +975,7 @@ class Harness:
                 for w in self.wire.in_flight:
                     if w.drank == d and any(dr.owner[p] != self.tag(w.instance) for p in w.pages):
                         self.write_after_release = True
-                    if w.is_aux and self.aux_holder[d][w.aux_slot] != self.tag(w.instance):
+                    if w.drank == d and w.is_aux and self.aux_holder[d][w.aux_slot] != self.tag(w.instance):
                         self.write_after_release = True
         held_by_rank = [frozenset(self.instances[self._instance_of(e[0].req)].slot for e in dr.tq._deferred_releases)
                         for dr in self.dranks]
