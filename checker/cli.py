@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from ..model.machine import Machine
 from ..model.replay import replay, run_actions
-from ..model.simulate import simulate, simulation_scenario
+from ..model.simulate import simulate, simulation_scenario, slice_exposure
 from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
 from .diff import diff_traces, render_diff
 from .expected import write_expected
@@ -344,14 +344,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if exp.stuck:
         out.print("  the run got stuck: requests left unfinished with nothing enabled")
     if exp.first_bad_run is not None:
-        run = exp.first_bad_run
+        run, how = exp.first_bad_run, ""
         if len(run) > args.trace_limit:
-            out.print(f"  first exposure at step {len(run):,}: longer than --trace-limit {args.trace_limit}, not written")
+            sliced = slice_exposure(machine, exp)
+            if sliced is not None and len(sliced) <= args.trace_limit:
+                run, how = sliced, f" (sliced to the two requests involved: {len(sliced):,} steps)"
+        if len(run) > args.trace_limit:
+            out.print(f"  first exposure at step {len(exp.first_bad_run):,}: longer than --trace-limit "
+                      f"{args.trace_limit} and not sliceable, not written")
         elif not args.no_traces:
             states = run_actions(machine, run)
             trace = Trace(sc, machine, "decode_reads_only_own_pages", "counterexample", run, states)
             path = write_trace(trace, args.traces)
-            out.print(f"  first exposure at step {len(run):,}, written to {path}")
+            out.print(f"  first exposure at step {len(exp.first_bad_run):,}, written to {path}{how}")
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ from ..spec.pd_state import (
 from ..spec.scenario import Scenario
 from .machine import Machine
 
-__all__ = ["Exposure", "simulation_scenario", "simulate"]
+__all__ = ["Exposure", "simulation_scenario", "simulate", "slice_exposure"]
 
 
 @dataclass
@@ -40,6 +40,7 @@ class Exposure:
     steps: int = 0
     stuck: bool = False
     first_bad_run: list[int] | None = None
+    first_bad_pre: bytes | None = None
 
 
 def simulation_scenario(scenario: Scenario, pages: int, slots: int) -> Scenario:
@@ -53,7 +54,9 @@ def simulation_scenario(scenario: Scenario, pages: int, slots: int) -> Scenario:
                     {}, scenario.protocol, scenario.origin)
 
 
-FAULTS = ("decode_abort", "prefill_transfer_failed", "net_drop_ack")
+FAULTS = ("decode_abort", "prefill_transfer_failed", "net_drop_ack", "net_drop_abort", "prefill_abort",
+          "prefill_dies")
+READS = ("decode_commit", "decode_forward")  # the actions that read a request's pages
 """Actions that are faults rather than progress: they get ``fault_weight`` in the random choice."""
 
 
@@ -107,9 +110,10 @@ def simulate(
         if names[aid] == "client_send":
             out.requests += 1
             tally(state, args[aid][0])
-        elif names[aid] == "decode_commit" and out.first_bad_run is None:
+        elif names[aid] in READS and out.first_bad_run is None:
             if nxt[read_slot[args[aid][0]]] in (READ_FOREIGN, READ_CROSS_TENANT):
                 out.first_bad_run = list(run)
+                out.first_bad_pre = state
         state = nxt
         if progress is not None and out.steps % 4096 == 0:
             progress(out)
@@ -125,3 +129,71 @@ def _pick(succ: list[tuple[int, bytes]], weight: list[float], rng: random.Random
         if x < 0:
             return item
     return succ[-1]
+
+
+def slice_exposure(machine: Machine, exposure: Exposure) -> list[int] | None:
+    """A short run that still ends in the same kind of exposure, or ``None``.
+
+    A long simulation reaches its first foreign read after thousands of steps, most of them
+    other requests' business.  Keep only the two requests involved - the reader, from the start
+    of its request, and the request whose late write it read, from the start of that request to
+    the write's landing - plus the clock; replay that from the initial state, skipping steps
+    that are not enabled there; and keep the result only if it ends in a read of the same kind
+    (foreign, or another tenant's).  The slice is a run of the same spec, checked by replay, not
+    an excerpt of the simulated one.
+    """
+    spec = machine.spec
+    run = exposure.first_bad_run
+    if not run or machine.instances[run[-1]].name not in READS:
+        return None
+    victim = machine.instances[run[-1]].args[0]
+    windows = {victim: [_episode_start(machine, run, victim, len(run) - 1), len(run) - 1]}
+    culprit = _last_foreign_landing(machine, run, victim)
+    if culprit is None:
+        return None
+    r, landed = culprit
+    windows[r] = [_episode_start(machine, run, r, landed), landed]
+    begin = min(w[0] for w in windows.values())
+    sliced, state = [], machine.init
+    for i, aid in enumerate(run[begin:], start=begin):
+        if _kept(machine.instances[aid], windows, i):
+            nxt = machine.step(state, aid)
+            if nxt is not None:
+                sliced.append(aid)
+                state = nxt
+    wanted = machine.step(exposure.first_bad_pre, run[-1])[spec.layout.slot("read", victim)]
+    ok = sliced and sliced[-1] == run[-1] and state[spec.layout.slot("read", victim)] == wanted
+    return sliced if ok else None
+
+
+def _episode_start(machine: Machine, run: list[int], r: int, upto: int) -> int:
+    """Index just after the last ``client_send(r)`` before ``upto`` (0 if none)."""
+    for i in range(upto, -1, -1):
+        inst = machine.instances[run[i]]
+        if inst.name == "client_send" and inst.args[0] == r:
+            return i + 1
+    return 0
+
+
+def _last_foreign_landing(machine: Machine, run: list[int], victim: int) -> tuple[int, int] | None:
+    """(request, index) of the last write by another request that landed on a page the victim
+    then held, found by replaying the run."""
+    spec = machine.spec
+    lay = spec.layout
+    state, found = machine.init, None
+    for i, aid in enumerate(run):
+        inst = machine.instances[aid]
+        if inst.name == "kv_write_lands" and inst.args[0] != victim:
+            r, _, c = inst.args
+            page = state[lay.slot("dest", r, c)]
+            if state[lay.slot("owner", page)] == victim + 1:
+                found = (r, i)
+        state = machine.step(state, aid)
+    return found
+
+
+def _kept(inst, windows: dict[int, list[int]], i: int) -> bool:
+    if not inst.action.params or inst.action.params[0] != "req":
+        return True  # the clock and other global actions
+    r = inst.args[0]
+    return r in windows and windows[r][0] <= i <= windows[r][1] and inst.name != "client_send"

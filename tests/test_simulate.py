@@ -41,3 +41,18 @@ def test_faults_happen_at_their_weight():
     rare = simulate(m, 400, seed=3, fault_weight=0.001)
     often = simulate(m, 400, seed=3, fault_weight=0.5)
     assert rare.aborted < often.aborted
+
+
+def test_a_long_first_exposure_is_sliced_to_the_two_requests_involved():
+    from kvproof.model.simulate import slice_exposure
+
+    m = _machine("abort-race", pages=8, slots=4)
+    e = simulate(m, 400, seed=2, fault_weight=0.2)
+    assert len(e.first_bad_run) > 1000
+    sliced = slice_exposure(m, e)
+    assert sliced is not None and len(sliced) < 20
+    states = run_actions(m, sliced)  # raises if any step is not enabled
+    victim = m.instances[sliced[-1]].args[0]
+    assert states[-1][m.spec.layout.slot("read", victim)] in (READ_FOREIGN, READ_CROSS_TENANT)
+    involved = {m.instances[a].args[0] for a in sliced if m.instances[a].action.params[:1] == ("req",)}
+    assert len(involved) == 2 and victim in involved
