@@ -152,6 +152,18 @@ class Wire:
         self.issued: dict[int, int] = {}
         self.locate = locate
         self.aux_latency = aux_latency
+        self.closed = False
+
+    def close(self) -> None:
+        """Release every call still waiting and refuse to block new ones (the harness is done;
+        no thread may be left waiting, or the interpreter could not exit)."""
+        with self.cond:
+            self.closed = True
+            flying = list(self.in_flight)
+            self.cond.notify_all()
+        for w in flying:
+            w.result = -1
+            w.landed.set()
 
     def land(self, w: Write) -> None:
         """The write's bytes arrive (whoever owns the destination now); its call returns."""
@@ -197,10 +209,15 @@ class FakeTransferEngine:
         room, instance = self.sending
         w = Write(self.prank, drank, room, instance, blocks, sorted(set(pages)), aux if not pages else None)
         with self.wire.cond:
+            if self.wire.closed:
+                return -1
             self.wire.in_flight.append(w)
             self.wire.issued[self.prank] = self.wire.issued.get(self.prank, 0) + 1
             self.wire.cond.notify_all()
-        w.landed.wait()
+        while not w.landed.wait(1.0):
+            if self.wire.closed:
+                w.result = -1
+                break
         w.returned = True
         return w.result
 

@@ -62,7 +62,7 @@ from unittest import mock
 import numpy as np
 
 from .fakes import WAIT, Collective, FakeClock, HarnessError, OutSocket, Wire
-from .observation import Observation
+from .observation import Observation, code_observation
 from .stubs import load_sglang
 from .wiring import (
     DECODE_PORT, HEAD_BYTES, PREFILL_HOST, PREFILL_PORT, ROOM_BASE, SESSION_PORT, DecodeRank, PrefillRank,
@@ -956,93 +956,21 @@ class Harness:
         return free[:k] if len(free) >= k else None
 
     # -- observation -----------------------------------------------------------------------------------
-    def _code_of_tag(self, tag: int) -> int:
-        """The model's content code of a tag: the slot's current request, or ``old:<tenant>``."""
-        if tag == 0:
-            return 0
-        x = self.instances[tag - 1]
-        if self.current[x.slot] == tag - 1:
-            return x.slot + 1
-        return 1 + self.R + x.tenant
-
-    def _slot_of_tag(self, tag: int) -> int:
-        return 0 if tag == 0 else self.instances[tag - 1].slot + 1
-
     def observe(self) -> Observation:
-        """What the real code did, in the model's terms."""
-        for d, dr in enumerate(self.dranks):
-            with self.wire.cond:
-                for w in self.wire.in_flight:
-                    if w.drank == d and any(dr.owner[p] != self.tag(w.instance) for p in w.pages):
-                        self.write_after_release = True
-                    if w.drank == d and w.is_aux and self.aux_holder[d][w.aux_slot] != self.tag(w.instance):
-                        self.write_after_release = True
-        held_by_rank = [frozenset(self.instances[self._instance_of(e[0].req)].slot for e in dr.tq._deferred_releases)
-                        for dr in self.dranks]
-        if len(set(held_by_rank)) > 1:
-            self.problems.append("decode ranks hold different requests in _deferred_releases")
-        tables = {tuple(dr.owner) for dr in self.dranks}
-        if len(tables) > 1:
-            self.problems.append("decode ranks' page tables differ")
-        content = []
-        for u in range(self.heads):
-            dr = self.dranks[u // (self.heads // self.DR)]
-            j = u % dr.heads
-            content += [self._code_of_tag(int(dr.k_pool[p, j * HEAD_BYTES])) for p in range(self.D)]
-        cur = [self.instances[i] for i in self.current]
-        acked = []
-        for r in range(self.R):
-            i = self.current[r]
-            for pr in range(self.PR):
-                linked = [dr for dr in self.dranks if (pr % min(self.PR, self.DR)) == (dr.rank % min(self.PR, self.DR))]
-                marks = []
-                for dr in linked:
-                    state = dr.mgr._deferred_abort_ack_tracker.get(self.room(r))
-                    marks.append(state is not None and self.armed.get((i, dr.rank)) == state.generation
-                                 and pr in state.prefill_ranks)
-                if any(marks) and not all(marks):
-                    self.problems.append(f"R{r}: only some decode ranks recorded P{pr}'s ack")
-                acked.append(int(all(marks) and bool(marks)))
-        aux_owner = aux_content = ()
-        if self.M:
-            aux_owner = tuple(self._slot_of_tag(t) for t in self.aux_holder[0][: self.M])
-            rooms = self.dranks[0].meta.bootstrap_room[: self.M, 0].tolist()
-            aux_content = tuple(0 if room == 0 else int(room) - ROOM_BASE + 1 for room in rooms)
-        return Observation(
-            held=held_by_rank[0], owner=tuple(self._slot_of_tag(t) for t in self.dranks[0].owner),
-            content=tuple(content), outcome=tuple(x.outcome for x in cur), read=tuple(x.read for x in cur),
-            aborts=self._aborts(), acked=tuple(acked), aux_owner=aux_owner, aux_content=aux_content,
-            write_after_release=self.write_after_release,
-        )
+        """What the real code did, in the model's terms (:func:`.observation.code_observation`)."""
+        return code_observation(self)
 
-    def _instance_of(self, req) -> int:
+    def instance_of(self, req) -> int:
+        """The request instance a ``Req`` object of any rank belongs to."""
         return self.req_of[id(req)][2]
-
-    def _aborts(self) -> tuple[tuple[int, int, bool], ...]:
-        """(slot, prefill rank, armed) of every ABORT sent, one per request and prefill rank
-        however many decode ranks sent it; every linked decode rank must have sent it."""
-        seen: dict[tuple[int, int], tuple[set, bool]] = {}
-        for i, pr, d, g in self.abort_log:
-            ds, armed = seen.get((i, pr), (set(), False))
-            seen[(i, pr)] = (ds | {d}, armed or g is not None)
-        out = []
-        g = min(self.PR, self.DR)
-        for (i, pr), (ds, armed) in seen.items():
-            linked = {d for d in range(self.DR) if d % g == pr % g}
-            if ds != linked:
-                self.problems.append(f"R{self.instances[i].slot}: ABORT to P{pr} from decode ranks {sorted(ds)}, "
-                                     f"expected {sorted(linked)}")
-            out.append((self.instances[i].slot, pr, armed))
-        return tuple(sorted(out))
 
     def close(self) -> None:
         """Stop the harness threads and undo every patch."""
         if self.closed:
             return
         self.closed = True
-        wire = getattr(self, "wire", None)
-        for w in list(getattr(wire, "in_flight", [])):
-            w.landed.set()
+        if getattr(self, "wire", None) is not None:
+            self.wire.close()
         common = self.m["common"]
         for dr in getattr(self, "dranks", []):
             dr.mgr._stopped = True
@@ -1051,7 +979,7 @@ class Harness:
             p.mgr._stopped = True
             p.inbox.q.put([common.ABORT_TAG, b"0"])
             p.queue.put(None)
-            p.executor.shutdown(wait=False)
+            p.executor.shutdown(wait=False, cancel_futures=True)
         for patch in reversed(self.patches):
             patch.stop()
         self.patches.clear()

@@ -17,16 +17,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ...model.machine import Machine
-from ...spec.pd_state import (
-    ABT_SENT, ACK_NONE, D_HELD, D_NEW, OUT_LABELS, PAB_ACKED, READ_LABELS, WR_FLIGHT,
-)
+from ...spec.pd_state import ABT_SENT, ACK_NONE, D_NEW, PAB_ACKED, WR_FLIGHT
 from ...spec.scenario import Scenario
 from .errors import ConformError
 from .harness import Divergent, Harness, HarnessError, Options, Shape
-from .observation import Observation
+from .observation import model_observation
 
-__all__ = ["ConformError", "StepResult", "Conformance", "harness_for", "model_observation", "run_on_code",
-           "UNSUPPORTED"]
+__all__ = ["ConformError", "StepResult", "Conformance", "harness_for", "run_on_code", "UNSUPPORTED",
+           "CHOICE_FLAGS"]
 
 UNSUPPORTED = {
     "receipt_ack_taken_as_drain": (True, "SGLang 0.5.23 releases only on a generation-matched drain ack"),
@@ -111,30 +109,6 @@ def harness_for(scenario: Scenario, spec) -> Harness:
     reqs = tuple((spec.k.tenant[r], spec.pages(r), spec.over_long(r)) for r in range(spec.k.R))
     shape = Shape(reqs, cfg.decode_pages, cfg.prefill_pages, cfg.prefill_ranks, cfg.decode_ranks, cfg.aux_slots)
     return Harness(shape, opts)
-
-
-def model_observation(machine: Machine, state: bytes, aborts: tuple, war: bool) -> Observation:
-    """The model's state in the harness's terms (``aborts`` and ``war`` carry history)."""
-    spec = machine.spec
-    lay, k = spec.layout, spec.k
-
-    def get(name, *idx):
-        return state[lay.slot(name, *idx)]
-
-    aux_owner = aux_content = ()
-    if k.M:
-        aux_owner = tuple(get("aux_owner", m) for m in range(k.M))
-        aux_content = tuple(get("aux_content", m) for m in range(k.M))
-    return Observation(
-        held=frozenset(r for r in range(k.R) if get("d_phase", r) == D_HELD),
-        owner=tuple(get("owner", p) for p in range(k.D)),
-        content=tuple(get("content", u, p) for u in range(k.U) for p in range(k.D)),
-        outcome=tuple(OUT_LABELS[get("outcome", r)] for r in range(k.R)),
-        read=tuple(READ_LABELS[get("read", r)] for r in range(k.R)),
-        aborts=tuple(sorted(aborts)),
-        acked=tuple(get("acked", r, pr) for r in range(k.R) for pr in range(k.PR)),
-        aux_owner=aux_owner, aux_content=aux_content, write_after_release=war,
-    )
 
 
 def _write_after_release(machine: Machine, state: bytes) -> bool:
