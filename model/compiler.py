@@ -11,6 +11,7 @@ time, and every sizeable subexpression is bound to a local once, so the text sta
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from ..spec.framework import Claim, Spec
@@ -18,7 +19,9 @@ from ..spec.ops import Ops
 
 __all__ = ["CodegenOps", "compile_successors", "compile_hits"]
 
-_BIND_OVER = 20  # bind a subexpression to a local when its text is longer than this
+_BIND_OVER = 400  # bind a subexpression to a local when its text is longer than this (shorter ones
+# stay inline, so Python's ``and``/``or`` short-circuit them; measured in bench/bench_engine.py)
+_SLOT = re.compile(r"\bs\[(\d+)\]")
 
 
 class E:
@@ -210,6 +213,14 @@ class _Emitter:
         return self.tables[values]
 
 
+def _localize(header: str, lines: list[str], size: int) -> list[str]:
+    """Read every fixed slot once, into a local: ``s[12]`` becomes ``s12`` after one unpacking
+    of the state at the top (a local load is several times cheaper than a subscript)."""
+    body = [_SLOT.sub(r"s\1", line) for line in lines]
+    unpack = "    " + ", ".join(f"s{i}" for i in range(size)) + (", = s" if size == 1 else " = s")
+    return [header, unpack] + body
+
+
 def _module(tables: dict[tuple, str], body: list[str]) -> dict[str, Any]:
     src = "\n".join([f"{name} = {values!r}" for values, name in tables.items()] + body)
     namespace: dict[str, Any] = {}
@@ -240,7 +251,7 @@ def compile_successors(spec: Spec) -> tuple[Any, str]:
         em.line(f"append(({inst.aid}, bytes(t)))")
     em.reset()
     em.line("return out")
-    ns = _module(tables, ["def successors(s):"] + em.lines)
+    ns = _module(tables, _localize("def successors(s):", em.lines, spec.layout.size))
     return ns["successors"], ns["__source__"]
 
 
@@ -266,5 +277,5 @@ def compile_hits(spec: Spec, claims: Sequence[Claim | None]) -> tuple[Any, str]:
         em.line(f"h |= {1 << i}")
     em.reset()
     em.line("return h")
-    ns = _module(tables, ["def hits(s):"] + em.lines)
+    ns = _module(tables, _localize("def hits(s):", em.lines, spec.layout.size))
     return ns["hits"], ns["__source__"]
