@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from ..spec.framework import Claim, Spec
 from ..spec.ops import Ops
 
-__all__ = ["CodegenOps", "compile_successors", "compile_hits"]
+__all__ = ["CodegenOps", "compile_successors", "compile_expand", "compile_hits"]
 
 _BIND_OVER = 400  # bind a subexpression to a local when its text is longer than this (shorter ones
 # stay inline, so Python's ``and``/``or`` short-circuit them; measured in bench/bench_engine.py)
@@ -229,13 +229,9 @@ def _module(tables: dict[tuple, str], body: list[str]) -> dict[str, Any]:
     return namespace
 
 
-def compile_successors(spec: Spec) -> tuple[Any, str]:
-    """``successors(s: bytes) -> list[(aid, bytes)]`` for every enabled action instance of
-    ``spec``, and its source text."""
-    tables: dict[tuple, str] = {}
-    em = _Emitter(tables)
-    em.line("out = []")
-    em.line("append = out.append")
+def _successor_lines(spec: Spec, em: "_Emitter", append: str) -> None:
+    """Emit every action instance's guard and effect; ``append`` is the statement that hands
+    over successor ``t``, with ``{aid}`` for the instance's id."""
     for inst in spec.instances:
         em.reset()
         mark = len(em.lines)
@@ -248,11 +244,37 @@ def compile_successors(spec: Spec) -> tuple[Any, str]:
         em.line("t = bytearray(s)")
         for slot, value in ops.writes:
             em.line(f"t[{slot}] = {value.src}")
-        em.line(f"append(({inst.aid}, bytes(t)))")
+        em.line(append.format(aid=inst.aid))
     em.reset()
+
+
+def compile_successors(spec: Spec) -> tuple[Any, str]:
+    """``successors(s: bytes) -> list[(aid, bytes)]`` for every enabled action instance of
+    ``spec``, and its source text."""
+    tables: dict[tuple, str] = {}
+    em = _Emitter(tables)
+    em.line("out = []")
+    em.line("append = out.append")
+    _successor_lines(spec, em, "append(({aid}, bytes(t)))")
     em.line("return out")
     ns = _module(tables, _localize("def successors(s):", em.lines, spec.layout.size))
     return ns["successors"], ns["__source__"]
+
+
+def compile_expand(spec: Spec) -> tuple[Any, str]:
+    """``expand(s, base, add_action, add_state)``: the engine's form of ``successors``.  It hands
+    each successor to ``add_state`` and ``base + aid`` to ``add_action`` (the ``append`` methods
+    of a whole BFS level's arrays; the engine passes ``base = position * len(instances)``, so one
+    integer carries both the parent and the action), and returns ``None`` when no action is
+    enabled.  No per-state list or pair is built."""
+    tables: dict[tuple, str] = {}
+    em = _Emitter(tables)
+    em.line("t = None")
+    _successor_lines(spec, em, "add_action(base + {aid}); add_state(bytes(t))")
+    em.line("return t")
+    header = "def expand(s, base, add_action, add_state):"
+    ns = _module(tables, _localize(header, em.lines, spec.layout.size))
+    return ns["expand"], ns["__source__"]
 
 
 def compile_hits(spec: Spec, claims: Sequence[Claim | None]) -> tuple[Any, str]:
