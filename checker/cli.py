@@ -27,6 +27,7 @@ from ..model.simulate import simulate, simulation_scenario
 from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario
 from .expected import write_expected
 from .explicit import Limits, Stats
+from .visited import MODES
 from .render import render_reports, render_trace
 from .results import exit_code
 from .run import check_scenario
@@ -126,7 +127,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         for sc in scenarios:
             progress.start(sc.name)
-            reports.append(check_scenario(sc, limits, args.invariant, traces_dir, progress))
+            report = check_scenario(sc, limits, args.invariant, traces_dir, progress,
+                                    visited=args.visited, symmetry=args.symmetry, workers=args.workers)
+            if report.symmetry.startswith("refused"):
+                print(f"kvproof: {sc.name}: symmetry {report.symmetry}; searched without reduction", file=sys.stderr)
+            reports.append(report)
     finally:
         progress.stop()
     if args.write_expected:
@@ -152,6 +157,13 @@ def _json_reports(reports) -> dict[str, Any]:
                     "quiescent_states": r.stats.quiescent,
                     "seconds": round(r.stats.seconds, 4),
                     "states_per_second": round(r.stats.states_per_second),
+                    "visited": r.stats.visited,
+                    "bytes_per_state": round(r.stats.bytes_per_state, 1),
+                    "collision_probability": r.stats.collision_probability,
+                    "symmetry": r.symmetry,
+                    "represented_states": r.stats.represented,
+                    "reduction": round(r.stats.reduction, 3),
+                    "workers": r.stats.workers,
                 },
                 "results": [
                     {
@@ -255,6 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--no-traces", action="store_true", help="write no trace files")
     ck.add_argument("--write-expected", metavar="FILE", help="write this run's verdicts and state counts as a TOML table")
     ck.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    ck.add_argument("--visited", choices=MODES, default="exact",
+                    help="store states exactly (default) or as 64-bit fingerprints (8 bytes a state)")
+    ck.add_argument("--symmetry", action="store_true",
+                    help="explore one state per orbit of the scenario's interchangeable requests")
+    ck.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                    help="explore with N processes, states partitioned by hash (default 1)")
     ck.set_defaults(func=cmd_check)
 
     sh = sub.add_parser("show", help="render a stored trace")

@@ -33,6 +33,7 @@ from .pd_state import (
     WR_NOT_ISSUED, Codes, build_fields,
 )
 from .pd_story import PdStory
+from .pd_symmetry import PdSymmetry
 
 __all__ = ["PdProtocol", "exceeds_input_limit"]
 
@@ -44,7 +45,7 @@ def exceeds_input_limit(o, pages, context_limit, prefill_pool):
     return o.gt(pages, o.min_(context_limit, prefill_pool))
 
 
-class PdProtocol(PdClaims, PdStory, Spec):
+class PdProtocol(PdClaims, PdStory, PdSymmetry, Spec):
     """The protocol instance for one :class:`Config`.  Subclass and override one action or
     helper to describe another engine's behaviour (see the README)."""
 

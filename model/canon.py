@@ -1,0 +1,185 @@
+"""Symmetry reduction's hot path: a compiled canonicaliser for a declared :class:`Symmetry`.
+
+The canonical form of a state is the member of its orbit whose interchangeable elements appear
+in sorted order of their *keys*.  An element's key is its row (every slot indexed by it) and,
+for every slot whose value may refer to an element, whether it refers to this one.  Keys are
+intrinsic (a permutation moves an element's key with it), so sorting them picks one arrangement
+per orbit; two elements with equal keys are unreferenced and have equal rows, so swapping them
+changes nothing and the tie does not matter.  That makes the form canonical: two states get the
+same representative exactly when they are in the same orbit.
+
+Like the successor function, the key computation is compiled into one straight-line Python
+function per spec; applying a permutation is a byte gather plus a translation of the slots that
+refer to elements, cached per permutation.
+"""
+
+from __future__ import annotations
+
+from math import factorial
+from operator import itemgetter
+from typing import Callable
+
+from ..spec.framework import Spec
+from ..spec.symmetry import Symmetry
+
+__all__ = ["Canonicaliser", "SymmetryUnsupported"]
+
+
+class SymmetryUnsupported(ValueError):
+    """A declaration this canonicaliser cannot reduce soundly (the message says why)."""
+
+
+class Canonicaliser:
+    """``canon(s)`` (the orbit's representative), ``orbit(s)`` (the orbit's size) and
+    ``apply(perm, s)`` for one spec and its symmetry declaration."""
+
+    def __init__(self, spec: Spec, symmetry: Symmetry):
+        self.spec, self.symmetry = spec, symmetry
+        layout = spec.layout
+        sort = symmetry.sort
+        n = sort.domain.size
+        self.size = layout.size
+        rows: list[list[int]] = [[] for _ in range(n)]
+        self._ref_fields = []  # (base, count, code map entries)
+        for f in layout.fields:
+            base = layout.base[f.name]
+            refs = symmetry.refs.get(f.values.name)
+            if refs is not None and len(refs) != f.values.size:
+                raise SymmetryUnsupported(f"{f.values.name}: {len(refs)} reference entries for {f.values.size} codes")
+            if sort.domain in f.dims:
+                if f.dims[0] != sort.domain or refs is not None:
+                    raise SymmetryUnsupported(f"field {f.name}: only fields whose first index is "
+                                              f"{sort.domain.name}, with values that name no {sort.domain.name}, can be permuted")
+                inner = f.width // n if not f.sentinel else 1
+                for e in range(n):
+                    rows[e].extend(range(base + e * inner, base + (e + 1) * inner))
+            elif refs is not None:
+                body = f.width - (1 if f.sentinel else 0)
+                if f.sentinel and refs[f.init] is not None:
+                    raise SymmetryUnsupported(f"field {f.name}: its sentinel value names an element")
+                self._ref_fields.append((base, body, refs, f.sentinel))
+        self.rows = rows
+        self.classes = sort.nontrivial
+        self.order = symmetry.order
+        self._code = {}  # (element, role) -> code, per value domain
+        for _, _, refs, _ in self._ref_fields:
+            key = id(refs)
+            if key not in self._code:
+                self._code[key] = {ref: c for c, ref in enumerate(refs) if ref is not None}
+        self._cache: dict[tuple[int, ...], Callable[[bytes], bytes]] = {}
+        self.identity = tuple(range(n))
+        self.canon, self.orbit, self.source = self._compile()
+
+    # -- permutations ---------------------------------------------------------------------------
+    def apply(self, perm: tuple[int, ...], s: bytes) -> bytes:
+        """The state with element ``perm[e]``'s data moved to element ``e`` (new ``e`` is old
+        ``perm[e]``)."""
+        f = self._cache.get(perm)
+        if f is None:
+            f = self._cache[perm] = self._permuter(perm)
+        return f(s)
+
+    def _permuter(self, perm: tuple[int, ...]) -> Callable[[bytes], bytes]:
+        gather = list(range(self.size))
+        for e, old in enumerate(perm):
+            for a, b in zip(self.rows[e], self.rows[old]):
+                gather[a] = b
+        new_of = {old: e for e, old in enumerate(perm)}
+        fixes: list[tuple[int, int, bytes]] = []
+        for base, count, refs, sentinel in self._ref_fields:
+            codes = self._code[id(refs)]
+            table = bytearray(range(256))
+            for c, ref in enumerate(refs):
+                if ref is not None:
+                    table[c] = codes[(new_of[ref[0]], ref[1])]
+            # a sentinel slot holds a code no permutation changes (checked above): include it,
+            # so that neighbouring fields with the same translation merge into one slice
+            end = base + count + (1 if sentinel else 0)
+            if fixes and fixes[-1][1] == base and fixes[-1][2] == table:
+                fixes[-1] = (fixes[-1][0], end, fixes[-1][2])
+            else:
+                fixes.append((base, end, bytes(table)))
+        get = itemgetter(*gather)
+
+        def permute(s: bytes) -> bytes:
+            t = bytearray(get(s))
+            for a, b, table in fixes:
+                t[a:b] = t[a:b].translate(table)
+            return bytes(t)
+
+        return permute
+
+    def generators(self) -> list[tuple[int, ...]]:
+        """Swaps of neighbours within each class: they generate every allowed permutation."""
+        out = []
+        for c in self.classes:
+            for a, b in zip(c, c[1:]):
+                p = list(self.identity)
+                p[a], p[b] = b, a
+                out.append(tuple(p))
+        return out
+
+    # -- compiled key, canonical form, orbit size --------------------------------------------
+    def _key_src(self, e: int) -> str:
+        parts = [f"ROW{e}(s)"]
+        for base, count, refs, _ in self._ref_fields:
+            for role_code, (el, _role) in ((c, r) for c, r in enumerate(refs) if r is not None):
+                if el == e:
+                    parts.extend(f"s[{base + i}] == {role_code}" for i in range(count))
+        return "(" + ", ".join(parts) + ",)"
+
+    def _compile(self):
+        n = len(self.rows)
+        members = sorted({e for c in self.classes for e in c})
+        rows = [f"    r{e} = ROW{e}(s)" for e in members]
+        keys = [f"    k{e} = {self._key_src(e)}" for e in members]
+        strict = " and ".join(" < ".join(f"r{e}" for e in c) for c in self.classes)
+        # canon: rows in strictly ascending order decide alone (the common case); otherwise
+        # sort by the full keys (rows, then which referring slots name the element)
+        lines = ["def canon(s):"] + rows + [f"    if {strict}:", "        return s", "    return SLOW(s)"]
+        lines += ["def slow(s):"] + keys
+        in_order = " and ".join(" <= ".join(f"k{e}" for e in c) for c in self.classes)
+        lines += [f"    if {in_order}:", "        return s"]
+        perm = [str(e) for e in range(n)]
+        for ci, c in enumerate(self.classes):
+            pairs = ", ".join(f"(k{e}, {e})" for e in c)
+            lines.append(f"    o{ci} = sorted(({pairs}))")
+            for pos, e in enumerate(c):
+                perm[e] = f"o{ci}[{pos}][1]"
+        lines.append(f"    return APPLY(({', '.join(perm)},), s)")
+        # orbit: the group's order over the arrangements that leave the state unchanged
+        lines += ["def orbit(s):"] + rows + [f"    if {strict}:", "        return ORDER"] + keys
+        groups = []
+        for c in self.classes:
+            if len(c) == 2:
+                groups.append(f"(2 if k{c[0]} == k{c[1]} else 1)")
+            else:
+                groups.append(f"TIES(({', '.join(f'k{e}' for e in c)},))")
+        lines.append(f"    return ORDER // ({' * '.join(groups)})")
+        src = "\n".join(lines)
+        ns = {"APPLY": self.apply, "ORDER": self.order, "TIES": _ties}
+        for e in members:
+            ns[f"ROW{e}"] = _getter(self.rows[e])
+        exec(compile(src, "<kvproof-canon>", "exec"), ns)
+        ns["SLOW"] = ns["slow"]
+        return ns["canon"], ns["orbit"], src
+
+
+def _getter(slots: list[int]) -> Callable[[bytes], tuple]:
+    """``itemgetter`` that always returns a tuple (also for one slot)."""
+    if len(slots) == 1:
+        (k,) = slots
+        return lambda s: (s[k],)
+    return itemgetter(*slots)
+
+
+def _ties(keys: tuple) -> int:
+    """How many arrangements of these keys leave the state unchanged: the product of the
+    factorials of the multiplicities of equal keys."""
+    counts: dict = {}
+    for k in keys:
+        counts[k] = counts.get(k, 0) + 1
+    out = 1
+    for m in counts.values():
+        out *= factorial(m)
+    return out
