@@ -2,8 +2,9 @@
 counterexamples back to concrete traces.
 
 :func:`reduction_for` compiles the spec's declaration (:mod:`kvproof.spec.symmetry`) and tests
-it on sampled reachable states - a breadth-first prefix and seeded random walks - for every
-generating swap ``g``: ``g(init) = init``; every claim gives the same answer in ``s`` and
+it on sampled states - a breadth-first prefix, seeded random walks, and seeded random
+well-typed states (a sound declaration commutes with the spec everywhere, reachable or not, and
+random states reach corners a prefix does not) - for every generating swap ``g``: ``g(init) = init``; every claim gives the same answer in ``s`` and
 ``g(s)``; and the successors of ``g(s)`` are exactly the images of the successors of ``s``.  Any
 failure refuses the reduction with the first reason found (the search then runs unreduced).
 
@@ -23,8 +24,9 @@ from ..model.canon import Canonicaliser, SymmetryUnsupported
 
 __all__ = ["Reduction", "reduction_for", "check_declaration", "concrete_path"]
 
-_PREFIX = 2000  # breadth-first states sampled
-_WALKS, _WALK_LEN = 40, 80  # seeded random walks sampled
+_PREFIX = 5000  # breadth-first states sampled
+_WALKS, _WALK_LEN = 100, 100  # seeded random walks sampled
+_RANDOM = 3000  # seeded random well-typed states sampled
 
 
 @dataclass
@@ -77,6 +79,14 @@ def _samples(machine: Any, seed: int) -> list[bytes]:
             if s not in seen:
                 seen[s] = None
                 order.append(s)
+    layout = machine.spec.layout
+    for _ in range(_RANDOM):
+        t = list(machine.init)
+        for f in layout.fields:
+            base = layout.base[f.name]
+            for k in range(f.width - (1 if f.sentinel else 0)):
+                t[base + k] = rng.randrange(f.values.size)
+        order.append(bytes(t))
     return order
 
 
