@@ -109,3 +109,44 @@ def test_simulate_reports_exposures_and_writes_the_first_run(capsys, tmp_path):
     assert len(written) == 1
     code, out, _ = run(capsys, "replay", str(written[0]))
     assert code == 0
+
+
+def test_check_with_symmetry_fingerprints_and_workers(capsys, tmp_path):
+    toml = tmp_path / "sym.toml"
+    toml.write_text(_SYMMETRIC)
+    code, out, _ = run(capsys, "check", str(toml), "--symmetry", "--visited", "fingerprint", "--workers", "2",
+                       "--json", "--traces", str(tmp_path))
+    stats = json.loads(out)["scenarios"][0]["stats"]
+    assert code == 0, out
+    assert stats["symmetry"] == "R0~R1 (2 permutations)" and stats["workers"] == 2
+    assert stats["represented_states"] > stats["states"] and stats["reduction"] > 1.5
+    assert stats["bytes_per_state"] <= 100 and 0 < stats["collision_probability"] < 1e-9
+    code, out, _ = run(capsys, "replay", str(next(tmp_path.glob("*.itf.json"))))
+    assert code == 0 and "reproduced" in out
+    code, _, err = run(capsys, "check", "abort-race", "--visited", "bloom")
+    assert code == 3 and "invalid choice" in err
+
+
+_SYMMETRIC = """
+name = "abort-race-sym"
+[sizes]
+decode_pages = 1
+prefill_pages = 2
+context_limit = 2
+[[requests]]
+tenant = "A"
+pages = 1
+[[requests]]
+tenant = "A"
+pages = 1
+[[requests]]
+tenant = "B"
+pages = 1
+[engine]
+release_policy = "immediate"
+ordered_arrivals = false
+[expect]
+decode_reads_only_own_pages = "violated"
+no_cross_tenant_read = "violated"
+no_write_after_release = "violated"
+"""
