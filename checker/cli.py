@@ -27,6 +27,7 @@ from ..model.simulate import simulate, simulation_scenario
 from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario
 from .expected import write_expected
 from .explicit import Limits, Stats
+from .ray_backend import RayUnavailable
 from .visited import MODES
 from .render import render_reports, render_trace
 from .results import exit_code
@@ -128,7 +129,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         for sc in scenarios:
             progress.start(sc.name)
             report = check_scenario(sc, limits, args.invariant, traces_dir, progress,
-                                    visited=args.visited, symmetry=args.symmetry, workers=args.workers)
+                                    visited=args.visited, symmetry=args.symmetry, workers=args.workers,
+                                    backend=args.backend, ray_address=args.ray_address)
             if report.symmetry.startswith("refused"):
                 print(f"kvproof: {sc.name}: symmetry {report.symmetry}; searched without reduction", file=sys.stderr)
             reports.append(report)
@@ -272,7 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--symmetry", action="store_true",
                     help="explore one state per orbit of the scenario's interchangeable requests")
     ck.add_argument("--workers", type=_positive_int, default=1, metavar="N",
-                    help="explore with N processes, states partitioned by hash (default 1)")
+                    help="explore with N processes (or Ray actors), states partitioned by hash (default 1)")
+    ck.add_argument("--backend", choices=("process", "ray"), default="process",
+                    help="where the workers run: forked processes (default) or a Ray cluster (kvproof[ray])")
+    ck.add_argument("--ray-address", metavar="ADDR",
+                    help="Ray cluster to join (default: RAY_ADDRESS, else a local cluster of N workers)")
     ck.set_defaults(func=cmd_check)
 
     sh = sub.add_parser("show", help="render a stored trace")
@@ -340,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return args.func(args)
-    except (BadInput, ScenarioError, TraceError) as e:
+    except (BadInput, ScenarioError, TraceError, RayUnavailable) as e:
         print(f"kvproof: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -53,6 +53,16 @@ class ProcessPool:
             out.append(value)
         return out
 
+    def exchange(self) -> tuple[list[int], list[tuple[int, int]]]:
+        """One level's expand, routing and absorb: new states per partition and the quiescent
+        claim hits (bits, global number).  Batches travel through this process."""
+        expanded = self.call("expand")
+        quiet = [q for _, qs in expanded for q in qs]
+        n = len(self.conns)
+        inbox = [[expanded[w][0][d] for w in range(n)] for d in range(n)]
+        del expanded
+        return self.call("absorb", [(inbox[d],) for d in range(n)]), quiet
+
     def close(self) -> None:
         """Stop the workers."""
         for c in self.conns:
@@ -84,17 +94,19 @@ def explore_parallel(machine: Any, workers: int, limits: Limits = Limits(), clai
     """:func:`~kvproof.checker.explicit.explore` with ``workers`` forked processes."""
     pool = ProcessPool(machine, workers, visited, canonicaliser, claims)
     try:
-        return coordinate(pool.call, machine, workers, limits, claims, stop_when_all_hit, progress, visited,
+        return coordinate(pool, machine, workers, limits, claims, stop_when_all_hit, progress, visited,
                           canonicaliser is not None)
     finally:
         pool.close()
 
 
-def coordinate(call: Callable, machine: Any, count: int, limits: Limits, claims: list[int] | None,
+def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims: list[int] | None,
                stop_when_all_hit: bool, progress: Callable[[Stats], None] | None, visited: str,
                canonical: bool) -> Exploration:
-    """Drive ``count`` partitions through ``call(method, per-partition args)`` to the end of the
-    search (shared by every transport)."""
+    """Drive ``count`` partitions to the end of the search through a transport: its
+    ``call(method, per-partition args)`` calls every partition and gathers the answers, its
+    ``exchange()`` runs one level's expand, routing and absorb (shared by every transport)."""
+    call = transport.call
     start = time.perf_counter()
     tracked = range(len(machine.claims)) if claims is None else claims
     open_mask = sum(1 << i for i in tracked)
@@ -121,12 +133,8 @@ def coordinate(call: Callable, machine: Any, count: int, limits: Limits, claims:
             complete, reason = False, "stopped once every claim asked for had hit"
             break
         call("set_open", [(open_mask,)] * count)
-        expanded = call("expand")
-        record([q for _, quiet in expanded for q in quiet])
-        inbox = [[expanded[w][0][d] for w in range(count)] for d in range(count)]
-        del expanded
-        fresh = call("absorb", [(inbox[d],) for d in range(count)])
-        del inbox
+        fresh, quiet = transport.exchange()
+        record(quiet)
         allow = list(fresh)
         total = sum(fresh)
         if total and limits.max_depth is not None and depth >= limits.max_depth:

@@ -14,6 +14,7 @@ from ..model.replay import run_actions
 from ..spec.scenario import Scenario, ScenarioError
 from .explicit import Exploration, Limits, Stats, explore
 from .parallel import explore_parallel
+from .ray_backend import explore_ray
 from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated
 from .symmetry import Reduction, concrete_path, reduction_for
 from .traces import Trace, write_trace
@@ -43,6 +44,8 @@ def check_scenario(
     visited: str = "exact",
     symmetry: bool = False,
     workers: int = 1,
+    backend: str = "process",
+    ray_address: str | None = None,
 ) -> ScenarioReport:
     """Check ``scenario``'s claims (or ``only`` those named) with the explicit engine.
 
@@ -50,7 +53,8 @@ def check_scenario(
     ``visited`` is the visited-set mode (``exact`` or ``fingerprint``); with ``symmetry`` the
     search explores one representative per orbit of the scenario's declared symmetry, once the
     declaration passed its checks (:mod:`.symmetry`); with ``workers`` > 1 the search runs
-    in that many processes (:mod:`.parallel`).
+    in that many processes (:mod:`.parallel`), or with ``backend="ray"`` in that many Ray actors
+    (:mod:`.ray_backend`, on the cluster at ``ray_address`` or a local one).
     """
     spec = scenario.build()
     expected = scenario.expectations(spec)
@@ -64,7 +68,11 @@ def check_scenario(
     tracked = [index[c] for c in expected]
     reduction = reduction_for(machine) if symmetry else None
     canon = reduction.canonicaliser if reduction is not None else None
-    if workers > 1:
+    if backend == "ray":
+        exploration = explore_ray(scenario, machine, workers, limits, claims=tracked, stop_when_all_hit=bool(only),
+                                  progress=progress, visited=visited, symmetric=canon is not None,
+                                  address=ray_address)
+    elif workers > 1:
         exploration = explore_parallel(machine, workers, limits, claims=tracked, stop_when_all_hit=bool(only),
                                        progress=progress, visited=visited, canonicaliser=canon)
     else:
