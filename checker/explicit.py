@@ -65,6 +65,8 @@ class Stats:
     """With symmetry reduction: concrete states the explored representatives stand for (the sum
     of their orbit sizes); otherwise equal to ``states``."""
     workers: int = 1
+    worker_cpu: tuple[float, ...] = ()
+    """With several workers: CPU seconds each worker process spent (its share of the work)."""
 
     @property
     def reduction(self) -> float:

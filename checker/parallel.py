@@ -167,6 +167,7 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
     stats.quiescent = sum(s["quiescent"] for s in summaries)
     stats.represented = sum(s["represented"] for s in summaries)
     stats.depth = depth
+    stats.worker_cpu = tuple(round(s["cpu"], 3) for s in summaries)
     stats.bytes_per_state = sum(s["bytes"] for s in summaries) / max(stats.states, 1)
     if visited == "fingerprint":
         stats.collision_probability = collision_probability(stats.states)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
+import time
+
 import numpy as np
 import xxhash
 
@@ -25,7 +27,8 @@ from .visited import VisitedSet
 
 __all__ = ["Partition", "Batch"]
 
-Batch = tuple[bytes, np.ndarray, np.ndarray]  # (states joined, parent global numbers, action ids)
+Batch = tuple[bytes, np.ndarray, np.ndarray, np.ndarray]
+"""(states joined, their fingerprints, parent global numbers, action ids)"""
 
 
 class Partition:
@@ -34,6 +37,7 @@ class Partition:
     def __init__(self, machine: Any, index: int, count: int, visited: str = "exact",
                  canonicaliser: Any = None, claims: list[int] | None = None):
         self.machine, self.index, self.count = machine, index, count
+        self.cpu_start = time.process_time()
         self.width = len(machine.init)
         self.canon = canonicaliser.canon if canonicaliser is not None else None
         self.orbit = canonicaliser.orbit if canonicaliser is not None else None
@@ -95,34 +99,37 @@ class Partition:
         code = np.frombuffer(codes, dtype=np.int64)[first] if cand else np.zeros(0, np.int64)
         pos, aid = np.divmod(code, n_actions)
         gid = (pos + self.lo) * n + self.index
-        dest = (fps[first] % np.uint64(n)).astype(np.int64)
+        fps = fps[first]
+        dest = (fps % np.uint64(n)).astype(np.int64)
         batches = []
         for d in range(n):
             sel = np.flatnonzero(dest == d)
             blob = b"".join([cand[k] for k in first[sel].tolist()])
-            batches.append((blob, gid[sel], aid[sel].astype(np.int32)))
+            batches.append((blob, fps[sel], gid[sel], aid[sel].astype(np.int32)))
         return batches, quiet
 
     def absorb(self, batches: list[Batch]) -> int:
         """Take the batches addressed to this partition (in source order); how many of their
         states are new."""
         blob = b"".join(b[0] for b in batches)
-        w = self.width
-        states = [blob[i:i + w] for i in range(0, len(blob), w)]
-        gids = np.concatenate([b[1] for b in batches]) if batches else np.zeros(0, np.int64)
-        aids = np.concatenate([b[2] for b in batches]) if batches else np.zeros(0, np.int32)
-        keys = self.store.keys(states)
+        gids = np.concatenate([b[2] for b in batches])
+        aids = np.concatenate([b[3] for b in batches])
+        if self.store.mode == "fingerprint":
+            keys = np.concatenate([b[1] for b in batches])
+        else:
+            keys = np.frombuffer(blob, dtype=self.store.dtype)
         fresh = self.store.fresh(keys)
-        self.pending = (states, keys, fresh, gids, aids)
+        self.pending = (blob, keys, fresh, gids, aids)
         return int(fresh.size)
 
     def commit(self, allow: int) -> list[tuple[int, int]]:
         """Keep the first ``allow`` new states as the next level; their claim hits as
         (bits, global number)."""
-        states, keys, fresh, gids, aids = self.pending
+        blob, keys, fresh, gids, aids = self.pending
         self.pending = None
         fresh = fresh[:allow]
-        new = [states[k] for k in fresh.tolist()]
+        w = self.width
+        new = [blob[k * w:(k + 1) * w] for k in fresh.tolist()]
         self.store.add(keys[fresh])
         base = len(self.parent)
         self.parent.extend(gids[fresh].tolist())
@@ -159,4 +166,5 @@ class Partition:
             "represented": self.represented,
             "bytes": self.store.nbytes + self.parent.itemsize * len(self.parent) + self.via.itemsize * len(self.via),
             "level": len(self.frontier),
+            "cpu": time.process_time() - self.cpu_start,
         }

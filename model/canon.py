@@ -134,9 +134,21 @@ class Canonicaliser:
         rows = [f"    r{e} = ROW{e}(s)" for e in members]
         keys = [f"    k{e} = {self._key_src(e)}" for e in members]
         strict = " and ".join(" < ".join(f"r{e}" for e in c) for c in self.classes)
-        # canon: rows in strictly ascending order decide alone (the common case); otherwise
-        # sort by the full keys (rows, then which referring slots name the element)
-        lines = ["def canon(s):"] + rows + [f"    if {strict}:", "        return s", "    return SLOW(s)"]
+        # canon: rows in strictly ascending order decide alone (the common case); rows that are
+        # all distinct give the permutation by sorting them; only equal rows need the full keys
+        # (rows, then which referring slots name the element)
+        lines = ["def canon(s):"] + rows + [f"    if {strict}:", "        return s"]
+        perm = [str(e) for e in range(n)]
+        for ci, c in enumerate(self.classes):
+            pairs = ", ".join(f"(r{e}, {e})" for e in c)
+            lines.append(f"    o{ci} = sorted(({pairs}))")
+            ties = " or ".join(f"o{ci}[{i}][0] == o{ci}[{i + 1}][0]" for i in range(len(c) - 1))
+            lines += [f"    if {ties}:", "        return SLOW(s)"]
+            for pos, e in enumerate(c):
+                perm[e] = f"o{ci}[{pos}][1]"
+        lines.append(f"    p = ({', '.join(perm)},)")
+        lines.append("    f = CACHE.get(p)")
+        lines.append("    return APPLY(p, s) if f is None else f(s)")
         lines += ["def slow(s):"] + keys
         in_order = " and ".join(" <= ".join(f"k{e}" for e in c) for c in self.classes)
         lines += [f"    if {in_order}:", "        return s"]
@@ -157,7 +169,7 @@ class Canonicaliser:
                 groups.append(f"TIES(({', '.join(f'k{e}' for e in c)},))")
         lines.append(f"    return ORDER // ({' * '.join(groups)})")
         src = "\n".join(lines)
-        ns = {"APPLY": self.apply, "ORDER": self.order, "TIES": _ties}
+        ns = {"APPLY": self.apply, "ORDER": self.order, "TIES": _ties, "CACHE": self._cache}
         for e in members:
             ns[f"ROW{e}"] = _getter(self.rows[e])
         exec(compile(src, "<kvproof-canon>", "exec"), ns)
