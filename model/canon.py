@@ -16,6 +16,7 @@ refer to elements, cached per permutation.
 from __future__ import annotations
 
 from math import factorial
+from itertools import permutations
 from operator import itemgetter
 from typing import Callable
 
@@ -29,18 +30,16 @@ class SymmetryUnsupported(ValueError):
     """A declaration this canonicaliser cannot reduce soundly (the message says why)."""
 
 
-class Canonicaliser:
-    """``canon(s)`` (the orbit's representative), ``orbit(s)`` (the orbit's size) and
-    ``apply(perm, s)`` for one spec and its symmetry declaration."""
+class _Perms:
+    """Permutations of one sort's elements acting on states: rows moved, references rewritten."""
 
-    def __init__(self, spec: Spec, symmetry: Symmetry):
-        self.spec, self.symmetry = spec, symmetry
-        layout = spec.layout
+    def __init__(self, layout, symmetry: Symmetry):
         sort = symmetry.sort
         n = sort.domain.size
         self.size = layout.size
+        self.label = sort.domain.label
         rows: list[list[int]] = [[] for _ in range(n)]
-        self._ref_fields = []  # (base, count, code map entries)
+        self.ref_fields = []  # (base, slots, code map entries, has a sentinel)
         for f in layout.fields:
             base = layout.base[f.name]
             refs = symmetry.refs.get(f.values.name)
@@ -57,37 +56,34 @@ class Canonicaliser:
                 body = f.width - (1 if f.sentinel else 0)
                 if f.sentinel and refs[f.init] is not None:
                     raise SymmetryUnsupported(f"field {f.name}: its sentinel value names an element")
-                self._ref_fields.append((base, body, refs, f.sentinel))
+                self.ref_fields.append((base, body, refs, f.sentinel))
         self.rows = rows
         self.classes = sort.nontrivial
-        self.order = symmetry.order
-        self._code = {}  # (element, role) -> code, per value domain
-        for _, _, refs, _ in self._ref_fields:
-            key = id(refs)
-            if key not in self._code:
-                self._code[key] = {ref: c for c, ref in enumerate(refs) if ref is not None}
-        self._cache: dict[tuple[int, ...], Callable[[bytes], bytes]] = {}
+        self.order = Symmetry(sort).order
+        self.codes = {}  # (element, role) -> code, per value domain
+        for _, _, refs, _ in self.ref_fields:
+            if id(refs) not in self.codes:
+                self.codes[id(refs)] = {ref: c for c, ref in enumerate(refs) if ref is not None}
+        self.cache: dict[tuple[int, ...], Callable[[bytes], bytes]] = {}
         self.identity = tuple(range(n))
-        self.canon, self.orbit, self.source = self._compile()
 
-    # -- permutations ---------------------------------------------------------------------------
     def apply(self, perm: tuple[int, ...], s: bytes) -> bytes:
-        """The state with element ``perm[e]``'s data moved to element ``e`` (new ``e`` is old
-        ``perm[e]``)."""
-        f = self._cache.get(perm)
+        """The state with element ``perm[e]``'s data moved to element ``e``."""
+        f = self.cache.get(perm)
         if f is None:
-            f = self._cache[perm] = self._permuter(perm)
+            f = self.cache[perm] = self.permuter(perm)
         return f(s)
 
-    def _permuter(self, perm: tuple[int, ...]) -> Callable[[bytes], bytes]:
+    def permuter(self, perm: tuple[int, ...]) -> Callable[[bytes], bytes]:
+        """``apply`` for one permutation, as a function."""
         gather = list(range(self.size))
         for e, old in enumerate(perm):
             for a, b in zip(self.rows[e], self.rows[old]):
                 gather[a] = b
         new_of = {old: e for e, old in enumerate(perm)}
         fixes: list[tuple[int, int, bytes]] = []
-        for base, count, refs, sentinel in self._ref_fields:
-            codes = self._code[id(refs)]
+        for base, count, refs, sentinel in self.ref_fields:
+            codes = self.codes[id(refs)]
             table = bytearray(range(256))
             for c, ref in enumerate(refs):
                 if ref is not None:
@@ -109,14 +105,82 @@ class Canonicaliser:
 
         return permute
 
-    def generators(self) -> list[tuple[int, ...]]:
-        """Swaps of neighbours within each class: they generate every allowed permutation."""
+    def swaps(self) -> list[tuple[str, tuple[int, ...]]]:
+        """Swaps of neighbours within each class (they generate the group), described."""
         out = []
         for c in self.classes:
             for a, b in zip(c, c[1:]):
                 p = list(self.identity)
                 p[a], p[b] = b, a
-                out.append(tuple(p))
+                out.append((f"{self.label(a)} and {self.label(b)}", tuple(p)))
+        return out
+
+    def every(self) -> list[tuple[int, ...]]:
+        """Every permutation of the group (for the sorts that are searched, not sorted)."""
+        out = [()]
+        for c in self.classes:
+            out = [done + (c, image) for done in out for image in permutations(c)]
+        perms = []
+        for choice in out:
+            p = list(self.identity)
+            for k in range(0, len(choice), 2):
+                for e, old in zip(choice[k], choice[k + 1]):
+                    p[e] = old
+            perms.append(tuple(p))
+        return perms
+
+
+class Canonicaliser:
+    """``canon(s)`` (the orbit's representative), ``orbit(s)`` (the orbit's size) and the
+    generating swaps, for one spec and its symmetry declaration.
+
+    The declaration's first sort is *sorted* (its elements are put in key order); each further
+    sort (``Symmetry.also``: decode pages, say) is *searched*: the canonical form is the least,
+    over every permutation of those sorts, of the sorted form.  That stays exact, at the price
+    of one sorted form per such permutation.
+    """
+
+    def __init__(self, spec: Spec, symmetry: Symmetry):
+        self.spec, self.symmetry = spec, symmetry
+        layout = spec.layout
+        self.size = layout.size
+        self.main = _Perms(layout, symmetry)
+        self.rows, self.classes, self.identity = self.main.rows, self.main.classes, self.main.identity
+        self._ref_fields, self._cache, self.order = self.main.ref_fields, self.main.cache, self.main.order
+        self.extra = [_Perms(layout, x) for x in symmetry.also]
+        self.searched: list[Callable[[bytes], bytes]] = [lambda s: s]
+        for x in self.extra:
+            self.searched = [_then(f, x.permuter(p)) for f in self.searched for p in x.every() if p != x.identity] \
+                + self.searched
+        self.extra_order = len(self.searched)
+        main_canon, main_orbit, self.source = self._compile()
+        if len(self.searched) == 1:
+            self.canon, self.orbit = main_canon, main_orbit
+        else:
+            self.canon, self.orbit = self._searched(main_canon, main_orbit)
+
+    def _searched(self, main_canon, main_orbit):
+        perms = self.searched
+        order = self.extra_order
+
+        def canon(s: bytes) -> bytes:
+            return min([main_canon(f(s)) for f in perms])
+
+        def orbit(s: bytes) -> int:
+            forms = [main_canon(f(s)) for f in perms]
+            return main_orbit(s) * order // forms.count(main_canon(s))
+
+        return canon, orbit
+
+    def apply(self, perm: tuple[int, ...], s: bytes) -> bytes:
+        """The state with element ``perm[e]`` of the first sort moved to element ``e``."""
+        return self.main.apply(perm, s)
+
+    def generators(self) -> list[tuple[str, Callable[[bytes], bytes]]]:
+        """(description, function) of swaps that generate every allowed permutation."""
+        out = []
+        for perms in [self.main] + self.extra:
+            out += [(text, perms.permuter(p)) for text, p in perms.swaps()]
         return out
 
     # -- compiled key, canonical form, orbit size --------------------------------------------
@@ -183,6 +247,10 @@ def _getter(slots: list[int]) -> Callable[[bytes], tuple]:
         (k,) = slots
         return lambda s: (s[k],)
     return itemgetter(*slots)
+
+
+def _then(first: Callable[[bytes], bytes], second: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    return lambda s: second(first(s))
 
 
 def _ties(keys: tuple) -> int:

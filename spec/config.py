@@ -61,6 +61,11 @@ class Engine:
     """Requests reach each admission door in id order (a FIFO queue); fewer interleavings."""
     request_streams: bool = False
     """A finished request's slot takes a new request (``client_send``): unbounded streams."""
+    any_free_pages: bool = False
+    """Decode's allocator may hand out any free pages, in any order (a free list kept unsorted),
+    modelled as a choice (``decode_prealloc_pick``); ``false``: the lowest-numbered free pages,
+    as SGLang's allocator after ``merge_and_sort_free``.  With it, decode pages are
+    interchangeable (symmetry reduction permutes them)."""
 
     @classmethod
     def flag_names(cls) -> list[str]:

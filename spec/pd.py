@@ -19,6 +19,7 @@ Modelling choices, each stated once here:
 from __future__ import annotations
 
 from functools import cached_property
+from itertools import permutations
 
 from .config import Config
 from .framework import Spec, action
@@ -63,8 +64,22 @@ class PdProtocol(PdClaims, PdStory, PdSymmetry, Spec):
         return build_fields(self.k)
 
     def domain(self, name: str) -> Domain:
-        """Parameter domains: ``req``, ``chunk``."""
+        """Parameter domains: ``req``, ``chunk``, ``pick`` (an allocation choice)."""
+        if name == "pick":
+            return self._pick_domain
         return {"req": self.k.req, "chunk": self.k.chunk}[name]
+
+    def picks(self, k: int) -> list[tuple[int, ...]]:
+        """The allocation choices of ``k`` decode pages with ``any_free_pages``: every ordered
+        ``k``-tuple of distinct pages (chunk ``c`` goes to the ``c``-th); none without it."""
+        if not self.e.any_free_pages:
+            return []
+        return list(permutations(range(self.k.D), k))
+
+    @cached_property
+    def _pick_domain(self) -> Domain:
+        size = max([len(self.picks(r.pages)) for r in self.cfg.requests] + [1])
+        return Domain("pick", size)
 
     # -- static facts about requests (plain Python: configuration, not state) ---------------
     @cached_property
@@ -199,6 +214,7 @@ class PdProtocol(PdClaims, PdStory, PdSymmetry, Spec):
             n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
             return
         s.require(o.eq(s.outcome[r], OUT_NONE))
+        s.require(not self.e.any_free_pages)  # then decode_prealloc_pick reserves
         self._allocate(s, n, r, self.pages(r), "owner", "dest", self.k.D)
         n.d_phase[r] = D_RESERVED
 
@@ -423,6 +439,27 @@ class PdProtocol(PdClaims, PdStory, PdSymmetry, Spec):
             blocks.append(o.and_(o.eq(s.abort_tx[r], 1), o.eq(s.p_abort[r], PAB_NONE)))
         s.require(o.any_(moves))
         s.require(o.not_(o.any_(blocks)))
+
+    # -- decode: reservation from an unsorted free list ----------------------------------------------
+    @action("decode", "req", "pick")
+    def decode_prealloc_pick(self, s, n, r, pick):
+        """``DecodePreallocQueue`` reserves the prompt's pages from an allocator that hands out
+        any free pages (``any_free_pages``): as ``decode_prealloc``, with allocation choice
+        ``pick`` naming which free page each chunk gets (H1 applies alike: the original prompt
+        length is reserved).  Rejection at the decode door stays with ``decode_prealloc``."""
+        o = s.ops
+        choices = self.picks(self.pages(r))
+        s.require(pick < len(choices))
+        s.require(not (self.over_long(r) and self.e.reject_at_decode_door))
+        s.require(o.eq(s.d_phase[r], D_NEW))
+        s.require(self._in_order(s, "d_phase", D_NEW, r))
+        s.require(o.eq(s.outcome[r], OUT_NONE))
+        pages = choices[pick] if pick < len(choices) else ()
+        for c, p in enumerate(pages):
+            s.require(o.eq(s.owner[p], FREE))
+            n.dest[r, c] = p
+            n.owner[p] = r + 1
+        n.d_phase[r] = D_RESERVED
 
     # -- request streams ----------------------------------------------------------------------------
     @action("client", "req")

@@ -4,8 +4,9 @@ Two requests are interchangeable when they have the same tenant and the same pro
 (everything the protocol reads about a request - over-long, pages to reserve, chunks to send -
 follows from those), *and* arrivals are unordered: with ``ordered_arrivals`` (FIFO doors,
 the default) request ``r`` reaches a door only after ``r - 1``, which tells them apart.
-Decode pages are not interchangeable: allocation takes the lowest-numbered free pages, which
-fixes their order.  Permuting requests rewrites the codes that name a request: a page owner
+Decode pages are interchangeable only with ``any_free_pages``: by default allocation takes the
+lowest-numbered free pages, which fixes their order.  Prefill pages are never permuted (their
+allocation is lowest-free).  Permuting requests rewrites the codes that name a request: a page owner
 ``r + 1`` and a page content ``r + 1`` (KV written for ``r``); ``old:<tenant>`` contents stay,
 since permutations keep tenants.
 """
@@ -22,16 +23,20 @@ class PdSymmetry:
 
     def symmetry(self) -> Symmetry | None:
         """Requests of one (tenant, pages) shape are interchangeable when arrivals are
-        unordered; ``None`` when nothing is."""
-        if self.e.ordered_arrivals:
-            return None
+        unordered, decode pages when allocation takes any free pages; ``None`` when nothing
+        is."""
         k = self.k
+        pages = None
+        if self.e.any_free_pages and k.D > 1:
+            refs = tuple((p, 0) for p in range(k.D)) + (None,)
+            pages = Symmetry(Sort(k.page, (tuple(range(k.D)),)), {k.page_ref.name: refs})
         shapes: dict[tuple, list[int]] = {}
         for r, req in enumerate(self.cfg.requests):
             shapes.setdefault((req.tenant, req.pages), []).append(r)
         classes = tuple(tuple(c) for c in shapes.values())
-        if all(len(c) < 2 for c in classes):
-            return None
+        if self.e.ordered_arrivals or all(len(c) < 2 for c in classes):
+            return pages
         owner = (None,) + tuple((r, 0) for r in range(k.R))
         content = (None,) + tuple((r, 0) for r in range(k.R)) + (None,) * k.T
-        return Symmetry(Sort(k.req, classes), {k.owner.name: owner, k.content.name: content})
+        also = (pages,) if pages is not None else ()
+        return Symmetry(Sort(k.req, classes), {k.owner.name: owner, k.content.name: content}, also)

@@ -46,11 +46,15 @@ class Symmetry:
 
     sort: Sort
     refs: dict[str, tuple[tuple[int, int] | None, ...]] = field(default_factory=dict)
+    also: tuple["Symmetry", ...] = ()
+    """Further sorts permuted independently of this one (decode pages, say), each with its own
+    references."""
 
     def describe(self) -> str:
         """The interchangeable groups, by label: ``R0~R1~R2, R3~R4``."""
         d = self.sort.domain
-        return ", ".join("~".join(str(d.label(e)) for e in c) for c in self.sort.nontrivial)
+        own = ", ".join("~".join(str(d.label(e)) for e in c) for c in self.sort.nontrivial)
+        return "; ".join([own] + [x.describe() for x in self.also])
 
     @property
     def order(self) -> int:
@@ -59,4 +63,6 @@ class Symmetry:
         for c in self.sort.nontrivial:
             for k in range(2, len(c) + 1):
                 n *= k
+        for x in self.also:
+            n *= x.order
         return n

@@ -1,10 +1,13 @@
 """The compiled canonical form is exact: one representative per orbit, with the right orbit size."""
 
+from dataclasses import replace
 from itertools import permutations, product
 
 import pytest
 
 from kvproof.model.canon import Canonicaliser, SymmetryUnsupported
+from kvproof.model.machine import Machine
+from kvproof.spec.pd import PdProtocol
 from kvproof.spec.symmetry import Sort, Symmetry
 
 from .conftest import explore
@@ -64,3 +67,19 @@ def test_fields_that_cannot_be_permuted_are_refused():
     bad = Symmetry(Sort(k.req, ((0, 1),)), {k.owner.name: (None,)})  # wrong number of codes
     with pytest.raises(SymmetryUnsupported, match="reference entries"):
         Canonicaliser(m.spec, bad)
+
+
+def test_pages_are_searched_and_requests_sorted_exactly():
+    cfg = machine("v0.5.22", "AAB").spec.cfg
+    m = Machine(PdProtocol(replace(cfg, decode_pages=2, engine=replace(cfg.engine, any_free_pages=True))))
+    canon = Canonicaliser(m.spec, m.spec.symmetry())
+    assert canon.extra_order == 2 and m.spec.symmetry().order == 4
+    group = [(r, p) for r in canon.main.every() for p in canon.extra[0].every()]
+    for s in _reachable(m)[::11]:
+        orbit = {canon.extra[0].apply(p, canon.apply(r, s)) for r, p in group}
+        reps = {canon.canon(t) for t in orbit}
+        assert len(reps) == 1 and reps <= orbit
+        assert canon.orbit(s) == len(orbit)
+    full = explore(m)
+    red = explore(m, canon=canon.canon, orbit=canon.orbit)
+    assert red.stats.represented == full.stats.states == 208_852 and red.stats.states == 52_650

@@ -1,6 +1,8 @@
 """Symmetry reduction: declarations are checked before use, verdicts and counterexample lengths
 match the unreduced search, and reduced counterexamples replay as concrete traces."""
 
+from dataclasses import replace
+
 import pytest
 
 from kvproof.checker.run import check_scenario
@@ -81,3 +83,21 @@ def test_a_canonical_path_maps_back_to_concrete_states_in_the_same_orbits():
     for aid in canonical:
         reps.append(canon.canon(m.step(reps[-1], aid)))
     assert [canon.canon(s) for s in run_actions(m, concrete)] == reps
+
+
+def test_page_symmetry_under_any_free_allocation_keeps_verdicts_and_concrete_traces(tmp_path):
+    sc = unordered("abort-race", "AB")
+    cfg = sc.config
+    sc = replace(sc, config=replace(cfg, decode_pages=2, engine=replace(cfg.engine, any_free_pages=True,
+                                                                       ordered_arrivals=True)))
+    red = reduction_for(Machine(sc.build()))
+    assert red.note == "p0~p1 (2 permutations)"
+    full = check_scenario(sc)
+    reduced = check_scenario(sc, symmetry=True, traces_dir=tmp_path)
+    assert reduced.stats.states < full.stats.states == reduced.stats.represented
+    assert [(c.claim, c.verdict, c.depth) for c in reduced.claims] == [(c.claim, c.verdict, c.depth) for c in full.claims]
+    m = Machine(sc.build())
+    traces = [c.result.trace for c in reduced.claims if getattr(c.result, "trace", None) is not None]
+    assert traces
+    for t in traces:
+        assert replay(m, t.actions, t.states) is None and m.claim_hits(t.claim, t.states[-1])
