@@ -2,13 +2,16 @@
 
 Modules: :mod:`.explicit` (BFS engine), :mod:`.symbolic` (Z3 interpretation of the spec),
 :mod:`.results`, :mod:`.run` (scenario -> report), :mod:`.traces` (ITF), :mod:`.expected`
-(the expected-verdict table), :mod:`.render` and :mod:`.cli`.
+(the expected-verdict table), :mod:`.render` and :mod:`.cli`; for large proofs :mod:`.visited`
+(exact or fingerprinted visited set), :mod:`.symmetry` (checked symmetry reduction),
+:mod:`.partition`, :mod:`.parallel` (worker processes) and :mod:`.ray_backend` (Ray actors).
 """
 
 from .explicit import Exploration, Limits, Stats, explore
+from .parallel import explore_parallel
 from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, exit_code
 from .run import check_scenario
 from .traces import Trace, TraceError, read_trace, write_trace
 
-__all__ = ["Exploration", "Limits", "Stats", "explore", "ClaimReport", "Inconclusive", "ScenarioReport",
+__all__ = ["Exploration", "Limits", "Stats", "explore", "explore_parallel", "ClaimReport", "Inconclusive", "ScenarioReport",
            "Verified", "Violated", "exit_code", "check_scenario", "Trace", "TraceError", "read_trace", "write_trace"]

@@ -150,3 +150,12 @@ decode_reads_only_own_pages = "violated"
 no_cross_tenant_read = "violated"
 no_write_after_release = "violated"
 """
+
+
+def test_ray_backend_without_ray_is_bad_input_in_one_line(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the kvproof[ray] extra were not installed
+    code, out, err = run(capsys, "check", "abort-race", "--backend", "ray", "--workers", "2", "--no-traces")
+    assert code == 3 and out == ""
+    assert err.strip() == "kvproof: error: --backend ray needs Ray: pip install 'kvproof[ray]'"
