@@ -121,6 +121,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 raise BadInput(f"unknown invariant or witness {inv!r} (kvproof list --claims names them)") from None
     if args.write_expected and args.invariant:
         raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
+    if args.write_expected and args.symmetry:
+        raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
     limits = Limits(args.max_states, args.max_seconds, args.max_depth)
     traces_dir = None if args.no_traces else Path(args.traces)
     progress = _Progress(not args.quiet and not args.json)

@@ -25,13 +25,14 @@ from __future__ import annotations
 import time
 from array import array
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Callable
 
 import numpy as np
 
 from .visited import VisitedSet, collision_probability
 
-__all__ = ["Limits", "Stats", "Exploration", "explore"]
+__all__ = ["Limits", "Stats", "Exploration", "explore", "claim_checks"]
 
 _CHECK_EVERY = 2048  # expansions between limit checks and progress reports
 _MAX_TEST_ACTIONS = 1 << 16  # action ids of a machine without ``instances`` (hand-built graphs)
@@ -135,11 +136,12 @@ def explore(
     expand = getattr(machine, "expand", None) or _expand_of(machine.successors)
     n_actions = len(machine.instances) if hasattr(machine, "instances") else _MAX_TEST_ACTIONS
     hits = machine.hits
+    hits_after = getattr(machine, "hits_after", None)
     quiescent_hits = machine.quiescent_hits
     init = machine.init
 
     store = VisitedSet(visited, len(init))
-    store.add(store.keys([init]))
+    store.add(store.keys([init]), store.states(init))
     parent = array("i", [-1])
     via = array("i", [-1])
     hit_at: dict[int, int] = {}
@@ -194,7 +196,8 @@ def explore(
             cand = list(map(canon, cand))
         # -- deduplicate the level against everything seen
         keys = store.keys(cand)
-        fresh = store.fresh(keys)
+        states = store.states(b"".join(cand))
+        fresh = store.fresh(keys, states)
         if fresh.size and max_depth is not None and depth >= max_depth:
             complete, reason = False, f"depth limit {max_depth} reached"
             fresh = fresh[:0]
@@ -207,7 +210,8 @@ def explore(
         if always_open or quiet:
             keep = fresh.size
             qi = 0
-            new_states = [cand[k] for k in fresh.tolist()]
+            new_states = _pick(cand, fresh)
+            checks = claim_checks(hits, hits_after, aid)
             for n, t in enumerate(new_states):
                 p = int(par[n])
                 while qi < len(quiet) and quiet[qi][0] < p:
@@ -217,7 +221,7 @@ def explore(
                     keep = n
                     break
                 if always_open:
-                    h = hits(t) & always_open
+                    h = checks[n](t) & always_open
                     if h:
                         record(h, n_states + n)
             else:
@@ -228,10 +232,10 @@ def explore(
                 fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
                 complete, reason = False, "stopped once every claim asked for had hit"
         else:
-            new_states = [cand[k] for k in fresh.tolist()]
-        store.add(keys[fresh])
-        parent.extend((par + lo).tolist())
-        via.extend(aid.tolist())
+            new_states = _pick(cand, fresh)
+        store.add(keys[fresh], None if states is None else states[fresh])
+        parent.frombytes((par + lo).astype(np.int32).tobytes())
+        via.frombytes(aid.astype(np.int32).tobytes())
         if orbit is not None:
             represented += sum(map(orbit, new_states))
         lo, n_states = n_states, n_states + len(new_states)
@@ -251,6 +255,23 @@ def explore(
         stats.collision_probability = collision_probability(n_states)
     stats.represented = represented if orbit is not None else n_states
     return Exploration(stats, complete, reason, hit_at, parent, via, canonical=canon is not None)
+
+
+def claim_checks(hits: Callable, hits_after: list | None, aids: np.ndarray) -> list[Callable]:
+    """The claim check of each new state: only the claims its action can change, when the
+    machine says which (its parent hit none of the open claims, or they would be closed)."""
+    if hits_after is None:
+        return [hits] * aids.size
+    return [hits_after[a] for a in aids.tolist()]
+
+
+def _pick(items: list, positions: np.ndarray) -> list:
+    """``[items[k] for k in positions]``, at C speed."""
+    if positions.size == 0:
+        return []
+    if positions.size == 1:
+        return [items[int(positions[0])]]
+    return list(itemgetter(*positions.tolist())(items))
 
 
 def _expand_of(successors: Callable[[bytes], list]) -> Callable:

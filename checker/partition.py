@@ -21,8 +21,8 @@ from typing import Any
 import time
 
 import numpy as np
-import xxhash
 
+from .explicit import claim_checks
 from .visited import VisitedSet
 
 __all__ = ["Partition", "Batch"]
@@ -54,14 +54,14 @@ class Partition:
 
     def owner(self, state: bytes) -> int:
         """The partition that owns ``state``."""
-        return xxhash.xxh3_64_intdigest(state) % self.count
+        return self.store.fingerprint(state) % self.count
 
     def seed(self) -> list[tuple[int, int]]:
         """Take the initial state if this partition owns it; its claim hits as (bits, number)."""
         init = self.machine.init
         if self.owner(init) != self.index:
             return []
-        self.store.add(self.store.keys([init]))
+        self.store.add(self.store.keys([init]), self.store.states(init))
         self.parent.append(-1)
         self.via.append(-1)
         self.frontier = [init]
@@ -93,7 +93,7 @@ class Partition:
         self.transitions += len(cand)
         if self.canon is not None:
             cand = list(map(self.canon, cand))
-        fps = np.fromiter(map(xxhash.xxh3_64_intdigest, cand), dtype=np.uint64, count=len(cand))
+        fps = self.store.keys(cand)
         _, first = np.unique(fps, return_index=True)
         first.sort()
         code = np.frombuffer(codes, dtype=np.int64)[first] if cand else np.zeros(0, np.int64)
@@ -114,23 +114,21 @@ class Partition:
         blob = b"".join(b[0] for b in batches)
         gids = np.concatenate([b[2] for b in batches])
         aids = np.concatenate([b[3] for b in batches])
-        if self.store.mode == "fingerprint":
-            keys = np.concatenate([b[1] for b in batches])
-        else:
-            keys = np.frombuffer(blob, dtype=self.store.dtype)
-        fresh = self.store.fresh(keys)
-        self.pending = (blob, keys, fresh, gids, aids)
+        keys = np.concatenate([b[1] for b in batches])
+        states = self.store.states(blob)
+        fresh = self.store.fresh(keys, states)
+        self.pending = (blob, keys, states, fresh, gids, aids)
         return int(fresh.size)
 
     def commit(self, allow: int) -> list[tuple[int, int]]:
         """Keep the first ``allow`` new states as the next level; their claim hits as
         (bits, global number)."""
-        blob, keys, fresh, gids, aids = self.pending
+        blob, keys, states, fresh, gids, aids = self.pending
         self.pending = None
         fresh = fresh[:allow]
         w = self.width
         new = [blob[k * w:(k + 1) * w] for k in fresh.tolist()]
-        self.store.add(keys[fresh])
+        self.store.add(keys[fresh], None if states is None else states[fresh])
         base = len(self.parent)
         self.parent.extend(gids[fresh].tolist())
         self.via.extend(aids[fresh].tolist())
@@ -143,9 +141,9 @@ class Partition:
         always = self.open & ~self.quiescent_mask
         out = []
         if always:
-            hits = self.machine.hits
+            checks = claim_checks(self.machine.hits, getattr(self.machine, "hits_after", None), aids[fresh])
             for k, t in enumerate(new):
-                h = hits(t) & always
+                h = checks[k](t) & always
                 if h:
                     out.append((h, (base + k) * self.count + self.index))
         return out

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from ..spec.framework import Claim, Spec
 from ..spec.ops import Ops
 
-__all__ = ["CodegenOps", "compile_successors", "compile_expand", "compile_hits"]
+__all__ = ["CodegenOps", "compile_successors", "compile_expand", "compile_hits", "compile_hits_after"]
 
 _BIND_OVER = 400  # bind a subexpression to a local when its text is longer than this (shorter ones
 # stay inline, so Python's ``and``/``or`` short-circuit them; measured in bench/bench_engine.py)
@@ -54,6 +54,8 @@ class CodegenOps(Ops):
         self.em = emitter
         self.writes: list[tuple[str, E]] = []
         self.dead = False
+        self.footprint: set[int] = set()  # slots read
+        self.written: set[int] = set()  # slots written
 
     # -- values -------------------------------------------------------------------------------
     def _bind(self, src: str) -> E:
@@ -150,6 +152,7 @@ class CodegenOps(Ops):
 
     # -- state --------------------------------------------------------------------------------
     def read(self, slot):
+        self.footprint.add(slot)
         return E(f"s[{slot}]")
 
     def read_at(self, base, size, idx):
@@ -158,6 +161,7 @@ class CodegenOps(Ops):
             if not 0 <= idx.const < size:
                 raise IndexError(f"index {idx.const} outside an array of {size}")
             return self.read(base + idx.const)
+        self.footprint.update(range(base, base + size))
         return self._bind(f"s[{base} + {idx.src}]")
 
     def require(self, cond):
@@ -173,12 +177,14 @@ class CodegenOps(Ops):
         value = _c(value)
         if value.src != f"s[{slot}]":
             self.writes.append((str(slot), value))
+            self.written.add(slot)
 
     def write_at(self, base, size, idx, value):
         idx = _c(idx)
         if idx.const is not None:
             return self.write(base + idx.const, value)
         self.writes.append((f"{base} + {idx.src}", _c(value)))
+        self.written.update(range(base, base + size))
 
 
 class _Emitter:
@@ -275,6 +281,34 @@ def compile_expand(spec: Spec) -> tuple[Any, str]:
     header = "def expand(s, base, add_action, add_state):"
     ns = _module(tables, _localize(header, em.lines, spec.layout.size))
     return ns["expand"], ns["__source__"]
+
+
+def compile_hits_after(spec: Spec, claims: Sequence[Claim | None]) -> list[Any]:
+    """``hits_after[aid](t)``: :func:`compile_hits` restricted to the claims that action
+    instance ``aid`` can change, i.e. those reading a slot it writes (``None`` where it is never
+    enabled).  Where the previous state hit none of the open claims - what the engine knows of
+    every state it expands - the restricted check gives the same answer as the full one."""
+    reads = []
+    for claim in claims:
+        if claim is None:
+            reads.append(set())
+            continue
+        ops = CodegenOps(_Emitter({}))
+        spec.eval_claim(claim.name, ops)
+        reads.append(ops.footprint)
+    by_mask: dict[tuple[bool, ...], Any] = {}
+    out: list[Any] = []
+    for inst in spec.instances:
+        ops = CodegenOps(_Emitter({}))
+        spec.run_action(inst, ops)
+        if ops.dead:
+            out.append(None)
+            continue
+        mask = tuple(bool(r & ops.written) for r in reads)
+        if mask not in by_mask:
+            by_mask[mask] = compile_hits(spec, [c if m else None for c, m in zip(claims, mask)])[0]
+        out.append(by_mask[mask])
+    return out
 
 
 def compile_hits(spec: Spec, claims: Sequence[Claim | None]) -> tuple[Any, str]:

@@ -125,6 +125,8 @@ def test_check_with_symmetry_fingerprints_and_workers(capsys, tmp_path):
     assert code == 0 and "reproduced" in out
     code, _, err = run(capsys, "check", "abort-race", "--visited", "bloom")
     assert code == 3 and "invalid choice" in err
+    code, _, err = run(capsys, "check", "abort-race", "--symmetry", "--write-expected", str(tmp_path / "e.toml"))
+    assert code == 3 and "--symmetry" in err and not (tmp_path / "e.toml").exists()
 
 
 _SYMMETRIC = """
