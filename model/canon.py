@@ -76,10 +76,6 @@ class _Perms:
 
     def permuter(self, perm: tuple[int, ...]) -> Callable[[bytes], bytes]:
         """``apply`` for one permutation, as a function."""
-        gather = list(range(self.size))
-        for e, old in enumerate(perm):
-            for a, b in zip(self.rows[e], self.rows[old]):
-                gather[a] = b
         new_of = {old: e for e, old in enumerate(perm)}
         fixes: list[tuple[int, int, bytes]] = []
         for base, count, refs, sentinel in self.ref_fields:
@@ -95,15 +91,44 @@ class _Perms:
                 fixes[-1] = (fixes[-1][0], end, fixes[-1][2])
             else:
                 fixes.append((base, end, bytes(table)))
-        get = itemgetter(*gather)
+        moves = self._moves(perm)
+        if moves is None:
+            gather = list(range(self.size))
+            for e, old in enumerate(perm):
+                for a, b in zip(self.rows[e], self.rows[old]):
+                    gather[a] = b
+            get = itemgetter(*gather)
 
-        def permute(s: bytes) -> bytes:
-            t = bytearray(get(s))
+            def permute(s: bytes) -> bytes:
+                t = bytearray(get(s))
+                for a, b, table in fixes:
+                    t[a:b] = t[a:b].translate(table)
+                return bytes(t)
+
+            return permute
+
+        def permute_runs(s: bytes) -> bytes:
+            t = bytearray(s)
+            for dst, src in moves:
+                t[dst] = s[src]
             for a, b, table in fixes:
                 t[a:b] = t[a:b].translate(table)
             return bytes(t)
 
-        return permute
+        return permute_runs
+
+    def _moves(self, perm: tuple[int, ...]) -> list[tuple[slice, slice]] | None:
+        """Row moves of ``perm`` as (destination, source) slices, when rows are a few evenly
+        spaced runs of slots (then a move is one C-level slice copy); else ``None``."""
+        moves = []
+        for e, old in enumerate(perm):
+            if e == old:
+                continue
+            dst, src = _arithmetic_runs(self.rows[e]), _arithmetic_runs(self.rows[old])
+            if len(dst) > 4 or [(b - a, k) for a, b, k in dst] != [(b - a, k) for a, b, k in src]:
+                return None
+            moves += [(slice(a, b + 1, k), slice(c, d + 1, k)) for (a, b, k), (c, d, _) in zip(dst, src)]
+        return moves
 
     def swaps(self) -> list[tuple[str, tuple[int, ...]]]:
         """Swaps of neighbours within each class (they generate the group), described."""
@@ -184,8 +209,17 @@ class Canonicaliser:
         return out
 
     # -- compiled key, canonical form, orbit size --------------------------------------------
+    def _row_src(self, e: int) -> str:
+        """An expression for element ``e``'s row: bytes sliced out of the state with steps
+        (``s[0:61:5]``: one C-level slice, compared with ``memcmp``) when its slots fall into a
+        few arithmetic runs, else an ``itemgetter`` tuple."""
+        runs = _arithmetic_runs(self.rows[e])
+        if len(runs) <= 4:
+            return " + ".join(f"s[{a}:{b + 1}:{k}]" if k > 1 else f"s[{a}:{b + 1}]" for a, b, k in runs)
+        return f"ROW{e}(s)"
+
     def _key_src(self, e: int) -> str:
-        parts = [f"ROW{e}(s)"]
+        parts = [self._row_src(e)]
         for base, count, refs, _ in self._ref_fields:
             for role_code, (el, _role) in ((c, r) for c, r in enumerate(refs) if r is not None):
                 if el == e:
@@ -195,7 +229,7 @@ class Canonicaliser:
     def _compile(self):
         n = len(self.rows)
         members = sorted({e for c in self.classes for e in c})
-        rows = [f"    r{e} = ROW{e}(s)" for e in members]
+        rows = [f"    r{e} = {self._row_src(e)}" for e in members]
         keys = [f"    k{e} = {self._key_src(e)}" for e in members]
         strict = " and ".join(" < ".join(f"r{e}" for e in c) for c in self.classes)
         # canon: rows in strictly ascending order decide alone (the common case); rows that are
@@ -239,6 +273,22 @@ class Canonicaliser:
         exec(compile(src, "<kvproof-canon>", "exec"), ns)
         ns["SLOW"] = ns["slow"]
         return ns["canon"], ns["orbit"], src
+
+
+def _arithmetic_runs(slots: list[int]) -> list[tuple[int, int, int]]:
+    """``slots`` as maximal runs ``(first, last, step)`` of evenly spaced slots, in order."""
+    runs: list[tuple[int, int, int]] = []
+    for x in slots:
+        if runs:
+            a, b, k = runs[-1]
+            if a == b and x > b:
+                runs[-1] = (a, x, x - b)
+                continue
+            if x - b == k:
+                runs[-1] = (a, x, k)
+                continue
+        runs.append((x, x, 1))
+    return runs
 
 
 def _getter(slots: list[int]) -> Callable[[bytes], tuple]:
