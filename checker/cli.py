@@ -168,6 +168,7 @@ def _json_reports(reports) -> dict[str, Any]:
                     "represented_states": r.stats.represented,
                     "reduction": round(r.stats.reduction, 3),
                     "workers": r.stats.workers,
+                    "worker_cpu_seconds": list(r.stats.worker_cpu),
                 },
                 "results": [
                     {
