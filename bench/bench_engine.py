@@ -35,6 +35,27 @@ from kvproof.spec.scenario import load_scenario
 STANDARD = Path(__file__).with_name("standard.toml")
 
 
+def _burn(n: int = 5_000_000) -> int:
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+
+
+def cores_available() -> float:
+    """How many cores' worth two CPU-bound processes get right now (2.0 on two idle cores):
+    the ceiling for any speed-up with two workers in this run."""
+    import multiprocessing as mp
+
+    t0 = time.perf_counter()
+    _burn()
+    one = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with mp.get_context("fork").Pool(2) as pool:
+        pool.map(_burn, [5_000_000] * 2)
+    return 2 * one / (time.perf_counter() - t0)
+
+
 def baseline(machine: Machine) -> tuple[int, float, float]:
     """Plain BFS: tuples in a set, the compiled successor function, nothing else."""
     src = machine.successors_source.replace("bytearray(s)", "list(s)").replace("bytes(t)", "tuple(t)")
@@ -69,6 +90,7 @@ def main() -> None:
     skip = set(args.skip.split(","))
     print(f"# {sc.name} with requests {args.tenants}; python {platform.python_version()} on "
           f"{platform.machine()}, {platform.processor() or 'cpu'}")
+    print(f"# two CPU-bound processes got {cores_available():.2f} cores' worth just now (2.00 when idle)")
     print(f"{'run':<38} {'states':>10} {'wall s':>7} {'cpu s':>7} {'busiest':>7} {'states/s':>8} "
           f"{'st/cpu s':>8} {'bytes/st':>8} {'reduction':>9}")
 
