@@ -8,10 +8,12 @@ nothing at run time.  Each flag names the real change it stands for.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from math import perm
 
 __all__ = ["Request", "Engine", "Config", "RELEASE_POLICIES"]
 
 RELEASE_POLICIES = ("immediate", "drain_ack", "drain_ack_or_timeout")
+MAX_ALLOCATION_CHOICES = 720  # ordered page choices of one reservation under any_free_pages
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,11 @@ class Config:
         for i, r in enumerate(self.requests):
             if not 1 <= r.pages <= self.context_limit:
                 out.append(f"requests[{i}].pages: expected 1..context_limit ({self.context_limit})")
+        if e.any_free_pages:
+            choices = max(perm(self.decode_pages, r.pages) for r in self.requests) if self.requests else 0
+            if choices > MAX_ALLOCATION_CHOICES:
+                out.append(f"engine.any_free_pages: {self.decode_pages} decode pages give {choices} allocation "
+                           f"choices for one request; at most {MAX_ALLOCATION_CHOICES}")
         if len(self.requests) + len(self.tenants) > 250:
             out.append("requests: too many requests and tenants for one-byte codes")
         return out
