@@ -53,15 +53,18 @@ class ProcessPool:
             out.append(value)
         return out
 
-    def exchange(self) -> tuple[list[int], list[tuple[int, int]]]:
-        """One level's expand, routing and absorb: new states per partition and the quiescent
-        claim hits (bits, global number).  Batches travel through this process."""
-        expanded = self.call("expand")
-        quiet = [q for _, qs in expanded for q in qs]
+    def exchange(self, allow: list[int] | None, open_mask: int) -> tuple[list, list[int], list]:
+        """One level in two round trips: every partition commits its grant ``allow`` and
+        expands (:meth:`~.partition.Partition.step`), batches are routed, every partition
+        absorbs.  The commit's claim hits, the new states per partition and the quiescent
+        claim hits.  Batches travel through this process."""
         n = len(self.conns)
-        inbox = [[expanded[w][0][d] for w in range(n)] for d in range(n)]
-        del expanded
-        return self.call("absorb", [(inbox[d],) for d in range(n)]), quiet
+        stepped = self.call("step", [(None if allow is None else allow[w], open_mask) for w in range(n)])
+        hits = [h for r in stepped for h in r[0]]
+        quiet = [q for r in stepped for q in r[2]]
+        inbox = [[stepped[w][1][d] for w in range(n)] for d in range(n)]
+        del stepped
+        return hits, self.call("absorb", [(inbox[d],) for d in range(n)]), quiet
 
     def close(self) -> None:
         """Stop the workers."""
@@ -105,7 +108,8 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
                canonical: bool) -> Exploration:
     """Drive ``count`` partitions to the end of the search through a transport: its
     ``call(method, per-partition args)`` calls every partition and gathers the answers, its
-    ``exchange()`` runs one level's expand, routing and absorb (shared by every transport)."""
+    ``exchange(allow, open_mask)`` commits the last grant and runs one level's expand, routing
+    and absorb (shared by every transport)."""
     call = transport.call
     start = time.perf_counter()
     tracked = range(len(machine.claims)) if claims is None else claims
@@ -126,39 +130,45 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
     record([h for hs in call("seed") for h in hs])
     stats = Stats(visited=visited, workers=count)
     complete, reason = True, ""
-    n_states, depth, level = 1, 0, 1
+    n_states, depth = 1, 0
     deadline = None if limits.max_seconds is None else start + limits.max_seconds
-    while level:
+    allow: list[int] | None = None  # granted, to be committed by the next exchange
+
+    def commit_now(grant: list[int]) -> None:  # when the search ends with a grant pending
+        record([h for hs in call("commit", [(a,) for a in grant]) for h in hs])
+
+    while True:
+        hits, fresh, quiet = transport.exchange(allow, open_mask)
+        record(hits)
         if stop_when_all_hit and not open_mask:
             complete, reason = False, "stopped once every claim asked for had hit"
             break
-        call("set_open", [(open_mask,)] * count)
-        fresh, quiet = transport.exchange()
         record(quiet)
-        allow = list(fresh)
         total = sum(fresh)
-        if total and limits.max_depth is not None and depth >= limits.max_depth:
+        if not total:
+            break
+        grant = list(fresh)
+        if limits.max_depth is not None and depth >= limits.max_depth:
             complete, reason = False, f"depth limit {limits.max_depth} reached"
-            allow = [0] * count
-        elif limits.max_states is not None and n_states + total > limits.max_states:
+            break
+        if limits.max_states is not None and n_states + total > limits.max_states:
             complete, reason = False, f"state limit {limits.max_states} reached"
             room = limits.max_states - n_states
             for d in range(count):
-                allow[d] = min(allow[d], room)
-                room -= allow[d]
-        record([h for hs in call("commit", [(a,) for a in allow]) for h in hs])
-        level = sum(allow)
-        n_states += level
+                grant[d] = min(grant[d], room)
+                room -= grant[d]
+        n_states += sum(grant)
+        depth += 1 if sum(grant) else 0
         now = time.perf_counter()
         if complete and deadline is not None and now > deadline:
             complete, reason = False, f"time limit {limits.max_seconds:g} s reached"
         if not complete:
+            commit_now(grant)
             break
-        if level:
-            depth += 1
         if progress is not None:
             stats.states, stats.depth, stats.seconds = n_states, depth, now - start
             progress(stats)
+        allow = grant
 
     paths = {i: _path(call, count, gid) for i, gid in hit_at.items()}
     summaries = call("summary")

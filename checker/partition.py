@@ -2,12 +2,12 @@
 
 A :class:`Partition` owns every state whose 64-bit xxh3 fingerprint is ``index`` modulo
 ``count``: its visited set, its share of the current BFS level, and each of its states' parent
-and action.  A search is a sequence of levels, each in three calls driven by a coordinator
-(:mod:`.parallel`, over processes or Ray actors): :meth:`expand` turns the partition's level
-into successor batches, one per destination partition (deduplicated at the source); the
-coordinator hands every partition the batches addressed to it and :meth:`absorb` counts the new
-states among them; :meth:`commit` keeps the first ``allow`` of those, checks the claims on them
-and makes them the next level.
+and action.  A search is a sequence of levels driven by a coordinator (:mod:`.parallel`, over processes or
+Ray actors): :meth:`expand` turns the partition's level into successor batches, one per
+destination partition (deduplicated at the source); the coordinator hands every partition the
+batches addressed to it and :meth:`absorb` counts the new states among them; :meth:`commit`
+keeps the first ``allow`` of those, checks the claims on them and makes them the next level.
+:meth:`step` is a commit followed by the next expand, so a level costs two round trips.
 
 A state's global number is ``local * count + index``: the parent of a state may live in another
 partition, and :meth:`record` answers for the states a partition owns.
@@ -69,10 +69,6 @@ class Partition:
         h = self.machine.hits(init) & self.open & ~self.quiescent_mask
         return [(h, self.index)] if h else []
 
-    def set_open(self, mask: int) -> None:
-        """Claims still open (the coordinator closes those that hit anywhere)."""
-        self.open = mask
-
     def expand(self) -> tuple[list[Batch], list[tuple[int, int]]]:
         """Successors of this partition's level, one batch per destination partition, and the
         quiescent claim hits (bits, global number) of states with no successor."""
@@ -107,6 +103,15 @@ class Partition:
             blob = b"".join([cand[k] for k in first[sel].tolist()])
             batches.append((blob, fps[sel], gid[sel], aid[sel].astype(np.int32)))
         return batches, quiet
+
+    def step(self, allow: int | None, open_mask: int) -> tuple[list[tuple[int, int]], list[Batch], list]:
+        """One round trip a level: take the open claims, commit the previous grant (``None``:
+        nothing is pending, as after :meth:`seed`) and expand the level it made; the commit's
+        claim hits, then :meth:`expand`'s batches and quiescent hits."""
+        self.open = open_mask
+        hits = self.commit(allow) if allow is not None else []
+        batches, quiet = self.expand()
+        return hits, batches, quiet
 
     def absorb(self, batches: list[Batch]) -> int:
         """Take the batches addressed to this partition (in source order); how many of their

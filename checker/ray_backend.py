@@ -44,9 +44,9 @@ class _Host:
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.part, method)(*args)
 
-    def expand_split(self) -> tuple:
-        batches, quiet = self.part.expand()
-        return (*batches, quiet)
+    def step_split(self, allow: int | None, open_mask: int) -> tuple:
+        hits, batches, quiet = self.part.step(allow, open_mask)
+        return (hits, quiet, *batches)
 
     def absorb_from(self, *batches: Any) -> int:
         return self.part.absorb(list(batches))
@@ -61,12 +61,14 @@ class _RayTransport:
                 for i, a in enumerate(self.actors)]
         return self.ray.get(refs)
 
-    def exchange(self) -> tuple[list[int], list[tuple[int, int]]]:
+    def exchange(self, allow: list[int] | None, open_mask: int) -> tuple[list, list[int], list]:
         n = len(self.actors)
-        parts = [a.expand_split.options(num_returns=n + 1).remote() for a in self.actors]
-        fresh_refs = [self.actors[d].absorb_from.remote(*[parts[w][d] for w in range(n)]) for d in range(n)]
-        quiet = [q for w in range(n) for q in self.ray.get(parts[w][n])]
-        return self.ray.get(fresh_refs), quiet
+        parts = [a.step_split.options(num_returns=n + 2).remote(None if allow is None else allow[w], open_mask)
+                 for w, a in enumerate(self.actors)]
+        fresh_refs = [self.actors[d].absorb_from.remote(*[parts[w][2 + d] for w in range(n)]) for d in range(n)]
+        hits = [h for w in range(n) for h in self.ray.get(parts[w][0])]
+        quiet = [q for w in range(n) for q in self.ray.get(parts[w][1])]
+        return hits, self.ray.get(fresh_refs), quiet
 
 
 def explore_ray(scenario: Scenario, machine: Machine, workers: int, limits: Limits = Limits(),
