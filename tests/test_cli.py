@@ -226,3 +226,55 @@ def test_no_progress_display_off_a_terminal(capsys):
     assert p.bar is None  # stderr is not a terminal under pytest
     p.stop()
     assert capsys.readouterr().err == ""
+
+
+def test_check_with_symmetry_fingerprints_and_workers(capsys, tmp_path):
+    toml = tmp_path / "sym.toml"
+    toml.write_text(_SYMMETRIC)
+    code, out, _ = run(capsys, "check", str(toml), "--symmetry", "--visited", "fingerprint", "--workers", "2",
+                       "--json", "--traces", str(tmp_path))
+    stats = json.loads(out)["scenarios"][0]["stats"]
+    assert code == 0, out
+    assert stats["symmetry"] == "R0~R1 (2 permutations)" and stats["workers"] == 2
+    assert stats["represented_states"] > stats["states"] and stats["reduction"] > 1.5
+    assert stats["bytes_per_state"] <= 100 and 0 < stats["collision_probability"] < 1e-9
+    code, out, _ = run(capsys, "replay", str(next(tmp_path.glob("*.itf.json"))))
+    assert code == 0 and "reproduced" in out
+    code, _, err = run(capsys, "check", "abort-race", "--visited", "bloom")
+    assert code == 3 and "invalid choice" in err
+    code, _, err = run(capsys, "check", "abort-race", "--symmetry", "--write-expected", str(tmp_path / "e.toml"))
+    assert code == 3 and "--symmetry" in err and not (tmp_path / "e.toml").exists()
+
+
+_SYMMETRIC = """
+name = "abort-race-sym"
+[sizes]
+decode_pages = 1
+prefill_pages = 2
+context_limit = 2
+[[requests]]
+tenant = "A"
+pages = 1
+[[requests]]
+tenant = "A"
+pages = 1
+[[requests]]
+tenant = "B"
+pages = 1
+[engine]
+release_policy = "immediate"
+ordered_arrivals = false
+[expect]
+decode_reads_only_own_pages = "violated"
+no_cross_tenant_read = "violated"
+no_write_after_release = "violated"
+"""
+
+
+def test_ray_backend_without_ray_is_bad_input_in_one_line(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the kvproof[ray] extra were not installed
+    code, out, err = run(capsys, "check", "abort-race", "--backend", "ray", "--workers", "2", "--no-traces")
+    assert code == 3 and out == ""
+    assert err.strip() == "kvproof: error: --backend ray needs Ray: pip install 'kvproof[ray]'"
