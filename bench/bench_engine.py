@@ -1,7 +1,7 @@
 """Benchmark of the explicit engine against a plain BFS, with reductions and workers.
 
-The standard scaled scenario (``bench/standard.toml``: five one-page requests, one decode and
-one prefill page, arrivals unordered; 8,760,291 states without reduction) is explored by:
+The standard scaled scenario (``bench/standard.toml``: five requests, one decode and
+one prefill page, arrivals unordered; about 8.2 million states without reduction) is explored by:
 
 * ``baseline``: a plain breadth-first search calling the spec's compiled successor function
   directly, on tuples, with a Python ``set`` of tuples and no claims, parents or reductions;
