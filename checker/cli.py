@@ -1,6 +1,7 @@
 """The ``kvproof`` command line.
 
-Commands are verbs: ``list``, ``check``, ``show``, ``replay``, ``simulate``.  Exit codes:
+Commands are verbs: ``list``, ``check``, ``show``, ``replay``, ``simulate``, and the symbolic
+``prove`` and ``certify`` (:mod:`.cli_symbolic`).  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
 * 1 - a verdict does not (an unexpected violation, or an expected one not found);
@@ -31,6 +32,8 @@ from .render import render_reports, render_trace
 from .results import exit_code
 from .run import check_scenario
 from .traces import Trace, TraceError, read_trace, write_trace
+from . import cli_symbolic
+from .certificate import CertificateError
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT"]
 
@@ -120,6 +123,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.write_expected and args.invariant:
         raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
     limits = Limits(args.max_states, args.max_seconds, args.max_depth)
+    if args.engine != "explicit":
+        if args.write_expected:
+            raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
+        return cli_symbolic.check_symbolic(args, scenarios, limits)
     traces_dir = None if args.no_traces else Path(args.traces)
     progress = _Progress(not args.quiet and not args.json)
     reports = []
@@ -255,7 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--no-traces", action="store_true", help="write no trace files")
     ck.add_argument("--write-expected", metavar="FILE", help="write this run's verdicts and state counts as a TOML table")
     ck.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    ck.add_argument("--engine", choices=("explicit", "bmc", "both"), default="explicit",
+                    help="explicit BFS (default), bounded model checking with Z3, or both compared")
+    ck.add_argument("--depth", type=_positive_int, metavar="K",
+                    help="bounded model checking depth (bmc: default 24; both: the explicit search's depth)")
     ck.set_defaults(func=cmd_check)
+
+    cli_symbolic.add_commands(sub, _positive_int, _positive_float)
 
     sh = sub.add_parser("show", help="render a stored trace")
     sh.add_argument("file", metavar="FILE")
@@ -322,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return args.func(args)
-    except (BadInput, ScenarioError, TraceError) as e:
+    except (BadInput, ScenarioError, TraceError, CertificateError) as e:
         print(f"kvproof: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -53,7 +53,7 @@ def spacer_prove(ts: TransitionSystem, invariants: Sequence[str], max_seconds: f
     verdict = s.check()
     seconds = time.perf_counter() - start
     if verdict == z3.sat:
-        term = s.model().eval(inv(*bx), model_completion=True)
+        term = s.model().eval(inv(*bx))  # no model completion: the bits stay symbolic
         return HornOutcome("proved", z3.simplify(term), seconds)
     if verdict == z3.unsat:
         return HornOutcome("refuted", None, seconds)
