@@ -118,10 +118,9 @@ class OneHotOps(Ops):
         return neg(x)
 
     def ite(self, c, a, b):
-        if c is True:
-            return a
-        if c is False:
-            return b
+        if c is True or c is False:
+            chosen = a if c else b
+            return chosen if _is_bool(chosen) else _vals(chosen)
         if _is_bool(a) and _is_bool(b):
             return disj([conj([c, a]), conj([neg(c), b])])
         a, b = _vals(a), _vals(b)

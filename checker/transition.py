@@ -208,7 +208,7 @@ class TransitionSystem:
 
     def equal(self, xs: Sequence[Values], ys: Sequence[Values]) -> Any:
         """``xs`` and ``ys`` are the same state."""
-        return z3.And(*[as_term(x[v]) == as_term(y[v])
+        return z3.And(*[as_term(x[v]) == as_term(y.get(v, False))
                         for x, y in zip(xs, ys) for v in x if not isinstance(x[v], bool)])
 
     # -- models back to concrete values ----------------------------------------------------------
