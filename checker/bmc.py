@@ -83,8 +83,9 @@ def _hit_term(ts: TransitionSystem, claim: Claim, xs) -> Any:
 
 
 def bmc(ts: TransitionSystem, claims: Sequence[Claim], max_depth: int,
-        max_seconds: float | None = None, stop_when_all_hit: bool = True) -> BmcRun:
-    """Search paths of length ``0..max_depth`` for the first hit of each of ``claims``."""
+        max_seconds: float | None = None, stop_when_all_hit: bool = True, stop_at_first_hit: bool = False) -> BmcRun:
+    """Search paths of length ``0..max_depth`` for the first hit of each of ``claims`` (with
+    ``stop_at_first_hit``, only up to the first depth where some claim hits)."""
     start = time.perf_counter()
     deadline = None if max_seconds is None else start + max_seconds
     un = Unrolling(ts)
@@ -108,6 +109,9 @@ def bmc(ts: TransitionSystem, claims: Sequence[Claim], max_depth: int,
                         open_.remove(c)
                     run.checks += 1
         run.depth = k
+        if run.hits and stop_at_first_hit:
+            run.stopped = "a claim hit"
+            break
         if not open_ and stop_when_all_hit:
             run.stopped = "every claim asked for hit"
             break

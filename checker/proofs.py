@@ -2,12 +2,14 @@
 
 :func:`prove_scenario` wires the Z3 engines together for one scenario:
 
-1. bounded model checking finds the shortest violation of every invariant that has one within
-   ``refute_depth`` steps; each is replayed on the compiled machine and returned as a trace
-   (a buggy scenario is *refuted*, never left unproved);
-2. the conjunction of the invariants left is given to Spacer (Horn clauses), which returns an
-   inductive invariant, saved as a certificate under ``certificates_dir``;
-3. the same conjunction is proved again, independently, by k-induction with a simple-path
+1. the conjunction of the invariants is given to Spacer (Horn clauses).  When Spacer finds it
+   violated, bounded model checking finds the shortest violation (up to ``refute_depth``
+   steps), which is replayed on the compiled machine and kept as a trace; the refuted
+   invariants leave the conjunction and Spacer tries again.  When Spacer proves what is left,
+   its inductive invariant is saved as a certificate under ``certificates_dir``.  When Spacer
+   gives up, bounded model checking still searches for violations, so a buggy scenario is
+   refuted with a trace rather than left unproved;
+2. the invariants left are proved again, independently, by k-induction with a simple-path
    constraint.
 
 Each method that does not finish within its budget leaves its invariants *inconclusive*; a
@@ -96,9 +98,9 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     report = ProofReport(scenario)
     rows = {n: InvariantVerdict(n, expected.get(n, "verified"), "inconclusive") for n in names}
 
-    def refute(depth: int, seconds: float) -> None:
+    def refute(depth: int, seconds: float, first_only: bool) -> None:
         claims = [spec.claim(n) for n in names if rows[n].verdict != "refuted"]
-        run = bmc(ts, claims, depth, seconds)
+        run = bmc(ts, claims, depth, seconds, stop_at_first_hit=first_only)
         report.refute_seconds += run.seconds
         for name, (actions, states) in run.hits.items():
             try:
@@ -112,21 +114,53 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
             if traces_dir is not None:
                 row.trace_path = write_trace(trace, traces_dir)
 
-    refute(budget.refute_depth, budget.refute_seconds)
-    open_ = [n for n in names if rows[n].verdict != "refuted"]
+    def open_now() -> list[str]:
+        return [n for n in names if rows[n].verdict != "refuted"]
+
+    # Spacer on the conjunction; each refutation is turned into shortest traces by BMC and the
+    # refuted invariants leave the conjunction, until Spacer proves what is left or gives up.
+    proved: dict[str, Any] = {}  # invariant name -> an inductive invariant implying it
+    horn = None
+    while open_now():
+        before = len(open_now())
+        horn = spacer_prove(ts, open_now(), budget.spacer_seconds)
+        report.spacer_seconds += horn.seconds
+        if horn.status != "refuted":
+            break
+        refute(budget.refute_depth, budget.refute_seconds, first_only=True)
+        if len(open_now()) == before:
+            break
+    if horn is not None and horn.status == "proved":
+        proved = {n: horn.invariant for n in open_now()}
+    elif open_now():
+        # one invariant at a time: smaller questions, each with its own budget
+        reasons = set()
+        for n in open_now():
+            one = spacer_prove(ts, [n], budget.spacer_seconds)
+            report.spacer_seconds += one.seconds
+            if one.status == "proved":
+                proved[n] = one.invariant
+            else:
+                reasons.add(one.reason or "Spacer finds a violation")
+        unresolved = [n for n in open_now() if n not in proved]
+        if unresolved:
+            # still look for violations, so that a buggy scenario is refuted with a trace
+            refute(budget.refute_depth, budget.refute_seconds, first_only=False)
+            left = [n for n in open_now() if n not in proved]
+            if left:
+                report.spacer_reason = (f"no inductive invariant for {', '.join(left)}: "
+                                        + "; ".join(sorted(reasons)))
+    open_ = open_now()
     if open_:
-        horn = spacer_prove(ts, open_, budget.spacer_seconds)
-        report.spacer_seconds = horn.seconds
-        if horn.status == "proved":
-            for n in open_:
-                rows[n].spacer = "proved"
-            report.invariant_text = render_invariant(ts, horn.invariant)
+        for n in open_:
+            rows[n].spacer = "proved" if n in proved else "inconclusive"
+        done = [n for n in open_ if n in proved]
+        if done:
+            invariant = z3.And(*{id(t): t for t in (proved[n] for n in done)}.values())
+            invariant = z3.simplify(invariant)
+            report.invariant_text = render_invariant(ts, invariant)
             if certificates_dir is not None:
-                report.certificate = write_certificate(certificates_dir, scenario, ts, horn.invariant, open_)
-        else:
-            report.spacer_reason = horn.reason or "a violation exists beyond the refutation depth"
-            for n in open_:
-                rows[n].spacer = "refuted" if horn.status == "refuted" else "inconclusive"
+                report.certificate = write_certificate(certificates_dir, scenario, ts, invariant, done)
         ind = k_induction(ts, open_, budget.max_k, budget.induction_seconds)
         report.induction_seconds, report.induction_k = ind.seconds, ind.k
         if ind.status == "proved":
@@ -136,12 +170,9 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
             report.induction_reason = ind.reason or f"a violation is reachable at depth {ind.k}"
             for n in open_:
                 rows[n].induction = "refuted" if ind.status == "refuted" else "inconclusive"
-        if "refuted" in (horn.status, ind.status):
-            # a violation deeper than the first search: find it, shortest, with its trace
-            refute(10_000, budget.refute_seconds)
         for n in open_:
             row = rows[n]
-            if row.verdict != "refuted" and row.spacer == "proved" and row.induction == "proved":
+            if row.spacer == "proved" and row.induction == "proved":
                 row.verdict = "proved"
     report.rows = [rows[n] for n in names]
     return report
