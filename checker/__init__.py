@@ -2,7 +2,11 @@
 
 Modules: :mod:`.explicit` (BFS engine), :mod:`.symbolic` (Z3 interpretation of the spec),
 :mod:`.results`, :mod:`.run` (scenario -> report), :mod:`.traces` (ITF), :mod:`.expected`
-(the expected-verdict table), :mod:`.render` and :mod:`.cli`.
+(the expected-verdict table), :mod:`.render` and :mod:`.cli`.  The Z3 engine:
+:mod:`.onehot` (one-hot interpretation), :mod:`.transition` (Init, Next, Safe), :mod:`.bmc`,
+:mod:`.horn` (Spacer), :mod:`.kinduction`, :mod:`.certificate`, :mod:`.proofs` (``prove``),
+:mod:`.theorems` (parametric theorems), :mod:`.run_symbolic` (``check --engine bmc|both``) and
+:mod:`.cli_symbolic`.
 """
 
 from .explicit import Exploration, Limits, Stats, explore
