@@ -187,14 +187,18 @@ def _atom(ts: TransitionSystem, name: str) -> str:
         return name
     f = ts.layout.by_name[m["field"]]
     k, v = int(m["k"]), int(m["v"])
-    if len(f.dims) == 1:
-        idx = f"[{f.dims[0].label(k)}]"
-    elif len(f.dims) == 2:
-        n1 = f.dims[1].size
-        idx = f"[{f.dims[0].label(k // n1)}, {f.dims[1].name} {k % n1}]"
-    else:
-        idx = ""
-    return f"{f.name}{idx} = {f.values.label(v)}"
+    if not f.dims:
+        return f"{f.name} = {f.values.label(v)}"
+    row = getattr(f, "row", f.dims[-1].size)  # slots per row, sentinel included
+    lead, last = divmod(k, row) if len(f.dims) > 1 else (0, k)
+    parts = []
+    for d in reversed(f.dims[:-1]):
+        lead, i = divmod(lead, d.size)
+        parts.insert(0, str(d.label(i)))
+    parts.append(str(f.dims[-1].label(last)) if last < f.dims[-1].size else "none")
+    if len(f.dims) > 1:
+        parts[-1] = f"{f.dims[-1].name} {parts[-1]}"
+    return f"{f.name}[{', '.join(parts)}] = {f.values.label(v)}"
 
 
 def _text(ts: TransitionSystem, t: Any) -> str:

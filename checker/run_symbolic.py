@@ -38,14 +38,16 @@ def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = 
         expected = {c: expected.get(c, "verified") for c in only}
     machine = Machine(spec)
     ts = TransitionSystem(spec)
-    claims = [spec.claim(name) for name in expected]
+    claims = [spec.claim(name) for name in expected if spec.claim(name).kind in ("invariant", "witness")]
     run = bmc(ts, claims, depth, max_seconds)
     stats = Stats(states=0, transitions=0, depth=run.depth, seconds=run.seconds)
     report = ScenarioReport(scenario, stats, complete=False, reason=f"bounded model checking: {run.stopped}")
     for name, want in expected.items():
         claim = spec.claim(name)
         row_trace_path = None
-        if name in run.hits:
+        if claim.kind not in ("invariant", "witness"):
+            result = Inconclusive(f"a {claim.kind} claim: checked by the explicit engine only")
+        elif name in run.hits:
             actions, states = run.hits[name]
             try:
                 replayed = confirmed_path(machine, name, actions, states)
@@ -75,7 +77,7 @@ def disagreements(explicit: ScenarioReport, bounded: ScenarioReport) -> list[str
     rows = {c.claim: c for c in bounded.claims}
     for c in explicit.claims:
         b = rows.get(c.claim)
-        if b is None:
+        if b is None or c.kind not in ("invariant", "witness"):
             continue
         if b.verdict == "inconclusive" and str(getattr(b.result, "reason", "")).startswith("engine error"):
             out.append(f"{name}: {c.claim}: {b.result.reason}")

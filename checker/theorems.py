@@ -85,21 +85,25 @@ def _int_system(spec: PdProtocol, T, W):
     steps = []
     for inst in spec.instances:
         ops = Z3Ops(pre)
-        spec.run_action(inst, ops)
+        if spec.run_action(inst, ops) is False:  # ruled out by the configuration
+            continue
         guard = z3.simplify(z3.And(*ops.guard)) if ops.guard else z3.BoolVal(True)
         if z3.is_false(guard):
             continue
         steps.append((inst, guard, ops.next))
 
+    sentinels = dict(layout.sentinel_slots())
+
     def typed(xs):
         parts = []
         for f in layout.fields:
             base = layout.base[f.name]
-            visible = f.width - (1 if f.sentinel else 0)
-            for k in range(visible):
+            for k in range(f.width):
+                if base + k in sentinels:
+                    continue
                 hi = {"hold": T + 1, "wr": W + 3}.get(f.name, f.values.size)
                 parts += [xs[base + k] >= 0, xs[base + k] < hi]
-        for slot, value in layout.sentinel_slots():
+        for slot, value in sentinels.items():
             parts.append(xs[slot] == value)
         return z3.And(*parts)
 
@@ -155,7 +159,8 @@ def _valid(assumptions, goal) -> bool:
 
 def _run(spec, inst, state):
     ops = Z3Ops(state)
-    spec.run_action(inst, ops)
+    if spec.run_action(inst, ops) is False:
+        return z3.BoolVal(False), list(state)
     return (z3.And(*ops.guard) if ops.guard else z3.BoolVal(True)), [z3.simplify(t) for t in ops.next]
 
 

@@ -72,7 +72,8 @@ class TransitionSystem:
         steps = []
         for inst in spec.instances:
             ops = OneHotOps(self.pre)
-            spec.run_action(inst, ops)
+            if spec.run_action(inst, ops) is False:  # ruled out by the configuration
+                continue
             guard = conj(ops.guard)
             if guard is False:
                 continue
@@ -185,7 +186,8 @@ class TransitionSystem:
 
     @cached_property
     def _claims(self) -> dict[str, Any]:
-        return {c.name: self.spec.eval_claim(c.name, OneHotOps(self.pre)) for c in self.spec.claims}
+        return {c.name: self.spec.eval_claim(c.name, OneHotOps(self.pre))
+                for c in self.spec.claims if c.kind in ("invariant", "witness")}
 
     def safe(self, name: str, xs: Sequence[Values]) -> Any:
         """The safety predicate of invariant ``name`` over ``xs`` (quiescent claims: an action
