@@ -67,7 +67,7 @@ class Unrolling:
 @dataclass
 class BmcRun:
     """What :func:`bmc` found: per claim name, the path to its first hit (action ids, states);
-    ``depth`` is the deepest length searched exhaustively; ``complete_to`` names why it stopped."""
+    ``depth`` is the deepest length searched exhaustively; ``stopped`` says why it stopped."""
 
     hits: dict[str, tuple[list[int], list[bytes]]] = field(default_factory=dict)
     depth: int = 0
