@@ -1,7 +1,8 @@
 """The ``kvproof`` command line.
 
 Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``replay``,
-``simulate``, ``completion``.  Exit codes:
+``simulate``, ``completion``, and the symbolic ``prove`` and ``certify``
+(:mod:`.cli_symbolic`).  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
 * 1 - a verdict does not (an unexpected violation, or an expected one not found);
@@ -43,6 +44,8 @@ from .run import check_scenario
 from .sarif import write_sarif
 from .trace_json import trace_records
 from .traces import Trace, TraceError, read_trace, write_trace
+from . import cli_symbolic
+from .certificate import CertificateError
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT"]
 
@@ -151,6 +154,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     for flag in ("junit", "sarif", "html"):
         _check_output(getattr(args, flag), f"--{flag}")
     limits = Limits(args.max_states, args.max_seconds, args.max_depth)
+    if args.engine != "explicit":
+        if args.write_expected:
+            raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
+        return cli_symbolic.check_symbolic(args, scenarios, limits)
     traces_dir = None if args.no_traces else Path(args.traces)
     engine = dict(visited=args.visited, symmetry=args.symmetry, workers=args.workers,
                   backend=args.backend, ray_address=args.ray_address)
@@ -418,7 +425,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where the workers run: forked processes (default) or a Ray cluster (kvproof[ray])")
     ck.add_argument("--ray-address", metavar="ADDR",
                     help="Ray cluster to join (default: RAY_ADDRESS, else a local cluster of N workers)")
+    ck.add_argument("--engine", choices=("explicit", "bmc", "both"), default="explicit",
+                    help="explicit BFS (default), bounded model checking with Z3, or both compared")
+    ck.add_argument("--depth", type=_positive_int, metavar="K",
+                    help="bounded model checking depth (bmc: default 24; both: the explicit search's depth)")
     ck.set_defaults(func=cmd_check)
+    cli_symbolic.add_commands(sub, _positive_int, _positive_float)
 
     rp_ = sub.add_parser("report", help="check scenarios and write a self-contained HTML report")
     rp_.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
@@ -507,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return args.func(args)
-    except (BadInput, ScenarioError, TraceError, RayUnavailable) as e:
+    except (BadInput, ScenarioError, TraceError, RayUnavailable, CertificateError) as e:
         print(f"kvproof: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

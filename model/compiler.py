@@ -300,8 +300,7 @@ def compile_hits_after(spec: Spec, claims: Sequence[Claim | None]) -> list[Any]:
     out: list[Any] = []
     for inst in spec.instances:
         ops = CodegenOps(_Emitter({}))
-        spec.run_action(inst, ops)
-        if ops.dead:
+        if not spec.run_action(inst, ops) or ops.dead:
             out.append(None)
             continue
         mask = tuple(bool(r & ops.written) for r in reads)
