@@ -2,17 +2,25 @@
 
 Modules: :mod:`.explicit` (BFS engine), :mod:`.symbolic` (Z3 interpretation of the spec),
 :mod:`.results`, :mod:`.run` (scenario -> report), :mod:`.traces` (ITF), :mod:`.expected`
-(the expected-verdict table), :mod:`.render` and :mod:`.cli`.  Reading and gating:
-:mod:`.sequence` (a trace as messages between actors), :mod:`.sequence_svg` (drawn as SVG),
-:mod:`.timeline` (page by page), :mod:`.report_html` (the HTML report), :mod:`.junit`,
-:mod:`.sarif`, :mod:`.mermaid`, :mod:`.trace_json`, :mod:`.focus` (``show --only``),
-:mod:`.diff` (``kvproof diff``) and :mod:`.atomic` (whole-or-nothing file writes).
+(the expected-verdict table), :mod:`.render` and :mod:`.cli`; :mod:`.liveness` (fair lassos).
+For large proofs: :mod:`.visited` (exact or fingerprinted visited set), :mod:`.symmetry`
+(checked symmetry reduction), :mod:`.partition`, :mod:`.parallel` (worker processes) and
+:mod:`.ray_backend` (Ray actors).  Reading and gating: :mod:`.sequence` (a trace as messages
+between actors), :mod:`.sequence_svg` (drawn as SVG), :mod:`.timeline` (page by page),
+:mod:`.report_html` (the HTML report), :mod:`.junit`, :mod:`.sarif`, :mod:`.mermaid`,
+:mod:`.trace_json`, :mod:`.focus` (``show --only``), :mod:`.diff` (``kvproof diff``) and
+:mod:`.atomic` (whole-or-nothing file writes).
+The Z3 engine: :mod:`.onehot` (one-hot interpretation), :mod:`.transition` (Init, Next, Safe),
+:mod:`.bmc`, :mod:`.horn` (Spacer), :mod:`.kinduction`, :mod:`.certificate`, :mod:`.proofs`
+(``prove``), :mod:`.theorems` (parametric theorems), :mod:`.run_symbolic` (``check --engine
+bmc|both``) and :mod:`.cli_symbolic`.
 """
 
 from .explicit import Exploration, Limits, Stats, explore
+from .parallel import explore_parallel
 from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, exit_code
 from .run import check_scenario
 from .traces import Trace, TraceError, read_trace, write_trace
 
-__all__ = ["Exploration", "Limits", "Stats", "explore", "ClaimReport", "Inconclusive", "ScenarioReport",
+__all__ = ["Exploration", "Limits", "Stats", "explore", "explore_parallel", "ClaimReport", "Inconclusive", "ScenarioReport",
            "Verified", "Violated", "exit_code", "check_scenario", "Trace", "TraceError", "read_trace", "write_trace"]

@@ -1,7 +1,8 @@
 """The ``kvproof`` command line.
 
 Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``replay``,
-``simulate``, ``conform``, ``completion``.  Exit codes:
+``simulate``, ``conform``, ``completion``, and the symbolic ``prove`` and ``certify``
+(:mod:`.cli_symbolic`).  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
 * 1 - a verdict does not (an unexpected violation, or an expected one not found);
@@ -34,6 +35,8 @@ from .explicit import Limits, Stats
 from .focus import Focus, FocusError
 from .junit import write_junit
 from .mermaid import trace_mermaid
+from .ray_backend import RayUnavailable
+from .visited import MODES
 from .render import render_reports, render_trace
 from .report_html import write_report
 from .results import exit_code
@@ -41,6 +44,8 @@ from .run import check_scenario
 from .sarif import write_sarif
 from .trace_json import trace_records
 from .traces import Trace, TraceError, read_trace, write_trace
+from . import cli_symbolic
+from .certificate import CertificateError
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT"]
 
@@ -144,11 +149,19 @@ def cmd_check(args: argparse.Namespace) -> int:
                 raise BadInput(f"unknown invariant or witness {inv!r} (kvproof list --claims names them)") from None
     if args.write_expected and args.invariant:
         raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
+    if args.write_expected and args.symmetry:
+        raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
     for flag in ("junit", "sarif", "html"):
         _check_output(getattr(args, flag), f"--{flag}")
     limits = Limits(args.max_states, args.max_seconds, args.max_depth)
+    if args.engine != "explicit":
+        if args.write_expected:
+            raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
+        return cli_symbolic.check_symbolic(args, scenarios, limits)
     traces_dir = None if args.no_traces else Path(args.traces)
-    reports = _run(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json)
+    engine = dict(visited=args.visited, symmetry=args.symmetry, workers=args.workers,
+                  backend=args.backend, ray_address=args.ray_address)
+    reports = _run(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json, **engine)
     if args.write_expected:
         write_expected(Path(args.write_expected), reports)
     _write_outputs(args, reports)
@@ -159,14 +172,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     return exit_code(reports)
 
 
-def _run(scenarios, limits, only, traces_dir, show_progress: bool) -> list:
-    """Check every scenario in turn, with a progress bar on long runs."""
+def _run(scenarios, limits, only, traces_dir, show_progress: bool, **engine) -> list:
+    """Check every scenario in turn, with a progress bar on long runs; ``engine`` holds the
+    explicit engine's options (visited set, symmetry, workers, backend)."""
     progress = _Progress(show_progress, len(scenarios))
     reports = []
     try:
         for sc in scenarios:
             progress.start(sc.name)
-            reports.append(check_scenario(sc, limits, only, traces_dir, progress))
+            report = check_scenario(sc, limits, only, traces_dir, progress, **engine)
+            if report.symmetry.startswith("refused"):
+                print(f"kvproof: {sc.name}: symmetry {report.symmetry}; searched without reduction", file=sys.stderr)
+            reports.append(report)
     finally:
         progress.stop()
     return reports
@@ -257,6 +274,14 @@ def _json_reports(reports) -> dict[str, Any]:
                     "quiescent_states": r.stats.quiescent,
                     "seconds": round(r.stats.seconds, 4),
                     "states_per_second": round(r.stats.states_per_second),
+                    "visited": r.stats.visited,
+                    "bytes_per_state": round(r.stats.bytes_per_state, 1),
+                    "collision_probability": r.stats.collision_probability,
+                    "symmetry": r.symmetry,
+                    "represented_states": r.stats.represented,
+                    "reduction": round(r.stats.reduction, 3),
+                    "workers": r.stats.workers,
+                    "worker_cpu_seconds": list(r.stats.worker_cpu),
                 },
                 "results": [
                     {
@@ -397,7 +422,22 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per scenario and claim")
     ck.add_argument("--sarif", metavar="FILE", help="also write SARIF 2.1.0: a result per unexpected verdict")
     ck.add_argument("--html", metavar="FILE", help="also write the HTML report (as kvproof report does)")
+    ck.add_argument("--visited", choices=MODES, default="exact",
+                    help="store states exactly (default) or as 64-bit fingerprints (8 bytes a state)")
+    ck.add_argument("--symmetry", action="store_true",
+                    help="explore one state per orbit of the scenario's interchangeable requests")
+    ck.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                    help="explore with N processes (or Ray actors), states partitioned by hash (default 1)")
+    ck.add_argument("--backend", choices=("process", "ray"), default="process",
+                    help="where the workers run: forked processes (default) or a Ray cluster (kvproof[ray])")
+    ck.add_argument("--ray-address", metavar="ADDR",
+                    help="Ray cluster to join (default: RAY_ADDRESS, else a local cluster of N workers)")
+    ck.add_argument("--engine", choices=("explicit", "bmc", "both"), default="explicit",
+                    help="explicit BFS (default), bounded model checking with Z3, or both compared")
+    ck.add_argument("--depth", type=_positive_int, metavar="K",
+                    help="bounded model checking depth (bmc: default 24; both: the explicit search's depth)")
     ck.set_defaults(func=cmd_check)
+    cli_symbolic.add_commands(sub, _positive_int, _positive_float)
 
     rp_ = sub.add_parser("report", help="check scenarios and write a self-contained HTML report")
     rp_.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
@@ -496,7 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return args.func(args)
-    except (BadInput, ScenarioError, TraceError) as e:
+    except (BadInput, ScenarioError, TraceError, RayUnavailable, CertificateError) as e:
         print(f"kvproof: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

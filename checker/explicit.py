@@ -4,12 +4,20 @@ It drives anything shaped like :class:`~kvproof.model.machine.Machine` (``init``
 ``successors``, ``hits``, ``quiescent_hits``, ``claims``), so the tests can run it on tiny
 hand-built graphs with known answers.
 
-States are ``bytes``.  The visited set is a dict from state to its number; states are kept in
-discovery order, which *is* the BFS queue, with a parent number and the action that reached it,
-so a counterexample is rebuilt by walking parents and needs no stored trace.  Because BFS
-discovers every state at its shortest distance, the first state where a claim hits gives a
-shortest path to it.  A search cut short by a limit ends ``complete = False`` with the reason:
-claims that did not hit are then *inconclusive*, never verified.
+States are ``bytes``.  The search is level-synchronised: it expands one BFS level, collects
+every successor, and deduplicates the whole level at once against the visited set
+(:mod:`.visited`: sorted numpy runs of exact states or 64-bit fingerprints).  States are
+numbered in discovery order (the order a one-at-a-time BFS would find them: first occurrence
+in expansion order), and each keeps only a parent number and the action that reached it, so a
+counterexample is rebuilt by walking parents and needs no stored trace.  Because BFS discovers
+every state at its shortest distance, the first state where a claim hits gives a shortest path
+to it.  A search cut short by a limit ends ``complete = False`` with the reason: claims that did
+not hit are then *inconclusive*, never verified.
+
+With a canonicaliser (symmetry reduction, :mod:`.symmetry`) every successor is replaced by its
+orbit's representative before deduplication; the actions on a path then apply to canonical
+states, and :func:`~kvproof.checker.symmetry.concrete_path` maps such a path back to concrete
+states.
 """
 
 from __future__ import annotations
@@ -17,11 +25,17 @@ from __future__ import annotations
 import time
 from array import array
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Callable
 
-__all__ = ["Limits", "Stats", "Exploration", "explore"]
+import numpy as np
+
+from .visited import VisitedSet, collision_probability
+
+__all__ = ["Limits", "Stats", "Exploration", "explore", "claim_checks"]
 
 _CHECK_EVERY = 2048  # expansions between limit checks and progress reports
+_MAX_TEST_ACTIONS = 1 << 16  # action ids of a machine without ``instances`` (hand-built graphs)
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,23 @@ class Stats:
     depth: int = 0
     seconds: float = 0.0
     quiescent: int = 0
+    visited: str = "exact"
+    """How states were stored: ``exact`` or ``fingerprint`` (64-bit)."""
+    bytes_per_state: float = 0.0
+    """Bytes stored per distinct state: its key, parent number and action."""
+    collision_probability: float = 0.0
+    """With fingerprints: bound on the chance that a fingerprint collision hid a state."""
+    represented: int = 0
+    """With symmetry reduction: concrete states the explored representatives stand for (the sum
+    of their orbit sizes); otherwise equal to ``states``."""
+    workers: int = 1
+    worker_cpu: tuple[float, ...] = ()
+    """With several workers: CPU seconds each worker process spent (its share of the work)."""
+
+    @property
+    def reduction(self) -> float:
+        """Concrete states per explored state (1.0 without symmetry reduction)."""
+        return self.represented / self.states if self.states and self.represented else 1.0
 
     @property
     def states_per_second(self) -> float:
@@ -59,6 +90,8 @@ class Exploration:
     hit_at: dict[int, int] = field(default_factory=dict)
     _parent: Any = None
     _via: Any = None
+    canonical: bool = False
+    """Paths apply to canonical states (symmetry reduction): see ``concrete_path``."""
 
     def path(self, state_id: int) -> list[int]:
         """Action ids from the initial state to state ``state_id`` (shortest)."""
@@ -76,12 +109,17 @@ def explore(
     claims: list[int] | None = None,
     stop_when_all_hit: bool = False,
     progress: Callable[[Stats], None] | None = None,
+    visited: str = "exact",
+    canon: Callable[[bytes], bytes] | None = None,
+    orbit: Callable[[bytes], int] | None = None,
 ) -> Exploration:
     """Search every state reachable from ``machine.init`` breadth-first.
 
     ``claims`` restricts which claim bits are tracked (default: all).  With
     ``stop_when_all_hit`` the search ends as soon as every tracked claim has hit (the state
-    count is then what was explored so far).
+    count is then what a one-at-a-time BFS would have found by then).  ``visited`` is the
+    visited-set mode (``exact`` or ``fingerprint``).  ``canon`` maps a state to its orbit's
+    representative (symmetry reduction) and ``orbit`` gives a representative's orbit size.
     """
     start = time.perf_counter()
     n_claims = len(machine.claims)
@@ -95,20 +133,23 @@ def explore(
             quiescent_mask |= 1 << i
     always_open = open_mask & ~quiescent_mask
 
-    successors = machine.successors
+    expand = getattr(machine, "expand", None) or _expand_of(machine.successors)
+    n_actions = len(machine.instances) if hasattr(machine, "instances") else _MAX_TEST_ACTIONS
     hits = machine.hits
+    hits_after = getattr(machine, "hits_after", None)
     quiescent_hits = machine.quiescent_hits
     init = machine.init
 
-    index: dict[bytes, int] = {init: 0}
-    states: list[bytes] = [init]
-    parent = array("q", [-1])
-    via = array("q", [-1])
+    store = VisitedSet(visited, len(init))
+    store.add(store.keys([init]), store.states(init))
+    parent = array("i", [-1])
+    via = array("i", [-1])
     hit_at: dict[int, int] = {}
-    stats = Stats()
+    stats = Stats(visited=visited)
     max_states = limits.max_states
     max_depth = limits.max_depth
     deadline = None if limits.max_seconds is None else start + limits.max_seconds
+    represented = orbit(init) if orbit is not None else 0
 
     def record(mask: int, sid: int) -> None:
         nonlocal open_mask, always_open
@@ -123,54 +164,124 @@ def explore(
         record(h, 0)
 
     complete, reason = True, ""
-    depth, level_end, i = 0, 1, 0
-    while i < len(states):
+    frontier: list[bytes] = [init]
+    lo, n_states, depth = 0, 1, 0
+    while frontier:
         if stop_when_all_hit and not open_mask:
             complete, reason = False, "stopped once every claim asked for had hit"
             break
-        if i == level_end:
-            depth += 1
-            level_end = len(states)
-        s = states[i]
-        succ = successors(s)
-        stats.transitions += len(succ)
-        if not succ:
-            stats.quiescent += 1
-            qh = quiescent_hits(s) & open_mask & quiescent_mask
-            if qh:
-                record(qh, i)
-        at_depth_limit = max_depth is not None and depth >= max_depth
-        for aid, t in succ:
-            if t in index:
-                continue
-            if at_depth_limit:
-                complete, reason = False, f"depth limit {max_depth} reached"
-                break
-            if max_states is not None and len(states) >= max_states:
-                complete, reason = False, f"state limit {max_states} reached"
-                break
-            sid = len(states)
-            index[t] = sid
-            states.append(t)
-            parent.append(i)
-            via.append(aid)
-            if always_open:
-                h = hits(t) & always_open
-                if h:
-                    record(h, sid)
-        if not complete:
-            break
-        i += 1
-        if i % _CHECK_EVERY == 0:
+        # -- expand one level: every successor, its parent (position in the level) and action
+        cand: list[bytes] = []
+        codes = array("q")  # position in the level * n_actions + action id, per successor
+        add_action, add_state = codes.append, cand.append
+        quiet: list[tuple[int, int]] = []  # (position, claim bits) of quiescent hits
+        timed_out = False
+        for c0 in range(0, len(frontier), _CHECK_EVERY):
+            for j in range(c0, min(c0 + _CHECK_EVERY, len(frontier))):
+                if expand(frontier[j], j * n_actions, add_action, add_state) is None:
+                    stats.quiescent += 1
+                    if open_mask & quiescent_mask:
+                        qh = quiescent_hits(frontier[j]) & open_mask & quiescent_mask
+                        if qh:
+                            quiet.append((j, qh))
             now = time.perf_counter()
             if deadline is not None and now > deadline:
-                complete, reason = False, f"time limit {limits.max_seconds:g} s reached"
+                timed_out = True
                 break
-            if progress is not None:
-                stats.states, stats.depth, stats.seconds = len(states), depth, now - start
+            if progress is not None and len(frontier) > _CHECK_EVERY:
+                stats.states, stats.depth, stats.seconds = n_states, depth, now - start
                 progress(stats)
+        stats.transitions += len(cand)
+        if canon is not None:
+            cand = list(map(canon, cand))
+        # -- deduplicate the level against everything seen
+        keys = store.keys(cand)
+        states = store.states(b"".join(cand))
+        fresh = store.fresh(keys, states)
+        if fresh.size and max_depth is not None and depth >= max_depth:
+            complete, reason = False, f"depth limit {max_depth} reached"
+            fresh = fresh[:0]
+        if max_states is not None and n_states + fresh.size > max_states:
+            complete, reason = False, f"state limit {max_states} reached"
+            fresh = fresh[: max_states - n_states]
+        code = np.frombuffer(codes, dtype=np.int64)[fresh] if cand else np.zeros(0, np.int64)
+        par, aid = np.divmod(code, n_actions)
+        # -- claims, in discovery order (quiescent hits interleaved by expansion position)
+        if always_open or quiet:
+            keep = fresh.size
+            qi = 0
+            new_states = _pick(cand, fresh)
+            checks = claim_checks(hits, hits_after, aid)
+            for n, t in enumerate(new_states):
+                p = int(par[n])
+                while qi < len(quiet) and quiet[qi][0] < p:
+                    record(quiet[qi][1], lo + quiet[qi][0])
+                    qi += 1
+                if stop_when_all_hit and not open_mask and n and p != par[n - 1]:
+                    keep = n
+                    break
+                if always_open:
+                    h = checks[n](t) & always_open
+                    if h:
+                        record(h, n_states + n)
+            else:
+                while qi < len(quiet) and not (stop_when_all_hit and not open_mask):
+                    record(quiet[qi][1], lo + quiet[qi][0])
+                    qi += 1
+            if keep < fresh.size:
+                fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
+                complete, reason = False, "stopped once every claim asked for had hit"
+        else:
+            new_states = _pick(cand, fresh)
+        store.add(keys[fresh], None if states is None else states[fresh])
+        parent.frombytes((par + lo).astype(np.int32).tobytes())
+        via.frombytes(aid.astype(np.int32).tobytes())
+        if orbit is not None:
+            represented += sum(map(orbit, new_states))
+        lo, n_states = n_states, n_states + len(new_states)
+        if timed_out:
+            complete, reason = False, f"time limit {limits.max_seconds:g} s reached"
+        if not complete:
+            break
+        frontier = new_states
+        if frontier:
+            depth += 1
 
-    stats.states = len(states)
+    stats.states = n_states
     stats.depth = depth
     stats.seconds = time.perf_counter() - start
-    return Exploration(stats, complete, reason, hit_at, parent, via)
+    stats.bytes_per_state = (store.nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
+    if visited == "fingerprint":
+        stats.collision_probability = collision_probability(n_states)
+    stats.represented = represented if orbit is not None else n_states
+    return Exploration(stats, complete, reason, hit_at, parent, via, canonical=canon is not None)
+
+
+def claim_checks(hits: Callable, hits_after: list | None, aids: np.ndarray) -> list[Callable]:
+    """The claim check of each new state: only the claims its action can change, when the
+    machine says which (its parent hit none of the open claims, or they would be closed)."""
+    if hits_after is None:
+        return [hits] * aids.size
+    return [hits_after[a] for a in aids.tolist()]
+
+
+def _pick(items: list, positions: np.ndarray) -> list:
+    """``[items[k] for k in positions]``, at C speed."""
+    if positions.size == 0:
+        return []
+    if positions.size == 1:
+        return [items[int(positions[0])]]
+    return list(itemgetter(*positions.tolist())(items))
+
+
+def _expand_of(successors: Callable[[bytes], list]) -> Callable:
+    """``expand`` for a machine that has only ``successors`` (the tests' hand-built graphs)."""
+
+    def expand(s: bytes, base: int, add_action: Callable, add_state: Callable) -> bytes | None:
+        last = None
+        for aid, last in successors(s):
+            add_action(base + aid)
+            add_state(last)
+        return last
+
+    return expand

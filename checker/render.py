@@ -207,6 +207,7 @@ def render_reports(reports: Iterable[ScenarioReport]) -> Group:
         table.add_column(col, justify=justify, no_wrap=True)
     written: list[Text] = []
     cut: list[Text] = []
+    notes: list[Text] = []
     for rep in reports:
         for n, c in enumerate(rep.claims):
             style = "green" if c.matches else ("yellow" if c.verdict == "inconclusive" else HAZARD)
@@ -218,7 +219,24 @@ def render_reports(reports: Iterable[ScenarioReport]) -> Group:
                 written.append(Text(f"  {c.trace_path}"))
         if not rep.complete:
             cut.append(Text(f"{rep.scenario.name}: search incomplete: {rep.reason}", style="yellow"))
+        how = _search_note(rep)
+        if how:
+            notes.append(Text(f"{rep.scenario.name}: {how}", style="dim"))
     parts: list[Any] = [table]
     if written:
         parts += [Text("Counterexamples written:")] + written
-    return Group(*parts, *cut)
+    return Group(*parts, *notes, *cut)
+
+
+def _search_note(rep: ScenarioReport) -> str:
+    """How a search that used the large-proof options ran (empty for a plain one)."""
+    s = rep.stats
+    out = []
+    if rep.symmetry:
+        out.append(f"symmetry {rep.symmetry}" + (f", {s.represented:,} states represented ({s.reduction:.1f}x)"
+                                                  if s.reduction > 1 else ""))
+    if s.visited == "fingerprint":
+        out.append(f"fingerprints, {s.bytes_per_state:.0f} bytes a state, collision bound {s.collision_probability:.1e}")
+    if s.workers > 1:
+        out.append(f"{s.workers} workers")
+    return "; ".join(out)

@@ -80,6 +80,8 @@ class ScenarioReport:
     complete: bool
     reason: str = ""
     claims: list[ClaimReport] = field(default_factory=list)
+    symmetry: str = ""
+    """With symmetry reduction asked for: what it permuted, or why it was off or refused."""
 
 
 def exit_code(reports: list[ScenarioReport]) -> int:

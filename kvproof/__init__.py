@@ -18,6 +18,9 @@ if not _os.path.isdir(_os.path.join(_here, "spec")):
 from kvproof.checker.explicit import Limits, Stats  # noqa: E402
 from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated  # noqa: E402
 from kvproof.checker.run import check_scenario  # noqa: E402
+from kvproof.checker.run_symbolic import check_scenario_bmc  # noqa: E402
+from kvproof.checker.proofs import ProofReport, prove_scenario  # noqa: E402
+from kvproof.checker.certificate import recheck  # noqa: E402
 from kvproof.checker.traces import Trace, read_trace, write_trace  # noqa: E402
 from kvproof.model.machine import Machine  # noqa: E402
 from kvproof.model.replay import replay  # noqa: E402
@@ -30,6 +33,7 @@ __all__ = [
     "Scenario", "load_scenario", "builtin", "builtins",
     "Config", "Engine", "Request", "PdProtocol", "Machine",
     "check_scenario", "Limits", "Stats", "ScenarioReport", "ClaimReport",
+    "check_scenario_bmc", "prove_scenario", "ProofReport", "recheck",
     "Verified", "Violated", "Inconclusive",
     "Trace", "read_trace", "write_trace", "replay",
 ]

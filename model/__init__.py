@@ -1,7 +1,8 @@
 """The executable reference: the spec compiled once and run on concrete states.
 
 Modules: :mod:`.compiler` (spec -> straight-line Python), :mod:`.machine` (the compiled
-instance), :mod:`.replay` (re-execute a trace), :mod:`.simulate` (long random workloads).
+instance), :mod:`.replay` (re-execute a trace), :mod:`.simulate` (long random workloads),
+:mod:`.canon` (the compiled canonical form of symmetry reduction).
 """
 
 from .machine import Machine, reference_successors

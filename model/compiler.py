@@ -11,14 +11,18 @@ time, and every sizeable subexpression is bound to a local once, so the text sta
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from ..spec.framework import Claim, Spec
 from ..spec.ops import Ops
 
-__all__ = ["CodegenOps", "compile_successors", "compile_hits", "compile_pending"]
+__all__ = ["CodegenOps", "compile_successors", "compile_expand", "compile_hits", "compile_hits_after",
+           "compile_pending"]
 
-_BIND_OVER = 20  # bind a subexpression to a local when its text is longer than this
+_BIND_OVER = 400  # bind a subexpression to a local when its text is longer than this (shorter ones
+# stay inline, so Python's ``and``/``or`` short-circuit them; measured in bench/bench_engine.py)
+_SLOT = re.compile(r"\bs\[(\d+)\]")
 
 
 class E:
@@ -51,6 +55,8 @@ class CodegenOps(Ops):
         self.em = emitter
         self.writes: list[tuple[str, E]] = []
         self.dead = False
+        self.footprint: set[int] = set()  # slots read
+        self.written: set[int] = set()  # slots written
 
     # -- values -------------------------------------------------------------------------------
     def _bind(self, src: str) -> E:
@@ -147,6 +153,7 @@ class CodegenOps(Ops):
 
     # -- state --------------------------------------------------------------------------------
     def read(self, slot):
+        self.footprint.add(slot)
         return E(f"s[{slot}]")
 
     def read_at(self, base, size, idx):
@@ -155,6 +162,7 @@ class CodegenOps(Ops):
             if not 0 <= idx.const < size:
                 raise IndexError(f"index {idx.const} outside an array of {size}")
             return self.read(base + idx.const)
+        self.footprint.update(range(base, base + size))
         return self._bind(f"s[{base} + {idx.src}]")
 
     def require(self, cond):
@@ -170,12 +178,14 @@ class CodegenOps(Ops):
         value = _c(value)
         if value.src != f"s[{slot}]":
             self.writes.append((str(slot), value))
+            self.written.add(slot)
 
     def write_at(self, base, size, idx, value):
         idx = _c(idx)
         if idx.const is not None:
             return self.write(base + idx.const, value)
         self.writes.append((f"{base} + {idx.src}", _c(value)))
+        self.written.update(range(base, base + size))
 
 
 class _Emitter:
@@ -210,6 +220,14 @@ class _Emitter:
         return self.tables[values]
 
 
+def _localize(header: str, lines: list[str], size: int) -> list[str]:
+    """Read every fixed slot once, into a local: ``s[12]`` becomes ``s12`` after one unpacking
+    of the state at the top (a local load is several times cheaper than a subscript)."""
+    body = [_SLOT.sub(r"s\1", line) for line in lines]
+    unpack = "    " + ", ".join(f"s{i}" for i in range(size)) + (", = s" if size == 1 else " = s")
+    return [header, unpack] + body
+
+
 def _module(tables: dict[tuple, str], body: list[str]) -> dict[str, Any]:
     src = "\n".join([f"{name} = {values!r}" for values, name in tables.items()] + body)
     namespace: dict[str, Any] = {}
@@ -218,13 +236,9 @@ def _module(tables: dict[tuple, str], body: list[str]) -> dict[str, Any]:
     return namespace
 
 
-def compile_successors(spec: Spec) -> tuple[Any, str]:
-    """``successors(s: bytes) -> list[(aid, bytes)]`` for every enabled action instance of
-    ``spec``, and its source text."""
-    tables: dict[tuple, str] = {}
-    em = _Emitter(tables)
-    em.line("out = []")
-    em.line("append = out.append")
+def _successor_lines(spec: Spec, em: "_Emitter", append: str) -> None:
+    """Emit every action instance's guard and effect; ``append`` is the statement that hands
+    over successor ``t``, with ``{aid}`` for the instance's id."""
     for inst in spec.instances:
         em.reset()
         mark = len(em.lines)
@@ -236,11 +250,64 @@ def compile_successors(spec: Spec) -> tuple[Any, str]:
         em.line("t = bytearray(s)")
         for slot, value in ops.writes:
             em.line(f"t[{slot}] = {value.src}")
-        em.line(f"append(({inst.aid}, bytes(t)))")
+        em.line(append.format(aid=inst.aid))
     em.reset()
+
+
+def compile_successors(spec: Spec) -> tuple[Any, str]:
+    """``successors(s: bytes) -> list[(aid, bytes)]`` for every enabled action instance of
+    ``spec``, and its source text."""
+    tables: dict[tuple, str] = {}
+    em = _Emitter(tables)
+    em.line("out = []")
+    em.line("append = out.append")
+    _successor_lines(spec, em, "append(({aid}, bytes(t)))")
     em.line("return out")
-    ns = _module(tables, ["def successors(s):"] + em.lines)
+    ns = _module(tables, _localize("def successors(s):", em.lines, spec.layout.size))
     return ns["successors"], ns["__source__"]
+
+
+def compile_expand(spec: Spec) -> tuple[Any, str]:
+    """``expand(s, base, add_action, add_state)``: the engine's form of ``successors``.  It hands
+    each successor to ``add_state`` and ``base + aid`` to ``add_action`` (the ``append`` methods
+    of a whole BFS level's arrays; the engine passes ``base = position * len(instances)``, so one
+    integer carries both the parent and the action), and returns ``None`` when no action is
+    enabled.  No per-state list or pair is built."""
+    tables: dict[tuple, str] = {}
+    em = _Emitter(tables)
+    em.line("t = None")
+    _successor_lines(spec, em, "add_action(base + {aid}); add_state(bytes(t))")
+    em.line("return t")
+    header = "def expand(s, base, add_action, add_state):"
+    ns = _module(tables, _localize(header, em.lines, spec.layout.size))
+    return ns["expand"], ns["__source__"]
+
+
+def compile_hits_after(spec: Spec, claims: Sequence[Claim | None]) -> list[Any]:
+    """``hits_after[aid](t)``: :func:`compile_hits` restricted to the claims that action
+    instance ``aid`` can change, i.e. those reading a slot it writes (``None`` where it is never
+    enabled).  Where the previous state hit none of the open claims - what the engine knows of
+    every state it expands - the restricted check gives the same answer as the full one."""
+    reads = []
+    for claim in claims:
+        if claim is None:
+            reads.append(set())
+            continue
+        ops = CodegenOps(_Emitter({}))
+        spec.eval_claim(claim.name, ops)
+        reads.append(ops.footprint)
+    by_mask: dict[tuple[bool, ...], Any] = {}
+    out: list[Any] = []
+    for inst in spec.instances:
+        ops = CodegenOps(_Emitter({}))
+        if not spec.run_action(inst, ops) or ops.dead:
+            out.append(None)
+            continue
+        mask = tuple(bool(r & ops.written) for r in reads)
+        if mask not in by_mask:
+            by_mask[mask] = compile_hits(spec, [c if m else None for c, m in zip(claims, mask)])[0]
+        out.append(by_mask[mask])
+    return out
 
 
 def compile_hits(spec: Spec, claims: Sequence[Claim | None]) -> tuple[Any, str]:
@@ -265,7 +332,7 @@ def compile_hits(spec: Spec, claims: Sequence[Claim | None]) -> tuple[Any, str]:
         em.line(f"h |= {1 << i}")
     em.reset()
     em.line("return h")
-    ns = _module(tables, ["def hits(s):"] + em.lines)
+    ns = _module(tables, _localize("def hits(s):", em.lines, spec.layout.size))
     return ns["hits"], ns["__source__"]
 
 
@@ -290,5 +357,5 @@ def compile_pending(spec: Spec, claim: Claim) -> tuple[Any, list[str]]:
         em.line(f"h |= {1 << i}")
     em.reset()
     em.line("return h")
-    ns = _module(tables, ["def pending(s):"] + em.lines)
+    ns = _module(tables, _localize("def pending(s):", em.lines, spec.layout.size))
     return ns["pending"], labels

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ..spec.framework import ActionInstance, Claim, Spec
 from ..spec.ops import ConcreteOps, Disabled
-from .compiler import compile_hits, compile_successors
+from .compiler import compile_expand, compile_hits, compile_hits_after, compile_successors
 
 __all__ = ["Machine", "reference_successors", "reference_claim"]
 
@@ -26,6 +26,10 @@ class Machine:
     ``claims`` are the properties checked; ``hits(s)`` sets bit ``i`` where ``claims[i]`` hits
     in ``s`` (an invariant fails, a witness holds) for the claims checked in every state, and
     ``quiescent_hits(s)`` likewise for those checked only where no action is enabled.
+    ``expand(s, base, add_action, add_state)`` is ``successors`` in the form the engine drives
+    (see :func:`~kvproof.model.compiler.compile_expand`), and ``hits_after[aid]`` checks only
+    the claims action instance ``aid`` can change (see
+    :func:`~kvproof.model.compiler.compile_hits_after`).
     """
 
     spec: Spec
@@ -37,7 +41,9 @@ class Machine:
         always = [c if c.at == "always" else None for c in self.claims]
         quiescent = [c if c.at == "quiescent" else None for c in self.claims]
         self.successors, self.successors_source = compile_successors(self.spec)
+        self.expand, _ = compile_expand(self.spec)
         self.hits, _ = compile_hits(self.spec, always)
+        self.hits_after = compile_hits_after(self.spec, always)
         self.quiescent_hits, _ = compile_hits(self.spec, quiescent)
 
     @cached_property

@@ -2,8 +2,9 @@
 
 Modules: :mod:`.ops` (the operations facade), :mod:`.layout` (the flat typed state),
 :mod:`.framework` (how actions and claims are written), :mod:`.config` (instance parameters),
-:mod:`.pd_state`, :mod:`.pd`, :mod:`.pd_claims`, :mod:`.pd_story` (the PD protocol) and
-:mod:`.scenario` (the TOML catalogue).
+:mod:`.pd_state`, :mod:`.pd`, :mod:`.pd_claims`, :mod:`.pd_story`, :mod:`.pd_symmetry` (the
+PD protocol), :mod:`.symmetry` (symmetry declarations) and :mod:`.scenario` (the TOML
+catalogue).
 """
 
 from .config import Config, Engine, Request

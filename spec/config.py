@@ -10,7 +10,7 @@ off by default so the small scenarios stay small.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from math import gcd
+from math import gcd, perm
 
 __all__ = ["Request", "Engine", "Config", "CHOICES"]
 
@@ -24,6 +24,7 @@ CHOICES = {
 """The string-valued flags and their allowed values (the first is the fixed engine's)."""
 
 RELEASE_POLICIES = CHOICES["release_policy"]
+MAX_ALLOCATION_CHOICES = 720  # ordered page choices of one reservation under any_free_pages
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,11 @@ class Engine:
     """Requests reach each admission door in id order (a FIFO queue); fewer interleavings."""
     request_streams: bool = False
     """A finished request's slot (its bootstrap room) takes a new request (``client_send``)."""
+    any_free_pages: bool = False
+    """Decode's allocator may hand out any free pages, in any order (a free list kept unsorted),
+    modelled as a choice (``decode_prealloc_pick``); ``false``: the lowest-numbered free pages,
+    as SGLang's allocator after ``merge_and_sort_free``.  With it, decode pages are
+    interchangeable (symmetry reduction permutes them)."""
 
     @classmethod
     def flag_names(cls) -> list[str]:
@@ -176,6 +182,11 @@ class Config:
                 out.append(f"engine.{key}: expected a whole number >= 0")
         if e.heartbeat_detection and not e.peer_death:
             out.append("engine.heartbeat_detection: needs peer_death = true")
+        if e.any_free_pages:
+            choices = max(perm(self.decode_pages, r.pages) for r in self.requests) if self.requests else 0
+            if choices > MAX_ALLOCATION_CHOICES:
+                out.append(f"engine.any_free_pages: {self.decode_pages} decode pages give {choices} allocation "
+                           f"choices for one request; at most {MAX_ALLOCATION_CHOICES}")
         pr, dr = self.prefill_ranks, self.decode_ranks
         if max(pr, dr) % min(pr, dr) != 0:
             out.append("sizes.decode_ranks: one of prefill_ranks and decode_ranks must divide the other")

@@ -227,6 +227,11 @@ class Spec:
         """The initial state (one, for this protocol family)."""
         return self.layout.init_state()
 
+    def symmetry(self) -> Any:
+        """Interchangeable elements of an index domain (a :class:`~.symmetry.Symmetry`), or
+        ``None`` (the default: no symmetry reduction)."""
+        return None
+
     # -- discovery ------------------------------------------------------------------------------
     def _marked(self, attr: str) -> Iterator[tuple[str, Any]]:
         """(name, mark) of every method carrying ``attr``, in base-first definition order.

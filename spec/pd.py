@@ -22,7 +22,7 @@ Modelling choices, each stated once here:
 from __future__ import annotations
 
 from functools import cached_property
-from itertools import product
+from itertools import permutations, product
 
 from .config import Config
 from .framework import Spec, action
@@ -37,6 +37,7 @@ from .pd_state import (
     READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields,
 )
 from .pd_story import PdStory
+from .pd_symmetry import PdSymmetry
 
 __all__ = ["PdProtocol", "exceeds_input_limit"]
 
@@ -48,7 +49,7 @@ def exceeds_input_limit(o, pages, context_limit, prefill_pool):
     return o.gt(pages, o.min_(context_limit, prefill_pool))
 
 
-class PdProtocol(PdClaims, PdStory, Spec):
+class PdProtocol(PdClaims, PdStory, PdSymmetry, Spec):
     """The protocol instance for one :class:`Config`.  Subclass and override one action or
     helper to describe another engine's behaviour (see the README)."""
 
@@ -67,9 +68,24 @@ class PdProtocol(PdClaims, PdStory, Spec):
 
     def domain(self, name: str) -> Domain:
         """Parameter domains: ``req``, ``chunk``, ``prank`` (prefill rank), ``drank``,
-        ``stream`` (a prefill rank's write stream for one layer)."""
+        ``stream`` (a prefill rank's write stream for one layer), ``pick`` (an allocation
+        choice)."""
         k = self.k
+        if name == "pick":
+            return self._pick_domain
         return {"req": k.req, "chunk": k.chunk, "prank": k.prank, "drank": k.drank, "stream": k.stream}[name]
+
+    def picks(self, k: int) -> list[tuple[int, ...]]:
+        """The allocation choices of ``k`` decode pages with ``any_free_pages``: every ordered
+        ``k``-tuple of distinct pages (chunk ``c`` goes to the ``c``-th); none without it."""
+        if not self.e.any_free_pages:
+            return []
+        return list(permutations(range(self.k.D), k))
+
+    @cached_property
+    def _pick_domain(self) -> Domain:
+        size = max([len(self.picks(r.pages)) for r in self.cfg.requests] + [1])
+        return Domain("pick", size)
 
     # -- static facts (plain Python: configuration, not state) ---------------------------------
     @cached_property
@@ -326,6 +342,7 @@ class PdProtocol(PdClaims, PdStory, Spec):
             n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
             return
         s.require(o.eq(s.outcome[r], OUT_NONE))
+        s.require(not self.e.any_free_pages)  # then decode_prealloc_pick reserves
         self._allocate(s, n, r, self.pages(r), "owner", "dest", self.k.D)
         if self.k.M:
             self._allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
@@ -740,6 +757,30 @@ class PdProtocol(PdClaims, PdStory, Spec):
             n.src_content[q] = o.ite(o.eq(s.src_content[q], r + 1), old, s.src_content[q])
         for m in range(self.k.M):
             n.aux_content[m] = o.ite(o.eq(s.aux_content[m], r + 1), old, s.aux_content[m])
+
+
+    # -- decode: reservation from an unsorted free list ----------------------------------------------
+    @action("decode", "req", "pick", fair=True)
+    def decode_prealloc_pick(self, s, n, r, pick):
+        """``DecodePreallocQueue`` reserves the prompt's pages from an allocator that hands out
+        any free pages (``any_free_pages``): as ``decode_prealloc``, with allocation choice
+        ``pick`` naming which free page each chunk gets (H1 applies alike: the original prompt
+        length is reserved).  Rejection at the decode door stays with ``decode_prealloc``."""
+        o = s.ops
+        choices = self.picks(self.pages(r))
+        s.require(pick < len(choices))
+        s.require(not (self.over_long(r) and self.e.reject_at_decode_door))
+        s.require(o.eq(s.d_phase[r], D_NEW))
+        s.require(self._in_order(s, "d_phase", D_NEW, r))
+        s.require(o.eq(s.outcome[r], OUT_NONE))
+        pages = choices[pick] if pick < len(choices) else ()
+        for c, p in enumerate(pages):
+            s.require(o.eq(s.owner[p], FREE))
+            n.dest[r, c] = p
+            n.owner[p] = r + 1
+        if self.k.M:
+            self._allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
+        n.d_phase[r] = D_RESERVED
 
 
 def _indices(r: int, rest: tuple[int, ...]):

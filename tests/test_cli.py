@@ -229,3 +229,88 @@ def test_no_progress_display_off_a_terminal(capsys):
     assert p.bar is None  # stderr is not a terminal under pytest
     p.stop()
     assert capsys.readouterr().err == ""
+
+
+def test_check_with_symmetry_fingerprints_and_workers(capsys, tmp_path):
+    toml = tmp_path / "sym.toml"
+    toml.write_text(_SYMMETRIC)
+    code, out, _ = run(capsys, "check", str(toml), "--symmetry", "--visited", "fingerprint", "--workers", "2",
+                       "--json", "--traces", str(tmp_path))
+    stats = json.loads(out)["scenarios"][0]["stats"]
+    assert code == 0, out
+    assert stats["symmetry"] == "R0~R1 (2 permutations)" and stats["workers"] == 2
+    assert stats["represented_states"] > stats["states"] and stats["reduction"] > 1.5
+    assert stats["bytes_per_state"] <= 100 and 0 < stats["collision_probability"] < 1e-9
+    code, out, _ = run(capsys, "replay", str(next(tmp_path.glob("*.itf.json"))))
+    assert code == 0 and "reproduced" in out
+    code, _, err = run(capsys, "check", "abort-race", "--visited", "bloom")
+    assert code == 3 and "invalid choice" in err
+    code, _, err = run(capsys, "check", "abort-race", "--symmetry", "--write-expected", str(tmp_path / "e.toml"))
+    assert code == 3 and "--symmetry" in err and not (tmp_path / "e.toml").exists()
+
+
+_SYMMETRIC = """
+name = "abort-race-sym"
+[sizes]
+decode_pages = 1
+prefill_pages = 2
+context_limit = 2
+[[requests]]
+tenant = "A"
+pages = 1
+[[requests]]
+tenant = "A"
+pages = 1
+[[requests]]
+tenant = "B"
+pages = 1
+[engine]
+release_policy = "immediate"
+ordered_arrivals = false
+[expect]
+decode_reads_only_own_pages = "violated"
+no_cross_tenant_read = "violated"
+no_write_after_release = "violated"
+"""
+
+
+def test_ray_backend_without_ray_is_bad_input_in_one_line(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the kvproof[ray] extra were not installed
+    code, out, err = run(capsys, "check", "abort-race", "--backend", "ray", "--workers", "2", "--no-traces")
+    assert code == 3 and out == ""
+    assert err.strip() == "kvproof: error: --backend ray needs Ray: pip install 'kvproof[ray]'"
+
+
+def test_check_engine_bmc_finds_the_shortest_violation_and_stays_inconclusive_otherwise(capsys, tmp_path):
+    code, out, _ = run(capsys, "check", "abort-race", "--engine", "bmc", "--depth", "6", "--traces", str(tmp_path))
+    assert code == 2  # verified claims cannot be decided by a bounded search
+    assert "no_write_after_release" in out and "violated" in out and "inconclusive" in out
+    assert (tmp_path / "abort-race__no_write_after_release.itf.json").exists()
+    code, out, _ = run(capsys, "replay", str(tmp_path / "abort-race__no_write_after_release.itf.json"))
+    assert code == 0 and "6 steps replay exactly" in out
+
+
+def test_check_engine_both_agrees(capsys):
+    code, out, _ = run(capsys, "check", "pr-41404", "--engine", "both", "--no-traces")
+    assert code == 0 and "agree on 1 scenario" in out
+
+
+def test_prove_refutes_with_a_trace_and_proves_the_rest(capsys, tmp_path):
+    code, out, _ = run(capsys, "prove", "source-reuse", "--traces", str(tmp_path), "--certificates", str(tmp_path),
+                       "--refute-depth", "8", "--spacer-seconds", "5", "--induction-seconds", "2", "--json")
+    doc = json.loads(out)
+    rows = {r["invariant"]: r for r in doc["scenarios"][0]["results"]}
+    assert rows["no_source_free_while_read"]["verdict"] == "refuted"
+    assert rows["no_source_free_while_read"]["length"] == 6
+    assert code in (0, 2)  # 2 if a method ran out of budget: never a claimed proof
+    if code == 0:
+        assert all(r["verdict"] in ("proved", "refuted") for r in rows.values())
+
+
+def test_certify_bad_input_is_one_line(capsys, tmp_path):
+    f = tmp_path / "nope.smt2"
+    f.write_text("hello\n")
+    code, _, err = run(capsys, "certify", str(f))
+    assert code == 3 and err.count("\n") == 1 and "not a kvproof certificate" in err

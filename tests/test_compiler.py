@@ -55,3 +55,19 @@ def test_statically_disabled_actions_emit_no_code():
     _, src = compile_successors(m.spec)
     assert "client_send" not in src and "clock_tick" not in src and "prefill_transfer_failed" not in src
     assert "decode_abort" in src
+
+
+@pytest.mark.parametrize("name", ["incident", "abort-race", "source-reuse", "lost-drain-ack-timeout"])
+def test_claims_checked_after_an_action_are_those_it_can_change(name):
+    m = machine_of(name)
+    changed = 0
+    for state in reachable(name)[::2]:
+        before = m.hits(state)
+        for aid, t in m.successors(state):
+            # the restricted check agrees on every claim that did not already hit before the step
+            assert m.hits_after[aid](t) & ~before == m.hits(t) & ~before, m.label(aid)
+            changed += bool(m.hits(t) & ~before)
+    assert changed  # steps that make a claim hit are among those checked
+    enabled = {a for s in reachable(name) for a, _ in m.successors(s)}
+    assert all(m.hits_after[a] is not None for a in enabled)
+    assert len({id(m.hits_after[a]) for a in enabled}) > 1  # and actions get different, smaller checks

@@ -31,3 +31,13 @@ def test_new_dimensions_are_checked():
                                                            Engine(heartbeat_detection=True)).problems())
     assert any(p.startswith("engine.timeout_action") for p in Config((Request("A", 1),), 1, 1, 1,
                                                                       Engine(timeout_action="pray")).problems())
+
+
+def test_any_free_pages_bounds_the_allocation_choices():
+    from kvproof.spec.config import Config, Engine, Request
+
+    ok = Config((Request("A", 2),), decode_pages=6, prefill_pages=2, context_limit=2, engine=Engine(any_free_pages=True))
+    assert ok.problems() == []
+    big = Config((Request("A", 3),), decode_pages=12, prefill_pages=3, context_limit=3, engine=Engine(any_free_pages=True))
+    assert big.problems() == ["engine.any_free_pages: 12 decode pages give 1320 allocation choices for one request; "
+                              "at most 720"]

@@ -136,3 +136,23 @@ def test_write_streams_cover_every_part_of_a_page_once():
         parts = sorted(u for w in range(k.S) for u in k.units_of_stream(w))
         assert parts == list(range(k.U)), (pr_n, dr_n, layers)
         assert all(k.rank_of_stream(w) == w // layers for w in range(k.S))
+
+
+def test_any_free_pages_reserves_every_free_page_in_any_order_and_matches_the_reference():
+    base = machine_of("abort-race").spec.cfg
+    cfg = replace(base, decode_pages=3, requests=(Request("A", 2), Request("B", 1)),
+                  engine=replace(base.engine, any_free_pages=True))
+    m = Machine(PdProtocol(cfg))
+    labels = sorted({m.label(a) for s in [m.init] for a, _ in m.successors(s)})
+    assert [x for x in labels if x.startswith("decode_prealloc")] == [  # R0 takes 2 of 3 pages: 6 ordered picks
+        f"decode_prealloc_pick(req=R0, pick={i})" for i in range(6)]
+    seen, order = {m.init}, [m.init]
+    for s in order[:4000]:
+        ref = sorted((a, bytes(t)) for a, t in reference_successors(m.spec, s))
+        assert sorted(m.successors(s)) == ref
+        for _, t in ref:
+            if t not in seen:
+                seen.add(t)
+                order.append(t)
+    plain = Machine(PdProtocol(replace(cfg, engine=replace(cfg.engine, any_free_pages=False))))
+    assert not any(m.label(a).startswith("decode_prealloc_pick") for a, _ in plain.successors(plain.init))

@@ -1,0 +1,88 @@
+"""Benchmark of the Z3 engines: bounded model checking seconds per depth, proof seconds per scenario.
+
+Run it with::
+
+    python bench/bench_symbolic.py bmc [--scenario abort-race] [--depth 20]
+    python bench/bench_symbolic.py prove [SCENARIO ...] [--spacer-seconds 60] [--induction-seconds 60]
+
+``bmc`` prints, for each depth, the seconds of that depth's satisfiability check (is some claim
+hit at exactly this depth?) and the running total.  ``prove`` prints, per scenario, the
+seconds of the refutation search, Spacer and k-induction, and what each concluded.  Figures vary
+with the machine and its load: compare ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import z3
+
+from kvproof.checker.bmc import Unrolling
+from kvproof.checker.proofs import ProofBudget, prove_scenario
+from kvproof.checker.transition import TransitionSystem
+from kvproof.spec.scenario import builtin, builtin_names
+
+
+def bench_bmc(name: str, depth: int) -> None:
+    """Seconds per BMC depth on one scenario (every claim asked at every depth)."""
+    spec = builtin(name).build()
+    t0 = time.perf_counter()
+    ts = TransitionSystem(spec)
+    un = Unrolling(ts)
+    print(f"# {name}: {len(ts.steps)} action instances, {len(ts.bits(ts.pre))} state bits, "
+          f"encoded in {time.perf_counter() - t0:.2f} s")
+    print(f"{'depth':>5} {'check s':>8} {'total s':>8}  claims hit")
+    total = 0.0
+    for k in range(depth + 1):
+        xs = ts.state(k)
+        hits = []
+        t = time.perf_counter()
+        for c in spec.claims:
+            term = z3.Not(ts.safe(c.name, xs)) if c.kind == "invariant" else ts.holds(c.name, xs)
+            if un.check(un.literal(term)) == z3.sat:
+                hits.append(c.name)
+        dt = time.perf_counter() - t
+        total += dt
+        print(f"{k:>5} {dt:>8.2f} {total:>8.2f}  {', '.join(hits)}", flush=True)
+        if k < depth:
+            un.extend()
+
+
+def bench_prove(names: list[str], budget: ProofBudget) -> None:
+    """Seconds per scenario of ``kvproof prove`` (no files written)."""
+    print(f"{'scenario':<28} {'refute s':>8} {'Spacer s':>8} {'k-ind s':>8} {'k':>3}  verdicts")
+    for name in names:
+        r = prove_scenario(builtin(name), budget)
+        counts: dict[str, int] = {}
+        for row in r.rows:
+            counts[row.verdict] = counts.get(row.verdict, 0) + 1
+        spacer = "proved" if r.certificate or (r.rows and all(x.spacer in ("proved", "-") for x in r.rows)) else "no"
+        print(f"{name:<28} {r.refute_seconds:>8.1f} {r.spacer_seconds:>8.1f} {r.induction_seconds:>8.1f} "
+              f"{r.induction_k:>3}  {counts} spacer={spacer}", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    b = sub.add_parser("bmc")
+    b.add_argument("--scenario", default="abort-race")
+    b.add_argument("--depth", type=int, default=20)
+    pv = sub.add_parser("prove")
+    pv.add_argument("scenarios", nargs="*")
+    pv.add_argument("--spacer-seconds", type=float, default=60.0)
+    pv.add_argument("--induction-seconds", type=float, default=60.0)
+    pv.add_argument("--refute-depth", type=int, default=24)
+    args = p.parse_args()
+    print(f"# python {platform.python_version()}, z3 {z3.get_version_string()}, {platform.machine()}")
+    if args.what == "bmc":
+        bench_bmc(args.scenario, args.depth)
+    else:
+        bench_prove(args.scenarios or builtin_names(),
+                    ProofBudget(refute_depth=args.refute_depth, spacer_seconds=args.spacer_seconds,
+                                induction_seconds=args.induction_seconds))
+
+
+if __name__ == "__main__":
+    main()

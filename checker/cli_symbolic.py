@@ -1,0 +1,201 @@
+"""The symbolic commands of the ``kvproof`` command line: ``prove``, ``certify`` and
+``check --engine bmc|both``.
+
+Kept apart from :mod:`.cli` so the explicit commands stay small; :func:`add_commands` registers
+the subcommands and :func:`check_symbolic` is what ``check`` calls for the Z3 engines.  Exit codes
+are the command line's: 0 every verdict matches, 1 one does not (or the engines disagree, or a
+certificate fails), 2 something is inconclusive, 3 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..spec.scenario import builtins
+from .certificate import CertificateError, recheck
+from .proofs import ProofBudget, prove_scenario
+from .render import render_reports
+from .results import exit_code
+from .run import check_scenario
+from .run_symbolic import check_scenario_bmc, disagreements
+
+__all__ = ["add_commands", "check_symbolic", "cmd_prove", "cmd_certify"]
+
+EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
+DEFAULT_DEPTH = 24
+
+
+def _console() -> Console:
+    width = None if sys.stdout.isatty() else 120
+    return Console(file=sys.stdout, highlight=False, width=width)
+
+
+def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
+    """``check --engine bmc`` (bounded, shortest violations) or ``--engine both`` (the explicit
+    verdicts, cross-checked by bounded model checking as deep as the explicit search went)."""
+    traces_dir = None if args.no_traces else Path(args.traces)
+    out = _console()
+    if args.engine == "bmc":
+        depth = args.depth or DEFAULT_DEPTH
+        reports = [check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds) for sc in scenarios]
+        if not args.quiet:
+            out.print(render_reports(reports))
+        return exit_code(reports)
+    problems, reports = [], []
+    for sc in scenarios:
+        rep = check_scenario(sc, limits, args.invariant, traces_dir)
+        depth = args.depth or rep.stats.depth
+        bounded = check_scenario_bmc(sc, depth, args.invariant, None, args.max_seconds)
+        problems += disagreements(rep, bounded)
+        reports.append(rep)
+    if not args.quiet:
+        out.print(render_reports(reports))
+        if problems:
+            out.print(Text("The engines disagree:", style="bold red"))
+            for p in problems:
+                out.print(f"  {p}")
+        else:
+            out.print(f"explicit and bounded engines agree on {len(reports)} scenario(s)")
+    if problems:
+        return EXIT_MISMATCH
+    return exit_code(reports)
+
+
+def cmd_prove(args: argparse.Namespace) -> int:
+    """Prove every invariant of each scenario by Spacer and by k-induction, or refute it."""
+    from .cli import _resolve  # the scenario resolver of the main command line
+    if args.theorems:
+        from .theorems import all_theorems
+        results = all_theorems(args.spacer_seconds)
+        out = _console()
+        for th in results:
+            style = "green" if th.holds else "bold red"
+            out.print(Text(f"{th.verdict:<8} {th.name}", style=style))
+            out.print(f"         {th.statement}")
+            for line in th.details:
+                out.print(f"         {line}")
+        if any(th.verdict == "refuted" for th in results):
+            return EXIT_MISMATCH
+        return EXIT_OK if all(th.holds for th in results) else EXIT_INCONCLUSIVE
+    names = args.scenarios or [s.name for s in builtins()]
+    scenarios = [_resolve(n) for n in names]
+    for sc in scenarios:
+        sc.build()
+    budget = ProofBudget(refute_depth=args.refute_depth, spacer_seconds=args.spacer_seconds,
+                         induction_seconds=args.induction_seconds, max_k=args.max_k)
+    certs = None if args.no_certificates else Path(args.certificates)
+    traces = None if args.no_traces else Path(args.traces)
+    reports = [prove_scenario(sc, budget, certs, traces) for sc in scenarios]
+    out = _console()
+    if args.json:
+        print(json.dumps(_json(reports), indent=2))
+    elif not args.quiet:
+        out.print(_table(reports))
+        for r in reports:
+            if r.certificate is not None:
+                out.print(f"{r.scenario.name}: inductive invariant found by Spacer "
+                          f"({len(r.invariant_text)} lemmas), certificate {r.certificate}")
+                if args.show_invariant:
+                    for line in r.invariant_text:
+                        out.print(f"    {line}", overflow="fold")
+            for why, text in (("Spacer", r.spacer_reason), ("k-induction", r.induction_reason)):
+                if text:
+                    out.print(Text(f"{r.scenario.name}: {why}: {text}", style="yellow"))
+            for e in r.errors:
+                out.print(Text(f"{r.scenario.name}: engine error: {e}", style="bold red"))
+    rows = [row for r in reports for row in r.rows]
+    if any(r.errors for r in reports):
+        return EXIT_MISMATCH
+    if any(row.verdict != "inconclusive" and not row.matches for row in rows):
+        return EXIT_MISMATCH
+    if any(row.verdict == "inconclusive" for row in rows):
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK
+
+
+def _table(reports) -> Table:
+    t = Table(pad_edge=False)
+    for col in ("scenario", "invariant", "expected", "verdict", "Spacer", "k-induction", "trace"):
+        t.add_column(col, no_wrap=True)
+    for r in reports:
+        for n, row in enumerate(r.rows):
+            style = "green" if row.matches else ("yellow" if row.verdict == "inconclusive" else "bold red")
+            trace = f"{len(row.trace)} steps" if row.trace is not None else ""
+            t.add_row(r.scenario.name if n == 0 else "", row.invariant, row.expected,
+                      Text(row.verdict, style=style), row.spacer, row.induction, trace)
+    return t
+
+
+def _json(reports) -> dict[str, Any]:
+    return {"scenarios": [{
+        "name": r.scenario.name,
+        "certificate": str(r.certificate) if r.certificate else None,
+        "spacer_seconds": round(r.spacer_seconds, 3),
+        "induction_seconds": round(r.induction_seconds, 3),
+        "induction_k": r.induction_k,
+        "refute_seconds": round(r.refute_seconds, 3),
+        "invariant": r.invariant_text,
+        "errors": r.errors,
+        "results": [{"invariant": row.invariant, "expected": row.expected, "verdict": row.verdict,
+                     "spacer": row.spacer, "k_induction": row.induction,
+                     "trace": str(row.trace_path) if row.trace_path else None,
+                     "length": len(row.trace) if row.trace else None} for row in r.rows],
+    } for r in reports]}
+
+
+def cmd_certify(args: argparse.Namespace) -> int:
+    """Re-check certificates with fresh solvers (default: every one under traces/proofs)."""
+    files = [Path(f) for f in args.files] or sorted(Path(args.certificates).glob("*.smt2"))
+    if not files:
+        raise CertificateError(f"no certificates given and none under {args.certificates}")
+    out = _console()
+    bad = 0
+    for f in files:
+        rc = recheck(f)
+        status = "ok" if rc.ok else "FAILED"
+        bad += not rc.ok
+        out.print(Text(f"{status:<6} {f}  ({rc.scenario}: {len(rc.invariants)} invariants)",
+                       style="green" if rc.ok else "bold red"))
+        if not rc.ok:
+            for where, res in (("as stored", rc.stored), ("against the spec", rc.against_spec)):
+                for ob, v in res.items():
+                    if v != "unsat":
+                        out.print(f"       {ob} {where}: {v} (expected unsat)")
+    return EXIT_MISMATCH if bad else EXIT_OK
+
+
+def add_commands(sub, positive_int, positive_float) -> None:
+    """Register ``prove`` and ``certify`` on the main parser's subcommands."""
+    pv = sub.add_parser("prove", help="prove every invariant for all depths (Spacer and k-induction), or refute it")
+    pv.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    pv.add_argument("--theorems", action="store_true", help="prove the parametric theorems instead")
+    pv.add_argument("--refute-depth", type=positive_int, default=24, metavar="K",
+                    help="search violations up to K steps first (default 24)")
+    pv.add_argument("--spacer-seconds", type=positive_float, default=60.0, metavar="S",
+                    help="Spacer's budget per scenario (default 60)")
+    pv.add_argument("--induction-seconds", type=positive_float, default=60.0, metavar="S",
+                    help="k-induction's budget per scenario (default 60)")
+    pv.add_argument("--max-k", type=positive_int, default=40, metavar="K", help="largest k tried (default 40)")
+    pv.add_argument("--certificates", default="traces/proofs", metavar="DIR",
+                    help="where certificates go (default traces/proofs)")
+    pv.add_argument("--no-certificates", action="store_true", help="write no certificate")
+    pv.add_argument("--traces", default="traces", metavar="DIR", help="where counterexamples go")
+    pv.add_argument("--no-traces", action="store_true", help="write no trace files")
+    pv.add_argument("--show-invariant", action="store_true", help="print the inductive invariant, lemma by lemma")
+    pv.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    pv.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    pv.set_defaults(func=cmd_prove)
+
+    cf = sub.add_parser("certify", help="re-check proof certificates with a fresh solver")
+    cf.add_argument("files", nargs="*", metavar="FILE")
+    cf.add_argument("--certificates", default="traces/proofs", metavar="DIR",
+                    help="where to look when no FILE is given (default traces/proofs)")
+    cf.set_defaults(func=cmd_certify)

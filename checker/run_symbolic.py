@@ -1,0 +1,98 @@
+"""Check scenarios with the symbolic engine, and compare it with the explicit one.
+
+:func:`check_scenario_bmc` is the bounded-model-checking counterpart of
+:func:`~.run.check_scenario`: the same :class:`~.results.ScenarioReport`, the same traces.  A
+violation is reported only after its path replays on the compiled machine; a path that does not
+replay makes the claim *inconclusive* with an "engine error" reason (never a violation).  A claim
+that does not hit within the depth is inconclusive too: bounded model checking never verifies.
+
+:func:`disagreements` compares an explicit report with a bounded one searched at least as deep
+as the explicit search went (every reachable state lies within that depth, so the bounded
+search is then complete): same verdicts, same shortest lengths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..model.machine import Machine
+from ..spec.scenario import Scenario, ScenarioError
+from .bmc import EngineError, bmc, confirmed_path
+from .explicit import Stats
+from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated
+from .traces import Trace, write_trace
+from .transition import TransitionSystem
+
+__all__ = ["check_scenario_bmc", "disagreements"]
+
+
+def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = None,
+                       traces_dir: str | Path | None = None, max_seconds: float | None = None) -> ScenarioReport:
+    """Check ``scenario``'s claims by bounded model checking up to ``depth`` steps."""
+    spec = scenario.build()
+    expected = scenario.expectations(spec)
+    if only:
+        unknown = [c for c in only if c not in {x.name for x in spec.claims}]
+        if unknown:
+            raise ScenarioError(f"unknown invariant or witness {unknown[0]!r} (kvproof list --claims names them)")
+        expected = {c: expected.get(c, "verified") for c in only}
+    machine = Machine(spec)
+    ts = TransitionSystem(spec)
+    claims = [spec.claim(name) for name in expected if spec.claim(name).kind in ("invariant", "witness")]
+    run = bmc(ts, claims, depth, max_seconds)
+    stats = Stats(states=0, transitions=0, depth=run.depth, seconds=run.seconds)
+    report = ScenarioReport(scenario, stats, complete=False, reason=f"bounded model checking: {run.stopped}")
+    for name, want in expected.items():
+        claim = spec.claim(name)
+        row_trace_path = None
+        if claim.kind not in ("invariant", "witness"):
+            result = Inconclusive(f"a {claim.kind} claim: checked by the explicit engine only")
+        elif name in run.hits:
+            actions, states = run.hits[name]
+            try:
+                replayed = confirmed_path(machine, name, actions, states)
+            except EngineError as e:
+                result = Inconclusive(f"engine error: {e}")
+            else:
+                kind = "counterexample" if claim.kind == "invariant" else "witness"
+                trace = Trace(scenario, machine, name, kind, actions, replayed)
+                result = Violated(trace) if claim.kind == "invariant" else Verified(trace)
+                if traces_dir is not None and claim.kind == "invariant":
+                    row_trace_path = write_trace(trace, traces_dir)
+        else:
+            result = Inconclusive(f"no hit within {run.depth} steps (bounded; `kvproof prove` decides all depths)")
+        report.claims.append(ClaimReport(name, claim.kind, want, result, row_trace_path))
+    return report
+
+
+def disagreements(explicit: ScenarioReport, bounded: ScenarioReport) -> list[str]:
+    """Where the two engines differ on one scenario (empty when they agree).
+
+    A claim the explicit engine decided must get the same verdict from bounded model checking,
+    with a trace of the same length; a claim the explicit engine found no hit for must have no
+    bounded hit either, and then the bounded search must have reached the explicit search's
+    depth (otherwise the comparison is incomplete and says so)."""
+    out = []
+    name = explicit.scenario.name
+    rows = {c.claim: c for c in bounded.claims}
+    for c in explicit.claims:
+        b = rows.get(c.claim)
+        if b is None or c.kind not in ("invariant", "witness"):
+            continue
+        if b.verdict == "inconclusive" and str(getattr(b.result, "reason", "")).startswith("engine error"):
+            out.append(f"{name}: {c.claim}: {b.result.reason}")
+            continue
+        e_hit = getattr(c.result, "trace", None) is not None
+        b_hit = getattr(b.result, "trace", None) is not None
+        if e_hit != b_hit:
+            if e_hit and bounded.stats.depth < (c.depth or 0):
+                out.append(f"{name}: {c.claim}: bounded search stopped at depth {bounded.stats.depth}, "
+                           f"before the explicit hit at {c.depth}")
+            else:
+                out.append(f"{name}: {c.claim}: explicit {c.verdict} (hit: {e_hit}), bounded hit: {b_hit}")
+        elif e_hit and c.depth != b.depth:
+            out.append(f"{name}: {c.claim}: shortest length {c.depth} (explicit) vs {b.depth} (bounded)")
+        elif not e_hit and explicit.complete and bounded.stats.depth < explicit.stats.depth:
+            out.append(f"{name}: {c.claim}: bounded search reached depth {bounded.stats.depth}, "
+                       f"not the explicit search's {explicit.stats.depth}: agreement not established")
+    return out

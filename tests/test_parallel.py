@@ -1,0 +1,47 @@
+"""Several processes give the one-process engine's verdicts and state counts."""
+
+import pytest
+
+from kvproof.checker.explicit import Limits
+from kvproof.checker.run import check_scenario
+from kvproof.model.machine import Machine
+from kvproof.model.replay import replay
+from kvproof.spec.scenario import builtin
+
+from .symmetric import unordered
+
+
+def _summary(report):
+    s = report.stats
+    return (s.states, s.transitions, s.depth, s.quiescent, s.represented, report.complete,
+            [(c.claim, c.verdict, c.depth) for c in report.claims])
+
+
+@pytest.mark.parametrize("name", ["incident", "abort-race", "lost-drain-ack", "v0.5.22"])
+def test_two_workers_equal_one_process(name):
+    sc = builtin(name)
+    one = check_scenario(sc)
+    two = check_scenario(sc, workers=2)
+    assert _summary(two) == _summary(one)
+    assert two.stats.workers == 2
+    m = Machine(sc.build())
+    for c in two.claims:
+        trace = getattr(c.result, "trace", None)
+        if trace is not None:
+            assert replay(m, trace.actions, trace.states) is None
+
+
+def test_workers_with_symmetry_and_fingerprints_equal_one_process():
+    sc = unordered("receipt-ack", "AAB")
+    one = check_scenario(sc, symmetry=True)
+    three = check_scenario(sc, symmetry=True, workers=3, visited="fingerprint")
+    assert _summary(three) == _summary(one)
+    assert three.stats.collision_probability > 0 and three.stats.bytes_per_state < 30
+
+
+def test_limits_end_a_parallel_search_incomplete():
+    rep = check_scenario(builtin("v0.5.22"), Limits(max_states=5000), workers=2)
+    assert not rep.complete and rep.stats.states == 5000 and "state limit" in rep.reason
+    assert {c.verdict for c in rep.claims} <= {"inconclusive", "verified"}
+    rep = check_scenario(builtin("v0.5.22"), Limits(max_depth=4), workers=2)
+    assert not rep.complete and "depth limit 4" in rep.reason and rep.stats.depth == 4
