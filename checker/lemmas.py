@@ -34,9 +34,11 @@ from typing import Any, Sequence
 import numpy as np
 import z3
 
+from .bmc import EngineError
 from .transition import TransitionSystem
 
-__all__ = ["Lemmas", "reachable_states", "mine", "houdini", "strengthen", "inductive_lemmas"]
+__all__ = ["Lemmas", "reachable_states", "explore_all", "mine", "houdini", "strengthen", "block", "clause_term",
+           "inductive_lemmas"]
 
 Clause = tuple  # ((slot, value), ...): "not all of these at once"
 
@@ -71,21 +73,46 @@ def clause_term(xs, clause: Clause) -> Any:
 
 def reachable_states(machine: Any, max_states: int = 2_000_000) -> np.ndarray:
     """Every state reachable from ``machine.init`` (no symmetry reduction), one row per state."""
+    return explore_all(machine, max_states)[0]
+
+
+def explore_all(machine: Any, max_states: int = 2_000_000) -> tuple[np.ndarray, dict[str, int]]:
+    """Every reachable state (breadth-first, no symmetry reduction), and for each claim of
+    ``machine.claims`` that hits somewhere, the depth of its first hit (an invariant broken, a
+    witness reached; a quiescent claim only where no action is enabled)."""
     init = machine.init
     seen = {init}
     frontier = [init]
     succ = machine.successors
+    claims = machine.claims
+    hit: dict[str, int] = {}
+    depth = 0
+
+    def note(mask: int) -> None:
+        i = 0
+        while mask:
+            if mask & 1 and claims[i].name not in hit:
+                hit[claims[i].name] = depth
+            mask >>= 1
+            i += 1
+
     while frontier:
         nxt = []
         for s in frontier:
-            for _, t in succ(s):
+            note(machine.hits(s))
+            out = succ(s)
+            if not out:
+                note(machine.quiescent_hits(s))
+            for _, t in out:
                 if t not in seen:
                     seen.add(t)
                     nxt.append(t)
         frontier = nxt
+        depth += 1
         if len(seen) > max_states:
             raise RuntimeError(f"more than {max_states} reachable states: too many to mine lemmas from")
-    return np.frombuffer(b"".join(seen), dtype=np.uint8).reshape(len(seen), len(init))
+    rows = np.frombuffer(b"".join(seen), dtype=np.uint8).reshape(len(seen), len(init))
+    return rows, hit
 
 
 def _free_slots(ts: TransitionSystem) -> list[int]:
@@ -327,7 +354,7 @@ class _Reachable:
                 if best_left is None or left < best_left:
                     best, best_left = i, left
             if best is None:
-                raise AssertionError("a reachable state was asked to be blocked")
+                raise EngineError("a reachable state was asked to be blocked: the engines disagree")
             alive &= self.match(best, state[best])
             chosen.append(best)
         # minimise: drop a value if the others still exclude every reachable state
@@ -398,7 +425,7 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
         if solve(bad) == z3.sat:
             p = ts.decode_state(s.model(), xs)
             if p in reach.set:
-                raise AssertionError("a reachable state breaks the safety predicate")
+                raise EngineError("a reachable state breaks the safety predicate: the engines disagree")
             add(reach.generalise(p, cone))
             continue
         n_goal += 1
@@ -410,7 +437,7 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
         p = ts.decode_state(model, xs)
         q = ts.decode_state(model, ys)
         if p in reach.set:
-            raise AssertionError("a reachable state steps out of the reachable states")
+            raise EngineError("a reachable state steps out of the reachable states: the engines disagree")
         broken = [c for c in kept if all(q[i] == v for i, v in c)]
         prefer = sorted({i for c in broken[:1] for i, _ in c})
         add(reach.generalise(p, prefer))
