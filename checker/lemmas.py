@@ -200,7 +200,7 @@ def houdini(ts: TransitionSystem, candidates: Sequence[Clause], max_seconds: flo
         if r == z3.unsat:
             break
         if r != z3.sat:
-            raise TimeoutError(f"Houdini: solver gave up ({ck.s.reason_unknown()})")
+            raise TimeoutError(f"Houdini: solver gave up ({ck.s.reason_unknown().splitlines()[0][:120]})")
         vals = ck.post_values(ck.s.model())
         alive = [c for c in alive if _holds(vals, c)]
     return alive, rounds
@@ -390,7 +390,10 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
     cone = sorted({slot_of[n] for n in _support(safe) if n in slot_of})
     xs, ys = ts.pre, ts.state("post")
     s = z3.SolverFor("QF_FD")
-    s.add(ts.typed(xs), ts.typed(ys), ts.step(xs, ys, ts.tag("pre")))
+    # the step is behind a literal: a bad state need not have a successor
+    stepping = z3.Bool("kvproof_step")
+    s.add(ts.typed(xs), ts.tag_range(ts.tag("pre")),  # the tag's bounds at top level keep it finite-domain
+          z3.Implies(stepping, z3.And(ts.typed(ys), ts.step(xs, ys, ts.tag("pre")))))
     kept = list(dict.fromkeys(clauses))
     for c in kept:
         s.add(clause_term(xs, c))
@@ -413,7 +416,7 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
             s.set("timeout", max(1, int(left * 1000)))
         r = s.check(*assumptions)
         if r == z3.unknown:
-            raise TimeoutError(f"solver gave up ({s.reason_unknown()})")
+            raise TimeoutError(f"solver gave up ({s.reason_unknown().splitlines()[0][:120]})")
         return r
 
     def add(c: Clause) -> None:
@@ -431,7 +434,7 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
         n_goal += 1
         goal = z3.Bool(f"kvproof_goal{n_goal}")
         s.add(z3.Implies(goal, z3.Or(*[z3.Not(clause_term(ys, c)) for c in kept])))
-        if solve(goal) == z3.unsat:
+        if solve(stepping, goal) == z3.unsat:
             return kept, rounds
         model = s.model()
         p = ts.decode_state(model, xs)
