@@ -296,7 +296,7 @@ def test_check_engine_both_agrees(capsys):
 
 def test_prove_refutes_with_a_trace_and_proves_the_rest(capsys, tmp_path):
     code, out, _ = run(capsys, "prove", "source-reuse", "--traces", str(tmp_path), "--certificates", str(tmp_path),
-                       "--refute-depth", "8", "--spacer-seconds", "5", "--induction-seconds", "2", "--json")
+                       "--refute-depth", "8", "--lemma-seconds", "120", "--induction-seconds", "120", "--json")
     doc = json.loads(out)
     rows = {r["invariant"]: r for r in doc["scenarios"][0]["results"]}
     assert rows["no_source_free_while_read"]["verdict"] == "refuted"
