@@ -1,34 +1,27 @@
-"""Inductive lemmas mined from the reachable states and confirmed by Z3 (a Houdini loop).
+"""Inductive lemmas mined from the reachable states and confirmed by Z3.
 
-The explicit engine enumerates every reachable state of a scenario; what those states have in
-common is a *candidate* invariant, and Z3 decides which candidates are actually inductive:
+The explicit engine enumerates every reachable state of a scenario (:func:`explore_all`); what
+those states have in common is a *candidate*, and Z3 decides what is actually inductive.  The
+enumeration is only an oracle: nothing here is proved without an unsat answer.
 
-1. **Mining** (:func:`mine`): over the one-hot state bits, every *unary* fact "slot ``i`` never
-   holds ``a``" and every *pairwise* fact "slots ``i`` and ``j`` never hold ``a`` and ``b``
-   together" that is true of every reachable state (a binary clause
-   ``¬(x_i = a ∧ x_j = b)``).  Candidates are only guesses: they are true of the states
-   found, nothing more.
-2. **Houdini** (:func:`houdini`): one incremental SAT solver holds ``Typed(x) ∧ Next(x, y) ∧
-   Typed(y)`` and every candidate over ``x`` behind a tracking literal; it is asked for a step
-   from a state satisfying all candidates still alive to one breaking some of them.  Each
-   model drops every candidate it breaks; the loop ends when the answer is *unsat*: the
-   conjunction of what is left is inductive (and holds initially, checked too).  Only an
-   unsat answer ends it, so what it returns is proved, not guessed.
-3. **Triples** (:func:`strengthen`): when the pairwise lemmas do not imply a safety predicate,
-   the counterexample to induction (a state satisfying the lemmas and breaking the predicate,
-   unreachable by construction) is blocked by the three-slot facts it breaks, mined the same
-   way on the slots the predicate and the counterexample mention, and Houdini runs again.
+* :func:`block` (method 1 of ``kvproof prove``): IC3's blocking loop with exact reachability in
+  place of IC3's frames.  Every counterexample to induction Z3 finds (a typed state satisfying
+  the lemmas so far that breaks the safety predicate, or that steps out of the lemmas) is an
+  unreachable state, and is blocked by a clause generalised against the reachable states: a
+  few of its slot values that no reachable state shows together.  It ends when Z3 answers
+  unsat to both questions.
+* :func:`mine` and :func:`houdini` (the strengthening of method 2, k-induction): every unary
+  fact "slot ``i`` never holds ``a``" and every pairwise fact "slots ``i`` and ``j`` never hold
+  ``a`` and ``b`` together" true of every reachable state, cut down to the greatest inductive
+  subset: one incremental SAT solver, every candidate behind a tracking literal, every
+  candidate a step from the others breaks is dropped, until Z3 answers unsat.
 
-The result, :class:`Lemmas`, is a conjunction of clauses over the template pre-state that is
-checked inductive (Init ⇒ L, L ∧ Next ⇒ L′): both proof methods of :mod:`.proofs` may assume
-it of every reachable state.
+A clause is a tuple of ``(slot, value)`` pairs: "not all of these at once".
 """
 
 from __future__ import annotations
 
-import itertools
 import time
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -37,28 +30,9 @@ import z3
 from .bmc import EngineError
 from .transition import TransitionSystem
 
-__all__ = ["Lemmas", "reachable_states", "explore_all", "mine", "houdini", "strengthen", "block", "clause_term",
-           "inductive_lemmas"]
+__all__ = ["reachable_states", "explore_all", "mine", "houdini", "block", "clause_term"]
 
 Clause = tuple  # ((slot, value), ...): "not all of these at once"
-
-
-@dataclass
-class Lemmas:
-    """An inductive conjunction of clauses (each: the listed slot values never all hold)."""
-
-    clauses: list[Clause]
-    candidates: int = 0
-    rounds: int = 0
-    seconds: float = 0.0
-    states: int = 0
-    triples: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def term(self, ts: TransitionSystem, xs=None) -> Any:
-        """The lemmas as one Z3 term over ``xs`` (default: the template pre-state)."""
-        xs = ts.pre if xs is None else xs
-        return z3.And(*[clause_term(xs, c) for c in self.clauses]) if self.clauses else z3.BoolVal(True)
 
 
 def _bit(xs, slot: int, v: int) -> Any:
@@ -137,8 +111,7 @@ def mine(ts: TransitionSystem, states: np.ndarray, slots: Sequence[int] | None =
         for j in varying[a + 1:]:
             dj = int(states[:, j].max()) + 1
             code = states[:, i].astype(np.int64) * dj + states[:, j]
-            present = np.zeros(di * dj, dtype=bool)
-            present[np.unique(code)] = True
+            present = np.bincount(code, minlength=di * dj) > 0
             for va in seen_vals[i]:
                 for vb in seen_vals[j]:
                     if not present[va * dj + vb]:
@@ -206,20 +179,6 @@ def houdini(ts: TransitionSystem, candidates: Sequence[Clause], max_seconds: flo
     return alive, rounds
 
 
-def _cti(ts: TransitionSystem, lemmas: Any, safe: Any, max_seconds: float | None) -> Any:
-    """A typed state satisfying ``lemmas`` and breaking ``safe``, or ``None``."""
-    s = z3.SolverFor("QF_FD")
-    if max_seconds is not None:
-        s.set("timeout", max(1, int(max_seconds * 1000)))
-    s.add(ts.typed(ts.pre), lemmas, z3.Not(safe))
-    r = s.check()
-    if r == z3.unsat:
-        return None
-    if r != z3.sat:
-        raise TimeoutError(f"solver gave up ({s.reason_unknown()})")
-    return s.model()
-
-
 def _support(term: Any) -> set[int]:
     """Slots whose bits occur in ``term``."""
     names, seen, stack = set(), set(), [term]
@@ -234,85 +193,6 @@ def _support(term: Any) -> set[int]:
     return names
 
 
-def strengthen(ts: TransitionSystem, states: np.ndarray, lemmas: list[Clause], safe: Any,
-               max_seconds: float | None = None, max_rounds: int = 20) -> tuple[list[Clause], int, bool]:
-    """Add three-slot lemmas until ``lemmas`` imply ``safe`` (or give up): returns (lemmas,
-    triples added, implies safe)."""
-    slot_of = {}
-    for slot, vals in enumerate(ts.pre):
-        for v, b in vals.items():
-            if not isinstance(b, bool):
-                slot_of[b.decl().name()] = slot
-    cone = sorted({slot_of[n] for n in _support(safe) if n in slot_of})
-    added = 0
-    ck = _Checker(ts, max_seconds)
-    tried: set[Clause] = set()
-    for _ in range(max_rounds):
-        model = _cti(ts, z3.And(*[clause_term(ts.pre, c) for c in lemmas]) if lemmas else z3.BoolVal(True),
-                     safe, max_seconds)
-        if model is None:
-            return lemmas, added, True
-        cti = ts.decode_state(model, ts.pre)
-        # three-slot facts the CTI breaks, over the cone of the predicate: slot values never
-        # seen together in a reachable state
-        free = set(_free_slots(ts))
-        focus = [i for i in cone if i in free]
-        others = [i for i in free]
-        new: list[Clause] = []
-        rows = states
-        for i, j in itertools.combinations(focus, 2):
-            mask = (rows[:, i] == cti[i]) & (rows[:, j] == cti[j])
-            sub = rows[mask]
-            for k in others:
-                if k in (i, j):
-                    continue
-                if not (sub[:, k] == cti[k]).any():
-                    c = tuple(sorted(((i, int(cti[i])), (j, int(cti[j])), (k, int(cti[k])))))
-                    if c not in tried:
-                        tried.add(c)
-                        new.append(c)
-        if not new:
-            return lemmas, added, False
-        # generalise: every triple on the same slots that no reachable state shows
-        slotsets = {tuple(s for s, _ in c) for c in new}
-        more: list[Clause] = []
-        for (i, j, k) in slotsets:
-            code = (rows[:, i].astype(np.int64) * 256 + rows[:, j]) * 256 + rows[:, k]
-            present = set(np.unique(code).tolist())
-            vi, vj, vk = (sorted(set(np.unique(rows[:, s]).tolist())) for s in (i, j, k))
-            for a in vi:
-                for b in vj:
-                    for c_ in vk:
-                        if (a * 256 + b) * 256 + c_ not in present:
-                            cl = ((i, a), (j, b), (k, c_))
-                            if cl not in tried:
-                                tried.add(cl)
-                                more.append(cl)
-        before = len(lemmas)
-        lemmas, _ = houdini(ts, lemmas + new + more, max_seconds, ck)
-        added += max(0, len(lemmas) - before)
-    model = _cti(ts, z3.And(*[clause_term(ts.pre, c) for c in lemmas]), safe, max_seconds)
-    return lemmas, added, model is None
-
-
-def inductive_lemmas(ts: TransitionSystem, machine: Any, safe_terms: dict[str, Any],
-                     max_seconds: float | None = None) -> tuple[Lemmas, dict[str, bool]]:
-    """Mine, confirm and strengthen lemmas for ``safe_terms`` (name -> predicate over the
-    template pre-state); returns the lemmas and, per name, whether they imply it."""
-    start = time.perf_counter()
-    states = reachable_states(machine)
-    cands = mine(ts, states)
-    clauses, rounds = houdini(ts, cands, max_seconds)
-    lem = Lemmas(clauses, len(cands), rounds, 0.0, len(states))
-    implied = {}
-    for name, safe in safe_terms.items():
-        clauses, added, ok = strengthen(ts, states, lem.clauses, safe, max_seconds)
-        lem.clauses, lem.triples = clauses, lem.triples + added
-        implied[name] = ok
-    lem.seconds = time.perf_counter() - start
-    return lem, implied
-
-
 class _Reachable:
     """The reachable states as a numpy array, for membership and cube generalisation."""
 
@@ -320,50 +200,42 @@ class _Reachable:
         self.rows = states
         self.set = {bytes(r) for r in states}
         self.free = [i for i in _free_slots(ts)]
-        self.match_cache: dict[tuple[int, int], np.ndarray] = {}
-
-    def match(self, slot: int, v: int) -> np.ndarray:
-        key = (slot, v)
-        m = self.match_cache.get(key)
-        if m is None:
-            m = self.rows[:, slot] == v
-            if len(self.match_cache) < 20000:
-                self.match_cache[key] = m
-        return m
 
     def generalise(self, state: bytes, prefer: Sequence[int] = ()) -> Clause:
         """A small set of ``state``'s slot values that no reachable state shows together
         (``state`` must be unreachable): greedy, preferred slots first, then minimised."""
-        alive = np.ones(len(self.rows), dtype=bool)
+        rows = self.rows
+        st = np.frombuffer(bytes(state), dtype=np.uint8)
+        idx = np.arange(len(rows))
         chosen: list[int] = []
-        pref = [i for i in prefer if i in self.free]
-        rest = [i for i in self.free if i not in set(pref)]
+        free = set(self.free)
+        pref = [i for i in prefer if i in free]
+        rest = np.array([i for i in self.free if i not in set(pref)], dtype=np.int64)
         for i in pref:
-            if not alive.any():
+            if not idx.size:
                 break
-            m = self.match(i, state[i])
-            if (alive & ~m).any():
-                alive &= m
+            m = rows[idx, i] == st[i]
+            if not m.all():
+                idx = idx[m]
                 chosen.append(i)
-        while alive.any():
-            best, best_left = None, None
-            for i in rest:
-                if i in chosen:
-                    continue
-                left = int(np.count_nonzero(alive & self.match(i, state[i])))
-                if best_left is None or left < best_left:
-                    best, best_left = i, left
-            if best is None:
+        taken = np.zeros(len(rest), dtype=bool)
+        while idx.size:
+            if taken.all():
                 raise EngineError("a reachable state was asked to be blocked: the engines disagree")
-            alive &= self.match(best, state[best])
+            counts = (rows[np.ix_(idx, rest)] == st[rest]).sum(axis=0)
+            counts[taken] = len(rows) + 1
+            k = int(np.argmin(counts))  # the first slot leaving fewest reachable states
+            taken[k] = True
+            best = int(rest[k])
+            idx = idx[rows[idx, best] == st[best]]
             chosen.append(best)
         # minimise: drop a value if the others still exclude every reachable state
         for i in list(chosen):
             others = [k for k in chosen if k != i]
-            m = np.ones(len(self.rows), dtype=bool)
-            for k in others:
-                m &= self.match(k, state[k])
-            if not m.any():
+            if not others:
+                continue
+            cols = np.array(others, dtype=np.int64)
+            if not np.all(rows[:, cols] == st[cols], axis=1).any():
                 chosen = others
         return tuple(sorted((i, int(state[i])) for i in chosen))
 
