@@ -311,3 +311,11 @@ def test_certify_bad_input_is_one_line(capsys, tmp_path):
     f.write_text("hello\n")
     code, _, err = run(capsys, "certify", str(f))
     assert code == 3 and err.count("\n") == 1 and "not a kvproof certificate" in err
+
+
+def test_prove_theorems_prints_both_theorems_proved(capsys):
+    code, out, _ = run(capsys, "prove", "--theorems", "--spacer-seconds", "5")
+    assert code == 0
+    lines = [line for line in out.splitlines() if not line.startswith(" ")]
+    assert len(lines) == 2 and all(line.startswith("proved") for line in lines)
+    assert "if (T > W" in out and ": proved" in out
