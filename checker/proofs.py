@@ -118,7 +118,12 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     rows = {n: InvariantVerdict(n, expected.get(n, "verified"), "inconclusive") for n in names}
 
     t0 = time.perf_counter()
-    states, first_hit = explore_all(machine, budget.max_states)
+    try:
+        states, first_hit = explore_all(machine, budget.max_states)
+    except RuntimeError as e:  # too many states to enumerate: neither method can start
+        report.lemma_reason = report.induction_reason = str(e)
+        report.rows = [rows[n] for n in names]
+        return report
     report.states, report.explore_seconds = len(states), time.perf_counter() - t0
     broken = [n for n in names if n in first_hit]
 

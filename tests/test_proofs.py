@@ -51,3 +51,9 @@ def test_a_budget_too_small_leaves_invariants_inconclusive_never_proved():
 def test_the_invariant_reads_as_lemmas_over_fields(fixed):
     assert len(fixed.invariant_text) == fixed.lemma_count
     assert all("@pre" not in line and ("≠" in line or "⇒" in line or "∨" in line) for line in fixed.invariant_text)
+
+
+def test_too_many_states_to_enumerate_is_inconclusive_with_the_reason():
+    rep = prove_scenario(builtin("prefill-abort-propagated"), ProofBudget(max_states=5))
+    assert all(r.verdict == "inconclusive" for r in rep.rows)
+    assert "more than 5 reachable states" in rep.lemma_reason and rep.certificate is None
