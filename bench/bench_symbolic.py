@@ -52,15 +52,15 @@ def bench_bmc(name: str, depth: int) -> None:
 
 def bench_prove(names: list[str], budget: ProofBudget) -> None:
     """Seconds per scenario of ``kvproof prove`` (no files written)."""
-    print(f"{'scenario':<28} {'refute s':>8} {'Spacer s':>8} {'k-ind s':>8} {'k':>3}  verdicts")
+    print(f"{'scenario':<28} {'states':>7} {'refute s':>8} {'inv s':>7} {'lemmas':>6} {'Houdini s':>9} "
+          f"{'k-ind s':>7} {'k':>3}  verdicts")
     for name in names:
         r = prove_scenario(builtin(name), budget)
         counts: dict[str, int] = {}
         for row in r.rows:
             counts[row.verdict] = counts.get(row.verdict, 0) + 1
-        spacer = "proved" if r.certificate or (r.rows and all(x.spacer in ("proved", "-") for x in r.rows)) else "no"
-        print(f"{name:<28} {r.refute_seconds:>8.1f} {r.spacer_seconds:>8.1f} {r.induction_seconds:>8.1f} "
-              f"{r.induction_k:>3}  {counts} spacer={spacer}", flush=True)
+        print(f"{name:<28} {r.states:>7} {r.refute_seconds:>8.1f} {r.lemma_seconds:>7.1f} {r.lemma_count:>6} "
+              f"{r.houdini_seconds:>9.1f} {r.induction_seconds:>7.1f} {r.induction_k:>3}  {counts}", flush=True)
 
 
 def main() -> None:
@@ -71,8 +71,8 @@ def main() -> None:
     b.add_argument("--depth", type=int, default=20)
     pv = sub.add_parser("prove")
     pv.add_argument("scenarios", nargs="*")
-    pv.add_argument("--spacer-seconds", type=float, default=60.0)
-    pv.add_argument("--induction-seconds", type=float, default=60.0)
+    pv.add_argument("--lemma-seconds", type=float, default=600.0)
+    pv.add_argument("--induction-seconds", type=float, default=300.0)
     pv.add_argument("--refute-depth", type=int, default=24)
     args = p.parse_args()
     print(f"# python {platform.python_version()}, z3 {z3.get_version_string()}, {platform.machine()}")
@@ -80,7 +80,7 @@ def main() -> None:
         bench_bmc(args.scenario, args.depth)
     else:
         bench_prove(args.scenarios or builtin_names(),
-                    ProofBudget(refute_depth=args.refute_depth, spacer_seconds=args.spacer_seconds,
+                    ProofBudget(refute_depth=args.refute_depth, lemma_seconds=args.lemma_seconds,
                                 induction_seconds=args.induction_seconds))
 
 

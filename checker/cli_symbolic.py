@@ -70,7 +70,8 @@ def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
-    """Prove every invariant of each scenario by Spacer and by k-induction, or refute it."""
+    """Prove every invariant of each scenario by an inductive invariant and by k-induction, or
+    refute it."""
     from .cli import _resolve  # the scenario resolver of the main command line
     if args.theorems:
         from .theorems import all_theorems
@@ -89,7 +90,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     scenarios = [_resolve(n) for n in names]
     for sc in scenarios:
         sc.build()
-    budget = ProofBudget(refute_depth=args.refute_depth, spacer_seconds=args.spacer_seconds,
+    budget = ProofBudget(refute_depth=args.refute_depth, lemma_seconds=args.lemma_seconds,
                          induction_seconds=args.induction_seconds, max_k=args.max_k)
     certs = None if args.no_certificates else Path(args.certificates)
     traces = None if args.no_traces else Path(args.traces)
@@ -101,12 +102,12 @@ def cmd_prove(args: argparse.Namespace) -> int:
         out.print(_table(reports))
         for r in reports:
             if r.certificate is not None:
-                out.print(f"{r.scenario.name}: inductive invariant found by Spacer "
-                          f"({len(r.invariant_text)} lemmas), certificate {r.certificate}")
+                out.print(f"{r.scenario.name}: inductive invariant of {r.lemma_count} lemmas "
+                          f"({r.lemma_rounds} Z3 rounds), certificate {r.certificate}")
                 if args.show_invariant:
                     for line in r.invariant_text:
                         out.print(f"    {line}", overflow="fold")
-            for why, text in (("Spacer", r.spacer_reason), ("k-induction", r.induction_reason)):
+            for why, text in (("inductive invariant", r.lemma_reason), ("k-induction", r.induction_reason)):
                 if text:
                     out.print(Text(f"{r.scenario.name}: {why}: {text}", style="yellow"))
             for e in r.errors:
@@ -123,14 +124,14 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
 def _table(reports) -> Table:
     t = Table(pad_edge=False)
-    for col in ("scenario", "invariant", "expected", "verdict", "Spacer", "k-induction", "trace"):
+    for col in ("scenario", "invariant", "expected", "verdict", "inductive inv.", "k-induction", "trace"):
         t.add_column(col, no_wrap=True)
     for r in reports:
         for n, row in enumerate(r.rows):
             style = "green" if row.matches else ("yellow" if row.verdict == "inconclusive" else "bold red")
             trace = f"{len(row.trace)} steps" if row.trace is not None else ""
             t.add_row(r.scenario.name if n == 0 else "", row.invariant, row.expected,
-                      Text(row.verdict, style=style), row.spacer, row.induction, trace)
+                      Text(row.verdict, style=style), row.lemmas, row.induction, trace)
     return t
 
 
@@ -138,14 +139,21 @@ def _json(reports) -> dict[str, Any]:
     return {"scenarios": [{
         "name": r.scenario.name,
         "certificate": str(r.certificate) if r.certificate else None,
-        "spacer_seconds": round(r.spacer_seconds, 3),
+        "states": r.states,
+        "explore_seconds": round(r.explore_seconds, 3),
+        "lemma_seconds": round(r.lemma_seconds, 3),
+        "lemma_count": r.lemma_count,
+        "lemma_rounds": r.lemma_rounds,
+        "houdini_seconds": round(r.houdini_seconds, 3),
+        "houdini_candidates": r.houdini_candidates,
+        "houdini_kept": r.houdini_kept,
         "induction_seconds": round(r.induction_seconds, 3),
         "induction_k": r.induction_k,
         "refute_seconds": round(r.refute_seconds, 3),
         "invariant": r.invariant_text,
         "errors": r.errors,
         "results": [{"invariant": row.invariant, "expected": row.expected, "verdict": row.verdict,
-                     "spacer": row.spacer, "k_induction": row.induction,
+                     "inductive_invariant": row.lemmas, "k_induction": row.induction,
                      "trace": str(row.trace_path) if row.trace_path else None,
                      "length": len(row.trace) if row.trace else None} for row in r.rows],
     } for r in reports]}
@@ -174,15 +182,17 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
 def add_commands(sub, positive_int, positive_float) -> None:
     """Register ``prove`` and ``certify`` on the main parser's subcommands."""
-    pv = sub.add_parser("prove", help="prove every invariant for all depths (Spacer and k-induction), or refute it")
+    pv = sub.add_parser("prove", help="prove every invariant for all depths (inductive invariant and k-induction), or refute it")
     pv.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
     pv.add_argument("--theorems", action="store_true", help="prove the parametric theorems instead")
     pv.add_argument("--refute-depth", type=positive_int, default=24, metavar="K",
                     help="search violations up to K steps first (default 24)")
+    pv.add_argument("--lemma-seconds", type=positive_float, default=600.0, metavar="S",
+                    help="budget per scenario for finding the inductive invariant (default 600)")
+    pv.add_argument("--induction-seconds", type=positive_float, default=300.0, metavar="S",
+                    help="k-induction's budget per scenario, its pairwise lemmas included (default 300)")
     pv.add_argument("--spacer-seconds", type=positive_float, default=60.0, metavar="S",
-                    help="Spacer's budget per scenario (default 60)")
-    pv.add_argument("--induction-seconds", type=positive_float, default=60.0, metavar="S",
-                    help="k-induction's budget per scenario (default 60)")
+                    help="Spacer's budget for --theorems (default 60)")
     pv.add_argument("--max-k", type=positive_int, default=40, metavar="K", help="largest k tried (default 40)")
     pv.add_argument("--certificates", default="traces/proofs", metavar="DIR",
                     help="where certificates go (default traces/proofs)")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import z3
 
@@ -40,8 +40,13 @@ class InductionOutcome:
 
 
 def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40,
-                max_seconds: float | None = None) -> InductionOutcome:
-    """Prove the conjunction of ``invariants`` by k-induction, for ``k`` up to ``max_k``."""
+                max_seconds: float | None = None, assume: Any = None) -> InductionOutcome:
+    """Prove the conjunction of ``invariants`` by k-induction, for ``k`` up to ``max_k``.
+
+    ``assume`` (a term over the template pre-state) is a strengthening the inductive step may
+    assume of every state of its path.  It must hold in every reachable state, which the caller
+    has to have *proved* (e.g. it is inductive: :func:`~.lemmas.houdini`); the base case does
+    not use it."""
     start = time.perf_counter()
     deadline = None if max_seconds is None else start + max_seconds
 
@@ -50,6 +55,8 @@ def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40
 
     base = Unrolling(ts)
     step = Unrolling(ts, from_init=False)
+    if assume is not None:
+        step.solver.add(ts.sub(assume, ts.state(0)))
     for solver in (base.solver, step.solver):
         if max_seconds is not None:
             solver.set("timeout", max(1, int(max_seconds * 1000)))
@@ -64,6 +71,8 @@ def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40
         # inductive step over a simple path x0 .. xk
         step.solver.add(prop(ts.state(k - 1)))
         step.extend()
+        if assume is not None:
+            step.solver.add(ts.sub(assume, ts.state(k)))
         for j in range(k):
             step.solver.add(z3.Not(ts.equal(ts.state(j), ts.state(k))))
         verdict = step.check(step.literal(z3.Not(prop(ts.state(k)))))

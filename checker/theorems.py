@@ -118,7 +118,18 @@ def _verdict(result, proved, refuted) -> str:
     return "unknown"
 
 
-def _timeout_if(max_seconds: float) -> tuple[str, float]:
+def _timeout_if(max_seconds: float) -> tuple[str, str]:
+    """T > W ⇒ safe for every T and W: lemmas over parametric atoms (:mod:`.timeout_lemmas`),
+    then Spacer if they fall short."""
+    from .timeout_lemmas import timeout_if_by_lemmas
+    verdict, why, _ = timeout_if_by_lemmas(max(max_seconds, 300.0))
+    if verdict in ("proved", "refuted"):
+        return verdict, why
+    v2, why2 = _timeout_if_spacer(max_seconds)
+    return v2, f"parametric lemmas: {why}; Spacer: {why2 or v2}"
+
+
+def _timeout_if_spacer(max_seconds: float) -> tuple[str, str]:
     T, W = z3.Ints("T W")
     spec = _parametric_spec(T, W)
     pre, typed, steps = _int_system(spec, T, W)

@@ -299,7 +299,7 @@ def test_check_engine_both_agrees(capsys):
 
 def test_prove_refutes_with_a_trace_and_proves_the_rest(capsys, tmp_path):
     code, out, _ = run(capsys, "prove", "source-reuse", "--traces", str(tmp_path), "--certificates", str(tmp_path),
-                       "--refute-depth", "8", "--spacer-seconds", "5", "--induction-seconds", "2", "--json")
+                       "--refute-depth", "8", "--lemma-seconds", "120", "--induction-seconds", "120", "--json")
     doc = json.loads(out)
     rows = {r["invariant"]: r for r in doc["scenarios"][0]["results"]}
     assert rows["no_source_free_while_read"]["verdict"] == "refuted"
@@ -314,3 +314,12 @@ def test_certify_bad_input_is_one_line(capsys, tmp_path):
     f.write_text("hello\n")
     code, _, err = run(capsys, "certify", str(f))
     assert code == 3 and err.count("\n") == 1 and "not a kvproof certificate" in err
+
+
+def test_prove_theorems_prints_both_theorems_proved(capsys):
+    code, out, _ = run(capsys, "prove", "--theorems", "--spacer-seconds", "5")
+    assert code == 0
+    verdicts = [line.split()[0] for line in out.splitlines()
+                if line.split() and line.split()[0] in ("proved", "unknown", "refuted")]
+    assert verdicts == ["proved", "proved"]
+    assert "if (T > W" in out and "unknown" not in out

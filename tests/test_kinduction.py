@@ -1,5 +1,7 @@
 """k-induction with a simple-path constraint, on a spec whose answers are known."""
 
+import z3
+
 from kvproof.checker.kinduction import k_induction
 from kvproof.checker.transition import TransitionSystem
 
@@ -19,3 +21,11 @@ def test_refutes_a_violated_invariant_at_its_depth():
 def test_a_too_small_bound_is_unknown_never_proved():
     out = k_induction(TransitionSystem(Ring()), ["x_never_7"], max_k=3)
     assert out.status == "unknown" and "up to 3" in out.reason
+
+
+def test_a_proved_strengthening_shortens_k():
+    ts = TransitionSystem(Ring())
+    odd = z3.And(*[z3.Not(ts.pre[0][v]) for v in (1, 3, 5)])  # inductive with x != 7
+    out = k_induction(ts, ["x_never_7"], max_k=10, assume=odd)
+    assert (out.status, out.k) == ("proved", 1)
+

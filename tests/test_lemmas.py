@@ -1,0 +1,82 @@
+"""Lemma mining and Houdini: known answers on the ring, and what Z3 confirms is inductive."""
+
+import pytest
+import z3
+
+from kvproof.checker.bmc import EngineError
+from kvproof.checker.lemmas import block, clause_term, explore_all, houdini, mine
+from kvproof.checker.transition import TransitionSystem
+from kvproof.model.machine import Machine
+
+from .ring import Ring
+
+X = 0  # the ring's slots: x, then y
+
+
+@pytest.fixture(scope="module")
+def ring():
+    spec = Ring()
+    ts = TransitionSystem(spec)
+    states, hit = explore_all(Machine(spec))
+    return ts, states, hit
+
+
+def _unsat(*terms):
+    s = z3.Solver()
+    s.add(*terms)
+    return s.check() == z3.unsat
+
+
+def _inv(ts, clauses, xs=None):
+    xs = ts.pre if xs is None else xs
+    return z3.And(*[clause_term(xs, c) for c in clauses]) if clauses else z3.BoolVal(True)
+
+
+def test_explore_all_finds_the_reachable_states_and_first_hits(ring):
+    _, states, hit = ring
+    assert sorted(map(tuple, states.tolist())) == [(0, 0), (0, 1), (2, 0), (2, 1), (4, 0), (4, 1), (6, 0), (6, 1)]
+    assert hit == {"x_never_6": 3, "sometimes_flag": 3}
+
+
+def test_mine_finds_the_odd_values_never_seen(ring):
+    ts, states, _ = ring
+    unary = sorted(c[0][1] for c in mine(ts, states) if len(c) == 1 and c[0][0] == X)
+    assert unary == [1, 3, 5, 7]
+
+
+def test_houdini_keeps_what_is_inductive_together_and_drops_the_rest(ring):
+    ts, _, _ = ring
+    odd = [((X, v),) for v in (1, 3, 5, 7)]
+    kept, _ = houdini(ts, odd)
+    assert sorted(kept) == sorted(odd)  # together inductive, though no single one is
+    kept, _ = houdini(ts, [((X, 5),), ((X, 7),)])
+    assert kept == []  # 3 -> 5 breaks the first, and then 5 -> 7 the second
+    kept, _ = houdini(ts, odd + [((X, 6),)])  # false of a reachable state: 4 -> 6 drops it
+    assert sorted(kept) == sorted(odd)
+
+
+def test_block_returns_an_inductive_strengthening_that_implies_the_claim(ring):
+    ts, states, _ = ring
+    safe = ts.safe("x_never_7", ts.pre)
+    clauses, rounds = block(ts, states, [], safe)
+    assert clauses and rounds >= 1
+    xs, ys = ts.pre, ts.state("post")
+    inv, inv_next = _inv(ts, clauses), _inv(ts, clauses, ys)
+    assert _unsat(ts.init(xs), ts.typed(xs), z3.Not(inv))
+    assert _unsat(inv, ts.typed(xs), ts.step(xs, ys, ts.tag("pre")), ts.typed(ys), z3.Not(inv_next))
+    assert _unsat(inv, ts.typed(xs), z3.Not(safe))
+    # every clause is true of every reachable state
+    for c in clauses:
+        assert not any(all(row[i] == v for i, v in c) for row in states)
+
+
+def test_block_refuses_a_claim_a_reachable_state_breaks(ring):
+    ts, states, _ = ring
+    with pytest.raises(EngineError):
+        block(ts, states, [], ts.safe("x_never_6", ts.pre))
+
+
+def test_a_tiny_budget_is_a_timeout_never_a_proof(ring):
+    ts, states, _ = ring
+    with pytest.raises(TimeoutError):
+        block(ts, states, [], ts.safe("x_never_7", ts.pre), max_rounds=1)

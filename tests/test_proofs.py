@@ -1,0 +1,59 @@
+"""prove_scenario: fixed scenarios proved by both methods, buggy ones refuted with replayed traces,
+and a certificate never covers an invariant that does not hold."""
+
+import pytest
+
+from kvproof.checker.certificate import recheck
+from kvproof.checker.proofs import ProofBudget, prove_scenario
+from kvproof.model.replay import run_actions
+from kvproof.spec.scenario import builtin
+
+
+@pytest.fixture(scope="module")
+def fixed(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fixed")
+    return prove_scenario(builtin("prefill-abort-propagated"), certificates_dir=d, traces_dir=d)
+
+
+@pytest.fixture(scope="module")
+def buggy(tmp_path_factory):
+    d = tmp_path_factory.mktemp("buggy")
+    return prove_scenario(builtin("prefill-abort-unpropagated"), certificates_dir=d, traces_dir=d)
+
+
+def test_a_fixed_scenario_is_proved_by_both_methods_with_a_certificate(fixed):
+    assert all(r.verdict == "proved" and r.lemmas == "proved" and r.induction == "proved" for r in fixed.rows)
+    assert all(r.matches for r in fixed.rows)
+    rc = recheck(fixed.certificate)
+    assert rc.ok and sorted(rc.invariants) == sorted(r.invariant for r in fixed.rows)
+    assert fixed.lemma_count > 0 and fixed.houdini_kept > 0
+
+
+def test_a_buggy_scenario_is_refuted_with_replaying_traces_and_certified_only_for_what_holds(buggy):
+    refuted = [r for r in buggy.rows if r.verdict == "refuted"]
+    assert refuted and all(r.matches for r in buggy.rows)
+    for r in refuted:
+        assert r.trace is not None and r.trace_path is not None and r.trace_path.exists()
+        assert r.lemmas == "-" and r.induction == "-"
+        states = run_actions(r.trace.machine, r.trace.actions)
+        assert states == r.trace.states and r.trace.machine.claim_hits(r.invariant, states[-1])
+    rc = recheck(buggy.certificate)
+    assert rc.ok
+    assert not set(rc.invariants) & {r.invariant for r in refuted}
+
+
+def test_a_budget_too_small_leaves_invariants_inconclusive_never_proved():
+    rep = prove_scenario(builtin("prefill-abort-propagated"), ProofBudget(lemma_seconds=0.001, max_k=1))
+    assert all(r.verdict == "inconclusive" for r in rep.rows)
+    assert rep.certificate is None and rep.lemma_reason
+
+
+def test_the_invariant_reads_as_lemmas_over_fields(fixed):
+    assert len(fixed.invariant_text) == fixed.lemma_count
+    assert all("@pre" not in line and ("≠" in line or "⇒" in line or "∨" in line) for line in fixed.invariant_text)
+
+
+def test_too_many_states_to_enumerate_is_inconclusive_with_the_reason():
+    rep = prove_scenario(builtin("prefill-abort-propagated"), ProofBudget(max_states=5))
+    assert all(r.verdict == "inconclusive" for r in rep.rows)
+    assert "more than 5 reachable states" in rep.lemma_reason and rep.certificate is None
