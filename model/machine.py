@@ -63,6 +63,21 @@ class Machine:
                 return nxt
         return None
 
+    def run(self, *labels: str, state: bytes | None = None) -> bytes:
+        """The state reached from ``state`` (the initial state by default) by the action
+        instances with these labels (as :meth:`label` writes them), in order; ``ValueError``
+        names the first label that is unknown or not enabled."""
+        by_label = {self.label(i.aid): i.aid for i in self.instances}
+        state = self.init if state is None else state
+        for label in labels:
+            if label not in by_label:
+                raise ValueError(f"no action instance is labelled {label}")
+            nxt = self.step(state, by_label[label])
+            if nxt is None:
+                raise ValueError(f"{label} is not enabled")
+            state = nxt
+        return state
+
     def claim_hits(self, name: str, state: bytes) -> bool:
         """Claim ``name`` hits in ``state``: an invariant fails there, a witness holds there.
         A quiescent claim hits only in a state where no action is enabled."""

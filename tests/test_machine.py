@@ -1,5 +1,7 @@
 """The compiled machine: step, labels, claim checks (against the reference interpreter)."""
 
+import pytest
+
 from kvproof.model.machine import reference_claim
 
 from .conftest import machine_of, reachable
@@ -19,6 +21,20 @@ def test_labels_use_the_domains_names():
     labels = {m.label(i.aid) for i in m.instances}
     assert "kv_transfer_write(req=R1, chunk=0)" in labels
     assert "clock_tick()" in labels
+
+
+def test_run_follows_labels_from_init_and_names_the_label_it_cannot_take():
+    m = machine_of("abort-race")
+    first = m.label(m.successors(m.init)[0][0])
+    s1 = m.run(first)
+    assert s1 == m.successors(m.init)[0][1]
+    second = m.label(m.successors(s1)[0][0])
+    assert m.run(first, second) == m.run(second, state=s1) == m.successors(s1)[0][1]
+    assert m.run() == m.init
+    with pytest.raises(ValueError, match="decode_commit.*not enabled"):
+        m.run(next(m.label(i.aid) for i in m.instances if i.name == "decode_commit"))
+    with pytest.raises(ValueError, match="no action instance is labelled nope"):
+        m.run("nope")
 
 
 def test_claim_hits_agree_with_the_reference_interpreter():

@@ -41,27 +41,17 @@ def test_random_runs_keep_the_type_invariant_and_match_the_reference(engine, str
         assert m.spec.layout.type_errors(state) == []
 
 
-def _run(m, *labels):
-    state = m.init
-    for label in labels:
-        aid = next(i.aid for i in m.instances if m.label(i.aid) == label)
-        nxt = m.step(state, aid)
-        assert nxt is not None, f"{label} is not enabled"
-        state = nxt
-    return state
-
-
 def test_allocation_takes_the_lowest_free_pages_and_release_keeps_content():
     m = machine_of("incident")
     lay = m.spec.layout
-    s = _run(m, "prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
+    s = m.run("prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
              "prefill_forward(req=R0)", "kv_transfer_write(req=R0, chunk=0)", "kv_transfer_write(req=R0, chunk=1)",
              "kv_write_lands(req=R0, chunk=0)", "kv_write_lands(req=R0, chunk=1)", "prefill_transfer_done(req=R0)",
              "decode_commit(req=R0)")
     named = lay.decode(s)
     assert named["owner"] == ["free", "free", "free"]
     assert named["content"] == [["R0", "R0", "unwritten"]]  # stale KV stays in released pages
-    s = _run(m, "prefill_bootstrap_add(req=R0)", "prefill_bootstrap_add(req=R1)", "decode_prealloc(req=R0)")
+    s = m.run("prefill_bootstrap_add(req=R0)", "prefill_bootstrap_add(req=R1)", "decode_prealloc(req=R0)")
     assert lay.decode(s)["dest"][0] == ["p0", "p1", "none"]
 
 
@@ -103,7 +93,7 @@ def test_time_cannot_pass_while_a_write_is_due_or_an_abort_is_undelivered():
 def test_a_new_request_in_a_slot_turns_old_kv_into_old_tenant_content():
     engine = Engine(request_streams=True, ordered_arrivals=False, client_aborts=False)
     m = Machine(PdProtocol(Config((Request("A", 1),), 1, 1, 1, engine)))
-    s = _run(m, "prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
+    s = m.run("prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
              "prefill_forward(req=R0)", "kv_transfer_write(req=R0, chunk=0)", "kv_write_lands(req=R0, chunk=0)",
              "prefill_transfer_done(req=R0)", "decode_commit(req=R0)")
     send = next(i.aid for i in m.instances if i.name == "client_send")
@@ -123,7 +113,7 @@ def test_deferred_abort_holds_pages_and_immediate_abort_frees_them():
     for policy, owner in (("drain_ack", "R0"), ("immediate", "free")):
         cfg = Config((Request("A", 1),), 1, 1, 1, Engine(release_policy=policy))
         m = Machine(PdProtocol(cfg))
-        s = _run(m, "prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
+        s = m.run("prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
                  "decode_abort(req=R0)")
         assert m.spec.layout.decode(s)["owner"] == [owner], policy
     assert FREE == 0

@@ -42,16 +42,6 @@ def _running_calls(m, s, pr):
             if s[lay.slot("wr", r, pr, c)] >= WR_FLIGHT and s[lay.slot("poll", r, pr)] != POLL_FAILED]
 
 
-def _run(m, *labels):
-    state = m.init
-    for label in labels:
-        aid = next(i.aid for i in m.instances if m.label(i.aid) == label)
-        nxt = m.step(state, aid)
-        assert nxt is not None, f"{label} is not enabled"
-        state = nxt
-    return state
-
-
 def test_the_family_uses_the_subclass():
     for name in ("sglang-0.5.23-mooncake", "sglang-0.5.23-tp2", "sglang-0.5.23-aux"):
         assert type(builtin(name).build()).__name__ == "Sglang0523"
@@ -97,10 +87,10 @@ def test_send_aux_follows_the_last_chunk_even_after_an_abort():
     steps = ["prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
              "prefill_forward(req=R0)", "kv_transfer_write(req=R0, chunk=0)", "decode_abort(req=R0)",
              "prefill_handle_abort(req=R0)", "kv_write_lands(req=R0, chunk=0)"]
-    s = _run(sub, *steps)
+    s = sub.run(*steps)
     assert s[sub.spec.layout.slot("aux_wr", 0)] == WR_FLIGHT  # issued in the landing step
     assert not any(i.name == "kv_transfer_aux" for i in sub.instances if sub.step(s, i.aid) is not None)
-    t = _run(base, *steps)
+    t = base.run(*steps)
     assert t[base.spec.layout.slot("aux_wr", 0)] == WR_NOT_ISSUED  # the base protocol stops at the abort
     assert not any(i.name == "kv_transfer_aux" for i in base.instances if base.step(t, i.aid) is not None)
 
@@ -109,15 +99,15 @@ def test_an_abort_never_falls_between_two_decode_ranks_publications():
     sub, base = _pair(1, 2, requests=1)
     half = ["prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0, drank=D0)"]
     abort = next(i.aid for i in sub.instances if i.name == "decode_abort")
-    assert sub.step(_run(sub, *half), abort) is None
-    assert base.step(_run(base, *half), abort) is not None
-    assert sub.step(_run(sub, *half, "decode_send_metadata(req=R0, drank=D1)"), abort) is not None
+    assert sub.step(sub.run(*half), abort) is None
+    assert base.step(base.run(*half), abort) is not None
+    assert sub.step(sub.run(*half, "decode_send_metadata(req=R0, drank=D1)"), abort) is not None
 
 
 def test_the_metadata_gate_and_room_check():
     sub, base = _pair(1, 1, requests=1, aux_slots=1)
     lay = sub.spec.layout
-    done = _run(sub, "prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
+    done = sub.run("prefill_bootstrap_add(req=R0)", "decode_prealloc(req=R0)", "decode_send_metadata(req=R0)",
                 "prefill_forward(req=R0)", "kv_transfer_write(req=R0, chunk=0)", "kv_write_lands(req=R0, chunk=0)",
                 "kv_aux_lands(req=R0)", "prefill_transfer_done(req=R0)")
     commit = next(i.aid for i in sub.instances if i.name == "decode_commit")
