@@ -21,6 +21,7 @@ from rich.text import Text
 
 from ..spec.scenario import builtins
 from .certificate import CertificateError, recheck
+from .cti import render_failure
 from .proofs import ProofBudget, prove_scenario
 from .render import render_reports
 from .results import exit_code
@@ -91,7 +92,8 @@ def cmd_prove(args: argparse.Namespace) -> int:
     for sc in scenarios:
         sc.build()
     budget = ProofBudget(refute_depth=args.refute_depth, lemma_seconds=args.lemma_seconds,
-                         induction_seconds=args.induction_seconds, max_k=args.max_k)
+                         induction_seconds=args.induction_seconds, max_k=args.max_k,
+                         template_arity=args.template_arity)
     certs = None if args.no_certificates else Path(args.certificates)
     traces = None if args.no_traces else Path(args.traces)
     reports = [prove_scenario(sc, budget, certs, traces) for sc in scenarios]
@@ -110,6 +112,8 @@ def cmd_prove(args: argparse.Namespace) -> int:
             for why, text in (("inductive invariant", r.lemma_reason), ("k-induction", r.induction_reason)):
                 if text:
                     out.print(Text(f"{r.scenario.name}: {why}: {text}", style="yellow"))
+            for failure in r.failures:
+                out.print(render_failure(r.scenario.name, failure))
             for e in r.errors:
                 out.print(Text(f"{r.scenario.name}: engine error: {e}", style="bold red"))
     rows = [row for r in reports for row in r.rows]
@@ -152,6 +156,7 @@ def _json(reports) -> dict[str, Any]:
         "refute_seconds": round(r.refute_seconds, 3),
         "invariant": r.invariant_text,
         "errors": r.errors,
+        "counterexamples_to_induction": [f.to_json() for f in r.failures],
         "results": [{"invariant": row.invariant, "expected": row.expected, "verdict": row.verdict,
                      "inductive_invariant": row.lemmas, "k_induction": row.induction,
                      "trace": str(row.trace_path) if row.trace_path else None,
@@ -190,7 +195,9 @@ def add_commands(sub, positive_int, positive_float) -> None:
     pv.add_argument("--lemma-seconds", type=positive_float, default=600.0, metavar="S",
                     help="budget per scenario for finding the inductive invariant (default 600)")
     pv.add_argument("--induction-seconds", type=positive_float, default=300.0, metavar="S",
-                    help="k-induction's budget per scenario, its pairwise lemmas included (default 300)")
+                    help="k-induction's budget per scenario, its Houdini lemmas included (default 300)")
+    pv.add_argument("--template-arity", type=int, choices=(1, 2, 3), default=3, metavar="N",
+                    help="k-induction's lemma template: facts of at most N slot values (1-3, default 3)")
     pv.add_argument("--spacer-seconds", type=positive_float, default=60.0, metavar="S",
                     help="Spacer's budget for --theorems (default 60)")
     pv.add_argument("--max-k", type=positive_int, default=40, metavar="K", help="largest k tried (default 40)")

@@ -25,18 +25,31 @@ import z3
 from .bmc import Unrolling
 from .transition import TransitionSystem
 
-__all__ = ["InductionOutcome", "k_induction"]
+__all__ = ["InductionCounterexample", "InductionOutcome", "k_induction"]
+
+
+@dataclass(frozen=True)
+class InductionCounterexample:
+    """The last inductive step Z3 could not close: a simple path of typed states ``states``
+    (``len(actions) + 1`` of them) by the action instances ``actions``, the invariants holding
+    in every state but the last, and ``broken`` (the invariants the last state breaks)."""
+
+    states: tuple[bytes, ...]
+    actions: tuple[int, ...]
+    broken: tuple[str, ...]
 
 
 @dataclass
 class InductionOutcome:
     """``status`` is ``proved`` (at ``k``), ``refuted`` (a bad state at depth ``k`` from the
-    initial state) or ``unknown`` (``reason``)."""
+    initial state) or ``unknown`` (``reason``); when unknown because the step was satisfiable,
+    ``cti`` is its counterexample at the largest ``k`` tried."""
 
     status: str
     k: int = 0
     seconds: float = 0.0
     reason: str = ""
+    cti: InductionCounterexample | None = None
 
 
 def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40,
@@ -60,13 +73,14 @@ def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40
     for solver in (base.solver, step.solver):
         if max_seconds is not None:
             solver.set("timeout", max(1, int(max_seconds * 1000)))
+    cti = None
     for k in range(1, max_k + 1):
         # base case: depth k - 1 from the initial state is safe
         verdict = base.check(base.literal(z3.Not(prop(ts.state(k - 1)))))
         if verdict == z3.sat:
             return InductionOutcome("refuted", k - 1, time.perf_counter() - start)
         if verdict == z3.unknown:
-            return InductionOutcome("unknown", k, time.perf_counter() - start, _why(base, max_seconds))
+            return InductionOutcome("unknown", k, time.perf_counter() - start, _why(base, max_seconds), cti)
         base.extend()
         # inductive step over a simple path x0 .. xk
         step.solver.add(prop(ts.state(k - 1)))
@@ -79,12 +93,23 @@ def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40
         if verdict == z3.unsat:
             return InductionOutcome("proved", k, time.perf_counter() - start)
         if verdict == z3.unknown:
-            return InductionOutcome("unknown", k, time.perf_counter() - start, _why(step, max_seconds))
+            return InductionOutcome("unknown", k, time.perf_counter() - start, _why(step, max_seconds), cti)
+        cti = _counterexample(ts, step.solver.model(), k, invariants)
         if deadline is not None and time.perf_counter() > deadline:
             return InductionOutcome("unknown", k, time.perf_counter() - start,
-                                    f"not {k}-inductive, and the time limit {max_seconds:g} s was reached")
+                                    f"not {k}-inductive, and the time limit {max_seconds:g} s was reached", cti)
     return InductionOutcome("unknown", max_k, time.perf_counter() - start,
-                            f"not k-inductive for any k up to {max_k}")
+                            f"not k-inductive for any k up to {max_k}", cti)
+
+
+def _counterexample(ts: TransitionSystem, model: z3.ModelRef, k: int,
+                    invariants: Sequence[str]) -> InductionCounterexample:
+    """The step's path ``x0 .. xk`` in ``model``, and the invariants ``xk`` breaks."""
+    actions, states = ts.decode_path(model, k)
+    last = ts.state(k)
+    broken = tuple(n for n in invariants
+                   if z3.is_false(model.eval(ts.safe(n, last), model_completion=True)))
+    return InductionCounterexample(tuple(states), tuple(actions), broken)
 
 
 def _why(un: Unrolling, max_seconds: float | None) -> str:

@@ -11,10 +11,11 @@ enumeration is only an oracle: nothing here is proved without an unsat answer.
   few of its slot values that no reachable state shows together.  It ends when Z3 answers
   unsat to both questions.
 * :func:`mine` and :func:`houdini` (the strengthening of method 2, k-induction): every unary
-  fact "slot ``i`` never holds ``a``" and every pairwise fact "slots ``i`` and ``j`` never hold
-  ``a`` and ``b`` together" true of every reachable state, cut down to the greatest inductive
-  subset: one incremental SAT solver, every candidate behind a tracking literal, every
-  candidate a step from the others breaks is dropped, until Z3 answers unsat.
+  fact "slot ``i`` never holds ``a``", every pairwise fact "slots ``i`` and ``j`` never hold
+  ``a`` and ``b`` together" and every three-slot fact not implied by those, true of every
+  reachable state, cut down to the greatest inductive subset: one incremental SAT solver,
+  every candidate behind a tracking literal, every candidate a step from the others breaks is
+  dropped, until Z3 answers unsat.
 
 A clause is a tuple of ``(slot, value)`` pairs: "not all of these at once".
 """
@@ -22,6 +23,7 @@ A clause is a tuple of ``(slot, value)`` pairs: "not all of these at once".
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -30,9 +32,30 @@ import z3
 from .bmc import EngineError
 from .transition import TransitionSystem
 
-__all__ = ["reachable_states", "explore_all", "mine", "houdini", "block", "clause_term"]
+__all__ = ["reachable_states", "explore_all", "mine", "houdini", "block", "clause_term",
+           "BlockCounterexample", "BlockTimeout", "Reachable"]
 
 Clause = tuple  # ((slot, value), ...): "not all of these at once"
+
+
+@dataclass(frozen=True)
+class BlockCounterexample:
+    """The last counterexample to induction :func:`block` saw: a typed ``state`` satisfying the
+    lemmas so far that breaks the safety predicate (``action`` is ``None``), or that steps by
+    the action instance ``action`` to ``next_state``, which breaks ``lemma``."""
+
+    state: bytes
+    action: int | None = None
+    next_state: bytes | None = None
+    lemma: Clause | None = None
+
+
+class BlockTimeout(TimeoutError):
+    """:func:`block` ran out of budget; ``cti`` is the counterexample it was blocking last."""
+
+    def __init__(self, message: str, cti: BlockCounterexample | None):
+        super().__init__(message)
+        self.cti = cti
 
 
 def _bit(xs, slot: int, v: int) -> Any:
@@ -93,9 +116,15 @@ def _free_slots(ts: TransitionSystem) -> list[int]:
     return [i for i, vals in enumerate(ts.pre) if any(not isinstance(b, bool) for b in vals.values())]
 
 
-def mine(ts: TransitionSystem, states: np.ndarray, slots: Sequence[int] | None = None) -> list[Clause]:
-    """Unary and pairwise clauses over ``slots`` (default: every non-sentinel slot) true of every
-    row of ``states``."""
+def mine(ts: TransitionSystem, states: np.ndarray, slots: Sequence[int] | None = None,
+         arity: int = 3) -> list[Clause]:
+    """Every fact of at most ``arity`` (1 to 3) slot values over ``slots`` (default: every
+    non-sentinel slot) that no row of ``states`` shows together: "slot ``i`` never holds ``a``",
+    "slots ``i``, ``j`` never hold ``a``, ``b`` together", and "slots ``i``, ``j``, ``k`` never
+    hold ``a``, ``b``, ``c`` together".  A wider fact already implied by a narrower one (some
+    part of it is never seen either) is left out."""
+    if not 1 <= arity <= 3:
+        raise ValueError(f"the template's arity is 1, 2 or 3, not {arity}")
     free = _free_slots(ts) if slots is None else list(slots)
     out: list[Clause] = []
     seen_vals = {}
@@ -105,17 +134,45 @@ def mine(ts: TransitionSystem, states: np.ndarray, slots: Sequence[int] | None =
         for v in ts.pre[i]:
             if v not in vals:
                 out.append(((i, v),))
+    if arity == 1:
+        return out
     varying = [i for i in free if len(seen_vals[i]) > 1]
+    cols = states.astype(np.int64)
+    size = {i: int(cols[:, i].max()) + 1 for i in varying}
+    pair_seen: dict[tuple[int, int], np.ndarray] = {}
     for a, i in enumerate(varying):
-        di = int(states[:, i].max()) + 1
         for j in varying[a + 1:]:
-            dj = int(states[:, j].max()) + 1
-            code = states[:, i].astype(np.int64) * dj + states[:, j]
-            present = np.bincount(code, minlength=di * dj) > 0
+            present = np.bincount(cols[:, i] * size[j] + cols[:, j], minlength=size[i] * size[j]) > 0
+            pair_seen[i, j] = present
             for va in seen_vals[i]:
                 for vb in seen_vals[j]:
-                    if not present[va * dj + vb]:
+                    if not present[va * size[j] + vb]:
                         out.append(((i, va), (j, vb)))
+    if arity == 3:
+        out += _triples(cols, varying, size, pair_seen)
+    return out
+
+
+def _triples(cols: np.ndarray, varying: list[int], size: dict[int, int],
+             pair_seen: dict[tuple[int, int], np.ndarray]) -> list[Clause]:
+    """The three-slot facts of :func:`mine` whose three pairs are each seen somewhere."""
+    out: list[Clause] = []
+    for a, i in enumerate(varying):
+        for b in range(a + 1, len(varying)):
+            j = varying[b]
+            ij = cols[:, i] * size[j] + cols[:, j]
+            for k in varying[b + 1:]:
+                n_jk = size[j] * size[k]
+                present = np.bincount(ij * size[k] + cols[:, k], minlength=size[i] * n_jk) > 0
+                if present.all():
+                    continue
+                code = np.flatnonzero(~present)
+                va, rest = np.divmod(code, n_jk)
+                vb, vc = np.divmod(rest, size[k])
+                new = (pair_seen[i, j][va * size[j] + vb] & pair_seen[i, k][va * size[k] + vc]
+                       & pair_seen[j, k][vb * size[k] + vc])
+                out += [((i, int(x)), (j, int(y)), (k, int(z)))
+                        for x, y, z in zip(va[new], vb[new], vc[new])]
     return out
 
 
@@ -193,7 +250,7 @@ def _support(term: Any) -> set[int]:
     return names
 
 
-class _Reachable:
+class Reachable:
     """The reachable states as a numpy array, for membership and cube generalisation."""
 
     def __init__(self, ts: TransitionSystem, states: np.ndarray):
@@ -257,7 +314,7 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
     (clauses, rounds).  Raises ``TimeoutError`` when the budget runs out."""
     start = time.perf_counter()
     deadline = None if max_seconds is None else start + max_seconds
-    reach = _Reachable(ts, states)
+    reach = Reachable(ts, states)
     slot_of = _slots_of(ts)
     cone = sorted({slot_of[n] for n in _support(safe) if n in slot_of})
     xs, ys = ts.pre, ts.state("post")
@@ -273,13 +330,14 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
     s.add(z3.Implies(bad, z3.Not(safe)))
     n_goal = 0
     rounds = 0
+    cti: BlockCounterexample | None = None
 
     def remaining() -> float | None:
         if deadline is None:
             return None
         left = deadline - time.perf_counter()
         if left <= 0:
-            raise TimeoutError(f"lemmas not inductive within {max_seconds:g} s")
+            raise BlockTimeout(f"lemmas not inductive within {max_seconds:g} s", cti)
         return left
 
     def solve(*assumptions):
@@ -288,7 +346,7 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
             s.set("timeout", max(1, int(left * 1000)))
         r = s.check(*assumptions)
         if r == z3.unknown:
-            raise TimeoutError(f"solver gave up ({s.reason_unknown().splitlines()[0][:120]})")
+            raise BlockTimeout(f"solver gave up ({s.reason_unknown().splitlines()[0][:120]})", cti)
         return r
 
     def add(c: Clause) -> None:
@@ -301,6 +359,7 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
             p = ts.decode_state(s.model(), xs)
             if p in reach.set:
                 raise EngineError("a reachable state breaks the safety predicate: the engines disagree")
+            cti = BlockCounterexample(p)
             add(reach.generalise(p, cone))
             continue
         n_goal += 1
@@ -314,6 +373,8 @@ def block(ts: TransitionSystem, states: np.ndarray, clauses: Sequence[Clause], s
         if p in reach.set:
             raise EngineError("a reachable state steps out of the reachable states: the engines disagree")
         broken = [c for c in kept if all(q[i] == v for i, v in c)]
+        cti = BlockCounterexample(p, model.eval(ts.tag("pre"), model_completion=True).as_long(), q,
+                                  broken[0] if broken else None)
         prefer = sorted({i for c in broken[:1] for i, _ in c})
         add(reach.generalise(p, prefer))
-    raise TimeoutError(f"lemmas not inductive after {max_rounds} rounds")
+    raise BlockTimeout(f"lemmas not inductive after {max_rounds} rounds", cti)

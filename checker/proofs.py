@@ -17,9 +17,13 @@
    saved as a certificate that ``kvproof certify`` re-checks with a fresh solver;
 4. **method 2, k-induction** (:func:`~.kinduction.k_induction`) with a simple-path constraint,
    whose inductive step assumes a *different* strengthening: the greatest inductive subset of
-   the pairwise facts of the reachable states (:func:`~.lemmas.mine` and
-   :func:`~.lemmas.houdini`: a fixed template, not steered by any counterexample and not by
+   the facts of at most three slot values true of every reachable state (:func:`~.lemmas.mine`
+   and :func:`~.lemmas.houdini`: a fixed template, not steered by any counterexample and not by
    the invariants; its inductiveness is itself an unsat answer).
+
+When a method stops without a proof, its last counterexample to induction is kept
+(:attr:`ProofReport.failures`, rendered by :mod:`.cti`): the state, the action and the
+invariant or lemma the step breaks.
 
 An invariant is ``proved`` only when both methods proved it.  Each method that does not finish
 within its budget leaves its invariants *inconclusive*; a proof is never claimed without an
@@ -42,8 +46,9 @@ from ..model.machine import Machine
 from ..spec.scenario import Scenario
 from .bmc import EngineError, bmc, confirmed_path
 from .certificate import write_certificate
+from .cti import InductionFailure, from_block, from_k_induction
 from .kinduction import k_induction
-from .lemmas import block, clause_term, explore_all, houdini, mine
+from .lemmas import Reachable, block, clause_term, explore_all, houdini, mine
 from .traces import Trace, write_trace
 from .transition import TransitionSystem
 
@@ -60,6 +65,7 @@ class ProofBudget:
     induction_seconds: float = 300.0
     max_k: int = 40
     max_states: int = 2_000_000
+    template_arity: int = 3
 
 
 @dataclass
@@ -104,6 +110,7 @@ class ProofReport:
     certificate: Path | None = None
     invariant_text: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    failures: list[InductionFailure] = field(default_factory=list)
 
 
 def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
@@ -175,18 +182,23 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
         report.lemma_reason = str(e)
         for n in open_:
             rows[n].lemmas = "inconclusive"
+        cti = getattr(e, "cti", None)
+        if cti is not None:
+            lemma = None if cti.lemma is None else _text(ts, clause_term(ts.pre, cti.lemma))
+            report.failures.append(from_block(machine, cti, _broken(ts, cti.state, open_), lemma,
+                                              _generaliser(ts, states)))
     report.lemma_seconds = time.perf_counter() - t0
 
-    # method 2: k-induction, its step strengthened by the pairwise Houdini lemmas
+    # method 2: k-induction, its step strengthened by the Houdini lemmas of the fixed template
     t0 = time.perf_counter()
     assume = None
     try:
-        cands = mine(ts, states)
+        cands = mine(ts, states, arity=budget.template_arity)
         kept, _ = houdini(ts, cands, budget.induction_seconds)
         report.houdini_candidates, report.houdini_kept = len(cands), len(kept)
         assume = z3.And(*[clause_term(ts.pre, c) for c in kept]) if kept else None
     except TimeoutError as e:
-        report.induction_reason = f"pairwise lemmas: {e}"
+        report.induction_reason = f"Houdini lemmas: {e}"
     report.houdini_seconds = time.perf_counter() - t0
     left = max(1.0, budget.induction_seconds - report.houdini_seconds)
     ind = k_induction(ts, open_, budget.max_k, left, assume=assume)
@@ -199,12 +211,31 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
         report.induction_reason = "; ".join(x for x in (report.induction_reason, why) if x)
         for n in open_:
             rows[n].induction = "refuted" if ind.status == "refuted" else "inconclusive"
+        if ind.cti is not None and ind.status == "unknown":
+            report.failures.append(from_k_induction(machine, ind.cti, _generaliser(ts, states)))
     for n in open_:
         row = rows[n]
         if row.lemmas == "proved" and row.induction == "proved":
             row.verdict = "proved"
     report.rows = [rows[n] for n in names]
     return report
+
+
+def _generaliser(ts: TransitionSystem, states):
+    """A few values of an unreachable state that no reachable state shows together (none for a
+    state the enumeration holds)."""
+    reach = Reachable(ts, states)
+
+    def core(state: bytes):
+        return () if bytes(state) in reach.set else reach.generalise(state)
+    return core
+
+
+def _broken(ts: TransitionSystem, state: bytes, names) -> list[str]:
+    """The invariants of ``names`` that the concrete ``state`` breaks."""
+    values = [(b, z3.BoolVal(state[slot] == v)) for slot, vals in enumerate(ts.pre)
+              for v, b in vals.items() if not isinstance(b, bool)]
+    return [n for n in names if z3.is_false(z3.simplify(z3.substitute(ts.safe(n, ts.pre), *values)))]
 
 
 def _unsat(term: Any) -> bool:

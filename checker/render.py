@@ -19,7 +19,7 @@ from .liveness import pending_throughout
 from .results import ScenarioReport
 from .traces import Trace
 
-__all__ = ["render_trace", "render_reports", "to_text", "changes", "named_values"]
+__all__ = ["render_trace", "render_reports", "to_text", "changes", "named_values", "slot_names", "state_changes"]
 
 HAZARD = "bold red"
 
@@ -42,15 +42,33 @@ def _index_label(field, flat: int) -> str:
     return ", ".join(reversed(parts))
 
 
-def _elements(layout, state):
-    """``(field[index], code, field)`` of every element of ``state``, sentinels hidden."""
+def _slots(layout):
+    """``(field[index], slot, field)`` of every slot of ``layout``, sentinels hidden."""
     for f in layout.fields:
         base = layout.base[f.name]
         cols = f.row - (1 if f.sentinel else 0)
         for row in range(f.rows):
             for j in range(cols):
                 name = f.name if not f.dims else f"{f.name}[{_index_label(f, row * cols + j)}]"
-                yield name, state[base + row * f.row + j], f
+                yield name, base + row * f.row + j, f
+
+
+def _elements(layout, state):
+    """``(field[index], code, field)`` of every element of ``state``, sentinels hidden."""
+    for name, slot, f in _slots(layout):
+        yield name, state[slot], f
+
+
+def slot_names(layout) -> dict[int, str]:
+    """``{slot: field[index]}`` for every slot that is not a sentinel, named as
+    :func:`named_values` names them."""
+    return {slot: name for name, slot, _ in _slots(layout)}
+
+
+def state_changes(layout, before: bytes, after: bytes) -> list[tuple[str, Any, Any]]:
+    """``(field[index], old, new)`` for every value that differs between two states."""
+    return [(name, f.values.label(a), f.values.label(b))
+            for (name, a, f), (_, b, _) in zip(_elements(layout, before), _elements(layout, after)) if a != b]
 
 
 def named_values(layout, state) -> dict[str, Any]:
@@ -61,12 +79,7 @@ def named_values(layout, state) -> dict[str, Any]:
 
 def changes(trace: Trace, k: int) -> list[tuple[str, Any, Any]]:
     """``(field[index], old, new)`` for every value step ``k`` changed (labels, sentinels hidden)."""
-    layout = trace.machine.spec.layout
-    return [
-        (name, f.values.label(a), f.values.label(b))
-        for (name, a, f), (_, b, _) in zip(_elements(layout, trace.states[k - 1]), _elements(layout, trace.states[k]))
-        if a != b
-    ]
+    return state_changes(trace.machine.spec.layout, trace.states[k - 1], trace.states[k])
 
 
 def _content_label(spec, content: int) -> tuple[str, int | None]:

@@ -80,3 +80,35 @@ def test_a_tiny_budget_is_a_timeout_never_a_proof(ring):
     ts, states, _ = ring
     with pytest.raises(TimeoutError):
         block(ts, states, [], ts.safe("x_never_7", ts.pre), max_rounds=1)
+
+
+def _parity_rows():
+    """Three bits of even parity: every pair of values is seen, four triples never are."""
+    import numpy as np
+    return np.array([(a, b, a ^ b) for a in (0, 1) for b in (0, 1)], dtype=np.uint8)
+
+
+def test_mine_finds_exactly_the_triples_no_pair_explains():
+    from types import SimpleNamespace
+    ts = SimpleNamespace(pre=[{0: None, 1: None}] * 3)  # three two-valued slots
+    facts = mine(ts, _parity_rows(), slots=[0, 1, 2])
+    odd = sorted(((0, a), (1, b), (2, 1 - (a ^ b))) for a in (0, 1) for b in (0, 1))
+    assert sorted(facts) == odd  # no unary or pairwise fact: each value and pair is seen
+    assert mine(ts, _parity_rows(), slots=[0, 1, 2], arity=2) == []
+
+
+def test_mine_leaves_out_a_triple_a_pair_already_rules_out():
+    from types import SimpleNamespace
+    import numpy as np
+    ts = SimpleNamespace(pre=[{0: None, 1: None}] * 3)
+    rows = np.array([(0, 0, 0), (0, 1, 1), (1, 0, 1)], dtype=np.uint8)  # (1, 1, *) never
+    facts = mine(ts, rows, slots=[0, 1, 2])
+    assert ((0, 1), (1, 1)) in facts
+    assert not any(len(c) == 3 and c[0] == (0, 1) and c[1] == (1, 1) for c in facts)
+    assert all(not any(all(r[i] == v for i, v in c) for r in rows) for c in facts)
+
+
+def test_mine_refuses_an_arity_it_has_no_template_for(ring):
+    ts, states, _ = ring
+    with pytest.raises(ValueError, match="arity"):
+        mine(ts, states, arity=4)

@@ -5,6 +5,7 @@ import pytest
 
 from kvproof.checker.certificate import recheck
 from kvproof.checker.proofs import ProofBudget, prove_scenario
+from kvproof.model.machine import Machine
 from kvproof.model.replay import run_actions
 from kvproof.spec.scenario import builtin
 
@@ -46,6 +47,32 @@ def test_a_budget_too_small_leaves_invariants_inconclusive_never_proved():
     rep = prove_scenario(builtin("prefill-abort-propagated"), ProofBudget(lemma_seconds=0.001, max_k=1))
     assert all(r.verdict == "inconclusive" for r in rep.rows)
     assert rep.certificate is None and rep.lemma_reason
+
+
+def test_a_failed_k_induction_names_the_state_the_action_and_the_invariant_it_breaks():
+    sc = builtin("prefill-abort-propagated")
+    rep = prove_scenario(sc, ProofBudget(max_k=1, template_arity=1))
+    [failure] = [f for f in rep.failures if f.method == "k-induction"]
+    spec = sc.build()
+    assert failure.breaks and set(failure.breaks) <= {c.name for c in spec.claims}
+    assert failure.action in {Machine(spec).label(i.aid) for i in spec.instances}
+    assert failure.changes and failure.unreachable  # the step does something; the state is unreachable
+    assert set(failure.state) >= {name for name, _, _ in failure.changes}
+    assert all(r.induction == "inconclusive" for r in rep.rows)
+
+
+def test_the_three_slot_template_proves_what_the_pairwise_one_leaves_open():
+    # ack-before-register: with the pairwise Houdini lemmas the invariants that hold are
+    # 4-inductive; the three-slot facts make them 1-inductive
+    sc = builtin("ack-before-register")
+    pairwise = prove_scenario(sc, ProofBudget(max_k=1, template_arity=2))
+    triples = prove_scenario(sc, ProofBudget(max_k=1, template_arity=3))
+    holds = [r.invariant for r in triples.rows if r.expected == "verified"]
+    assert len(holds) == 9
+    assert {r.induction for r in pairwise.rows if r.invariant in holds} == {"inconclusive"}
+    assert {r.induction for r in triples.rows if r.invariant in holds} == {"proved"}
+    assert {r.verdict for r in triples.rows if r.invariant in holds} == {"proved"}
+    assert triples.houdini_candidates > pairwise.houdini_candidates
 
 
 def test_the_invariant_reads_as_lemmas_over_fields(fixed):
