@@ -113,7 +113,7 @@ def render_failure(scenario: str, failure: InductionFailure) -> Group:
     table.add_column(overflow="fold")
     for field, cells in _by_field(failure.state):
         table.add_row(field, cells)
-    lines.append(Padding(table, (0, 0, 0, 4)))
+    lines.append(Padding(table, (0, 0, 0, 4), expand=False))
     if failure.changes:
         lines.append(Text("  the step changes: " + ", ".join(f"{n} {a} → {b}" for n, a, b in failure.changes)))
     if failure.unreachable:
