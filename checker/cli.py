@@ -435,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--engine", choices=("explicit", "bmc", "both"), default="explicit",
                     help="explicit BFS (default), bounded model checking with Z3, or both compared")
     ck.add_argument("--depth", type=_positive_int, metavar="K",
-                    help="bounded model checking depth (bmc: default 24; both: the explicit search's depth)")
+                    help="bounded model checking depth (bmc: default 24; both: the deepest explicit hit, the rest proved by k-induction; with K, as deep as K and nothing proved)")
     ck.set_defaults(func=cmd_check)
     cli_symbolic.add_commands(sub, _positive_int, _positive_float)
 

@@ -26,7 +26,7 @@ from .proofs import ProofBudget, prove_scenario
 from .render import render_reports
 from .results import exit_code
 from .run import check_scenario
-from .run_symbolic import check_scenario_bmc, disagreements
+from .run_symbolic import check_scenario_bmc, cross_check
 
 __all__ = ["add_commands", "check_symbolic", "cmd_prove", "cmd_certify"]
 
@@ -41,7 +41,7 @@ def _console() -> Console:
 
 def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
     """``check --engine bmc`` (bounded, shortest violations) or ``--engine both`` (the explicit
-    verdicts, cross-checked by bounded model checking as deep as the explicit search went)."""
+    verdicts, cross-checked by :func:`~.run_symbolic.cross_check`)."""
     traces_dir = None if args.no_traces else Path(args.traces)
     out = _console()
     if args.engine == "bmc":
@@ -50,23 +50,42 @@ def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
         if not args.quiet:
             out.print(render_reports(reports))
         return exit_code(reports)
-    problems, reports = [], []
+    problems, gaps, reports, agreements = [], [], [], []
     for sc in scenarios:
         rep = check_scenario(sc, limits, args.invariant, traces_dir)
-        depth = args.depth or rep.stats.depth
-        bounded = check_scenario_bmc(sc, depth, args.invariant, None, args.max_seconds)
-        problems += disagreements(rep, bounded)
+        agreement = cross_check(rep, args.depth, args.invariant, args.max_seconds)
+        problems += agreement.problems
+        gaps += agreement.gaps
         reports.append(rep)
-    if not args.quiet:
+        agreements.append(agreement)
+    if args.json:
+        from .cli import _json_reports  # the explicit engine's JSON, one agreement added per scenario
+        doc = _json_reports(reports)
+        for entry, a in zip(doc["scenarios"], agreements):
+            entry["agreement"] = {"bounded_depth": a.bounded.stats.depth, "proved_never_hit": a.proved,
+                                  "problems": a.problems, "not_established": a.gaps}
+        print(json.dumps(doc, indent=2))
+    elif not args.quiet:
         out.print(render_reports(reports))
+        for a in agreements:
+            how = f"bounded model checking to depth {a.bounded.stats.depth}"
+            if a.proved:
+                how += f"; {len(a.proved)} claim(s) never hit, proved so for all depths by k-induction"
+            out.print(f"{a.bounded.scenario.name}: {how}")
         if problems:
             out.print(Text("The engines disagree:", style="bold red"))
             for p in problems:
                 out.print(f"  {p}")
-        else:
-            out.print(f"explicit and bounded engines agree on {len(reports)} scenario(s)")
+        if gaps:
+            out.print(Text("Agreement not established:", style="yellow"))
+            for p in gaps:
+                out.print(f"  {p}")
+        if not problems and not gaps:
+            out.print(f"explicit and symbolic engines agree on {len(reports)} scenario(s)")
     if problems:
         return EXIT_MISMATCH
+    if gaps:
+        return EXIT_INCONCLUSIVE
     return exit_code(reports)
 
 

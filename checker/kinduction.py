@@ -54,7 +54,8 @@ class InductionOutcome:
 
 def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40,
                 max_seconds: float | None = None, assume: Any = None) -> InductionOutcome:
-    """Prove the conjunction of ``invariants`` by k-induction, for ``k`` up to ``max_k``.
+    """Prove the conjunction of ``invariants`` by k-induction, for ``k`` up to ``max_k`` (a
+    witness among them stands for "never reached": :meth:`~.transition.TransitionSystem.never_hits`).
 
     ``assume`` (a term over the template pre-state) is a strengthening the inductive step may
     assume of every state of its path.  It must hold in every reachable state, which the caller
@@ -64,7 +65,7 @@ def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40
     deadline = None if max_seconds is None else start + max_seconds
 
     def prop(xs):
-        return z3.And(*[ts.safe(name, xs) for name in invariants])
+        return z3.And(*[ts.never_hits(name, xs) for name in invariants])
 
     base = Unrolling(ts)
     step = Unrolling(ts, from_init=False)
@@ -108,7 +109,7 @@ def _counterexample(ts: TransitionSystem, model: z3.ModelRef, k: int,
     actions, states = ts.decode_path(model, k)
     last = ts.state(k)
     broken = tuple(n for n in invariants
-                   if z3.is_false(model.eval(ts.safe(n, last), model_completion=True)))
+                   if z3.is_false(model.eval(ts.never_hits(n, last), model_completion=True)))
     return InductionCounterexample(tuple(states), tuple(actions), broken)
 
 

@@ -47,12 +47,13 @@ from ..spec.scenario import Scenario
 from .bmc import EngineError, bmc, confirmed_path
 from .certificate import write_certificate
 from .cti import InductionFailure, from_block, from_k_induction
-from .kinduction import k_induction
+from .kinduction import InductionOutcome, k_induction
 from .lemmas import Reachable, block, clause_term, explore_all, houdini, mine
 from .traces import Trace, write_trace
 from .transition import TransitionSystem
 
-__all__ = ["ProofBudget", "InvariantVerdict", "ProofReport", "prove_scenario", "render_invariant"]
+__all__ = ["ProofBudget", "InvariantVerdict", "ProofReport", "prove_scenario", "render_invariant",
+           "StrengthenedInduction", "strengthened_k_induction"]
 
 
 @dataclass(frozen=True)
@@ -190,25 +191,16 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     report.lemma_seconds = time.perf_counter() - t0
 
     # method 2: k-induction, its step strengthened by the Houdini lemmas of the fixed template
-    t0 = time.perf_counter()
-    assume = None
-    try:
-        cands = mine(ts, states, arity=budget.template_arity)
-        kept, _ = houdini(ts, cands, budget.induction_seconds)
-        report.houdini_candidates, report.houdini_kept = len(cands), len(kept)
-        assume = z3.And(*[clause_term(ts.pre, c) for c in kept]) if kept else None
-    except TimeoutError as e:
-        report.induction_reason = f"Houdini lemmas: {e}"
-    report.houdini_seconds = time.perf_counter() - t0
-    left = max(1.0, budget.induction_seconds - report.houdini_seconds)
-    ind = k_induction(ts, open_, budget.max_k, left, assume=assume)
+    m2 = strengthened_k_induction(ts, states, open_, budget)
+    report.houdini_candidates, report.houdini_kept = m2.candidates, m2.kept
+    report.houdini_seconds = m2.houdini_seconds
+    ind = m2.outcome
     report.induction_seconds, report.induction_k = ind.seconds, ind.k
     if ind.status == "proved":
         for n in open_:
             rows[n].induction = "proved"
     else:
-        why = ind.reason or f"a violation is reachable at depth {ind.k}"
-        report.induction_reason = "; ".join(x for x in (report.induction_reason, why) if x)
+        report.induction_reason = m2.reason
         for n in open_:
             rows[n].induction = "refuted" if ind.status == "refuted" else "inconclusive"
         if ind.cti is not None and ind.status == "unknown":
@@ -219,6 +211,40 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
             row.verdict = "proved"
     report.rows = [rows[n] for n in names]
     return report
+
+
+@dataclass
+class StrengthenedInduction:
+    """Method 2's answer: the k-induction ``outcome``, the Houdini ``candidates`` mined and
+    ``kept``, the seconds Houdini took, and ``reason`` when it is not a proof."""
+
+    outcome: InductionOutcome
+    candidates: int = 0
+    kept: int = 0
+    houdini_seconds: float = 0.0
+    reason: str = ""
+
+
+def strengthened_k_induction(ts: TransitionSystem, states, claims: list[str],
+                             budget: ProofBudget = ProofBudget()) -> StrengthenedInduction:
+    """Method 2 over ``claims`` (invariants, or witnesses meaning "never reached"): k-induction
+    whose step assumes the greatest inductive subset (Houdini) of the template facts of
+    ``states`` (the reachable states, used only to pick candidates)."""
+    t0 = time.perf_counter()
+    assume, candidates, kept, why = None, 0, 0, ""
+    try:
+        cands = mine(ts, states, arity=budget.template_arity)
+        alive, _ = houdini(ts, cands, budget.induction_seconds)
+        candidates, kept = len(cands), len(alive)
+        assume = z3.And(*[clause_term(ts.pre, c) for c in alive]) if alive else None
+    except TimeoutError as e:
+        why = f"Houdini lemmas: {e}"
+    houdini_seconds = time.perf_counter() - t0
+    left = max(1.0, budget.induction_seconds - houdini_seconds)
+    ind = k_induction(ts, claims, budget.max_k, left, assume=assume)
+    if ind.status != "proved":
+        why = "; ".join(x for x in (why, ind.reason or f"a violation is reachable at depth {ind.k}") if x)
+    return StrengthenedInduction(ind, candidates, kept, houdini_seconds, why)
 
 
 def _generaliser(ts: TransitionSystem, states):

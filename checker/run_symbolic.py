@@ -6,24 +6,33 @@ violation is reported only after its path replays on the compiled machine; a pat
 replay makes the claim *inconclusive* with an "engine error" reason (never a violation).  A claim
 that does not hit within the depth is inconclusive too: bounded model checking never verifies.
 
-:func:`disagreements` compares an explicit report with a bounded one searched at least as deep
-as the explicit search went (every reachable state lies within that depth, so the bounded
-search is then complete): same verdicts, same shortest lengths.
+:func:`disagreements` compares an explicit report with a bounded one: same verdicts, same
+shortest lengths.  :func:`cross_check` is ``kvproof check --engine both``: bounded model
+checking up to the deepest explicit hit (so every hit must appear at its explicit length, and
+nothing may hit earlier), and, for every claim the complete explicit search never saw hit, a
+symbolic proof for all depths that it never hits (k-induction strengthened by Houdini lemmas,
+:func:`~.proofs.strengthened_k_induction`) — or bounded model checking as deep as the explicit
+search went, when that is asked for with ``depth``.  Either way the comparison covers every
+reachable state.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from ..model.machine import Machine
 from ..spec.scenario import Scenario, ScenarioError
 from .bmc import EngineError, bmc, confirmed_path
+from .lemmas import explore_all
+from .proofs import ProofBudget, strengthened_k_induction
 from .explicit import Stats
 from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated
 from .traces import Trace, write_trace
 from .transition import TransitionSystem
 
-__all__ = ["check_scenario_bmc", "disagreements"]
+__all__ = ["check_scenario_bmc", "disagreements", "cross_check", "Agreement"]
 
 
 def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = None,
@@ -65,13 +74,14 @@ def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = 
     return report
 
 
-def disagreements(explicit: ScenarioReport, bounded: ScenarioReport) -> list[str]:
+def disagreements(explicit: ScenarioReport, bounded: ScenarioReport, proved: Sequence[str] = ()) -> list[str]:
     """Where the two engines differ on one scenario (empty when they agree).
 
     A claim the explicit engine decided must get the same verdict from bounded model checking,
     with a trace of the same length; a claim the explicit engine found no hit for must have no
     bounded hit either, and then the bounded search must have reached the explicit search's
-    depth (otherwise the comparison is incomplete and says so)."""
+    depth, or the claim be among ``proved`` (never hits, for all depths); otherwise the
+    comparison is incomplete and says so ("agreement not established")."""
     out = []
     name = explicit.scenario.name
     rows = {c.claim: c for c in bounded.claims}
@@ -92,7 +102,58 @@ def disagreements(explicit: ScenarioReport, bounded: ScenarioReport) -> list[str
                 out.append(f"{name}: {c.claim}: explicit {c.verdict} (hit: {e_hit}), bounded hit: {b_hit}")
         elif e_hit and c.depth != b.depth:
             out.append(f"{name}: {c.claim}: shortest length {c.depth} (explicit) vs {b.depth} (bounded)")
-        elif not e_hit and explicit.complete and bounded.stats.depth < explicit.stats.depth:
+        elif (not e_hit and explicit.complete and bounded.stats.depth < explicit.stats.depth
+              and c.claim not in proved):
             out.append(f"{name}: {c.claim}: bounded search reached depth {bounded.stats.depth}, "
                        f"not the explicit search's {explicit.stats.depth}: agreement not established")
+    return out
+
+
+@dataclass
+class Agreement:
+    """``kvproof check --engine both`` on one scenario: the ``bounded`` report (to ``depth``),
+    the claims never hit that were ``proved`` so for all depths (and why not, ``reason``),
+    ``problems`` (the engines disagree) and ``gaps`` (agreement not established)."""
+
+    bounded: ScenarioReport
+    depth: int
+    proved: list[str] = field(default_factory=list)
+    reason: str = ""
+    problems: list[str] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+
+
+def cross_check(explicit: ScenarioReport, depth: int | None = None, only: list[str] | None = None,
+                max_seconds: float | None = None, budget: ProofBudget = ProofBudget()) -> Agreement:
+    """Cross-check the explicit report of one scenario with the symbolic engine (see the module
+    docstring); ``depth`` instead runs bounded model checking that deep and proves nothing."""
+    sc = explicit.scenario
+    hits = [c.depth for c in explicit.claims if getattr(c.result, "trace", None) is not None]
+    prove = depth is None
+    if depth is None:
+        depth = max((d for d in hits if d is not None), default=0)
+    bounded = check_scenario_bmc(sc, depth, only, None, max_seconds)
+    out = Agreement(bounded, depth)
+    never = [c.claim for c in explicit.claims if c.kind in ("invariant", "witness")
+             and getattr(c.result, "trace", None) is None]
+    if prove and never and explicit.complete and bounded.stats.depth < explicit.stats.depth:
+        spec = sc.build()
+        ts = TransitionSystem(spec)
+        try:
+            states, _ = explore_all(Machine(spec), budget.max_states)
+        except RuntimeError as e:
+            out.reason = str(e)
+        else:
+            m2 = strengthened_k_induction(ts, states, never, budget)
+            if m2.outcome.status == "proved":
+                out.proved = never
+            elif m2.outcome.status == "refuted":
+                out.problems.append(f"{sc.name}: a claim the explicit search never saw hit hits at depth "
+                                    f"{m2.outcome.k} (k-induction's base case): {', '.join(never)}")
+            out.reason = m2.reason
+    for p in disagreements(explicit, bounded, out.proved):
+        gap = "agreement not established" in p or "bounded search stopped" in p
+        (out.gaps if gap else out.problems).append(p)
+    if out.gaps and out.reason:
+        out.gaps.append(f"{sc.name}: the claims never hit are not proved: {out.reason}")
     return out

@@ -200,6 +200,13 @@ class TransitionSystem:
             return z3.Or(self.enabled(xs), term)
         return term
 
+    def never_hits(self, name: str, xs: Sequence[Values]) -> Any:
+        """The predicate that holds in every reachable state exactly when claim ``name`` never
+        hits: an invariant's safety predicate (:meth:`safe`), or "not reached" for a witness."""
+        if self.spec.claim(name).kind == "witness":
+            return z3.Not(self.holds(name, xs))
+        return self.safe(name, xs)
+
     def holds(self, name: str, xs: Sequence[Values]) -> Any:
         """A witness's predicate over ``xs`` (the state it asks to reach)."""
         return self._claim(name, xs)
