@@ -295,6 +295,15 @@ def test_check_engine_bmc_finds_the_shortest_violation_and_stays_inconclusive_ot
 def test_check_engine_both_agrees(capsys):
     code, out, _ = run(capsys, "check", "pr-41404", "--engine", "both", "--no-traces")
     assert code == 0 and "agree on 1 scenario" in out
+    assert "pr-41404: bounded model checking to depth 9; 10 claim(s) never hit, proved so for all depths" in out
+
+
+def test_check_engine_both_too_shallow_is_inconclusive_in_json(capsys):
+    code, out, _ = run(capsys, "check", "pr-41404", "--engine", "both", "--depth", "3", "--no-traces", "--json")
+    [entry] = json.loads(out)["scenarios"]
+    assert code == 2  # not established is not a disagreement
+    assert entry["agreement"]["problems"] == [] and entry["agreement"]["bounded_depth"] == 3
+    assert any("sometimes_request_succeeds" in g for g in entry["agreement"]["not_established"])
 
 
 def test_prove_refutes_with_a_trace_and_proves_the_rest(capsys, tmp_path):

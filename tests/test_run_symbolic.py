@@ -8,13 +8,15 @@ from hypothesis import strategies as st
 
 from kvproof.checker.explicit import Limits
 from kvproof.checker.run import check_scenario
-from kvproof.checker.run_symbolic import check_scenario_bmc, disagreements
+from kvproof.checker.results import Verified
+from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check, disagreements
 from kvproof.spec.config import Config, Engine, Request
 from kvproof.spec.scenario import Scenario, builtin, builtin_names
 
 # Bounded model checking runs to the scenario's longest shortest violation, capped to keep the
 # suite fast: hits within the cap must have the explicit length, none may appear before the
-# explicit one.  `kvproof check --engine both` compares at the full explicit depth.
+# explicit one.  `kvproof check --engine both` (cross_check, tested below) goes to the deepest
+# explicit hit and proves the rest.
 AGREEMENT_DEPTH = 8
 CAP = 11
 
@@ -59,6 +61,38 @@ def test_disagreements_are_reported():
     shallow = check_scenario_bmc(sc, 5)  # stops before the 6-step violation
     problems = disagreements(explicit, shallow)
     assert any("no_write_after_release" in p for p in problems)
+
+
+def test_cross_check_proves_what_never_hits_instead_of_searching_the_full_depth():
+    explicit = check_scenario(builtin("checksum-unsupported"))  # depth 22; deepest hit 15
+    agreement = cross_check(explicit)
+    assert agreement.problems == [] and agreement.gaps == []
+    assert agreement.depth == 15 and agreement.bounded.stats.depth == 15
+    never = {c.claim for c in explicit.claims if c.kind in ("invariant", "witness") and c.depth is None}
+    assert set(agreement.proved) == never and "sometimes_checksum_mismatch" in never  # a witness never reached
+
+
+def test_cross_check_catches_an_explicit_engine_that_missed_a_violation():
+    explicit = check_scenario(builtin("abort-race"))
+    [row] = [c for c in explicit.claims if c.claim == "no_write_after_release"]
+    row.result = Verified()  # a mutant explicit engine: the 6-step violation not seen
+    agreement = cross_check(explicit)
+    assert any("no_write_after_release" in p and "bounded hit: True" in p for p in agreement.problems)
+
+
+def test_cross_check_catches_a_wrong_shortest_length():
+    explicit = check_scenario(builtin("abort-race"))
+    [row] = [c for c in explicit.claims if c.claim == "no_write_after_release"]
+    row.result.trace.actions.insert(0, row.result.trace.actions[0])  # one step longer than it is
+    agreement = cross_check(explicit)
+    assert any("no_write_after_release: shortest length 7 (explicit) vs 6 (bounded)" in p for p in agreement.problems)
+
+
+def test_cross_check_at_a_shallow_depth_is_not_established_never_agreed():
+    explicit = check_scenario(builtin("pr-41404"))
+    agreement = cross_check(explicit, depth=3)
+    assert agreement.problems == [] and agreement.proved == []
+    assert agreement.gaps and all("agreement not established" in g for g in agreement.gaps)
 
 
 FLAGS = st.fixed_dictionaries({
