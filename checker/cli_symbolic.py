@@ -63,7 +63,8 @@ def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
         doc = _json_reports(reports)
         for entry, a in zip(doc["scenarios"], agreements):
             entry["agreement"] = {"bounded_depth": a.bounded.stats.depth, "proved_never_hit": a.proved,
-                                  "problems": a.problems, "not_established": a.gaps}
+                                  "problems": a.problems, "not_established": a.gaps,
+                                  "counterexample_to_induction": a.failure.to_json() if a.failure else None}
         print(json.dumps(doc, indent=2))
     elif not args.quiet:
         out.print(render_reports(reports))
@@ -72,6 +73,8 @@ def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
             if a.proved:
                 how += f"; {len(a.proved)} claim(s) never hit, proved so for all depths by k-induction"
             out.print(f"{a.bounded.scenario.name}: {how}")
+            if a.failure is not None:
+                out.print(render_failure(a.bounded.scenario.name, a.failure))
         if problems:
             out.print(Text("The engines disagree:", style="bold red"))
             for p in problems:

@@ -258,6 +258,11 @@ class Reachable:
         self.set = {bytes(r) for r in states}
         self.free = [i for i in _free_slots(ts)]
 
+    def core(self, state: bytes) -> Clause:
+        """A few of ``state``'s slot values that no reachable state shows together (none when
+        ``state`` is reachable)."""
+        return () if bytes(state) in self.set else self.generalise(state)
+
     def generalise(self, state: bytes, prefer: Sequence[int] = ()) -> Clause:
         """A small set of ``state``'s slot values that no reachable state shows together
         (``state`` must be unreachable): greedy, preferred slots first, then minimised."""

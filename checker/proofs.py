@@ -187,7 +187,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
         if cti is not None:
             lemma = None if cti.lemma is None else _text(ts, clause_term(ts.pre, cti.lemma))
             report.failures.append(from_block(machine, cti, _broken(ts, cti.state, open_), lemma,
-                                              _generaliser(ts, states)))
+                                              Reachable(ts, states).core))
     report.lemma_seconds = time.perf_counter() - t0
 
     # method 2: k-induction, its step strengthened by the Houdini lemmas of the fixed template
@@ -204,7 +204,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
         for n in open_:
             rows[n].induction = "refuted" if ind.status == "refuted" else "inconclusive"
         if ind.cti is not None and ind.status == "unknown":
-            report.failures.append(from_k_induction(machine, ind.cti, _generaliser(ts, states)))
+            report.failures.append(from_k_induction(machine, ind.cti, Reachable(ts, states).core))
     for n in open_:
         row = rows[n]
         if row.lemmas == "proved" and row.induction == "proved":
@@ -245,16 +245,6 @@ def strengthened_k_induction(ts: TransitionSystem, states, claims: list[str],
     if ind.status != "proved":
         why = "; ".join(x for x in (why, ind.reason or f"a violation is reachable at depth {ind.k}") if x)
     return StrengthenedInduction(ind, candidates, kept, houdini_seconds, why)
-
-
-def _generaliser(ts: TransitionSystem, states):
-    """A few values of an unreachable state that no reachable state shows together (none for a
-    state the enumeration holds)."""
-    reach = Reachable(ts, states)
-
-    def core(state: bytes):
-        return () if bytes(state) in reach.set else reach.generalise(state)
-    return core
 
 
 def _broken(ts: TransitionSystem, state: bytes, names) -> list[str]:

@@ -25,7 +25,8 @@ from typing import Sequence
 from ..model.machine import Machine
 from ..spec.scenario import Scenario, ScenarioError
 from .bmc import EngineError, bmc, confirmed_path
-from .lemmas import explore_all
+from .cti import InductionFailure, from_k_induction
+from .lemmas import Reachable, explore_all
 from .proofs import ProofBudget, strengthened_k_induction
 from .explicit import Stats
 from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated
@@ -113,7 +114,8 @@ def disagreements(explicit: ScenarioReport, bounded: ScenarioReport, proved: Seq
 class Agreement:
     """``kvproof check --engine both`` on one scenario: the ``bounded`` report (to ``depth``),
     the claims never hit that were ``proved`` so for all depths (and why not, ``reason``),
-    ``problems`` (the engines disagree) and ``gaps`` (agreement not established)."""
+    ``problems`` (the engines disagree), ``gaps`` (agreement not established) and, when the
+    proof stopped on one, its counterexample to induction (``failure``)."""
 
     bounded: ScenarioReport
     depth: int
@@ -121,6 +123,7 @@ class Agreement:
     reason: str = ""
     problems: list[str] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
+    failure: InductionFailure | None = None
 
 
 def cross_check(explicit: ScenarioReport, depth: int | None = None, only: list[str] | None = None,
@@ -138,9 +141,9 @@ def cross_check(explicit: ScenarioReport, depth: int | None = None, only: list[s
              and getattr(c.result, "trace", None) is None]
     if prove and never and explicit.complete and bounded.stats.depth < explicit.stats.depth:
         spec = sc.build()
-        ts = TransitionSystem(spec)
+        ts, machine = TransitionSystem(spec), Machine(spec)
         try:
-            states, _ = explore_all(Machine(spec), budget.max_states)
+            states, _ = explore_all(machine, budget.max_states)
         except RuntimeError as e:
             out.reason = str(e)
         else:
@@ -150,6 +153,8 @@ def cross_check(explicit: ScenarioReport, depth: int | None = None, only: list[s
             elif m2.outcome.status == "refuted":
                 out.problems.append(f"{sc.name}: a claim the explicit search never saw hit hits at depth "
                                     f"{m2.outcome.k} (k-induction's base case): {', '.join(never)}")
+            elif m2.outcome.cti is not None:
+                out.failure = from_k_induction(machine, m2.outcome.cti, Reachable(ts, states).core)
             out.reason = m2.reason
     for p in disagreements(explicit, bounded, out.proved):
         (out.gaps if p.endswith("agreement not established") else out.problems).append(p)

@@ -112,3 +112,11 @@ def test_mine_refuses_an_arity_it_has_no_template_for(ring):
     ts, states, _ = ring
     with pytest.raises(ValueError, match="arity"):
         mine(ts, states, arity=4)
+
+
+def test_the_core_of_an_unreachable_state_is_what_no_reachable_state_shows(ring):
+    from kvproof.checker.lemmas import Reachable
+    ts, states, _ = ring
+    reach = Reachable(ts, states)
+    assert reach.core(bytes([4, 1])) == ()  # reachable: nothing to show
+    assert reach.core(bytes([3, 0])) == ((X, 3),)  # x is never odd

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from kvproof.checker.explicit import Limits
 from kvproof.checker.run import check_scenario
+from kvproof.checker.proofs import ProofBudget
 from kvproof.checker.results import Verified
 from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check, disagreements
 from kvproof.spec.config import Config, Engine, Request
@@ -93,6 +94,14 @@ def test_cross_check_at_a_shallow_depth_is_not_established_never_agreed():
     agreement = cross_check(explicit, depth=3)
     assert agreement.problems == [] and agreement.proved == []
     assert agreement.gaps and all("agreement not established" in g for g in agreement.gaps)
+
+
+def test_cross_check_whose_proof_stops_says_why_with_a_counterexample_to_induction():
+    explicit = check_scenario(builtin("prefill-abort-propagated"))
+    agreement = cross_check(explicit, budget=ProofBudget(max_k=1, template_arity=1))
+    assert agreement.problems == [] and agreement.proved == []
+    assert any("not proved: not k-inductive for any k up to 1" in g for g in agreement.gaps)
+    assert agreement.failure is not None and agreement.failure.breaks and agreement.failure.unreachable
 
 
 FLAGS = st.fixed_dictionaries({
