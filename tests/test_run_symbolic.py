@@ -74,19 +74,19 @@ def test_cross_check_proves_what_never_hits_instead_of_searching_the_full_depth(
 
 
 def test_cross_check_catches_an_explicit_engine_that_missed_a_violation():
-    explicit = check_scenario(builtin("abort-race"))
+    explicit = check_scenario(builtin("failure-before-pr-41404"))
     [row] = [c for c in explicit.claims if c.claim == "no_write_after_release"]
-    row.result = Verified()  # a mutant explicit engine: the 6-step violation not seen
+    row.result = Verified()  # a mutant explicit engine: the 7-step violation not seen
     agreement = cross_check(explicit)
     assert any("no_write_after_release" in p and "bounded hit: True" in p for p in agreement.problems)
 
 
 def test_cross_check_catches_a_wrong_shortest_length():
-    explicit = check_scenario(builtin("abort-race"))
+    explicit = check_scenario(builtin("failure-before-pr-41404"))
     [row] = [c for c in explicit.claims if c.claim == "no_write_after_release"]
     row.result.trace.actions.insert(0, row.result.trace.actions[0])  # one step longer than it is
     agreement = cross_check(explicit)
-    assert any("no_write_after_release: shortest length 7 (explicit) vs 6 (bounded)" in p for p in agreement.problems)
+    assert any("no_write_after_release: shortest length 8 (explicit) vs 7 (bounded)" in p for p in agreement.problems)
 
 
 def test_cross_check_at_a_shallow_depth_is_not_established_never_agreed():
