@@ -155,24 +155,36 @@ def mine(ts: TransitionSystem, states: np.ndarray, slots: Sequence[int] | None =
 
 def _triples(cols: np.ndarray, varying: list[int], size: dict[int, int],
              pair_seen: dict[tuple[int, int], np.ndarray]) -> list[Clause]:
-    """The three-slot facts of :func:`mine` whose three pairs are each seen somewhere."""
+    """The three-slot facts of :func:`mine` whose three pairs are each seen somewhere.
+
+    One bitset over the rows per (slot, value); for each pair of values seen together, the
+    rows holding both, ANDed at once with the bitsets of every later slot's values: a value
+    no such row shows completes a triple never seen."""
+    pad = (-len(cols)) % 64
+    keys: list[tuple[int, int]] = []
+    masks = []
+    for k in varying:
+        for c in range(size[k]):
+            keys.append((k, c))
+            masks.append(np.packbits(np.concatenate([cols[:, k] == c, np.zeros(pad, dtype=bool)])))
+    bits = np.array(masks).view(np.uint64)  # one row of 64-bit words per (slot, value)
+    first: dict[int, int] = {}
+    for r, (k, _) in enumerate(keys):
+        first.setdefault(k, r)
     out: list[Clause] = []
     for a, i in enumerate(varying):
-        for b in range(a + 1, len(varying)):
+        for b in range(a + 1, len(varying) - 1):
             j = varying[b]
-            ij = cols[:, i] * size[j] + cols[:, j]
-            for k in varying[b + 1:]:
-                n_jk = size[j] * size[k]
-                present = np.bincount(ij * size[k] + cols[:, k], minlength=size[i] * n_jk) > 0
-                if present.all():
-                    continue
-                code = np.flatnonzero(~present)
-                va, rest = np.divmod(code, n_jk)
-                vb, vc = np.divmod(rest, size[k])
-                new = (pair_seen[i, j][va * size[j] + vb] & pair_seen[i, k][va * size[k] + vc]
-                       & pair_seen[j, k][vb * size[k] + vc])
-                out += [((i, int(x)), (j, int(y)), (k, int(z)))
-                        for x, y, z in zip(va[new], vb[new], vc[new])]
+            later = first[varying[b + 1]]
+            for va in range(size[i]):
+                for vb in range(size[j]):
+                    if not pair_seen[i, j][va * size[j] + vb]:
+                        continue
+                    both = bits[first[i] + va] & bits[first[j] + vb]
+                    for r in np.flatnonzero(~(bits[later:] & both).any(axis=1)):
+                        k, vc = keys[later + r]
+                        if pair_seen[i, k][va * size[k] + vc] and pair_seen[j, k][vb * size[k] + vc]:
+                            out.append(((i, va), (j, vb), (k, vc)))
     return out
 
 

@@ -120,3 +120,31 @@ def test_the_core_of_an_unreachable_state_is_what_no_reachable_state_shows(ring)
     reach = Reachable(ts, states)
     assert reach.core(bytes([4, 1])) == ()  # reachable: nothing to show
     assert reach.core(bytes([3, 0])) == ((X, 3),)  # x is never odd
+
+
+def test_the_triples_are_those_a_count_of_every_value_combination_finds():
+    import itertools
+
+    import numpy as np
+
+    from kvproof.checker.lemmas import _free_slots
+    from kvproof.spec.scenario import builtin
+    spec = builtin("abort-race").build()
+    ts = TransitionSystem(spec)
+    states, _ = explore_all(Machine(spec))
+    triples = {c for c in mine(ts, states) if len(c) == 3}
+    pairs = {c for c in mine(ts, states, arity=2) if len(c) == 2}
+    cols = states.astype(np.int64)
+    varying = [i for i in _free_slots(ts) if len(np.unique(cols[:, i])) > 1]
+    seen = {i: set(np.unique(cols[:, i]).tolist()) for i in varying}
+    oracle = set()
+    for i, j, k in itertools.combinations(varying, 3):  # every combination counted outright
+        n = [int(cols[:, s].max()) + 1 for s in (i, j, k)]
+        present = np.bincount((cols[:, i] * n[1] + cols[:, j]) * n[2] + cols[:, k], minlength=n[0] * n[1] * n[2])
+        for code in np.flatnonzero(present == 0):
+            va, vb, vc = int(code // (n[1] * n[2])), int(code // n[2] % n[1]), int(code % n[2])
+            sub = {((i, va), (j, vb)), ((i, va), (k, vc)), ((j, vb), (k, vc))}
+            unseen = [v for s, v in ((i, va), (j, vb), (k, vc)) if v not in seen[s]]
+            if not sub & pairs and not unseen:
+                oracle.add(((i, va), (j, vb), (k, vc)))
+    assert triples == oracle and len(triples) == 559
