@@ -47,7 +47,7 @@ class InductionFailure:
 
     def to_json(self) -> dict[str, Any]:
         """A plain-data form for ``--json``."""
-        return {"method": self.method, "state": {k: v for k, v in self.state.items()},
+        return {"method": self.method, "state": dict(self.state),
                 "action": self.action, "changes": [list(c) for c in self.changes],
                 "breaks": self.breaks, "unreachable": self.unreachable, "path": self.path}
 

@@ -137,36 +137,36 @@ def mine(ts: TransitionSystem, states: np.ndarray, slots: Sequence[int] | None =
     if arity == 1:
         return out
     varying = [i for i in free if len(seen_vals[i]) > 1]
-    cols = states.astype(np.int64)
-    size = {i: int(cols[:, i].max()) + 1 for i in varying}
+    col = {i: states[:, i].astype(np.int32) for i in varying}  # room for a pair's code
+    size = {i: int(col[i].max()) + 1 for i in varying}
     pair_seen: dict[tuple[int, int], np.ndarray] = {}
     for a, i in enumerate(varying):
         for j in varying[a + 1:]:
-            present = np.bincount(cols[:, i] * size[j] + cols[:, j], minlength=size[i] * size[j]) > 0
+            present = np.bincount(col[i] * size[j] + col[j], minlength=size[i] * size[j]) > 0
             pair_seen[i, j] = present
             for va in seen_vals[i]:
                 for vb in seen_vals[j]:
                     if not present[va * size[j] + vb]:
                         out.append(((i, va), (j, vb)))
     if arity == 3:
-        out += _triples(cols, varying, size, pair_seen)
+        out += _triples(states, varying, size, pair_seen)
     return out
 
 
-def _triples(cols: np.ndarray, varying: list[int], size: dict[int, int],
+def _triples(states: np.ndarray, varying: list[int], size: dict[int, int],
              pair_seen: dict[tuple[int, int], np.ndarray]) -> list[Clause]:
     """The three-slot facts of :func:`mine` whose three pairs are each seen somewhere.
 
     One bitset over the rows per (slot, value); for each pair of values seen together, the
     rows holding both, ANDed at once with the bitsets of every later slot's values: a value
     no such row shows completes a triple never seen."""
-    pad = (-len(cols)) % 64
+    pad = (-len(states)) % 64
     keys: list[tuple[int, int]] = []
     masks = []
     for k in varying:
         for c in range(size[k]):
             keys.append((k, c))
-            masks.append(np.packbits(np.concatenate([cols[:, k] == c, np.zeros(pad, dtype=bool)])))
+            masks.append(np.packbits(np.concatenate([states[:, k] == c, np.zeros(pad, dtype=bool)])))
     bits = np.array(masks).view(np.uint64)  # one row of 64-bit words per (slot, value)
     first: dict[int, int] = {}
     for r, (k, _) in enumerate(keys):

@@ -33,7 +33,7 @@ from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violat
 from .traces import Trace, write_trace
 from .transition import TransitionSystem
 
-__all__ = ["check_scenario_bmc", "disagreements", "cross_check", "Agreement"]
+__all__ = ["check_scenario_bmc", "disagreements", "compare", "cross_check", "Agreement"]
 
 
 def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = None,
@@ -76,14 +76,24 @@ def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = 
 
 
 def disagreements(explicit: ScenarioReport, bounded: ScenarioReport, proved: Sequence[str] = ()) -> list[str]:
-    """Where the two engines differ on one scenario (empty when they agree).
+    """Where the two engines differ on one scenario, or where the comparison is incomplete
+    (empty when they agree): :func:`compare`'s problems, then its gaps."""
+    problems, gaps = compare(explicit, bounded, proved)
+    return problems + gaps
+
+
+def compare(explicit: ScenarioReport, bounded: ScenarioReport,
+            proved: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """(problems, gaps) of one scenario: where the engines disagree, and where agreement is
+    not established.
 
     A claim the explicit engine decided must get the same verdict from bounded model checking,
     with a trace of the same length; a claim the explicit engine found no hit for must have no
     bounded hit either, and then the bounded search must have reached the explicit search's
     depth, or the claim be among ``proved`` (never hits, for all depths); otherwise the
-    comparison is incomplete and says so ("agreement not established")."""
-    out = []
+    comparison is incomplete: a gap."""
+    problems: list[str] = []
+    gaps: list[str] = []
     name = explicit.scenario.name
     rows = {c.claim: c for c in bounded.claims}
     for c in explicit.claims:
@@ -91,34 +101,32 @@ def disagreements(explicit: ScenarioReport, bounded: ScenarioReport, proved: Seq
         if b is None or c.kind not in ("invariant", "witness"):
             continue
         if b.verdict == "inconclusive" and str(getattr(b.result, "reason", "")).startswith("engine error"):
-            out.append(f"{name}: {c.claim}: {b.result.reason}")
+            problems.append(f"{name}: {c.claim}: {b.result.reason}")
             continue
         e_hit = getattr(c.result, "trace", None) is not None
         b_hit = getattr(b.result, "trace", None) is not None
         if e_hit != b_hit:
             if e_hit and bounded.stats.depth < (c.depth or 0):
-                out.append(f"{name}: {c.claim}: bounded search stopped at depth {bounded.stats.depth}, "
-                           f"before the explicit hit at {c.depth}: agreement not established")
+                gaps.append(f"{name}: {c.claim}: bounded search stopped at depth {bounded.stats.depth}, "
+                            f"before the explicit hit at {c.depth}: agreement not established")
             else:
-                out.append(f"{name}: {c.claim}: explicit {c.verdict} (hit: {e_hit}), bounded hit: {b_hit}")
+                problems.append(f"{name}: {c.claim}: explicit {c.verdict} (hit: {e_hit}), bounded hit: {b_hit}")
         elif e_hit and c.depth != b.depth:
-            out.append(f"{name}: {c.claim}: shortest length {c.depth} (explicit) vs {b.depth} (bounded)")
+            problems.append(f"{name}: {c.claim}: shortest length {c.depth} (explicit) vs {b.depth} (bounded)")
         elif (not e_hit and explicit.complete and bounded.stats.depth < explicit.stats.depth
               and c.claim not in proved):
-            out.append(f"{name}: {c.claim}: bounded search reached depth {bounded.stats.depth}, "
-                       f"not the explicit search's {explicit.stats.depth}: agreement not established")
-    return out
+            gaps.append(f"{name}: {c.claim}: bounded search reached depth {bounded.stats.depth}, "
+                        f"not the explicit search's {explicit.stats.depth}: agreement not established")
+    return problems, gaps
 
 
 @dataclass
 class Agreement:
-    """``kvproof check --engine both`` on one scenario: the ``bounded`` report (to ``depth``),
-    the claims never hit that were ``proved`` so for all depths (and why not, ``reason``),
+    """``kvproof check --engine both`` on one scenario: the ``bounded`` report, the claims never hit that were ``proved`` so for all depths (and why not, ``reason``),
     ``problems`` (the engines disagree), ``gaps`` (agreement not established) and, when the
     proof stopped on one, its counterexample to induction (``failure``)."""
 
     bounded: ScenarioReport
-    depth: int
     proved: list[str] = field(default_factory=list)
     reason: str = ""
     problems: list[str] = field(default_factory=list)
@@ -136,7 +144,7 @@ def cross_check(explicit: ScenarioReport, depth: int | None = None, only: list[s
     if depth is None:
         depth = max((d for d in hits if d is not None), default=0)
     bounded = check_scenario_bmc(sc, depth, only, None, max_seconds)
-    out = Agreement(bounded, depth)
+    out = Agreement(bounded)
     never = [c.claim for c in explicit.claims if c.kind in ("invariant", "witness")
              and getattr(c.result, "trace", None) is None]
     if prove and never and explicit.complete and bounded.stats.depth < explicit.stats.depth:
@@ -156,8 +164,9 @@ def cross_check(explicit: ScenarioReport, depth: int | None = None, only: list[s
             elif m2.outcome.cti is not None:
                 out.failure = from_k_induction(machine, m2.outcome.cti, Reachable(ts, states).core)
             out.reason = m2.reason
-    for p in disagreements(explicit, bounded, out.proved):
-        (out.gaps if p.endswith("agreement not established") else out.problems).append(p)
+    problems, gaps = compare(explicit, bounded, out.proved)
+    out.problems += problems
+    out.gaps += gaps
     if out.gaps and out.reason:
         out.gaps.append(f"{sc.name}: the claims never hit are not proved: {out.reason}")
     return out

@@ -865,23 +865,11 @@ class Harness:
     # -- messages ----------------------------------------------------------------------------------
     def _deliver_to_prefill(self, pr: int, keep) -> None:
         """Deliver queued decode->prefill frames for which ``keep(src, frames)`` holds, in order."""
-        rest = []
-        for src, frames in self.to_prefill[pr]:
-            if keep(src, frames):
-                self.pranks[pr].inbox.deliver(frames)
-            else:
-                rest.append((src, frames))
-        self.to_prefill[pr] = rest
+        self.to_prefill[pr] = _deliver(self.to_prefill[pr], self.pranks[pr].inbox, keep)
 
     def _deliver_to_decode(self, d: int, keep) -> None:
         """Deliver queued prefill->decode frames for which ``keep(src, frames)`` holds."""
-        rest = []
-        for src, frames in self.to_decode[d]:
-            if keep(src, frames):
-                self.dranks[d].inbox.deliver(frames)
-            else:
-                rest.append((src, frames))
-        self.to_decode[d] = rest
+        self.to_decode[d] = _deliver(self.to_decode[d], self.dranks[d].inbox, keep)
 
     def _deliver_status(self, r: int, pr: int) -> None:
         ack = self.m["common"].ABORT_ACK_TAG
@@ -983,3 +971,15 @@ class Harness:
         for patch in reversed(self.patches):
             patch.stop()
         self.patches.clear()
+
+
+def _deliver(queue: list, inbox, keep) -> list:
+    """Deliver the ``(src, frames)`` of ``queue`` that ``keep`` accepts to ``inbox``, in order;
+    the rest, still queued."""
+    rest = []
+    for src, frames in queue:
+        if keep(src, frames):
+            inbox.deliver(frames)
+        else:
+            rest.append((src, frames))
+    return rest
