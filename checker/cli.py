@@ -47,9 +47,12 @@ from .traces import Trace, TraceError, read_trace, write_trace
 from . import cli_symbolic
 from .certificate import CertificateError
 
-__all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT"]
+__all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
+           "EXIT_INTERRUPTED"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
+EXIT_OUT_OF_MEMORY = 4  # the search ran out of memory: one line with the advice (fingerprints, symmetry, workers)
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
 
 
 class BadInput(Exception):

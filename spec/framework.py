@@ -30,6 +30,7 @@ from .layout import Domain, Field, Layout
 from .ops import Disabled, Ops
 
 __all__ = [
+    "SpecError",
     "Spec",
     "Pre",
     "Post",
@@ -42,6 +43,11 @@ __all__ = [
     "witness",
     "liveness",
 ]
+
+
+class SpecError(ValueError):
+    """A protocol (or a user's engine variant) that misuses the modelling language: the
+    message is one line naming the file, the line and the operation to use instead."""
 
 
 @dataclass(frozen=True)
