@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from ..spec.framework import Claim, Spec
+from ..spec.framework import Claim, Spec, SpecError
 from ..spec.ops import Ops
 
 __all__ = ["CodegenOps", "compile_successors", "compile_expand", "compile_hits", "compile_hits_after",
@@ -26,13 +26,18 @@ _SLOT = re.compile(r"\bs\[(\d+)\]")
 
 
 class E:
-    """A compiled value: Python source, and its value when known at compile time."""
+    """A compiled value: Python source, its value when known at compile time, and the range
+    ``lo..hi`` it can take (numbers; a condition is 0..1), so that a write whose range fits its
+    field needs no run-time check."""
 
-    __slots__ = ("src", "const")
+    __slots__ = ("src", "const", "lo", "hi")
 
-    def __init__(self, src: str, const: Any = None):
+    def __init__(self, src: str, const: Any = None, lo: int = 0, hi: int = 1):
         self.src = src
         self.const = const
+        if const is not None:
+            lo = hi = int(const)
+        self.lo, self.hi = lo, hi
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"E({self.src!r})"
@@ -48,21 +53,34 @@ def _c(v: Any) -> E:
     raise TypeError(f"cannot compile value {v!r}")
 
 
+class RangeCheckFailed(SpecError):
+    """Raised by compiled code when a write (or an index) would leave its field's codes: a
+    spec bug that the static ranges could not rule out when it was compiled."""
+
+    def __init__(self, what: str, value: int):
+        super().__init__(f"{what}: the value {value} lies outside the field's codes")
+
+
 class CodegenOps(Ops):
     """Emits Python source for guards, effects and claims (see the module docstring)."""
 
-    def __init__(self, emitter: "_Emitter"):
+    def __init__(self, emitter: "_Emitter", value_sizes: Sequence[int] = ()):
         self.em = emitter
         self.writes: list[tuple[str, E]] = []
+        self.checks: list[tuple[str, int, str]] = []  # (source, size, what): codes to check at run time
         self.dead = False
         self.footprint: set[int] = set()  # slots read
         self.written: set[int] = set()  # slots written
+        self.sizes = value_sizes  # per slot, how many codes its field has (for static ranges)
 
     # -- values -------------------------------------------------------------------------------
-    def _bind(self, src: str) -> E:
+    def _bind(self, src: str, lo: int = 0, hi: int = 1) -> E:
         if len(src) <= _BIND_OVER:
-            return E(src)
-        return E(self.em.bind(src))
+            return E(src, None, lo, hi)
+        return E(self.em.bind(src), None, lo, hi)
+
+    def _hi_of_slot(self, slot: int) -> int:
+        return self.sizes[slot] - 1 if slot < len(self.sizes) else 255
 
     def const(self, v):
         return _c(v)
@@ -89,7 +107,7 @@ class CodegenOps(Ops):
             return b
         if b.const == 0 and not isinstance(b.const, bool):
             return a
-        return self._bind(f"({a.src} + {b.src})")
+        return self._bind(f"({a.src} + {b.src})", a.lo + b.lo, a.hi + b.hi)
 
     def and_(self, *xs):
         parts = []
@@ -131,30 +149,30 @@ class CodegenOps(Ops):
             return a if c.const else b
         if a.src == b.src:
             return a
-        return self._bind(f"({a.src} if {c.src} else {b.src})")
+        return self._bind(f"({a.src} if {c.src} else {b.src})", min(a.lo, b.lo), max(a.hi, b.hi))
 
     def lookup(self, table, idx):
         idx = _c(idx)
         if idx.const is not None:
             return _c(table[idx.const])
-        return self._bind(f"{self.em.table(tuple(table))}[{idx.src}]")
+        return self._bind(f"{self.em.table(tuple(table))}[{idx.src}]", min(table), max(table))
 
     def min_(self, a, b):
         a, b = _c(a), _c(b)
         if a.const is not None and b.const is not None:
             return _c(min(a.const, b.const))
-        return self._bind(f"min({a.src}, {b.src})")
+        return self._bind(f"min({a.src}, {b.src})", min(a.lo, b.lo), min(a.hi, b.hi))
 
     def max_(self, a, b):
         a, b = _c(a), _c(b)
         if a.const is not None and b.const is not None:
             return _c(max(a.const, b.const))
-        return self._bind(f"max({a.src}, {b.src})")
+        return self._bind(f"max({a.src}, {b.src})", max(a.lo, b.lo), max(a.hi, b.hi))
 
     # -- state --------------------------------------------------------------------------------
     def read(self, slot):
         self.footprint.add(slot)
-        return E(f"s[{slot}]")
+        return E(f"s[{slot}]", None, 0, self._hi_of_slot(slot))
 
     def read_at(self, base, size, idx):
         idx = _c(idx)
@@ -163,7 +181,10 @@ class CodegenOps(Ops):
                 raise IndexError(f"index {idx.const} outside an array of {size}")
             return self.read(base + idx.const)
         self.footprint.update(range(base, base + size))
-        return self._bind(f"s[{base} + {idx.src}]")
+        if idx.lo < 0 or idx.hi >= size:
+            self.checks.append((idx.src, size, "an index"))
+        hi = max(self._hi_of_slot(base + k) for k in range(size))
+        return self._bind(f"s[{base} + {idx.src}]", 0, hi)
 
     def require(self, cond):
         cond = _c(cond)
@@ -174,9 +195,16 @@ class CodegenOps(Ops):
             return
         self.em.open(f"if {cond.src}:")
 
+    def bound(self, value, size, what):
+        value = _c(value)
+        if value.lo < 0 or value.hi >= size:
+            self.checks.append((value.src, size, what))
+
     def write(self, slot, value):
         value = _c(value)
-        if value.src != f"s[{slot}]":
+        # a write of the slot's own pre-state value changes nothing - unless this action wrote
+        # the slot before (an override restoring what its base class changed)
+        if value.src != f"s[{slot}]" or slot in self.written:
             self.writes.append((str(slot), value))
             self.written.add(slot)
 
@@ -184,6 +212,8 @@ class CodegenOps(Ops):
         idx = _c(idx)
         if idx.const is not None:
             return self.write(base + idx.const, value)
+        if idx.lo < 0 or idx.hi >= size:
+            self.checks.append((idx.src, size, "an index"))
         self.writes.append((f"{base} + {idx.src}", _c(value)))
         self.written.update(range(base, base + size))
 
@@ -228,9 +258,24 @@ def _localize(header: str, lines: list[str], size: int) -> list[str]:
     return [header, unpack] + body
 
 
+def _emit_checks(em: "_Emitter", ops: CodegenOps, where: str) -> None:
+    """The run-time range checks ``ops`` collected, at the current position."""
+    for src, size, what in ops.checks:
+        em.line(f"if not 0 <= {src} < {size}: raise RangeCheckFailed({f'{where}: {what}'!r}, {src})")
+    ops.checks.clear()
+
+
+def _value_sizes(spec: Spec) -> list[int]:
+    """How many codes each slot's field has, slot by slot."""
+    out: list[int] = []
+    for f in spec.layout.fields:
+        out.extend([f.values.size] * f.width)
+    return out
+
+
 def _module(tables: dict[tuple, str], body: list[str]) -> dict[str, Any]:
     src = "\n".join([f"{name} = {values!r}" for values, name in tables.items()] + body)
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"RangeCheckFailed": RangeCheckFailed}
     exec(compile(src, "<kvproof-compiled>", "exec"), namespace)
     namespace["__source__"] = src
     return namespace
@@ -243,10 +288,11 @@ def _successor_lines(spec: Spec, em: "_Emitter", append: str) -> None:
         em.reset()
         mark = len(em.lines)
         em.line(f"# {inst.name}{inst.args}")
-        ops = CodegenOps(em)
+        ops = CodegenOps(em, _value_sizes(spec))
         if not spec.run_action(inst, ops) or ops.dead:
             del em.lines[mark:]
             continue
+        _emit_checks(em, ops, f"{inst.name}{inst.args}")
         em.line("t = bytearray(s)")
         for slot, value in ops.writes:
             em.line(f"t[{slot}] = {value.src}")
@@ -320,8 +366,9 @@ def compile_hits(spec: Spec, claims: Sequence[Claim | None]) -> tuple[Any, str]:
         if claim is None:
             continue
         em.reset()
-        ops = CodegenOps(em)
+        ops = CodegenOps(em, _value_sizes(spec))
         value = _c(spec.eval_claim(claim.name, ops))
+        _emit_checks(em, ops, claim.name)
         test = value.src if claim.kind == "witness" else f"not {value.src}"
         if value.const is not None:
             hit = bool(value.const) == (claim.kind == "witness")
@@ -342,8 +389,9 @@ def compile_pending(spec: Spec, claim: Claim) -> tuple[Any, list[str]]:
     tables: dict[tuple, str] = {}
     em = _Emitter(tables)
     em.line("h = 0")
-    ops = CodegenOps(em)
+    ops = CodegenOps(em, _value_sizes(spec))
     obligations = spec.eval_claim(claim.name, ops)
+    _emit_checks(em, ops, claim.name)
     labels = []
     for i, (label, value) in enumerate(obligations):
         labels.append(label)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..spec.framework import ActionInstance, Claim, Spec
 from ..spec.ops import ConcreteOps, Disabled
 from .compiler import compile_expand, compile_hits, compile_hits_after, compile_successors
 
-__all__ = ["Machine", "reference_successors", "reference_claim"]
+__all__ = ["Machine", "reference_step", "reference_successors", "reference_claim", "reference_hits"]
 
 
 @dataclass
@@ -98,21 +98,47 @@ class Machine:
         return f"{inst.name}({args})"
 
 
+def reference_step(spec: Spec, state: Sequence[int], aid: int) -> tuple[int, ...] | None:
+    """The successor of ``state`` by action instance ``aid``, computed by the plain
+    interpreter (the definition of the spec's meaning), or ``None`` where it is disabled."""
+    ops = ConcreteOps(state)
+    try:
+        if not spec.run_action(spec.instances[aid], ops):
+            return None
+    except Disabled:
+        return None
+    return ops.result()
+
+
 def reference_successors(spec: Spec, state: Sequence[int]) -> list[tuple[int, tuple[int, ...]]]:
     """Successors computed by the plain interpreter, one action instance at a time."""
     out = []
     for inst in spec.instances:
-        ops = ConcreteOps(state)
-        try:
-            if not spec.run_action(inst, ops):
-                continue
-        except Disabled:
-            continue
-        out.append((inst.aid, ops.result()))
+        nxt = reference_step(spec, state, inst.aid)
+        if nxt is not None:
+            out.append((inst.aid, nxt))
     return out
 
 
-def reference_claim(spec: Spec, name: str, state: Sequence[int]) -> bool:
-    """A claim's truth value in ``state``, by the plain interpreter."""
-    return bool(spec.eval_claim(name, ConcreteOps(state)))
+def reference_claim(spec: Spec, name: str, state: Sequence[int]) -> Any:
+    """A claim's value in ``state`` by the plain interpreter: a truth value (for a liveness
+    claim, the list of ``(label, pending)`` obligations)."""
+    value = spec.eval_claim(name, ConcreteOps(state))
+    if isinstance(value, list):
+        return [(label, bool(v)) for label, v in value]
+    return bool(value)
+
+
+def reference_hits(spec: Spec, claim: Claim, state: Sequence[int], enabled: bool | None = None) -> bool:
+    """Claim ``claim`` hits in ``state`` by the plain interpreter: an invariant fails, a
+    witness holds; a quiescent invariant only where no action is enabled (``enabled`` may
+    say whether one is, else it is computed)."""
+    truth = reference_claim(spec, claim.name, state)
+    if claim.kind == "witness":
+        return truth
+    if claim.at == "quiescent":
+        if enabled is None:
+            enabled = bool(reference_successors(spec, state))
+        return not enabled and not truth
+    return not truth
 

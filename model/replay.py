@@ -1,8 +1,11 @@
-"""Replay: re-execute a list of actions on the compiled spec and compare with stored states.
+"""Replay: re-execute a list of actions and compare with stored states.
 
-A trace stores actions *and* states; the states are derived by replay, and replay must
-reproduce them, which also shows the engine is deterministic.  :func:`replay` reports the first
-step that does not fit: an action that is disabled there, or a state that differs.
+A trace stores actions *and* states.  :func:`run_actions` derives the states with the compiled
+engine (the one that found the path); :func:`replay` is a second opinion: it re-executes every
+step with the reference interpreter (:func:`~.machine.reference_step`, the definition of the
+spec's meaning), not the compiled code, so a compiler bug cannot confirm its own trace.  It
+reports the first step that does not fit: an action that is disabled there, or a state that
+differs.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .machine import Machine
+from .machine import Machine, reference_step
 
 __all__ = ["ReplayError", "Divergence", "run_actions", "replay"]
 
@@ -44,16 +47,21 @@ def run_actions(machine: Machine, actions: Sequence[int]) -> list[bytes]:
 
 
 def replay(machine: Machine, actions: Sequence[int], stored: Sequence[bytes]) -> Divergence | None:
-    """Run ``actions`` and compare every state with ``stored``; ``None`` when all match."""
+    """Run ``actions`` with the reference interpreter and compare every state with
+    ``stored``; ``None`` when all match."""
     if len(stored) != len(actions) + 1:
         return Divergence(0, f"{len(stored)} states for {len(actions)} actions")
-    if stored[0] != machine.init:
+    init = bytes(machine.spec.init_state())
+    if stored[0] != init:
         return Divergence(0, "the initial state differs from the spec's")
-    state = machine.init
+    state = init
     for k, aid in enumerate(actions, start=1):
-        nxt = machine.step(state, aid)
-        if nxt is None:
+        if not 0 <= aid < len(machine.instances):
+            return Divergence(k, f"no action instance {aid}")
+        ref = reference_step(machine.spec, state, aid)
+        if ref is None:
             return Divergence(k, f"{machine.label(aid)} is not enabled there")
+        nxt = bytes(ref)
         if nxt != stored[k]:
             fields = _differing_fields(machine, nxt, stored[k])
             return Divergence(k, f"{machine.label(aid)} gives a different state ({fields})")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterator
 
+from .expr import BOOL, SpecError, SpecOps, Value, caller
 from .layout import Domain, Field, Layout
 from .ops import Disabled, Ops
 
@@ -43,11 +44,6 @@ __all__ = [
     "witness",
     "liveness",
 ]
-
-
-class SpecError(ValueError):
-    """A protocol (or a user's engine variant) that misuses the modelling language: the
-    message is one line naming the file, the line and the operation to use instead."""
 
 
 @dataclass(frozen=True)
@@ -141,40 +137,77 @@ class _FieldView:
     """Reads (on :class:`Pre`) or writes (on :class:`Post`) one array field.
 
     Indices are plain ints (parameters, loop variables), except the last one, which may be a
-    value of the interpretation (an index read from the state)."""
+    number read from the state (an index read from the state)."""
 
-    __slots__ = ("_f", "_ops", "_layout")
+    __slots__ = ("_f", "_lang", "_layout", "_next")
 
-    def __init__(self, f: Field, ops: Ops, layout: Layout):
-        self._f, self._ops, self._layout = f, ops, layout
+    def __init__(self, f: Field, lang: SpecOps, layout: Layout, next_state: bool):
+        self._f, self._lang, self._layout, self._next = f, lang, layout, next_state
+
+    def _what(self, key: Any) -> str:
+        idx = key if isinstance(key, tuple) else (key,)
+        return f"{self._f.name}[{', '.join(str(i) if _is_index(i) else '...' for i in idx)}]"
 
     def _where(self, key: Any) -> tuple[int | None, Any]:
         idx = key if isinstance(key, tuple) else (key,)
-        if all(isinstance(i, int) for i in idx):
-            return self._layout.slot(self._f.name, *idx), None
-        if len(idx) != len(self._f.dims) or not all(isinstance(i, int) for i in idx[:-1]):
-            raise TypeError(f"{self._f.name}: only the last index may be a state value")
-        return None, (self._layout.row_base(self._f.name, *idx[:-1]), idx[-1])
+        name = self._f.name
+        if len(idx) != len(self._f.dims):
+            raise SpecError(f"{caller()}: {self._what(key)}: {name} takes {len(self._f.dims)} "
+                            f"index(es), got {len(idx)}")
+        for i in idx:
+            if not _is_index(i) and not (isinstance(i, Value) and i.kind != BOOL):
+                got = f"a {i.kind}" if isinstance(i, Value) else f"{type(i).__name__} {i!r}"
+                raise SpecError(f"{caller()}: {self._what(key)}: an index is an int or a number read from "
+                                f"the state, got {got}")
+        if all(_is_index(i) for i in idx):
+            try:
+                return self._layout.slot(name, *idx), None
+            except IndexError as e:
+                raise SpecError(f"{caller()}: {self._what(key)}: {e}") from None
+        if not all(_is_index(i) for i in idx[:-1]):
+            raise SpecError(f"{caller()}: {self._what(key)}: only the last index may be a state value")
+        try:
+            base = self._layout.row_base(name, *idx[:-1])
+        except IndexError as e:
+            raise SpecError(f"{caller()}: {self._what(key)}: {e}") from None
+        return None, (base, idx[-1])
 
     def __getitem__(self, key: Any) -> Any:
         slot, row = self._where(key)
+        lang = self._lang
+        if self._next:
+            if slot is not None:
+                return lang.next_value(slot)
+            return lang.next_value_at(row[0], self._f.row, row[1], self._what(key))
         if slot is not None:
-            return self._ops.read(slot)
-        return self._ops.read_at(row[0], self._f.row, row[1])
+            return lang.read(slot)
+        return lang.read_at(row[0], self._f.row, row[1], self._what(key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if not self._next:
+            raise SpecError(f"{caller()}: {self._what(key)} = ...: the pre-state is read-only; "
+                            "assign to the next state (n.field[...] = value)")
         slot, row = self._where(key)
+        values = self._f.values.size
         if slot is not None:
-            self._ops.write(slot, value)
+            self._lang.write(slot, value, values, self._what(key))
         else:
-            self._ops.write_at(row[0], self._f.row, row[1], value)
+            self._lang.write_at(row[0], self._f.row, row[1], value, values, self._what(key))
+
+
+def _is_index(i: Any) -> bool:
+    return isinstance(i, int) and not isinstance(i, bool)
 
 
 class Pre:
-    """The pre-state of a step, read through ``ops``: ``s.field`` (scalar) or ``s.field[i]``."""
+    """The pre-state of a step, read through ``ops``: ``s.field`` (scalar) or ``s.field[i]``.
 
-    def __init__(self, ops: Ops, layout: Layout):
-        object.__setattr__(self, "ops", ops)
+    Every read is a :class:`~.expr.Value`; ``s.ops`` is the facade (:class:`~.expr.SpecOps`)."""
+
+    _next = False
+
+    def __init__(self, lang: SpecOps, layout: Layout):
+        object.__setattr__(self, "ops", lang)
         object.__setattr__(self, "_layout", layout)
 
     def __getattr__(self, name: str) -> Any:
@@ -182,10 +215,15 @@ class Pre:
         if f is None:
             raise AttributeError(f"no field {name!r}")
         if not f.dims:
-            return self.ops.read(self._layout.base[name])
-        view = _FieldView(f, self.ops, self._layout)
+            slot = self._layout.base[name]
+            return self.ops.next_value(slot) if self._next else self.ops.read(slot)
+        view = _FieldView(f, self.ops, self._layout, self._next)
         object.__setattr__(self, name, view)
         return view
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise SpecError(f"{caller()}: s.{name} = ...: the pre-state is read-only; assign to the next state "
+                        f"(n.{name} = value)")
 
     def require(self, cond: Any) -> None:
         """Narrow the guard: the action is enabled only where ``cond`` holds.
@@ -195,18 +233,27 @@ class Pre:
         action may use fields that only exist when the flag is on."""
         if cond is False:
             raise StaticallyDisabled
-        self.ops.require(cond)
+        if cond is True:
+            return
+        if not (isinstance(cond, Value) and cond.kind == BOOL):
+            got = f"a {cond.kind}" if isinstance(cond, Value) else f"{type(cond).__name__} {cond!r}"
+            raise SpecError(f"{caller()}: require: expected a condition, got {got} "
+                            "(compare a number to get one: x == CODE)")
+        self.ops.raw.require(cond.raw)
 
 
 class Post(Pre):
     """The next state: ``n.field = v`` (scalar) or ``n.field[i] = v``; unassigned fields keep
-    their pre-state values."""
+    their pre-state values.  Reading ``n.field[i]`` gives what this action wrote so far (the
+    pre-state value where it wrote nothing), so an override can read what ``super()`` wrote."""
+
+    _next = True
 
     def __setattr__(self, name: str, value: Any) -> None:
         f = self._layout.by_name.get(name)
         if f is None or f.dims:
-            raise AttributeError(f"cannot assign {name!r}: not a scalar field")
-        self.ops.write(self._layout.base[name], value)
+            raise SpecError(f"{caller()}: n.{name} = ...: not a scalar field of the state")
+        self.ops.write(self._layout.base[name], value, f.values.size, name)
 
 
 class Spec:
@@ -286,18 +333,33 @@ class Spec:
 
     # -- evaluation through an interpretation -------------------------------------------------
     def run_action(self, inst: ActionInstance, ops: Ops) -> bool:
-        """Evaluate one action instance's guard and effect through ``ops``; ``False`` when the
-        configuration rules the instance out (then nothing more was evaluated)."""
+        """Evaluate one action instance's guard and effect through the interpretation ``ops``;
+        ``False`` when the configuration rules the instance out (then nothing more was
+        evaluated)."""
+        lang = SpecOps(ops)
         try:
-            getattr(self, inst.action.name)(Pre(ops, self.layout), Post(ops, self.layout), *inst.args)
+            getattr(self, inst.action.name)(Pre(lang, self.layout), Post(lang, self.layout), *inst.args)
         except StaticallyDisabled:
             return False
         return True
 
     def eval_claim(self, name: str, ops: Ops) -> Any:
-        """Evaluate one claim's state predicate through ``ops`` (for a liveness claim: its list
-        of ``(label, pending)`` obligations)."""
-        return getattr(self, name)(Pre(ops, self.layout))
+        """Evaluate one claim's state predicate through the interpretation ``ops``: its raw
+        condition (for a liveness claim: its list of ``(label, pending)`` obligations)."""
+        value = getattr(self, name)(Pre(SpecOps(ops), self.layout))
+        if isinstance(value, list):
+            return [(label, _condition(v, f"{name}: obligation {label}")) for label, v in value]
+        return _condition(value, name)
+
+
+def _condition(value: Any, what: str) -> Any:
+    """The raw condition a claim returned (a Python bool stays one)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, Value) and value.kind == BOOL:
+        return value.raw
+    got = f"a {value.kind}" if isinstance(value, Value) else f"{type(value).__name__} {value!r}"
+    raise SpecError(f"claim {what}: expected a condition, got {got}")
 
 
 def _doc(fn: Callable) -> str:

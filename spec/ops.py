@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-__all__ = ["Ops", "ConcreteOps", "Disabled"]
+__all__ = ["Ops", "ConcreteOps", "Disabled", "RangeError"]
 
 
 class Disabled(Exception):
     """Raised by :meth:`ConcreteOps.require` when an action's guard is false."""
+
+
+class RangeError(ValueError):
+    """A value written into a field lies outside the field's codes (a spec bug)."""
 
 
 class Ops:
@@ -134,9 +138,12 @@ class Ops:
             total = self.add(total, self.ite(c, self.const(1), self.const(0)))
         return total
 
-    def saturating_inc(self, x: Any, cap: Any) -> Any:
-        """x + 1, but never past ``cap`` (clocks and ages saturate so the state stays finite)."""
-        return self.ite(self.lt(x, cap), self.add(x, self.const(1)), x)
+    def bound(self, value: Any, size: int, what: str) -> None:
+        """``value``, about to be written into a field, must be a code in ``range(size)``.
+
+        An interpretation that can evaluate it checks it (the reference raises, the compiled
+        engine checks at run time where its static range does not settle it); the symbolic ones
+        need not, since their type invariant admits no other value."""
 
 
 class ConcreteOps(Ops):
@@ -195,6 +202,46 @@ class ConcreteOps(Ops):
     def require(self, cond):
         if not cond:
             raise Disabled
+
+    def bound(self, value, size, what):
+        if not 0 <= value < size:
+            raise RangeError(f"{what}: writes {value}, outside the field's values 0..{size - 1}")
+
+    # The derived operations, written out again in plain Python (not through the shared
+    # derivations of :class:`Ops`): the differential tests compare every other interpretation
+    # with this one, so a bug in the shared derivations cannot hide behind itself.
+    def ne(self, a, b):
+        return a != b
+
+    def le(self, a, b):
+        return a <= b
+
+    def gt(self, a, b):
+        return a > b
+
+    def ge(self, a, b):
+        return a >= b
+
+    def implies(self, a, b):
+        return (not a) or b
+
+    def is_in(self, x, values):
+        return x in tuple(values)
+
+    def all_(self, xs):
+        return all(list(xs))
+
+    def any_(self, xs):
+        return any(list(xs))
+
+    def min_(self, a, b):
+        return min(a, b)
+
+    def max_(self, a, b):
+        return max(a, b)
+
+    def count(self, conds):
+        return sum(1 for c in conds if c)
 
     def write(self, slot, value):
         self.next[slot] = int(value)

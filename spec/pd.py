@@ -233,9 +233,9 @@ class PdProtocol(PdClaims, PdStory, PdSymmetry, Spec):
         (``register_deferred_abort_room``), unless ``register_before_abort`` is off."""
         o = s.ops
         for pr in self.prs:
-            n.abort_tx[r, pr] = o.ite(send, ABT_SENT, s.abort_tx[r, pr])
-        if self.e.register_before_abort:
-            n.armed[r] = o.ite(arm, 1, s.armed[r])
+            n.abort_tx[r, pr] = o.ite(send, ABT_SENT, n.abort_tx[r, pr])
+        if self.e.register_before_abort:  # where it does not arm, the room keeps what this step left
+            n.armed[r] = o.ite(arm, 1, n.armed[r])
 
     def _end_or_hold(self, s, n, r: int, hold, outcome: int):
         """Finish ``r`` on decode with ``outcome`` (unless it already has one): held in

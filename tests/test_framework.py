@@ -85,14 +85,15 @@ def test_effects_name_only_changed_fields_and_reads_see_the_pre_state():
 
 
 def test_unknown_fields_are_errors():
+    from kvproof.spec.expr import SpecError, SpecOps
     from kvproof.spec.framework import Post, Pre
     from kvproof.spec.ops import ConcreteOps
 
     lay = Toy().layout
     with pytest.raises(AttributeError):
-        Pre(ConcreteOps((0, 0, 0)), lay).nope
-    with pytest.raises(AttributeError):
-        Post(ConcreteOps((0, 0, 0)), lay).x = 1  # arrays are assigned by index
+        Pre(SpecOps(ConcreteOps((0, 0, 0))), lay).nope
+    with pytest.raises(SpecError, match="not a scalar field"):
+        Post(SpecOps(ConcreteOps((0, 0, 0))), lay).x = 1  # arrays are assigned by index
 
 
 def test_invariant_rejects_an_unknown_position():
