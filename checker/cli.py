@@ -24,9 +24,10 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from ..model.machine import Machine
+from ..model.machine import Machine, reference_hits
 from ..model.replay import replay, run_actions
 from ..model.simulate import simulate, simulation_scenario, slice_exposure
+from ..spec.expr import SpecError
 from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
 from .diff import diff_traces, render_diff
 from .expected import write_expected
@@ -343,7 +344,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         out.print(f"reproduced: {len(trace)} steps replay exactly and the loop from step {trace.loop} "
                   f"is a fair cycle that violates {trace.claim}")
         return EXIT_OK
-    if not trace.machine.claim_hits(trace.claim, trace.states[-1]):
+    if not reference_hits(trace.machine.spec, c, trace.states[-1]):  # the reference interpreter's opinion
         out.print(f"replayed {len(trace)} steps, but {trace.claim} does not "
                   f"{'fail' if c.kind == 'invariant' else 'hold'} at the last state")
         return EXIT_MISMATCH
@@ -539,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return args.func(args)
-    except (BadInput, ScenarioError, TraceError, RayUnavailable, CertificateError) as e:
+    except (BadInput, ScenarioError, TraceError, RayUnavailable, CertificateError, SpecError) as e:
         print(f"kvproof: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvproof.checker.explicit import explore
 from kvproof.model.machine import Machine
 from kvproof.spec.framework import Spec, action, invariant
 from kvproof.spec.layout import Domain, Field
@@ -153,3 +154,56 @@ def test_the_catalogue_comparison_catches_a_compiled_engine_that_differs(monkeyp
     states = [bytes(spec.init_state()), bytes([1, 1]), bytes([2, 0])]
     problems = all_states_disagreements(spec, states)
     assert any(p.startswith("compiled step()") for p in problems)
+
+
+# -- the auditor's two variants (issue 12, problems 1 and 2) ------------------------------------------
+def test_an_override_that_undoes_its_base_write_gets_the_reference_verdicts():
+    """``super().decode_abort(s, n, r); n.outcome[r] = s.outcome[r]`` gave a violation at depth 1
+    in the compiled engine that neither the reference nor Z3 had."""
+    from kvproof.checker.explicit import explore
+    from kvproof.spec.pd import PdProtocol
+
+    class KeepOutcome(PdProtocol):
+        def decode_abort(self, s, n, r):
+            super().decode_abort(s, n, r)
+            n.outcome[r] = s.outcome[r]
+
+    spec = KeepOutcome(builtin("abort-race").config)
+    m = Machine(spec)
+    ex = explore(m)
+    assert ex.complete
+    for c, sid in ex.hit_at.items():
+        if m.claims[c].kind == "invariant":
+            assert len(ex.path(sid)) > 1, m.claims[c].name  # no violation at depth 1
+    seen, states = {m.init}, [m.init]
+    for s in states:
+        for _a, t in m.successors(s):
+            if t not in seen:
+                seen.add(t)
+                states.append(t)
+    assert not all_states_disagreements(spec, states, symbolic=True)  # the old compiler: 604 states differ
+
+
+def test_python_control_flow_in_a_variant_is_refused_when_it_loads():
+    """``if s.wr[r, pr, c] == WR_FLIGHT:`` was always false, ``if s.wr[...]:`` always true: the
+    run exited 0 with another protocol's verdicts."""
+    from kvproof.spec.expr import SpecError
+    from kvproof.spec.pd import PdProtocol
+    from kvproof.spec.pd_state import WR_FLIGHT
+
+    class Branchy(PdProtocol):
+        def _rank_writes_in_flight(self, s, r, pr):
+            for c in range(self.send_len(r)):
+                if s.wr[r, pr, c] == WR_FLIGHT:
+                    return True
+            return False
+
+    class Ordered(PdProtocol):
+        def _rank_writes_in_flight(self, s, r, pr):  # `<` on a state value: an expression now
+            return s.ops.any_(WR_FLIGHT - 1 < s.wr[r, w, c] for w in self.k.streams_of(pr)
+                              for c in range(self.send_len(r)))
+
+    cfg = builtin("pr-35049-drain-ack").config
+    with pytest.raises(SpecError, match=r"test_differential\.py:\d+: Python control flow on a state value"):
+        Machine(Branchy(cfg))
+    assert explore(Machine(Ordered(cfg))).stats.states == explore(Machine(builtin("pr-35049-drain-ack").build())).stats.states

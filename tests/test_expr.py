@@ -186,3 +186,23 @@ def test_a_write_whose_range_fits_needs_no_run_time_check():
 
     _, src = compile_successors(_spec(body))
     assert src.count("RangeCheckFailed(") == 1
+
+
+def test_the_command_line_names_the_variant_line_and_exits_3(tmp_path, capsys):
+    from kvproof.checker.cli import main
+
+    variant = tmp_path / "branchy.py"
+    variant.write_text(
+        "from kvproof.spec.pd import PdProtocol\n"
+        "from kvproof.spec.pd_state import WR_FLIGHT\n\n"
+        "class Branchy(PdProtocol):\n"
+        "    def _rank_writes_in_flight(self, s, r, pr):\n"
+        "        if s.wr[r, pr, 0] == WR_FLIGHT:\n"
+        "            return True\n"
+        "        return False\n\n"
+        "SCENARIO = {'name': 'branchy', 'sizes': {'decode_pages': 1, 'prefill_pages': 2, 'context_limit': 2},\n"
+        "            'requests': [{'tenant': 'A', 'pages': 1}], 'engine': {'release_policy': 'drain_ack'}}\n")
+    code = main(["check", "--variant", str(variant), "--no-traces"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert err.count("\n") == 1 and "branchy.py:6: Python control flow on a state value" in err

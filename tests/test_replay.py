@@ -50,3 +50,25 @@ def test_replay_checks_the_initial_state_and_the_length():
     actions, states = _path(m, 2)
     assert replay(m, actions, states[:-1]).step == 0
     assert "initial state" in replay(m, actions, [states[1]] + states[1:]).reason
+
+
+def test_replay_is_a_second_opinion_not_the_compiled_code(monkeypatch):
+    """A compiled engine that goes wrong cannot confirm its own trace: replay re-executes with
+    the reference interpreter (issue 12: replay "reproduced" the dropped write's trace)."""
+    from kvproof.model.machine import Machine
+
+    m = machine_of("abort-race")
+    actions, states = _path(m, 4)
+    wrong = list(states)
+    wrong[2] = bytes([states[2][0] ^ 1]) + states[2][1:]
+    broken = Machine(m.spec)
+    real = broken.successors
+
+    def lying(s):  # the compiled engine "produces" the wrong state at step 2
+        return [(a, wrong[2] if t == states[2] else t) for a, t in real(s)]
+
+    monkeypatch.setattr(broken, "successors", lying)
+    assert run_actions(broken, actions)[2] == wrong[2]  # the compiled path goes along
+    d = replay(broken, actions, wrong)
+    assert d is not None and d.step == 2 and "different state" in d.reason
+    assert replay(broken, actions, states) is None
