@@ -38,6 +38,13 @@ class Z3Ops(Ops):
     def const(self, v):
         return _t(v)
 
+    def native_kind(self, x):
+        if z3.is_bool(x):
+            return "condition"
+        if z3.is_int(x):
+            return "number"
+        return None
+
     def eq(self, a, b):
         if isinstance(a, int) and isinstance(b, int):
             return z3.BoolVal(a == b)

@@ -191,9 +191,14 @@ class SpecOps:
             if x.kind != kind:
                 raise _refuse(f"{op}: expected a {kind}, got a {x.kind}", _convert_hint(kind))
             return x.raw
-        if isinstance(x, bool) or (isinstance(x, int) and kind == INT):
+        if isinstance(x, int):
             if _kind_of(x) != kind:
                 raise _refuse(f"{op}: expected a {kind}, got {x!r}", _convert_hint(kind))
+            return x
+        native = self.raw.native_kind(x)
+        if native is not None:  # a parameter the interpretation itself supplies (a Z3 unknown)
+            if native != kind:
+                raise _refuse(f"{op}: expected a {kind}, got a {native}", _convert_hint(kind))
             return x
         raise _refuse(f"{op}: {_describe(x)} is not a value of the spec language",
                       "operands are state values, ints (codes, parameters) or bools")
@@ -203,12 +208,19 @@ class SpecOps:
 
     @staticmethod
     def _plain(*xs: Any) -> bool:
-        return not any(isinstance(x, Value) for x in xs)
+        """Every operand is a Python int or bool (so Python computes the result)."""
+        return all(isinstance(x, int) for x in xs)
+
+    def _kind(self, x: Any) -> str:
+        if isinstance(x, Value):
+            return x.kind
+        if isinstance(x, int):
+            return _kind_of(x)
+        return self.raw.native_kind(x) or INT  # anything else is refused by _in, with its name
 
     def _same(self, a: Any, b: Any, op: str) -> str:
         """The common kind of two operands that may be numbers or conditions."""
-        ka = a.kind if isinstance(a, Value) else _kind_of(a)
-        kb = b.kind if isinstance(b, Value) else _kind_of(b)
+        ka, kb = self._kind(a), self._kind(b)
         if ka != kb:
             raise _refuse(f"{op}: a {ka} and a {kb}", "compare numbers with numbers and conditions with conditions "
                           "(o.ite(cond, 1, 0) turns a condition into a number)")
@@ -354,6 +366,7 @@ class SpecOps:
         """``a`` where condition ``c`` holds, else ``b`` (two numbers or two conditions)."""
         kind = self._same(a, b, "ite")
         if self._plain(c):
+            self._in(a, kind, "ite"), self._in(b, kind, "ite")
             return a if self._in(c, BOOL, "ite") else b
         raw_c = self._in(c, BOOL, "ite")
         if self._plain(a, b) and a == b and type(a) is type(b):

@@ -90,6 +90,12 @@ class Ops:
         """Set the next state's value at ``base + idx`` for a value index (*primitive*)."""
         raise NotImplementedError
 
+    def native_kind(self, x: Any) -> str | None:
+        """``"number"`` or ``"condition"`` when ``x`` is one of this interpretation's own values
+        handed to the spec as a parameter (the symbolic engine's unknown timeout), else
+        ``None`` (the default: an interpretation takes only ints and bools from outside)."""
+        return None
+
     # -- derived ------------------------------------------------------------------------------
     def ne(self, a: Any, b: Any) -> Any:
         """a != b."""
