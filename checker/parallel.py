@@ -131,7 +131,7 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
     stats = Stats(visited=visited, workers=count)
     complete, reason = True, ""
     n_states, depth = 1, 0
-    deadline = None if limits.max_seconds is None else start + limits.max_seconds
+    deadline = limits.deadline(start)
     allow: list[int] | None = None  # granted, to be committed by the next exchange
 
     def commit_now(grant: list[int]) -> None:  # when the search ends with a grant pending
@@ -161,7 +161,7 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
         depth += 1 if sum(grant) else 0
         now = time.perf_counter()
         if complete and deadline is not None and now > deadline:
-            complete, reason = False, f"time limit {limits.max_seconds:g} s reached"
+            complete, reason = False, limits.time_reason
         if not complete:
             commit_now(grant)
             break
