@@ -151,13 +151,15 @@ class KvproofClaim(pytest.Item):
 
         sc = report.scenario.name
         if row.verdict == "inconclusive":
-            raise KvproofMismatch(f"{sc}: {self.name} is inconclusive (expected {row.expected}): {report.reason}")
+            raise KvproofMismatch(f"{sc}: {self.name} is inconclusive (expected {row.expected}): {row.result.reason}")
         text = f"{sc}: {self.name} was expected {row.expected} but is {row.verdict}"
         trace = getattr(row.result, "trace", None)
-        if trace is not None and row.kind == "invariant":
+        if trace is not None:
             text += f" after {len(trace)} steps\n\n" + to_text(render_trace(trace), width=100)
         elif row.kind == "invariant":
             text += ": the exhaustive search found no state that breaks it"
+        elif row.kind == "liveness":
+            text += ": the exhaustive search found no fair lasso that breaks it"
         else:
             text += ": the exhaustive search never reached it"
         raise KvproofMismatch(text)

@@ -87,7 +87,7 @@ class Scenario:
         for c in spec.claims:
             if c.kind != "witness" and self.expect.get(c.name) in WITNESS_VERDICTS:
                 raise ScenarioError(f"{self.origin}: [expect].{c.name}: expected \"verified\" or \"violated\" "
-                                    f"(a {c.kind} claim), got {self.expect[c.name]!r}")
+                                    f"(it is not a witness), got {self.expect[c.name]!r}")
         return spec
 
     def expectations(self, spec: PdProtocol) -> dict[str, str]:

@@ -28,6 +28,7 @@ def test_check_json_shape_and_exit_code(capsys, tmp_path):
     assert set(row) >= {"invariant", "expected", "verdict", "states", "depth", "seconds", "trace"}
     verdicts = {r["invariant"]: r["verdict"] for r in doc["scenarios"][0]["results"]}
     assert verdicts["no_write_after_release"] == "violated"
+    assert verdicts["sometimes_abort_mid_transfer"] == "reached"  # a witness is reached, not "verified"
     assert doc["scenarios"][0]["results"][0]["trace"].endswith(".itf.json")
 
 
