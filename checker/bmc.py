@@ -83,11 +83,23 @@ def _hit_term(ts: TransitionSystem, claim: Claim, xs) -> Any:
 
 
 def bmc(ts: TransitionSystem, claims: Sequence[Claim], max_depth: int,
-        max_seconds: float | None = None, stop_when_all_hit: bool = True, stop_at_first_hit: bool = False) -> BmcRun:
+        max_seconds: float | None = None, stop_when_all_hit: bool = True, stop_at_first_hit: bool = False,
+        deadline: float | None = None) -> BmcRun:
     """Search paths of length ``0..max_depth`` for the first hit of each of ``claims`` (with
-    ``stop_at_first_hit``, only up to the first depth where some claim hits)."""
+    ``stop_at_first_hit``, only up to the first depth where some claim hits).  Time is up
+    ``max_seconds`` from now, or at ``deadline`` (a ``time.perf_counter()`` reading) when it is
+    given; a depth the solver could not finish (a timeout, an interrupt) is not counted as
+    searched."""
     start = time.perf_counter()
-    deadline = None if max_seconds is None else start + max_seconds
+    if deadline is None and max_seconds is not None:
+        deadline = start + max_seconds
+
+    def gave_up(k: int) -> str:
+        why = un.solver.reason_unknown()
+        if deadline is not None and (time.perf_counter() > deadline or why in ("interrupted", "timeout", "canceled")):
+            return f"time limit {max_seconds or 0:g} s reached at depth {k}"
+        return f"solver gave up at depth {k}: {why}"
+
     un = Unrolling(ts)
     run = BmcRun()
     open_ = list(claims)
@@ -100,14 +112,22 @@ def bmc(ts: TransitionSystem, claims: Sequence[Claim], max_depth: int,
             verdict = un.check(any_hit)
             run.checks += 1
             if verdict == z3.unknown:
-                run.stopped = f"solver gave up at depth {k}: {un.solver.reason_unknown()}"
+                run.stopped = gave_up(k)
                 break
             if verdict == z3.sat:
+                unfinished = False
                 for c in list(open_):
-                    if un.check(lits[c.name]) == z3.sat:
+                    answer = un.check(lits[c.name])
+                    run.checks += 1
+                    if answer == z3.sat:
                         run.hits[c.name] = ts.decode_path(un.solver.model(), k)
                         open_.remove(c)
-                    run.checks += 1
+                    elif answer == z3.unknown:
+                        unfinished = True
+                        break
+                if unfinished:  # depth k is not searched to the end: run.depth stays k - 1
+                    run.stopped = gave_up(k)
+                    break
         run.depth = k
         if run.hits and stop_at_first_hit:
             run.stopped = "a claim hit"
@@ -119,7 +139,7 @@ def bmc(ts: TransitionSystem, claims: Sequence[Claim], max_depth: int,
             run.stopped = f"depth limit {max_depth} reached"
             break
         if deadline is not None and time.perf_counter() > deadline:
-            run.stopped = f"time limit {max_seconds:g} s reached at depth {k}"
+            run.stopped = f"time limit {max_seconds or 0:g} s reached at depth {k}"
             break
         un.extend()
         k += 1

@@ -107,7 +107,9 @@ class Stats:
 
     @property
     def states_per_second(self) -> float:
-        """Distinct states found per second of search."""
+        """Distinct states found per second of search (0 when none were searched)."""
+        if not self.states:
+            return 0.0
         return self.states / self.seconds if self.seconds > 0 else float("inf")
 
 

@@ -7,6 +7,11 @@ results, whose traces :func:`write_trace` stores as ITF and :func:`read_trace` r
 """
 
 import os as _os
+import time as _time
+
+STARTED = _time.perf_counter()
+"""``time.perf_counter()`` when kvproof was first imported: the command line's ``--max-seconds``
+budget counts from here (interpreter start-up before it takes a few tens of milliseconds)."""
 
 # In a source checkout the subpackages live beside this folder (pyproject's package-dir maps
 # them); when Python finds this folder first (``python -m kvproof`` run from the checkout over
@@ -30,6 +35,7 @@ from kvproof.spec.scenario import Scenario, builtin, builtins, load_scenario  # 
 
 __version__ = "0.1.0"
 __all__ = [
+    "STARTED",
     "Scenario", "load_scenario", "builtin", "builtins",
     "Config", "Engine", "Request", "PdProtocol", "Machine",
     "check_scenario", "Limits", "Stats", "ScenarioReport", "ClaimReport",
