@@ -67,10 +67,11 @@ class Unrolling:
 @dataclass
 class BmcRun:
     """What :func:`bmc` found: per claim name, the path to its first hit (action ids, states);
-    ``depth`` is the deepest length searched exhaustively; ``stopped`` says why it stopped."""
+    ``depth`` is the deepest length searched exhaustively (-1: not even the initial state, time
+    ran out first); ``stopped`` says why it stopped."""
 
     hits: dict[str, tuple[list[int], list[bytes]]] = field(default_factory=dict)
-    depth: int = 0
+    depth: int = -1
     seconds: float = 0.0
     stopped: str = ""
     checks: int = 0
@@ -100,14 +101,28 @@ def bmc(ts: TransitionSystem, claims: Sequence[Claim], max_depth: int,
             return f"time limit {max_seconds or 0:g} s reached at depth {k}"
         return f"solver gave up at depth {k}: {why}"
 
-    un = Unrolling(ts)
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
     run = BmcRun()
+    if late():
+        run.stopped = f"time limit {max_seconds or 0:g} s reached before depth 0"
+        run.seconds = time.perf_counter() - start
+        return run
+    un = Unrolling(ts)
     open_ = list(claims)
     k = 0
     while True:
         xs = ts.state(k)
         if open_:
-            lits = {c.name: un.literal(_hit_term(ts, c, xs)) for c in open_}
+            lits = {}
+            for c in open_:  # building the terms takes a while on large scenarios: watch the clock
+                if late():
+                    break
+                lits[c.name] = un.literal(_hit_term(ts, c, xs))
+            if late():
+                run.stopped = f"time limit {max_seconds or 0:g} s reached at depth {k}"
+                break
             any_hit = un.literal(z3.Or(*lits.values()))
             verdict = un.check(any_hit)
             run.checks += 1

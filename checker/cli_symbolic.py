@@ -57,7 +57,10 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
         depth = args.depth or DEFAULT_DEPTH
         reports = [check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds, deadline)
                    for sc in scenarios]
-        if not args.quiet:
+        if args.json:
+            from .cli import _json_reports
+            print(json.dumps(_json_reports(reports), indent=2))
+        elif not args.quiet:
             out.print(render_reports(reports))
         return exit_code(reports)
     problems, gaps, reports, agreements = [], [], [], []

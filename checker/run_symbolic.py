@@ -53,13 +53,21 @@ def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = 
         expected = {c: expected.get(c, default_expectation(kinds[c])) for c in only}
     if deadline is None and max_seconds is not None:
         deadline = time.perf_counter() + max_seconds
-    if deadline is not None and time.perf_counter() > deadline:
+
+    def out_of_time() -> ScenarioReport | None:
+        if deadline is None or time.perf_counter() <= deadline:
+            return None
         why = f"time limit {max_seconds or 0:g} s reached"
-        report = ScenarioReport(scenario, Stats(), complete=False, reason=f"bounded model checking: {why}")
+        report = ScenarioReport(scenario, Stats(depth=-1), complete=False, reason=f"bounded model checking: {why}")
         report.claims = [ClaimReport(n, spec.claim(n).kind, w, Inconclusive(why)) for n, w in expected.items()]
         return report
+
+    if (late := out_of_time()) is not None:
+        return late
     machine = Machine(spec)
-    ts = TransitionSystem(spec)
+    if (late := out_of_time()) is not None:
+        return late
+    ts = TransitionSystem(spec)  # (the encoding takes a second or two on the largest scenarios)
     claims = [spec.claim(name) for name in expected if spec.claim(name).kind in ("invariant", "witness")]
     run = bmc(ts, claims, depth, max_seconds, deadline=deadline)
     stats = Stats(states=0, transitions=0, depth=run.depth, seconds=run.seconds)
@@ -82,7 +90,7 @@ def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = 
                 if traces_dir is not None and claim.kind == "invariant":
                     row_trace_path = write_trace(trace, traces_dir)
         elif run.stopped.startswith("time limit"):
-            result = Inconclusive(f"no hit within {run.depth} steps: {run.stopped}")
+            result = Inconclusive(run.stopped if run.depth < 0 else f"no hit within {run.depth} steps: {run.stopped}")
         else:
             result = Inconclusive(f"no hit within {run.depth} steps (bounded; `kvproof prove` decides all depths)")
         report.claims.append(ClaimReport(name, claim.kind, want, result, row_trace_path))

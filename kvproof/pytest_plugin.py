@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kvproof-max-states", type=int, default=None, metavar="N",
                     help="stop each scenario's search after N distinct states (its open claims fail as inconclusive)")
     group.addoption("--kvproof-max-seconds", type=float, default=None, metavar="S",
-                    help="stop each scenario's search after S seconds (its open claims fail as inconclusive)")
+                    help="stop each scenario's check after S seconds, every phase (its open claims fail as inconclusive)")
     group.addoption("--kvproof-traces", default=None, metavar="DIR",
                     help="write counterexamples found to DIR as ITF traces")
     parser.addini("kvproof_catalogue", type="bool", default=True,
