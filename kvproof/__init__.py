@@ -2,7 +2,8 @@
 
 The public surface, following the data flow: a :class:`Scenario` builds a spec instance
 (:class:`PdProtocol`), :func:`check_scenario` runs the explicit engine over it and returns a
-:class:`ScenarioReport` of :class:`Verified` / :class:`Violated` / :class:`Inconclusive`
+:class:`ScenarioReport` of :class:`Verified` / :class:`Violated` (invariants and liveness
+claims), :class:`Reached` / :class:`Unreachable` (witnesses) and :class:`Inconclusive`
 results, whose traces :func:`write_trace` stores as ITF and :func:`read_trace` reads back.
 """
 
@@ -21,7 +22,8 @@ if not _os.path.isdir(_os.path.join(_here, "spec")):
     __path__.append(_os.path.dirname(_here))  # noqa: F821 - __path__ is defined for packages
 
 from kvproof.checker.explicit import Limits, Stats  # noqa: E402
-from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated  # noqa: E402
+from kvproof.checker.results import (ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable,  # noqa: E402
+                                     Verified, Violated)
 from kvproof.checker.run import check_scenario  # noqa: E402
 from kvproof.checker.run_symbolic import check_scenario_bmc  # noqa: E402
 from kvproof.checker.proofs import ProofReport, prove_scenario  # noqa: E402
@@ -40,6 +42,6 @@ __all__ = [
     "Config", "Engine", "Request", "PdProtocol", "Machine",
     "check_scenario", "Limits", "Stats", "ScenarioReport", "ClaimReport",
     "check_scenario_bmc", "prove_scenario", "ProofReport", "recheck",
-    "Verified", "Violated", "Inconclusive",
+    "Verified", "Violated", "Reached", "Unreachable", "Inconclusive",
     "Trace", "read_trace", "write_trace", "replay",
 ]
