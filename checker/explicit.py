@@ -225,6 +225,8 @@ def explore(
                 stats.states, stats.depth, stats.seconds = n_states, depth, now - start
                 progress(stats)
         stats.transitions += len(cand)
+        if timed_out:  # time is up part way through the level: end now, without deduplicating and
+            cand, codes = [], array("q")  # checking its successors (the search is incomplete anyway)
         if canon is not None:
             cand = list(map(canon, cand))
         # -- deduplicate the level against everything seen

@@ -100,6 +100,8 @@ class Partition:
                     if qh:
                         quiet.append((qh, (self.lo + j) * n + self.index))
         self.transitions += len(cand)
+        if self.cut:  # time is up: the level's successors are dropped, so the search ends at once
+            cand, codes = [], array("q")
         if self.canon is not None:
             cand = list(map(self.canon, cand))
         fps = self.store.keys(cand)
