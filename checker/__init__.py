@@ -2,7 +2,8 @@
 
 Modules: :mod:`.explicit` (BFS engine), :mod:`.symbolic` (Z3 interpretation of the spec),
 :mod:`.results`, :mod:`.run` (scenario -> report), :mod:`.traces` (ITF), :mod:`.expected`
-(the expected-verdict table), :mod:`.render` and :mod:`.cli`; :mod:`.liveness` (fair lassos).
+(the expected-verdict table), :mod:`.render` and :mod:`.cli`; :mod:`.liveness` (fair lassos);
+:mod:`.watchdog` (the time limit for Z3 calls).
 For large proofs: :mod:`.visited` (exact or fingerprinted visited set), :mod:`.symmetry`
 (checked symmetry reduction), :mod:`.partition`, :mod:`.parallel` (worker processes) and
 :mod:`.ray_backend` (Ray actors).  Reading and gating: :mod:`.sequence` (a trace as messages
@@ -18,9 +19,9 @@ bmc|both``) and :mod:`.cli_symbolic`.
 
 from .explicit import Exploration, Limits, Stats, explore
 from .parallel import explore_parallel
-from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, exit_code
+from .results import ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable, Verified, Violated, exit_code
 from .run import check_scenario
 from .traces import Trace, TraceError, read_trace, write_trace
 
 __all__ = ["Exploration", "Limits", "Stats", "explore", "explore_parallel", "ClaimReport", "Inconclusive", "ScenarioReport",
-           "Verified", "Violated", "exit_code", "check_scenario", "Trace", "TraceError", "read_trace", "write_trace"]
+           "Verified", "Violated", "Reached", "Unreachable", "exit_code", "check_scenario", "Trace", "TraceError", "read_trace", "write_trace"]

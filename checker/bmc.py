@@ -67,10 +67,11 @@ class Unrolling:
 @dataclass
 class BmcRun:
     """What :func:`bmc` found: per claim name, the path to its first hit (action ids, states);
-    ``depth`` is the deepest length searched exhaustively; ``stopped`` says why it stopped."""
+    ``depth`` is the deepest length searched exhaustively (-1: not even the initial state, time
+    ran out first); ``stopped`` says why it stopped."""
 
     hits: dict[str, tuple[list[int], list[bytes]]] = field(default_factory=dict)
-    depth: int = 0
+    depth: int = -1
     seconds: float = 0.0
     stopped: str = ""
     checks: int = 0
@@ -83,31 +84,65 @@ def _hit_term(ts: TransitionSystem, claim: Claim, xs) -> Any:
 
 
 def bmc(ts: TransitionSystem, claims: Sequence[Claim], max_depth: int,
-        max_seconds: float | None = None, stop_when_all_hit: bool = True, stop_at_first_hit: bool = False) -> BmcRun:
+        max_seconds: float | None = None, stop_when_all_hit: bool = True, stop_at_first_hit: bool = False,
+        deadline: float | None = None) -> BmcRun:
     """Search paths of length ``0..max_depth`` for the first hit of each of ``claims`` (with
-    ``stop_at_first_hit``, only up to the first depth where some claim hits)."""
+    ``stop_at_first_hit``, only up to the first depth where some claim hits).  Time is up
+    ``max_seconds`` from now, or at ``deadline`` (a ``time.perf_counter()`` reading) when it is
+    given; a depth the solver could not finish (a timeout, an interrupt) is not counted as
+    searched."""
     start = time.perf_counter()
-    deadline = None if max_seconds is None else start + max_seconds
-    un = Unrolling(ts)
+    if deadline is None and max_seconds is not None:
+        deadline = start + max_seconds
+
+    def gave_up(k: int) -> str:
+        why = un.solver.reason_unknown()
+        if deadline is not None and (time.perf_counter() > deadline or why in ("interrupted", "timeout", "canceled")):
+            return f"time limit {max_seconds or 0:g} s reached at depth {k}"
+        return f"solver gave up at depth {k}: {why}"
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
     run = BmcRun()
+    if late():
+        run.stopped = f"time limit {max_seconds or 0:g} s reached before depth 0"
+        run.seconds = time.perf_counter() - start
+        return run
+    un = Unrolling(ts)
     open_ = list(claims)
     k = 0
     while True:
         xs = ts.state(k)
         if open_:
-            lits = {c.name: un.literal(_hit_term(ts, c, xs)) for c in open_}
+            lits = {}
+            for c in open_:  # building the terms takes a while on large scenarios: watch the clock
+                if late():
+                    break
+                lits[c.name] = un.literal(_hit_term(ts, c, xs))
+            if late():
+                run.stopped = f"time limit {max_seconds or 0:g} s reached at depth {k}"
+                break
             any_hit = un.literal(z3.Or(*lits.values()))
             verdict = un.check(any_hit)
             run.checks += 1
             if verdict == z3.unknown:
-                run.stopped = f"solver gave up at depth {k}: {un.solver.reason_unknown()}"
+                run.stopped = gave_up(k)
                 break
             if verdict == z3.sat:
+                unfinished = False
                 for c in list(open_):
-                    if un.check(lits[c.name]) == z3.sat:
+                    answer = un.check(lits[c.name])
+                    run.checks += 1
+                    if answer == z3.sat:
                         run.hits[c.name] = ts.decode_path(un.solver.model(), k)
                         open_.remove(c)
-                    run.checks += 1
+                    elif answer == z3.unknown:
+                        unfinished = True
+                        break
+                if unfinished:  # depth k is not searched to the end: run.depth stays k - 1
+                    run.stopped = gave_up(k)
+                    break
         run.depth = k
         if run.hits and stop_at_first_hit:
             run.stopped = "a claim hit"
@@ -119,7 +154,7 @@ def bmc(ts: TransitionSystem, claims: Sequence[Claim], max_depth: int,
             run.stopped = f"depth limit {max_depth} reached"
             break
         if deadline is not None and time.perf_counter() > deadline:
-            run.stopped = f"time limit {max_seconds:g} s reached at depth {k}"
+            run.stopped = f"time limit {max_seconds or 0:g} s reached at depth {k}"
             break
         un.extend()
         k += 1

@@ -6,7 +6,8 @@ Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``repla
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
 * 1 - a verdict does not (an unexpected violation, or an expected one not found);
-* 2 - a result is inconclusive (a limit cut the search short);
+* 2 - a result is inconclusive (a limit cut the search short: ``--max-states``, ``--max-depth``,
+  or ``--max-seconds``, one time budget for the whole command, from process start to exit);
 * 3 - bad input: an unknown scenario or claim, a malformed scenario file, a trace that does not
   fit the spec.  One line on stderr names the problem; nothing is left half-written.
 """
@@ -157,7 +158,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
     for flag in ("junit", "sarif", "html"):
         _check_output(getattr(args, flag), f"--{flag}")
-    limits = Limits(args.max_states, args.max_seconds, args.max_depth)
+    limits = _limits(args)
     if args.engine != "explicit":
         if args.write_expected:
             raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
@@ -174,6 +175,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     elif not args.quiet:
         _console().print(render_reports(reports))
     return exit_code(reports)
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    """The limit flags; ``--max-seconds`` is one budget for the whole command, counted from
+    when the process started (kvproof's import), across every scenario and phase."""
+    from .. import STARTED
+
+    return Limits(args.max_states, args.max_seconds, args.max_depth, STARTED if args.max_seconds else None)
 
 
 def _run(scenarios, limits, only, traces_dir, show_progress: bool, **engine) -> list:
@@ -235,7 +244,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for sc in scenarios:
         sc.build()
     _check_output(args.output, "-o")
-    limits = Limits(args.max_states, args.max_seconds, args.max_depth)
+    limits = _limits(args)
     reports = _run(scenarios, limits, None, None, not args.quiet)
     args.html, args.junit, args.sarif = args.output, None, None
     _write_outputs(args, reports)
@@ -416,7 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="check an engine variant: a PdProtocol subclass and its SCENARIO dict (repeatable)")
     ck.add_argument("--invariant", action="append", metavar="NAME", help="check only this claim (repeatable)")
     ck.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
-    ck.add_argument("--max-seconds", type=_positive_float, metavar="S", help="stop after S seconds per scenario")
+    ck.add_argument("--max-seconds", type=_positive_float, metavar="S",
+                    help="stop after S seconds: one budget for the whole command (every scenario and phase)")
     ck.add_argument("--max-depth", type=_positive_int, metavar="D", help="explore at most D steps deep")
     ck.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ck.add_argument("--traces", default="traces", metavar="DIR", help="where counterexamples go (default: traces)")
@@ -447,7 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp_.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
     rp_.add_argument("-o", "--output", default="report.html", metavar="FILE", help="where (default: report.html)")
     rp_.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
-    rp_.add_argument("--max-seconds", type=_positive_float, metavar="S", help="stop after S seconds per scenario")
+    rp_.add_argument("--max-seconds", type=_positive_float, metavar="S",
+                     help="stop after S seconds: one budget for the whole command (every scenario and phase)")
     rp_.add_argument("--max-depth", type=_positive_int, metavar="D", help="explore at most D steps deep")
     rp_.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
     rp_.set_defaults(func=cmd_report)

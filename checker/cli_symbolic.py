@@ -27,6 +27,7 @@ from .render import render_reports
 from .results import exit_code
 from .run import check_scenario
 from .run_symbolic import check_scenario_bmc, cross_check
+from .watchdog import z3_deadline
 
 __all__ = ["add_commands", "check_symbolic", "cmd_prove", "cmd_certify"]
 
@@ -41,19 +42,31 @@ def _console() -> Console:
 
 def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
     """``check --engine bmc`` (bounded, shortest violations) or ``--engine both`` (the explicit
-    verdicts, cross-checked by :func:`~.run_symbolic.cross_check`)."""
+    verdicts, cross-checked by :func:`~.run_symbolic.cross_check`).  ``--max-seconds`` is one
+    budget for the command: every phase stops at ``limits``' deadline, Z3 calls included
+    (:func:`~.watchdog.z3_deadline`)."""
+    with z3_deadline(limits.deadline()):
+        return _check_symbolic(args, scenarios, limits)
+
+
+def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
     traces_dir = None if args.no_traces else Path(args.traces)
     out = _console()
+    deadline = limits.deadline()
     if args.engine == "bmc":
         depth = args.depth or DEFAULT_DEPTH
-        reports = [check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds) for sc in scenarios]
-        if not args.quiet:
+        reports = [check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds, deadline)
+                   for sc in scenarios]
+        if args.json:
+            from .cli import _json_reports
+            print(json.dumps(_json_reports(reports), indent=2))
+        elif not args.quiet:
             out.print(render_reports(reports))
         return exit_code(reports)
     problems, gaps, reports, agreements = [], [], [], []
     for sc in scenarios:
         rep = check_scenario(sc, limits, args.invariant, traces_dir)
-        agreement = cross_check(rep, args.depth, args.invariant, args.max_seconds)
+        agreement = cross_check(rep, args.depth, args.invariant, args.max_seconds, deadline=deadline)
         problems += agreement.problems
         gaps += agreement.gaps
         reports.append(rep)

@@ -32,7 +32,7 @@ import numpy as np
 
 from .visited import VisitedSet, collision_probability
 
-__all__ = ["Limits", "Stats", "Exploration", "explore", "claim_checks"]
+__all__ = ["Limits", "Stats", "Exploration", "explore", "claim_checks", "expander"]
 
 _CHECK_EVERY = 2048  # expansions between limit checks and progress reports
 _MAX_TEST_ACTIONS = 1 << 16  # action ids of a machine without ``instances`` (hand-built graphs)
@@ -40,11 +40,42 @@ _MAX_TEST_ACTIONS = 1 << 16  # action ids of a machine without ``instances`` (ha
 
 @dataclass(frozen=True)
 class Limits:
-    """Where a search stops early: distinct states, seconds, BFS depth (``None``: no limit)."""
+    """Where a search stops early: distinct states, seconds, BFS depth (``None``: no limit).
+
+    ``max_seconds`` counts from ``started`` (a ``time.perf_counter()`` reading) when it is set:
+    every phase and every scenario given these limits then shares one budget (the command line
+    starts it when the process starts).  Unset, each search gets its own ``max_seconds``, and
+    :func:`~kvproof.checker.run.check_scenario` starts one budget for all phases of a scenario.
+    """
 
     max_states: int | None = None
     max_seconds: float | None = None
     max_depth: int | None = None
+    started: float | None = None
+
+    def deadline(self, start: float | None = None) -> float | None:
+        """The ``time.perf_counter()`` reading at which time is up (``None``: no time limit);
+        ``start`` is when the caller's own phase started, used when no budget was started."""
+        if self.max_seconds is None:
+            return None
+        began = self.started if self.started is not None else (time.perf_counter() if start is None else start)
+        return began + self.max_seconds
+
+    def expired(self) -> bool:
+        """The shared time budget is used up (always ``False`` without ``started``)."""
+        return self.started is not None and self.max_seconds is not None and \
+            time.perf_counter() > self.started + self.max_seconds
+
+    def shared(self) -> "Limits":
+        """These limits with the time budget started now, unless it already was."""
+        if self.max_seconds is None or self.started is not None:
+            return self
+        return Limits(self.max_states, self.max_seconds, self.max_depth, time.perf_counter())
+
+    @property
+    def time_reason(self) -> str:
+        """The reason a search stopped on the time limit."""
+        return f"time limit {self.max_seconds or 0:g} s reached"
 
 
 @dataclass
@@ -76,7 +107,9 @@ class Stats:
 
     @property
     def states_per_second(self) -> float:
-        """Distinct states found per second of search."""
+        """Distinct states found per second of search (0 when none were searched)."""
+        if not self.states:
+            return 0.0
         return self.states / self.seconds if self.seconds > 0 else float("inf")
 
 
@@ -133,7 +166,7 @@ def explore(
             quiescent_mask |= 1 << i
     always_open = open_mask & ~quiescent_mask
 
-    expand = getattr(machine, "expand", None) or _expand_of(machine.successors)
+    expand = expander(machine)
     n_actions = len(machine.instances) if hasattr(machine, "instances") else _MAX_TEST_ACTIONS
     hits = machine.hits
     hits_after = getattr(machine, "hits_after", None)
@@ -148,7 +181,7 @@ def explore(
     stats = Stats(visited=visited)
     max_states = limits.max_states
     max_depth = limits.max_depth
-    deadline = None if limits.max_seconds is None else start + limits.max_seconds
+    deadline = limits.deadline(start)
     represented = orbit(init) if orbit is not None else 0
 
     def record(mask: int, sid: int) -> None:
@@ -192,6 +225,8 @@ def explore(
                 stats.states, stats.depth, stats.seconds = n_states, depth, now - start
                 progress(stats)
         stats.transitions += len(cand)
+        if timed_out:  # time is up part way through the level: end now, without deduplicating and
+            cand, codes = [], array("q")  # checking its successors (the search is incomplete anyway)
         if canon is not None:
             cand = list(map(canon, cand))
         # -- deduplicate the level against everything seen
@@ -240,7 +275,7 @@ def explore(
             represented += sum(map(orbit, new_states))
         lo, n_states = n_states, n_states + len(new_states)
         if timed_out:
-            complete, reason = False, f"time limit {limits.max_seconds:g} s reached"
+            complete, reason = False, limits.time_reason
         if not complete:
             break
         frontier = new_states
@@ -272,6 +307,14 @@ def _pick(items: list, positions: np.ndarray) -> list:
     if positions.size == 1:
         return [items[int(positions[0])]]
     return list(itemgetter(*positions.tolist())(items))
+
+
+def expander(machine: Any) -> Callable:
+    """``machine.expand`` (the compiled successor generator), or one built from
+    ``machine.successors`` for the tests' hand-built graphs: ``expand(state, base, add_action,
+    add_state)`` calls ``add_action(base + aid)`` and ``add_state(successor)`` per successor and
+    returns the last successor (``None``: there is none)."""
+    return getattr(machine, "expand", None) or _expand_of(machine.successors)
 
 
 def _expand_of(successors: Callable[[bytes], list]) -> Callable:

@@ -28,9 +28,10 @@ def _case(rep: ScenarioReport, c: ClaimReport) -> ET.Element:
     case = ET.Element("testcase", classname=f"kvproof.{rep.scenario.name}", name=c.claim)
     trace = getattr(c.result, "trace", None)
     if c.verdict == "inconclusive":
+        reason = c.result.reason
         err = ET.SubElement(case, "error", type="kvproof.inconclusive",
-                            message=f"inconclusive: {rep.reason} (expected {c.expected})")
-        err.text = (f"The search stopped before it could decide {c.claim}: {rep.reason}. "
+                            message=f"inconclusive: {reason} (expected {c.expected})")
+        err.text = (f"The search stopped before it could decide {c.claim}: {reason}. "
                     f"{rep.stats.states:,} states were explored to depth {rep.stats.depth}. "
                     "Raise or drop the limit to decide it.")
     elif not c.matches:
@@ -46,6 +47,8 @@ def _case(rep: ScenarioReport, c: ClaimReport) -> ET.Element:
             lines += ["", to_text(render_trace(trace), width=100)]
         elif c.kind == "invariant":
             lines.append("The exhaustive search found no state that breaks it.")
+        elif c.kind == "liveness":
+            lines.append("The exhaustive search found no fair lasso that breaks it.")
         else:
             lines.append("The exhaustive search never reached it: the checks it guards may be vacuous.")
         fail.text = "\n".join(lines)

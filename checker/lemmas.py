@@ -73,10 +73,13 @@ def reachable_states(machine: Any, max_states: int = 2_000_000) -> np.ndarray:
     return explore_all(machine, max_states)[0]
 
 
-def explore_all(machine: Any, max_states: int = 2_000_000) -> tuple[np.ndarray, dict[str, int]]:
+def explore_all(machine: Any, max_states: int = 2_000_000,
+                deadline: float | None = None) -> tuple[np.ndarray, dict[str, int]]:
     """Every reachable state (breadth-first, no symmetry reduction), and for each claim of
     ``machine.claims`` that hits somewhere, the depth of its first hit (an invariant broken, a
-    witness reached; a quiescent claim only where no action is enabled)."""
+    witness reached; a quiescent claim only where no action is enabled).  Raises
+    ``RuntimeError`` past ``max_states`` states or ``deadline`` (a ``time.perf_counter()``
+    reading)."""
     init = machine.init
     seen = {init}
     frontier = [init]
@@ -95,7 +98,9 @@ def explore_all(machine: Any, max_states: int = 2_000_000) -> tuple[np.ndarray, 
 
     while frontier:
         nxt = []
-        for s in frontier:
+        for n, s in enumerate(frontier):
+            if deadline is not None and n % 1024 == 0 and time.perf_counter() > deadline:
+                raise RuntimeError("time limit reached while enumerating the reachable states")
             note(machine.hits(s))
             out = succ(s)
             if not out:

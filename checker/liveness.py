@@ -1,4 +1,4 @@
-"""Fair liveness on the full state graph: lassos where an obligation stays pending forever.
+"""Fair liveness on the state graph: lassos where an obligation stays pending forever.
 
 A liveness claim (``@liveness`` in the spec) lists obligations, each a state predicate that must
 not stay true forever: "page p0 is held", "R1 has not ended".  An obligation is violated by a
@@ -7,38 +7,101 @@ action (``fair=True``: the actions the real engine runs eventually) that is enab
 state of the cycle is also taken on it (weak fairness).  A state with no successor at all is a
 lasso whose loop is that state repeated.
 
-The search builds the whole reachable graph, then for each obligation takes the subgraph of
-states where it is pending and its strongly connected components (``networkx``).  A component
-is a fair lasso exactly when every fair action enabled throughout it is taken inside it (a
-cycle through all its edges then exists); if it is not, no cycle inside it is fair either.
+The search builds the reachable graph (:func:`build_graph`, edges as flat arrays), then for each
+obligation takes the subgraph of states where it is pending and its strongly connected
+components (``scipy.sparse.csgraph``, C speed).  A component has a fair cycle exactly when every
+fair action enabled throughout it is taken inside it: a cycle through all its edges is then
+fair, and if it is not, no cycle inside it is fair either.  The lasso written is a shorter
+cycle of that component that, for every fair action enabled somewhere in the component, either
+takes it or passes through a state where it is disabled (so none stays enabled untaken).
+
+A graph cut short by a limit is judged only on its *expanded* states, those whose every
+successor is in the graph: their enabled sets are complete, so a lasso looping through them is
+genuine, and a violation found there stands.  A limit never lets a claim be verified.  With a
+time limit, every phase checks the deadline and raises :class:`OutOfTime` when it passes.
 """
 
 from __future__ import annotations
 
 import time
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
-import networkx as nx
+from typing import Any, Callable
+
+import numpy as np
 
 from ..model.compiler import compile_pending
 from ..model.machine import Machine
-from .explicit import Limits, Stats
+from .explicit import Limits, Stats, expander
 
-__all__ = ["StateGraph", "Lasso", "build_graph", "find_lasso", "lasso_is_fair", "pending_throughout"]
+__all__ = ["StateGraph", "Lasso", "OutOfTime", "build_graph", "find_lasso", "lasso_is_fair", "pending_throughout"]
+
+_TICK = 1024  # units of work (states, queue pops) between deadline checks
+
+
+class OutOfTime(Exception):
+    """The time limit passed before the liveness check could decide; the message says which."""
 
 
 @dataclass
 class StateGraph:
-    """Every reachable state, its out-edges ``(aid, target)``, and a BFS parent tree."""
+    """The reachable states, their out-edges as flat arrays, and a BFS parent tree.
+
+    State ``u``'s out-edges are ``(aids[k], targets[k])`` for ``k`` in ``offsets[u] ..
+    offsets[u + 1] - 1``.  ``expanded[u]`` is 1 when that list holds every successor of ``u``
+    (a state a limit left unexpanded, or expanded only in part, has 0); ``None``: all are."""
 
     states: list[bytes]
-    edges: list[list[tuple[int, int]]]
-    parent: list[int]
-    via: list[int]
-    depth: list[int]
+    offsets: Any
+    targets: Any
+    aids: Any
+    parent: Any
+    via: Any
+    depth: Any
     stats: Stats
     complete: bool
     reason: str = ""
+    expanded: Any = None
+    _arrays: Any = field(default=None, repr=False)
+
+    @classmethod
+    def from_edges(cls, states: list[bytes], edges: list[list[tuple[int, int]]], parent: list[int], via: list[int],
+                   depth: list[int], stats: Stats, complete: bool, reason: str = "",
+                   expanded: list[bool] | None = None) -> "StateGraph":
+        """A graph from per-state edge lists ``[(aid, target), ...]`` (the tests' hand-built graphs)."""
+        offsets, targets, aids = array("q", [0]), array("i"), array("i")
+        for out in edges:
+            for a, v in out:
+                aids.append(a)
+                targets.append(v)
+            offsets.append(len(targets))
+        flags = None if expanded is None else bytearray(1 if e else 0 for e in expanded)
+        return cls(states, offsets, targets, aids, parent, via, depth, stats, complete, reason, flags)
+
+    def out(self, sid: int) -> list[tuple[int, int]]:
+        """The out-edges ``(aid, target)`` of state ``sid``."""
+        lo, hi = self.offsets[sid], self.offsets[sid + 1]
+        return list(zip(self.aids[lo:hi], self.targets[lo:hi]))
+
+    def is_expanded(self, sid: int) -> bool:
+        """Every successor of ``sid`` is in the graph, with its edge."""
+        return self.expanded is None or bool(self.expanded[sid])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(src, dst, aid, expanded, depth)`` as numpy arrays (one entry per edge for the
+        first three, per state for the last two), built once."""
+        if self._arrays is None:
+            n = len(self.states)
+            offsets = np.asarray(self.offsets, dtype=np.int64)
+            src = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+            dst = np.asarray(self.targets, dtype=np.int64)
+            aid = np.asarray(self.aids, dtype=np.int64)
+            expanded = (np.ones(n, bool) if self.expanded is None
+                        else np.frombuffer(bytes(self.expanded), dtype=np.uint8).astype(bool))
+            depth = np.asarray(self.depth, dtype=np.int64)
+            self._arrays = (src, dst, aid, expanded, depth)
+        return self._arrays
 
     def path_to(self, sid: int) -> list[int]:
         """State ids from the initial state to ``sid`` along the BFS tree (shortest)."""
@@ -61,133 +124,234 @@ class Lasso:
     notes: list[str] = field(default_factory=list)
 
 
+def _check(deadline: float | None, limits_reason: str) -> None:
+    if deadline is not None and time.perf_counter() > deadline:
+        raise OutOfTime(limits_reason)
+
+
 def build_graph(machine: Machine, limits: Limits = Limits()) -> StateGraph:
-    """Explore breadth-first, keeping every edge (liveness needs the whole graph)."""
+    """Explore breadth-first, keeping every edge (liveness needs the graph, not only the states).
+
+    ``max_depth`` keeps states at most that many steps deep and ``max_states`` that many
+    states; a state with a successor left out is not *expanded*.  The time limit stops the
+    search; states not yet reached then are not expanded either."""
     start = time.perf_counter()
-    index = {machine.init: 0}
-    states, edges, parent, via = [machine.init], [], [-1], [-1]
-    stats = Stats()
+    deadline = limits.deadline(start)
+    expand = expander(machine)
+    init = machine.init
+    index = {init: 0}
+    states = [init]
+    parent, via, depth = array("i", [-1]), array("i", [-1]), array("i", [0])
+    offsets, targets, aids = array("q", [0]), array("i"), array("i")
+    expanded = bytearray()
     complete, reason = True, ""
-    deadline = None if limits.max_seconds is None else start + limits.max_seconds
+    max_states, max_depth = limits.max_states, limits.max_depth
     i = 0
     while i < len(states):
-        out = []
-        for aid, t in machine.successors(states[i]):
+        if deadline is not None and i % _TICK == 0 and time.perf_counter() > deadline:
+            complete, reason = False, limits.time_reason
+            break
+        codes: list[int] = []
+        succ: list[bytes] = []
+        expand(states[i], 0, codes.append, succ.append)
+        full = True
+        d = depth[i] + 1
+        for a, t in zip(codes, succ):
             j = index.get(t)
             if j is None:
-                if limits.max_states is not None and len(states) >= limits.max_states:
-                    complete, reason = False, f"state limit {limits.max_states} reached"
-                    break
+                if max_depth is not None and d > max_depth:
+                    full = False
+                    if complete:
+                        complete, reason = False, f"depth limit {max_depth} reached"
+                    continue
+                if max_states is not None and len(states) >= max_states:
+                    full = False
+                    if complete:
+                        complete, reason = False, f"state limit {max_states} reached"
+                    continue
                 j = index[t] = len(states)
                 states.append(t)
                 parent.append(i)
-                via.append(aid)
-            out.append((aid, j))
-        edges.append(out)
-        stats.transitions += len(out)
-        if not complete:
-            break
+                via.append(a)
+                depth.append(d)
+            targets.append(j)
+            aids.append(a)
+        offsets.append(len(targets))
+        expanded.append(1 if full else 0)
         i += 1
-        if deadline is not None and i % 2048 == 0 and time.perf_counter() > deadline:
-            complete, reason = False, f"time limit {limits.max_seconds:g} s reached"
-            break
-    while len(edges) < len(states):  # states found but not expanded when a limit hit
-        edges.append([])
-    stats.states = len(states)
-    stats.quiescent = sum(1 for e in edges if not e)
+    while len(expanded) < len(states):  # states found but not expanded when time ran out
+        offsets.append(len(targets))
+        expanded.append(0)
+    stats = Stats(states=len(states), transitions=len(targets), depth=max(depth))
+    stats.quiescent = sum(1 for u in range(len(states)) if expanded[u] and offsets[u] == offsets[u + 1])
+    stats.represented = stats.states
     stats.seconds = time.perf_counter() - start
-    depth = [0] * len(states)
-    for sid in range(1, len(states)):
-        depth[sid] = depth[parent[sid]] + 1
-    stats.depth = max(depth)
-    return StateGraph(states, edges, parent, via, depth, stats, complete, reason)
+    return StateGraph(states, offsets, targets, aids, parent, via, depth, stats, complete, reason, expanded)
 
 
 def _fair_aids(machine: Machine) -> set[int]:
     return {inst.aid for inst in machine.instances if inst.action.fair}
 
 
-def find_lasso(machine: Machine, graph: StateGraph, claim: str) -> Lasso | None:
+def find_lasso(machine: Machine, graph: StateGraph, claim: str, deadline: float | None = None,
+               why: str = "time limit reached") -> Lasso | None:
     """The shortest-prefix fair lasso violating some obligation of liveness claim ``claim``, or
-    ``None`` when every obligation holds (on the graph given)."""
+    ``None`` when no obligation has one on the graph given (on an incomplete graph: none that
+    loops through expanded states).  Past ``deadline`` (a ``time.perf_counter()`` reading) it
+    raises :class:`OutOfTime` with the message ``why``."""
     spec = machine.spec
     pending, labels = compile_pending(spec, spec.claim(claim))
     fair = _fair_aids(machine)
-    masks = [pending(s) for s in graph.states]
-    best: Lasso | None = None
+    masks: list[int] = []
+    for k in range(0, len(graph.states), 8 * _TICK):
+        _check(deadline, why)
+        masks.extend(map(pending, graph.states[k:k + 8 * _TICK]))
+    bits = np.array(masks, dtype=object if len(labels) > 62 else np.int64)
+    best: tuple[int, int, str, Any] | None = None  # (entry depth, entry, label, component)
     for i, label in enumerate(labels):
-        bit = 1 << i
-        nodes = [sid for sid, m in enumerate(masks) if m & bit]
-        if not nodes:
-            continue
-        lasso = _lasso_for(graph, nodes, fair, label)
-        if lasso is not None and (best is None or lasso.loop < best.loop):
-            best = lasso
-    return best
-
-
-def _lasso_for(graph: StateGraph, nodes: list[int], fair: set[int], label: str) -> Lasso | None:
-    member = set(nodes)
-    candidates: list[tuple[int, list[int], list[int], int]] = []  # (entry depth, cycle, cycle aids, entry)
-    # a state with no successor at all: the system stops with the obligation pending
-    for sid in nodes:
-        if graph.complete and not graph.edges[sid]:
-            candidates.append((graph.depth[sid], [sid], [], sid))
-    g = nx.DiGraph()
-    g.add_nodes_from(nodes)
-    for u in nodes:
-        for aid, v in graph.edges[u]:
-            if v in member:
-                g.add_edge(u, v)
-    for comp in nx.strongly_connected_components(g):
-        if len(comp) == 1:
-            (u,) = comp
-            if not any(v == u for _, v in graph.edges[u]):
-                continue
-        always = None
-        for u in comp:
-            enabled = {aid for aid, _ in graph.edges[u]} & fair
-            always = enabled if always is None else always & enabled
-        taken = {aid for u in comp for aid, v in graph.edges[u] if v in comp}
-        if not (always or set()) <= taken:
-            continue  # some fair action stays enabled and is never taken: no fair cycle here
-        entry = min(comp, key=lambda sid: (graph.depth[sid], sid))
-        cycle, aids = _fair_cycle(graph, comp, entry, sorted(always or set()))
-        candidates.append((graph.depth[entry], cycle, aids, entry))
-    if not candidates:
+        _check(deadline, why)
+        member = ((bits >> i) & 1).astype(bool)
+        found = _fair_entry(graph, member, fair, deadline, why)
+        if found is not None:
+            entry, comp = found
+            if best is None or graph.depth[entry] < best[0]:
+                best = (graph.depth[entry], entry, label, comp)
+    if best is None:
         return None
-    _, cycle, aids, entry = min(candidates, key=lambda c: (c[0], len(c[2])))
+    _, entry, label, comp = best
+    return _lasso_at(graph, entry, comp, fair, label, deadline, why)
+
+
+def _lasso_for(graph: StateGraph, nodes: list[int], fair: set[int], label: str,
+               deadline: float | None = None, why: str = "time limit reached") -> Lasso | None:
+    """The fair lasso with the shortest prefix inside ``nodes`` (the states where one
+    obligation is pending), or ``None``."""
+    member = np.zeros(len(graph.states), bool)
+    member[np.asarray(nodes, dtype=np.int64)] = True
+    found = _fair_entry(graph, member, fair, deadline, why)
+    if found is None:
+        return None
+    return _lasso_at(graph, found[0], found[1], fair, label, deadline, why)
+
+
+def _fair_entry(graph: StateGraph, member: np.ndarray, fair: set[int], deadline: float | None,
+                why: str) -> tuple[int, set[int] | None] | None:
+    """Where the shortest-prefix fair lasso inside ``member`` starts: ``(entry, component)``,
+    the component ``None`` for a dead end; ``None`` when there is no fair lasso."""
+    src, dst, aid, expanded, depth = graph.arrays()
+    n = len(graph.states)
+    member = member & expanded  # a state expanded only in part has an incomplete enabled set
+    if not member.any():
+        return None
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    width = int(max(int(aid.max(initial=-1)), max(fair, default=-1))) + 1
+    fair_aid = np.zeros(width, bool)
+    fair_aid[sorted(fair)] = True
+    outdeg = np.diff(np.asarray(graph.offsets, dtype=np.int64))
+    dead = member & (outdeg == 0)
+    keep = member[src] & member[dst]
+    ks, kd, ka = src[keep], dst[keep], aid[keep]
+    _check(deadline, why)
+    _, comp = connected_components(csr_matrix((np.ones(ks.size, np.int8), (ks, kd)), shape=(n, n)),
+                                   directed=True, connection="strong")
+    _check(deadline, why)
+    comp = comp.astype(np.int64)
+    size = np.bincount(comp[member], minlength=n)
+    inside = comp[ks] == comp[kd]
+    cyclic = size > 1
+    cyclic[comp[ks[inside & (ks == kd)]]] = True  # a single state with a self-loop
+    # the fair actions enabled at every state of a component must be taken inside it
+    fe = member[src] & fair_aid[aid]
+    pairs = _distinct(src[fe] * width + aid[fe])  # (state, fair action enabled there)
+    comp_aid, count = _distinct(comp[pairs // width] * width + pairs % width, counts=True)
+    always = comp_aid[count == size[comp_aid // width]]
+    ia = ka[inside]
+    taken = _distinct(comp[ks[inside]][fair_aid[ia]] * width + ia[fair_aid[ia]])
+    unfair = always[~np.isin(always, taken, kind="sort")] // width
+    fair_comp = cyclic
+    fair_comp[unfair] = False
+    candidates = np.flatnonzero(dead | (member & fair_comp[comp]))
+    if candidates.size == 0:
+        return None
+    entry = int(candidates[np.lexsort((candidates, depth[candidates]))[0]])
+    if dead[entry]:
+        return entry, None
+    return entry, set(np.flatnonzero(comp == comp[entry]).tolist())
+
+
+def _distinct(a: np.ndarray, counts: bool = False):
+    """The sorted distinct values of ``a`` (and how often each occurs), by one sort (numpy's
+    ``unique`` hashes, several times slower on these arrays)."""
+    a = np.sort(a)
+    first = np.ones(a.size, bool)
+    first[1:] = a[1:] != a[:-1]
+    values = a[first]
+    if not counts:
+        return values
+    return values, np.diff(np.append(np.flatnonzero(first), a.size))
+
+
+def _lasso_at(graph: StateGraph, entry: int, comp: set[int] | None, fair: set[int], label: str,
+              deadline: float | None, why: str) -> Lasso:
     prefix = graph.path_to(entry)
     prefix_aids = [graph.via[sid] for sid in prefix[1:]]
-    if not aids:  # a dead end: the loop is the last state repeated
+    if comp is None:  # a dead end: the loop is the last state repeated
         return Lasso(label, prefix, prefix_aids, len(prefix) - 1)
+    cycle, aids = _fair_cycle(graph, comp, entry, fair, deadline, why)
     return Lasso(label, prefix + cycle[1:], prefix_aids + aids, len(prefix) - 1)
 
 
-def _fair_cycle(graph: StateGraph, comp: set[int], entry: int, required: list[int]) -> tuple[list[int], list[int]]:
-    """A cycle in ``comp`` from ``entry`` back to ``entry`` that takes every ``required`` fair
-    action at least once (each reached by a shortest path inside the component)."""
+def _fair_cycle(graph: StateGraph, comp: set[int], entry: int, fair: set[int], deadline: float | None = None,
+                why: str = "time limit reached") -> tuple[list[int], list[int]]:
+    """A fair cycle in ``comp`` (a component with a fair cycle) from ``entry`` back to
+    ``entry``: for every fair action enabled somewhere in the component, the cycle takes it or
+    passes through a state where it is disabled (each goal reached by a shortest path inside
+    the component), so no fair action stays enabled on the cycle without being taken."""
+    enabled_at: dict[int, frozenset[int]] = {}
+
+    def enabled(u: int) -> frozenset[int]:
+        e = enabled_at.get(u)
+        if e is None:
+            e = enabled_at[u] = frozenset(a for a, _ in graph.out(u) if a in fair)
+        return e
+
+    goals: set[int] = set()
+    for k, u in enumerate(comp):
+        if k % _TICK == 0:
+            _check(deadline, why)
+        goals |= enabled(u)
     states, aids = [entry], []
-    for aid in required:
-        if aid in aids:
-            continue
-        starts = {u for u in comp for a, v in graph.edges[u] if a == aid and v in comp}
-        path = _bfs(graph, comp, states[-1], lambda u: u in starts)
-        for a, v in path:
-            states.append(v)
-            aids.append(a)
-        u = states[-1]
-        v = next(v for a, v in graph.edges[u] if a == aid and v in comp)
-        states.append(v)
-        aids.append(aid)
-    back = _bfs(graph, comp, states[-1], lambda u: u == entry, at_least_one=len(aids) == 0)
-    for a, v in back:
+    taken: set[int] = set()
+    disabled = goals - enabled(entry)
+
+    def visit(a: int, v: int) -> None:
         states.append(v)
         aids.append(a)
+        taken.add(a)
+        disabled.update(goals - enabled(v))
+
+    for b in sorted(goals):
+        if b in taken or b in disabled:
+            continue
+
+        def takes_or_lacks(u: int, b: int = b) -> bool:
+            return b not in enabled(u) or any(a == b and v in comp for a, v in graph.out(u))
+
+        for a, v in _bfs(graph, comp, states[-1], takes_or_lacks, deadline=deadline, why=why):
+            visit(a, v)
+        u = states[-1]
+        if b not in disabled:  # reached a state that takes b inside the component: take it
+            visit(b, next(v for a, v in graph.out(u) if a == b and v in comp))
+    for a, v in _bfs(graph, comp, states[-1], lambda u: u == entry, at_least_one=not aids, deadline=deadline,
+                     why=why):
+        visit(a, v)
     return states, aids
 
 
-def _bfs(graph: StateGraph, comp: set[int], src: int, goal, at_least_one: bool = False) -> list[tuple[int, int]]:
+def _bfs(graph: StateGraph, comp: set[int], src: int, goal: Callable[[int], bool], at_least_one: bool = False,
+         deadline: float | None = None, why: str = "time limit reached") -> list[tuple[int, int]]:
     """Shortest ``(aid, state)`` steps inside ``comp`` from ``src`` to a state satisfying
     ``goal`` (at least one step when ``at_least_one``, so ``src`` may be its own goal)."""
     if not at_least_one and goal(src):
@@ -195,9 +359,13 @@ def _bfs(graph: StateGraph, comp: set[int], src: int, goal, at_least_one: bool =
     prev: dict[int, tuple[int, int]] = {}
     queue = deque([src])
     seen = set() if at_least_one else {src}
+    pops = 0
     while queue:
         u = queue.popleft()
-        for a, v in graph.edges[u]:
+        pops += 1
+        if pops % _TICK == 0:
+            _check(deadline, why)
+        for a, v in graph.out(u):
             if v not in comp or v in seen:
                 continue
             seen.add(v)
@@ -250,4 +418,3 @@ def lasso_is_fair(machine: Machine, claim: str, states: list[bytes], actions: li
     if missing:
         return f"unfair loop: {machine.label(missing[0])} stays enabled and is never taken"
     return None
-

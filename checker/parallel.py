@@ -53,18 +53,20 @@ class ProcessPool:
             out.append(value)
         return out
 
-    def exchange(self, allow: list[int] | None, open_mask: int) -> tuple[list, list[int], list]:
+    def exchange(self, allow: list[int] | None, open_mask: int) -> tuple[list, list[int], list, bool]:
         """One level in two round trips: every partition commits its grant ``allow`` and
         expands (:meth:`~.partition.Partition.step`), batches are routed, every partition
-        absorbs.  The commit's claim hits, the new states per partition and the quiescent
-        claim hits.  Batches travel through this process."""
+        absorbs.  The commit's claim hits, the new states per partition, the quiescent
+        claim hits, and whether the deadline cut some partition's expansion short.  Batches
+        travel through this process."""
         n = len(self.conns)
         stepped = self.call("step", [(None if allow is None else allow[w], open_mask) for w in range(n)])
         hits = [h for r in stepped for h in r[0]]
         quiet = [q for r in stepped for q in r[2]]
+        cut = any(r[3] for r in stepped)
         inbox = [[stepped[w][1][d] for w in range(n)] for d in range(n)]
         del stepped
-        return hits, self.call("absorb", [(inbox[d],) for d in range(n)]), quiet
+        return hits, self.call("absorb", [(inbox[d],) for d in range(n)]), quiet, cut
 
     def close(self) -> None:
         """Stop the workers."""
@@ -109,7 +111,8 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
     """Drive ``count`` partitions to the end of the search through a transport: its
     ``call(method, per-partition args)`` calls every partition and gathers the answers, its
     ``exchange(allow, open_mask)`` commits the last grant and runs one level's expand, routing
-    and absorb (shared by every transport)."""
+    and absorb (shared by every transport).  With a time limit the partitions stop expanding
+    at the deadline too, and the level they were in is the search's last."""
     call = transport.call
     start = time.perf_counter()
     tracked = range(len(machine.claims)) if claims is None else claims
@@ -131,19 +134,23 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
     stats = Stats(visited=visited, workers=count)
     complete, reason = True, ""
     n_states, depth = 1, 0
-    deadline = None if limits.max_seconds is None else start + limits.max_seconds
+    deadline = limits.deadline(start)
+    if deadline is not None:
+        call("set_deadline", [(deadline - time.perf_counter(),)] * count)
     allow: list[int] | None = None  # granted, to be committed by the next exchange
 
     def commit_now(grant: list[int]) -> None:  # when the search ends with a grant pending
         record([h for hs in call("commit", [(a,) for a in grant]) for h in hs])
 
     while True:
-        hits, fresh, quiet = transport.exchange(allow, open_mask)
+        hits, fresh, quiet, cut = transport.exchange(allow, open_mask)
         record(hits)
         if stop_when_all_hit and not open_mask:
             complete, reason = False, "stopped once every claim asked for had hit"
             break
         record(quiet)
+        if cut:  # some partition stopped part way through the level: this level is the last
+            complete, reason = False, limits.time_reason
         total = sum(fresh)
         if not total:
             break
@@ -160,8 +167,8 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
         n_states += sum(grant)
         depth += 1 if sum(grant) else 0
         now = time.perf_counter()
-        if complete and deadline is not None and now > deadline:
-            complete, reason = False, f"time limit {limits.max_seconds:g} s reached"
+        if complete and deadline is not None and (cut or now > deadline):
+            complete, reason = False, limits.time_reason
         if not complete:
             commit_now(grant)
             break

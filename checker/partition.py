@@ -51,6 +51,13 @@ class Partition:
         tracked = range(len(machine.claims)) if claims is None else claims
         self.quiescent_mask = sum(1 << i for i, c in enumerate(machine.claims) if c.at == "quiescent")
         self.open = sum(1 << i for i in tracked)
+        self.deadline: float | None = None
+        self.cut = False
+
+    def set_deadline(self, seconds_left: float) -> None:
+        """Stop expanding a level ``seconds_left`` from now (the search's time limit; relative,
+        so a partition on another host needs no common clock)."""
+        self.deadline = time.perf_counter() + seconds_left
 
     def owner(self, state: bytes) -> int:
         """The partition that owns ``state``."""
@@ -71,7 +78,9 @@ class Partition:
 
     def expand(self) -> tuple[list[Batch], list[tuple[int, int]]]:
         """Successors of this partition's level, one batch per destination partition, and the
-        quiescent claim hits (bits, global number) of states with no successor."""
+        quiescent claim hits (bits, global number) of states with no successor.  Past the
+        deadline it stops part way through the level and sets ``cut``: the search must end
+        with this level (its states are still found at their shortest distance)."""
         m, n = self.machine, self.count
         cand: list[bytes] = []
         codes = array("q")
@@ -79,7 +88,11 @@ class Partition:
         quiet = []
         add_action, add_state = codes.append, cand.append
         qmask = self.quiescent_mask & self.open
+        deadline = self.deadline
         for j, s in enumerate(self.frontier):
+            if deadline is not None and j % 1024 == 1023 and time.perf_counter() > deadline:
+                self.cut = True
+                break
             if m.expand(s, j * n_actions, add_action, add_state) is None:
                 self.quiescent += 1
                 if qmask:
@@ -87,6 +100,8 @@ class Partition:
                     if qh:
                         quiet.append((qh, (self.lo + j) * n + self.index))
         self.transitions += len(cand)
+        if self.cut:  # time is up: the level's successors are dropped, so the search ends at once
+            cand, codes = [], array("q")
         if self.canon is not None:
             cand = list(map(self.canon, cand))
         fps = self.store.keys(cand)
@@ -104,14 +119,15 @@ class Partition:
             batches.append((blob, fps[sel], gid[sel], aid[sel].astype(np.int32)))
         return batches, quiet
 
-    def step(self, allow: int | None, open_mask: int) -> tuple[list[tuple[int, int]], list[Batch], list]:
+    def step(self, allow: int | None, open_mask: int) -> tuple[list[tuple[int, int]], list[Batch], list, bool]:
         """One round trip a level: take the open claims, commit the previous grant (``None``:
         nothing is pending, as after :meth:`seed`) and expand the level it made; the commit's
-        claim hits, then :meth:`expand`'s batches and quiescent hits."""
+        claim hits, then :meth:`expand`'s batches and quiescent hits, and whether the deadline
+        cut the expansion short."""
         self.open = open_mask
         hits = self.commit(allow) if allow is not None else []
         batches, quiet = self.expand()
-        return hits, batches, quiet
+        return hits, batches, quiet, self.cut
 
     def absorb(self, batches: list[Batch]) -> int:
         """Take the batches addressed to this partition (in source order); how many of their

@@ -45,8 +45,8 @@ class _Host:
         return getattr(self.part, method)(*args)
 
     def step_split(self, allow: int | None, open_mask: int) -> tuple:
-        hits, batches, quiet = self.part.step(allow, open_mask)
-        return (hits, quiet, *batches)
+        hits, batches, quiet, cut = self.part.step(allow, open_mask)
+        return (hits, quiet, cut, *batches)
 
     def absorb_from(self, *batches: Any) -> int:
         return self.part.absorb(list(batches))
@@ -61,14 +61,15 @@ class _RayTransport:
                 for i, a in enumerate(self.actors)]
         return self.ray.get(refs)
 
-    def exchange(self, allow: list[int] | None, open_mask: int) -> tuple[list, list[int], list]:
+    def exchange(self, allow: list[int] | None, open_mask: int) -> tuple[list, list[int], list, bool]:
         n = len(self.actors)
-        parts = [a.step_split.options(num_returns=n + 2).remote(None if allow is None else allow[w], open_mask)
+        parts = [a.step_split.options(num_returns=n + 3).remote(None if allow is None else allow[w], open_mask)
                  for w, a in enumerate(self.actors)]
-        fresh_refs = [self.actors[d].absorb_from.remote(*[parts[w][2 + d] for w in range(n)]) for d in range(n)]
+        fresh_refs = [self.actors[d].absorb_from.remote(*[parts[w][3 + d] for w in range(n)]) for d in range(n)]
         hits = [h for w in range(n) for h in self.ray.get(parts[w][0])]
         quiet = [q for w in range(n) for q in self.ray.get(parts[w][1])]
-        return hits, self.ray.get(fresh_refs), quiet
+        cut = any(self.ray.get(parts[w][2]) for w in range(n))
+        return hits, self.ray.get(fresh_refs), quiet, cut
 
 
 def explore_ray(scenario: Scenario, machine: Machine, workers: int, limits: Limits = Limits(),

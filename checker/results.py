@@ -1,8 +1,14 @@
 """Results: what checking a claim found, and how a scenario's run compares with expectations.
 
-Verdicts are nouns: :class:`Verified`, :class:`Violated` (with its trace), :class:`Inconclusive`
-(with the reason the search stopped).  For a witness, *verified* means it was reached (with the
-trace that reaches it) and *violated* that the exhaustive search never reached it.
+Verdicts are nouns.  An invariant or a liveness claim is :class:`Verified` (it holds: a complete
+search found no state, or no fair lasso, that breaks it) or :class:`Violated` (with its
+counterexample).  A witness is :class:`Reached` (with the trace that reaches it) or
+:class:`Unreachable` (a complete search never reached it).  :class:`Inconclusive` carries the
+reason the search stopped before it could decide.
+
+What a search cut short by a limit establishes stays established: an invariant violation found
+(its trace starts at the initial state), a witness reached, a liveness violation whose lasso
+loops only through fully expanded states.  Everything else it leaves inconclusive.
 """
 
 from __future__ import annotations
@@ -14,12 +20,13 @@ from ..spec.scenario import Scenario
 from .explicit import Stats
 from .traces import Trace
 
-__all__ = ["Verified", "Violated", "Inconclusive", "Result", "ClaimReport", "ScenarioReport", "exit_code"]
+__all__ = ["Verified", "Violated", "Reached", "Unreachable", "Inconclusive", "Result", "ClaimReport",
+           "ScenarioReport", "exit_code", "found", "not_found", "default_expectation"]
 
 
 @dataclass(frozen=True)
 class Verified:
-    """The claim holds in every reachable state (a witness: it is reachable, see ``trace``)."""
+    """The invariant or liveness claim holds on every reachable state (a complete search)."""
 
     trace: Trace | None = None
     verdict: str = "verified"
@@ -27,10 +34,28 @@ class Verified:
 
 @dataclass(frozen=True)
 class Violated:
-    """The claim fails (a witness: it is unreachable); ``trace`` is a shortest counterexample."""
+    """The invariant or liveness claim fails; ``trace`` is its counterexample (shortest for an
+    invariant, a fair lasso for a liveness claim)."""
 
     trace: Trace | None = None
     verdict: str = "violated"
+
+
+@dataclass(frozen=True)
+class Reached:
+    """The witness is reachable; ``trace`` is a shortest path to a state where it holds."""
+
+    trace: Trace | None = None
+    verdict: str = "reached"
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """The witness holds in no reachable state (a complete search): the checks it guards may be
+    vacuous."""
+
+    trace: Trace | None = None
+    verdict: str = "unreachable"
 
 
 @dataclass(frozen=True)
@@ -41,7 +66,24 @@ class Inconclusive:
     verdict: str = "inconclusive"
 
 
-Result = Verified | Violated | Inconclusive
+Result = Verified | Violated | Reached | Unreachable | Inconclusive
+
+
+def found(kind: str, trace: Trace | None) -> Result:
+    """The result of a claim that hit: an invariant (or liveness claim) violated, a witness
+    reached, with the trace that shows it."""
+    return Reached(trace) if kind == "witness" else Violated(trace)
+
+
+def not_found(kind: str) -> Result:
+    """The result of a claim a complete search never saw hit: verified, or for a witness
+    unreachable."""
+    return Unreachable() if kind == "witness" else Verified()
+
+
+def default_expectation(kind: str) -> str:
+    """The verdict a claim is expected to get when nothing says otherwise."""
+    return "reached" if kind == "witness" else "verified"
 
 
 @dataclass
@@ -56,7 +98,8 @@ class ClaimReport:
 
     @property
     def verdict(self) -> str:
-        """``verified``, ``violated`` or ``inconclusive``."""
+        """``verified`` / ``violated`` (an invariant or liveness claim), ``reached`` /
+        ``unreachable`` (a witness), or ``inconclusive``."""
         return self.result.verdict
 
     @property

@@ -13,10 +13,10 @@ from ..model.machine import Machine
 from ..model.replay import run_actions
 from ..spec.scenario import Scenario, ScenarioError
 from .explicit import Exploration, Limits, Stats, explore
-from .liveness import StateGraph, build_graph, find_lasso
+from .liveness import OutOfTime, StateGraph, build_graph, find_lasso
 from .parallel import explore_parallel
 from .ray_backend import explore_ray
-from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated
+from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, default_expectation, found, not_found
 from .symmetry import Reduction, concrete_path, reduction_for
 from .traces import Trace, write_trace
 
@@ -36,15 +36,42 @@ def trace_of(scenario: Scenario, machine: Machine, exploration: Exploration, cla
     return Trace(scenario, machine, claim.name, kind, actions, states)
 
 
-def _liveness_result(scenario: Scenario, machine: Machine, graph: StateGraph, claim: str):
-    """Violated with a lasso trace, Verified on a complete graph, else Inconclusive."""
-    lasso = find_lasso(machine, graph, claim)
+def _liveness_result(scenario: Scenario, machine: Machine, graph: StateGraph | None, claim: str, limits: Limits):
+    """Violated with a lasso trace (on an incomplete graph too: its loop states are expanded),
+    Verified on a complete graph, else Inconclusive (no graph: time ran out before it)."""
+    if graph is None:
+        return Inconclusive(limits.time_reason)
+    try:
+        lasso = find_lasso(machine, graph, claim, limits.deadline(), limits.time_reason)
+    except OutOfTime as e:
+        return Inconclusive(str(e))
     if lasso is not None:
         states = [graph.states[sid] for sid in lasso.states]
         return Violated(Trace(scenario, machine, claim, "lasso", lasso.actions, states, lasso.loop))
     if graph.complete:
         return Verified()
     return Inconclusive(graph.reason)
+
+
+def _out_of_time(scenario: Scenario, spec, expected: dict[str, str], limits: Limits) -> ScenarioReport:
+    """The report of a scenario the time budget ran out before: every claim inconclusive."""
+    kinds = {c.name: c.kind for c in spec.claims}
+    report = ScenarioReport(scenario, Stats(), False, limits.time_reason)
+    report.claims = [ClaimReport(name, kinds[name], want, Inconclusive(limits.time_reason))
+                     for name, want in expected.items()]
+    return report
+
+
+def _explore(scenario, machine, limits, tracked, stop, progress, visited, canon, workers, backend, ray_address):
+    """The breadth-first search of the safety claims and witnesses, on the engine asked for."""
+    if backend == "ray":
+        return explore_ray(scenario, machine, workers, limits, claims=tracked, stop_when_all_hit=stop,
+                           progress=progress, visited=visited, symmetric=canon is not None, address=ray_address)
+    if workers > 1:
+        return explore_parallel(machine, workers, limits, claims=tracked, stop_when_all_hit=stop,
+                                progress=progress, visited=visited, canonicaliser=canon)
+    return explore(machine, limits, claims=tracked, stop_when_all_hit=stop, progress=progress, visited=visited,
+                   canon=canon and canon.canon, orbit=canon and canon.orbit)
 
 
 def check_scenario(
@@ -63,6 +90,11 @@ def check_scenario(
 
     Safety claims and witnesses are decided by one breadth-first search; liveness claims by
     the fair-lasso search on the whole graph (:mod:`.liveness`, one process, no reduction).
+    Every limit applies to both; ``max_seconds`` is one budget for all phases (compiling the
+    machine, both searches, the components, the traces), started by ``limits.started`` when
+    set (the command line: one budget for the whole command), else when this call starts.  A
+    claim a limit left undecided is inconclusive; what the explored part establishes (a
+    violation with its trace, a witness reached, a fair lasso through expanded states) stands.
     Counterexamples of violated invariants and liveness claims are written under
     ``traces_dir`` when it is given.  ``visited`` is the visited-set mode (``exact`` or
     ``fingerprint``); with ``symmetry`` the search explores one representative per orbit of the
@@ -71,46 +103,50 @@ def check_scenario(
     ``backend="ray"`` in that many Ray actors (:mod:`.ray_backend`, on the cluster at
     ``ray_address`` or a local one).
     """
+    limits = limits.shared()
     spec = scenario.build()
     expected = scenario.expectations(spec)
     if only:
-        unknown = [c for c in only if c not in {x.name for x in spec.claims}]
+        kinds = {x.name: x.kind for x in spec.claims}
+        unknown = [c for c in only if c not in kinds]
         if unknown:
             raise ScenarioError(f"unknown invariant or witness {unknown[0]!r} (kvproof list --claims names them)")
-        expected = {c: expected.get(c, "verified") for c in only}
+        expected = {c: expected.get(c, default_expectation(kinds[c])) for c in only}
+    if limits.expired():
+        return _out_of_time(scenario, spec, expected, limits)
     machine = Machine(spec)
     index = {c.name: i for i, c in enumerate(machine.claims)}
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
     tracked = [index[c] for c in expected if c not in live]
     reduction = reduction_for(machine) if symmetry else None
     canon = reduction.canonicaliser if reduction is not None else None
-    if backend == "ray":
-        exploration = explore_ray(scenario, machine, workers, limits, claims=tracked, stop_when_all_hit=bool(only),
-                                  progress=progress, visited=visited, symmetric=canon is not None,
-                                  address=ray_address)
-    elif workers > 1:
-        exploration = explore_parallel(machine, workers, limits, claims=tracked, stop_when_all_hit=bool(only),
-                                       progress=progress, visited=visited, canonicaliser=canon)
+    exploration = None
+    if tracked or not live:  # with only liveness claims asked for, the graph's search is the one
+        exploration = _explore(scenario, machine, limits, tracked, bool(only), progress, visited, canon, workers,
+                               backend, ray_address)
+    graph = build_graph(machine, limits) if live and not limits.expired() else None
+    if exploration is not None:
+        report = ScenarioReport(scenario, exploration.stats, exploration.complete, exploration.reason)
+    elif graph is not None:
+        report = ScenarioReport(scenario, graph.stats, graph.complete, graph.reason)
     else:
-        exploration = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress,
-                              visited=visited, canon=canon and canon.canon, orbit=canon and canon.orbit)
-    report = ScenarioReport(scenario, exploration.stats, exploration.complete, exploration.reason)
+        report = ScenarioReport(scenario, Stats(), False, limits.time_reason)
     report.symmetry = reduction.note if reduction is not None else ""
-    graph = build_graph(machine, limits) if live else None
     for name, want in expected.items():
         i = index[name]
         claim = machine.claims[i]
         if claim.kind == "liveness":
-            result = _liveness_result(scenario, machine, graph, name)
-        elif i in exploration.hit_at:
-            trace = trace_of(scenario, machine, exploration, i, reduction)
-            result = Violated(trace) if claim.kind == "invariant" else Verified(trace)
+            result = _liveness_result(scenario, machine, graph, name, limits)
+        elif i in exploration.hit_at:  # (exploration is None only when every claim is a liveness claim)
+            result = found(claim.kind, trace_of(scenario, machine, exploration, i, reduction))
         elif exploration.complete:
-            result = Verified() if claim.kind == "invariant" else Violated()
+            result = not_found(claim.kind)
         else:
             result = Inconclusive(exploration.reason)
         row = ClaimReport(name, claim.kind, want, result)
-        if traces_dir is not None and claim.kind != "witness" and isinstance(result, Violated):
+        if traces_dir is not None and isinstance(result, Violated) and result.trace is not None:
             row.trace_path = write_trace(result.trace, traces_dir)
         report.claims.append(row)
+        if report.complete and isinstance(result, Inconclusive):  # the liveness graph stopped short
+            report.complete, report.reason = False, result.reason
     return report

@@ -18,7 +18,8 @@ reachable state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -29,7 +30,7 @@ from .cti import InductionFailure, from_k_induction
 from .lemmas import Reachable, explore_all
 from .proofs import ProofBudget, strengthened_k_induction
 from .explicit import Stats
-from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated
+from .results import ClaimReport, Inconclusive, ScenarioReport, default_expectation, found
 from .traces import Trace, write_trace
 from .transition import TransitionSystem
 
@@ -37,19 +38,38 @@ __all__ = ["check_scenario_bmc", "disagreements", "compare", "cross_check", "Agr
 
 
 def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = None,
-                       traces_dir: str | Path | None = None, max_seconds: float | None = None) -> ScenarioReport:
-    """Check ``scenario``'s claims by bounded model checking up to ``depth`` steps."""
+                       traces_dir: str | Path | None = None, max_seconds: float | None = None,
+                       deadline: float | None = None) -> ScenarioReport:
+    """Check ``scenario``'s claims by bounded model checking up to ``depth`` steps, for at most
+    ``max_seconds`` (counted from now, or up to ``deadline``, a ``time.perf_counter()`` reading,
+    when it is given: the command's one budget)."""
     spec = scenario.build()
     expected = scenario.expectations(spec)
     if only:
-        unknown = [c for c in only if c not in {x.name for x in spec.claims}]
+        kinds = {x.name: x.kind for x in spec.claims}
+        unknown = [c for c in only if c not in kinds]
         if unknown:
             raise ScenarioError(f"unknown invariant or witness {unknown[0]!r} (kvproof list --claims names them)")
-        expected = {c: expected.get(c, "verified") for c in only}
+        expected = {c: expected.get(c, default_expectation(kinds[c])) for c in only}
+    if deadline is None and max_seconds is not None:
+        deadline = time.perf_counter() + max_seconds
+
+    def out_of_time() -> ScenarioReport | None:
+        if deadline is None or time.perf_counter() <= deadline:
+            return None
+        why = f"time limit {max_seconds or 0:g} s reached"
+        report = ScenarioReport(scenario, Stats(depth=-1), complete=False, reason=f"bounded model checking: {why}")
+        report.claims = [ClaimReport(n, spec.claim(n).kind, w, Inconclusive(why)) for n, w in expected.items()]
+        return report
+
+    if (late := out_of_time()) is not None:
+        return late
     machine = Machine(spec)
-    ts = TransitionSystem(spec)
+    if (late := out_of_time()) is not None:
+        return late
+    ts = TransitionSystem(spec)  # (the encoding takes a second or two on the largest scenarios)
     claims = [spec.claim(name) for name in expected if spec.claim(name).kind in ("invariant", "witness")]
-    run = bmc(ts, claims, depth, max_seconds)
+    run = bmc(ts, claims, depth, max_seconds, deadline=deadline)
     stats = Stats(states=0, transitions=0, depth=run.depth, seconds=run.seconds)
     report = ScenarioReport(scenario, stats, complete=False, reason=f"bounded model checking: {run.stopped}")
     for name, want in expected.items():
@@ -66,9 +86,11 @@ def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = 
             else:
                 kind = "counterexample" if claim.kind == "invariant" else "witness"
                 trace = Trace(scenario, machine, name, kind, actions, replayed)
-                result = Violated(trace) if claim.kind == "invariant" else Verified(trace)
+                result = found(claim.kind, trace)
                 if traces_dir is not None and claim.kind == "invariant":
                     row_trace_path = write_trace(trace, traces_dir)
+        elif run.stopped.startswith("time limit"):
+            result = Inconclusive(run.stopped if run.depth < 0 else f"no hit within {run.depth} steps: {run.stopped}")
         else:
             result = Inconclusive(f"no hit within {run.depth} steps (bounded; `kvproof prove` decides all depths)")
         report.claims.append(ClaimReport(name, claim.kind, want, result, row_trace_path))
@@ -91,7 +113,8 @@ def compare(explicit: ScenarioReport, bounded: ScenarioReport,
     with a trace of the same length; a claim the explicit engine found no hit for must have no
     bounded hit either, and then the bounded search must have reached the explicit search's
     depth, or the claim be among ``proved`` (never hits, for all depths); otherwise the
-    comparison is incomplete: a gap."""
+    comparison is incomplete: a gap.  A claim a limit left the explicit engine undecided on
+    cannot disagree: a bounded hit for it is a gap."""
     problems: list[str] = []
     gaps: list[str] = []
     name = explicit.scenario.name
@@ -109,6 +132,9 @@ def compare(explicit: ScenarioReport, bounded: ScenarioReport,
             if e_hit and bounded.stats.depth < (c.depth or 0):
                 gaps.append(f"{name}: {c.claim}: bounded search stopped at depth {bounded.stats.depth}, "
                             f"before the explicit hit at {c.depth}: agreement not established")
+            elif c.verdict == "inconclusive":
+                gaps.append(f"{name}: {c.claim}: bounded hit at depth {b.depth}, but the explicit search stopped "
+                            f"before deciding ({c.result.reason}): agreement not established")
             else:
                 problems.append(f"{name}: {c.claim}: explicit {c.verdict} (hit: {e_hit}), bounded hit: {b_hit}")
         elif e_hit and c.depth != b.depth:
@@ -135,23 +161,33 @@ class Agreement:
 
 
 def cross_check(explicit: ScenarioReport, depth: int | None = None, only: list[str] | None = None,
-                max_seconds: float | None = None, budget: ProofBudget = ProofBudget()) -> Agreement:
+                max_seconds: float | None = None, budget: ProofBudget = ProofBudget(),
+                deadline: float | None = None) -> Agreement:
     """Cross-check the explicit report of one scenario with the symbolic engine (see the module
-    docstring); ``depth`` instead runs bounded model checking that deep and proves nothing."""
+    docstring); ``depth`` instead runs bounded model checking that deep and proves nothing.
+    With ``max_seconds`` every phase stops at ``deadline`` (a ``time.perf_counter()`` reading;
+    default ``max_seconds`` from now); what it left unfinished is a gap."""
     sc = explicit.scenario
+    if deadline is None and max_seconds is not None:
+        deadline = time.perf_counter() + max_seconds
     hits = [c.depth for c in explicit.claims if getattr(c.result, "trace", None) is not None]
     prove = depth is None
     if depth is None:
         depth = max((d for d in hits if d is not None), default=0)
-    bounded = check_scenario_bmc(sc, depth, only, None, max_seconds)
+    bounded = check_scenario_bmc(sc, depth, only, None, max_seconds, deadline)
     out = Agreement(bounded)
     never = [c.claim for c in explicit.claims if c.kind in ("invariant", "witness")
              and getattr(c.result, "trace", None) is None]
     if prove and never and explicit.complete and bounded.stats.depth < explicit.stats.depth:
         spec = sc.build()
         ts, machine = TransitionSystem(spec), Machine(spec)
+        if deadline is not None:
+            budget = replace(budget, induction_seconds=min(budget.induction_seconds,
+                                                           max(0.001, deadline - time.perf_counter())))
         try:
-            states, _ = explore_all(machine, budget.max_states)
+            if deadline is not None and time.perf_counter() > deadline:
+                raise RuntimeError(f"time limit {max_seconds or 0:g} s reached")
+            states, _ = explore_all(machine, budget.max_states, deadline)
         except RuntimeError as e:
             out.reason = str(e)
         else:

@@ -79,7 +79,7 @@ def _result(rep: ScenarioReport, c: ClaimReport, rule_index: int, root: Path) ->
     trace = getattr(c.result, "trace", None)
     if c.verdict == "inconclusive":
         level = "warning"
-        text = (f"{sc}: {c.claim} is inconclusive ({rep.reason}); expected {c.expected}. "
+        text = (f"{sc}: {c.claim} is inconclusive ({c.result.reason}); expected {c.expected}. "
                 f"{rep.stats.states:,} states explored to depth {rep.stats.depth}.")
     else:
         level = "error"

@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kvproof-max-states", type=int, default=None, metavar="N",
                     help="stop each scenario's search after N distinct states (its open claims fail as inconclusive)")
     group.addoption("--kvproof-max-seconds", type=float, default=None, metavar="S",
-                    help="stop each scenario's search after S seconds (its open claims fail as inconclusive)")
+                    help="stop each scenario's check after S seconds, every phase (its open claims fail as inconclusive)")
     group.addoption("--kvproof-traces", default=None, metavar="DIR",
                     help="write counterexamples found to DIR as ITF traces")
     parser.addini("kvproof_catalogue", type="bool", default=True,
@@ -151,13 +151,15 @@ class KvproofClaim(pytest.Item):
 
         sc = report.scenario.name
         if row.verdict == "inconclusive":
-            raise KvproofMismatch(f"{sc}: {self.name} is inconclusive (expected {row.expected}): {report.reason}")
+            raise KvproofMismatch(f"{sc}: {self.name} is inconclusive (expected {row.expected}): {row.result.reason}")
         text = f"{sc}: {self.name} was expected {row.expected} but is {row.verdict}"
         trace = getattr(row.result, "trace", None)
-        if trace is not None and row.kind == "invariant":
+        if trace is not None:
             text += f" after {len(trace)} steps\n\n" + to_text(render_trace(trace), width=100)
         elif row.kind == "invariant":
             text += ": the exhaustive search found no state that breaks it"
+        elif row.kind == "liveness":
+            text += ": the exhaustive search found no fair lasso that breaks it"
         else:
             text += ": the exhaustive search never reached it"
         raise KvproofMismatch(text)

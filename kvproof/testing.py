@@ -67,7 +67,8 @@ class Checked:
 
     @property
     def verdicts(self) -> dict[str, str]:
-        """``{claim: "verified" | "violated" | "inconclusive"}``."""
+        """``{claim: verdict}``: ``verified`` / ``violated`` for an invariant or liveness claim,
+        ``reached`` / ``unreachable`` for a witness, or ``inconclusive``."""
         return {c.claim: c.verdict for c in self.report.claims}
 
     def _row(self, claim: str) -> ClaimReport:
@@ -85,7 +86,7 @@ class Checked:
     def _explain(self, c: ClaimReport) -> str:
         name = self.report.scenario.name
         if c.verdict == "inconclusive":
-            return f"{name}: {c.claim} is inconclusive: {self.report.reason}"
+            return f"{name}: {c.claim} is inconclusive: {c.result.reason}"
         text = f"{name}: {c.claim} is {c.verdict}"
         trace = self.trace(c.claim)
         if trace is not None and c.kind == "invariant":
@@ -94,19 +95,29 @@ class Checked:
 
     def assert_verified(self, *claims: str) -> "Checked":
         """Every named claim (default: every invariant checked) is verified: an invariant holds
-        in every reachable state, a witness is reachable."""
+        in every reachable state; a witness named here must be reached (the old meaning of
+        "verified" for a witness, kept as a synonym: :meth:`assert_reached` says it plainly)."""
         names = list(claims) or [c.claim for c in self.report.claims if c.kind == "invariant"]
-        bad = [self._row(n) for n in names if self._row(n).verdict != "verified"]
+        bad = [c for c in map(self._row, names) if c.verdict != ("reached" if c.kind == "witness" else "verified")]
         if bad:
             raise AssertionError("\n\n".join(self._explain(c) for c in bad))
         return self
 
+    def assert_reached(self, *witnesses: str) -> "Checked":
+        """Every named witness is reached (default: every witness checked)."""
+        names = list(witnesses) or [c.claim for c in self.report.claims if c.kind == "witness"]
+        bad = [c for c in map(self._row, names) if c.verdict != "reached"]
+        if bad:
+            raise AssertionError("\n\n".join(self._explain(c) + " (expected reached)" for c in bad))
+        return self
+
     def assert_violated(self, claim: str) -> Trace | None:
-        """``claim`` is violated; returns its counterexample (``None`` for an unreachable
-        witness, which has none)."""
+        """``claim`` is violated; returns its counterexample.  For a witness (the old meaning of
+        "violated", kept as a synonym) it must be unreachable, and there is no trace."""
         c = self._row(claim)
-        if c.verdict != "violated":
-            raise AssertionError(self._explain(c) + " (expected violated)")
+        want = "unreachable" if c.kind == "witness" else "violated"
+        if c.verdict != want:
+            raise AssertionError(self._explain(c) + f" (expected {want})")
         return self.trace(claim)
 
     def assert_expected(self) -> "Checked":

@@ -22,6 +22,11 @@ A scenario is a TOML file::
 
     [expect]              # claim = "verified" | "violated"; unlisted invariants default to "verified"
     no_cross_tenant_read = "violated"
+    sometimes_request_succeeds = "reached"   # a witness: "reached" | "unreachable"
+
+A witness's verdict is ``reached`` or ``unreachable``; the older words ``verified`` and
+``violated`` are accepted for a witness as synonyms and read as ``reached`` and ``unreachable``
+(:data:`WITNESS_SYNONYMS`).
 
 Every problem with a file is raised as one :class:`ScenarioError` line that names the file,
 the key and what was expected.
@@ -42,9 +47,12 @@ from .config import CHOICES, Config, Engine, Request
 from .pd import PdProtocol
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "load_variant", "parse_scenario", "builtins",
-           "builtin_names", "builtin"]
+           "builtin_names", "builtin", "VERDICTS", "WITNESS_VERDICTS", "WITNESS_SYNONYMS", "expected_verdict"]
 
-VERDICTS = ("verified", "violated")
+VERDICTS = ("verified", "violated", "reached", "unreachable")
+WITNESS_VERDICTS = ("reached", "unreachable")
+WITNESS_SYNONYMS = {"verified": "reached", "violated": "unreachable"}
+"""The older words for a witness's verdict, accepted in [expect] tables and read as the new ones."""
 _TOP = {"name", "title", "description", "protocol", "sizes", "requests", "engine", "expect"}
 _SIZES = {"decode_pages": (1, 64), "prefill_pages": (1, 64), "context_limit": (1, 64)}
 _OPTIONAL_SIZES = {"prefill_ranks": (1, 4, 1), "decode_ranks": (1, 4, 1), "aux_slots": (0, 8, 0), "layers": (1, 4, 1)}
@@ -76,17 +84,22 @@ class Scenario:
         if unknown:
             raise ScenarioError(f"{self.origin}: [expect].{unknown[0]}: no such claim in the protocol; expected "
                                 f"one of its claims (kvproof list --claims){_did_you_mean(unknown[0], names)}")
+        for c in spec.claims:
+            if c.kind != "witness" and self.expect.get(c.name) in WITNESS_VERDICTS:
+                raise ScenarioError(f"{self.origin}: [expect].{c.name}: expected \"verified\" or \"violated\" "
+                                    f"(it is not a witness), got {self.expect[c.name]!r}")
         return spec
 
     def expectations(self, spec: PdProtocol) -> dict[str, str]:
         """Expected verdict of every claim checked: every invariant (default ``verified``) and
-        the witnesses the scenario lists."""
+        the witnesses and liveness claims the scenario lists (a witness's old words normalised
+        to ``reached`` / ``unreachable``)."""
         out = {}
         for c in spec.claims:
             if c.kind == "invariant":
                 out[c.name] = self.expect.get(c.name, "verified")
             elif c.name in self.expect:
-                out[c.name] = self.expect[c.name]
+                out[c.name] = expected_verdict(c.kind, self.expect[c.name])
         return out
 
     def to_data(self) -> dict[str, Any]:
@@ -180,11 +193,17 @@ def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
 
     expect = data.get("expect", {})
     if not isinstance(expect, dict):
-        raise fail("[expect]", "a table of claim = \"verified\" | \"violated\"")
+        raise fail("[expect]", "a table of claim = \"verified\" | \"violated\" (a witness: \"reached\" | \"unreachable\")")
     for claim, verdict in expect.items():
         if verdict not in VERDICTS:
-            raise fail(f"[expect].{claim}", '"verified" or "violated"', verdict)
+            raise fail(f"[expect].{claim}", '"verified" or "violated" (a witness: "reached" or "unreachable")', verdict)
     return Scenario(name, title, description, config, dict(expect), protocol, origin)
+
+
+def expected_verdict(kind: str, verdict: str) -> str:
+    """``verdict`` as the verdict word of a claim of ``kind``: a witness's ``verified`` /
+    ``violated`` read as ``reached`` / ``unreachable`` (:data:`WITNESS_SYNONYMS`)."""
+    return WITNESS_SYNONYMS.get(verdict, verdict) if kind == "witness" else verdict
 
 
 _OPTIONAL_INTS = {"write_latency_bound": ("unbounded", 0, 16), "waiting_timeout": ("none", 1, 16)}

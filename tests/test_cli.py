@@ -2,6 +2,9 @@
 
 import io
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -28,6 +31,7 @@ def test_check_json_shape_and_exit_code(capsys, tmp_path):
     assert set(row) >= {"invariant", "expected", "verdict", "states", "depth", "seconds", "trace"}
     verdicts = {r["invariant"]: r["verdict"] for r in doc["scenarios"][0]["results"]}
     assert verdicts["no_write_after_release"] == "violated"
+    assert verdicts["sometimes_abort_mid_transfer"] == "reached"  # a witness is reached, not "verified"
     assert doc["scenarios"][0]["results"][0]["trace"].endswith(".itf.json")
 
 
@@ -332,3 +336,70 @@ def test_prove_theorems_prints_both_theorems_proved(capsys):
                 if line.split() and line.split()[0] in ("proved", "unknown", "refuted")]
     assert verdicts == ["proved", "proved"]
     assert "if (T > W" in out and "unknown" not in out
+
+
+# -- --max-seconds bounds the whole process ----------------------------------------------------
+LARGE = """
+name = "large-liveness"
+title = "3 requests over 20 decode pages, hold-and-retry with heartbeats: too large to finish"
+[sizes]
+decode_pages = 20
+prefill_pages = 2
+context_limit = 2
+[[requests]]
+tenant = "A"
+pages = 1
+[[requests]]
+tenant = "B"
+pages = 1
+[[requests]]
+tenant = "A"
+pages = 2
+[engine]
+release_policy = "drain_ack_or_timeout"
+timeout_action = "hold_and_retry"
+timeout = 2
+write_latency_bound = 1
+peer_death = true
+heartbeat_detection = true
+heartbeat_timeout = 2
+[expect]
+held_pages_are_released = "verified"
+requests_end = "verified"
+sometimes_timeout_release = "reached"
+"""
+
+
+def _timed(*argv: str) -> tuple[int, float, str]:
+    """Run ``python -m kvproof ARGV`` in a fresh process; exit code, wall seconds, stdout."""
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "kvproof", *argv], capture_output=True, text=True, timeout=300)
+    return done.returncode, time.perf_counter() - t0, done.stdout + done.stderr
+
+
+def test_max_seconds_bounds_the_whole_process():
+    # before: the liveness graph and its components ignored the budget (7 s for --max-seconds 1)
+    code, wall, out = _timed("check", "sglang-0.5.23-tp2", "--max-seconds", "1", "--no-traces", "--quiet")
+    assert code == 2, out
+    assert wall <= 1 * 1.1 + 1, wall
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [
+    [],                                                     # the breadth-first search runs out
+    ["--invariant", "held_pages_are_released"],             # the liveness graph runs out
+    ["--workers", "2"],                                     # worker processes, part way through a level
+    ["--engine", "bmc"],                                    # Z3, unrolling step by step
+    ["--engine", "both"],                                   # explicit, then Z3
+], ids=["explicit", "liveness", "workers", "bmc", "both"])
+def test_max_seconds_bounds_every_phase_on_a_large_scenario(tmp_path, extra):
+    large = tmp_path / "large.toml"
+    large.write_text(LARGE)
+    budget = 3.0
+    code, wall, out = _timed("check", str(large), "--max-seconds", str(budget), "--no-traces", *extra, "--json")
+    assert code == 2, out
+    assert wall <= budget * 1.1 + 1, wall
+    doc = json.loads(out[:out.rindex("}") + 1])
+    rows = doc["scenarios"][0]["results"]
+    assert all(r["verdict"] in ("inconclusive", "reached", "violated") for r in rows)
+    assert any(r["verdict"] == "inconclusive" for r in rows)

@@ -25,6 +25,16 @@ def test_expected_table_matches_a_fresh_run(reports):
     assert stored == expected_table(reports)
 
 
+def test_a_table_with_the_old_witness_words_reads_as_the_new_ones(tmp_path):
+    old = tmp_path / "old.toml"
+    old.write_text('[abort-race.verdicts]\nno_cross_tenant_read = "violated"\nsometimes_abort_mid_transfer = "verified"\n'
+                   '[mine.verdicts]\nsometimes_request_succeeds = "violated"\n')
+    table = read_expected(old, {"mine": {"sometimes_request_succeeds": "witness"}})
+    assert table["mine"]["verdicts"] == {"sometimes_request_succeeds": "unreachable"}
+    assert read_expected(old)["abort-race"]["verdicts"] == {"no_cross_tenant_read": "violated",
+                                                           "sometimes_abort_mid_transfer": "reached"}
+
+
 def test_the_committed_traces_are_exactly_the_catalogues_counterexamples(reports):
     wanted = {trace_filename(r.scenario.name, c.claim): c for r in reports for c in r.claims
               if c.kind != "witness" and c.verdict == "violated"}

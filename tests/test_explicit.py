@@ -93,3 +93,17 @@ def test_a_time_limit_ends_incomplete():
     g.init = bytes(2)
     ex = explore(g, Limits(max_seconds=1e-6))
     assert not ex.complete and "time limit" in ex.reason and ex.stats.states < 60_000
+
+
+def test_a_started_budget_is_shared_and_counts_from_its_start():
+    import time
+
+    t0 = time.perf_counter()
+    assert Limits(max_seconds=2.0).deadline(t0) == t0 + 2.0  # no budget started: from the phase's start
+    shared = Limits(max_seconds=2.0).shared()
+    assert shared.started is not None and shared.shared() is shared
+    assert shared.deadline(t0 + 100) == shared.started + 2.0  # a started budget ignores the phase's start
+    spent = Limits(max_seconds=1.0, started=t0 - 5)
+    assert spent.expired() and not Limits(max_seconds=1.0).expired() and spent.time_reason == "time limit 1 s reached"
+    ex = explore(Graph({i: [i + 1] for i in range(5000)}), spent)
+    assert not ex.complete and ex.reason == "time limit 1 s reached"

@@ -40,6 +40,15 @@ def test_valid_and_one_case_per_scenario_and_claim(reports):
     assert doc.get("tests") == str(sum(len(r.claims) for r in reports))
 
 
+def test_a_witness_reads_reached_and_unreachable():
+    race = builtin("abort-race")  # "violated" is the old word for an unreachable witness: a synonym
+    sc = replace(race, name="abort-race-witness", expect={**race.expect, "sometimes_abort_mid_transfer": "violated"})
+    failure = _valid(junit_xml([check_scenario(sc)])).find(
+        "testsuite/testcase[@name='sometimes_abort_mid_transfer']/failure")
+    assert failure.get("message").startswith("expected unreachable, found reached after ")
+    assert "verified" not in failure.get("message")
+
+
 def test_an_unexpected_verdict_is_a_failure_with_the_counterexample(reports):
     doc = _valid(junit_xml(reports))
     suite = doc.find("testsuite[@name='abort-race-wrong']")

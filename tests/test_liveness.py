@@ -1,17 +1,20 @@
 """Fair liveness: lassos on hand-built graphs with known answers, and on the spec."""
 
+import time
+
 import pytest
 
-from kvproof.checker.liveness import StateGraph, _lasso_for, build_graph, find_lasso, lasso_is_fair
-from kvproof.checker.explicit import Limits, Stats
+from kvproof.checker.liveness import OutOfTime, StateGraph, _lasso_for, build_graph, find_lasso, lasso_is_fair
+from kvproof.checker.explicit import Limits, Stats, explore
 from kvproof.checker.run import check_scenario
 from kvproof.spec.scenario import builtin
 
 from .conftest import machine_of
 
 
-def graph(edges: dict[int, list[tuple[int, int]]], n: int) -> StateGraph:
-    """A hand-built graph: state ids 0..n-1, edges (action id, target); BFS tree from 0."""
+def graph(edges: dict[int, list[tuple[int, int]]], n: int, unexpanded: tuple[int, ...] = ()) -> StateGraph:
+    """A hand-built graph: state ids 0..n-1, edges (action id, target); BFS tree from 0; the
+    states in ``unexpanded`` have an incomplete edge list (a limit cut their expansion)."""
     parent, via, depth = [-1] * n, [-1] * n, [0] * n
     order, seen = [0], {0}
     for u in order:
@@ -20,8 +23,16 @@ def graph(edges: dict[int, list[tuple[int, int]]], n: int) -> StateGraph:
                 seen.add(v)
                 parent[v], via[v], depth[v] = u, a, depth[u] + 1
                 order.append(v)
-    return StateGraph([bytes([i]) for i in range(n)], [edges.get(i, []) for i in range(n)], parent, via, depth,
-                      Stats(states=n), True)
+    expanded = [i not in unexpanded for i in range(n)]
+    return StateGraph.from_edges([bytes([i]) for i in range(n)], [edges.get(i, []) for i in range(n)], parent, via,
+                                 depth, Stats(states=n), not unexpanded, expanded=expanded)
+
+
+def unfair_in_loop(g: StateGraph, lasso) -> set[int]:
+    """Fair actions enabled at every state of the lasso's loop and never taken in it."""
+    loop = lasso.states[lasso.loop:-1] or lasso.states[lasso.loop:]
+    always = set.intersection(*({a for a, _ in g.out(u)} & FAIR for u in loop))
+    return always - set(lasso.actions[lasso.loop:])
 
 
 FAIR = {1, 2}  # action ids the "engine" runs eventually; 9 is an environment action
@@ -102,3 +113,79 @@ def test_an_incomplete_graph_is_inconclusive():
 def test_every_h4_variant_holds_pages_forever(name):
     lasso = find_lasso(machine_of(name), build_graph(machine_of(name)), "held_pages_are_released")
     assert lasso is not None and lasso.obligation == "p0 held"
+
+
+def test_the_cycle_written_avoids_a_fair_action_it_would_leave_enabled():
+    # the component {1, 2, 3} has a fair cycle: fair action 2 is disabled at 3.  But 1 -> 2 -> 1,
+    # the shortest way back to 1, keeps action 2 (which leaves the component) enabled throughout
+    # and never takes it; the cycle must pass through 3 instead.
+    g = graph({0: [(9, 1)], 1: [(9, 2), (9, 3), (2, 4)], 2: [(9, 1), (2, 4)], 3: [(9, 1)], 4: []}, 5)
+    lasso = _lasso_for(g, [1, 2, 3], FAIR, "x")
+    assert lasso is not None and lasso.states[-1] == lasso.states[lasso.loop]
+    assert unfair_in_loop(g, lasso) == set()
+    assert 3 in lasso.states[lasso.loop:]
+
+
+def test_the_cycle_takes_a_fair_action_enabled_throughout_and_avoids_the_others():
+    # fair 1 is enabled everywhere in {1, 2, 3} and taken only on 3 -> 1; fair 2 is enabled at
+    # 1 and 2 (leaving) and disabled at 3: the loop must take 1 and visit 3
+    g = graph({0: [(9, 1)], 1: [(9, 2), (1, 4), (2, 4)], 2: [(9, 3), (1, 4), (2, 4)], 3: [(1, 1)], 4: []}, 5)
+    lasso = _lasso_for(g, [1, 2, 3], FAIR, "x")
+    assert lasso.states == [0, 1, 2, 3, 1] and unfair_in_loop(g, lasso) == set()
+
+
+def test_a_partly_expanded_state_is_not_judged():
+    # the cycle 1 <-> 2 looks fair, but 2's edge list is partial (the state limit hit while
+    # expanding it): the fair action it may enable is unknown, so no lasso through it
+    g = graph({0: [(9, 1)], 1: [(9, 2)], 2: [(9, 1)]}, 3, unexpanded=(2,))
+    assert _lasso_for(g, [1, 2], FAIR, "x") is None
+    dead = graph({0: [(9, 1)], 1: []}, 2, unexpanded=(1,))  # not a dead end: never expanded
+    assert _lasso_for(dead, [1], FAIR, "x") is None
+    full = graph({0: [(9, 1)], 1: [(9, 2)], 2: [(9, 1)]}, 3)
+    assert _lasso_for(full, [1, 2], FAIR, "x") is not None
+
+
+@pytest.mark.parametrize("n", [206, 367, 458])
+def test_a_state_limit_never_makes_a_live_scenario_violated(n):
+    rep = check_scenario(builtin("hold-forever-heartbeat"), Limits(max_states=n))
+    rows = {c.claim: c for c in rep.claims}
+    assert rows["held_pages_are_released"].verdict == "inconclusive"
+    assert rows["requests_end"].verdict == "inconclusive"
+    assert "state limit" in rows["requests_end"].result.reason
+
+
+def test_a_violation_found_on_a_partial_graph_is_genuine():
+    m = machine_of("hold-forever-no-heartbeat")
+    assert build_graph(m).stats.states == 327
+    seen = 0
+    for n in range(60, 327, 11):
+        g = build_graph(m, Limits(max_states=n))
+        assert not g.complete
+        lasso = find_lasso(m, g, "held_pages_are_released")
+        if lasso is not None:
+            states = [g.states[sid] for sid in lasso.states]
+            assert lasso_is_fair(m, "held_pages_are_released", states, lasso.actions, lasso.loop) is None
+            seen += 1
+    assert seen >= 5  # most cut-off points already hold a genuine lasso
+    rep = check_scenario(builtin("hold-forever-no-heartbeat"), Limits(max_states=250))
+    assert {c.claim: c.verdict for c in rep.claims}["held_pages_are_released"] == "violated"
+
+
+def test_the_depth_limit_applies_to_the_liveness_graph():
+    m = machine_of("hold-forever-heartbeat")
+    g = build_graph(m, Limits(max_depth=2))
+    e = explore(m, Limits(max_depth=2))
+    assert not g.complete and g.reason == "depth limit 2 reached"
+    assert max(g.depth) == 2 and g.stats.states == e.stats.states
+    rep = check_scenario(builtin("hold-forever-heartbeat"), Limits(max_depth=2))
+    live = [c for c in rep.claims if c.kind == "liveness"]
+    assert live and all(c.verdict == "inconclusive" for c in live)
+    assert not rep.complete and rep.reason == "depth limit 2 reached"
+
+
+def test_the_lasso_search_stops_at_its_deadline():
+    m = machine_of("hold-forever-no-heartbeat")
+    g = build_graph(m)
+    with pytest.raises(OutOfTime, match="time limit 1 s reached"):
+        find_lasso(m, g, "held_pages_are_released", time.perf_counter() - 1, "time limit 1 s reached")
+    assert find_lasso(m, g, "held_pages_are_released", time.perf_counter() + 60) is not None

@@ -54,11 +54,14 @@ def test_project_scenarios_pass_and_a_wrong_expectation_fails(project):
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
     assert code == 0 and "11 passed" in out, out
     wrong = project / "scenarios" / "mine.toml"
-    wrong.write_text(GOOD.replace('release_policy = "drain_ack"', 'release_policy = "immediate"'))
+    wrong.write_text(GOOD.replace('release_policy = "drain_ack"', 'release_policy = "immediate"')
+                     .replace('sometimes_abort_mid_transfer = "verified"', 'sometimes_abort_mid_transfer = "unreachable"'))
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
     assert code == 1, out
-    assert "3 failed, 8 passed" in out
+    assert "4 failed, 7 passed" in out
     assert "FAILED scenarios/mine.toml::no_write_after_release" in out
+    # a witness reads reached / unreachable ("verified" in GOOD is the old word, read as reached)
+    assert "mine: sometimes_abort_mid_transfer was expected unreachable but is reached after" in out
     assert "! p0 released while R0's chunk 0 write is still in flight" in out  # the counterexample
     assert "Traceback" not in out
 

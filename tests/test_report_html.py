@@ -85,6 +85,12 @@ def test_a_report_with_a_wrong_verdict_says_so(tmp_path):
     assert not page.xpath("//section[@class='counterexample']")  # nothing was violated
 
 
+def test_a_witness_reads_reached_and_unreachable(page):
+    cells = [" ".join(r.xpath("./td//text()")) for r in page.xpath("//table[@class='verdicts']/tbody/tr")]
+    witness = [c for c in cells if "sometimes_request_succeeds" in c]
+    assert witness and "reached" in witness[0] and "verified" not in witness[0]
+
+
 def test_write_report_is_atomic_and_readable(tmp_path, incident):
     path = write_report(tmp_path / "sub" / "report.html", [incident])
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")

@@ -1,7 +1,8 @@
 """Verdicts and exit codes."""
 
 from kvproof.checker.explicit import Stats
-from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, exit_code
+from kvproof.checker.results import (ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable, Verified, Violated,
+                                     default_expectation, exit_code, found, not_found)
 from kvproof.spec.scenario import builtin
 
 
@@ -23,3 +24,14 @@ def test_exit_codes():
 def test_an_inconclusive_result_never_matches():
     row = ClaimReport("c", "invariant", "verified", Inconclusive("time limit"))
     assert not row.matches and row.verdict == "inconclusive"
+
+
+def test_a_witness_is_reached_or_unreachable_never_verified():
+    assert isinstance(found("witness", None), Reached) and found("witness", None).verdict == "reached"
+    assert isinstance(not_found("witness"), Unreachable) and not_found("witness").verdict == "unreachable"
+    assert found("invariant", None).verdict == found("liveness", None).verdict == "violated"
+    assert not_found("invariant").verdict == not_found("liveness").verdict == "verified"
+    assert default_expectation("witness") == "reached" and default_expectation("invariant") == "verified"
+    row = ClaimReport("w", "witness", "reached", Reached())
+    assert row.matches and not ClaimReport("w", "witness", "verified", Reached()).matches
+    assert exit_code([_report(("unreachable", Reached()))]) == 1

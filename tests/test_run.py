@@ -41,7 +41,17 @@ def test_a_truncated_search_is_inconclusive_never_verified():
     assert not rep.complete
     assert all(isinstance(c.result, Inconclusive) for c in rep.claims if c.kind == "invariant")
     # a witness reached before the limit is still a real witness
-    assert any(c.verdict == "verified" for c in rep.claims if c.kind == "witness")
+    assert any(c.verdict == "reached" for c in rep.claims if c.kind == "witness")
+    assert all(c.verdict in ("reached", "inconclusive") for c in rep.claims if c.kind == "witness")
+
+
+def test_a_spent_budget_leaves_every_claim_inconclusive_without_a_search():
+    import time
+
+    rep = check_scenario(builtin("hold-forever-heartbeat"), Limits(max_seconds=1, started=time.perf_counter() - 2))
+    assert not rep.complete and rep.reason == "time limit 1 s reached" and rep.stats.states == 0
+    assert {c.verdict for c in rep.claims} == {"inconclusive"}
+    assert {c.kind for c in rep.claims} == {"invariant", "witness", "liveness"}
 
 
 def test_only_named_claims_are_checked_and_unknown_names_are_refused():

@@ -35,6 +35,15 @@ def wrong():
     return check_scenario(sc, traces_dir=None)
 
 
+def test_a_witness_reads_reached_and_unreachable():
+    race = builtin("abort-race")
+    sc = replace(race, expect={**race.expect, "sometimes_abort_mid_transfer": "unreachable"})
+    (result,) = _valid(sarif_log([check_scenario(sc)], ROOT))["runs"][0]["results"]
+    assert result["properties"]["verdict"] == "reached" and result["properties"]["expected"] == "unreachable"
+    assert result["message"]["text"].startswith("abort-race: sometimes_abort_mid_transfer was expected unreachable "
+                                                "but is reached after ")
+
+
 def test_the_schema_is_the_oasis_one_and_not_vacuous():
     assert SCHEMA["title"].startswith("Static Analysis Results Format (SARIF) Version 2.1.0")
     with pytest.raises(jsonschema.ValidationError):

@@ -33,7 +33,8 @@ def test_every_builtin_lists_every_invariant_and_at_least_one_witness():
 
 def test_v0_5_22_expects_every_safety_invariant_verified():
     sc = builtin("v0.5.22")
-    assert all(v == "verified" for v in sc.expect.values())
+    kinds = {c.name: c.kind for c in sc.build().claims}
+    assert all(v == ("reached" if kinds[c] == "witness" else "verified") for c, v in sc.expect.items())
 
 
 @pytest.mark.parametrize("patch,message", [
@@ -235,3 +236,28 @@ def test_an_unimportable_protocol_module_is_one_line():
             "context_limit": 1}, "requests": [{"tenant": "A", "pages": 1}]}
     with pytest.raises(ScenarioError, match="cannot import kvproof.no_such_module"):
         parse_scenario(data, "x.toml").build()
+
+
+@pytest.mark.parametrize("word,read_as", [("reached", "reached"), ("unreachable", "unreachable"),
+                                          ("verified", "reached"), ("violated", "unreachable")])
+def test_a_witness_reads_reached_or_unreachable_and_the_old_words_are_synonyms(word, read_as):
+    base = builtin("abort-race").to_data()
+    sc = parse_scenario({**base, "expect": {**base["expect"], "sometimes_abort_mid_transfer": word}}, "mine.toml")
+    assert sc.expectations(sc.build())["sometimes_abort_mid_transfer"] == read_as
+
+
+def test_the_witness_words_are_refused_for_an_invariant():
+    base = builtin("abort-race").to_data()
+    sc = parse_scenario({**base, "expect": {**base["expect"], "no_cross_tenant_read": "reached"}}, "mine.toml")
+    with pytest.raises(ScenarioError, match=r'^mine.toml: \[expect\].no_cross_tenant_read: expected "verified" or '
+                                            r'"violated" \(it is not a witness\), got \'reached\'$'):
+        sc.build()
+    with pytest.raises(ScenarioError, match="a witness: \"reached\" or \"unreachable\""):
+        parse_scenario({**base, "expect": {"no_cross_tenant_read": "holds"}}, "mine.toml")
+
+
+def test_the_catalogue_uses_the_witness_words():
+    for sc in builtins():
+        kinds = {c.name: c.kind for c in sc.build().claims}
+        for claim, word in sc.expect.items():
+            assert word in (("reached", "unreachable") if kinds[claim] == "witness" else ("verified", "violated"))

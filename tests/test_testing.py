@@ -8,7 +8,9 @@ from kvproof.testing import check, resolve_scenario
 
 def test_the_release_we_run_is_verified():
     checked = check("v0.5.22").assert_verified()
-    assert set(checked.verdicts.values()) == {"verified"}
+    assert set(checked.verdicts.values()) == {"verified", "reached"}
+    witnesses = [c.claim for c in checked.report.claims if c.kind == "witness"]
+    assert checked.assert_reached(*witnesses) is checked and checked.assert_verified(*witnesses) is checked
     assert checked.assert_expected() is checked
 
 
