@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..model.compiler import compile_pending
-from ..model.machine import Machine
+from ..model.machine import Machine, reference_claim, reference_successors
 from .explicit import Limits, Stats, expander
 
 __all__ = ["StateGraph", "Lasso", "OutOfTime", "build_graph", "find_lasso", "lasso_is_fair", "pending_throughout"]
@@ -394,14 +394,22 @@ def pending_throughout(machine: Machine, claim: str, states: list[bytes]) -> lis
 def lasso_is_fair(machine: Machine, claim: str, states: list[bytes], actions: list[int], loop: int) -> str | None:
     """Why a stored lasso does not violate ``claim`` (``None`` when it does): the loop must
     close, one obligation must be pending on every loop state, and every fair action enabled
-    on all loop states must be taken inside the loop."""
+    on all loop states must be taken inside the loop.  It is a second opinion: enabled actions
+    and obligations come from the reference interpreter, not the compiled engine."""
     if not 0 <= loop < len(states):
         return f"loop index {loop} outside the trace"
-    pending, labels = compile_pending(machine.spec, machine.spec.claim(claim))
+    spec = machine.spec
+
+    def pending(s: bytes) -> int:
+        return sum(1 << i for i, (_, v) in enumerate(reference_claim(spec, claim, s)) if v)
+
+    def enabled(s: bytes) -> set[int]:
+        return {aid for aid, _ in reference_successors(spec, s)}
+
     loop_states = states[loop:]
     if len(loop_states) > 1 and states[-1] != states[loop]:
         return "the last state does not return to the loop state"
-    if len(loop_states) == 1 and machine.successors(states[-1]):
+    if len(loop_states) == 1 and enabled(states[-1]):
         return "the loop is a single state, but actions are enabled there"
     mask = -1
     for s in loop_states:
@@ -411,8 +419,8 @@ def lasso_is_fair(machine: Machine, claim: str, states: list[bytes], actions: li
     fair = _fair_aids(machine)
     always: set[int] | None = None
     for s in loop_states[:-1] if len(loop_states) > 1 else loop_states:
-        enabled = {aid for aid, _ in machine.successors(s)} & fair
-        always = enabled if always is None else always & enabled
+        on = enabled(s) & fair
+        always = on if always is None else always & on
     taken = set(actions[loop:])
     missing = sorted((always or set()) - taken)
     if missing:
