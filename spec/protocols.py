@@ -17,6 +17,7 @@ process-wide; :func:`variant_scope` confines them to one command (the command li
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 import sys
@@ -138,7 +139,11 @@ def variant_location(tb: TracebackType | None) -> str | None:
 
 
 def _exec_module(path: Path) -> ModuleType:
-    mod_name = f"kvproof_variant_{abs(hash(str(path)))}"
+    try:
+        digest = hashlib.sha256(str(path).encode() + b"\0" + path.read_bytes()).hexdigest()[:16]
+    except OSError as e:
+        raise ProtocolError(f"{path}: cannot read: {e.strerror or e}") from None
+    mod_name = f"kvproof_variant_{digest}"  # once per file and content: an edited file runs again
     if mod_name in sys.modules:
         return sys.modules[mod_name]
     spec = importlib.util.spec_from_file_location(mod_name, path)

@@ -32,6 +32,7 @@ the key and what was expected.  A scenario file is data: its ``protocol`` is loo
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
@@ -305,8 +306,15 @@ def _catalogue_dir():
 
 def builtins() -> list[Scenario]:
     """Every built-in scenario, in catalogue order (file names sort them)."""
+    return list(_catalogue())
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue() -> tuple[Scenario, ...]:
+    """The catalogue, parsed once per process (``builtin(name)`` is called once per name)."""
     files = sorted((f for f in _catalogue_dir().iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
-    return [parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/scenarios/{f.name}") for f in files]
+    return tuple(parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/scenarios/{f.name}")
+                 for f in files)
 
 
 def builtin_names() -> list[str]:
