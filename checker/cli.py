@@ -38,7 +38,7 @@ from ..model.machine import Machine
 from ..model.replay import replay, run_actions
 from ..model.simulate import simulate, simulation_scenario, slice_exposure
 from ..spec.framework import SpecError
-from ..spec.protocols import ProtocolError, trust_variant, variant_location, variant_scope
+from ..spec.protocols import ProtocolError, trust_variant, variant_error, variant_scope
 from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
 from .diff import diff_traces, render_diff
 from .expected import write_expected
@@ -611,6 +611,7 @@ def _parser() -> argparse.ArgumentParser:
     return build_parser()
 
 
+_ONE_LINE = (BadInput, ScenarioError, ProtocolError, SpecError, TraceError, RayUnavailable, CertificateError)
 _OUT_OF_MEMORY = ("kvproof: error: out of memory: store states as fingerprints (--visited fingerprint, 8 bytes "
                   "a state), explore one state per orbit (--symmetry), or split the visited set over "
                   "processes or machines (--workers N, --backend ray)")
@@ -629,12 +630,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _check_outputs(args)
                 _trust_variants(args)
                 return args.func(args)
-            except Exception as e:
-                where = variant_location(e.__traceback__)
-                if where is None or isinstance(e, MemoryError):
+            except _ONE_LINE:
+                raise
+            except Exception as e:  # an error in a user's engine variant is bad input: one line
+                message = None if isinstance(e, MemoryError) else variant_error(e)
+                if message is None:
                     raise
-                raise BadInput(f"{where}: {type(e).__name__} in the engine variant: {e}") from None
-    except (BadInput, ScenarioError, ProtocolError, SpecError, TraceError, RayUnavailable, CertificateError) as e:
+                raise BadInput(message) from None
+    except _ONE_LINE as e:
         print(f"kvproof: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except MemoryError:

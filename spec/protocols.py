@@ -30,7 +30,7 @@ from typing import Iterator
 from .pd import PdProtocol
 
 __all__ = ["BUILTIN_PROTOCOLS", "ProtocolError", "check_reference", "protocol_class", "trust_variant",
-           "trusted_files", "variant_scope", "variant_location"]
+           "trusted_files", "variant_scope", "variant_error"]
 
 BUILTIN_PROTOCOLS = ("kvproof.spec.sglang_0523:Sglang0523",)
 """Protocol names every scenario may use (besides none: the base PdProtocol)."""
@@ -127,15 +127,28 @@ def variant_scope() -> Iterator[None]:
         _trusted.update(saved)
 
 
-def variant_location(tb: TracebackType | None) -> str | None:
-    """``file:line`` of the innermost frame of ``tb`` that runs in a trusted variant file (where
-    a variant's own code failed), else ``None``."""
-    files = {str(f) for f in _trusted}
-    where = None
-    for frame, line in traceback.walk_tb(tb):
+def variant_error(e: BaseException) -> str | None:
+    """One line for an exception raised while a trusted variant's code ran (``None`` if no
+    variant took part): ``file:line`` of the innermost frame in the variant file or, when the
+    variant's code returned something kvproof could not use, the variant class and file and
+    where kvproof failed on it."""
+    files = {str(f): f for f in _trusted}
+    classes = tuple(c for defined in _trusted.values() for c in defined.values())
+    in_file, variant, last = None, None, None
+    for frame, line in traceback.walk_tb(e.__traceback__):
+        last = (frame.f_code.co_filename, line, frame.f_code.co_name)
         if frame.f_code.co_filename in files:
-            where = f"{frame.f_code.co_filename}:{line}"
-    return where
+            in_file = f"{frame.f_code.co_filename}:{line}"
+        if variant is None and classes and isinstance(frame.f_locals.get("self"), classes):
+            variant = type(frame.f_locals["self"])
+    what = f"{type(e).__name__}: {_one_line(e)}"
+    if in_file is not None:
+        return f"{in_file}: {type(e).__name__} in the engine variant: {_one_line(e)}"
+    if variant is not None:
+        file = sys.modules[variant.__module__].__file__
+        return (f"{file}: {what} (while running the engine variant {variant.__name__}: raised in "
+                f"{Path(last[0]).name}:{last[1]} {last[2]}; check what the variant's methods return)")
+    return None
 
 
 def _exec_module(path: Path) -> ModuleType:

@@ -476,6 +476,18 @@ def test_a_run_time_error_in_a_variant_names_its_file_and_line(capsys, tmp_path)
     _one_line_3(code, err, f"{f}:6: IndexError in the engine variant: list index out of range")
 
 
+def test_a_variant_that_returns_what_kvproof_cannot_use_is_named(capsys, tmp_path):
+    # the variant's own frame has returned when kvproof fails on its value: name the variant
+    f = tmp_path / "ret.py"
+    f.write_text("from kvproof.spec.pd import PdProtocol\n\n\nclass Ret(PdProtocol):\n"
+                 "    def _rank_writes_in_flight(self, s, r, pr):\n        return 'yes'\n\n\n"
+                 'SCENARIO = {"name": "ret", "sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1},\n'
+                 '            "requests": [{"tenant": "A", "pages": 1}], "engine": {"release_policy": "drain_ack"}}\n')
+    code, _, err = run(capsys, "check", "--variant", str(f), "--no-traces")
+    _one_line_3(code, err, f"{f}: TypeError: ")
+    assert "while running the engine variant Ret" in err
+
+
 def test_out_of_memory_is_one_line_with_the_advice_and_exit_4(capsys, monkeypatch):
     # problem 6: MemoryError was a traceback with exit 1
     def oom(*a, **k):
