@@ -644,7 +644,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_OUT_OF_MEMORY, file=sys.stderr)
         return EXIT_OUT_OF_MEMORY
     except OSError as e:  # the disk filled up, a folder went away mid-run: one line, not a traceback
-        print(f"kvproof: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"kvproof: error: {where}{e.strerror or _one_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("kvproof: interrupted", file=sys.stderr)
