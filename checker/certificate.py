@@ -128,8 +128,10 @@ def _one_line(term: Any) -> str:
 def _read(path: Path) -> tuple[Scenario, list[str], str, dict[str, str]]:
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise CertificateError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise CertificateError(f"{path}: not UTF-8 text (byte {e.start}): expected an SMT-LIB certificate") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise CertificateError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     if not text.startswith(MAGIC):
         raise CertificateError(f"{path}: not a kvproof certificate (first line is not {MAGIC!r})")
     meta: dict[str, str] = {}
@@ -149,8 +151,8 @@ def _read(path: Path) -> tuple[Scenario, list[str], str, dict[str, str]]:
             body.append(line)
     try:
         scenario = parse_scenario(json.loads(meta["scenario"]), f"{path}#scenario")
-    except (KeyError, json.JSONDecodeError) as e:
-        raise CertificateError(f"{path}: no readable scenario line: {e}") from None
+    except (KeyError, json.JSONDecodeError, RecursionError) as e:
+        raise CertificateError(f"{path}: no readable scenario line: {type(e).__name__}: {e}") from None
     except ScenarioError as e:
         raise CertificateError(f"{path}: stored scenario: {e}") from None
     if set(asserts) != set(OBLIGATIONS):

@@ -9,15 +9,25 @@ Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``repla
 * 2 - a result is inconclusive (a limit cut the search short: ``--max-states``, ``--max-depth``,
   or ``--max-seconds``, one time budget for the whole command, from process start to exit);
 * 3 - bad input: an unknown scenario or claim, a malformed scenario file, a trace that does not
-  fit the spec.  One line on stderr names the problem; nothing is left half-written.
+  fit the spec, an output path that cannot be written (checked before any search), an error in
+  an engine variant's code (named by file and line).  One line on stderr names the problem;
+  nothing is left half-written;
+* 4 - out of memory (one line with the advice: fingerprints, symmetry, workers);
+* 130 - interrupted (Ctrl-C), worker processes included.
+
+Files are data: a trace, certificate or scenario file that names a protocol other than a
+built-in one is refused unless the variant file is passed explicitly with ``--variant FILE.py``
+(the file is code: :mod:`kvproof.spec.protocols`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,6 +39,7 @@ from ..model.machine import Machine, reference_hits
 from ..model.replay import replay, run_actions
 from ..model.simulate import simulate, simulation_scenario, slice_exposure
 from ..spec.expr import SpecError
+from ..spec.protocols import ProtocolError, trust_variant, variant_error, variant_scope
 from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
 from .diff import diff_traces, render_diff
 from .expected import write_expected
@@ -73,8 +84,11 @@ def _console(stream=None) -> Console:
     return Console(file=stream, highlight=False, width=width)
 
 
-def _resolve(name: str) -> Scenario:
-    """A built-in scenario by name, or a scenario file by path."""
+def _resolve(name: str | Scenario) -> Scenario:
+    """A built-in scenario by name, or a scenario file by path (a ``--variant`` file's own
+    scenario is passed as it is: :func:`main` adds those to the scenarios named)."""
+    if isinstance(name, Scenario):
+        return name
     if name.endswith(".toml") or os.sep in name or Path(name).is_file():
         return load_scenario(name)
     return builtin(name)
@@ -143,8 +157,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
-    names = args.scenarios or ([] if args.variant else [s.name for s in builtins()])
-    scenarios = _unique([_resolve(n) for n in names] + [load_variant(v) for v in args.variant or []])
+    names = args.scenarios or [s.name for s in builtins()]
+    scenarios = _unique([_resolve(n) for n in names])
     for sc in scenarios:  # fail on bad input before any search starts or any file is written
         spec = sc.build()
         for inv in args.invariant or []:
@@ -156,8 +170,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
     if args.write_expected and args.symmetry:
         raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
-    for flag in ("junit", "sarif", "html"):
-        _check_output(getattr(args, flag), f"--{flag}")
     limits = _limits(args)
     if args.engine != "explicit":
         if args.write_expected:
@@ -168,7 +180,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                   backend=args.backend, ray_address=args.ray_address)
     reports = _run(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json, **engine)
     if args.write_expected:
-        write_expected(Path(args.write_expected), reports)
+        try:
+            write_expected(Path(args.write_expected), reports)
+        except OSError as e:
+            raise BadInput(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
     _write_outputs(args, reports)
     if args.json:
         print(json.dumps(_json_reports(reports), indent=2))
@@ -212,16 +227,62 @@ def _unique(scenarios: list[Scenario]) -> list[Scenario]:
     return list(seen.values())
 
 
-def _check_output(path: str | None, flag: str) -> None:
-    """Fail before any search if an output file cannot be written where it is asked for."""
+def _check_output(path: str | None, flag: str, directory: bool = False) -> None:
+    """Fail before any search if an output file (or, with ``directory``, a folder to write
+    files in) cannot be written where it is asked for."""
     if path is None:
         return
+    if "\0" in path:
+        raise BadInput(f"{flag} {path!r}: a file name cannot contain a NUL byte")
     p = Path(path)
-    if p.is_dir():
+    if len(os.fsencode(path)) > 4000 or any(len(os.fsencode(part)) > 255 for part in p.parts):
+        raise BadInput(f"{flag} {path[:80]}...: file name too long")
+    if not directory and p.is_dir():
         raise BadInput(f"{flag} {path}: is a directory, expected a file name")
-    parent = next((q for q in [p.parent, *p.parent.parents] if q.exists()), Path("."))
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise BadInput(f"{flag} {path}: cannot write under {parent}")
+    if directory and p.exists() and not p.is_dir():
+        raise BadInput(f"{flag} {path}: is a file, expected a folder")
+    start = p if directory else p.parent
+    parent = next((q for q in [start, *start.parents] if q.exists()), Path("."))
+    if not parent.is_dir():
+        raise BadInput(f"{flag} {path}: cannot write under {parent}: not a folder")
+    try:  # os.access says yes to root on a read-only file system: create and remove a file instead
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".kvproof-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise BadInput(f"{flag} {path}: cannot write under {parent}: {e.strerror or e}") from None
+
+
+_OUTPUTS = {  # per command: (argument, flag, a folder?, the flag that turns it off)
+    "check": (("traces", "--traces", True, "no_traces"), ("write_expected", "--write-expected", False, None),
+              ("junit", "--junit", False, None), ("sarif", "--sarif", False, None), ("html", "--html", False, None)),
+    "report": (("output", "-o", False, None),),
+    "simulate": (("traces", "--traces", True, "no_traces"),),
+    "prove": (("traces", "--traces", True, "no_traces"), ("certificates", "--certificates", True, "no_certificates")),
+}
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output path of the command, checked before any input is read or search started."""
+    for attr, flag, directory, off in _OUTPUTS.get(args.command, ()):
+        if not (off and getattr(args, off, False)):
+            _check_output(getattr(args, attr, None), flag, directory)
+
+
+def _trust_variants(args: argparse.Namespace) -> None:
+    """Run the ``--variant`` files the user passed (they are code), so that scenarios, traces
+    and certificates naming their classes can be read; on ``check``, ``report`` and ``prove``
+    each file's own ``SCENARIO`` joins the scenarios named (and only those are checked)."""
+    variants = getattr(args, "variant", None) or []
+    own = []
+    for v in variants:
+        module = trust_variant(v)
+        if getattr(module, "SCENARIO", None) is not None:
+            own.append(load_variant(v))
+    if args.command in ("check", "report", "prove") and variants:
+        args.scenarios = [*args.scenarios, *own]
+        if not args.scenarios:
+            raise BadInput(f"--variant {variants[0]}: the file has no SCENARIO; name the scenario files that use it")
 
 
 def _write_outputs(args: argparse.Namespace, reports) -> None:
@@ -243,7 +304,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     scenarios = _unique([_resolve(n) for n in names])
     for sc in scenarios:
         sc.build()
-    _check_output(args.output, "-o")
     limits = _limits(args)
     reports = _run(scenarios, limits, None, None, not args.quiet)
     args.html, args.junit, args.sarif = args.output, None, None
@@ -410,6 +470,9 @@ def _plural(n: int, word: str) -> str:
 
 
 # -- parser --------------------------------------------------------------------------------------
+_TRUST = "trust this engine variant file (it is code) for the protocol the input names (repeatable)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     p = _Parser(prog="kvproof", description="Model-check the PD-disaggregated KV page lifecycle.")
@@ -422,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
     ck = sub.add_parser("check", help="check scenarios (default: the whole built-in catalogue)")
     ck.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
     ck.add_argument("--variant", action="append", metavar="FILE.py",
-                    help="check an engine variant: a PdProtocol subclass and its SCENARIO dict (repeatable)")
+                    help="trust and check an engine variant (code): its PdProtocol subclasses, and its SCENARIO "
+                         "if it has one (repeatable)")
     ck.add_argument("--invariant", action="append", metavar="NAME", help="check only this claim (repeatable)")
     ck.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
     ck.add_argument("--max-seconds", type=_positive_float, metavar="S",
@@ -461,6 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop after S seconds: one budget for the whole command (every scenario and phase)")
     rp_.add_argument("--max-depth", type=_positive_int, metavar="D", help="explore at most D steps deep")
     rp_.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    rp_.add_argument("--variant", action="append", metavar="FILE.py",
+                     help="trust an engine variant (code) and check its SCENARIO if it has one (repeatable)")
     rp_.set_defaults(func=cmd_report)
 
     sh = sub.add_parser("show", help="render a stored trace")
@@ -470,15 +536,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="text (default), json step records, or a Mermaid sequence diagram")
     sh.add_argument("--only", nargs="+", metavar="NAME",
                     help="follow a page (p3, q0), a request (R1) or a field (owner, owner[p3]) through the trace")
+    sh.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     sh.set_defaults(func=cmd_show)
 
     df = sub.add_parser("diff", help="where two traces first diverge, and what differs")
     df.add_argument("a", metavar="A")
     df.add_argument("b", metavar="B")
+    df.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     df.set_defaults(func=cmd_diff)
 
     rp = sub.add_parser("replay", help="re-execute a stored trace against the model")
     rp.add_argument("file", metavar="FILE")
+    rp.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     rp.set_defaults(func=cmd_replay)
 
     sm = sub.add_parser("simulate", help="random long workload: how many responses read another's data")
@@ -493,6 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--no-traces", action="store_true")
     sm.add_argument("--trace-limit", type=_positive_int, default=5000, metavar="STEPS",
                     help="write the first exposure only if it is at most this many steps (default 5000)")
+    sm.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     sm.set_defaults(func=cmd_simulate)
 
     cf = sub.add_parser("conform", help="replay traces or random sequences on SGLang 0.5.23's own code")
@@ -503,6 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run N random event sequences per scenario instead of replaying traces")
     cf.add_argument("--seed", type=int, default=0, metavar="S")
     cf.add_argument("--traces", default="traces", metavar="DIR", help="where a scenario's traces are (default: traces)")
+    cf.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     cf.set_defaults(func=cmd_conform)
 
     co = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
@@ -545,18 +616,57 @@ def _slot_count(text: str) -> int:
     return v
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    """The parser, built once per process (16 ms; parsing does not change it)."""
+    return build_parser()
+
+
+_ONE_LINE = (BadInput, ScenarioError, ProtocolError, SpecError, TraceError, RayUnavailable, CertificateError)
+_OUT_OF_MEMORY = ("kvproof: error: out of memory: store states as fingerprints (--visited fingerprint, 8 bytes "
+                  "a state), explore one state per orbit (--symmetry), or split the visited set over "
+                  "processes or machines (--workers N, --backend ray)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    parser = build_parser()
+    """Run the command line; returns the exit code (0-4, or 130 when interrupted)."""
+    parser = _parser()
     try:
-        args = parser.parse_args(argv)
-        return args.func(args)
-    except (BadInput, ScenarioError, TraceError, RayUnavailable, CertificateError, SpecError) as e:
-        print(f"kvproof: error: {e}", file=sys.stderr)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help
+            return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
+        with variant_scope():  # the variants trusted by this command only
+            try:
+                _check_outputs(args)
+                _trust_variants(args)
+                return args.func(args)
+            except _ONE_LINE:
+                raise
+            except Exception as e:  # an error in a user's engine variant is bad input: one line
+                message = None if isinstance(e, MemoryError) else variant_error(e)
+                if message is None:
+                    raise
+                raise BadInput(message) from None
+    except _ONE_LINE as e:
+        print(f"kvproof: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        print(_OUT_OF_MEMORY, file=sys.stderr)
+        return EXIT_OUT_OF_MEMORY
+    except OSError as e:  # the disk filled up, a folder went away mid-run: one line, not a traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"kvproof: error: {where}{e.strerror or _one_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("kvproof: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _one_line(e: BaseException) -> str:
+    """An error message on one line, at most 1,000 characters."""
+    text = " ".join(str(e).split())
+    return text if len(text) <= 1000 else text[:997] + "..."
 
 
 def entry() -> None:

@@ -244,6 +244,8 @@ def add_commands(sub, positive_int, positive_float) -> None:
     pv.add_argument("--show-invariant", action="store_true", help="print the inductive invariant, lemma by lemma")
     pv.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     pv.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    pv.add_argument("--variant", action="append", metavar="FILE.py",
+                    help="trust an engine variant (code) and prove its SCENARIO if it has one (repeatable)")
     pv.set_defaults(func=cmd_prove)
 
     cf = sub.add_parser("certify", help="re-check proof certificates with a fresh solver")

@@ -16,6 +16,7 @@ Two transports drive the same partitions: worker processes forked from this one
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import time
 from typing import Any, Callable
 
@@ -46,9 +47,17 @@ class ProcessPool:
         for i, c in enumerate(self.conns):
             c.send((method, args_per_worker[i] if args_per_worker else ()))
         out = []
-        for c in self.conns:
-            ok, value = c.recv()
+        for i, c in enumerate(self.conns):
+            try:
+                ok, value = c.recv()
+            except EOFError:  # the worker died: the kernel's out-of-memory killer, most likely
+                self.procs[i].join(timeout=1)
+                if self.procs[i].exitcode == -signal.SIGKILL:
+                    raise MemoryError(f"partition worker {i} was killed (out of memory?)") from None
+                raise RuntimeError(f"partition worker {i} exited (code {self.procs[i].exitcode})") from None
             if not ok:
+                if value == _OUT_OF_MEMORY:
+                    raise MemoryError(f"partition worker {i} ran out of memory")
                 raise RuntimeError(f"partition worker failed: {value}")
             out.append(value)
         return out
@@ -68,6 +77,12 @@ class ProcessPool:
         del stepped
         return hits, self.call("absorb", [(inbox[d],) for d in range(n)]), quiet, cut
 
+    def terminate(self) -> None:
+        """Stop the workers now, whatever they are doing (after an interrupt or an error)."""
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+
     def close(self) -> None:
         """Stop the workers."""
         for c in self.conns:
@@ -81,16 +96,28 @@ class ProcessPool:
                 p.terminate()
 
 
+_OUT_OF_MEMORY = "out of memory"
+
+
 def _serve(conn, machine, index, count, visited, canonicaliser, claims) -> None:
-    part = Partition(machine, index, count, visited, canonicaliser, claims)
-    while True:
-        method, args = conn.recv()
-        if method == "stop":
-            return
-        try:
-            conn.send((True, getattr(part, method)(*args)))
-        except Exception as e:  # pragma: no cover - reported to the coordinator
-            conn.send((False, f"{type(e).__name__}: {e}"))
+    # Ctrl-C reaches the whole process group: the coordinator alone answers it (it stops the
+    # workers and exits 130), so a worker prints no traceback of its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        part = Partition(machine, index, count, visited, canonicaliser, claims)
+        while True:
+            method, args = conn.recv()
+            if method == "stop":
+                return
+            try:
+                conn.send((True, getattr(part, method)(*args)))
+            except MemoryError:
+                part = None  # free what can be freed, then tell the coordinator
+                conn.send((False, _OUT_OF_MEMORY))
+            except Exception as e:  # pragma: no cover - reported to the coordinator
+                conn.send((False, f"{type(e).__name__}: {e}"))
+    except (KeyboardInterrupt, EOFError, BrokenPipeError):  # an interrupt before SIG_IGN; the coordinator went away
+        return
 
 
 def explore_parallel(machine: Any, workers: int, limits: Limits = Limits(), claims: list[int] | None = None,
@@ -101,6 +128,9 @@ def explore_parallel(machine: Any, workers: int, limits: Limits = Limits(), clai
     try:
         return coordinate(pool, machine, workers, limits, claims, stop_when_all_hit, progress, visited,
                           canonicaliser is not None)
+    except BaseException:  # Ctrl-C, out of memory: do not wait for the workers to finish a level
+        pool.terminate()
+        raise
     finally:
         pool.close()
 

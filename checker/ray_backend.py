@@ -5,8 +5,8 @@ For state spaces that outgrow one machine, ``kvproof check --backend ray --worke
 distributed engine, not a home-made one) and drives them level by level with the coordinator
 of :mod:`.parallel`.  Successor batches go from the expanding actor to the owning actor as Ray
 objects, without passing through the driver.  Each actor builds the scenario's machine itself
-(a scenario naming a ``protocol`` file needs that file at the same path on every node, or a
-Ray ``runtime_env`` that ships it).
+(a scenario naming a variant file needs that file at the same path on every node, or a
+Ray ``runtime_env`` that ships it; each actor trusts the variant files the driver trusted).
 
 Without ``address`` a local cluster with one CPU per partition is started on this machine (the
 CI test runs two); with ``address`` (or ``RAY_ADDRESS``) the driver joins an existing cluster.
@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from ..model.canon import Canonicaliser
 from ..model.machine import Machine
+from ..spec.protocols import trust_variant, trusted_files
 from ..spec.scenario import Scenario
 from .explicit import Exploration, Limits, Stats
 from .parallel import coordinate
@@ -36,7 +37,9 @@ class _Host:
     """What runs inside a Ray actor: the scenario's machine and one partition of it."""
 
     def __init__(self, scenario: Scenario, index: int, count: int, visited: str, symmetric: bool,
-                 claims: list[int] | None):
+                 claims: list[int] | None, variants: tuple[str, ...] = ()):
+        for v in variants:  # the variant files the driver's user passed (--variant)
+            trust_variant(v)
         machine = Machine(scenario.build())
         canon = Canonicaliser(machine.spec, machine.spec.symmetry()) if symmetric else None
         self.part = Partition(machine, index, count, visited, canon, claims)
@@ -96,7 +99,8 @@ def explore_ray(scenario: Scenario, machine: Machine, workers: int, limits: Limi
         started = True
     try:
         host = ray.remote(num_cpus=1)(_Host)
-        actors = [host.remote(scenario, i, workers, visited, symmetric, claims) for i in range(workers)]
+        variants = tuple(str(f) for f in trusted_files())
+        actors = [host.remote(scenario, i, workers, visited, symmetric, claims, variants) for i in range(workers)]
         transport = _RayTransport(ray, actors)
         try:
             return coordinate(transport, machine, workers, limits, claims, stop_when_all_hit, progress, visited,

@@ -33,6 +33,7 @@ __all__ = ["Trace", "TraceError", "to_itf", "write_trace", "read_trace", "trace_
 ACTION_VAR = "mbt::actionTaken"
 PICKS_VAR = "mbt::nondetPicks"
 FORMAT = "kvproof-trace/1"
+_KINDS = {"invariant": "counterexample", "witness": "witness", "liveness": "lasso"}  # claim kind -> trace kind
 
 
 class TraceError(ValueError):
@@ -116,27 +117,36 @@ def read_trace(path: str | Path) -> Trace:
     """
     p = Path(path)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise TraceError(f"{p}: cannot read: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{p}: not UTF-8 text (byte {e.start}): expected an ITF trace (JSON)") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise TraceError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
         raise TraceError(f"{p}: not JSON: {e}") from None
+    except RecursionError:
+        raise TraceError(f"{p}: not an ITF trace: JSON nested too deeply") from None
     try:
         return _from_doc(doc, p)
     except TraceError:
         raise
     except ScenarioError as e:
         raise TraceError(f"{p}: stored scenario: {e}") from None
-    except (LayoutError, KeyError, TypeError, ValueError, AttributeError) as e:
-        raise TraceError(f"{p}: does not fit the spec: {e}") from None
+    except RecursionError:
+        raise TraceError(f"{p}: does not fit the spec: values nested too deeply") from None
+    except (LayoutError, KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise TraceError(f"{p}: does not fit the spec: {type(e).__name__}: {e}") from None
 
 
 def _from_doc(doc: Any, p: Path) -> Trace:
     if not isinstance(doc, dict) or not isinstance(doc.get("states"), list) or "vars" not in doc:
         raise TraceError(f"{p}: not an ITF trace (needs vars and states)")
     meta = doc.get("#meta", {})
-    if meta.get("source") != FORMAT:
-        raise TraceError(f"{p}: not a kvproof trace (#meta.source is {meta.get('source')!r})")
+    if not isinstance(meta, dict) or meta.get("source") != FORMAT:
+        source = meta.get("source") if isinstance(meta, dict) else None
+        raise TraceError(f"{p}: not a kvproof trace (#meta.source is {source!r})")
     scenario = parse_scenario(meta.get("scenario"), f"{p}#meta.scenario")
     machine = Machine(scenario.build())
     layout = machine.spec.layout
@@ -168,11 +178,24 @@ def _from_doc(doc: Any, p: Path) -> Trace:
             except LayoutError as e:
                 raise TraceError(f"{p}: state {k}: {action}.{param}: {e}") from None
         matches = [i.aid for i in machine.instances if i.name == action and list(i.args) == args]
+        if not matches:
+            raise TraceError(f"{p}: state {k}: {action} has no instance with these parameters")
         actions.append(matches[0])
     claim = meta.get("claim")
     try:
-        machine.spec.claim(claim)
-    except KeyError:
+        c = machine.spec.claim(claim)
+    except (KeyError, TypeError):
         raise TraceError(f"{p}: #meta.claim {claim!r} is not a claim of the spec") from None
-    kind = meta.get("kind", "counterexample")
-    return Trace(scenario, machine, claim, kind, actions, states, doc.get("loop"))
+    want = _KINDS[c.kind]
+    kind = meta.get("kind", want)
+    if kind != want:
+        raise TraceError(f"{p}: #meta.kind: expected {want!r} for the {c.kind} {claim}, got {kind!r}")
+    loop = doc.get("loop")
+    if c.kind == "liveness":
+        if not isinstance(loop, int) or isinstance(loop, bool) or not 0 <= loop < len(states):
+            raise TraceError(f"{p}: loop: expected the step a liveness lasso loops back to, "
+                             f"a whole number in 0..{len(states) - 1}, got {loop!r}")
+    elif loop is not None:
+        raise TraceError(f"{p}: loop: the trace of the {c.kind} {claim} is a path, not a lasso; "
+                        f"expected no loop, got {loop!r}")
+    return Trace(scenario, machine, claim, kind, actions, states, loop)

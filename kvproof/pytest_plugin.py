@@ -8,7 +8,8 @@ unless ``--kvproof`` is given.  Then it collects
 * every scenario file in the collected directories: a ``*.toml`` file (ini option
   ``kvproof_files`` narrows the name patterns) that has a ``[sizes]`` or ``[[requests]]``
   table, the shape of a scenario.  Engine variants come in through their scenario's
-  ``protocol`` key.
+  ``protocol`` key, and only from the variant files listed in the ini option
+  ``kvproof_variants`` (a variant file is code: a scenario file alone never runs one).
 
 Each checked claim of each scenario is one test item, ``<scenario>::<claim>``; it passes when
 the verdict is the one the scenario expects and fails otherwise, with the counterexample as
@@ -44,6 +45,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="with --kvproof, also check kvproof's built-in scenario catalogue (default true)")
     parser.addini("kvproof_files", type="args", default=["*.toml"],
                   help="with --kvproof, name patterns of scenario files to collect (default *.toml)")
+    parser.addini("kvproof_variants", type="args", default=[],
+                  help="with --kvproof, engine variant files (code) that scenario files may name, "
+                       "relative to the rootdir")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Trust the ``kvproof_variants`` files (with ``--kvproof``)."""
+    if not _enabled(config):
+        return
+    from .spec.protocols import ProtocolError, trust_variant
+
+    for v in config.getini("kvproof_variants"):
+        try:
+            trust_variant(config.rootpath / v)
+        except ProtocolError as e:
+            raise pytest.UsageError(f"kvproof_variants: {e}") from None
 
 
 def _enabled(config: pytest.Config) -> bool:

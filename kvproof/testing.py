@@ -30,6 +30,7 @@ from .checker.render import render_trace, to_text
 from .checker.results import ClaimReport, ScenarioReport
 from .checker.run import check_scenario
 from .checker.traces import Trace
+from .spec.protocols import trust_variant
 from .spec.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["check", "Checked", "resolve_scenario"]
@@ -52,8 +53,12 @@ def check(
     max_states: int | None = None,
     max_seconds: float | None = None,
     max_depth: int | None = None,
+    variants: tuple[str | PathLike, ...] = (),
 ) -> "Checked":
-    """Check ``scenario`` (every claim it expects, or only ``claims``) and return the outcome."""
+    """Check ``scenario`` (every claim it expects, or only ``claims``) and return the outcome;
+    ``variants`` are the engine variant files (code, run as trusted) its ``protocol`` may name."""
+    for v in variants:
+        trust_variant(v)
     sc = resolve_scenario(scenario)
     report = check_scenario(sc, Limits(max_states, max_seconds, max_depth), claims)
     return Checked(report)

@@ -3,8 +3,9 @@
 Modules: :mod:`.ops` (the operations facade), :mod:`.layout` (the flat typed state),
 :mod:`.framework` (how actions and claims are written), :mod:`.config` (instance parameters),
 :mod:`.pd_state`, :mod:`.pd`, :mod:`.pd_claims`, :mod:`.pd_story`, :mod:`.pd_symmetry` (the
-PD protocol), :mod:`.symmetry` (symmetry declarations) and :mod:`.scenario` (the TOML
-catalogue).
+PD protocol), :mod:`.symmetry` (symmetry declarations), :mod:`.scenario` (the TOML
+catalogue) and :mod:`.protocols` (the protocols a scenario may name; variant files the user
+trusted).
 """
 
 from .config import Config, Engine, Request

@@ -5,8 +5,9 @@ A scenario is a TOML file::
     name = "incident"
     title = "One line"
     description = "What it models"
-    protocol = "my_engine.py:MyEngine"   # optional: a PdProtocol subclass; path relative to this file,
-                                         # or an importable module: "kvproof.spec.sglang_0523:Sglang0523"
+    protocol = "my_engine.py:MyEngine"   # optional: a built-in protocol ("kvproof.spec.sglang_0523:Sglang0523")
+                                         # or a PdProtocol subclass in a variant file (path relative to
+                                         # this file), used only when that file is passed as --variant
 
     [sizes]
     decode_pages = 3
@@ -29,22 +30,24 @@ A witness's verdict is ``reached`` or ``unreachable``; the older words ``verifie
 (:data:`WITNESS_SYNONYMS`).
 
 Every problem with a file is raised as one :class:`ScenarioError` line that names the file,
-the key and what was expected.
+the key and what was expected.  A scenario file is data: its ``protocol`` is looked up in
+:mod:`.protocols` (built-in protocols, and variant files the user trusted), never imported.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib.util
-import sys
+import functools
+import re
 import tomllib
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .config import CHOICES, Config, Engine, Request
 from .pd import PdProtocol
+from .protocols import ProtocolError, check_reference, protocol_class, trust_variant
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "load_variant", "parse_scenario", "builtins",
            "builtin_names", "builtin", "VERDICTS", "WITNESS_VERDICTS", "WITNESS_SYNONYMS", "expected_verdict"]
@@ -57,6 +60,7 @@ _TOP = {"name", "title", "description", "protocol", "sizes", "requests", "engine
 _SIZES = {"decode_pages": (1, 64), "prefill_pages": (1, 64), "context_limit": (1, 64)}
 _OPTIONAL_SIZES = {"prefill_ranks": (1, 4, 1), "decode_ranks": (1, 4, 1), "aux_slots": (0, 8, 0), "layers": (1, 4, 1)}
 _MAX_REQUESTS = 32
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")  # it names trace and certificate files
 
 
 class ScenarioError(ValueError):
@@ -77,7 +81,10 @@ class Scenario:
 
     def build(self) -> PdProtocol:
         """The spec instance: :class:`PdProtocol` or the scenario's own subclass of it."""
-        cls = PdProtocol if self.protocol is None else _load_protocol(self.protocol, self.origin)
+        try:
+            cls = protocol_class(self.protocol)
+        except ProtocolError as e:
+            raise ScenarioError(f"{self.origin}: protocol: {e}") from None
         spec = cls(self.config)
         names = [x.name for x in spec.claims]
         unknown = [c for c in self.expect if c not in names]
@@ -141,13 +148,18 @@ def parse_scenario(data: dict[str, Any], origin: str) -> Scenario:
     if extra:
         raise fail(extra[0], "one of the keys " + ", ".join(sorted(_TOP)) + _did_you_mean(extra[0], _TOP))
     name = data.get("name")
-    if not isinstance(name, str) or not name or any(ch in name for ch in "/\\ \t"):
-        raise fail("name", "a non-empty name without spaces or slashes", name)
+    if not isinstance(name, str) or not _NAME.match(name):
+        got = name if not isinstance(name, str) or len(name) <= 80 else name[:77] + "..."
+        raise fail("name", "1..64 letters, digits, '.', '_' or '-', starting with a letter or digit "
+                           "(it names the trace files)", got)
     title = _str(data, "title", fail, default=name)
     description = _str(data, "description", fail, default="")
     protocol = data.get("protocol")
-    if protocol is not None and (not isinstance(protocol, str) or ":" not in protocol):
-        raise fail("protocol", "'path/to/file.py:ClassName'", protocol)
+    if protocol is not None:
+        try:
+            protocol_class(check_reference(protocol))  # a built-in or a trusted variant; nothing imported
+        except ProtocolError as e:
+            raise ScenarioError(f"{origin}: protocol: {e}") from None
 
     sizes = data.get("sizes")
     if not isinstance(sizes, dict):
@@ -259,30 +271,38 @@ def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ScenarioError(f"{p}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{p}: not UTF-8 text (byte {e.start}): expected a TOML scenario file") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise ScenarioError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{p}: malformed TOML: {e}") from None
-    scenario = parse_scenario(data, str(p))
-    if scenario.protocol is not None and scenario.protocol.rpartition(":")[0].endswith(".py"):
-        # resolve the variant file now, so traces replay from anywhere
-        file, _, cls = scenario.protocol.rpartition(":")
-        scenario = replace(scenario, protocol=f"{(p.parent / file).resolve()}:{cls}")
-    return scenario
+    except RecursionError:
+        raise ScenarioError(f"{p}: malformed TOML: nested too deeply") from None
+    ref = data.get("protocol")
+    if isinstance(ref, str) and ref.rpartition(":")[0].endswith(".py"):
+        # a variant file is named relative to the scenario file: resolve it to match --variant
+        try:
+            file, _, cls = check_reference(ref).rpartition(":")  # its shape first, then use it as a path
+            data = {**data, "protocol": f"{(p.parent / file).resolve()}:{cls}"}
+        except (ProtocolError, OSError, RuntimeError) as e:  # RuntimeError: a symlink loop
+            raise ScenarioError(f"{p}: protocol: {e}") from None
+    return parse_scenario(data, str(p))
 
 
 def load_variant(path: str | Path) -> Scenario:
     """A scenario written as Python: the file defines one :class:`PdProtocol` subclass (the
     engine variant) and ``SCENARIO``, a dict shaped like a scenario file; the variant is the
-    scenario's protocol (``SCENARIO["protocol"]`` may name the class when there are several)."""
+    scenario's protocol (``SCENARIO["protocol"]`` may name the class when there are several).
+
+    This runs the file (:func:`~.protocols.trust_variant`): only for a file the user named."""
     p = Path(path)
-    if not p.is_file():
-        raise ScenarioError(f"{p}: no such variant file")
-    module = _exec_module(p, str(p))
+    try:
+        module = trust_variant(p)
+    except ProtocolError as e:
+        raise ScenarioError(str(e)) from None
     data = getattr(module, "SCENARIO", None)
     if not isinstance(data, dict):
         raise ScenarioError(f"{p}: SCENARIO: expected a dict shaped like a scenario file")
@@ -305,8 +325,15 @@ def _catalogue_dir():
 
 def builtins() -> list[Scenario]:
     """Every built-in scenario, in catalogue order (file names sort them)."""
+    return list(_catalogue())
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue() -> tuple[Scenario, ...]:
+    """The catalogue, parsed once per process (``builtin(name)`` is called once per name)."""
     files = sorted((f for f in _catalogue_dir().iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
-    return [parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/scenarios/{f.name}") for f in files]
+    return tuple(parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/scenarios/{f.name}")
+                 for f in files)
 
 
 def builtin_names() -> list[str]:
@@ -320,46 +347,3 @@ def builtin(name: str) -> Scenario:
         if sc.name == name:
             return sc
     raise ScenarioError(f"unknown scenario {name!r} (kvproof list shows the catalogue)")
-
-
-def _exec_module(path: Path, origin: str):
-    """Import a user's Python file as a module (once per path), reporting failures in one line."""
-    mod_name = f"kvproof_variant_{abs(hash(str(path.resolve())))}"
-    if mod_name in sys.modules:
-        return sys.modules[mod_name]
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # a user's file: report it in one line
-        del sys.modules[mod_name]
-        raise ScenarioError(f"{origin}: {path.name} failed to load: {type(e).__name__}: {e}") from None
-    return module
-
-
-def _load_protocol(ref: str, origin: str) -> type[PdProtocol]:
-    path_s, _, cls_name = ref.rpartition(":")
-    if not path_s.endswith(".py") and "/" not in path_s and "\\" not in path_s:
-        return _import_protocol(path_s, cls_name, origin)  # an installed module: "pkg.mod:Class"
-    path = Path(path_s).resolve()  # load_scenario made it absolute; data from memory is cwd-relative
-    if not path.is_file():
-        raise ScenarioError(f"{origin}: protocol: no file {path}")
-    module = _exec_module(path, f"{origin}: protocol")
-    cls = getattr(module, cls_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, PdProtocol)):
-        raise ScenarioError(f"{origin}: protocol: {cls_name} in {path.name} is not a PdProtocol subclass")
-    return cls
-
-
-def _import_protocol(module_name: str, cls_name: str, origin: str) -> type[PdProtocol]:
-    """A PdProtocol subclass from an importable module (how built-in scenarios name theirs,
-    so that their traces replay on any machine)."""
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ScenarioError(f"{origin}: protocol: cannot import {module_name}: {e}") from None
-    cls = getattr(module, cls_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, PdProtocol)):
-        raise ScenarioError(f"{origin}: protocol: {cls_name} in {module_name} is not a PdProtocol subclass")
-    return cls

@@ -31,6 +31,15 @@ def reachable(name: str) -> list[bytes]:
     return order
 
 
+@pytest.fixture(autouse=True)
+def _no_trusted_variants():
+    """Every test starts with no engine variant trusted, and forgets the ones it trusted."""
+    from kvproof.spec.protocols import variant_scope
+
+    with variant_scope():
+        yield
+
+
 @pytest.fixture
 def machine():
     return machine_of

@@ -403,3 +403,235 @@ def test_max_seconds_bounds_every_phase_on_a_large_scenario(tmp_path, extra):
     rows = doc["scenarios"][0]["results"]
     assert all(r["verdict"] in ("inconclusive", "reached", "violated") for r in rows)
     assert any(r["verdict"] == "inconclusive" for r in rows)
+
+
+# -- issue 12: files are data; every bad input is one line, exit 3, before any search ----------------
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+VARIANTS = ROOT / "examples" / "variant"
+RACE = ROOT / "traces" / "abort-race__no_cross_tenant_read.itf.json"
+
+
+@pytest.fixture
+def no_search(monkeypatch):
+    """Fail the test if a search starts: bad input must be refused before."""
+    def searched(*a, **k):
+        raise AssertionError("a search started")
+
+    monkeypatch.setattr("kvproof.checker.cli.check_scenario", searched)
+
+
+def _one_line_3(code, err, message):
+    assert code == 3, err
+    assert err.startswith("kvproof: error: ") and err.count("\n") == 1 and message in err, err
+
+
+def _marked_engine(tmp_path):
+    f = tmp_path / "engine.py"
+    f.write_text(f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n"
+                 "from kvproof.spec.pd import PdProtocol\nclass E(PdProtocol):\n    pass\n")
+    return f
+
+
+@pytest.mark.parametrize("command", ["show", "replay"])
+def test_show_and_replay_run_no_code_a_trace_names(capsys, tmp_path, command):
+    # problem 5
+    engine = _marked_engine(tmp_path)
+    doc = json.loads(RACE.read_text())
+    doc["#meta"]["scenario"]["protocol"] = f"{engine}:E"
+    trace = tmp_path / "t.itf.json"
+    trace.write_text(json.dumps(doc))
+    code, _, err = run(capsys, command, str(trace))
+    _one_line_3(code, err, "is an engine variant, and a variant file is code: nothing was run; "
+                           "pass the file with --variant engine.py to trust it")
+    assert not (tmp_path / "RAN").exists()
+    code, out, err = run(capsys, command, str(trace), "--variant", str(engine))
+    assert code == 0 and (tmp_path / "RAN").exists(), err
+
+
+def test_certify_runs_no_code_a_certificate_names(capsys, tmp_path):
+    # problem 5: certify imported the stored scenario's protocol
+    engine = _marked_engine(tmp_path)
+    text = (ROOT / "traces" / "proofs" / "abort-race.smt2").read_text().splitlines()
+    meta = json.loads(text[1].split(": ", 1)[1])
+    meta["protocol"] = f"{engine}:E"
+    text[1] = f"; scenario: {json.dumps(meta)}"
+    cert = tmp_path / "abort-race.smt2"
+    cert.write_text("\n".join(text) + "\n")
+    code, _, err = run(capsys, "certify", str(cert))
+    _one_line_3(code, err, "is an engine variant, and a variant file is code: nothing was run")
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_a_scenario_file_naming_a_variant_needs_the_variant_passed(capsys, tmp_path, no_search):
+    # problem 5: a scenario file ran the .py file it named
+    engine = _marked_engine(tmp_path)
+    (tmp_path / "mine.toml").write_text('name = "mine"\nprotocol = "engine.py:E"\n[sizes]\ndecode_pages = 1\n'
+                                        'prefill_pages = 1\ncontext_limit = 1\n[[requests]]\ntenant = "A"\npages = 1\n')
+    for command in ("check", "report", "prove", "simulate"):
+        code, _, err = run(capsys, command, str(tmp_path / "mine.toml"))
+        _one_line_3(code, err, "pass the file with --variant engine.py to trust it")
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_the_readme_variant_commands_work_as_written(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    traces = tmp_path / "traces"
+    variant = "examples/variant/in_order_completion.py"
+    code, _, err = run(capsys, "check", "--variant", variant, "--traces", str(traces), "--quiet")
+    assert code == 0, err
+    trace = str(traces / "in-order-completion__no_cross_tenant_read.itf.json")
+    code, out, _ = run(capsys, "show", "--variant", variant, trace)
+    assert code == 0 and "in-order-completion · no_cross_tenant_read · counterexample, 21 steps" in out
+    code, out, _ = run(capsys, "replay", "--variant", variant, trace)
+    assert code == 0 and out.startswith("reproduced: 21 steps")
+    code, _, err = run(capsys, "show", trace)
+    _one_line_3(code, err, "pass the file with --variant in_order_completion.py to trust it")
+    code, _, err = run(capsys, "check", "--variant", "examples/variant/early_release.py",
+                       "examples/variant/early_release.toml", "--no-traces", "--quiet")
+    assert code == 0, err
+    code, _, err = run(capsys, "check", "examples/variant/early_release.toml", "--no-traces")
+    _one_line_3(code, err, "pass the file with --variant early_release.py to trust it")
+    code, _, err = run(capsys, "check", "--variant", "examples/variant/early_release.py")
+    _one_line_3(code, err, "the file has no SCENARIO; name the scenario files that use it")
+
+
+def _scenario_named(tmp_path, name):
+    f = tmp_path / "named.toml"
+    f.write_text(f'name = "{name}"\n[sizes]\ndecode_pages = 1\nprefill_pages = 1\ncontext_limit = 1\n'
+                 '[[requests]]\ntenant = "A"\npages = 1\n')
+    return str(f)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["check", "--variant", "{tmp}/notes.txt"], "notes.txt: expected a Python file (.py)"),
+    (["check", "abort-race", "--traces", "{tmp}/afile/sub"], "--traces {tmp}/afile/sub: cannot write under {tmp}/afile: not a folder"),
+    (["check", "abort-race", "--traces", "{tmp}/afile"], "--traces {tmp}/afile: is a file, expected a folder"),
+    (["check", "abort-race", "--write-expected", "/proc/no/x.toml"], "--write-expected /proc/no/x.toml: cannot write under /proc"),
+    (["check", "abort-race", "--write-expected", "{tmp}/afile/x.toml"], "cannot write under {tmp}/afile: not a folder"),
+    (["check", "abort-race", "--junit", "{tmp}/" + "x" * 300 + ".xml"], "file name too long"),
+    (["check", "abort-race", "--sarif", "{tmp}/a\x00b"], "a file name cannot contain a NUL byte"),
+    (["report", "abort-race", "-o", "{tmp}"], "is a directory, expected a file name"),
+    (["simulate", "incident", "--traces", "{tmp}/afile"], "--traces {tmp}/afile: is a file"),
+    (["prove", "abort-race", "--certificates", "{tmp}/afile"], "--certificates {tmp}/afile: is a file"),
+    (["check", "{named_nul}"], "name: expected 1..64 letters, digits"),
+    (["check", "{named_long}"], "name: expected 1..64 letters, digits"),
+])
+def test_bad_input_is_refused_before_any_search(capsys, tmp_path, no_search, argv, message):
+    # problem 6: output paths and scenario names were checked only after the whole search
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "notes.txt").write_text("")
+    subst = {"tmp": str(tmp_path), "named_nul": _scenario_named(tmp_path, "a\\u0000b") if "{named_nul}" in argv else "",
+             "named_long": _scenario_named(tmp_path, "a" * 300) if "{named_long}" in argv else ""}
+    code, _, err = run(capsys, *[a.format(**subst) for a in argv])
+    _one_line_3(code, err, message.format(**subst))
+    assert {p.name for p in tmp_path.iterdir()} <= {"afile", "named.toml", "notes.txt"}  # nothing written
+
+
+def test_a_binary_certificate_is_bad_input(capsys, tmp_path):
+    # problem 6: UnicodeDecodeError
+    cert = tmp_path / "bin.smt2"
+    cert.write_bytes(b"; kvproof certificate 1\n\xff\xfe\x00")
+    code, _, err = run(capsys, "certify", str(cert))
+    _one_line_3(code, err, "not UTF-8 text (byte 24)")
+
+
+def test_a_run_time_error_in_a_variant_names_its_file_and_line(capsys, tmp_path):
+    # problem 6: a 46-line traceback, exit 1
+    f = tmp_path / "rt.py"
+    f.write_text("from kvproof.spec.pd import PdProtocol\n\n\nclass Rt(PdProtocol):\n"
+                 "    def decode_release_deferred(self, s, n, r):\n        x = [1, 2][5]\n"
+                 "        super().decode_release_deferred(s, n, r)\n\n\n"
+                 'SCENARIO = {"name": "rt", "sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1},\n'
+                 '            "requests": [{"tenant": "A", "pages": 1}], "engine": {"release_policy": "drain_ack"}}\n')
+    code, _, err = run(capsys, "check", "--variant", str(f), "--no-traces")
+    _one_line_3(code, err, f"{f}:6: IndexError in the engine variant: list index out of range")
+
+
+def test_a_variant_that_returns_what_kvproof_cannot_use_is_named(capsys, tmp_path):
+    # the variant's own frame has returned when kvproof fails on its value: name the variant
+    f = tmp_path / "ret.py"
+    f.write_text("from kvproof.spec.pd import PdProtocol\n\n\nclass Ret(PdProtocol):\n"
+                 "    def _rank_writes_in_flight(self, s, r, pr):\n        return 'yes'\n\n\n"
+                 'SCENARIO = {"name": "ret", "sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1},\n'
+                 '            "requests": [{"tenant": "A", "pages": 1}], "engine": {"release_policy": "drain_ack"}}\n')
+    code, _, err = run(capsys, "check", "--variant", str(f), "--no-traces")
+    # the language refuses the value where the spec uses it, naming that line and the value
+    _one_line_3(code, err, "spec/pd.py:")
+    assert "str 'yes' is not a value of the spec language" in err
+
+
+def test_out_of_memory_is_one_line_with_the_advice_and_exit_4(capsys, monkeypatch):
+    # problem 6: MemoryError was a traceback with exit 1
+    def oom(*a, **k):
+        raise MemoryError
+
+    monkeypatch.setattr("kvproof.checker.cli.check_scenario", oom)
+    code, _, err = run(capsys, "check", "abort-race", "--no-traces")
+    assert code == 4 and err.count("\n") == 1
+    assert "out of memory" in err and "--visited fingerprint" in err and "--symmetry" in err and "--workers" in err
+
+
+def test_a_worker_out_of_memory_is_exit_4(capsys, monkeypatch):
+    from kvproof.checker.partition import Partition
+
+    def oom(self, *a):
+        raise MemoryError
+
+    monkeypatch.setattr(Partition, "step", oom)  # inherited by the forked workers
+    code, _, err = run(capsys, "check", "abort-race", "--no-traces", "--workers", "2")
+    assert code == 4 and err.count("\n") == 1 and "out of memory" in err, err
+
+
+def test_ctrl_c_is_exit_130_and_one_line(capsys, monkeypatch):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("kvproof.checker.cli.check_scenario", interrupted)
+    code, _, err = run(capsys, "check", "abort-race", "--no-traces")
+    assert code == 130 and err == "kvproof: interrupted\n"
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.slow  # about 3 s: a fresh process, a search big enough to interrupt
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/task"), reason="reads /proc to see the workers")
+def test_ctrl_c_under_workers_is_one_line_and_exit_130():
+    # problem 6: every forked worker printed its own KeyboardInterrupt traceback
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "kvproof", "check", str(ROOT / "bench" / "standard.toml"),
+                          "--workers", "2", "--no-traces"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True, text=True)
+    deadline = time.monotonic() + 60
+    while len(_children(p.pid)) < 2 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the workers are expanding a level
+    os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err == "kvproof: interrupted\n", err
+
+
+@pytest.mark.slow  # about 6 s: the search runs until the limit
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="sets a memory limit in the child")
+def test_running_out_of_memory_under_a_limit_is_exit_4():
+    # problem 6: MemoryError under a memory limit (ulimit -v) was a traceback, exit 1
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (400 * 2**20, 400 * 2**20))
+
+    p = subprocess.run([sys.executable, "-m", "kvproof", "check", str(ROOT / "bench" / "standard.toml"), "--no-traces"],
+                       capture_output=True, text=True, preexec_fn=limit, timeout=300)
+    assert p.returncode == 4 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith("kvproof: error: out of memory: ") and "--visited fingerprint" in p.stderr

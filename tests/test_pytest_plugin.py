@@ -83,3 +83,19 @@ def test_nothing_is_collected_without_the_flag_and_k_selects(project):
 def test_an_inconclusive_search_fails(project):
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false", "--kvproof-max-states", "10")
     assert code == 1 and "is inconclusive" in out and "state limit 10" in out
+
+
+@pytest.mark.slow  # two pytest runs in a subprocess: about 5 s
+def test_a_scenario_naming_a_variant_runs_it_only_when_the_ini_lists_it(project):
+    # issue 12: a scenario file is data; the variant file is code, trusted by kvproof_variants
+    (project / "scenarios" / "engine.py").write_text(
+        f"open({str(project / 'RAN')!r}, 'w').close()\n"
+        "from kvproof.spec.pd import PdProtocol\nclass Mine(PdProtocol):\n    pass\n")
+    (project / "scenarios" / "mine.toml").write_text(GOOD.replace('name = "mine"', 'name = "mine"\nprotocol = "engine.py:Mine"'))
+    code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
+    assert code == 1 and "1 failed" in out and "pass the file with --variant engine.py to trust it" in out, out
+    assert not (project / "RAN").exists()
+    code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false",
+                        "-o", "kvproof_variants=scenarios/engine.py")
+    assert code == 0 and "11 passed" in out, out
+    assert (project / "RAN").exists()

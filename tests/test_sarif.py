@@ -13,6 +13,7 @@ import pytest
 from kvproof.checker.explicit import Limits
 from kvproof.checker.run import check_scenario
 from kvproof.checker.sarif import sarif_log, source_region, write_sarif
+from kvproof.spec.protocols import trust_variant
 from kvproof.spec.scenario import builtin, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +88,7 @@ def test_a_variant_is_located_in_its_own_file(tmp_path):
         shutil.copy(ROOT / "examples" / "variant" / f, tmp_path / f)
     toml = tmp_path / "early_release.toml"
     toml.write_text(toml.read_text().replace('no_write_after_release = "violated"', 'no_write_after_release = "verified"'))
+    trust_variant(tmp_path / "early_release.py")  # --variant
     rep = check_scenario(load_scenario(toml))
     doc = _valid(sarif_log([rep], tmp_path))
     (result,) = doc["runs"][0]["results"]

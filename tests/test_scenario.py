@@ -4,6 +4,7 @@ import textwrap
 
 import pytest
 
+from kvproof.spec.protocols import trust_variant
 from kvproof.spec.scenario import ScenarioError, builtin, builtin_names, builtins, load_scenario, parse_scenario
 
 GOOD = {
@@ -38,7 +39,7 @@ def test_v0_5_22_expects_every_safety_invariant_verified():
 
 
 @pytest.mark.parametrize("patch,message", [
-    ({"name": "has space"}, "name: expected a non-empty name"),
+    ({"name": "has space"}, "name: expected 1..64 letters, digits, '.', '_' or '-'"),
     ({"sizes": {"decode_pages": 0, "prefill_pages": 1, "context_limit": 1}}, "[sizes].decode_pages: expected a whole number in 1..64, got 0"),
     ({"sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1, "gpus": 8}}, "[sizes].gpus: expected one of"),
     ({"requests": [{"tenant": "A", "pages": 2}]}, "requests[0].pages: expected a whole number in 1..1 (context_limit), got 2"),
@@ -113,11 +114,13 @@ def test_a_variant_protocol_is_loaded_from_a_file(tmp_path):
         [expect]
         no_write_after_release = "violated"
     '''))
+    trust_variant(tmp_path / "engine.py")  # what --variant engine.py does
     sc = load_scenario(tmp_path / "mine.toml")
     assert type(sc.build()).__name__ == "NoDrainWait"
     (tmp_path / "broken.toml").write_text((tmp_path / "mine.toml").read_text().replace("NoDrainWait", "Missing"))
-    with pytest.raises(ScenarioError, match="Missing in engine.py is not a PdProtocol subclass"):
-        load_scenario(tmp_path / "broken.toml").build()
+    with pytest.raises(ScenarioError, match=r"Missing is not a PdProtocol subclass of the variant file .*engine.py "
+                                            r"\(it defines: NoDrainWait\)"):
+        load_scenario(tmp_path / "broken.toml")
 
 
 def test_to_data_round_trips():
@@ -132,6 +135,7 @@ def test_the_readme_variant_example_checks_as_documented():
     from kvproof.checker.run import check_scenario
 
     root = Path(__file__).resolve().parents[1]
+    trust_variant(root / "examples" / "variant" / "early_release.py")
     sc = load_scenario(root / "examples" / "variant" / "early_release.toml")
     rep = check_scenario(sc)
     assert all(c.matches for c in rep.claims)
@@ -168,9 +172,15 @@ def test_bad_variant_files_are_one_line_errors(tmp_path):
     (tmp_path / "none.py").write_text("SCENARIO = {}\n")
     with pytest.raises(ScenarioError, match="exactly one PdProtocol subclass"):
         load_variant(tmp_path / "none.py")
-    (tmp_path / "boom.py").write_text("raise RuntimeError('nope')\n")
-    with pytest.raises(ScenarioError, match="boom.py failed to load: RuntimeError: nope"):
+    (tmp_path / "boom.py").write_text("x = 1\nraise RuntimeError('nope')\n")
+    with pytest.raises(ScenarioError, match="boom.py:2: the variant failed to load: RuntimeError: nope"):
         load_variant(tmp_path / "boom.py")
+    (tmp_path / "syntax.py").write_text("x = 1\ndef (\n")
+    with pytest.raises(ScenarioError, match="syntax.py:2: the variant failed to load: SyntaxError"):
+        load_variant(tmp_path / "syntax.py")
+    (tmp_path / "notpy.txt").write_text("SCENARIO = {}\n")
+    with pytest.raises(ScenarioError, match=r"notpy.txt: expected a Python file \(.py\)"):
+        load_variant(tmp_path / "notpy.txt")
     (tmp_path / "noscen.py").write_text("from kvproof.spec.pd import PdProtocol\nclass V(PdProtocol):\n    pass\n")
     with pytest.raises(ScenarioError, match="SCENARIO: expected a dict"):
         load_variant(tmp_path / "noscen.py")
@@ -231,13 +241,6 @@ def test_a_protocol_can_be_an_importable_module():
     assert type(sc.build()).__name__ == "Sglang0523"
 
 
-def test_an_unimportable_protocol_module_is_one_line():
-    data = {"name": "x", "protocol": "kvproof.no_such_module:X", "sizes": {"decode_pages": 1, "prefill_pages": 1,
-            "context_limit": 1}, "requests": [{"tenant": "A", "pages": 1}]}
-    with pytest.raises(ScenarioError, match="cannot import kvproof.no_such_module"):
-        parse_scenario(data, "x.toml").build()
-
-
 @pytest.mark.parametrize("word,read_as", [("reached", "reached"), ("unreachable", "unreachable"),
                                           ("verified", "reached"), ("violated", "unreachable")])
 def test_a_witness_reads_reached_or_unreachable_and_the_old_words_are_synonyms(word, read_as):
@@ -261,3 +264,72 @@ def test_the_catalogue_uses_the_witness_words():
         kinds = {c.name: c.kind for c in sc.build().claims}
         for claim, word in sc.expect.items():
             assert word in (("reached", "unreachable") if kinds[claim] == "witness" else ("verified", "violated"))
+
+
+def test_a_protocol_that_is_not_built_in_is_refused_and_not_imported(tmp_path, monkeypatch):
+    # problem 5: a module on the path that runs code when imported
+    (tmp_path / "evil_engine.py").write_text(
+        f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n"
+        "from kvproof.spec.pd import PdProtocol\nclass E(PdProtocol):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for ref in ("evil_engine:E", "kvproof.no_such_module:X", "os:system"):
+        with pytest.raises(ScenarioError, match=f"x.toml: protocol: '{ref}' is not a built-in protocol "
+                                                r"\(built in: the base PdProtocol, kvproof.spec.sglang_0523:Sglang0523\); "
+                                                "nothing was imported"):
+            parse_scenario({**GOOD, "protocol": ref}, "x.toml")
+    assert not (tmp_path / "RAN").exists()
+    import sys
+    assert "evil_engine" not in sys.modules
+
+
+def test_a_scenario_file_naming_a_variant_file_runs_it_only_once_trusted(tmp_path):
+    (tmp_path / "engine.py").write_text(
+        f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n"
+        "from kvproof.spec.pd import PdProtocol\nclass E(PdProtocol):\n    pass\n")
+    body = "\n".join(f"{k} = {v}" for k, v in GOOD["sizes"].items())
+    (tmp_path / "mine.toml").write_text(f'name = "mine"\nprotocol = "engine.py:E"\n[sizes]\n{body}\n'
+                                        '[[requests]]\ntenant = "A"\npages = 1\n')
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(tmp_path / "mine.toml")
+    assert str(e.value).startswith(f"{tmp_path / 'mine.toml'}: protocol: '{tmp_path / 'engine.py'}:E' is an engine "
+                                   "variant, and a variant file is code: nothing was run; pass the file with "
+                                   "--variant engine.py to trust it")
+    assert not (tmp_path / "RAN").exists()
+    trust_variant(tmp_path / "engine.py")
+    assert (tmp_path / "RAN").exists()
+    assert type(load_scenario(tmp_path / "mine.toml").build()).__name__ == "E"
+
+
+@pytest.mark.parametrize("protocol,message", [
+    (":X", "protocol: expected 'file.py:ClassName' or one of kvproof.spec.sglang_0523:Sglang0523, got ':X'"),
+    (".x:Y", "protocol: '.x:Y' is not a built-in protocol"),
+    ("x.py:", "protocol: expected 'file.py:ClassName'"),
+    ("a\x00b.py:C", "protocol: expected 'file.py:ClassName'"),
+    (42, "protocol: expected a string 'file.py:ClassName' or a built-in protocol, got 42"),
+])
+def test_malformed_protocols_are_one_line(protocol, message):
+    # problem 6: ":X" and ".x:Y" were tracebacks (ValueError, TypeError from importlib)
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({**GOOD, "protocol": protocol}, "x.toml")
+    assert str(e.value).startswith("x.toml: ") and message in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "a" * 65, "a" * 300, ".hidden", "-x", "a/b", "naïve", ""])
+def test_scenario_names_are_checked_when_read(name):
+    # problem 6: a NUL byte or a 300-character name failed only when traces were written
+    with pytest.raises(ScenarioError, match="name: expected 1..64 letters, digits"):
+        parse_scenario({**GOOD, "name": name}, "x.toml")
+    assert parse_scenario({**GOOD, "name": "a" * 64}, "x.toml").name == "a" * 64
+
+
+def test_deeply_nested_toml_is_one_line(tmp_path):
+    # problem 6: RecursionError
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ScenarioError, match="deep.toml: malformed TOML: nested too deeply"):
+        load_scenario(deep)
+
+
+def test_a_nul_byte_in_a_scenario_path_is_one_line():
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario("a\x00b.toml")

@@ -73,3 +73,79 @@ def test_not_json_and_missing_files(tmp_path):
     p.write_text("[]")
     with pytest.raises(TraceError, match="not an ITF trace"):
         read_trace(p)
+
+
+# -- issue 12: a trace is data -------------------------------------------------------------------
+def _evil_engine(tmp_path):
+    """A variant file that leaves a mark when it runs."""
+    f = tmp_path / "engine.py"
+    f.write_text(f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n"
+                 "from kvproof.spec.pd import PdProtocol\nclass E(PdProtocol):\n    pass\n")
+    return f
+
+
+def test_a_trace_naming_a_variant_file_runs_nothing_until_trusted(tmp_path, race_trace):
+    # problem 5: show and replay imported whatever #meta.scenario.protocol named
+    from kvproof.spec.protocols import trust_variant
+
+    engine = _evil_engine(tmp_path)
+    p = _mangle(tmp_path, race_trace, lambda d: d["#meta"]["scenario"].__setitem__("protocol", f"{engine}:E"))
+    with pytest.raises(TraceError, match=r"is an engine variant, and a variant file is code: nothing was run; "
+                                         r"pass the file with --variant engine.py to trust it"):
+        read_trace(p)
+    assert not (tmp_path / "RAN").exists()
+    trust_variant(engine)
+    assert type(read_trace(p).machine.spec).__name__ == "E"
+
+
+def test_a_trace_naming_a_module_imports_nothing(tmp_path, race_trace, monkeypatch):
+    import sys
+
+    (tmp_path / "evil_mod.py").write_text(f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for ref in ("evil_mod:E", ":X", ".x:Y", "os:system"):
+        p = _mangle(tmp_path, race_trace, lambda d: d["#meta"]["scenario"].__setitem__("protocol", ref))
+        with pytest.raises(TraceError, match="protocol: "):
+            read_trace(p)
+    assert not (tmp_path / "RAN").exists() and "evil_mod" not in sys.modules
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: d.__setitem__("loop", "abc"), "loop: the trace of the invariant no_cross_tenant_read is a path, not a lasso"),
+    (lambda d: d.__setitem__("loop", 3), "loop: the trace of the invariant no_cross_tenant_read is a path"),
+    (lambda d: d["#meta"].__setitem__("kind", "lasso"), "#meta.kind: expected 'counterexample' for the invariant"),
+    (lambda d: d.__setitem__("#meta", []), "not a kvproof trace"),
+    (lambda d: d["#meta"].__setitem__("claim", ["x"]), "is not a claim of the spec"),
+])
+def test_a_trace_s_shape_is_checked_when_read(tmp_path, race_trace, change, message):
+    # problem 6: a string loop, or a loop on an invariant's trace, were tracebacks in show
+    with pytest.raises(TraceError) as e:
+        read_trace(_mangle(tmp_path, race_trace, change))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_lasso_s_loop_must_be_a_step_of_it(tmp_path):
+    from pathlib import Path
+
+    lasso = Path(__file__).resolve().parents[1] / "traces" / "ack-before-register__requests_end.itf.json"
+    doc = json.loads(lasso.read_text())
+    assert read_trace(lasso).loop == doc["loop"]
+    for bad in ("4", None, True, -1, len(doc["states"])):
+        doc["loop"] = bad
+        p = tmp_path / "l.itf.json"
+        p.write_text(json.dumps(doc))
+        with pytest.raises(TraceError, match="loop: expected the step a liveness lasso loops back to"):
+            read_trace(p)
+
+
+def test_deeply_nested_binary_and_nul_named_traces_are_one_line(tmp_path):
+    # problem 6: RecursionError, UnicodeDecodeError
+    p = tmp_path / "deep.json"
+    p.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(TraceError, match="nested too deeply"):
+        read_trace(p)
+    p.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(TraceError, match=r"not UTF-8 text \(byte 0\)"):
+        read_trace(p)
+    with pytest.raises(TraceError, match="cannot read"):
+        read_trace("a\x00b.json")
