@@ -71,18 +71,21 @@ def match_catalogue(cert: Certificate, scenario: Scenario | None = None) -> Cata
     if cert.path.name != certificate_filename(name):
         out.problems.append(f"the file is named {cert.path.name}, but the certificate is of scenario {name} "
                             f"(expected {certificate_filename(name)})")
+    where = f"the catalogue's {name}"
     if scenario is None:
         try:
             scenario = builtin(name)
         except ScenarioError:
             out.problems.append(f"no catalogue scenario is named {name!r} (kvproof list shows the catalogue)")
             return out
-    elif scenario.name != name:
-        out.problems.append(f"the certificate is of scenario {name}, not of {scenario.name}")
+    else:
+        where = f"{scenario.name} ({scenario.origin})"
+        if scenario.name != name:
+            out.problems.append(f"the certificate is of scenario {name}, not of {scenario.name}")
     out.scenario = scenario
     diff = scenario_differences(cert.scenario, scenario.to_data())
     if diff:
-        out.problems.append(f"the stored scenario differs from the catalogue's {scenario.name} in {_listed(diff)}")
+        out.problems.append(f"the stored scenario differs from {where} in {_listed(diff)}")
     spec = scenario.build()
     ts = TransitionSystem(spec)
     expected = scenario.expectations(spec)

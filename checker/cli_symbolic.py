@@ -22,6 +22,7 @@ from rich.text import Text
 from ..spec.scenario import builtins
 from .certificate import CertificateError, recheck
 from .cti import render_failure
+from .interrupts import interrupts_reach_python
 from .proofs import ProofBudget, prove_scenario
 from .render import render_reports
 from .results import exit_code
@@ -94,7 +95,12 @@ def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
 
 def cmd_prove(args: argparse.Namespace) -> int:
     """Prove every invariant of each scenario by an inductive invariant and by k-induction, or
-    refute it."""
+    refute it.  Ctrl-C, also inside a Z3 call, is an interrupt (exit 130), never a result."""
+    with interrupts_reach_python():
+        return _prove(args)
+
+
+def _prove(args: argparse.Namespace) -> int:
     from .cli import _resolve  # the scenario resolver of the main command line
     if args.theorems:
         from .theorems import all_theorems
