@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .certificate import OBLIGATIONS, TAG, Certificate
 
-__all__ = ["SolverRun", "solver_script", "run_solvers", "z3_binary", "z3_command", "cvc5_command", "invariant_scope_problems",
+__all__ = ["SolverRun", "SolverJob", "solver_script", "run_solvers", "z3_binary", "z3_command", "cvc5_command", "invariant_scope_problems",
            "LOGIC"]
 
 LOGIC = "QF_LIA"  # Booleans and the integer action tag; cvc5 is ~70x slower on the largest under ALL
@@ -194,40 +194,68 @@ def _clip(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
-def run_solvers(cert: Certificate, seconds: float = 600.0) -> list[SolverRun]:
-    """Run the obligations of ``cert`` in a fresh z3 process and a fresh cvc5 process, side by
-    side, each within ``seconds``."""
-    scope = invariant_scope_problems(cert)
-    unsafe = [p for p in cert.problems if "is not one S-expression" in p]
-    runs = [SolverRun("z3", z3_command()[1]), SolverRun("cvc5", cvc5_command()[1])]
-    if unsafe:  # the text cannot be put into a script safely: neither solver sees it
-        for run in runs:
-            run.answers = {name: "not run" for name in OBLIGATIONS}
-        runs[0].problems.append("z3 and cvc5 not run: a stored definition is not one S-expression")
-        return runs
-    fd, tmp = tempfile.mkstemp(prefix="kvproof-certify-", suffix=".smt2")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(solver_script(cert))
-        procs = []
-        for run, (argv, _) in zip(runs, (z3_command(), cvc5_command())):
-            procs.append(subprocess.Popen([*argv, tmp], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          stdin=subprocess.DEVNULL, text=True, encoding="utf-8", errors="replace"))
-        deadline = time.monotonic() + seconds
-        for run, proc in zip(runs, procs):
+class SolverJob:
+    """Both solver processes on one certificate, started at once so the caller can do other work
+    while they run (``with SolverJob(cert) as job: ...; runs = job.results()``); leaving the
+    block kills whatever still runs and removes the script."""
+
+    def __init__(self, cert: Certificate, seconds: float = 600.0):
+        self.runs = [SolverRun("z3", z3_command()[1]), SolverRun("cvc5", cvc5_command()[1])]
+        self.scope = invariant_scope_problems(cert)
+        self.procs: list[subprocess.Popen] = []
+        self.tmp: str | None = None
+        self.deadline = time.monotonic() + seconds
+        if any("is not one S-expression" in p for p in cert.problems):
+            return  # the text cannot be put into a script safely: neither solver sees it
+        fd, self.tmp = tempfile.mkstemp(prefix="kvproof-certify-", suffix=".smt2")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(solver_script(cert))
+            for argv, _ in (z3_command(), cvc5_command()):
+                self.procs.append(subprocess.Popen([*argv, self.tmp], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                   stdin=subprocess.DEVNULL, text=True, encoding="utf-8",
+                                                   errors="replace"))
+        except BaseException:
+            self.close()
+            raise
+
+    def results(self) -> list[SolverRun]:
+        """Wait for both (until the deadline) and read their answers."""
+        if not self.procs:
+            for run in self.runs:
+                run.answers = {name: "not run" for name in OBLIGATIONS}
+            self.runs[0].problems.append("z3 and cvc5 not run: a stored definition is not one S-expression")
+            return self.runs
+        for run, proc in zip(self.runs, self.procs):
             try:
-                out, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+                out, err = proc.communicate(timeout=max(0.1, self.deadline - time.monotonic()))
                 rc = proc.returncode
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out, err = proc.communicate()
                 rc = None
             run.answers, run.problems = _answers(run.solver, out, rc, err)
-    finally:
-        for proc in locals().get("procs", []):
+        self.runs[0].problems[:0] = self.scope  # the readable reason first, whichever solver complains
+        return self.runs
+
+    def close(self) -> None:
+        """Kill what still runs; remove the script."""
+        for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        Path(tmp).unlink(missing_ok=True)
-    runs[0].problems[:0] = scope  # the readable reason first, whichever solver complains
-    return runs
+        if self.tmp is not None:
+            Path(self.tmp).unlink(missing_ok=True)
+
+    def __enter__(self) -> "SolverJob":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def run_solvers(cert: Certificate, seconds: float = 600.0) -> list[SolverRun]:
+    """Run the obligations of ``cert`` in a fresh z3 process and a fresh cvc5 process, side by
+    side, each within ``seconds``."""
+    with SolverJob(cert, seconds) as job:
+        return job.results()

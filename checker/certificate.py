@@ -361,14 +361,15 @@ def recheck(path: str | Path, scenario: Scenario | None = None, seconds: float =
     cannot be read as a certificate; otherwise every failure is a line of
     :attr:`Recheck.problems`."""
     from .cert_catalogue import match_catalogue  # kvproof's own encoding: the second part only
-    from .cert_solvers import run_solvers
+    from .cert_solvers import SolverJob
 
     cert = read_certificate(path)
     problems = list(cert.problems)
-    runs = run_solvers(cert, seconds)
+    with SolverJob(cert, seconds) as job:  # the solver processes run while the catalogue is compared
+        match = match_catalogue(cert, scenario)
+        runs = job.results()
     for run in runs:
         problems += run.problems
-    match = match_catalogue(cert, scenario)
     problems += match.problems
     return Recheck(cert.path, cert.name, cert.proves, {r.solver: r.answers for r in runs},
                    match.equivalence, problems)
