@@ -237,6 +237,7 @@ def read_certificate(path: str | Path) -> Certificate:
     if lines and lines[-1] == "":
         lines.pop()
     problems: list[str] = []
+    stray: list[str] = []  # lines the writer never writes: the first is named, the rest counted
     meta: dict[str, str] = {}
     pre: list[str] = []
     post: list[str] = []
@@ -256,7 +257,7 @@ def read_certificate(path: str | Path) -> Certificate:
         elif line.rstrip() in ("; proves:", "; method:"):  # an empty list
             meta.setdefault(line[2:].rstrip()[:-1], "")
         else:
-            problems.append(f"line {k + 1}: not part of a kvproof certificate: {_clip(line)}")
+            stray.append(f"line {k + 1}: not part of a kvproof certificate: {_clip(line)}")
         k += 1
     if k < len(lines) and lines[k] == "(set-logic ALL)":
         k += 1
@@ -315,7 +316,9 @@ def read_certificate(path: str | Path) -> Certificate:
                     problems.append(f"line {at}: the definition of {name} is not one S-expression ({why})")
                 defs[name] = body
             continue
-        problems.append(f"line {at}: not part of a kvproof certificate: {_clip(line)}")
+        stray.append(f"line {at}: not part of a kvproof certificate: {_clip(line)}")
+    if stray:
+        problems.append(stray[0] + (f" (and {len(stray) - 1} more such lines)" if len(stray) > 1 else ""))
     missing = [n for n in DEFINITIONS if n not in defs]
     if missing:
         raise CertificateError(f"{path}: a part is missing: no definition of {', '.join(missing)}")

@@ -63,6 +63,17 @@ def test_a_tampered_certificate_is_rejected_naming_what_failed(tmp_path, capsys,
     assert any(line.startswith("       ") and REJECTED[how] in line for line in out.splitlines()), out
 
 
+def test_a_stray_command_fails_the_certificate_with_one_line(tmp_path, capsys):
+    # z3 FILE would answer unsat three times with this line in front of the obligations
+    lines = committed().read_text().splitlines()
+    k = lines.index("; obligation: init_implies_inv")
+    lines[k:k] = ["(assert false)", "(check-sat)"]
+    path = copy_as(tmp_path, "\n".join(lines) + "\n")
+    assert read_certificate(path).problems == [
+        f"line {k + 1}: not part of a kvproof certificate: (assert false) (and 1 more such lines)"]
+    assert main(["certify", str(path)]) == 1
+
+
 def test_an_empty_proves_line_fails_coverage_too(tmp_path):
     rc = recheck(tampered(tmp_path, "empty proves"))
     assert any(p.startswith("does not prove decode_reads_only_own_pages") and "expects verified" in p
