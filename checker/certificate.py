@@ -237,7 +237,7 @@ def read_certificate(path: str | Path) -> Certificate:
     if lines and lines[-1] == "":
         lines.pop()
     problems: list[str] = []
-    stray: list[str] = []  # lines the writer never writes: the first is named, the rest counted
+    stray: list[str] = []  # lines the writer never writes: the first is named, the others counted
     meta: dict[str, str] = {}
     pre: list[str] = []
     post: list[str] = []
@@ -301,7 +301,7 @@ def read_certificate(path: str | Path) -> Certificate:
             elif sym == TAG and sort == "Int":
                 tags.append(sym)
             else:
-                problems.append(f"line {at}: declares {_clip(sym)} {sort}, which is no state bit nor the action tag")
+                stray.append(f"line {at}: declares {_clip(sym)} {sort}, which is no state bit nor the action tag")
             continue
         m = _DEF.match(line)
         if m and not blocks:
