@@ -12,9 +12,10 @@ between actors), :mod:`.sequence_svg` (drawn as SVG), :mod:`.timeline` (page by 
 :mod:`.trace_json`, :mod:`.focus` (``show --only``), :mod:`.diff` (``kvproof diff``) and
 :mod:`.atomic` (whole-or-nothing file writes).
 The Z3 engine: :mod:`.onehot` (one-hot interpretation), :mod:`.transition` (Init, Next, Safe),
-:mod:`.bmc`, :mod:`.horn` (Spacer), :mod:`.kinduction`, :mod:`.certificate`, :mod:`.proofs`
-(``prove``), :mod:`.theorems` (parametric theorems), :mod:`.run_symbolic` (``check --engine
-bmc|both``) and :mod:`.cli_symbolic`.
+:mod:`.bmc`, :mod:`.horn` (Spacer), :mod:`.kinduction`, :mod:`.certificate` (with
+:mod:`.cert_solvers` and :mod:`.cert_catalogue`, what ``certify`` checks), :mod:`.proofs`
+(``prove``; :mod:`.interrupts`: Ctrl-C inside Z3), :mod:`.theorems` (parametric theorems),
+:mod:`.run_symbolic` (``check --engine bmc|both``) and :mod:`.cli_symbolic`.
 """
 
 from .explicit import Exploration, Limits, Stats, explore

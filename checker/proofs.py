@@ -6,8 +6,11 @@
    reduction).  This is only *guidance*: it says which invariants some reachable state breaks
    (and at what depth), and it is the data lemmas are mined from.  Nothing is proved by it;
 2. every invariant broken in the reachable states is **refuted** by bounded model checking
-   (Z3), to the depth where the enumeration saw it first, so the trace has the shortest
-   length; the trace is replayed on the compiled machine before it is kept;
+   (Z3), to the depth where the enumeration saw it first, so its path has the shortest
+   length, and the path is replayed on the compiled machine.  The trace *kept* (and written)
+   is the explicit engine's shortest counterexample, the one ``kvproof check`` writes, which
+   must have the same length: one canonical trace per claim, so ``prove`` and ``check`` never
+   rewrite each other's committed traces (the two shortest paths often differ at step 1);
 3. **method 1, an inductive invariant** (:func:`~.lemmas.block`): starting from nothing, every
    counterexample to induction Z3 finds (a state satisfying the lemmas so far that breaks the
    safety predicate, or that steps out of the lemmas) is unreachable, and is blocked by a clause
@@ -47,8 +50,10 @@ from ..spec.scenario import Scenario
 from .bmc import EngineError, bmc, confirmed_path
 from .certificate import write_certificate
 from .cti import InductionFailure, from_block, from_k_induction
+from .explicit import Limits
 from .kinduction import InductionOutcome, k_induction
 from .lemmas import Reachable, block, clause_term, explore_all, houdini, mine
+from .run import check_scenario
 from .traces import Trace, write_trace
 from .transition import TransitionSystem
 
@@ -135,24 +140,30 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     report.states, report.explore_seconds = len(states), time.perf_counter() - t0
     broken = [n for n in names if n in first_hit]
 
-    # refutation: bounded model checking to the depth where the enumeration saw the violation
+    # refutation: bounded model checking to the depth where the enumeration saw the violation;
+    # the trace kept is the explicit engine's (the one `kvproof check` writes), of the same length
     if broken:
         depth = max(budget.refute_depth, max(first_hit[n] for n in broken))
         run = bmc(ts, [spec.claim(n) for n in broken], depth, budget.refute_seconds)
         report.refute_seconds += run.seconds
+        canonical = _explicit_traces(scenario, broken, budget.max_states) if run.hits else {}
         for name, (actions, path) in run.hits.items():
             try:
-                replayed = confirmed_path(machine, name, actions, path)
+                confirmed_path(machine, name, actions, path)
             except EngineError as e:
                 report.errors.append(str(e))
                 continue
-            trace = Trace(scenario, machine, name, "counterexample", actions, replayed)
+            trace = canonical.get(name)
+            if trace is None or len(trace) != len(actions):
+                report.errors.append(f"{name}: bounded model checking found a violation in {len(actions)} steps, "
+                                     f"the explicit engine " + (f"in {len(trace)}" if trace else "none"))
+                continue
             row = rows[name]
             row.verdict, row.trace = "refuted", trace
             if traces_dir is not None:
                 row.trace_path = write_trace(trace, traces_dir)
         for n in broken:
-            if rows[n].verdict != "refuted":
+            if rows[n].verdict != "refuted" and n not in run.hits:
                 report.errors.append(f"{n}: broken at depth {first_hit[n]} in the enumeration, but bounded "
                                      f"model checking found no trace ({run.stopped})")
     open_ = [n for n in names if n not in first_hit]
@@ -245,6 +256,14 @@ def strengthened_k_induction(ts: TransitionSystem, states, claims: list[str],
     if ind.status != "proved":
         why = "; ".join(x for x in (why, ind.reason or f"a violation is reachable at depth {ind.k}") if x)
     return StrengthenedInduction(ind, candidates, kept, houdini_seconds, why)
+
+
+def _explicit_traces(scenario: Scenario, names: list[str], max_states: int) -> dict[str, Trace]:
+    """The shortest counterexample of each invariant of ``names``, as the explicit engine finds
+    it (:func:`~.run.check_scenario`, the trace ``kvproof check`` writes): one canonical trace
+    per claim, whichever command writes it."""
+    report = check_scenario(scenario, Limits(max_states=max_states), only=names)
+    return {row.claim: row.result.trace for row in report.claims if getattr(row.result, "trace", None) is not None}
 
 
 def _broken(ts: TransitionSystem, state: bytes, names) -> list[str]:

@@ -1,10 +1,13 @@
 """prove_scenario: fixed scenarios proved by both methods, buggy ones refuted with replayed traces,
 and a certificate never covers an invariant that does not hold."""
 
+from pathlib import Path
+
 import pytest
 
 from kvproof.checker.certificate import recheck
 from kvproof.checker.proofs import ProofBudget, prove_scenario
+from kvproof.checker.run import check_scenario
 from kvproof.model.machine import Machine
 from kvproof.model.replay import run_actions
 from kvproof.spec.scenario import builtin
@@ -84,3 +87,21 @@ def test_too_many_states_to_enumerate_is_inconclusive_with_the_reason():
     rep = prove_scenario(builtin("prefill-abort-propagated"), ProofBudget(max_states=5))
     assert all(r.verdict == "inconclusive" for r in rep.rows)
     assert "more than 5 reachable states" in rep.lemma_reason and rep.certificate is None
+
+
+def test_prove_keeps_the_explicit_engine_s_trace_so_committed_traces_stay_as_they_are(tmp_path):
+    # ack-target-cleared: bounded model checking's shortest path differs from the explicit
+    # engine's at step 1; prove used to write its own and `check` flipped it back
+    name = "ack-target-cleared__quiescent_holds_nothing.itf.json"
+    committed = Path(__file__).resolve().parent.parent / "traces" / name
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / name).write_bytes(committed.read_bytes())
+    rep = prove_scenario(builtin("ack-target-cleared"), ProofBudget(lemma_seconds=0.001, max_k=1, induction_seconds=1),
+                         traces_dir=traces)
+    [row] = [r for r in rep.rows if r.verdict == "refuted"]
+    assert row.invariant == "quiescent_holds_nothing" and len(row.trace) == 8 and not rep.errors
+    assert (traces / name).read_bytes() == committed.read_bytes()
+    checked = tmp_path / "check"
+    check_scenario(builtin("ack-target-cleared"), traces_dir=checked)
+    assert (checked / name).read_bytes() == committed.read_bytes()
