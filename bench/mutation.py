@@ -279,10 +279,12 @@ MUTANTS: list[Mutant] = [
 
 @dataclass(frozen=True)
 class Located:
-    """Where a mutant applies in this tree: 1-based line and the mutated file text."""
+    """Where a mutant applies in this tree: 1-based line, the mutated file text and the mutated
+    function's source."""
 
     line: int
     text: str
+    function: str
 
 
 class Stale(ValueError):
@@ -302,7 +304,7 @@ def locate(m: Mutant, root: Path = ROOT) -> Located:
     end = len(lines)
     for j in range(start + 1, len(lines)):
         t = lines[j]
-        if t.strip() and len(t) - len(t.lstrip()) <= indent and not t.lstrip().startswith((")", "]", "@")):
+        if t.strip() and len(t) - len(t.lstrip()) <= indent and not t.lstrip().startswith((")", "]")):
             end = j
             break
     for j in range(start + 1, end):
@@ -310,7 +312,7 @@ def locate(m: Mutant, root: Path = ROOT) -> Located:
             if m.new == "pass" and lines[j].strip() != m.old:
                 raise Stale(f"{m.id}: {m.file}:{j + 1}: 'pass' replaces whole statements only")
             lines[j] = lines[j].replace(m.old, m.new, 1)
-            return Located(j + 1, "".join(lines))
+            return Located(j + 1, "".join(lines), "".join(lines[start:end]))
     raise Stale(f"{m.id}: {m.file}: {m.old!r} is not in {m.function}")
 
 

@@ -4,7 +4,12 @@ Each mutant is a small override of the one spec (or a flag flipped back to a bug
 scenario whose correct engine is verified.  A mutant that survives means a claim is too weak.
 """
 
+import ast
+import importlib.util
+import sys
+import textwrap
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +187,57 @@ def test_the_writers_own_kv_on_the_same_steps_is_a_cross_tenant_read():
     named = m.spec.layout.decode(m.run(*LATE_LANDING))
     assert named["content"] == [["R0"]]
     assert named["read"] == ["none", "cross_tenant"]
+
+
+# -- the mutation gate (bench/mutation.py): its list still applies, and a few of its mutants ---------
+def _gate():
+    path = Path(__file__).resolve().parent.parent / "bench" / "mutation.py"
+    spec = importlib.util.spec_from_file_location("kvproof_bench_mutation", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+GATE = _gate()
+
+
+def test_the_gate_has_at_least_40_mutants_of_the_protocol_and_each_still_applies():
+    ids = [m.id for m in GATE.MUTANTS]
+    assert len(ids) >= 40 and len(set(ids)) == len(ids)
+    assert {m.file for m in GATE.MUTANTS} == {"spec/pd.py", "spec/pd_claims.py", "spec/sglang_0523.py"}
+    for m in GATE.MUTANTS:
+        where = GATE.locate(m)
+        original = (GATE.ROOT / m.file).read_text()
+        assert where.text != original, m.id
+        assert m.old in original.splitlines()[where.line - 1], m.id
+        ast.parse(textwrap.dedent(where.function))  # a mutant is a program, not a syntax error
+
+
+def test_a_stale_mutant_is_refused():
+    m = GATE.Mutant("gone", "spec/pd.py", "kv_write_lands", "no such text", "pass", "nothing")
+    with pytest.raises(GATE.Stale):
+        GATE.locate(m)
+
+
+# (mutant, the scenario that catches it): H8's data effect in the default tier (a child process, about
+# a second), one mutant of each other kind in the slow tier
+REPRESENTATIVE = [
+    ("H8", "failure-source-reuse"),
+    pytest.param("pd-release-unready", "pr-35049-drain-ack", marks=pytest.mark.slow),
+    pytest.param("cl-coverage-of-sent", "incident", marks=pytest.mark.slow),
+    pytest.param("sg-room-check-any", "sglang-0.5.23-aux-failed-send-unbounded", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("mutant,scenario", REPRESENTATIVE)
+def test_representative_mutants_are_caught_by_the_gate(mutant, scenario):
+    m = next(x for x in GATE.MUTANTS if x.id == mutant)
+    result, detail, _ = GATE.run_gate(m, [scenario])
+    assert result == "caught", detail
+    assert detail.startswith(scenario + ":")
+
+
+def test_the_unmutated_tree_passes_the_gate_where_h8_is_caught():
+    result, detail, _ = GATE.run_gate(None, ["failure-source-reuse"])
+    assert result == "survived", detail
