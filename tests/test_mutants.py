@@ -4,14 +4,21 @@ Each mutant is a small override of the one spec (or a flag flipped back to a bug
 scenario whose correct engine is verified.  A mutant that survives means a claim is too weak.
 """
 
+import ast
+import importlib.util
+import sys
+import textwrap
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from kvproof.checker.explicit import explore
 from kvproof.model.machine import Machine
 from kvproof.spec.pd import PdProtocol
-from kvproof.spec.pd_state import ACK_DRAIN, D_ENDED, D_HELD, FREE, OUT_SUCCESS, P_ENDED, PAB_ACKED, PAB_RECEIVED, READ_OWN
+from kvproof.spec.pd_state import (
+    ACK_DRAIN, D_ENDED, D_HELD, FREE, OUT_SUCCESS, P_ENDED, PAB_ACKED, PAB_RECEIVED, READ_OWN, WR_FLIGHT, WR_LANDED,
+)
 from kvproof.spec.scenario import builtin
 
 
@@ -72,6 +79,20 @@ class ReleaseForgetsLastPage(PdProtocol):
             n.owner[p] = o.ite(o.and_(when, o.eq(s.owner[p], r + 1)), FREE, s.owner[p])
 
 
+class LandingCarriesWritersKV(PdProtocol):
+    """H8's data effect dropped: a landing write carries the writer's own KV (``r + 1``) instead
+    of what its source page holds at landing time."""
+
+    def kv_write_lands(self, s, n, r, w, c):
+        o = s.ops
+        s.require(c < self.send_len(r))
+        s.require(o.ge(s.wr[r, w, c], WR_FLIGHT))
+        n.wr[r, w, c] = WR_LANDED
+        p = s.dest[r, c]
+        for u in self.k.units_of_stream(w):
+            n.content[u, p] = r + 1
+
+
 class SuccessWithoutCommitCheck(PdProtocol):
     """Decode commits without waiting for the transfer's conclusion."""
 
@@ -110,6 +131,8 @@ MUTANTS = [
      "success_implies_full_coverage"),
     ("no timeout after a lost ack", "lost-drain-ack-timeout",
      PdProtocol(_flag("lost-drain-ack-timeout", release_policy="drain_ack")), "quiescent_holds_nothing"),
+    ("a landing carries the writer's own KV (H8's data effect)", "failure-source-reuse",
+     LandingCarriesWritersKV(builtin("failure-source-reuse").config), "no_cross_tenant_read"),
 ]
 IDS = [m[0] for m in MUTANTS]
 
@@ -131,3 +154,90 @@ def test_every_mutant_is_caught(name, scenario, spec, claim):
 def test_the_unmutated_engine_holds_the_same_claim(name, scenario, spec, claim):
     ex, hit = _hit(builtin(scenario).build(), claim, stop=False)
     assert ex.complete and not hit
+
+
+@pytest.mark.parametrize("name,scenario,spec,claim", MUTANTS, ids=IDS)
+def test_the_catalogue_gate_expects_the_claim_the_mutant_breaks(name, scenario, spec, claim):
+    sc = builtin(scenario)
+    assert sc.expectations(sc.build())[claim] == "verified"  # so `kvproof check` flags the mutant
+
+
+# failure-source-reuse: R0 fails with its write in flight; decode and prefill free its pages at
+# once (H7, H8); R1 takes both, and R0's write lands after R1's own write, before R1's read.
+LATE_LANDING = [
+    "prefill_bootstrap_add(req=R0)", "prefill_bootstrap_add(req=R1)", "decode_prealloc(req=R0)",
+    "decode_send_metadata(req=R0)", "prefill_forward(req=R0)", "kv_transfer_write(req=R0, chunk=0)",
+    "prefill_transfer_failed(req=R0)", "decode_poll_failed(req=R0)", "decode_prealloc(req=R1)",
+    "decode_send_metadata(req=R1)", "prefill_forward(req=R1)", "kv_transfer_write(req=R1, chunk=0)",
+    "kv_write_lands(req=R1, chunk=0)", "kv_write_lands(req=R0, chunk=0)", "prefill_transfer_done(req=R1)",
+    "decode_commit(req=R1)",
+]
+
+
+def test_a_late_landing_copies_the_reused_source_page_as_it_is_at_landing_time():
+    m = Machine(builtin("failure-source-reuse").build())
+    named = m.spec.layout.decode(m.run(*LATE_LANDING))
+    assert named["src"] == [["q0"], ["q0"]] and named["dest"] == [["p0"], ["p0"]]  # both pages reused
+    assert named["content"] == [["R1"]]  # R0's write carried R1's KV out of q0
+    assert named["read"] == ["none", "own"]
+
+
+def test_the_writers_own_kv_on_the_same_steps_is_a_cross_tenant_read():
+    m = Machine(LandingCarriesWritersKV(builtin("failure-source-reuse").config))
+    named = m.spec.layout.decode(m.run(*LATE_LANDING))
+    assert named["content"] == [["R0"]]
+    assert named["read"] == ["none", "cross_tenant"]
+
+
+# -- the mutation gate (bench/mutation.py): its list still applies, and a few of its mutants ---------
+def _gate():
+    path = Path(__file__).resolve().parent.parent / "bench" / "mutation.py"
+    spec = importlib.util.spec_from_file_location("kvproof_bench_mutation", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+GATE = _gate()
+
+
+def test_the_gate_has_at_least_40_mutants_of_the_protocol_and_each_still_applies():
+    ids = [m.id for m in GATE.MUTANTS]
+    assert len(ids) >= 40 and len(set(ids)) == len(ids)
+    assert {m.file for m in GATE.MUTANTS} == {"spec/pd.py", "spec/pd_claims.py", "spec/sglang_0523.py"}
+    for m in GATE.MUTANTS:
+        where = GATE.locate(m)
+        original = (GATE.ROOT / m.file).read_text()
+        assert where.text != original, m.id
+        assert m.old in original.splitlines()[where.line - 1], m.id
+        ast.parse(textwrap.dedent(where.function))  # a mutant is a program, not a syntax error
+
+
+def test_a_stale_mutant_is_refused():
+    m = GATE.Mutant("gone", "spec/pd.py", "kv_write_lands", "no such text", "pass", "nothing")
+    with pytest.raises(GATE.Stale):
+        GATE.locate(m)
+
+
+# (mutant, the scenario that catches it): H8's data effect in the default tier (a child process, about
+# a second), one mutant of each other kind in the slow tier
+REPRESENTATIVE = [
+    ("H8", "failure-source-reuse"),
+    pytest.param("pd-release-unready", "pr-35049-drain-ack", marks=pytest.mark.slow),
+    pytest.param("cl-coverage-of-sent", "incident", marks=pytest.mark.slow),
+    pytest.param("sg-room-check-any", "sglang-0.5.23-aux-failed-send-unbounded", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("mutant,scenario", REPRESENTATIVE)
+def test_representative_mutants_are_caught_by_the_gate(mutant, scenario):
+    m = next(x for x in GATE.MUTANTS if x.id == mutant)
+    result, detail, _ = GATE.run_gate(m, [scenario])
+    assert result == "caught", detail
+    assert detail.startswith(scenario + ":")
+
+
+def test_the_unmutated_tree_passes_the_gate_where_h8_is_caught():
+    result, detail, _ = GATE.run_gate(None, ["failure-source-reuse"])
+    assert result == "survived", detail

@@ -19,7 +19,7 @@ def test_every_scenario_gets_its_expected_verdicts(name):
 # Pinned distinct-state counts (Stateright's habit): a spec change that moves one must be deliberate.
 PINNED = {"incident": 68, "pr-36988": 62, "pr-38935": 89, "abort-race": 2958, "pr-35049-drain-ack": 1109,
           "failure-before-pr-41404": 199, "pr-41404": 317, "ack-target-cleared": 26, "room-reuse-generation": 666,
-          "tp2-every-rank": 30449}
+          "tp2-every-rank": 30449, "failure-source-reuse": 169, "failure-source-held": 108}
 
 
 @pytest.mark.parametrize("name,states", PINNED.items())
