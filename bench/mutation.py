@@ -103,7 +103,7 @@ MUTANTS: list[Mutant] = [
            "a decode rank holds when it has NOT published its metadata (constant)"),
     Mutant("pd-combine-swapped", P, "_combine", 'o.any_(per_rank) if how == "max" else o.all_(per_rank)',
            'o.all_(per_rank) if how == "max" else o.any_(per_rank)', "MAX and MIN all-reduce swapped"),
-    Mutant("pd-abort-not-armed", P, "_send_abort", "n.armed[r] = o.ite(arm, 1, s.armed[r])", "pass",
+    Mutant("pd-abort-not-armed", P, "_send_abort", "n.armed[r] = o.ite(arm, 1, n.armed[r])", "pass",
            "ABORT is sent without registering the room (write dropped)"),
     Mutant("pd-release-while-held", P, "_end_or_hold", "when=o.and_(o.not_(hold), live)", "when=live",
            "a held request's pages are released anyway (conjunct dropped)"),

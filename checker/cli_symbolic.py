@@ -208,8 +208,8 @@ def _json(reports) -> dict[str, Any]:
 def cmd_certify(args: argparse.Namespace) -> int:
     """Re-check certificates (default: every one under traces/proofs): the stored text by fresh
     z3 and cvc5 processes, the stored definitions against the catalogue.  Exit 1 if one does not
-    check, 3 if one cannot be read as a certificate (one line each; the others are still
-    checked)."""
+    check, 3 if one cannot be read as a certificate (each named on stdout, the others still
+    checked, and one line on stderr)."""
     from .cert_solvers import cvc5_command, z3_command
     files = [Path(f) for f in args.files] or sorted(Path(args.certificates).glob("*.smt2"))
     if not files:
@@ -220,12 +220,15 @@ def cmd_certify(args: argparse.Namespace) -> int:
         against = _resolve(args.scenario)
     out = _console()
     bad = unreadable = 0
+    last: CertificateError | None = None
     for f in files:
         try:
             rc = recheck(f, against, args.seconds)
-        except CertificateError as e:
+        except CertificateError as e:  # named here with the others; one line on stderr at the end
             unreadable += 1
-            print(f"kvproof: error: {e}", file=sys.stderr)
+            last = e
+            if len(files) > 1:
+                out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
             continue
         status = "ok" if rc.ok else "FAILED"
         bad += not rc.ok
@@ -237,8 +240,11 @@ def cmd_certify(args: argparse.Namespace) -> int:
     if checked:
         out.print(f"{checked - bad} of {checked} certificates check" + (f", {unreadable} unreadable" if unreadable else ""))
         out.print(f"  solvers: {z3_command()[1]}; {cvc5_command()[1]}", soft_wrap=True)
-    if unreadable:
-        return EXIT_BAD_INPUT
+    if last is not None:  # exit 3, one line: the file's own error, or how many are named above
+        if len(files) == 1:
+            raise last
+        raise CertificateError(f"{unreadable} of {len(files)} files cannot be read as kvproof certificates "
+                               "(each is named above)")
     return EXIT_MISMATCH if bad else EXIT_OK
 
 

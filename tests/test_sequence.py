@@ -76,9 +76,14 @@ def test_a_variant_action_is_drawn_from_what_it_changed():
     release under an in-flight write is drawn as a hazard on the pool lane."""
     from pathlib import Path
 
-    sc = load_scenario(Path(__file__).resolve().parents[1] / "examples" / "variant" / "early_release.toml")
-    rep = check_scenario(sc, only=["no_write_after_release"])
-    story = trace_story(rep.claims[0].result.trace)
+    from kvproof.spec.protocols import trust_variant, variant_scope
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "variant"
+    with variant_scope():  # the variant file is code: trusted for this test only
+        trust_variant(examples / "early_release.py")
+        sc = load_scenario(examples / "early_release.toml")
+        rep = check_scenario(sc, only=["no_write_after_release"])
+        story = trace_story(rep.claims[0].result.trace)
     last = story[-1]
     assert last.label.startswith("decode_release_deferred")
     release = [m for m in last.messages if m.kind == "release"]
