@@ -18,11 +18,11 @@ The Z3 engine: :mod:`.onehot` (one-hot interpretation), :mod:`.transition` (Init
 :mod:`.run_symbolic` (``check --engine bmc|both``) and :mod:`.cli_symbolic`.
 """
 
-from .explicit import Exploration, Limits, Stats, explore
-from .parallel import explore_parallel
-from .results import ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable, Verified, Violated, exit_code
-from .run import check_scenario
-from .traces import Trace, TraceError, read_trace, write_trace
+from kvproof.checker.explicit import Exploration, Limits, Stats, explore
+from kvproof.checker.parallel import explore_parallel
+from kvproof.checker.results import ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable, Verified, Violated, exit_code
+from kvproof.checker.run import check_scenario
+from kvproof.checker.traces import Trace, TraceError, read_trace, write_trace
 
 __all__ = ["Exploration", "Limits", "Stats", "explore", "explore_parallel", "ClaimReport", "Inconclusive", "ScenarioReport",
            "Verified", "Violated", "Reached", "Unreachable", "exit_code", "check_scenario", "Trace", "TraceError", "read_trace", "write_trace"]

@@ -20,10 +20,10 @@ from typing import Any, Sequence
 
 import z3
 
-from ..model.machine import Machine
-from ..model.replay import ReplayError, run_actions
-from ..spec.framework import Claim
-from .transition import TransitionSystem
+from kvproof.model.machine import Machine
+from kvproof.model.replay import ReplayError, run_actions
+from kvproof.spec.framework import Claim
+from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["Unrolling", "BmcRun", "bmc", "confirmed_path", "EngineError"]
 

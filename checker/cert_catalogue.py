@@ -23,9 +23,9 @@ from typing import Any
 
 import z3
 
-from ..spec.scenario import Scenario, ScenarioError, builtin
-from .certificate import TAG, Certificate, certificate_filename
-from .transition import TransitionSystem
+from kvproof.spec.scenario import Scenario, ScenarioError, builtin
+from kvproof.checker.certificate import TAG, Certificate, certificate_filename
+from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["CatalogueMatch", "match_catalogue", "scenario_differences", "COMPARED"]
 

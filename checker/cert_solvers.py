@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from .certificate import OBLIGATIONS, TAG, Certificate
+from kvproof.checker.certificate import OBLIGATIONS, TAG, Certificate
 
 __all__ = ["SolverRun", "SolverJob", "solver_script", "run_solvers", "z3_binary", "z3_command", "cvc5_command", "invariant_scope_problems",
            "LOGIC"]

@@ -41,8 +41,8 @@ from typing import Any, Sequence
 
 import z3
 
-from ..spec.scenario import Scenario
-from .transition import TransitionSystem
+from kvproof.spec.scenario import Scenario
+from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["write_certificate", "read_certificate", "recheck", "Recheck", "Certificate", "CertificateError",
            "certificate_filename", "OBLIGATIONS", "DEFINITIONS", "STANDARD_ASSERTS", "TAG"]
@@ -363,8 +363,8 @@ def recheck(path: str | Path, scenario: Scenario | None = None, seconds: float =
     the same name (or of ``scenario``, given explicitly).  :class:`CertificateError` if the file
     cannot be read as a certificate; otherwise every failure is a line of
     :attr:`Recheck.problems`."""
-    from .cert_catalogue import match_catalogue  # kvproof's own encoding: the second part only
-    from .cert_solvers import SolverJob
+    from kvproof.checker.cert_catalogue import match_catalogue  # kvproof's own encoding: the second part only
+    from kvproof.checker.cert_solvers import SolverJob
 
     cert = read_certificate(path)
     problems = list(cert.problems)

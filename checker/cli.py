@@ -35,30 +35,30 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from ..model.machine import Machine, reference_hits
-from ..model.replay import replay, run_actions
-from ..model.simulate import simulate, simulation_scenario, slice_exposure
-from ..spec.expr import SpecError
-from ..spec.protocols import ProtocolError, trust_variant, variant_error, variant_scope
-from ..spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
-from .diff import diff_traces, render_diff
-from .expected import write_expected
-from .liveness import lasso_is_fair
-from .explicit import Limits, Stats
-from .focus import Focus, FocusError
-from .junit import write_junit
-from .mermaid import trace_mermaid
-from .ray_backend import RayUnavailable
-from .visited import MODES
-from .render import render_reports, render_trace
-from .report_html import write_report
-from .results import exit_code
-from .run import check_scenario
-from .sarif import write_sarif
-from .trace_json import trace_records
-from .traces import Trace, TraceError, read_trace, write_trace
-from . import cli_symbolic
-from .certificate import CertificateError
+from kvproof.model.machine import Machine, reference_hits
+from kvproof.model.replay import replay, run_actions
+from kvproof.model.simulate import simulate, simulation_scenario, slice_exposure
+from kvproof.spec.expr import SpecError
+from kvproof.spec.protocols import ProtocolError, trust_variant, variant_error, variant_scope
+from kvproof.spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
+from kvproof.checker.diff import diff_traces, render_diff
+from kvproof.checker.expected import write_expected
+from kvproof.checker.liveness import lasso_is_fair
+from kvproof.checker.explicit import Limits, Stats
+from kvproof.checker.focus import Focus, FocusError
+from kvproof.checker.junit import write_junit
+from kvproof.checker.mermaid import trace_mermaid
+from kvproof.checker.ray_backend import RayUnavailable
+from kvproof.checker.visited import MODES
+from kvproof.checker.render import render_reports, render_trace
+from kvproof.checker.report_html import write_report
+from kvproof.checker.results import exit_code
+from kvproof.checker.run import check_scenario
+from kvproof.checker.sarif import write_sarif
+from kvproof.checker.trace_json import trace_records
+from kvproof.checker.traces import Trace, TraceError, read_trace, write_trace
+from kvproof.checker import cli_symbolic
+from kvproof.checker.certificate import CertificateError
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
            "EXIT_INTERRUPTED"]
@@ -195,7 +195,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _limits(args: argparse.Namespace) -> Limits:
     """The limit flags; ``--max-seconds`` is one budget for the whole command, counted from
     when the process started (kvproof's import), across every scenario and phase."""
-    from .. import STARTED
+    from kvproof import STARTED
 
     return Limits(args.max_states, args.max_seconds, args.max_depth, STARTED if args.max_seconds else None)
 
@@ -460,7 +460,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_conform(args: argparse.Namespace) -> int:
     """Run traces (replay) or random event sequences (``--random N``) on SGLang 0.5.23's code."""
-    from .conform.command import run_conform
+    from kvproof.checker.conform.command import run_conform
 
     return run_conform(args, _resolve, _console(), BadInput)
 

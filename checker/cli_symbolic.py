@@ -19,16 +19,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..spec.scenario import builtins
-from .certificate import CertificateError, recheck
-from .cti import render_failure
-from .interrupts import interrupts_reach_python
-from .proofs import ProofBudget, prove_scenario
-from .render import render_reports
-from .results import exit_code
-from .run import check_scenario
-from .run_symbolic import check_scenario_bmc, cross_check
-from .watchdog import z3_deadline
+from kvproof.spec.scenario import builtins
+from kvproof.checker.certificate import CertificateError, recheck
+from kvproof.checker.cti import render_failure
+from kvproof.checker.interrupts import interrupts_reach_python
+from kvproof.checker.proofs import ProofBudget, prove_scenario
+from kvproof.checker.render import render_reports
+from kvproof.checker.results import exit_code
+from kvproof.checker.run import check_scenario
+from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check
+from kvproof.checker.watchdog import z3_deadline
 
 __all__ = ["add_commands", "check_symbolic", "cmd_prove", "cmd_certify"]
 
@@ -59,7 +59,7 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
         reports = [check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds, deadline)
                    for sc in scenarios]
         if args.json:
-            from .cli import _json_reports
+            from kvproof.checker.cli import _json_reports
             print(json.dumps(_json_reports(reports), indent=2))
         elif not args.quiet:
             out.print(render_reports(reports))
@@ -73,7 +73,7 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
         reports.append(rep)
         agreements.append(agreement)
     if args.json:
-        from .cli import _json_reports  # the explicit engine's JSON, one agreement added per scenario
+        from kvproof.checker.cli import _json_reports  # the explicit engine's JSON, one agreement added per scenario
         doc = _json_reports(reports)
         for entry, a in zip(doc["scenarios"], agreements):
             entry["agreement"] = {"bounded_depth": a.bounded.stats.depth, "proved_never_hit": a.proved,
@@ -114,9 +114,9 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
 
 def _prove(args: argparse.Namespace) -> int:
-    from .cli import _resolve  # the scenario resolver of the main command line
+    from kvproof.checker.cli import _resolve  # the scenario resolver of the main command line
     if args.theorems:
-        from .theorems import all_theorems
+        from kvproof.checker.theorems import all_theorems
         results = all_theorems(args.spacer_seconds)
         out = _console()
         for th in results:
@@ -210,13 +210,13 @@ def cmd_certify(args: argparse.Namespace) -> int:
     z3 and cvc5 processes, the stored definitions against the catalogue.  Exit 1 if one does not
     check, 3 if one cannot be read as a certificate (each named on stdout, the others still
     checked, and one line on stderr)."""
-    from .cert_solvers import cvc5_command, z3_command
+    from kvproof.checker.cert_solvers import cvc5_command, z3_command
     files = [Path(f) for f in args.files] or sorted(Path(args.certificates).glob("*.smt2"))
     if not files:
         raise CertificateError(f"no certificates given and none under {args.certificates}")
     against = None
     if args.scenario:
-        from .cli import _resolve  # the scenario resolver of the main command line
+        from kvproof.checker.cli import _resolve  # the scenario resolver of the main command line
         against = _resolve(args.scenario)
     out = _console()
     bad = unreadable = 0

@@ -16,8 +16,8 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
-from .render import named_values
-from .traces import Trace
+from kvproof.checker.render import named_values
+from kvproof.checker.traces import Trace
 
 __all__ = ["TraceDiff", "diff_traces", "render_diff"]
 

@@ -17,9 +17,9 @@ from typing import Any, Mapping
 
 import tomli_w
 
-from ..spec.scenario import builtins, expected_verdict
-from .atomic import write_text_atomic
-from .results import ScenarioReport
+from kvproof.spec.scenario import builtins, expected_verdict
+from kvproof.checker.atomic import write_text_atomic
+from kvproof.checker.results import ScenarioReport
 
 __all__ = ["expected_table", "write_expected", "read_expected", "catalogue_kinds"]
 

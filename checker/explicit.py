@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .visited import VisitedSet, collision_probability
+from kvproof.checker.visited import VisitedSet, collision_probability
 
 __all__ = ["Limits", "Stats", "Exploration", "explore", "claim_checks", "expander"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .traces import Trace
+from kvproof.checker.traces import Trace
 
 __all__ = ["Focus", "FocusError"]
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import z3
 
-from .transition import TransitionSystem
+from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["HornOutcome", "spacer_prove"]
 

@@ -17,9 +17,9 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .atomic import write_text_atomic
-from .render import render_trace, to_text
-from .results import ClaimReport, ScenarioReport
+from kvproof.checker.atomic import write_text_atomic
+from kvproof.checker.render import render_trace, to_text
+from kvproof.checker.results import ClaimReport, ScenarioReport
 
 __all__ = ["junit_xml", "write_junit"]
 

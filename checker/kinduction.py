@@ -22,8 +22,8 @@ from typing import Any, Sequence
 
 import z3
 
-from .bmc import Unrolling
-from .transition import TransitionSystem
+from kvproof.checker.bmc import Unrolling
+from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["InductionCounterexample", "InductionOutcome", "k_induction"]
 

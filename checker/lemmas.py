@@ -29,8 +29,8 @@ from typing import Any, Sequence
 import numpy as np
 import z3
 
-from .bmc import EngineError
-from .transition import TransitionSystem
+from kvproof.checker.bmc import EngineError
+from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["reachable_states", "explore_all", "mine", "houdini", "block", "clause_term",
            "BlockCounterexample", "BlockTimeout", "Reachable"]

@@ -31,9 +31,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..model.compiler import compile_pending
-from ..model.machine import Machine, reference_claim, reference_successors
-from .explicit import Limits, Stats, expander
+from kvproof.model.compiler import compile_pending
+from kvproof.model.machine import Machine, reference_claim, reference_successors
+from kvproof.checker.explicit import Limits, Stats, expander
 
 __all__ = ["StateGraph", "Lasso", "OutOfTime", "build_graph", "find_lasso", "lasso_is_fair", "pending_throughout"]
 

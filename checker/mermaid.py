@@ -8,9 +8,9 @@ counterexample is followed by a note that says so; a lost message ends in a cros
 
 from __future__ import annotations
 
-from .focus import Focus
-from .sequence import LANES, Message, trace_story
-from .traces import Trace
+from kvproof.checker.focus import Focus
+from kvproof.checker.sequence import LANES, Message, trace_story
+from kvproof.checker.traces import Trace
 
 __all__ = ["trace_mermaid"]
 

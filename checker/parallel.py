@@ -20,9 +20,9 @@ import signal
 import time
 from typing import Any, Callable
 
-from .explicit import Exploration, Limits, Stats
-from .partition import Partition
-from .visited import collision_probability
+from kvproof.checker.explicit import Exploration, Limits, Stats
+from kvproof.checker.partition import Partition
+from kvproof.checker.visited import collision_probability
 
 __all__ = ["explore_parallel", "coordinate", "ProcessPool"]
 

@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from .explicit import claim_checks
-from .visited import VisitedSet
+from kvproof.checker.explicit import claim_checks
+from kvproof.checker.visited import VisitedSet
 
 __all__ = ["Partition", "Batch"]
 

@@ -45,17 +45,17 @@ from typing import Any
 
 import z3
 
-from ..model.machine import Machine
-from ..spec.scenario import Scenario
-from .bmc import EngineError, bmc, confirmed_path
-from .certificate import write_certificate
-from .cti import InductionFailure, from_block, from_k_induction
-from .explicit import Limits
-from .kinduction import InductionOutcome, k_induction
-from .lemmas import Reachable, block, clause_term, explore_all, houdini, mine
-from .run import check_scenario
-from .traces import Trace, write_trace
-from .transition import TransitionSystem
+from kvproof.model.machine import Machine
+from kvproof.spec.scenario import Scenario
+from kvproof.checker.bmc import EngineError, bmc, confirmed_path
+from kvproof.checker.certificate import write_certificate
+from kvproof.checker.cti import InductionFailure, from_block, from_k_induction
+from kvproof.checker.explicit import Limits
+from kvproof.checker.kinduction import InductionOutcome, k_induction
+from kvproof.checker.lemmas import Reachable, block, clause_term, explore_all, houdini, mine
+from kvproof.checker.run import check_scenario
+from kvproof.checker.traces import Trace, write_trace
+from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["ProofBudget", "InvariantVerdict", "ProofReport", "prove_scenario", "render_invariant",
            "StrengthenedInduction", "strengthened_k_induction"]

@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from ..model.canon import Canonicaliser
-from ..model.machine import Machine
-from ..spec.protocols import trust_variant, trusted_files
-from ..spec.scenario import Scenario
-from .explicit import Exploration, Limits, Stats
-from .parallel import coordinate
-from .partition import Partition
+from kvproof.model.canon import Canonicaliser
+from kvproof.model.machine import Machine
+from kvproof.spec.protocols import trust_variant, trusted_files
+from kvproof.spec.scenario import Scenario
+from kvproof.checker.explicit import Exploration, Limits, Stats
+from kvproof.checker.parallel import coordinate
+from kvproof.checker.partition import Partition
 
 __all__ = ["explore_ray", "RayUnavailable"]
 

@@ -14,10 +14,10 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .focus import Focus
-from .liveness import pending_throughout
-from .results import ScenarioReport
-from .traces import Trace
+from kvproof.checker.focus import Focus
+from kvproof.checker.liveness import pending_throughout
+from kvproof.checker.results import ScenarioReport
+from kvproof.checker.traces import Trace
 
 __all__ = ["render_trace", "render_reports", "to_text", "changes", "named_values", "slot_names", "state_changes"]
 

@@ -23,14 +23,14 @@ from typing import Iterable
 
 from rich.console import Console
 
-from .. import __version__
-from .atomic import write_text_atomic
-from .render import render_trace
-from .results import ScenarioReport, Violated
-from .sequence import trace_story
-from .sequence_svg import sequence_svg
-from .timeline import PageTimeline, page_timelines
-from .traces import Trace
+from kvproof import __version__
+from kvproof.checker.atomic import write_text_atomic
+from kvproof.checker.render import render_trace
+from kvproof.checker.results import ScenarioReport, Violated
+from kvproof.checker.sequence import trace_story
+from kvproof.checker.sequence_svg import sequence_svg
+from kvproof.checker.timeline import PageTimeline, page_timelines
+from kvproof.checker.traces import Trace
 
 __all__ = ["report_html", "write_report", "counterexample_id"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..spec.scenario import Scenario
-from .explicit import Stats
-from .traces import Trace
+from kvproof.spec.scenario import Scenario
+from kvproof.checker.explicit import Stats
+from kvproof.checker.traces import Trace
 
 __all__ = ["Verified", "Violated", "Reached", "Unreachable", "Inconclusive", "Result", "ClaimReport",
            "ScenarioReport", "exit_code", "found", "not_found", "default_expectation"]

@@ -9,16 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ..model.machine import Machine
-from ..model.replay import run_actions
-from ..spec.scenario import Scenario, ScenarioError
-from .explicit import Exploration, Limits, Stats, explore
-from .liveness import OutOfTime, StateGraph, build_graph, find_lasso
-from .parallel import explore_parallel
-from .ray_backend import explore_ray
-from .results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, default_expectation, found, not_found
-from .symmetry import Reduction, concrete_path, reduction_for
-from .traces import Trace, write_trace
+from kvproof.model.machine import Machine
+from kvproof.model.replay import run_actions
+from kvproof.spec.scenario import Scenario, ScenarioError
+from kvproof.checker.explicit import Exploration, Limits, Stats, explore
+from kvproof.checker.liveness import OutOfTime, StateGraph, build_graph, find_lasso
+from kvproof.checker.parallel import explore_parallel
+from kvproof.checker.ray_backend import explore_ray
+from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, default_expectation, found, not_found
+from kvproof.checker.symmetry import Reduction, concrete_path, reduction_for
+from kvproof.checker.traces import Trace, write_trace
 
 __all__ = ["check_scenario", "trace_of"]
 

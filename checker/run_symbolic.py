@@ -23,16 +23,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from ..model.machine import Machine
-from ..spec.scenario import Scenario, ScenarioError
-from .bmc import EngineError, bmc, confirmed_path
-from .cti import InductionFailure, from_k_induction
-from .lemmas import Reachable, explore_all
-from .proofs import ProofBudget, strengthened_k_induction
-from .explicit import Stats
-from .results import ClaimReport, Inconclusive, ScenarioReport, default_expectation, found
-from .traces import Trace, write_trace
-from .transition import TransitionSystem
+from kvproof.model.machine import Machine
+from kvproof.spec.scenario import Scenario, ScenarioError
+from kvproof.checker.bmc import EngineError, bmc, confirmed_path
+from kvproof.checker.cti import InductionFailure, from_k_induction
+from kvproof.checker.lemmas import Reachable, explore_all
+from kvproof.checker.proofs import ProofBudget, strengthened_k_induction
+from kvproof.checker.explicit import Stats
+from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, default_expectation, found
+from kvproof.checker.traces import Trace, write_trace
+from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["check_scenario_bmc", "disagreements", "compare", "cross_check", "Agreement"]
 

@@ -22,9 +22,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from .atomic import write_text_atomic
-from .results import ClaimReport, ScenarioReport
+from kvproof import __version__
+from kvproof.checker.atomic import write_text_atomic
+from kvproof.checker.results import ClaimReport, ScenarioReport
 
 __all__ = ["sarif_log", "write_sarif", "source_region", "SARIF_SCHEMA_URI"]
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..spec.pd_state import (
+from kvproof.spec.pd_state import (
     ABT_NONE, ABT_SENT, ACK_DRAIN, ACK_NONE, ACK_RECEIPT, D_NEW, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE,
     OUT_SUCCESS, P_NEW, PAB_NONE, POLL_NONE, POLL_SUCCESS, READ_FOREIGN, READ_NONE, UNWRITTEN, WR_FLIGHT,
     WR_LANDED, WR_NOT_ISSUED,
 )
-from .traces import Trace
+from kvproof.checker.traces import Trace
 
 __all__ = ["Lane", "LANES", "Message", "StepStory", "trace_story", "lane_of_actor", "release_reason"]
 

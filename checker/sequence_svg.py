@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from html import escape
 
-from .sequence import LANES, Message, StepStory
+from kvproof.checker.sequence import LANES, Message, StepStory
 
 __all__ = ["sequence_svg"]
 

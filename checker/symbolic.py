@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 import z3
 
-from ..spec.framework import ActionInstance, Spec
-from ..spec.ops import Ops
+from kvproof.spec.framework import ActionInstance, Spec
+from kvproof.spec.ops import Ops
 
 __all__ = ["Z3Ops", "state_vars", "step_terms", "claim_term"]
 

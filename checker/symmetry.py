@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..model.canon import Canonicaliser, SymmetryUnsupported
+from kvproof.model.canon import Canonicaliser, SymmetryUnsupported
 
 __all__ = ["Reduction", "reduction_for", "check_declaration", "concrete_path"]
 

@@ -28,13 +28,13 @@ from typing import Any
 
 import z3
 
-from ..model.machine import Machine
-from ..spec.config import Engine
-from ..spec.ops import ConcreteOps
-from ..spec.pd import PdProtocol, exceeds_input_limit
-from ..spec.scenario import builtin
-from .run import check_scenario
-from .symbolic import Z3Ops, claim_term, state_vars
+from kvproof.model.machine import Machine
+from kvproof.spec.config import Engine
+from kvproof.spec.ops import ConcreteOps
+from kvproof.spec.pd import PdProtocol, exceeds_input_limit
+from kvproof.spec.scenario import builtin
+from kvproof.checker.run import check_scenario
+from kvproof.checker.symbolic import Z3Ops, claim_term, state_vars
 
 __all__ = ["Theorem", "timeout_theorem", "admission_theorem", "all_theorems", "admission",
            "smallest_unsafe_prompt"]
@@ -121,7 +121,7 @@ def _verdict(result, proved, refuted) -> str:
 def _timeout_if(max_seconds: float) -> tuple[str, str]:
     """T > W ⇒ safe for every T and W: lemmas over parametric atoms (:mod:`.timeout_lemmas`),
     then Spacer if they fall short."""
-    from .timeout_lemmas import timeout_if_by_lemmas
+    from kvproof.checker.timeout_lemmas import timeout_if_by_lemmas
     verdict, why, _ = timeout_if_by_lemmas(max(max_seconds, 300.0))
     if verdict in ("proved", "refuted"):
         return verdict, why

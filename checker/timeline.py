@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..spec.pd_state import FREE, READ_NONE, UNWRITTEN, WR_FLIGHT, WR_LANDED
-from .sequence import release_reason
-from .traces import Trace
+from kvproof.spec.pd_state import FREE, READ_NONE, UNWRITTEN, WR_FLIGHT, WR_LANDED
+from kvproof.checker.sequence import release_reason
+from kvproof.checker.traces import Trace
 
 __all__ = ["PageEvent", "PageCell", "PageTimeline", "page_timelines"]
 

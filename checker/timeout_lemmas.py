@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import z3
 
-from ..model.machine import Machine
-from ..spec.pd import WR_FLIGHT
-from ..spec.scenario import builtin
-from .lemmas import explore_all
+from kvproof.model.machine import Machine
+from kvproof.spec.pd import WR_FLIGHT
+from kvproof.spec.scenario import builtin
+from kvproof.checker.lemmas import explore_all
 
 __all__ = ["timeout_if_by_lemmas"]
 
@@ -86,8 +86,8 @@ def _instance(t: int, w: int):
 def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str, str, int]:
     """(verdict, reason, lemmas): ``proved`` only on unsat answers, for every ``T ≥ W + gap``,
     ``W ≥ 0`` (the theorem: ``gap = 1``; the tests try ``gap = 0``, which is false)."""
-    from .theorems import _int_system, _parametric_spec  # the integer reading of the same spec
-    from .symbolic import claim_term, state_vars
+    from kvproof.checker.theorems import _int_system, _parametric_spec  # the integer reading of the same spec
+    from kvproof.checker.symbolic import claim_term, state_vars
 
     start = time.perf_counter()
     rows, names = [], None

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .focus import Focus
-from .render import changes
-from .sequence import trace_story
-from .traces import Trace
+from kvproof.checker.focus import Focus
+from kvproof.checker.render import changes
+from kvproof.checker.sequence import trace_story
+from kvproof.checker.traces import Trace
 
 __all__ = ["trace_records"]
 

@@ -27,8 +27,8 @@ from typing import Any, Sequence
 
 import z3
 
-from ..spec.framework import Spec
-from .onehot import OneHotOps, Values, conj, disj
+from kvproof.spec.framework import Spec
+from kvproof.checker.onehot import OneHotOps, Values, conj, disj
 
 __all__ = ["TransitionSystem", "SymbolicStep", "as_term"]
 

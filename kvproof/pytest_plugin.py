@@ -54,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Trust the ``kvproof_variants`` files (with ``--kvproof``)."""
     if not _enabled(config):
         return
-    from .spec.protocols import ProtocolError, trust_variant
+    from kvproof.spec.protocols import ProtocolError, trust_variant
 
     for v in config.getini("kvproof_variants"):
         try:
@@ -92,7 +92,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     """Prepend the built-in catalogue's items (with ``--kvproof``)."""
     if not _enabled(config) or not config.getini("kvproof_catalogue"):
         return
-    from .spec.scenario import builtins
+    from kvproof.spec.scenario import builtins
 
     catalogue = []
     for sc in builtins():
@@ -119,8 +119,8 @@ class _ScenarioNode:
     def report(self) -> Any:
         """The scenario's :class:`~kvproof.checker.results.ScenarioReport`, searched once."""
         if self._report is None:
-            from .checker.explicit import Limits
-            from .checker.run import check_scenario
+            from kvproof.checker.explicit import Limits
+            from kvproof.checker.run import check_scenario
 
             opt = self.config.getoption
             limits = Limits(opt("kvproof_max_states"), opt("kvproof_max_seconds"))
@@ -146,7 +146,7 @@ class KvproofScenarioFile(_ScenarioNode, pytest.File):
 
     def collect(self) -> list[pytest.Item]:
         """One item per checked claim; a :class:`_BadScenario` item for a malformed file."""
-        from .spec.scenario import ScenarioError, load_scenario
+        from kvproof.spec.scenario import ScenarioError, load_scenario
 
         try:
             self.scenario = load_scenario(self.path)
@@ -164,7 +164,7 @@ class KvproofClaim(pytest.Item):
         row = next(c for c in report.claims if c.claim == self.name)
         if row.matches:
             return
-        from .checker.render import render_trace, to_text
+        from kvproof.checker.render import render_trace, to_text
 
         sc = report.scenario.name
         if row.verdict == "inconclusive":

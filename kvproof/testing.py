@@ -25,13 +25,13 @@ from __future__ import annotations
 from os import PathLike
 from pathlib import Path
 
-from .checker.explicit import Limits
-from .checker.render import render_trace, to_text
-from .checker.results import ClaimReport, ScenarioReport
-from .checker.run import check_scenario
-from .checker.traces import Trace
-from .spec.protocols import trust_variant
-from .spec.scenario import Scenario, builtin, load_scenario
+from kvproof.checker.explicit import Limits
+from kvproof.checker.render import render_trace, to_text
+from kvproof.checker.results import ClaimReport, ScenarioReport
+from kvproof.checker.run import check_scenario
+from kvproof.checker.traces import Trace
+from kvproof.spec.protocols import trust_variant
+from kvproof.spec.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["check", "Checked", "resolve_scenario"]
 

@@ -5,9 +5,9 @@ instance), :mod:`.replay` (re-execute a trace), :mod:`.simulate` (long random wo
 :mod:`.canon` (the compiled canonical form of symmetry reduction).
 """
 
-from .machine import Machine, reference_successors
-from .replay import Divergence, ReplayError, replay, run_actions
-from .simulate import Exposure, simulate, simulation_scenario
+from kvproof.model.machine import Machine, reference_successors
+from kvproof.model.replay import Divergence, ReplayError, replay, run_actions
+from kvproof.model.simulate import Exposure, simulate, simulation_scenario
 
 __all__ = ["Machine", "reference_successors", "Divergence", "ReplayError", "replay", "run_actions",
            "Exposure", "simulate", "simulation_scenario"]

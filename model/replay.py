@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .machine import Machine, reference_step
+from kvproof.model.machine import Machine, reference_step
 
 __all__ = ["ReplayError", "Divergence", "run_actions", "replay"]
 

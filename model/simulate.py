@@ -15,12 +15,12 @@ import random
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from ..spec.config import Config, Request
-from ..spec.pd_state import (
+from kvproof.spec.config import Config, Request
+from kvproof.spec.pd_state import (
     D_ENDED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
 )
-from ..spec.scenario import Scenario
-from .machine import Machine
+from kvproof.spec.scenario import Scenario
+from kvproof.model.machine import Machine
 
 __all__ = ["Exposure", "simulation_scenario", "simulate", "slice_exposure"]
 

@@ -8,10 +8,10 @@ catalogue) and :mod:`.protocols` (the protocols a scenario may name; variant fil
 trusted).
 """
 
-from .config import Config, Engine, Request
-from .framework import Spec, action, invariant, witness
-from .pd import PdProtocol
-from .scenario import Scenario, ScenarioError, builtin, builtins, load_scenario
+from kvproof.spec.config import Config, Engine, Request
+from kvproof.spec.framework import Spec, action, invariant, witness
+from kvproof.spec.pd import PdProtocol
+from kvproof.spec.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario
 
 __all__ = ["Config", "Engine", "Request", "Spec", "action", "invariant", "witness", "PdProtocol",
            "Scenario", "ScenarioError", "builtin", "builtins", "load_scenario"]

@@ -29,7 +29,7 @@ import os
 import sys
 from typing import Any, Iterable, Sequence
 
-from .ops import Ops, RangeError
+from kvproof.spec.ops import Ops, RangeError
 
 __all__ = ["SpecError", "Value", "SpecOps", "caller", "INT", "BOOL"]
 

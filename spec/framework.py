@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterator
 
-from .expr import BOOL, SpecError, SpecOps, Value, caller
-from .layout import Domain, Field, Layout
-from .ops import Disabled, Ops
+from kvproof.spec.expr import BOOL, SpecError, SpecOps, Value, caller
+from kvproof.spec.layout import Domain, Field, Layout
+from kvproof.spec.ops import Disabled, Ops
 
 __all__ = [
     "SpecError",

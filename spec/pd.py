@@ -24,20 +24,20 @@ from __future__ import annotations
 from functools import cached_property
 from itertools import permutations, product
 
-from .config import Config
-from .framework import Spec, action
-from .layout import Domain, Field
-from .ops import ConcreteOps
-from .pd_claims import PdClaims
-from .pd_state import (
+from kvproof.spec.config import Config
+from kvproof.spec.framework import Spec, action
+from kvproof.spec.layout import Domain, Field
+from kvproof.spec.ops import ConcreteOps
+from kvproof.spec.pd_claims import PdClaims
+from kvproof.spec.pd_state import (
     ABT_DELIVERED, ABT_NONE, ABT_SENT, ACK_DRAIN, ACK_NONE, ACK_RECEIPT, D_ENDED, D_HELD, D_LIVE,
     D_NEW, D_RESERVED, D_VERIFIED, D_WAITING, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE, OUT_SUCCESS,
     P_ENDED, P_NEW, P_QUEUED, P_SENDING, P_STOPPED, PAB_ACKED, PAB_CLEARED, PAB_NONE,
     PAB_RECEIVED, POLL_FAILED, POLL_NONE, POLL_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
     READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields,
 )
-from .pd_story import PdStory
-from .pd_symmetry import PdSymmetry
+from kvproof.spec.pd_story import PdStory
+from kvproof.spec.pd_symmetry import PdSymmetry
 
 __all__ = ["PdProtocol", "exceeds_input_limit"]
 

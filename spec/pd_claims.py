@@ -9,8 +9,8 @@ in :mod:`.pd`); the bounded form, :meth:`quiescent_holds_nothing`, is checked by
 
 from __future__ import annotations
 
-from .framework import invariant, liveness, witness
-from .pd_state import (
+from kvproof.spec.framework import invariant, liveness, witness
+from kvproof.spec.pd_state import (
     ACK_NONE, D_ENDED, D_HELD, D_LIVE, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ENDED, P_SENDING,
     P_STOPPED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED,
 )

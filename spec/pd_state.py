@@ -11,8 +11,8 @@ request of a room that took a new one (request streams).
 
 from __future__ import annotations
 
-from .config import Config
-from .layout import Domain, Field
+from kvproof.spec.config import Config
+from kvproof.spec.layout import Domain, Field
 
 __all__ = [
     "P_NEW", "P_QUEUED", "P_SENDING", "P_STOPPED", "P_ENDED",

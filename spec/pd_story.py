@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .pd_state import D_VERIFIED, FREE, READ_NONE, UNWRITTEN, WR_FLIGHT
+from kvproof.spec.pd_state import D_VERIFIED, FREE, READ_NONE, UNWRITTEN, WR_FLIGHT
 
 __all__ = ["Note", "PdStory"]
 

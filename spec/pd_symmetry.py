@@ -13,7 +13,7 @@ since permutations keep tenants.
 
 from __future__ import annotations
 
-from .symmetry import Sort, Symmetry
+from kvproof.spec.symmetry import Sort, Symmetry
 
 __all__ = ["PdSymmetry"]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Iterator
 
-from .pd import PdProtocol
+from kvproof.spec.pd import PdProtocol
 
 __all__ = ["BUILTIN_PROTOCOLS", "ProtocolError", "check_reference", "protocol_class", "trust_variant",
            "trusted_files", "variant_scope", "variant_error"]
@@ -46,7 +46,7 @@ class ProtocolError(ValueError):
 
 
 def _builtin(ref: str) -> type[PdProtocol]:
-    from .sglang_0523 import Sglang0523  # the registry's only entry today; kvproof's own module
+    from kvproof.spec.sglang_0523 import Sglang0523  # the registry's only entry today; kvproof's own module
 
     return {"kvproof.spec.sglang_0523:Sglang0523": Sglang0523}[ref]
 

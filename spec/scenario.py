@@ -45,9 +45,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .config import CHOICES, Config, Engine, Request
-from .pd import PdProtocol
-from .protocols import ProtocolError, check_reference, protocol_class, trust_variant
+from kvproof.spec.config import CHOICES, Config, Engine, Request
+from kvproof.spec.pd import PdProtocol
+from kvproof.spec.protocols import ProtocolError, check_reference, protocol_class, trust_variant
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "load_variant", "parse_scenario", "builtins",
            "builtin_names", "builtin", "VERDICTS", "WITNESS_VERDICTS", "WITNESS_SYNONYMS", "expected_verdict"]

@@ -39,8 +39,8 @@ generation is armed before ABORT is sent (``register_before_abort``) and acks ca
 
 from __future__ import annotations
 
-from .pd import PdProtocol
-from .pd_state import (
+from kvproof.spec.pd import PdProtocol
+from kvproof.spec.pd_state import (
     D_ENDED, D_WAITING, OUT_ERROR, OUT_SUCCESS, POLL_FAILED, POLL_SUCCESS, READ_NONE, UNWRITTEN, WR_FLIGHT,
     WR_NOT_ISSUED,
 )

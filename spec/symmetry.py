@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .layout import Domain
+from kvproof.spec.layout import Domain
 
 __all__ = ["Sort", "Symmetry"]
 

@@ -8,7 +8,7 @@ and the code and compares every step; :mod:`.fuzz` generates event sequences wit
 :mod:`.report` turns runs into verdicts; :mod:`.command` is ``kvproof conform``.
 """
 
-from .errors import ConformError
-from .stubs import ENGINE, EngineUnavailable, engine_problem, load_sglang
+from kvproof.checker.conform.errors import ConformError
+from kvproof.checker.conform.stubs import ENGINE, EngineUnavailable, engine_problem, load_sglang
 
 __all__ = ["ENGINE", "ConformError", "EngineUnavailable", "engine_problem", "load_sglang"]

@@ -14,10 +14,10 @@ import fnmatch
 from pathlib import Path
 from typing import Callable
 
-from ...spec.scenario import Scenario, builtin, builtins
-from ..traces import read_trace
-from .errors import ConformError
-from .stubs import ENGINE, EngineUnavailable, load_sglang
+from kvproof.spec.scenario import Scenario, builtin, builtins
+from kvproof.checker.traces import read_trace
+from kvproof.checker.conform.errors import ConformError
+from kvproof.checker.conform.stubs import ENGINE, EngineUnavailable, load_sglang
 
 __all__ = ["run_conform", "DEFAULT_TARGET"]
 
@@ -69,7 +69,7 @@ def run_conform(args: argparse.Namespace, resolve: Callable[[str], Scenario], ou
 
 
 def _random(args: argparse.Namespace, scenarios: list[Scenario], out) -> int:
-    from .fuzz import fuzz_scenario
+    from kvproof.checker.conform.fuzz import fuzz_scenario
 
     code = 0
     for sc in scenarios:
@@ -87,7 +87,7 @@ def _random(args: argparse.Namespace, scenarios: list[Scenario], out) -> int:
 
 
 def _replay(traces: list[Path], out, bad) -> int:
-    from .report import replay_trace
+    from kvproof.checker.conform.report import replay_trace
 
     if not traces:
         raise bad("conform: no stored counterexample to replay (kvproof check writes them)")

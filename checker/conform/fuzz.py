@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from ...model.machine import Machine
-from ...spec.scenario import Scenario
-from .replay import Conformance, harness_for, run_on_code
+from kvproof.model.machine import Machine
+from kvproof.spec.scenario import Scenario
+from kvproof.checker.conform.replay import Conformance, harness_for, run_on_code
 
 __all__ = ["FuzzReport", "fuzz_scenario"]
 

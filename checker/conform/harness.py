@@ -61,10 +61,10 @@ from unittest import mock
 
 import numpy as np
 
-from .fakes import WAIT, Collective, FakeClock, HarnessError, OutSocket, Wire
-from .observation import Observation, code_observation
-from .stubs import load_sglang
-from .wiring import (
+from kvproof.checker.conform.fakes import WAIT, Collective, FakeClock, HarnessError, OutSocket, Wire
+from kvproof.checker.conform.observation import Observation, code_observation
+from kvproof.checker.conform.stubs import load_sglang
+from kvproof.checker.conform.wiring import (
     DECODE_PORT, HEAD_BYTES, PREFILL_HOST, PREFILL_PORT, ROOM_BASE, SESSION_PORT, DecodeRank, PrefillRank,
     build_decode_rank, build_prefill_rank, parallel_of,
 )

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ...spec.pd_state import D_HELD, OUT_LABELS, READ_LABELS
-from .wiring import HEAD_BYTES, ROOM_BASE
+from kvproof.spec.pd_state import D_HELD, OUT_LABELS, READ_LABELS
+from kvproof.checker.conform.wiring import HEAD_BYTES, ROOM_BASE
 
 __all__ = ["Observation", "model_observation", "code_observation"]
 

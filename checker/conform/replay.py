@@ -16,12 +16,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ...model.machine import Machine
-from ...spec.pd_state import ABT_SENT, ACK_NONE, D_NEW, PAB_ACKED, WR_FLIGHT
-from ...spec.scenario import Scenario
-from .errors import ConformError
-from .harness import Divergent, Harness, HarnessError, Options, Shape
-from .observation import model_observation
+from kvproof.model.machine import Machine
+from kvproof.spec.pd_state import ABT_SENT, ACK_NONE, D_NEW, PAB_ACKED, WR_FLIGHT
+from kvproof.spec.scenario import Scenario
+from kvproof.checker.conform.errors import ConformError
+from kvproof.checker.conform.harness import Divergent, Harness, HarnessError, Options, Shape
+from kvproof.checker.conform.observation import model_observation
 
 __all__ = ["ConformError", "StepResult", "Conformance", "harness_for", "run_on_code", "UNSUPPORTED",
            "CHOICE_FLAGS"]

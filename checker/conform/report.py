@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..traces import Trace, read_trace
-from .replay import Conformance, harness_for, run_on_code
+from kvproof.checker.traces import Trace, read_trace
+from kvproof.checker.conform.replay import Conformance, harness_for, run_on_code
 
 __all__ = ["Reproduced", "Diverged", "replay_trace", "REAL_CLAIMS"]
 

@@ -153,7 +153,7 @@ def build_prefill_rank(h, pr: int) -> PrefillRank:
     by the caller), the bootstrap queue, the worker queue and the pools."""
     import torch
 
-    from .fakes import FakeTransferEngine, Inbox, WorkerQueue
+    from kvproof.checker.conform.fakes import FakeTransferEngine, Inbox, WorkerQueue
 
     m = h.m
     utils, prefill_mod = m["utils"], m["prefill"]
@@ -222,7 +222,7 @@ def build_decode_rank(h, d: int) -> DecodeRank:
     caller), the prealloc and transfer queues and the pools."""
     import torch
 
-    from .fakes import Inbox, RankGroup
+    from kvproof.checker.conform.fakes import Inbox, RankGroup
 
     m = h.m
     common, decode_mod, utils = m["common"], m["decode"], m["utils"]
