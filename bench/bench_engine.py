@@ -29,8 +29,8 @@ from kvproof.checker.parallel import explore_parallel
 from kvproof.checker.ray_backend import explore_ray
 from kvproof.checker.symmetry import reduction_for
 from kvproof.model.machine import Machine
-from kvproof.spec.config import Request
-from kvproof.spec.scenario import load_scenario
+from kvproof.spec.sglang.config import Request
+from kvproof.model.scenario import load_scenario
 
 STANDARD = Path(__file__).with_name("standard.toml")
 

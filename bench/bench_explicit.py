@@ -19,9 +19,9 @@ from dataclasses import replace
 
 from kvproof.checker.explicit import explore
 from kvproof.model.machine import Machine
-from kvproof.spec.config import Request
-from kvproof.spec.pd import PdProtocol
-from kvproof.spec.scenario import builtin
+from kvproof.spec.sglang.config import Request
+from kvproof.spec.sglang.protocol import PdProtocol
+from kvproof.model.scenario import builtin
 
 SHAPES = [Request("A", 1), Request("B", 2), Request("B", 1), Request("A", 1), Request("C", 1)]
 

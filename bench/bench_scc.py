@@ -26,7 +26,7 @@ from scipy.sparse.csgraph import connected_components
 from kvproof.checker.liveness import build_graph
 from kvproof.model.compiler import compile_pending
 from kvproof.model.machine import Machine
-from kvproof.spec.scenario import builtin, load_scenario
+from kvproof.model.scenario import builtin, load_scenario
 
 
 def _scenario(name: str):

@@ -23,7 +23,7 @@ import z3
 from kvproof.checker.bmc import Unrolling
 from kvproof.checker.proofs import ProofBudget, prove_scenario
 from kvproof.checker.transition import TransitionSystem
-from kvproof.spec.scenario import builtin, builtin_names
+from kvproof.model.scenario import builtin, builtin_names
 
 
 def bench_bmc(name: str, depth: int) -> None:

@@ -1,7 +1,7 @@
 """Mutation gate: single-point mutants of the protocol (``spec/``) against the catalogue.
 
-Each mutant changes one expression or statement of ``spec/pd.py``, ``spec/pd_claims.py`` or
-``spec/sglang_0523.py``: a comparison flipped, a constant changed, a guard or a conjunct
+Each mutant changes one expression or statement of ``spec/sglang/protocol.py``, ``spec/sglang/claims.py`` or
+``spec/sglang/v0523.py``: a comparison flipped, a constant changed, a guard or a conjunct
 dropped, a write dropped or redirected, a ``not`` removed.  A mutant is applied to a temporary
 copy of the package (never to this tree), and the catalogue gate runs on that copy in a child
 process: every built-in scenario is checked with the explicit engine, and the mutant is
@@ -65,10 +65,10 @@ class Mutant:
     """Why no verdict can change (one line), for a mutant argued equivalent; empty otherwise."""
 
 
-P, C, S = "spec/pd.py", "spec/pd_claims.py", "spec/sglang_0523.py"
+P, C, S = "spec/sglang/protocol.py", "spec/sglang/claims.py", "spec/sglang/v0523.py"
 
 MUTANTS: list[Mutant] = [
-    # -- spec/pd.py: the transfer --------------------------------------------------------------
+    # -- spec/sglang/protocol.py: the transfer --------------------------------------------------------------
     Mutant("H8", P, "kv_write_lands", "n.content[u, p] = s.src_content[s.src[r, c]]", "n.content[u, p] = r + 1",
            "a landing carries the writer's own KV, not the source page's content at landing time (H8's data effect)"),
     Mutant("pd-lands-no-status", P, "kv_write_lands", "n.wr[r, w, c] = WR_LANDED", "pass",
@@ -202,7 +202,7 @@ MUTANTS: list[Mutant] = [
            "n.content[u, p] = o.ite(o.eq(s.content[u, p], r + 1), old, s.content[u, p])", "pass",
            "the room's old KV keeps the code of the room's next request (write dropped)",
            equivalent="a room's next request reads a page it did not write only as a pending-error placeholder, and the room's first placeholder has already read a never-written page (same tenant, same verdicts)"),
-    # -- spec/pd_claims.py ------------------------------------------------------------------------
+    # -- spec/sglang/claims.py ------------------------------------------------------------------------
     Mutant("cl-foreign-read-allowed", C, "decode_reads_only_own_pages", "o.le(s.read[r], READ_OWN)",
            "o.le(s.read[r], READ_OWN + 1)", "reading another request's KV of the same tenant is allowed (constant)"),
     Mutant("cl-cross-tenant-eq", C, "no_cross_tenant_read", "o.ne(s.read[r], READ_CROSS_TENANT)",
@@ -249,7 +249,7 @@ MUTANTS: list[Mutant] = [
            "o.eq(s.ack_gen[r, pr], s.gen[r])", "the stale ack witness looks for a current ack (!= to ==)"),
     Mutant("cl-dies-while-ended", C, "sometimes_prefill_dies_while_held", "o.eq(s.d_phase[r], D_HELD)",
            "o.eq(s.d_phase[r], D_ENDED)", "the death witness looks for an ended request (constant)"),
-    # -- spec/sglang_0523.py -------------------------------------------------------------------------
+    # -- spec/sglang/v0523.py -------------------------------------------------------------------------
     Mutant("sg-failed-call-running", S, "_calls_running", "returned = o.eq(s.poll[r, pr], POLL_FAILED)",
            "returned = o.eq(s.poll[r, pr], POLL_SUCCESS)", "a failed send's call counts as running (constant)"),
     Mutant("sg-calls-side-by-side", S, "kv_transfer_write", "s.require(o.not_(self._calls_running(s, pr, but=(r, w, c))))",
@@ -344,7 +344,7 @@ if not kvproof.spec.__file__.startswith(sys.argv[1]):
     sys.exit(3)
 from kvproof.checker.results import exit_code
 from kvproof.checker.run import check_scenario
-from kvproof.spec.scenario import builtins
+from kvproof.model.scenario import builtins
 only = [n for n in sys.argv[3].split(",") if n]
 order = json.loads(sys.argv[2])
 scenarios = [s for s in builtins() if not only or s.name in only]

@@ -1,21 +1,17 @@
-"""Engines, results, traces, rendering and the command line.
+"""Protocol-agnostic engines and what they return; nothing here imports a protocol.
 
-Modules: :mod:`.explicit` (BFS engine), :mod:`.symbolic` (Z3 interpretation of the spec),
-:mod:`.results`, :mod:`.run` (scenario -> report), :mod:`.traces` (ITF), :mod:`.expected`
-(the expected-verdict table), :mod:`.render` and :mod:`.cli`; :mod:`.liveness` (fair lassos);
-:mod:`.watchdog` (the time limit for Z3 calls).
-For large proofs: :mod:`.visited` (exact or fingerprinted visited set), :mod:`.symmetry`
-(checked symmetry reduction), :mod:`.partition`, :mod:`.parallel` (worker processes) and
-:mod:`.ray_backend` (Ray actors).  Reading and gating: :mod:`.sequence` (a trace as messages
-between actors), :mod:`.sequence_svg` (drawn as SVG), :mod:`.timeline` (page by page),
-:mod:`.report_html` (the HTML report), :mod:`.junit`, :mod:`.sarif`, :mod:`.mermaid`,
-:mod:`.trace_json`, :mod:`.focus` (``show --only``), :mod:`.diff` (``kvproof diff``) and
-:mod:`.atomic` (whole-or-nothing file writes).
-The Z3 engine: :mod:`.onehot` (one-hot interpretation), :mod:`.transition` (Init, Next, Safe),
-:mod:`.bmc`, :mod:`.horn` (Spacer), :mod:`.kinduction`, :mod:`.certificate` (with
-:mod:`.cert_solvers` and :mod:`.cert_catalogue`, what ``certify`` checks), :mod:`.proofs`
-(``prove``; :mod:`.interrupts`: Ctrl-C inside Z3), :mod:`.theorems` (parametric theorems),
-:mod:`.run_symbolic` (``check --engine bmc|both``) and :mod:`.cli_symbolic`.
+The explicit engine: :mod:`.explicit` (breadth-first search), :mod:`.visited` (exact or
+fingerprinted visited set), :mod:`.symmetry` (checked symmetry reduction), :mod:`.partition`,
+:mod:`.parallel` (worker processes) and :mod:`.ray_backend` (Ray actors), :mod:`.liveness`
+(fair lassos).  The Z3 engine: :mod:`.symbolic` (Z3 terms over integers), :mod:`.onehot`
+(one-hot interpretation), :mod:`.transition` (Init, Next, Safe), :mod:`.bmc`,
+:mod:`.kinduction`, :mod:`.lemmas`, :mod:`.cti`, :mod:`.certificate` (with
+:mod:`.cert_solvers` and :mod:`.cert_catalogue`), :mod:`.proofs` (``prove``),
+:mod:`.run_symbolic` (``check --engine bmc|both``), :mod:`.watchdog` and :mod:`.interrupts`
+(time limits and Ctrl-C inside Z3).  Results and files: :mod:`.results`, :mod:`.run` (scenario
+-> report), :mod:`.traces` (ITF), :mod:`.expected` (the expected-verdict table),
+:mod:`.atomic` (whole-or-nothing writes).  :mod:`.report` renders; :mod:`.cli` is the command
+line.
 """
 
 from kvproof.checker.explicit import Exploration, Limits, Stats, explore

@@ -22,7 +22,7 @@ import z3
 
 from kvproof.model.machine import Machine
 from kvproof.model.replay import ReplayError, run_actions
-from kvproof.spec.framework import Claim
+from kvproof.model.framework import Claim
 from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["Unrolling", "BmcRun", "bmc", "confirmed_path", "EngineError"]

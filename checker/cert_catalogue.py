@@ -23,7 +23,7 @@ from typing import Any
 
 import z3
 
-from kvproof.spec.scenario import Scenario, ScenarioError, builtin
+from kvproof.model.scenario import Scenario, ScenarioError, builtin
 from kvproof.checker.certificate import TAG, Certificate, certificate_filename
 from kvproof.checker.transition import TransitionSystem
 

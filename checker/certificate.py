@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 import z3
 
-from kvproof.spec.scenario import Scenario
+from kvproof.model.scenario import Scenario
 from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["write_certificate", "read_certificate", "recheck", "Recheck", "Certificate", "CertificateError",

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import tomli_w
 
-from kvproof.spec.scenario import builtins, expected_verdict
+from kvproof.model.scenario import builtins, expected_verdict
 from kvproof.checker.atomic import write_text_atomic
 from kvproof.checker.results import ScenarioReport
 

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import z3
 
-from kvproof.spec.ops import Ops
+from kvproof.model.ops import Ops
 
 __all__ = ["OneHotOps", "Values", "conj", "disj", "neg"]
 

@@ -46,7 +46,7 @@ from typing import Any
 import z3
 
 from kvproof.model.machine import Machine
-from kvproof.spec.scenario import Scenario
+from kvproof.model.scenario import Scenario
 from kvproof.checker.bmc import EngineError, bmc, confirmed_path
 from kvproof.checker.certificate import write_certificate
 from kvproof.checker.cti import InductionFailure, from_block, from_k_induction

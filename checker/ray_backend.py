@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 from kvproof.model.canon import Canonicaliser
 from kvproof.model.machine import Machine
-from kvproof.spec.protocols import trust_variant, trusted_files
-from kvproof.spec.scenario import Scenario
+from kvproof.model.registry import trust_variant, trusted_files
+from kvproof.model.scenario import Scenario
 from kvproof.checker.explicit import Exploration, Limits, Stats
 from kvproof.checker.parallel import coordinate
 from kvproof.checker.partition import Partition

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvproof.spec.scenario import Scenario
+from kvproof.model.scenario import Scenario
 from kvproof.checker.explicit import Stats
 from kvproof.checker.traces import Trace
 

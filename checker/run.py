@@ -11,7 +11,7 @@ from typing import Callable
 
 from kvproof.model.machine import Machine
 from kvproof.model.replay import run_actions
-from kvproof.spec.scenario import Scenario, ScenarioError
+from kvproof.model.scenario import Scenario, ScenarioError
 from kvproof.checker.explicit import Exploration, Limits, Stats, explore
 from kvproof.checker.liveness import OutOfTime, StateGraph, build_graph, find_lasso
 from kvproof.checker.parallel import explore_parallel

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kvproof.model.machine import Machine
-from kvproof.spec.scenario import Scenario, ScenarioError
+from kvproof.model.scenario import Scenario, ScenarioError
 from kvproof.checker.bmc import EngineError, bmc, confirmed_path
 from kvproof.checker.cti import InductionFailure, from_k_induction
 from kvproof.checker.lemmas import Reachable, explore_all

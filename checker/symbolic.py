@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 import z3
 
-from kvproof.spec.framework import ActionInstance, Spec
-from kvproof.spec.ops import Ops
+from kvproof.model.framework import ActionInstance, Spec
+from kvproof.model.ops import Ops
 
 __all__ = ["Z3Ops", "state_vars", "step_terms", "claim_term"]
 

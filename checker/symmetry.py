@@ -1,7 +1,7 @@
 """Symmetry reduction, made safe: check a declaration before using it, and map reduced
 counterexamples back to concrete traces.
 
-:func:`reduction_for` compiles the spec's declaration (:mod:`kvproof.spec.symmetry`) and tests
+:func:`reduction_for` compiles the spec's declaration (:mod:`kvproof.model.symmetry`) and tests
 it on sampled states - a breadth-first prefix, seeded random walks, and seeded random
 well-typed states (a sound declaration commutes with the spec everywhere, reachable or not, and
 random states reach corners a prefix does not) - for every generating swap ``g``: ``g(init) = init``; every claim gives the same answer in ``s`` and

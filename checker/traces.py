@@ -24,8 +24,8 @@ from typing import Any
 import itf_py
 
 from kvproof.model.machine import Machine
-from kvproof.spec.layout import LayoutError
-from kvproof.spec.scenario import Scenario, ScenarioError, parse_scenario
+from kvproof.model.layout import LayoutError
+from kvproof.model.scenario import Scenario, ScenarioError, parse_scenario
 from kvproof.checker.atomic import write_text_atomic
 
 __all__ = ["Trace", "TraceError", "to_itf", "write_trace", "read_trace", "trace_filename"]

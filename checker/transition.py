@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import z3
 
-from kvproof.spec.framework import Spec
+from kvproof.model.framework import Spec
 from kvproof.checker.onehot import OneHotOps, Values, conj, disj
 
 __all__ = ["TransitionSystem", "SymbolicStep", "as_term"]

@@ -31,9 +31,9 @@ from kvproof.checker.certificate import recheck  # noqa: E402
 from kvproof.checker.traces import Trace, read_trace, write_trace  # noqa: E402
 from kvproof.model.machine import Machine  # noqa: E402
 from kvproof.model.replay import replay  # noqa: E402
-from kvproof.spec.config import Config, Engine, Request  # noqa: E402
-from kvproof.spec.pd import PdProtocol  # noqa: E402
-from kvproof.spec.scenario import Scenario, builtin, builtins, load_scenario  # noqa: E402
+from kvproof.spec.sglang.config import Config, Engine, Request  # noqa: E402
+from kvproof.spec.sglang.protocol import PdProtocol  # noqa: E402
+from kvproof.model.scenario import Scenario, builtin, builtins, load_scenario  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [

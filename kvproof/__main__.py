@@ -1,5 +1,5 @@
 """``python -m kvproof``: the command line."""
 
-from kvproof.checker.cli import entry
+from kvproof.checker.cli.commands import entry
 
 entry()

@@ -54,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Trust the ``kvproof_variants`` files (with ``--kvproof``)."""
     if not _enabled(config):
         return
-    from kvproof.spec.protocols import ProtocolError, trust_variant
+    from kvproof.model.registry import ProtocolError, trust_variant
 
     for v in config.getini("kvproof_variants"):
         try:
@@ -92,7 +92,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     """Prepend the built-in catalogue's items (with ``--kvproof``)."""
     if not _enabled(config) or not config.getini("kvproof_catalogue"):
         return
-    from kvproof.spec.scenario import builtins
+    from kvproof.model.scenario import builtins
 
     catalogue = []
     for sc in builtins():
@@ -146,7 +146,7 @@ class KvproofScenarioFile(_ScenarioNode, pytest.File):
 
     def collect(self) -> list[pytest.Item]:
         """One item per checked claim; a :class:`_BadScenario` item for a malformed file."""
-        from kvproof.spec.scenario import ScenarioError, load_scenario
+        from kvproof.model.scenario import ScenarioError, load_scenario
 
         try:
             self.scenario = load_scenario(self.path)
@@ -164,7 +164,7 @@ class KvproofClaim(pytest.Item):
         row = next(c for c in report.claims if c.claim == self.name)
         if row.matches:
             return
-        from kvproof.checker.render import render_trace, to_text
+        from kvproof.checker.report.render import render_trace, to_text
 
         sc = report.scenario.name
         if row.verdict == "inconclusive":

@@ -15,7 +15,7 @@
         assert len(trace) == 15
 
 :func:`check` runs the explicit engine on a built-in scenario (by name), a scenario file (by
-path) or a :class:`~kvproof.spec.scenario.Scenario`, and returns a :class:`Checked` whose
+path) or a :class:`~kvproof.model.scenario.Scenario`, and returns a :class:`Checked` whose
 assertions fail with the counterexample, as ``kvproof show`` prints it.  An inconclusive
 verdict (a limit cut the search short) never passes an assertion.
 """
@@ -26,12 +26,12 @@ from os import PathLike
 from pathlib import Path
 
 from kvproof.checker.explicit import Limits
-from kvproof.checker.render import render_trace, to_text
+from kvproof.checker.report.render import render_trace, to_text
 from kvproof.checker.results import ClaimReport, ScenarioReport
 from kvproof.checker.run import check_scenario
 from kvproof.checker.traces import Trace
-from kvproof.spec.protocols import trust_variant
-from kvproof.spec.scenario import Scenario, builtin, load_scenario
+from kvproof.model.registry import trust_variant
+from kvproof.model.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["check", "Checked", "resolve_scenario"]
 

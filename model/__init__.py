@@ -1,13 +1,22 @@
-"""The executable reference: the spec compiled once and run on concrete states.
+"""The modelling language and the executable model; it knows no protocol.
 
-Modules: :mod:`.compiler` (spec -> straight-line Python), :mod:`.machine` (the compiled
-instance), :mod:`.replay` (re-execute a trace), :mod:`.simulate` (long random workloads),
-:mod:`.canon` (the compiled canonical form of symmetry reduction).
+The language: :mod:`.layout` (the finite typed state), :mod:`.ops` (the operations facade and
+the reference interpreter), :mod:`.expr` (values: operators that build the facade's
+expressions, misuse refused), :mod:`.framework` (actions, claims and specs), :mod:`.symmetry`
+(symmetry declarations).  How protocols are found: :mod:`.protocol` (what a protocol hands
+the general layers), :mod:`.registry` (registered protocols, trusted variant files),
+:mod:`.scenario` (scenario files).  The executable model: :mod:`.compiler` (spec ->
+straight-line Python), :mod:`.machine` (the compiled instance and the reference
+interpreter's answers), :mod:`.replay` (re-execute a trace), :mod:`.canon` (the compiled
+canonical form of symmetry reduction).
 """
 
+from kvproof.model.expr import SpecError
+from kvproof.model.framework import Spec, action, invariant, liveness, witness
+from kvproof.model.layout import Domain, Field, Layout
 from kvproof.model.machine import Machine, reference_successors
+from kvproof.model.protocol import Protocol
 from kvproof.model.replay import Divergence, ReplayError, replay, run_actions
-from kvproof.model.simulate import Exposure, simulate, simulation_scenario
 
-__all__ = ["Machine", "reference_successors", "Divergence", "ReplayError", "replay", "run_actions",
-           "Exposure", "simulate", "simulation_scenario"]
+__all__ = ["Spec", "action", "invariant", "witness", "liveness", "Domain", "Field", "Layout", "SpecError",
+           "Protocol", "Machine", "reference_successors", "Divergence", "ReplayError", "replay", "run_actions"]

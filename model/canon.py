@@ -20,8 +20,8 @@ from itertools import permutations, product
 from operator import itemgetter
 from typing import Callable
 
-from kvproof.spec.framework import Spec
-from kvproof.spec.symmetry import Symmetry
+from kvproof.model.framework import Spec
+from kvproof.model.symmetry import Symmetry
 
 __all__ = ["Canonicaliser", "SymmetryUnsupported"]
 

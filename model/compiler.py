@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from kvproof.spec.framework import Claim, Spec, SpecError
-from kvproof.spec.ops import Ops
+from kvproof.model.framework import Claim, Spec, SpecError
+from kvproof.model.ops import Ops
 
 __all__ = ["CodegenOps", "compile_successors", "compile_expand", "compile_hits", "compile_hits_after",
            "compile_pending"]

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Sequence
 
-from kvproof.spec.framework import ActionInstance, Claim, Spec
-from kvproof.spec.ops import ConcreteOps, Disabled
+from kvproof.model.framework import ActionInstance, Claim, Spec
+from kvproof.model.ops import ConcreteOps, Disabled
 from kvproof.model.compiler import compile_expand, compile_hits, compile_hits_after, compile_successors
 
 __all__ = ["Machine", "reference_step", "reference_successors", "reference_claim", "reference_hits"]

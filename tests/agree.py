@@ -1,6 +1,6 @@
 """Every interpretation of one spec, side by side on concrete states.
 
-The reference interpreter (:class:`~kvproof.spec.ops.ConcreteOps`) defines what a spec means.
+The reference interpreter (:class:`~kvproof.model.ops.ConcreteOps`) defines what a spec means.
 :class:`Interpretations` builds the others once - the compiled engine (``successors``,
 ``expand``, ``hits``, ``quiescent_hits``, ``hits_after``, ``pending``), Z3 over integers
 (:class:`~kvproof.checker.symbolic.Z3Ops`) and Z3 over one-hot bits (the
@@ -19,7 +19,7 @@ from kvproof.checker.symbolic import Z3Ops, claim_term, state_vars
 from kvproof.checker.transition import TransitionSystem
 from kvproof.model.compiler import compile_pending
 from kvproof.model.machine import Machine, reference_claim, reference_hits, reference_successors
-from kvproof.spec.framework import Spec
+from kvproof.model.framework import Spec
 
 __all__ = ["Interpretations"]
 

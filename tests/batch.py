@@ -5,7 +5,7 @@ states.  So the slow tier evaluates everything over all of a scenario's states a
 numpy:
 
 * :class:`BatchOps` - the reference semantics, one numpy column per value: every primitive of
-  :class:`~kvproof.spec.ops.ConcreteOps` applied elementwise (``eq`` is ``==`` on each state,
+  :class:`~kvproof.model.ops.ConcreteOps` applied elementwise (``eq`` is ``==`` on each state,
   ``ite`` is ``where``, ``require`` narrows a mask), with the same range checks on the states
   still enabled.  The random-spec tier holds it to :class:`ConcreteOps` itself.
 * :func:`z3_values` - the value of Z3 terms (the integer and the one-hot encodings) on every
@@ -21,8 +21,8 @@ from typing import Any, Sequence
 import numpy as np
 import z3
 
-from kvproof.spec.framework import Spec
-from kvproof.spec.ops import Ops
+from kvproof.model.framework import Spec
+from kvproof.model.ops import Ops
 
 __all__ = ["BatchOps", "batch_step", "batch_claim", "z3_values"]
 

@@ -12,7 +12,7 @@ import z3
 from kvproof.checker.certificate import write_certificate
 from kvproof.checker.transition import TransitionSystem
 from kvproof.model.machine import Machine
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 PROOFS = Path(__file__).resolve().parent.parent / "traces" / "proofs"
 SMALL = "ack-target-cleared"  # 26 reachable states, the smallest committed certificate

@@ -8,7 +8,7 @@ import pytest
 
 from kvproof.checker.explicit import explore
 from kvproof.model.machine import Machine
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 
 @lru_cache(maxsize=None)
@@ -34,7 +34,7 @@ def reachable(name: str) -> list[bytes]:
 @pytest.fixture(autouse=True)
 def _no_trusted_variants():
     """Every test starts with no engine variant trusted, and forgets the ones it trusted."""
-    from kvproof.spec.protocols import variant_scope
+    from kvproof.model.registry import variant_scope
 
     with variant_scope():
         yield

@@ -7,7 +7,7 @@ static disabling, conditional writes, two writes to one slot, writes that restor
 pre-state, writes that read back what the action wrote, writes at an index read from the state
 - an optional subclass that overrides actions around ``super()``, and claims (invariants,
 witnesses, a quiescent invariant, a liveness claim).  :func:`build` turns a plan into a
-:class:`~kvproof.spec.framework.Spec` subclass whose methods interpret the statements through
+:class:`~kvproof.model.framework.Spec` subclass whose methods interpret the statements through
 the language, choosing at random between operators (``a == b``, ``&``) and the facade's
 methods (``o.eq``, ``o.and_``), which must mean the same.
 
@@ -22,8 +22,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from kvproof.spec.framework import Spec, action, invariant, liveness, witness
-from kvproof.spec.layout import Domain, Field
+from kvproof.model.framework import Spec, action, invariant, liveness, witness
+from kvproof.model.layout import Domain, Field
 
 __all__ = ["Plan", "specs", "build", "states"]
 

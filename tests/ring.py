@@ -5,8 +5,8 @@ reached 4.  Known answers: ``x_never_6`` fails at length 3 (0 -> 2 -> 4 -> 6); `
 holds but is not inductive: odd states 1 -> 3 -> 5 -> 7 make it 4-inductive, not less.
 """
 
-from kvproof.spec.framework import Spec, action, invariant, witness
-from kvproof.spec.layout import Domain, Field
+from kvproof.model.framework import Spec, action, invariant, witness
+from kvproof.model.layout import Domain, Field
 
 X = Domain("x", 8)
 FLAG = Domain("flag", 2)

@@ -6,8 +6,8 @@ from dataclasses import replace
 from functools import lru_cache
 
 from kvproof.model.machine import Machine
-from kvproof.spec.config import Request
-from kvproof.spec.scenario import Scenario, builtin
+from kvproof.spec.sglang.config import Request
+from kvproof.model.scenario import Scenario, builtin
 
 
 SMALL = dict(transfer_failures=False, release_policy="drain_ack", write_latency_bound=None)

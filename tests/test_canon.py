@@ -7,8 +7,8 @@ import pytest
 
 from kvproof.model.canon import Canonicaliser, SymmetryUnsupported
 from kvproof.model.machine import Machine
-from kvproof.spec.pd import PdProtocol
-from kvproof.spec.symmetry import Sort, Symmetry
+from kvproof.spec.sglang.protocol import PdProtocol
+from kvproof.model.symmetry import Sort, Symmetry
 
 from .conftest import explore
 from .symmetric import machine

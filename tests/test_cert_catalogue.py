@@ -5,9 +5,9 @@ import tomli_w
 
 from kvproof.checker.cert_catalogue import match_catalogue, scenario_differences
 from kvproof.checker.certificate import read_certificate
-from kvproof.checker.cli import main
-from kvproof.spec import ops
-from kvproof.spec.scenario import builtin, load_scenario
+from kvproof.checker.cli.commands import main
+from kvproof.model import ops
+from kvproof.model.scenario import builtin, load_scenario
 
 from .certs import SMALL, committed, copy_as, fresh_copy, renamed, tampered
 

@@ -10,9 +10,9 @@ import z3
 
 from kvproof.checker.certificate import CertificateError, read_certificate, recheck, sexpr_problem, write_certificate
 from kvproof.checker.cert_solvers import z3_binary
-from kvproof.checker.cli import main
+from kvproof.checker.cli.commands import main
 from kvproof.checker.transition import TransitionSystem
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 from .certs import PROOFS, SMALL, TAG_CLAIM, committed, copy_as, fresh_copy, renamed, tag_exploit, tampered
 

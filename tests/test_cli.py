@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kvproof.checker.cli import main
+from kvproof.checker.cli.commands import main
 
 
 def run(capsys, *argv):
@@ -205,7 +205,7 @@ class _Tty(io.StringIO):
 def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     from rich.text import Text
 
-    from kvproof.checker.cli import _console
+    from kvproof.checker.cli.commands import _console
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
@@ -223,7 +223,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
 
 
 def test_no_progress_display_off_a_terminal(capsys):
-    from kvproof.checker.cli import _Progress
+    from kvproof.checker.cli.commands import _Progress
     from kvproof.checker.explicit import Stats
 
     p = _Progress(True, total=3)
@@ -417,7 +417,7 @@ def no_search(monkeypatch):
     def searched(*a, **k):
         raise AssertionError("a search started")
 
-    monkeypatch.setattr("kvproof.checker.cli.check_scenario", searched)
+    monkeypatch.setattr("kvproof.checker.cli.commands.check_scenario", searched)
 
 
 def _one_line_3(code, err, message):
@@ -428,7 +428,7 @@ def _one_line_3(code, err, message):
 def _marked_engine(tmp_path):
     f = tmp_path / "engine.py"
     f.write_text(f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n"
-                 "from kvproof.spec.pd import PdProtocol\nclass E(PdProtocol):\n    pass\n")
+                 "from kvproof.spec.sglang.protocol import PdProtocol\nclass E(PdProtocol):\n    pass\n")
     return f
 
 
@@ -540,7 +540,7 @@ def test_a_binary_certificate_is_bad_input(capsys, tmp_path):
 def test_a_run_time_error_in_a_variant_names_its_file_and_line(capsys, tmp_path):
     # problem 6: a 46-line traceback, exit 1
     f = tmp_path / "rt.py"
-    f.write_text("from kvproof.spec.pd import PdProtocol\n\n\nclass Rt(PdProtocol):\n"
+    f.write_text("from kvproof.spec.sglang.protocol import PdProtocol\n\n\nclass Rt(PdProtocol):\n"
                  "    def decode_release_deferred(self, s, n, r):\n        x = [1, 2][5]\n"
                  "        super().decode_release_deferred(s, n, r)\n\n\n"
                  'SCENARIO = {"name": "rt", "sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1},\n'
@@ -552,13 +552,13 @@ def test_a_run_time_error_in_a_variant_names_its_file_and_line(capsys, tmp_path)
 def test_a_variant_that_returns_what_kvproof_cannot_use_is_named(capsys, tmp_path):
     # the variant's own frame has returned when kvproof fails on its value: name the variant
     f = tmp_path / "ret.py"
-    f.write_text("from kvproof.spec.pd import PdProtocol\n\n\nclass Ret(PdProtocol):\n"
+    f.write_text("from kvproof.spec.sglang.protocol import PdProtocol\n\n\nclass Ret(PdProtocol):\n"
                  "    def _rank_writes_in_flight(self, s, r, pr):\n        return 'yes'\n\n\n"
                  'SCENARIO = {"name": "ret", "sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1},\n'
                  '            "requests": [{"tenant": "A", "pages": 1}], "engine": {"release_policy": "drain_ack"}}\n')
     code, _, err = run(capsys, "check", "--variant", str(f), "--no-traces")
     # the language refuses the value where the spec uses it, naming that line and the value
-    _one_line_3(code, err, "spec/pd.py:")
+    _one_line_3(code, err, "spec/sglang/protocol.py:")
     assert "str 'yes' is not a value of the spec language" in err
 
 
@@ -567,7 +567,7 @@ def test_out_of_memory_is_one_line_with_the_advice_and_exit_4(capsys, monkeypatc
     def oom(*a, **k):
         raise MemoryError
 
-    monkeypatch.setattr("kvproof.checker.cli.check_scenario", oom)
+    monkeypatch.setattr("kvproof.checker.cli.commands.check_scenario", oom)
     code, _, err = run(capsys, "check", "abort-race", "--no-traces")
     assert code == 4 and err.count("\n") == 1
     assert "out of memory" in err and "--visited fingerprint" in err and "--symmetry" in err and "--workers" in err
@@ -588,7 +588,7 @@ def test_ctrl_c_is_exit_130_and_one_line(capsys, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("kvproof.checker.cli.check_scenario", interrupted)
+    monkeypatch.setattr("kvproof.checker.cli.commands.check_scenario", interrupted)
     code, _, err = run(capsys, "check", "abort-race", "--no-traces")
     assert code == 130 and err == "kvproof: interrupted\n"
 

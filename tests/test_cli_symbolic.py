@@ -13,7 +13,7 @@ import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, whatever started us
 import z3
 from kvproof.checker import proofs
-from kvproof.checker.cli import main
+from kvproof.checker.cli.commands import main
 
 def hard_block(*args, **kwargs):
     n = 14

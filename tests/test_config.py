@@ -2,7 +2,7 @@
 
 from dataclasses import replace
 
-from kvproof.spec.config import Config, Engine, Request
+from kvproof.spec.sglang.config import Config, Engine, Request
 
 
 def test_a_sound_config_has_no_problems():
@@ -34,7 +34,7 @@ def test_new_dimensions_are_checked():
 
 
 def test_any_free_pages_bounds_the_allocation_choices():
-    from kvproof.spec.config import Config, Engine, Request
+    from kvproof.spec.sglang.config import Config, Engine, Request
 
     ok = Config((Request("A", 2),), decode_pages=6, prefill_pages=2, context_limit=2, engine=Engine(any_free_pages=True))
     assert ok.problems() == []

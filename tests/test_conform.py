@@ -11,7 +11,7 @@ from unittest import mock
 
 import pytest
 
-from kvproof.checker.conform import engine_problem
+from kvproof.spec.sglang.conform import engine_problem
 
 pytestmark = pytest.mark.skipif(
     engine_problem() is not None,
@@ -49,9 +49,9 @@ def _path_to(machine, hit):
 def _drive(name, hit):
     """A harness for built-in scenario ``name`` driven along the model's shortest path to a
     state where ``hit(state)`` holds; returns (machine, state, harness, result)."""
-    from kvproof.checker.conform.replay import harness_for, run_on_code
+    from kvproof.spec.sglang.conform.replay import harness_for, run_on_code
     from kvproof.model.machine import Machine
-    from kvproof.spec.scenario import builtin
+    from kvproof.model.scenario import builtin
 
     sc = builtin(name)
     m = Machine(sc.build())
@@ -72,7 +72,7 @@ def test_the_family_has_stored_counterexamples():
 
 @pytest.mark.parametrize("path", family_traces(), ids=lambda p: p.name.removesuffix(".itf.json"))
 def test_every_stored_counterexample_reproduces_on_the_real_code(path):
-    from kvproof.checker.conform.report import replay_trace
+    from kvproof.spec.sglang.conform.report import replay_trace
 
     verdict = replay_trace(path)
     assert verdict.verdict == "reproduced", getattr(verdict, "reason", "")
@@ -81,7 +81,7 @@ def test_every_stored_counterexample_reproduces_on_the_real_code(path):
 def test_the_incident_diverges_at_the_prefill_door():
     """0.5.23 retires the pending-error placeholder at PrefillBootstrapQueue.add; the
     incident-era model queues it, so the real code's client view differs right there."""
-    from kvproof.checker.conform.report import replay_trace
+    from kvproof.spec.sglang.conform.report import replay_trace
 
     verdict = replay_trace(TRACES / "incident__no_cross_tenant_read.itf.json")
     assert verdict.verdict == "diverged"
@@ -91,8 +91,8 @@ def test_the_incident_diverges_at_the_prefill_door():
 def test_a_harness_configured_unlike_the_trace_is_caught():
     """The mooncake trace holds R0's pages after the abort; SGLang with deferral off releases
     them at once, and the comparison must name that step and field."""
-    from kvproof.checker.conform.harness import Harness, Options, Shape
-    from kvproof.checker.conform.replay import run_on_code
+    from kvproof.spec.sglang.conform.harness import Harness, Options, Shape
+    from kvproof.spec.sglang.conform.replay import run_on_code
     from kvproof.checker.traces import read_trace
 
     trace = read_trace(TRACES / "sglang-0.5.23-mooncake__no_write_after_release.itf.json")
@@ -109,7 +109,7 @@ def test_a_harness_configured_unlike_the_trace_is_caught():
 
 
 def test_the_abort_arms_a_generation_before_it_is_sent():
-    from kvproof.checker.conform.replay import harness_for
+    from kvproof.spec.sglang.conform.replay import harness_for
     from kvproof.checker.traces import read_trace
 
     trace = read_trace(TRACES / "sglang-0.5.23-mooncake__no_write_after_release.itf.json")
@@ -176,9 +176,9 @@ def test_a_late_ack_of_the_previous_request_does_not_count():
     """room-reuse: the room's previous request was held and armed, its drain ack is still on
     its way when the next request is held with a new generation; the real note_abort_ack
     ignores the late ack, and the model agrees at every step."""
-    from kvproof.checker.conform.replay import harness_for, run_on_code
+    from kvproof.spec.sglang.conform.replay import harness_for, run_on_code
     from kvproof.model.machine import Machine
-    from kvproof.spec.scenario import builtin
+    from kvproof.model.scenario import builtin
 
     sc = builtin("sglang-0.5.23-room-reuse")
     m = Machine(sc.build())
@@ -204,7 +204,7 @@ def test_the_worker_sends_the_metadata_after_the_abort():
     """aux: the stored counterexample's last chunk lands after the ABORT reached prefill; the
     real transfer_worker then issues send_aux, whose write is in flight when the deadline frees
     the slot."""
-    from kvproof.checker.conform.replay import harness_for
+    from kvproof.spec.sglang.conform.replay import harness_for
     from kvproof.checker.traces import read_trace
 
     trace = read_trace(TRACES / "sglang-0.5.23-aux__no_write_after_release.itf.json")
@@ -223,8 +223,8 @@ def test_the_worker_sends_the_metadata_after_the_abort():
 
 
 def test_a_scenario_the_harness_cannot_run_is_one_line():
-    from kvproof.checker.conform import ConformError
-    from kvproof.checker.conform.report import replay_trace
+    from kvproof.spec.sglang.conform import ConformError
+    from kvproof.spec.sglang.conform.report import replay_trace
 
     with pytest.raises(ConformError, match="required_acks = first_ack: SGLang 0.5.23 waits for len"):
         replay_trace(TRACES / "tp2-first-ack__no_write_after_release.itf.json")
@@ -232,8 +232,8 @@ def test_a_scenario_the_harness_cannot_run_is_one_line():
 
 @pytest.mark.parametrize("name", FAMILY)
 def test_random_sequences_agree_with_the_real_code(name):
-    from kvproof.checker.conform.fuzz import fuzz_scenario
-    from kvproof.spec.scenario import builtin
+    from kvproof.spec.sglang.conform.fuzz import fuzz_scenario
+    from kvproof.model.scenario import builtin
 
     report = fuzz_scenario(builtin(name), sequences=1000)
     assert report.agrees, (report.disagreement, report.result and report.result.reason)
@@ -241,7 +241,7 @@ def test_random_sequences_agree_with_the_real_code(name):
 
 
 def test_cli_conform_replays_a_trace(capsys):
-    from kvproof.checker.cli import main
+    from kvproof.checker.cli.commands import main
 
     path = TRACES / "sglang-0.5.23-deferral-off__no_cross_tenant_read.itf.json"
     code = main(["conform", str(path)])
@@ -250,7 +250,7 @@ def test_cli_conform_replays_a_trace(capsys):
 
 
 def test_cli_conform_exits_1_on_a_divergence(capsys):
-    from kvproof.checker.cli import main
+    from kvproof.checker.cli.commands import main
 
     code = main(["conform", str(TRACES / "incident__rejected_never_succeeds.itf.json")])
     assert code == 1 and "diverged" in capsys.readouterr().out

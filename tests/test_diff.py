@@ -4,10 +4,10 @@ from dataclasses import replace
 
 import pytest
 
-from kvproof.checker.diff import diff_traces, render_diff
-from kvproof.checker.render import to_text
+from kvproof.checker.report.diff import diff_traces, render_diff
+from kvproof.checker.report.render import to_text
 from kvproof.checker.run import check_scenario
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 
 def _trace(name, claim="no_cross_tenant_read"):

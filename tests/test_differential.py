@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from kvproof.checker.explicit import explore
 from kvproof.model.machine import Machine
-from kvproof.spec.framework import Spec, action, invariant
-from kvproof.spec.layout import Domain, Field
-from kvproof.spec.scenario import builtin, builtin_names
+from kvproof.model.framework import Spec, action, invariant
+from kvproof.model.layout import Domain, Field
+from kvproof.model.scenario import builtin, builtin_names
 
 from .agree import Interpretations, all_states_disagreements
 from .conftest import reachable
@@ -106,7 +106,7 @@ def test_the_comparison_reports_a_compiled_engine_that_differs(monkeypatch):
 def test_a_bug_in_the_shared_derived_operations_is_caught(monkeypatch):
     """``any_`` dropping its last operand (tried by the auditor): the reference interpreter
     does not share the derivation, so the comparison sees the difference."""
-    from kvproof.spec.ops import Ops
+    from kvproof.model.ops import Ops
 
     monkeypatch.setattr(Ops, "any_", lambda self, xs: self.or_(*list(xs)[:-1]))
 
@@ -161,7 +161,7 @@ def test_an_override_that_undoes_its_base_write_gets_the_reference_verdicts():
     """``super().decode_abort(s, n, r); n.outcome[r] = s.outcome[r]`` gave a violation at depth 1
     in the compiled engine that neither the reference nor Z3 had."""
     from kvproof.checker.explicit import explore
-    from kvproof.spec.pd import PdProtocol
+    from kvproof.spec.sglang.protocol import PdProtocol
 
     class KeepOutcome(PdProtocol):
         def decode_abort(self, s, n, r):
@@ -187,9 +187,9 @@ def test_an_override_that_undoes_its_base_write_gets_the_reference_verdicts():
 def test_python_control_flow_in_a_variant_is_refused_when_it_loads():
     """``if s.wr[r, pr, c] == WR_FLIGHT:`` was always false, ``if s.wr[...]:`` always true: the
     run exited 0 with another protocol's verdicts."""
-    from kvproof.spec.expr import SpecError
-    from kvproof.spec.pd import PdProtocol
-    from kvproof.spec.pd_state import WR_FLIGHT
+    from kvproof.model.expr import SpecError
+    from kvproof.spec.sglang.protocol import PdProtocol
+    from kvproof.spec.sglang.state import WR_FLIGHT
 
     class Branchy(PdProtocol):
         def _rank_writes_in_flight(self, s, r, pr):

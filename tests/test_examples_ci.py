@@ -4,7 +4,7 @@ import re
 import shlex
 from pathlib import Path
 
-from kvproof.checker.cli import build_parser
+from kvproof.checker.cli.commands import build_parser
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "examples" / "ci" / "kvproof.yml"
 

@@ -1,6 +1,5 @@
 """traces/expected.toml and the committed traces stay in step with the spec."""
 
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -10,9 +9,9 @@ from kvproof.checker.liveness import lasso_is_fair
 from kvproof.checker.run import check_scenario
 from kvproof.checker.traces import read_trace, trace_filename
 from kvproof.model.replay import replay
-from kvproof.spec.scenario import builtins
+from kvproof.model.scenario import builtins
 
-TRACES = Path(str(resources.files("kvproof.traces")))
+TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The explicit engine on tiny hand-built graphs whose answers are known."""
 
 from kvproof.checker.explicit import Limits, explore
-from kvproof.spec.framework import Claim
+from kvproof.model.framework import Claim
 
 CLAIMS = [
     Claim("safe", "invariant", "always", ""),

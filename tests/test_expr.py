@@ -9,9 +9,9 @@ import pytest
 
 from kvproof.model.compiler import RangeCheckFailed
 from kvproof.model.machine import Machine, reference_claim, reference_successors
-from kvproof.spec.expr import SpecError
-from kvproof.spec.framework import Spec, action, invariant
-from kvproof.spec.layout import Domain, Field
+from kvproof.model.expr import SpecError
+from kvproof.model.framework import Spec, action, invariant
+from kvproof.model.layout import Domain, Field
 
 I2 = Domain("i", 2)
 V = Domain("v", 4)
@@ -189,12 +189,12 @@ def test_a_write_whose_range_fits_needs_no_run_time_check():
 
 
 def test_the_command_line_names_the_variant_line_and_exits_3(tmp_path, capsys):
-    from kvproof.checker.cli import main
+    from kvproof.checker.cli.commands import main
 
     variant = tmp_path / "branchy.py"
     variant.write_text(
-        "from kvproof.spec.pd import PdProtocol\n"
-        "from kvproof.spec.pd_state import WR_FLIGHT\n\n"
+        "from kvproof.spec.sglang.protocol import PdProtocol\n"
+        "from kvproof.spec.sglang.state import WR_FLIGHT\n\n"
         "class Branchy(PdProtocol):\n"
         "    def _rank_writes_in_flight(self, s, r, pr):\n"
         "        if s.wr[r, pr, 0] == WR_FLIGHT:\n"

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from kvproof.checker.conform.fakes import Collective, FakeClock, HarnessError, Inbox, RankGroup, Wire, WorkerQueue
+from kvproof.spec.sglang.conform.fakes import Collective, FakeClock, HarnessError, Inbox, RankGroup, Wire, WorkerQueue
 
 
 def test_the_clock_moves_only_when_told():
@@ -36,7 +36,7 @@ def test_an_inbox_delivers_once_the_thread_is_back_at_recv():
 
 
 def test_an_inbox_without_its_thread_is_a_harness_error(monkeypatch):
-    monkeypatch.setattr("kvproof.checker.conform.fakes.WAIT", 0.05)
+    monkeypatch.setattr("kvproof.spec.sglang.conform.fakes.WAIT", 0.05)
     with pytest.raises(HarnessError, match="did not start"):
         Inbox("idle").wait_ready()
 

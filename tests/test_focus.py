@@ -2,10 +2,10 @@
 
 import pytest
 
-from kvproof.checker.focus import Focus, FocusError
-from kvproof.checker.render import render_trace, to_text
+from kvproof.checker.report.focus import Focus, FocusError
+from kvproof.checker.report.render import render_trace, to_text
 from kvproof.checker.run import check_scenario
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@
 import pytest
 
 from kvproof.model.machine import Machine, reference_successors
-from kvproof.spec.framework import Spec, action, invariant, witness
-from kvproof.spec.layout import Domain, Field
+from kvproof.model.framework import Spec, action, invariant, witness
+from kvproof.model.layout import Domain, Field
 
 IDX = Domain("i", 2)
 VAL = Domain("v", 3)
@@ -85,9 +85,9 @@ def test_effects_name_only_changed_fields_and_reads_see_the_pre_state():
 
 
 def test_unknown_fields_are_errors():
-    from kvproof.spec.expr import SpecError, SpecOps
-    from kvproof.spec.framework import Post, Pre
-    from kvproof.spec.ops import ConcreteOps
+    from kvproof.model.expr import SpecError, SpecOps
+    from kvproof.model.framework import Post, Pre
+    from kvproof.model.ops import ConcreteOps
 
     lay = Toy().layout
     with pytest.raises(AttributeError):

@@ -40,7 +40,7 @@ import tomli_w
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from kvproof.checker.cli import main
+from kvproof.checker.cli.commands import main
 from kvproof.model.machine import Machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ TINY_SCENARIO = ('{"name": "%s", "sizes": {"decode_pages": 1, "prefill_pages": 1
 # words the mutations draw from: names that mean something to the parsers, and edge values
 WORDS = ["verified", "violated", "reached", "immediate", "drain_ack", "none", "unbounded", "A", "B", "R0", "R1",
          "p0", "q0", "owner", "no_cross_tenant_read", "requests_end", "decode_abort", "decode_commit", "init",
-         "kvproof-trace/1", "counterexample", "lasso", "witness", "kvproof.spec.sglang_0523:Sglang0523",
+         "kvproof-trace/1", "counterexample", "lasso", "witness", "sglang-0.5.23",
          "engine.py:E", ":X", ".x:Y", "os:system", "", " ", "\x00", "a" * 300, "ä", "\n", "#bigint"]
 INTS = [-(2**64), -1, 0, 1, 2, 3, 4, 7, 16, 17, 64, 65, 2**31, 2**64]
 
@@ -308,7 +308,7 @@ def _variant_seeds() -> list[str]:
     ioc = ioc[:ioc.index("SCENARIO = {")] + "SCENARIO = " + TINY_SCENARIO % "ioc" + "\n"
     early = (ROOT / "examples" / "variant" / "early_release.py").read_text() + "\nSCENARIO = " + \
         TINY_SCENARIO % "early" + "\n"
-    sup = ("from kvproof.spec.pd import PdProtocol\n\n\nclass Undo(PdProtocol):\n"
+    sup = ("from kvproof.spec.sglang.protocol import PdProtocol\n\n\nclass Undo(PdProtocol):\n"
            "    def decode_abort(self, s, n, r):\n        super().decode_abort(s, n, r)\n"
            "        n.outcome[r] = s.outcome[r]\n\n\nSCENARIO = " + TINY_SCENARIO % "undo" + "\n")
     return [ioc, early, sup]

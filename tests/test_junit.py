@@ -7,9 +7,9 @@ import pytest
 from lxml import etree
 
 from kvproof.checker.explicit import Limits
-from kvproof.checker.junit import junit_xml, write_junit
+from kvproof.checker.report.junit import junit_xml, write_junit
 from kvproof.checker.run import check_scenario
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 SCHEMA = etree.XMLSchema(etree.parse(str(Path(__file__).parent / "schemas" / "junit-10.xsd")))
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvproof.spec.layout import Domain, Field, Layout, LayoutError
+from kvproof.model.layout import Domain, Field, Layout, LayoutError
 
 REQ = Domain("req", 2, ("R0", "R1"))
 CHUNK = Domain("chunk", 3)

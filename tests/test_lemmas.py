@@ -128,7 +128,7 @@ def test_the_triples_are_those_a_count_of_every_value_combination_finds():
     import numpy as np
 
     from kvproof.checker.lemmas import _free_slots
-    from kvproof.spec.scenario import builtin
+    from kvproof.model.scenario import builtin
     spec = builtin("abort-race").build()
     ts = TransitionSystem(spec)
     states, _ = explore_all(Machine(spec))

@@ -7,7 +7,7 @@ import pytest
 from kvproof.checker.liveness import OutOfTime, StateGraph, _lasso_for, build_graph, find_lasso, lasso_is_fair
 from kvproof.checker.explicit import Limits, Stats, explore
 from kvproof.checker.run import check_scenario
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 from .conftest import machine_of
 

@@ -1,9 +1,9 @@
 """Mermaid sequence diagrams of traces."""
 
-from kvproof.checker.focus import Focus
-from kvproof.checker.mermaid import trace_mermaid
+from kvproof.checker.report.focus import Focus
+from kvproof.checker.report.mermaid import trace_mermaid
 from kvproof.checker.run import check_scenario
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 
 def _trace(name, claim):

@@ -15,11 +15,11 @@ import pytest
 
 from kvproof.checker.explicit import explore
 from kvproof.model.machine import Machine
-from kvproof.spec.pd import PdProtocol
-from kvproof.spec.pd_state import (
+from kvproof.spec.sglang.protocol import PdProtocol
+from kvproof.spec.sglang.state import (
     ACK_DRAIN, D_ENDED, D_HELD, FREE, OUT_SUCCESS, P_ENDED, PAB_ACKED, PAB_RECEIVED, READ_OWN, WR_FLIGHT, WR_LANDED,
 )
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 
 class AckBeforeDrain(PdProtocol):
@@ -205,7 +205,7 @@ GATE = _gate()
 def test_the_gate_has_at_least_40_mutants_of_the_protocol_and_each_still_applies():
     ids = [m.id for m in GATE.MUTANTS]
     assert len(ids) >= 40 and len(set(ids)) == len(ids)
-    assert {m.file for m in GATE.MUTANTS} == {"spec/pd.py", "spec/pd_claims.py", "spec/sglang_0523.py"}
+    assert {m.file for m in GATE.MUTANTS} == {"spec/sglang/protocol.py", "spec/sglang/claims.py", "spec/sglang/v0523.py"}
     for m in GATE.MUTANTS:
         where = GATE.locate(m)
         original = (GATE.ROOT / m.file).read_text()
@@ -215,7 +215,7 @@ def test_the_gate_has_at_least_40_mutants_of_the_protocol_and_each_still_applies
 
 
 def test_a_stale_mutant_is_refused():
-    m = GATE.Mutant("gone", "spec/pd.py", "kv_write_lands", "no such text", "pass", "nothing")
+    m = GATE.Mutant("gone", "spec/sglang/protocol.py", "kv_write_lands", "no such text", "pass", "nothing")
     with pytest.raises(GATE.Stale):
         GATE.locate(m)
 

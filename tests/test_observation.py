@@ -1,6 +1,6 @@
 """Observations of a conformance step: the comparison names every field that differs."""
 
-from kvproof.checker.conform.observation import Observation
+from kvproof.spec.sglang.conform.observation import Observation
 
 
 def test_equal_observations_have_no_differences():

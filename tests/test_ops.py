@@ -3,7 +3,7 @@ out again itself (so that a bug in the derivations the other interpretations sha
 
 import pytest
 
-from kvproof.spec.ops import ConcreteOps, Disabled
+from kvproof.model.ops import ConcreteOps, Disabled
 
 
 def test_primitives_and_derived_operations():

@@ -6,7 +6,7 @@ from kvproof.checker.explicit import Limits
 from kvproof.checker.run import check_scenario
 from kvproof.model.machine import Machine
 from kvproof.model.replay import replay
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 from .symmetric import unordered
 

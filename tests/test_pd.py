@@ -6,10 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvproof.model.machine import Machine, reference_successors
-from kvproof.spec.config import RELEASE_POLICIES, Config, Engine, Request
-from kvproof.spec.pd import PdProtocol, exceeds_input_limit
-from kvproof.spec.ops import ConcreteOps
-from kvproof.spec.pd_state import D_HELD, FREE, P_SENDING, WR_FLIGHT
+from kvproof.spec.sglang.config import RELEASE_POLICIES, Config, Engine, Request
+from kvproof.spec.sglang.protocol import PdProtocol, exceeds_input_limit
+from kvproof.model.ops import ConcreteOps
+from kvproof.spec.sglang.state import D_HELD, FREE, P_SENDING, WR_FLIGHT
 
 from .conftest import machine_of
 

@@ -1,7 +1,7 @@
 """Each claim on hand-made states: it fails exactly where its hazard is."""
 
 from kvproof.model.machine import reference_claim
-from kvproof.spec.pd_state import (
+from kvproof.spec.sglang.state import (
     D_ENDED, D_HELD, D_WAITING, OUT_SUCCESS, P_ENDED, P_STOPPED, READ_CROSS_TENANT, READ_FOREIGN, WR_FLIGHT,
 )
 

@@ -1,6 +1,6 @@
 """Notes that tell a step's story in the engine's terms."""
 
-from kvproof.spec.pd_state import FREE, WR_FLIGHT
+from kvproof.spec.sglang.state import FREE, WR_FLIGHT
 
 from .conftest import machine_of
 

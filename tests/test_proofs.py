@@ -10,7 +10,7 @@ from kvproof.checker.proofs import ProofBudget, prove_scenario
 from kvproof.checker.run import check_scenario
 from kvproof.model.machine import Machine
 from kvproof.model.replay import run_actions
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 
 @pytest.fixture(scope="module")

@@ -4,22 +4,29 @@ import sys
 
 import pytest
 
-from kvproof.spec.pd import PdProtocol
-from kvproof.spec.protocols import (BUILTIN_PROTOCOLS, ProtocolError, check_reference, protocol_class, trust_variant,
-                                    trusted_files, variant_error, variant_scope)
+from kvproof.spec.sglang.protocol import PdProtocol
+from kvproof.model.registry import (ProtocolError, builtin_names, canonical, check_reference, protocol_class,
+                                    trust_variant, trusted_files, variant_error, variant_scope)
 
 
 def _variant(path, cls="Mine", mark=None):
     body = f"open({str(mark)!r}, 'w').close()\n" if mark else ""
-    path.write_text(body + f"from kvproof.spec.pd import PdProtocol\nclass {cls}(PdProtocol):\n"
+    path.write_text(body + f"from kvproof.spec.sglang.protocol import PdProtocol\nclass {cls}(PdProtocol):\n"
                     "    def _boom(self):\n        return [][0]\n")
     return path
 
 
 def test_the_built_in_protocols():
     assert protocol_class(None) is PdProtocol
-    assert BUILTIN_PROTOCOLS == ("kvproof.spec.sglang_0523:Sglang0523",)
-    assert protocol_class(BUILTIN_PROTOCOLS[0]).__name__ == "Sglang0523"
+    assert builtin_names() == ["sglang", "sglang-0.5.23"]
+    assert protocol_class("sglang") is PdProtocol
+    assert protocol_class("sglang-0.5.23").__name__ == "Sglang0523"
+
+
+def test_an_older_spelling_names_the_same_protocol():
+    assert canonical("kvproof.spec.sglang_0523:Sglang0523") == "sglang-0.5.23"
+    assert protocol_class("kvproof.spec.sglang_0523:Sglang0523") is protocol_class("sglang-0.5.23")
+    assert canonical(None) == "sglang"
 
 
 @pytest.mark.parametrize("ref", [":X", "x:", "x:1A", "a:b c", "a\x00b.py:C", "a\nb:C", 7, None, "x" * 2000 + ":C"])
@@ -31,7 +38,7 @@ def test_malformed_references(ref):
 def test_anything_else_is_refused_and_not_imported(tmp_path, monkeypatch):
     (tmp_path / "evil_mod.py").write_text(f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for ref in ("evil_mod:E", "os:system", "kvproof.spec.pd:PdProtocol", ".x:Y"):
+    for ref in ("evil_mod:E", "os:system", "kvproof.spec.sglang.protocol:PdProtocol", ".x:Y"):
         with pytest.raises(ProtocolError, match="is not a built-in protocol"):
             protocol_class(ref)
     engine = _variant(tmp_path / "engine.py", mark=tmp_path / "RAN")

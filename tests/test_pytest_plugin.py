@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from kvproof.spec.scenario import builtins
+from kvproof.model.scenario import builtins
 
 GOOD = """
 name = "mine"
@@ -90,7 +90,7 @@ def test_a_scenario_naming_a_variant_runs_it_only_when_the_ini_lists_it(project)
     # issue 12: a scenario file is data; the variant file is code, trusted by kvproof_variants
     (project / "scenarios" / "engine.py").write_text(
         f"open({str(project / 'RAN')!r}, 'w').close()\n"
-        "from kvproof.spec.pd import PdProtocol\nclass Mine(PdProtocol):\n    pass\n")
+        "from kvproof.spec.sglang.protocol import PdProtocol\nclass Mine(PdProtocol):\n    pass\n")
     (project / "scenarios" / "mine.toml").write_text(GOOD.replace('name = "mine"', 'name = "mine"\nprotocol = "engine.py:Mine"'))
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
     assert code == 1 and "1 failed" in out and "pass the file with --variant engine.py to trust it" in out, out

@@ -11,7 +11,7 @@ import pytest
 from kvproof.checker.run import check_scenario
 from kvproof.model.machine import Machine
 from kvproof.model.replay import replay
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 from .symmetric import unordered
 

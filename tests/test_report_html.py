@@ -4,9 +4,9 @@ steps; self-contained; rendered by a real headless browser."""
 import pytest
 from lxml import html as lxml_html
 
-from kvproof.checker.report_html import counterexample_id, report_html, write_report
+from kvproof.checker.report.html import counterexample_id, report_html, write_report
 from kvproof.checker.run import check_scenario
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 from .browser import run_chromium
 INCIDENT_CX = ["decode_reads_only_own_pages", "no_cross_tenant_read", "rejected_never_succeeds",

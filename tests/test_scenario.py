@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from kvproof.spec.protocols import trust_variant
-from kvproof.spec.scenario import ScenarioError, builtin, builtin_names, builtins, load_scenario, parse_scenario
+from kvproof.model.registry import trust_variant
+from kvproof.model.scenario import ScenarioError, builtin, builtin_names, builtins, load_scenario, parse_scenario
 
 GOOD = {
     "name": "mine",
@@ -87,7 +87,7 @@ def test_unlisted_invariants_default_to_verified():
 
 def test_a_variant_protocol_is_loaded_from_a_file(tmp_path):
     (tmp_path / "engine.py").write_text(textwrap.dedent('''
-        from kvproof.spec.pd import PdProtocol
+        from kvproof.spec.sglang.protocol import PdProtocol
 
         class NoDrainWait(PdProtocol):
             def decode_release_deferred(self, s, n, r):
@@ -148,7 +148,7 @@ def test_a_variant_file_is_a_scenario_with_its_own_protocol(tmp_path):
     from pathlib import Path
 
     from kvproof.checker.run import check_scenario
-    from kvproof.spec.scenario import load_variant
+    from kvproof.model.scenario import load_variant
 
     root = Path(__file__).resolve().parents[1]
     path = root / "examples" / "variant" / "in_order_completion.py"
@@ -158,7 +158,7 @@ def test_a_variant_file_is_a_scenario_with_its_own_protocol(tmp_path):
     rep = check_scenario(sc)
     assert all(c.matches for c in rep.claims)
     # the same engine without the override is safe: the hazard is the override's
-    from kvproof.spec.pd import PdProtocol
+    from kvproof.spec.sglang.protocol import PdProtocol
 
     assert type(sc.build()).__mro__[1] is PdProtocol
     base = check_scenario(parse_scenario({k: v for k, v in sc.to_data().items() if k not in ("protocol", "expect")},
@@ -167,7 +167,7 @@ def test_a_variant_file_is_a_scenario_with_its_own_protocol(tmp_path):
 
 
 def test_bad_variant_files_are_one_line_errors(tmp_path):
-    from kvproof.spec.scenario import load_variant
+    from kvproof.model.scenario import load_variant
 
     (tmp_path / "none.py").write_text("SCENARIO = {}\n")
     with pytest.raises(ScenarioError, match="exactly one PdProtocol subclass"):
@@ -181,7 +181,7 @@ def test_bad_variant_files_are_one_line_errors(tmp_path):
     (tmp_path / "notpy.txt").write_text("SCENARIO = {}\n")
     with pytest.raises(ScenarioError, match=r"notpy.txt: expected a Python file \(.py\)"):
         load_variant(tmp_path / "notpy.txt")
-    (tmp_path / "noscen.py").write_text("from kvproof.spec.pd import PdProtocol\nclass V(PdProtocol):\n    pass\n")
+    (tmp_path / "noscen.py").write_text("from kvproof.spec.sglang.protocol import PdProtocol\nclass V(PdProtocol):\n    pass\n")
     with pytest.raises(ScenarioError, match="SCENARIO: expected a dict"):
         load_variant(tmp_path / "noscen.py")
     with pytest.raises(ScenarioError, match="no such variant file"):
@@ -234,10 +234,10 @@ def test_a_file_that_is_not_utf8(tmp_path):
 
 
 def test_a_protocol_can_be_an_importable_module():
-    from kvproof.spec.scenario import builtin
+    from kvproof.model.scenario import builtin
 
     sc = builtin("sglang-0.5.23-mooncake")
-    assert sc.protocol == "kvproof.spec.sglang_0523:Sglang0523"
+    assert sc.protocol == "sglang-0.5.23"
     assert type(sc.build()).__name__ == "Sglang0523"
 
 
@@ -270,11 +270,11 @@ def test_a_protocol_that_is_not_built_in_is_refused_and_not_imported(tmp_path, m
     # problem 5: a module on the path that runs code when imported
     (tmp_path / "evil_engine.py").write_text(
         f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n"
-        "from kvproof.spec.pd import PdProtocol\nclass E(PdProtocol):\n    pass\n")
+        "from kvproof.spec.sglang.protocol import PdProtocol\nclass E(PdProtocol):\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     for ref in ("evil_engine:E", "kvproof.no_such_module:X", "os:system"):
         with pytest.raises(ScenarioError, match=f"x.toml: protocol: '{ref}' is not a built-in protocol "
-                                                r"\(built in: the base PdProtocol, kvproof.spec.sglang_0523:Sglang0523\); "
+                                                r"\(built in: sglang, sglang-0.5.23\); "
                                                 "nothing was imported"):
             parse_scenario({**GOOD, "protocol": ref}, "x.toml")
     assert not (tmp_path / "RAN").exists()
@@ -285,7 +285,7 @@ def test_a_protocol_that_is_not_built_in_is_refused_and_not_imported(tmp_path, m
 def test_a_scenario_file_naming_a_variant_file_runs_it_only_once_trusted(tmp_path):
     (tmp_path / "engine.py").write_text(
         f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n"
-        "from kvproof.spec.pd import PdProtocol\nclass E(PdProtocol):\n    pass\n")
+        "from kvproof.spec.sglang.protocol import PdProtocol\nclass E(PdProtocol):\n    pass\n")
     body = "\n".join(f"{k} = {v}" for k, v in GOOD["sizes"].items())
     (tmp_path / "mine.toml").write_text(f'name = "mine"\nprotocol = "engine.py:E"\n[sizes]\n{body}\n'
                                         '[[requests]]\ntenant = "A"\npages = 1\n')
@@ -301,7 +301,7 @@ def test_a_scenario_file_naming_a_variant_file_runs_it_only_once_trusted(tmp_pat
 
 
 @pytest.mark.parametrize("protocol,message", [
-    (":X", "protocol: expected 'file.py:ClassName' or one of kvproof.spec.sglang_0523:Sglang0523, got ':X'"),
+    (":X", "protocol: expected 'file.py:ClassName' or one of sglang, sglang-0.5.23, got ':X'"),
     (".x:Y", "protocol: '.x:Y' is not a built-in protocol"),
     ("x.py:", "protocol: expected 'file.py:ClassName'"),
     ("a\x00b.py:C", "protocol: expected 'file.py:ClassName'"),

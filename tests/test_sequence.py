@@ -3,8 +3,8 @@
 import pytest
 
 from kvproof.checker.run import check_scenario
-from kvproof.checker.sequence import LANES, trace_story
-from kvproof.spec.scenario import builtin, load_scenario
+from kvproof.checker.report.sequence import LANES, trace_story
+from kvproof.model.scenario import builtin, load_scenario
 
 
 def _trace(name, claim):
@@ -76,7 +76,7 @@ def test_a_variant_action_is_drawn_from_what_it_changed():
     release under an in-flight write is drawn as a hazard on the pool lane."""
     from pathlib import Path
 
-    from kvproof.spec.protocols import trust_variant, variant_scope
+    from kvproof.model.registry import trust_variant, variant_scope
 
     examples = Path(__file__).resolve().parents[1] / "examples" / "variant"
     with variant_scope():  # the variant file is code: trusted for this test only

@@ -5,9 +5,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kvproof.checker.run import check_scenario
-from kvproof.checker.sequence import trace_story
-from kvproof.checker.sequence_svg import sequence_svg
-from kvproof.spec.scenario import builtin
+from kvproof.checker.report.sequence import trace_story
+from kvproof.checker.report.sequence_svg import sequence_svg
+from kvproof.model.scenario import builtin
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 

@@ -4,11 +4,11 @@ hand-driven runs, each against the base protocol so that every test can fail."""
 from functools import lru_cache
 
 from kvproof.model.machine import Machine
-from kvproof.spec.config import Config, Engine, Request
-from kvproof.spec.pd import PdProtocol
-from kvproof.spec.pd_state import D_HELD, OUT_ERROR, POLL_FAILED, READ_NONE, UNWRITTEN, WR_FLIGHT, WR_NOT_ISSUED
-from kvproof.spec.scenario import builtin
-from kvproof.spec.sglang_0523 import Sglang0523
+from kvproof.spec.sglang.config import Config, Engine, Request
+from kvproof.spec.sglang.protocol import PdProtocol
+from kvproof.spec.sglang.state import D_HELD, OUT_ERROR, POLL_FAILED, READ_NONE, UNWRITTEN, WR_FLIGHT, WR_NOT_ISSUED
+from kvproof.model.scenario import builtin
+from kvproof.spec.sglang.v0523 import Sglang0523
 
 from .conftest import machine_of, reachable
 

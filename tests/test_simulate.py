@@ -2,9 +2,9 @@
 
 from kvproof.model.machine import Machine
 from kvproof.model.replay import run_actions
-from kvproof.model.simulate import simulate, simulation_scenario
-from kvproof.spec.pd_state import READ_CROSS_TENANT, READ_FOREIGN
-from kvproof.spec.scenario import builtin
+from kvproof.spec.sglang.simulate import simulate, simulation_scenario
+from kvproof.spec.sglang.state import READ_CROSS_TENANT, READ_FOREIGN
+from kvproof.model.scenario import builtin
 
 
 def _machine(name, pages=16, slots=4):
@@ -44,7 +44,7 @@ def test_faults_happen_at_their_weight():
 
 
 def test_a_long_first_exposure_is_sliced_to_the_two_requests_involved():
-    from kvproof.model.simulate import slice_exposure
+    from kvproof.spec.sglang.simulate import slice_exposure
 
     m = _machine("abort-race", pages=8, slots=4)
     e = simulate(m, 400, seed=2, fault_weight=0.2)

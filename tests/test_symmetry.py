@@ -9,9 +9,9 @@ from kvproof.checker.run import check_scenario
 from kvproof.checker.symmetry import concrete_path, reduction_for
 from kvproof.model.machine import Machine
 from kvproof.model.replay import replay, run_actions
-from kvproof.spec.pd import PdProtocol
-from kvproof.spec.symmetry import Sort, Symmetry
-from kvproof.spec.scenario import builtin
+from kvproof.spec.sglang.protocol import PdProtocol
+from kvproof.model.symmetry import Sort, Symmetry
+from kvproof.model.scenario import builtin
 
 from .symmetric import machine, unordered
 

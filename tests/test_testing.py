@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 from kvproof.testing import check, resolve_scenario
 
 
@@ -41,7 +41,7 @@ def test_inconclusive_never_passes():
 def test_unknown_claims_and_scenarios(tmp_path):
     with pytest.raises(KeyError, match="was not checked"):
         check("abort-race", claims=["no_cross_tenant_read"]).assert_verified("pages_conserved")
-    from kvproof.spec.scenario import ScenarioError
+    from kvproof.model.scenario import ScenarioError
 
     with pytest.raises(ScenarioError, match="unknown scenario"):
         check("nope")

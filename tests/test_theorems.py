@@ -2,9 +2,9 @@
 
 import itertools
 
-from kvproof.checker.theorems import _timeout_only_if, admission_theorem, concrete_admission, smallest_unsafe_prompt
-from kvproof.spec.config import Config, Engine, Request
-from kvproof.spec.pd import PdProtocol
+from kvproof.spec.sglang.theorems import _timeout_only_if, admission_theorem, concrete_admission, smallest_unsafe_prompt
+from kvproof.spec.sglang.config import Config, Engine, Request
+from kvproof.spec.sglang.protocol import PdProtocol
 
 
 def test_admission_agrees_with_the_spec_for_every_small_configuration():

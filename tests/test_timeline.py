@@ -1,8 +1,8 @@
 """Page timelines: each page's owners and contents over a trace, in one line and per step."""
 
 from kvproof.checker.run import check_scenario
-from kvproof.checker.timeline import page_timelines
-from kvproof.spec.scenario import builtin
+from kvproof.checker.report.timeline import page_timelines
+from kvproof.model.scenario import builtin
 
 
 def _timelines(name, claim):

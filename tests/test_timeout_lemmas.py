@@ -1,6 +1,6 @@
 """The timeout theorem's *if* direction by parametric lemmas: proved for T > W, never for T ≥ W."""
 
-from kvproof.checker.timeout_lemmas import timeout_if_by_lemmas
+from kvproof.spec.sglang.timeout_lemmas import timeout_if_by_lemmas
 
 
 def test_a_deadline_above_the_latency_bound_is_proved_safe_for_every_value():

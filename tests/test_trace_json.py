@@ -2,10 +2,10 @@
 
 import json
 
-from kvproof.checker.focus import Focus
+from kvproof.checker.report.focus import Focus
 from kvproof.checker.run import check_scenario
-from kvproof.checker.trace_json import trace_records
-from kvproof.spec.scenario import builtin
+from kvproof.checker.report.trace_json import trace_records
+from kvproof.model.scenario import builtin
 
 
 def test_records_of_the_abort_race():

@@ -7,7 +7,7 @@ import pytest
 
 from kvproof.checker.run import check_scenario
 from kvproof.checker.traces import TraceError, read_trace, to_itf, write_trace
-from kvproof.spec.scenario import builtin
+from kvproof.model.scenario import builtin
 
 
 @pytest.fixture(scope="module")
@@ -80,13 +80,13 @@ def _evil_engine(tmp_path):
     """A variant file that leaves a mark when it runs."""
     f = tmp_path / "engine.py"
     f.write_text(f"open({str(tmp_path / 'RAN')!r}, 'w').close()\n"
-                 "from kvproof.spec.pd import PdProtocol\nclass E(PdProtocol):\n    pass\n")
+                 "from kvproof.spec.sglang.protocol import PdProtocol\nclass E(PdProtocol):\n    pass\n")
     return f
 
 
 def test_a_trace_naming_a_variant_file_runs_nothing_until_trusted(tmp_path, race_trace):
     # problem 5: show and replay imported whatever #meta.scenario.protocol named
-    from kvproof.spec.protocols import trust_variant
+    from kvproof.model.registry import trust_variant
 
     engine = _evil_engine(tmp_path)
     p = _mangle(tmp_path, race_trace, lambda d: d["#meta"]["scenario"].__setitem__("protocol", f"{engine}:E"))

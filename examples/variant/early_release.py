@@ -1,7 +1,7 @@
 """My engine frees held pages as soon as prefill has *seen* the ABORT, without a drain ack."""
 
-from kvproof.spec.pd import PdProtocol
-from kvproof.spec.pd_state import D_ENDED, D_HELD, PAB_NONE
+from kvproof.spec.sglang.protocol import PdProtocol
+from kvproof.spec.sglang.state import D_ENDED, D_HELD, PAB_NONE
 
 
 class EarlyRelease(PdProtocol):

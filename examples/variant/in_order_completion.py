@@ -1,7 +1,7 @@
 """A transfer engine that assumes its writes complete in order: a rank counts as drained as
 soon as its last posted write has landed, and acks ABORT then."""
-from kvproof.spec.pd import PdProtocol
-from kvproof.spec.pd_state import WR_FLIGHT
+from kvproof.spec.sglang.protocol import PdProtocol
+from kvproof.spec.sglang.state import WR_FLIGHT
 
 
 class InOrderCompletion(PdProtocol):

@@ -1,0 +1,688 @@
+"""The ``kvproof`` command line.
+
+Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``replay``,
+``simulate``, ``conform``, ``completion``, and the symbolic ``prove`` and ``certify``
+(:mod:`.cli_symbolic`).  Exit codes:
+
+* 0 - every verdict matches its expectation (``replay``: the violation reproduces);
+* 1 - a verdict does not (an unexpected violation, or an expected one not found);
+* 2 - a result is inconclusive (a limit cut the search short: ``--max-states``, ``--max-depth``,
+  or ``--max-seconds``, one time budget for the whole command, from process start to exit);
+* 3 - bad input: an unknown scenario or claim, a malformed scenario file, a trace that does not
+  fit the spec, an output path that cannot be written (checked before any search), an error in
+  an engine variant's code (named by file and line).  One line on stderr names the problem;
+  nothing is left half-written;
+* 4 - out of memory (one line with the advice: fingerprints, symmetry, workers);
+* 130 - interrupted (Ctrl-C), worker processes included.
+
+Files are data: a trace, certificate or scenario file that names a protocol other than a
+built-in one is refused unless the variant file is passed explicitly with ``--variant FILE.py``
+(the file is code: :mod:`kvproof.model.registry`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from kvproof.model.machine import Machine, reference_hits
+from kvproof.model.replay import replay, run_actions
+from kvproof.model.registry import protocols
+from kvproof.model.expr import SpecError
+from kvproof.model.registry import ProtocolError, trust_variant, variant_error, variant_scope
+from kvproof.model.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
+from kvproof.checker.report.diff import diff_traces, render_diff
+from kvproof.checker.expected import write_expected
+from kvproof.checker.liveness import lasso_is_fair
+from kvproof.checker.explicit import Limits, Stats
+from kvproof.checker.report.focus import Focus, FocusError
+from kvproof.checker.report.junit import write_junit
+from kvproof.checker.report.mermaid import trace_mermaid
+from kvproof.checker.ray_backend import RayUnavailable
+from kvproof.checker.visited import MODES
+from kvproof.checker.report.render import render_reports, render_trace
+from kvproof.checker.report.html import write_report
+from kvproof.checker.results import exit_code
+from kvproof.checker.run import check_scenario
+from kvproof.checker.report.sarif import write_sarif
+from kvproof.checker.report.trace_json import trace_records
+from kvproof.checker.traces import Trace, TraceError, read_trace, write_trace
+from kvproof.checker.cli import symbolic as cli_symbolic
+from kvproof.checker.certificate import CertificateError
+
+__all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
+           "EXIT_INTERRUPTED"]
+
+EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
+EXIT_OUT_OF_MEMORY = 4  # the search ran out of memory: one line with the advice (fingerprints, symmetry, workers)
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
+
+
+class BadInput(Exception):
+    """Input the command cannot use; its message is printed as one line, exit code 3."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own exit code 2 means "inconclusive" here
+        raise BadInput(f"{self.prog}: {message}")
+
+
+def _console(stream=None) -> Console:
+    """Rich console on stdout; a pipe or CI log gets 120 columns and no colour codes."""
+    stream = stream or sys.stdout
+    width = None if stream.isatty() else 120
+    return Console(file=stream, highlight=False, width=width)
+
+
+def _resolve(name: str | Scenario) -> Scenario:
+    """A built-in scenario by name, or a scenario file by path (a ``--variant`` file's own
+    scenario is passed as it is: :func:`main` adds those to the scenarios named)."""
+    if isinstance(name, Scenario):
+        return name
+    if name.endswith(".toml") or os.sep in name or Path(name).is_file():
+        return load_scenario(name)
+    return builtin(name)
+
+
+class _Progress:
+    """A progress bar over the scenarios of a run, with the live state count of the current
+    search; only when stderr is a terminal, not ``--quiet``, and once the run has taken more
+    than a second (short runs print nothing extra)."""
+
+    def __init__(self, enabled: bool, total: int = 1):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.total = total
+        self.done = -1
+        self.bar: Progress | None = None
+        self.task = None
+        self.label = ""
+        self.started = time.perf_counter()
+
+    def start(self, label: str) -> None:
+        self.label = label
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, description=label)
+        else:
+            self._maybe_show(label)
+
+    def _maybe_show(self, text: str) -> None:
+        if not self.enabled or self.bar is not None or time.perf_counter() - self.started < 1.0:
+            return
+        self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("scenarios"), TimeElapsedColumn(), console=Console(file=sys.stderr),
+                            transient=True)
+        self.task = self.bar.add_task(text, total=self.total, completed=max(self.done, 0))
+        self.bar.start()
+
+    def __call__(self, stats: Stats) -> None:
+        text = (f"{self.label}: {stats.states:,} states · depth {stats.depth} · "
+                f"{stats.states_per_second:,.0f} states/s")
+        self._maybe_show(text)
+        if self.bar is not None:
+            self.bar.update(self.task, description=text)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+# -- commands ----------------------------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    """List the built-in scenarios (and, with ``--claims``, the claims)."""
+    out = _console()
+    scenarios = builtins()
+    width = max(len(s.name) for s in scenarios)
+    for sc in scenarios:
+        out.print(f"{sc.name:<{width}}  {sc.title}", overflow="ignore", crop=False)
+    if args.claims:
+        spec = scenarios[0].build()
+        out.print()
+        for c in spec.claims:
+            tag = c.kind if c.at == "always" else f"{c.kind}, at quiescence"
+            out.print(f"{c.name}  ({tag})\n    {c.doc}")
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
+    names = args.scenarios or [s.name for s in builtins()]
+    scenarios = _unique([_resolve(n) for n in names])
+    for sc in scenarios:  # fail on bad input before any search starts or any file is written
+        spec = sc.build()
+        for inv in args.invariant or []:
+            try:
+                spec.claim(inv)
+            except KeyError:
+                raise BadInput(f"unknown invariant or witness {inv!r} (kvproof list --claims names them)") from None
+    if args.write_expected and args.invariant:
+        raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
+    if args.write_expected and args.symmetry:
+        raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
+    limits = _limits(args)
+    if args.engine != "explicit":
+        if args.write_expected:
+            raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
+        return cli_symbolic.check_symbolic(args, scenarios, limits)
+    traces_dir = None if args.no_traces else Path(args.traces)
+    engine = dict(visited=args.visited, symmetry=args.symmetry, workers=args.workers,
+                  backend=args.backend, ray_address=args.ray_address)
+    reports = _run(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json, **engine)
+    if args.write_expected:
+        try:
+            write_expected(Path(args.write_expected), reports)
+        except OSError as e:
+            raise BadInput(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
+    _write_outputs(args, reports)
+    if args.json:
+        print(json.dumps(_json_reports(reports), indent=2))
+    elif not args.quiet:
+        _console().print(render_reports(reports))
+    return exit_code(reports)
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    """The limit flags; ``--max-seconds`` is one budget for the whole command, counted from
+    when the process started (kvproof's import), across every scenario and phase."""
+    from kvproof import STARTED
+
+    return Limits(args.max_states, args.max_seconds, args.max_depth, STARTED if args.max_seconds else None)
+
+
+def _run(scenarios, limits, only, traces_dir, show_progress: bool, **engine) -> list:
+    """Check every scenario in turn, with a progress bar on long runs; ``engine`` holds the
+    explicit engine's options (visited set, symmetry, workers, backend)."""
+    progress = _Progress(show_progress, len(scenarios))
+    reports = []
+    try:
+        for sc in scenarios:
+            progress.start(sc.name)
+            report = check_scenario(sc, limits, only, traces_dir, progress, **engine)
+            if report.symmetry.startswith("refused"):
+                print(f"kvproof: {sc.name}: symmetry {report.symmetry}; searched without reduction", file=sys.stderr)
+            reports.append(report)
+    finally:
+        progress.stop()
+    return reports
+
+
+def _unique(scenarios: list[Scenario]) -> list[Scenario]:
+    """The scenarios, refusing two different ones with one name (their traces would collide)."""
+    seen: dict[str, Scenario] = {}
+    for sc in scenarios:
+        other = seen.setdefault(sc.name, sc)
+        if other is not sc and other.origin != sc.origin:
+            raise BadInput(f"{sc.origin}: name: {sc.name!r} is also the name of {other.origin}; expected unique names")
+    return list(seen.values())
+
+
+def _check_output(path: str | None, flag: str, directory: bool = False) -> None:
+    """Fail before any search if an output file (or, with ``directory``, a folder to write
+    files in) cannot be written where it is asked for."""
+    if path is None:
+        return
+    if "\0" in path:
+        raise BadInput(f"{flag} {path!r}: a file name cannot contain a NUL byte")
+    p = Path(path)
+    if len(os.fsencode(path)) > 4000 or any(len(os.fsencode(part)) > 255 for part in p.parts):
+        raise BadInput(f"{flag} {path[:80]}...: file name too long")
+    if not directory and p.is_dir():
+        raise BadInput(f"{flag} {path}: is a directory, expected a file name")
+    if directory and p.exists() and not p.is_dir():
+        raise BadInput(f"{flag} {path}: is a file, expected a folder")
+    start = p if directory else p.parent
+    parent = next((q for q in [start, *start.parents] if q.exists()), Path("."))
+    if not parent.is_dir():
+        raise BadInput(f"{flag} {path}: cannot write under {parent}: not a folder")
+    try:  # os.access says yes to root on a read-only file system: create and remove a file instead
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".kvproof-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise BadInput(f"{flag} {path}: cannot write under {parent}: {e.strerror or e}") from None
+
+
+_OUTPUTS = {  # per command: (argument, flag, a folder?, the flag that turns it off)
+    "check": (("traces", "--traces", True, "no_traces"), ("write_expected", "--write-expected", False, None),
+              ("junit", "--junit", False, None), ("sarif", "--sarif", False, None), ("html", "--html", False, None)),
+    "report": (("output", "-o", False, None),),
+    "simulate": (("traces", "--traces", True, "no_traces"),),
+    "prove": (("traces", "--traces", True, "no_traces"), ("certificates", "--certificates", True, "no_certificates")),
+}
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output path of the command, checked before any input is read or search started."""
+    for attr, flag, directory, off in _OUTPUTS.get(args.command, ()):
+        if not (off and getattr(args, off, False)):
+            _check_output(getattr(args, attr, None), flag, directory)
+
+
+def _trust_variants(args: argparse.Namespace) -> None:
+    """Run the ``--variant`` files the user passed (they are code), so that scenarios, traces
+    and certificates naming their classes can be read; on ``check``, ``report`` and ``prove``
+    each file's own ``SCENARIO`` joins the scenarios named (and only those are checked)."""
+    variants = getattr(args, "variant", None) or []
+    own = []
+    for v in variants:
+        module = trust_variant(v)
+        if getattr(module, "SCENARIO", None) is not None:
+            own.append(load_variant(v))
+    if args.command in ("check", "report", "prove") and variants:
+        args.scenarios = [*args.scenarios, *own]
+        if not args.scenarios:
+            raise BadInput(f"--variant {variants[0]}: the file has no SCENARIO; name the scenario files that use it")
+
+
+def _write_outputs(args: argparse.Namespace, reports) -> None:
+    """Write the --junit, --sarif and --html files asked for."""
+    writers = (("junit", write_junit), ("sarif", write_sarif), ("html", write_report))
+    for flag, write in writers:
+        path = getattr(args, flag, None)
+        if path is None:
+            continue
+        try:
+            write(path, reports)
+        except OSError as e:
+            raise BadInput(f"--{flag} {path}: cannot write: {e.strerror or e}") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Check scenarios and write the HTML report (verdicts, sequence diagrams, page timelines)."""
+    names = args.scenarios or [s.name for s in builtins()]
+    scenarios = _unique([_resolve(n) for n in names])
+    for sc in scenarios:
+        sc.build()
+    limits = _limits(args)
+    reports = _run(scenarios, limits, None, None, not args.quiet)
+    args.html, args.junit, args.sarif = args.output, None, None
+    _write_outputs(args, reports)
+    if not args.quiet:
+        cx = sum(1 for r in reports for c in r.claims if c.kind == "invariant" and getattr(c.result, "trace", None))
+        _console().print(f"wrote {args.output}: {len(reports)} scenario{'s' if len(reports) != 1 else ''}, "
+                         f"{cx} counterexample{'s' if cx != 1 else ''}")
+    return exit_code(reports)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Show where two traces first diverge and what differs there; exit 0 when identical."""
+    a, b = read_trace(args.a), read_trace(args.b)
+    d = diff_traces(a, b)
+    _console().print(render_diff(d, args.a, args.b))
+    return EXIT_OK if d.identical else EXIT_MISMATCH
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print a shell completion script (needs the ``completion`` extra: shtab)."""
+    try:
+        import shtab
+    except ImportError:
+        raise BadInput("completion needs shtab: pip install 'kvproof[completion]'") from None
+    print(shtab.complete(build_parser(), shell=args.shell))
+    return EXIT_OK
+
+
+def _json_reports(reports) -> dict[str, Any]:
+    return {
+        "scenarios": [
+            {
+                "name": r.scenario.name,
+                "complete": r.complete,
+                "reason": r.reason,
+                "stats": {
+                    "states": r.stats.states,
+                    "transitions": r.stats.transitions,
+                    "depth": r.stats.depth,
+                    "quiescent_states": r.stats.quiescent,
+                    "seconds": round(r.stats.seconds, 4),
+                    "states_per_second": round(r.stats.states_per_second),
+                    "visited": r.stats.visited,
+                    "bytes_per_state": round(r.stats.bytes_per_state, 1),
+                    "collision_probability": r.stats.collision_probability,
+                    "symmetry": r.symmetry,
+                    "represented_states": r.stats.represented,
+                    "reduction": round(r.stats.reduction, 3),
+                    "workers": r.stats.workers,
+                    "worker_cpu_seconds": list(r.stats.worker_cpu),
+                },
+                "results": [
+                    {
+                        "invariant": c.claim,
+                        "kind": c.kind,
+                        "expected": c.expected,
+                        "verdict": c.verdict,
+                        "states": r.stats.states,
+                        "depth": c.depth if c.depth is not None else r.stats.depth,
+                        "seconds": round(r.stats.seconds, 4),
+                        "trace": str(c.trace_path) if c.trace_path else None,
+                    }
+                    for c in r.claims
+                ],
+            }
+            for r in reports
+        ]
+    }
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Render a stored trace: text (one block per step), JSON step records, or Mermaid."""
+    trace = read_trace(args.file)
+    if args.step is not None and not 0 <= args.step <= len(trace):
+        raise BadInput(f"--step {args.step}: the trace has steps 0..{len(trace)}")
+    try:
+        only = Focus.of(trace, args.only) if args.only else None
+    except FocusError as e:
+        raise BadInput(str(e)) from None
+    if args.format == "json":
+        print(json.dumps(trace_records(trace, args.step, only), indent=2, ensure_ascii=False))
+    elif args.format == "mermaid":
+        if args.step is not None:
+            raise BadInput("--step applies to --format text and json, not mermaid")
+        sys.stdout.write(trace_mermaid(trace, only))
+    else:
+        _console().print(render_trace(trace, args.step, only))
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Re-execute a stored trace and confirm its claim still hits at its last state."""
+    trace = read_trace(args.file)
+    out = _console()
+    diverged = replay(trace.machine, trace.actions, trace.states)
+    if diverged is not None:
+        out.print(f"diverged at step {diverged.step}: {diverged.reason}")
+        return EXIT_MISMATCH
+    c = trace.machine.spec.claim(trace.claim)
+    if c.kind == "liveness":
+        why = lasso_is_fair(trace.machine, trace.claim, trace.states, trace.actions,
+                            trace.loop if trace.loop is not None else -1)
+        if why is not None:
+            out.print(f"replayed {len(trace)} steps, but the lasso does not violate {trace.claim}: {why}")
+            return EXIT_MISMATCH
+        out.print(f"reproduced: {len(trace)} steps replay exactly and the loop from step {trace.loop} "
+                  f"is a fair cycle that violates {trace.claim}")
+        return EXIT_OK
+    if not reference_hits(trace.machine.spec, c, trace.states[-1]):  # the reference interpreter's opinion
+        out.print(f"replayed {len(trace)} steps, but {trace.claim} does not "
+                  f"{'fail' if c.kind == 'invariant' else 'hold'} at the last state")
+        return EXIT_MISMATCH
+    what = "violation" if c.kind == "invariant" else "witness"
+    out.print(f"reproduced: {len(trace)} steps replay exactly and the {what} of {trace.claim} holds at step {len(trace)}")
+    return EXIT_OK
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Run a long random workload and count responses that read another request's data."""
+    base = _resolve(args.scenario)
+    workload = base.family_protocol().command("simulate")
+    if workload is None:
+        raise BadInput(f"simulate: the {base.family} protocol has no workload simulator")
+    simulation_scenario, simulate, slice_exposure = (workload.simulation_scenario, workload.simulate,
+                                                     workload.slice_exposure)
+    sc = simulation_scenario(base, args.pages, args.slots)
+    try:
+        machine = Machine(sc.build())
+    except ValueError as e:
+        raise BadInput(f"simulate: {e}") from None
+    t0 = time.perf_counter()
+    exp = simulate(machine, args.requests, args.seed, args.fault_weight)
+    seconds = time.perf_counter() - t0
+    out = _console()
+    out.print(f"{base.name}: {exp.requests:,} requests over {args.pages} decode pages "
+              f"({args.slots} at a time, seed {args.seed}), {exp.steps:,} steps in {seconds:.1f} s")
+    out.print(f"  {exp.responses:,} successful responses, {exp.errors:,} errors, {exp.aborted:,} aborted")
+    out.print(f"  {exp.foreign_reads:,} {_plural(exp.foreign_reads, 'response')} read another request's KV; "
+              f"{exp.cross_tenant_reads:,} read another tenant's")
+    if exp.stuck:
+        out.print("  the run got stuck: requests left unfinished with nothing enabled")
+    if exp.first_bad_run is not None:
+        run, how = exp.first_bad_run, ""
+        if len(run) > args.trace_limit:
+            sliced = slice_exposure(machine, exp)
+            if sliced is not None and len(sliced) <= args.trace_limit:
+                run, how = sliced, f" (sliced to the two requests involved: {len(sliced):,} steps)"
+        if len(run) > args.trace_limit:
+            out.print(f"  first exposure at step {len(exp.first_bad_run):,}: longer than --trace-limit "
+                      f"{args.trace_limit} and not sliceable, not written")
+        elif not args.no_traces:
+            states = run_actions(machine, run)
+            trace = Trace(sc, machine, "decode_reads_only_own_pages", "counterexample", run, states)
+            path = write_trace(trace, args.traces)
+            out.print(f"  first exposure at step {len(exp.first_bad_run):,}, written to {path}{how}")
+    return EXIT_OK
+
+
+def cmd_conform(args: argparse.Namespace) -> int:
+    """Run traces (replay) or random event sequences (``--random N``) on SGLang 0.5.23's code."""
+    run_conform = protocol_command("conform")
+    return run_conform(args, _resolve, _console(), BadInput)
+
+
+def protocol_command(name: str):
+    """The callable that implements command ``name``, from the one registered protocol that
+    offers it (:attr:`~kvproof.model.protocol.Protocol.commands`)."""
+    found = [p for p in protocols() if name in p.commands]
+    if len(found) != 1:
+        offered = ", ".join(p.name for p in found) or "none"
+        raise BadInput(f"{name}: expected one protocol to offer it, found {offered}")
+    return found[0].command(name)
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
+
+
+# -- parser --------------------------------------------------------------------------------------
+_TRUST = "trust this engine variant file (it is code) for the protocol the input names (repeatable)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    p = _Parser(prog="kvproof", description="Model-check the PD-disaggregated KV page lifecycle.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    ls = sub.add_parser("list", help="list the built-in scenarios")
+    ls.add_argument("--claims", action="store_true", help="also list every invariant and witness")
+    ls.set_defaults(func=cmd_list)
+
+    ck = sub.add_parser("check", help="check scenarios (default: the whole built-in catalogue)")
+    ck.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    ck.add_argument("--variant", action="append", metavar="FILE.py",
+                    help="trust and check an engine variant (code): its PdProtocol subclasses, and its SCENARIO "
+                         "if it has one (repeatable)")
+    ck.add_argument("--invariant", action="append", metavar="NAME", help="check only this claim (repeatable)")
+    ck.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
+    ck.add_argument("--max-seconds", type=_positive_float, metavar="S",
+                    help="stop after S seconds: one budget for the whole command (every scenario and phase)")
+    ck.add_argument("--max-depth", type=_positive_int, metavar="D", help="explore at most D steps deep")
+    ck.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ck.add_argument("--traces", default="traces", metavar="DIR", help="where counterexamples go (default: traces)")
+    ck.add_argument("--no-traces", action="store_true", help="write no trace files")
+    ck.add_argument("--write-expected", metavar="FILE", help="write this run's verdicts and state counts as a TOML table")
+    ck.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    ck.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per scenario and claim")
+    ck.add_argument("--sarif", metavar="FILE", help="also write SARIF 2.1.0: a result per unexpected verdict")
+    ck.add_argument("--html", metavar="FILE", help="also write the HTML report (as kvproof report does)")
+    ck.add_argument("--visited", choices=MODES, default="exact",
+                    help="store states exactly (default) or as 64-bit fingerprints (8 bytes a state)")
+    ck.add_argument("--symmetry", action="store_true",
+                    help="explore one state per orbit of the scenario's interchangeable requests")
+    ck.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                    help="explore with N processes (or Ray actors), states partitioned by hash (default 1)")
+    ck.add_argument("--backend", choices=("process", "ray"), default="process",
+                    help="where the workers run: forked processes (default) or a Ray cluster (kvproof[ray])")
+    ck.add_argument("--ray-address", metavar="ADDR",
+                    help="Ray cluster to join (default: RAY_ADDRESS, else a local cluster of N workers)")
+    ck.add_argument("--engine", choices=("explicit", "bmc", "both"), default="explicit",
+                    help="explicit BFS (default), bounded model checking with Z3, or both compared")
+    ck.add_argument("--depth", type=_positive_int, metavar="K",
+                    help="bounded model checking depth (bmc: default 24; both: the deepest explicit hit, the rest proved by k-induction; with K, as deep as K and nothing proved)")
+    ck.set_defaults(func=cmd_check)
+    cli_symbolic.add_commands(sub, _positive_int, _positive_float)
+
+    rp_ = sub.add_parser("report", help="check scenarios and write a self-contained HTML report")
+    rp_.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    rp_.add_argument("-o", "--output", default="report.html", metavar="FILE", help="where (default: report.html)")
+    rp_.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
+    rp_.add_argument("--max-seconds", type=_positive_float, metavar="S",
+                     help="stop after S seconds: one budget for the whole command (every scenario and phase)")
+    rp_.add_argument("--max-depth", type=_positive_int, metavar="D", help="explore at most D steps deep")
+    rp_.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    rp_.add_argument("--variant", action="append", metavar="FILE.py",
+                     help="trust an engine variant (code) and check its SCENARIO if it has one (repeatable)")
+    rp_.set_defaults(func=cmd_report)
+
+    sh = sub.add_parser("show", help="render a stored trace")
+    sh.add_argument("file", metavar="FILE")
+    sh.add_argument("--step", type=int, metavar="N", help="show only step N")
+    sh.add_argument("--format", choices=("text", "json", "mermaid"), default="text",
+                    help="text (default), json step records, or a Mermaid sequence diagram")
+    sh.add_argument("--only", nargs="+", metavar="NAME",
+                    help="follow a page (p3, q0), a request (R1) or a field (owner, owner[p3]) through the trace")
+    sh.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
+    sh.set_defaults(func=cmd_show)
+
+    df = sub.add_parser("diff", help="where two traces first diverge, and what differs")
+    df.add_argument("a", metavar="A")
+    df.add_argument("b", metavar="B")
+    df.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
+    df.set_defaults(func=cmd_diff)
+
+    rp = sub.add_parser("replay", help="re-execute a stored trace against the model")
+    rp.add_argument("file", metavar="FILE")
+    rp.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
+    rp.set_defaults(func=cmd_replay)
+
+    sm = sub.add_parser("simulate", help="random long workload: how many responses read another's data")
+    sm.add_argument("scenario", metavar="SCENARIO")
+    sm.add_argument("--requests", type=_positive_int, default=10_000, metavar="N")
+    sm.add_argument("--pages", type=_page_count, default=64, metavar="D", help="decode pages (default 64)")
+    sm.add_argument("--slots", type=_slot_count, default=8, metavar="K", help="requests in flight at once (default 8)")
+    sm.add_argument("--seed", type=int, default=0, metavar="S")
+    sm.add_argument("--fault-weight", type=_positive_float, default=0.02, metavar="W",
+                    help="weight of aborts, failures and ack losses against 1 for progress (default 0.02)")
+    sm.add_argument("--traces", default="traces", metavar="DIR")
+    sm.add_argument("--no-traces", action="store_true")
+    sm.add_argument("--trace-limit", type=_positive_int, default=5000, metavar="STEPS",
+                    help="write the first exposure only if it is at most this many steps (default 5000)")
+    sm.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
+    sm.set_defaults(func=cmd_simulate)
+
+    cf = sub.add_parser("conform", help="replay traces or random sequences on SGLang 0.5.23's own code")
+    cf.add_argument("targets", nargs="*", metavar="TRACE|SCENARIO",
+                    help="trace files, a directory of traces, or scenarios (default: sglang-0.5.23-*)")
+    cf.add_argument("--engine", default="sglang==0.5.23", help="the real engine (only sglang==0.5.23)")
+    cf.add_argument("--random", type=_positive_int, metavar="N",
+                    help="run N random event sequences per scenario instead of replaying traces")
+    cf.add_argument("--seed", type=int, default=0, metavar="S")
+    cf.add_argument("--traces", default="traces", metavar="DIR", help="where a scenario's traces are (default: traces)")
+    cf.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
+    cf.set_defaults(func=cmd_conform)
+
+    co = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
+    co.add_argument("shell", choices=("bash", "zsh", "tcsh"))
+    co.set_defaults(func=cmd_completion)
+    return p
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {v}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {v}")
+    return v
+
+
+def _page_count(text: str) -> int:
+    v = _positive_int(text)
+    if v > 200:
+        raise argparse.ArgumentTypeError(f"expected at most 200 pages, got {v}")
+    return v
+
+
+def _slot_count(text: str) -> int:
+    v = _positive_int(text)
+    if v > 64:
+        raise argparse.ArgumentTypeError(f"expected at most 64 slots, got {v}")
+    return v
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    """The parser, built once per process (16 ms; parsing does not change it)."""
+    return build_parser()
+
+
+_ONE_LINE = (BadInput, ScenarioError, ProtocolError, SpecError, TraceError, RayUnavailable, CertificateError)
+_OUT_OF_MEMORY = ("kvproof: error: out of memory: store states as fingerprints (--visited fingerprint, 8 bytes "
+                  "a state), explore one state per orbit (--symmetry), or split the visited set over "
+                  "processes or machines (--workers N, --backend ray)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0-4, or 130 when interrupted)."""
+    parser = _parser()
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help
+            return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
+        with variant_scope():  # the variants trusted by this command only
+            try:
+                _check_outputs(args)
+                _trust_variants(args)
+                return args.func(args)
+            except _ONE_LINE:
+                raise
+            except Exception as e:  # an error in a user's engine variant is bad input: one line
+                message = None if isinstance(e, MemoryError) else variant_error(e)
+                if message is None:
+                    raise
+                raise BadInput(message) from None
+    except _ONE_LINE as e:
+        print(f"kvproof: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        print(_OUT_OF_MEMORY, file=sys.stderr)
+        return EXIT_OUT_OF_MEMORY
+    except OSError as e:  # the disk filled up, a folder went away mid-run: one line, not a traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"kvproof: error: {where}{e.strerror or _one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("kvproof: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _one_line(e: BaseException) -> str:
+    """An error message on one line, at most 1,000 characters."""
+    text = " ".join(str(e).split())
+    return text if len(text) <= 1000 else text[:997] + "..."
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""The symbolic commands of the ``kvproof`` command line: ``prove``, ``certify`` and
+``check --engine bmc|both``.
+
+Kept apart from :mod:`.cli` so the explicit commands stay small; :func:`add_commands` registers
+the subcommands and :func:`check_symbolic` is what ``check`` calls for the Z3 engines.  Exit codes
+are the command line's: 0 every verdict matches, 1 one does not (or the engines disagree, or a
+certificate fails), 2 something is inconclusive, 3 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from kvproof.model.scenario import builtins
+from kvproof.checker.certificate import CertificateError, recheck
+from kvproof.checker.cti import render_failure
+from kvproof.checker.interrupts import interrupts_reach_python
+from kvproof.checker.proofs import ProofBudget, prove_scenario
+from kvproof.checker.report.render import render_reports
+from kvproof.checker.results import exit_code
+from kvproof.checker.run import check_scenario
+from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check
+from kvproof.checker.watchdog import z3_deadline
+
+__all__ = ["add_commands", "check_symbolic", "cmd_prove", "cmd_certify"]
+
+EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
+DEFAULT_DEPTH = 24
+
+
+def _console() -> Console:
+    width = None if sys.stdout.isatty() else 120
+    return Console(file=sys.stdout, highlight=False, width=width)
+
+
+def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
+    """``check --engine bmc`` (bounded, shortest violations) or ``--engine both`` (the explicit
+    verdicts, cross-checked by :func:`~.run_symbolic.cross_check`).  ``--max-seconds`` is one
+    budget for the command: every phase stops at ``limits``' deadline, Z3 calls included
+    (:func:`~.watchdog.z3_deadline`)."""
+    with z3_deadline(limits.deadline()):
+        return _check_symbolic(args, scenarios, limits)
+
+
+def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
+    traces_dir = None if args.no_traces else Path(args.traces)
+    out = _console()
+    deadline = limits.deadline()
+    if args.engine == "bmc":
+        depth = args.depth or DEFAULT_DEPTH
+        reports = [check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds, deadline)
+                   for sc in scenarios]
+        if args.json:
+            from kvproof.checker.cli.commands import _json_reports
+            print(json.dumps(_json_reports(reports), indent=2))
+        elif not args.quiet:
+            out.print(render_reports(reports))
+        return exit_code(reports)
+    problems, gaps, reports, agreements = [], [], [], []
+    for sc in scenarios:
+        rep = check_scenario(sc, limits, args.invariant, traces_dir)
+        agreement = cross_check(rep, args.depth, args.invariant, args.max_seconds, deadline=deadline)
+        problems += agreement.problems
+        gaps += agreement.gaps
+        reports.append(rep)
+        agreements.append(agreement)
+    if args.json:
+        from kvproof.checker.cli.commands import _json_reports  # the explicit engine's JSON, one agreement added per scenario
+        doc = _json_reports(reports)
+        for entry, a in zip(doc["scenarios"], agreements):
+            entry["agreement"] = {"bounded_depth": a.bounded.stats.depth, "proved_never_hit": a.proved,
+                                  "problems": a.problems, "not_established": a.gaps,
+                                  "counterexample_to_induction": a.failure.to_json() if a.failure else None}
+        print(json.dumps(doc, indent=2))
+    elif not args.quiet:
+        out.print(render_reports(reports))
+        for a in agreements:
+            how = f"bounded model checking to depth {a.bounded.stats.depth}"
+            if a.proved:
+                how += f"; {len(a.proved)} claim(s) never hit, proved so for all depths by k-induction"
+            out.print(f"{a.bounded.scenario.name}: {how}")
+            if a.failure is not None:
+                out.print(render_failure(a.bounded.scenario.name, a.failure))
+        if problems:
+            out.print(Text("The engines disagree:", style="bold red"))
+            for p in problems:
+                out.print(f"  {p}")
+        if gaps:
+            out.print(Text("Agreement not established:", style="yellow"))
+            for p in gaps:
+                out.print(f"  {p}")
+        if not problems and not gaps:
+            out.print(f"explicit and symbolic engines agree on {len(reports)} scenario(s)")
+    if problems:
+        return EXIT_MISMATCH
+    if gaps:
+        return EXIT_INCONCLUSIVE
+    return exit_code(reports)
+
+
+def cmd_prove(args: argparse.Namespace) -> int:
+    """Prove every invariant of each scenario by an inductive invariant and by k-induction, or
+    refute it.  Ctrl-C, also inside a Z3 call, is an interrupt (exit 130), never a result."""
+    with interrupts_reach_python():
+        return _prove(args)
+
+
+def _prove(args: argparse.Namespace) -> int:
+    from kvproof.checker.cli.commands import _resolve  # the scenario resolver of the main command line
+    if args.theorems:
+        from kvproof.checker.cli.commands import protocol_command  # the protocol that has theorems
+        results = protocol_command("theorems")(args.spacer_seconds)
+        out = _console()
+        for th in results:
+            style = "green" if th.holds else "bold red"
+            out.print(Text(f"{th.verdict:<8} {th.name}", style=style))
+            out.print(f"         {th.statement}")
+            for line in th.details:
+                out.print(f"         {line}")
+        if any(th.verdict == "refuted" for th in results):
+            return EXIT_MISMATCH
+        return EXIT_OK if all(th.holds for th in results) else EXIT_INCONCLUSIVE
+    names = args.scenarios or [s.name for s in builtins()]
+    scenarios = [_resolve(n) for n in names]
+    for sc in scenarios:
+        sc.build()
+    budget = ProofBudget(refute_depth=args.refute_depth, lemma_seconds=args.lemma_seconds,
+                         induction_seconds=args.induction_seconds, max_k=args.max_k,
+                         template_arity=args.template_arity)
+    certs = None if args.no_certificates else Path(args.certificates)
+    traces = None if args.no_traces else Path(args.traces)
+    reports = [prove_scenario(sc, budget, certs, traces) for sc in scenarios]
+    out = _console()
+    if args.json:
+        print(json.dumps(_json(reports), indent=2))
+    elif not args.quiet:
+        out.print(_table(reports))
+        for r in reports:
+            if r.certificate is not None:
+                out.print(f"{r.scenario.name}: inductive invariant of {r.lemma_count} lemmas "
+                          f"({r.lemma_rounds} Z3 rounds), certificate {r.certificate}")
+                if args.show_invariant:
+                    for line in r.invariant_text:
+                        out.print(f"    {line}", overflow="fold")
+            for why, text in (("inductive invariant", r.lemma_reason), ("k-induction", r.induction_reason)):
+                if text:
+                    out.print(Text(f"{r.scenario.name}: {why}: {text}", style="yellow"))
+            for failure in r.failures:
+                out.print(render_failure(r.scenario.name, failure))
+            for e in r.errors:
+                out.print(Text(f"{r.scenario.name}: engine error: {e}", style="bold red"))
+    rows = [row for r in reports for row in r.rows]
+    if any(r.errors for r in reports):
+        return EXIT_MISMATCH
+    if any(row.verdict != "inconclusive" and not row.matches for row in rows):
+        return EXIT_MISMATCH
+    if any(row.verdict == "inconclusive" for row in rows):
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK
+
+
+def _table(reports) -> Table:
+    t = Table(pad_edge=False)
+    for col in ("scenario", "invariant", "expected", "verdict", "inductive inv.", "k-induction", "trace"):
+        t.add_column(col, no_wrap=True)
+    for r in reports:
+        for n, row in enumerate(r.rows):
+            style = "green" if row.matches else ("yellow" if row.verdict == "inconclusive" else "bold red")
+            trace = f"{len(row.trace)} steps" if row.trace is not None else ""
+            t.add_row(r.scenario.name if n == 0 else "", row.invariant, row.expected,
+                      Text(row.verdict, style=style), row.lemmas, row.induction, trace)
+    return t
+
+
+def _json(reports) -> dict[str, Any]:
+    return {"scenarios": [{
+        "name": r.scenario.name,
+        "certificate": str(r.certificate) if r.certificate else None,
+        "states": r.states,
+        "explore_seconds": round(r.explore_seconds, 3),
+        "lemma_seconds": round(r.lemma_seconds, 3),
+        "lemma_count": r.lemma_count,
+        "lemma_rounds": r.lemma_rounds,
+        "houdini_seconds": round(r.houdini_seconds, 3),
+        "houdini_candidates": r.houdini_candidates,
+        "houdini_kept": r.houdini_kept,
+        "induction_seconds": round(r.induction_seconds, 3),
+        "induction_k": r.induction_k,
+        "refute_seconds": round(r.refute_seconds, 3),
+        "invariant": r.invariant_text,
+        "errors": r.errors,
+        "counterexamples_to_induction": [f.to_json() for f in r.failures],
+        "results": [{"invariant": row.invariant, "expected": row.expected, "verdict": row.verdict,
+                     "inductive_invariant": row.lemmas, "k_induction": row.induction,
+                     "trace": str(row.trace_path) if row.trace_path else None,
+                     "length": len(row.trace) if row.trace else None} for row in r.rows],
+    } for r in reports]}
+
+
+def cmd_certify(args: argparse.Namespace) -> int:
+    """Re-check certificates (default: every one under traces/proofs): the stored text by fresh
+    z3 and cvc5 processes, the stored definitions against the catalogue.  Exit 1 if one does not
+    check, 3 if one cannot be read as a certificate (each named on stdout, the others still
+    checked, and one line on stderr)."""
+    from kvproof.checker.cert_solvers import cvc5_command, z3_command
+    files = [Path(f) for f in args.files] or sorted(Path(args.certificates).glob("*.smt2"))
+    if not files:
+        raise CertificateError(f"no certificates given and none under {args.certificates}")
+    against = None
+    if args.scenario:
+        from kvproof.checker.cli.commands import _resolve  # the scenario resolver of the main command line
+        against = _resolve(args.scenario)
+    out = _console()
+    bad = unreadable = 0
+    last: CertificateError | None = None
+    for f in files:
+        try:
+            rc = recheck(f, against, args.seconds)
+        except CertificateError as e:  # named here with the others; one line on stderr at the end
+            unreadable += 1
+            last = e
+            if len(files) > 1:
+                out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
+            continue
+        status = "ok" if rc.ok else "FAILED"
+        bad += not rc.ok
+        out.print(Text(f"{status:<6} {f}  ({rc.scenario}: {len(rc.invariants)} invariants)",
+                       style="green" if rc.ok else "bold red"), soft_wrap=True)
+        for p in rc.problems:
+            out.print(f"       {p}", soft_wrap=True)  # one line per failure, however long
+    checked = len(files) - unreadable
+    if checked:
+        out.print(f"{checked - bad} of {checked} certificates check" + (f", {unreadable} unreadable" if unreadable else ""))
+        out.print(f"  solvers: {z3_command()[1]}; {cvc5_command()[1]}", soft_wrap=True)
+    if last is not None:  # exit 3, one line: the file's own error, or how many are named above
+        if len(files) == 1:
+            raise last
+        raise CertificateError(f"{unreadable} of {len(files)} files cannot be read as kvproof certificates "
+                               "(each is named above)")
+    return EXIT_MISMATCH if bad else EXIT_OK
+
+
+def add_commands(sub, positive_int, positive_float) -> None:
+    """Register ``prove`` and ``certify`` on the main parser's subcommands."""
+    pv = sub.add_parser("prove", help="prove every invariant for all depths (inductive invariant and k-induction), or refute it")
+    pv.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    pv.add_argument("--theorems", action="store_true", help="prove the parametric theorems instead")
+    pv.add_argument("--refute-depth", type=positive_int, default=24, metavar="K",
+                    help="search violations up to K steps first (default 24)")
+    pv.add_argument("--lemma-seconds", type=positive_float, default=600.0, metavar="S",
+                    help="budget per scenario for finding the inductive invariant (default 600)")
+    pv.add_argument("--induction-seconds", type=positive_float, default=300.0, metavar="S",
+                    help="k-induction's budget per scenario, its Houdini lemmas included (default 300)")
+    pv.add_argument("--template-arity", type=int, choices=(1, 2, 3), default=3, metavar="N",
+                    help="k-induction's lemma template: facts of at most N slot values (1-3, default 3)")
+    pv.add_argument("--spacer-seconds", type=positive_float, default=60.0, metavar="S",
+                    help="Spacer's budget for --theorems (default 60)")
+    pv.add_argument("--max-k", type=positive_int, default=40, metavar="K", help="largest k tried (default 40)")
+    pv.add_argument("--certificates", default="traces/proofs", metavar="DIR",
+                    help="where certificates go (default traces/proofs)")
+    pv.add_argument("--no-certificates", action="store_true", help="write no certificate")
+    pv.add_argument("--traces", default="traces", metavar="DIR", help="where counterexamples go")
+    pv.add_argument("--no-traces", action="store_true", help="write no trace files")
+    pv.add_argument("--show-invariant", action="store_true", help="print the inductive invariant, lemma by lemma")
+    pv.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    pv.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    pv.add_argument("--variant", action="append", metavar="FILE.py",
+                    help="trust an engine variant (code) and prove its SCENARIO if it has one (repeatable)")
+    pv.set_defaults(func=cmd_prove)
+
+    cf = sub.add_parser("certify", help="re-check proof certificates with fresh z3 and cvc5 processes and against the catalogue")
+    cf.add_argument("files", nargs="*", metavar="FILE")
+    cf.add_argument("--certificates", default="traces/proofs", metavar="DIR",
+                    help="where to look when no FILE is given (default traces/proofs)")
+    cf.add_argument("--scenario", metavar="SCENARIO",
+                    help="check against this scenario (built-in name or .toml file) instead of the catalogue's of the same name")
+    cf.add_argument("--seconds", type=positive_float, default=600.0, metavar="S",
+                    help="time limit of each solver process (default 600)")
+    cf.set_defaults(func=cmd_certify)

@@ -1,0 +1,255 @@
+"""Rendering: traces as one block per step, and the verdict table, with ``rich``.
+
+Every renderer returns a ``rich`` renderable; :func:`to_text` turns one into plain text at a
+fixed width without colour (what the tests compare, and what a pipe gets).  Highlighted cells
+also carry a ``!`` so the story survives without colour.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Iterable
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from kvproof.checker.report.focus import Focus
+from kvproof.checker.liveness import pending_throughout
+from kvproof.checker.results import ScenarioReport
+from kvproof.checker.traces import Trace
+
+__all__ = ["render_trace", "render_reports", "to_text", "changes", "named_values", "slot_names", "state_changes"]
+
+HAZARD = "bold red"
+
+
+def to_text(renderable: Any, width: int = 100) -> str:
+    """``renderable`` as plain text at ``width`` columns, no colour, no trailing spaces."""
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False,
+                      no_color=True, highlight=False, emoji=False)
+    console.print(renderable)
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()) + "\n"
+
+
+def _index_label(field, flat: int) -> str:
+    """``R0`` / ``R0, chunk 1`` / ``R0, P1, chunk 0``: labelled indices, numbered ones named."""
+    parts, rest = [], flat
+    for d in reversed(field.dims):
+        i = rest % d.size
+        rest //= d.size
+        parts.append(str(d.label(i)) if d.labels else f"{d.name} {i}")
+    return ", ".join(reversed(parts))
+
+
+def _slots(layout):
+    """``(field[index], slot, field)`` of every slot of ``layout``, sentinels hidden."""
+    for f in layout.fields:
+        base = layout.base[f.name]
+        cols = f.row - (1 if f.sentinel else 0)
+        for row in range(f.rows):
+            for j in range(cols):
+                name = f.name if not f.dims else f"{f.name}[{_index_label(f, row * cols + j)}]"
+                yield name, base + row * f.row + j, f
+
+
+def _elements(layout, state):
+    """``(field[index], code, field)`` of every element of ``state``, sentinels hidden."""
+    for name, slot, f in _slots(layout):
+        yield name, state[slot], f
+
+
+def slot_names(layout) -> dict[int, str]:
+    """``{slot: field[index]}`` for every slot that is not a sentinel, named as
+    :func:`named_values` names them."""
+    return {slot: name for name, slot, _ in _slots(layout)}
+
+
+def state_changes(layout, before: bytes, after: bytes) -> list[tuple[str, Any, Any]]:
+    """``(field[index], old, new)`` for every value that differs between two states."""
+    return [(name, f.values.label(a), f.values.label(b))
+            for (name, a, f), (_, b, _) in zip(_elements(layout, before), _elements(layout, after)) if a != b]
+
+
+def named_values(layout, state) -> dict[str, Any]:
+    """``{field[index]: label}`` of every element of ``state`` (sentinels hidden), named as
+    :func:`changes` names them."""
+    return {name: f.values.label(code) for name, code, f in _elements(layout, state)}
+
+
+def changes(trace: Trace, k: int) -> list[tuple[str, Any, Any]]:
+    """``(field[index], old, new)`` for every value step ``k`` changed (labels, sentinels hidden)."""
+    return state_changes(trace.machine.spec.layout, trace.states[k - 1], trace.states[k])
+
+
+def _content_label(spec, content: int) -> tuple[str, int | None]:
+    k = spec.k
+    if content == 0:
+        return "·", None
+    if content <= k.R:
+        return f"R{content - 1} ({k.tenants[k.tenant[content - 1]]})", k.tenant[content - 1]
+    tenant = content - 1 - k.R
+    return f"old ({k.tenants[tenant]})", tenant
+
+
+def _content_cell(spec, owner: int, contents: list[int]) -> Text:
+    """What a page (all its shards) or slot holds; another request's KV in an owned page is
+    marked ``!`` (another tenant's: ``!!``)."""
+    labels, mark = [], ""
+    for content in contents:
+        label, tenant = _content_label(spec, content)
+        labels.append(label)
+        if owner != 0 and content not in (0, owner):
+            mark = "!!" if tenant != spec.k.tenant[owner - 1] else (mark or "!")
+    text = labels[0] if len(set(labels)) == 1 else "|".join(labels)
+    return Text(text + (" " + mark if mark else ""), style=HAZARD if mark else "")
+
+
+POOLS = {
+    # pool: (owner field, content field, size attribute, prefix, title)
+    "decode": ("owner", "content", "D", "p", "decode pages"),
+    "prefill": ("src_owner", "src_content", "P", "q", "prefill pages"),
+    "aux": ("aux_owner", "aux_content", "M", "m", "aux slots"),
+}
+
+
+def page_map(trace: Trace, k: int, pool: str = "decode") -> Table:
+    """One pool after step ``k``: owner and content, foreign content highlighted."""
+    spec = trace.machine.spec
+    state = trace.states[k]
+    layout = spec.layout
+    owner_f, content_f, size, prefix, title = POOLS[pool]
+    n = getattr(spec.k, size)
+    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 2, 0, 0))
+    table.add_column(title, style="dim")
+    for p in range(n):
+        table.add_column(f"{prefix}{p}")
+    owners = [state[layout.slot(owner_f, p)] for p in range(n)]
+    shards = spec.k.U if pool == "decode" else 1
+
+    def contents(p):
+        if pool == "decode":
+            return [state[layout.slot(content_f, u, p)] for u in range(shards)]
+        return [state[layout.slot(content_f, p)]]
+
+    table.add_row("owner", *[("free" if o == 0 else f"R{o - 1}") for o in owners])
+    table.add_row("holds", *[_content_cell(spec, o, contents(p)) for p, o in enumerate(owners)])
+    return table
+
+
+def _pool_changed(trace: Trace, k: int, owner_f: str, content_f: str) -> bool:
+    return any(name.startswith(owner_f + "[") or name.startswith(content_f + "[")
+               for name, _, _ in changes(trace, k))
+
+
+def render_trace(trace: Trace, step: int | None = None, only: Focus | None = None) -> Group:
+    """A trace as one block per step (or only block ``step``).  With ``only`` (a
+    :class:`~kvproof.checker.report.focus.Focus`), only the steps, changes and notes that concern its
+    tokens, without page maps."""
+    spec = trace.machine.spec
+    claim = spec.claim(trace.claim)
+    parts: list[Any] = []
+    head = Text()
+    head.append(f"{trace.scenario.name}", style="bold")
+    head.append(f" · {trace.claim} · {trace.kind}, {len(trace)} steps\n")
+    head.append(trace.scenario.title)
+    parts.append(head)
+    steps = range(len(trace.states)) if step is None else [step]
+    for k in steps:
+        if only and k == 0:
+            continue
+        block: list[Any] = [Text("")]
+        if k == 0:
+            block.append(Text("Step 0  initial state", style="bold"))
+        else:
+            inst = trace.machine.instances[trace.actions[k - 1]]
+            line = Text(f"Step {k}  ", style="bold")
+            line.append(trace.machine.label(inst.aid), style="bold cyan")
+            line.append(f"   [{inst.action.actor}]", style="dim")
+            block.append(line)
+            for name, old, new in changes(trace, k):
+                if only is None or only.change(name, old, new):
+                    block.append(Text(f"  {name}: {old} → {new}"))
+            args = {p: v for p, v in zip(inst.action.params, inst.args)}
+            for note in spec.story(trace.states[k - 1], inst.name, args, trace.states[k]):
+                if only is not None and not only.text(note.text):
+                    continue
+                style = HAZARD if note.level == "hazard" else "italic"
+                block.append(Text(("  ! " if note.level == "hazard" else "  · ") + note.text, style=style))
+        if only:
+            if len(block) > 2:  # something in this step concerns the focus
+                parts += block
+            continue
+        parts += block
+        parts.append(page_map(trace, k))
+        if k == 0 or _pool_changed(trace, k, "src_owner", "src_content"):
+            parts.append(page_map(trace, k, pool="prefill"))
+        if spec.k.M and (k == 0 or _pool_changed(trace, k, "aux_owner", "aux_content")):
+            parts.append(page_map(trace, k, pool="aux"))
+        if trace.loop is not None and k == trace.loop and k < len(trace):
+            parts.append(Text(f"↺ the loop starts here: steps {k + 1}-{len(trace)} come back to this state",
+                              style="bold yellow"))
+    if step is None or step == len(trace.states) - 1:
+        parts.append(Text(""))
+        parts.append(_verdict_line(trace))
+        parts.append(Text(claim.doc, style="dim"))
+    return Group(*parts)
+
+
+def _verdict_line(trace: Trace) -> Text:
+    """The closing line: where the claim fails (or holds), and for a lasso, what repeats."""
+    if trace.kind == "witness":
+        return Text(f"✓ {trace.claim} holds after step {len(trace)}", style="bold green")
+    if trace.loop is None:
+        return Text(f"✗ {trace.claim} fails after step {len(trace)}", style=HAZARD)
+    pending = ", ".join(pending_throughout(trace.machine, trace.claim, trace.states[trace.loop:])) or "?"
+    if trace.loop == len(trace):
+        return Text(f"✗ {trace.claim} fails: after step {trace.loop} nothing can move, with {pending} "
+                    "forever", style=HAZARD)
+    return Text(f"✗ {trace.claim} fails: steps {trace.loop + 1}-{len(trace)} repeat forever, with {pending} "
+                "throughout (a fair cycle: every action the engine runs eventually is taken in it or "
+                "disabled somewhere on it)", style=HAZARD)
+
+
+def render_reports(reports: Iterable[ScenarioReport]) -> Group:
+    """The verdict table, then where each counterexample was written and which searches were
+    cut short."""
+    table = Table(show_lines=False, pad_edge=False)
+    for col, justify in (("scenario", "left"), ("claim", "left"), ("expected", "left"), ("found", "left"),
+                         ("states", "right"), ("depth", "right"), ("seconds", "right")):
+        table.add_column(col, justify=justify, no_wrap=True)
+    written: list[Text] = []
+    cut: list[Text] = []
+    notes: list[Text] = []
+    for rep in reports:
+        for n, c in enumerate(rep.claims):
+            style = "green" if c.matches else ("yellow" if c.verdict == "inconclusive" else HAZARD)
+            found = c.verdict if c.matches else f"{c.verdict} ✗"
+            depth = c.depth if c.depth is not None else rep.stats.depth
+            table.add_row(rep.scenario.name if n == 0 else "", c.claim, c.expected, Text(found, style=style),
+                          f"{rep.stats.states:,}", str(depth), f"{rep.stats.seconds:.2f}")
+            if c.trace_path is not None:
+                written.append(Text(f"  {c.trace_path}"))
+        if not rep.complete:
+            cut.append(Text(f"{rep.scenario.name}: search incomplete: {rep.reason}", style="yellow"))
+        how = _search_note(rep)
+        if how:
+            notes.append(Text(f"{rep.scenario.name}: {how}", style="dim"))
+    parts: list[Any] = [table]
+    if written:
+        parts += [Text("Counterexamples written:")] + written
+    return Group(*parts, *notes, *cut)
+
+
+def _search_note(rep: ScenarioReport) -> str:
+    """How a search that used the large-proof options ran (empty for a plain one)."""
+    s = rep.stats
+    out = []
+    if rep.symmetry:
+        out.append(f"symmetry {rep.symmetry}" + (f", {s.represented:,} states represented ({s.reduction:.1f}x)"
+                                                  if s.reduction > 1 else ""))
+    if s.visited == "fingerprint":
+        out.append(f"fingerprints, {s.bytes_per_state:.0f} bytes a state, collision bound {s.collision_probability:.1e}")
+    if s.workers > 1:
+        out.append(f"{s.workers} workers")
+    return "; ".join(out)

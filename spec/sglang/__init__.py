@@ -1,0 +1,65 @@
+"""SGLang's prefill/decode disaggregation: the KV page lifecycle of the request, its transfer
+and its release, named after SGLang's own code (``python/sglang/srt/disaggregation/``).
+
+:mod:`.config` (instance parameters and engine flags), :mod:`.scenario_data` (the ``[sizes]``,
+``[[requests]]`` and ``[engine]`` tables of a scenario file), :mod:`.state` (the fields and
+their codes), :mod:`.protocol` (the actions: :class:`PdProtocol`), :mod:`.claims`,
+:mod:`.story` (what a step means in SGLang's terms), :mod:`.symmetry` (interchangeable
+requests), :mod:`.v0523` (SGLang 0.5.23 as shipped), ``scenarios/`` (the catalogue),
+:mod:`.theorems` and :mod:`.timeout_lemmas` (parametric theorems), :mod:`.simulate` (long
+random workloads) and :mod:`.conform` (replaying traces on SGLang 0.5.23's own code).
+
+:data:`PROTOCOL` is what the general layers see (:class:`~kvproof.model.protocol.Protocol`).
+"""
+
+from importlib import resources
+
+from kvproof.model.protocol import Protocol
+from kvproof.spec.sglang.scenario_data import CONFIG_KEYS, config_data, parse_config
+
+__all__ = ["PROTOCOL"]
+
+
+def _base():
+    from kvproof.spec.sglang.protocol import PdProtocol
+
+    return PdProtocol
+
+
+def _v0523():
+    from kvproof.spec.sglang.v0523 import Sglang0523
+
+    return Sglang0523
+
+
+def _theorems():
+    from kvproof.spec.sglang.theorems import all_theorems
+
+    return all_theorems
+
+
+def _conform():
+    from kvproof.spec.sglang.conform.command import run_conform
+
+    return run_conform
+
+
+def _simulate():
+    from kvproof.spec.sglang import simulate
+
+    return simulate
+
+
+PROTOCOL = Protocol(
+    name="sglang",
+    title="SGLang PD disaggregation (Mooncake, NIXL, ... backends)",
+    specs={"sglang": _base, "sglang-0.5.23": _v0523},
+    aliases={"kvproof.spec.sglang_0523:Sglang0523": "sglang-0.5.23"},
+    config_keys=CONFIG_KEYS,
+    parse_config=parse_config,
+    config_data=config_data,
+    catalogue=lambda: resources.files("kvproof.spec.sglang").joinpath("scenarios"),
+    default=True,
+    commands={"theorems": _theorems, "conform": _conform, "simulate": _simulate},
+)
+"""The SGLang protocol, registered under the ``kvproof.protocols`` entry-point group."""

@@ -1,0 +1,102 @@
+"""``kvproof conform``: which traces and scenarios to run on SGLang 0.5.23, and the report.
+
+Targets are trace files, directories of traces, built-in scenario names or globs of them
+(default ``sglang-0.5.23-*``).  Without ``--random`` every stored counterexample of the targets
+is replayed (exit 0 when all reproduce, 1 on a divergence); with ``--random N`` each scenario
+runs N random event sequences (exit 0 when all agree, 1 with the minimal disagreement).  Bad
+input is raised as the caller's one-line error type before the slow import of SGLang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+from pathlib import Path
+from typing import Callable
+
+from kvproof.model.scenario import Scenario, builtin, builtins
+from kvproof.checker.traces import read_trace
+from kvproof.spec.sglang.conform.errors import ConformError
+from kvproof.spec.sglang.conform.stubs import ENGINE, EngineUnavailable, load_sglang
+
+__all__ = ["run_conform", "DEFAULT_TARGET"]
+
+DEFAULT_TARGET = "sglang-0.5.23-*"
+
+
+def _targets(args: argparse.Namespace, resolve: Callable[[str], Scenario], bad) -> tuple[list[Path], list[Scenario]]:
+    traces: list[Path] = []
+    scenarios: list[Scenario] = []
+    for t in args.targets or [DEFAULT_TARGET]:
+        p = Path(t)
+        if p.is_dir():
+            traces += sorted(p.glob("*.itf.json"))
+        elif t.endswith(".json"):
+            if not p.is_file():
+                raise bad(f"{t}: no such trace file")
+            traces.append(p)
+        elif "*" in t:
+            names = [s.name for s in builtins() if fnmatch.fnmatch(s.name, t)]
+            if not names:
+                raise bad(f"{t}: no built-in scenario matches")
+            scenarios += [builtin(n) for n in names]
+            traces += [q for n in names for q in sorted(Path(args.traces).glob(f"{n}__*.itf.json"))]
+        else:
+            sc = resolve(t)
+            scenarios.append(sc)
+            traces += sorted(Path(args.traces).glob(f"{sc.name}__*.itf.json"))
+    return traces, scenarios
+
+
+def run_conform(args: argparse.Namespace, resolve: Callable[[str], Scenario], out, bad) -> int:
+    """Run the command; ``resolve`` names a scenario, ``out`` is a rich console, ``bad`` builds
+    the CLI's bad-input exception.  Returns the exit code (0 or 1)."""
+    if args.engine != ENGINE:
+        raise bad(f"--engine {args.engine}: only {ENGINE} is supported")
+    traces, scenarios = _targets(args, resolve, bad)
+    for path in traces:  # bad input first, before the slow import
+        read_trace(path)
+    try:
+        load_sglang()
+    except EngineUnavailable as e:
+        raise bad(f"conform: {e}") from None
+    try:
+        if args.random:
+            return _random(args, scenarios or [read_trace(p).scenario for p in traces[:1]], out)
+        return _replay(traces, out, bad)
+    except ConformError as e:
+        raise bad(f"conform: {e}") from None
+
+
+def _random(args: argparse.Namespace, scenarios: list[Scenario], out) -> int:
+    from kvproof.spec.sglang.conform.fuzz import fuzz_scenario
+
+    code = 0
+    for sc in scenarios:
+        rep = fuzz_scenario(sc, args.random, seed=args.seed)
+        if rep.agrees:
+            out.print(f"{sc.name}: {rep.sequences:,} random sequences ({rep.steps:,} steps) agree "
+                      f"with {ENGINE} ({rep.seconds:.1f} s)")
+            continue
+        code = 1
+        out.print(f"{sc.name}: disagreement after {rep.sequences:,} sequences; minimal sequence:")
+        for k, label in enumerate(rep.disagreement, 1):
+            out.print(f"  {k:3}  {label}")
+        out.print(f"  {rep.result.reason}", soft_wrap=True)
+    return code
+
+
+def _replay(traces: list[Path], out, bad) -> int:
+    from kvproof.spec.sglang.conform.report import replay_trace
+
+    if not traces:
+        raise bad("conform: no stored counterexample to replay (kvproof check writes them)")
+    code = 0
+    for path in traces:
+        v = replay_trace(path)
+        if v.verdict == "reproduced":
+            out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True)
+        else:
+            code = 1
+            out.print(f"diverged    {path.name} at step {v.step}: {v.reason}", soft_wrap=True)
+    return code

@@ -1,0 +1,792 @@
+"""The PD KV page lifecycle: requests through prefill, the transfer and decode.
+
+Every action is named after the SGLang code path it stands for (``python/sglang/srt/``; the
+table in ``spec/sglang/README.md`` lists them) and says which hazard of
+``reference/sglang-pd-hazards.md`` it takes part in.  The claims live in :mod:`.pd_claims`, the
+trace story in :mod:`.pd_story`.
+
+Modelling choices, each stated once here:
+
+* Allocation takes the lowest-numbered free pages (and aux slots), as SGLang's allocators do
+  after ``merge_and_sort_free``; released pages keep their content, which is how stale KV is
+  reused.  Tensor-parallel ranks allocate in lockstep, so one page index serves every rank.
+* A chunk is one page.  Each prefill rank writes its shard of every chunk; a write lands at any
+  later step; with ``write_latency_bound`` set, time cannot pass while a write has reached that
+  age.  A page is written for a request only when every shard is.
+* Control messages (ABORT) reach a live prefill before time passes unless they are lost; the
+  data-plane writes carry the latency.  Acks travel without that guarantee and may be lost.
+* Decode's commit, checksum check and read are one step unless ``verify_then_read`` splits the
+  read into the running batch's later step.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from itertools import permutations, product
+
+from kvproof.spec.sglang.config import Config
+from kvproof.model.framework import Spec, action
+from kvproof.model.layout import Domain, Field
+from kvproof.model.ops import ConcreteOps
+from kvproof.spec.sglang.claims import PdClaims
+from kvproof.spec.sglang.state import (
+    ABT_DELIVERED, ABT_NONE, ABT_SENT, ACK_DRAIN, ACK_NONE, ACK_RECEIPT, D_ENDED, D_HELD, D_LIVE,
+    D_NEW, D_RESERVED, D_VERIFIED, D_WAITING, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE, OUT_SUCCESS,
+    P_ENDED, P_NEW, P_QUEUED, P_SENDING, P_STOPPED, PAB_ACKED, PAB_CLEARED, PAB_NONE,
+    PAB_RECEIVED, POLL_FAILED, POLL_NONE, POLL_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
+    READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields,
+)
+from kvproof.spec.sglang.story import PdStory
+from kvproof.spec.sglang.symmetry import PdSymmetry
+
+__all__ = ["PdProtocol", "exceeds_input_limit"]
+
+
+def exceeds_input_limit(o, pages, context_limit, prefill_pool):
+    """``validate_input_length`` in pages: a prompt longer than ``min(context, pool)`` is
+    rejected (H1; the deployment's context limit exceeded its prefill pool).  Written with the
+    ops facade so the symbolic engine can take the sizes as unknowns."""
+    return o.gt(pages, o.min_(context_limit, prefill_pool))
+
+
+class PdProtocol(PdClaims, PdStory, PdSymmetry, Spec):
+    """The protocol instance for one :class:`Config`.  Subclass and override one action or
+    helper to describe another engine's behaviour (see the README)."""
+
+    def __init__(self, cfg: Config):
+        problems = cfg.problems()
+        if problems:
+            raise ValueError(problems[0])
+        self.cfg = cfg
+        self.e = cfg.engine
+        self.k = Codes(cfg)
+
+    # -- structure ---------------------------------------------------------------------------
+    def build_fields(self) -> list[Field]:
+        """See :func:`.pd_state.build_fields`."""
+        return build_fields(self.k)
+
+    def domain(self, name: str) -> Domain:
+        """Parameter domains: ``req``, ``chunk``, ``prank`` (prefill rank), ``drank``,
+        ``stream`` (a prefill rank's write stream for one layer), ``pick`` (an allocation
+        choice)."""
+        k = self.k
+        if name == "pick":
+            return self._pick_domain
+        return {"req": k.req, "chunk": k.chunk, "prank": k.prank, "drank": k.drank, "stream": k.stream}[name]
+
+    def picks(self, k: int) -> list[tuple[int, ...]]:
+        """The allocation choices of ``k`` decode pages with ``any_free_pages``: every ordered
+        ``k``-tuple of distinct pages (chunk ``c`` goes to the ``c``-th); none without it."""
+        if not self.e.any_free_pages:
+            return []
+        return list(permutations(range(self.k.D), k))
+
+    @cached_property
+    def _pick_domain(self) -> Domain:
+        size = max([len(self.picks(r.pages)) for r in self.cfg.requests] + [1])
+        return Domain("pick", size)
+
+    # -- static facts (plain Python: configuration, not state) ---------------------------------
+    @cached_property
+    def max_input_pages(self) -> int:
+        """The longest prompt admission accepts, in pages."""
+        return min(self.cfg.context_limit, self.cfg.prefill_pages)
+
+    def pages(self, r: int) -> int:
+        """Prompt length of request ``r`` in pages: what decode reserves."""
+        return self.cfg.requests[r].pages
+
+    def over_long(self, r: int) -> bool:
+        """Request ``r`` fails ``validate_input_length``."""
+        c = self.cfg
+        return exceeds_input_limit(ConcreteOps(()), self.pages(r), c.context_limit, c.prefill_pages)
+
+    def pending_error(self, r: int) -> bool:
+        """Request ``r`` is queued at prefill with a pending error and a one-token placeholder."""
+        return self.over_long(r) and not self.e.reject_at_prefill_door
+
+    def send_len(self, r: int) -> int:
+        """Chunks each prefill rank sends: the placeholder's one page, or the whole prompt."""
+        return 1 if self.pending_error(r) else self.pages(r)
+
+    @property
+    def deferred(self) -> bool:
+        """Decode holds an aborted request's pages instead of releasing them at once."""
+        return self.e.release_policy != "immediate"
+
+    @property
+    def checksum_active(self) -> bool:
+        """The transfer checksum is on and the model supports it."""
+        return self.e.checksum and self.e.model_supports_checksum
+
+    @property
+    def prs(self) -> range:
+        """Prefill ranks."""
+        return range(self.k.PR)
+
+    # -- helpers shared by actions -------------------------------------------------------------
+    def _in_order(self, s, phase_field: str, new: int, r: int):
+        """FIFO admission: request ``r`` reaches a door only after ``r - 1`` did."""
+        o = s.ops
+        if not self.e.ordered_arrivals or r == 0:
+            return o.const(True)
+        return o.ne(getattr(s, phase_field)[r - 1], new)
+
+    def _alive(self, s):
+        """The prefill node is alive."""
+        return s.ops.eq(s.p_dead, 0) if self.e.peer_death else s.ops.const(True)
+
+    def _allocate(self, s, n, r: int, k: int, owner: str, table: str, size: int, content=None):
+        """Reserve the ``k`` lowest-numbered free entries of a pool for ``r`` (guarded).
+
+        Writes the chosen entry of each chunk into ``table`` (a per-chunk table, or a
+        per-request field when ``table`` is one-dimensional) and marks them owned; with
+        ``content``, also fills them with ``r``'s KV (the prefill forward pass).
+        """
+        o = s.ops
+        own = getattr(s, owner)
+        free = [o.eq(own[p], FREE) for p in range(size)]
+        ranks, seen = [], o.const(0)
+        for p in range(size):
+            ranks.append(seen)
+            seen = o.add(seen, o.ite(free[p], o.const(1), o.const(0)))
+        s.require(o.ge(seen, k))
+        two_dim = len(self.layout.by_name[table].dims) == 2
+        for c in range(k):
+            chosen = o.const(size)  # NONE
+            for p in reversed(range(size)):
+                chosen = o.ite(o.and_(free[p], o.eq(ranks[p], c)), o.const(p), chosen)
+            getattr(n, table)[(r, c) if two_dim else r] = chosen
+        for p in range(size):
+            taken = o.and_(free[p], o.lt(ranks[p], k))
+            getattr(n, owner)[p] = o.ite(taken, r + 1, own[p])
+            if content is not None:
+                getattr(n, content)[p] = o.ite(taken, r + 1, getattr(s, content)[p])
+
+    def _release_aux(self, s, n, r: int, when=True):
+        """Free ``r``'s metadata (aux) slot where ``when`` holds (``ReqToMetadataIdxAllocator``)."""
+        if not self.k.M:
+            return
+        o = s.ops
+        m = s.aux[r]
+        n.aux_owner[m] = o.ite(o.and_(when, o.eq(s.aux_owner[m], r + 1)), FREE, s.aux_owner[m])
+
+    def _release_decode(self, s, n, r: int, when=True):
+        """``release_kv_cache`` on decode: free ``r``'s destination pages and aux slot where
+        ``when`` holds, and forget the room's ack state.  Contents stay: the next owner finds
+        the old KV until it is overwritten."""
+        o = s.ops
+        for c in range(self.pages(r)):
+            p = s.dest[r, c]
+            n.owner[p] = o.ite(o.and_(when, o.eq(s.owner[p], r + 1)), FREE, s.owner[p])
+        self._release_aux(s, n, r, when)
+        n.armed[r] = o.ite(when, 0, s.armed[r])
+        for pr in self.prs:
+            n.acked[r, pr] = o.ite(when, 0, s.acked[r, pr])
+
+    def _release_source(self, s, n, r: int, when=True):
+        """Free ``r``'s prefill source pages (those it still owns) where ``when`` holds."""
+        o = s.ops
+        for c in range(self.send_len(r)):
+            q = s.src[r, c]
+            n.src_owner[q] = o.ite(o.and_(when, o.eq(s.src_owner[q], r + 1)), FREE, s.src_owner[q])
+
+    def _rank_writes_in_flight(self, s, r: int, pr: int):
+        """Some write of ``r`` by prefill rank ``pr`` (rank 0: its aux write too) is in flight."""
+        o = s.ops
+        flying = [o.ge(s.wr[r, w, c], WR_FLIGHT) for w in self.k.streams_of(pr) for c in range(self.send_len(r))]
+        if self.k.M and pr == 0:
+            flying.append(o.ge(s.aux_wr[r], WR_FLIGHT))
+        return o.any_(flying)
+
+    def _writes_in_flight(self, s, r: int):
+        """Some write of ``r`` (any rank, any chunk, the aux data) is still in flight."""
+        return s.ops.any_(self._rank_writes_in_flight(s, r, pr) for pr in self.prs)
+
+    def _combine(self, o, per_rank: list, how: str):
+        """Combine per-decode-rank booleans over the attention-TP group: ``max`` (any) or
+        ``min`` (all), as ``all_reduce`` does."""
+        return o.any_(per_rank) if how == "max" else o.all_(per_rank)
+
+    def _holds(self, s, r: int, deferrable: bool):
+        """The group's hold decision: each decode rank holds when deferral applies and its
+        metadata was published (a writer may know the pages); combined by ``hold_combine``."""
+        o = s.ops
+        per_rank = [o.and_(deferrable, o.eq(s.meta[r, d], 1)) for d in range(self.k.DR)]
+        return self._combine(o, per_rank, self.e.hold_combine)
+
+    def _ready(self, s, r: int):
+        """``is_abort_release_safe`` per decode rank (enough of its prefill ranks acked),
+        combined by ``ready_combine``."""
+        o = s.ops
+        per_rank = []
+        for d in range(self.k.DR):
+            linked = self.k.prefill_ranks_of(d)
+            need = len(linked) if self.e.required_acks == "every_prefill_rank" else 1
+            per_rank.append(o.ge(o.count(o.eq(s.acked[r, pr], 1) for pr in linked), need))
+        return self._combine(o, per_rank, self.e.ready_combine)
+
+    def _send_abort(self, s, n, r: int, send=True, arm=True):
+        """``ensure_abort_notified``: send ABORT to every prefill rank of the room where ``send``
+        holds, and where ``arm`` holds register the room for its acks first
+        (``register_deferred_abort_room``), unless ``register_before_abort`` is off."""
+        o = s.ops
+        for pr in self.prs:
+            n.abort_tx[r, pr] = o.ite(send, ABT_SENT, n.abort_tx[r, pr])
+        if self.e.register_before_abort:  # where it does not arm, the room keeps what this step left
+            n.armed[r] = o.ite(arm, 1, n.armed[r])
+
+    def _end_or_hold(self, s, n, r: int, hold, outcome: int):
+        """Finish ``r`` on decode with ``outcome`` (unless it already has one): held in
+        ``_deferred_releases`` where ``hold``, released at once otherwise."""
+        o = s.ops
+        n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), outcome, s.outcome[r])
+        n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
+        n.hold[r] = 0
+        live = o.is_in(s.d_phase[r], D_LIVE)
+        self._release_decode(s, n, r, when=o.and_(o.not_(hold), live))
+        if not self.e.aux_held_with_pages:  # the slot goes back at once, held or not
+            self._release_aux(s, n, r, when=live)
+
+    def _classify_read(self, s, r: int):
+        """What decode's read of ``r``'s pages (every shard) and aux data finds, and whether
+        everything was written by ``r``'s own transfer (what the checksum compares)."""
+        o = s.ops
+        k = self.k
+        found = o.const(READ_OWN)
+        intact = o.const(True)
+
+        def see(held):
+            own = o.eq(held, r + 1)
+            cross = o.and_(o.ne(held, UNWRITTEN), o.ne(o.lookup(k.tenant_of_content, held), k.tenant[r]))
+            return own, o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
+
+        for c in range(self.pages(r)):
+            p = s.dest[r, c]
+            for u in range(k.U):
+                own, kind = see(s.content[u, p])
+                found = o.max_(found, kind)
+                intact = o.and_(intact, own)
+            intact = o.and_(intact, *[o.eq(s.wr[r, w, c], WR_LANDED) for w in range(k.S)])
+        if k.M:
+            own, kind = see(s.aux_content[s.aux[r]])
+            found = o.max_(found, kind)
+            intact = o.and_(intact, own, o.eq(s.aux_wr[r], WR_LANDED))
+        return found, intact
+
+    # -- prefill: admission and forward ----------------------------------------------------------
+    @action("prefill", "req", fair=True)
+    def prefill_bootstrap_add(self, s, n, r):
+        """Prefill admits the request: ``PrefillBootstrapQueue.add`` after
+        ``validate_input_length``.  H1: an over-long prompt gets a pending error and a one-token
+        placeholder and is queued anyway, unless PR 38935 rejects it at this door."""
+        o = s.ops
+        s.require(o.eq(s.p_phase[r], P_NEW))
+        s.require(self._in_order(s, "p_phase", P_NEW, r))
+        s.require(self._alive(s))
+        if self.over_long(r) and self.e.reject_at_prefill_door:
+            n.p_phase[r] = P_ENDED
+            n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
+        else:
+            n.p_phase[r] = P_QUEUED
+
+    @action("prefill", "req", fair=True)
+    def prefill_forward(self, s, n, r):
+        """Prefill runs the forward pass once bootstrap finished (every decode rank published
+        its destination, so the request left ``PrefillBootstrapQueue``): allocates source pages
+        and computes the KV into them (H8: these are the pages the transfer reads).  With PR
+        36988 a pending-error request is retired here instead: nothing is sent and every
+        rank's transfer concludes Failed."""
+        o = s.ops
+        s.require(o.eq(s.p_phase[r], P_QUEUED))
+        s.require(o.all_(o.eq(s.meta[r, d], 1) for d in range(self.k.DR)))
+        s.require(self._alive(s))
+        if self.pending_error(r) and self.e.retire_pending_error_prefill:
+            n.p_phase[r] = P_ENDED
+            for pr in self.prs:
+                n.poll[r, pr] = POLL_FAILED
+            return
+        self._allocate(s, n, r, self.send_len(r), "src_owner", "src", self.k.P, content="src_content")
+        n.p_phase[r] = P_SENDING
+
+    @action("prefill", "req")
+    def prefill_abort(self, s, n, r):
+        """The client's abort reaches prefill (the router aborts both sides).  The sender is
+        marked Failed, so decode polls ``KVPoll.Failed`` - unless the abort is not propagated
+        (H13), and decode keeps waiting with its pages reserved."""
+        o = s.ops
+        s.require(self.e.prefill_aborts)
+        s.require(o.eq(s.outcome[r], OUT_NONE))
+        s.require(o.is_in(s.p_phase[r], (P_QUEUED, P_SENDING)))
+        s.require(self._alive(s))
+        n.outcome[r] = OUT_ABORTED
+        n.p_phase[r] = o.ite(o.eq(s.p_phase[r], P_SENDING), P_STOPPED, P_ENDED)
+        if self.e.propagate_prefill_abort:
+            for pr in self.prs:
+                n.poll[r, pr] = o.ite(o.eq(s.poll[r, pr], POLL_NONE), POLL_FAILED, s.poll[r, pr])
+        if not self.e.hold_source_until_drained:
+            self._release_source(s, n, r, when=o.eq(s.p_phase[r], P_SENDING))
+
+    # -- decode: admission, reservation, metadata --------------------------------------------
+    @action("decode", "req", fair=True)
+    def decode_prealloc(self, s, n, r):
+        """Decode admits and reserves: ``DecodePreallocQueue.add`` / ``_pre_alloc`` reserve
+        pages (and a metadata slot) for the ORIGINAL prompt length (H1: the placeholder will
+        fill only one), unless PR 38935 rejects the over-long prompt at this door first."""
+        o = s.ops
+        s.require(o.eq(s.d_phase[r], D_NEW))
+        s.require(self._in_order(s, "d_phase", D_NEW, r))
+        if self.over_long(r) and self.e.reject_at_decode_door:
+            n.d_phase[r] = D_ENDED
+            n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
+            return
+        s.require(o.eq(s.outcome[r], OUT_NONE))
+        s.require(not self.e.any_free_pages)  # then decode_prealloc_pick reserves
+        self._allocate(s, n, r, self.pages(r), "owner", "dest", self.k.D)
+        if self.k.M:
+            self._allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
+        n.d_phase[r] = D_RESERVED
+
+    @action("decode", "req", "drank", fair=True)
+    def decode_send_metadata(self, s, n, r, d):
+        """Decode rank ``d`` publishes the destination pages and aux slot to its prefill ranks:
+        ``CommonKVReceiver.send_metadata``.  From here on a writer knows the pages (H7: releasing
+        at once is safe only before this step)."""
+        o = s.ops
+        s.require(o.eq(s.d_phase[r], D_RESERVED))
+        s.require(o.eq(s.meta[r, d], 0))
+        n.meta[r, d] = 1
+        others = [o.eq(s.meta[r, x], 1) for x in range(self.k.DR) if x != d]
+        n.d_phase[r] = o.ite(o.all_(others), D_WAITING, D_RESERVED)
+
+    # -- the transfer -----------------------------------------------------------------------------
+    @action("transfer", "req", "stream", "chunk")
+    def kv_transfer_write(self, s, n, r, w, c):
+        """A prefill rank's transfer worker issues write stream ``w``'s write (one layer, or all)
+        of chunk ``c`` (chunks in order) to the published destination page.  H2: once issued,
+        it lands whenever it lands."""
+        o = s.ops
+        pr = self.k.rank_of_stream(w)
+        s.require(c < self.send_len(r))
+        s.require(o.eq(s.p_phase[r], P_SENDING))
+        s.require(o.eq(s.p_abort[r, pr], PAB_NONE))
+        s.require(o.eq(s.poll[r, pr], POLL_NONE))
+        s.require(o.eq(s.wr[r, w, c], WR_NOT_ISSUED))
+        if c > 0:
+            s.require(o.ne(s.wr[r, w, c - 1], WR_NOT_ISSUED))
+        s.require(self._alive(s))
+        n.wr[r, w, c] = WR_FLIGHT
+
+    @action("transfer", "req", "stream", "chunk", fair=True)
+    def kv_write_lands(self, s, n, r, w, c):
+        """An in-flight write lands on its own: its parts of the destination page receive
+        whatever the source page holds NOW (H8: a reused source page sends another request's
+        KV), whoever owns the page now (H2: a released page may belong to the next request)."""
+        o = s.ops
+        s.require(c < self.send_len(r))
+        s.require(o.ge(s.wr[r, w, c], WR_FLIGHT))
+        n.wr[r, w, c] = WR_LANDED
+        p = s.dest[r, c]
+        for u in self.k.units_of_stream(w):
+            n.content[u, p] = s.src_content[s.src[r, c]]
+
+    @action("transfer", "req")
+    def kv_transfer_aux(self, s, n, r):
+        """Prefill rank 0 sends the aux data (first output token, metadata) to the request's
+        metadata slot after its last chunk: ``send_aux``."""
+        o = s.ops
+        s.require(self.k.M > 0)
+        s.require(o.eq(s.p_phase[r], P_SENDING))
+        s.require(o.eq(s.p_abort[r, 0], PAB_NONE))
+        s.require(o.eq(s.poll[r, 0], POLL_NONE))
+        s.require(o.eq(s.aux_wr[r], WR_NOT_ISSUED))
+        s.require(o.all_(o.ne(s.wr[r, w, c], WR_NOT_ISSUED)
+                         for w in self.k.streams_of(0) for c in range(self.send_len(r))))
+        s.require(self._alive(s))
+        n.aux_wr[r] = WR_FLIGHT
+
+    @action("transfer", "req", fair=True)
+    def kv_aux_lands(self, s, n, r):
+        """The aux write lands in the slot it was addressed to, whoever holds it now."""
+        o = s.ops
+        s.require(self.k.M > 0)
+        s.require(o.ge(s.aux_wr[r], WR_FLIGHT))
+        n.aux_wr[r] = WR_LANDED
+        n.aux_content[s.aux[r]] = r + 1
+
+    @action("prefill", "req", "prank", fair=True)
+    def prefill_transfer_done(self, s, n, r, pr):
+        """Prefill rank ``pr``'s sender concludes ``KVPoll.Success`` once its writes (and rank 0's
+        aux write) landed; when the last rank concludes, prefill frees its source pages.  H1:
+        for a placeholder that is one chunk, whatever decode reserved."""
+        o = s.ops
+        s.require(o.eq(s.p_phase[r], P_SENDING))
+        s.require(o.eq(s.poll[r, pr], POLL_NONE))
+        s.require(o.eq(s.p_abort[r, pr], PAB_NONE))
+        s.require(o.all_(o.eq(s.wr[r, w, c], WR_LANDED)
+                         for w in self.k.streams_of(pr) for c in range(self.send_len(r))))
+        if pr == 0 and self.k.M:
+            s.require(o.eq(s.aux_wr[r], WR_LANDED))
+        s.require(self._alive(s))
+        n.poll[r, pr] = POLL_SUCCESS
+        last = o.all_(o.eq(s.poll[r, x], POLL_SUCCESS) for x in self.prs if x != pr)
+        n.p_phase[r] = o.ite(last, P_ENDED, P_SENDING)
+        self._release_source(s, n, r, when=last)
+
+    @action("prefill", "req", "prank")
+    def prefill_transfer_failed(self, s, n, r, pr):
+        """Prefill rank ``pr``'s transfer fails (a fault, a transport error): its sender concludes
+        ``KVPoll.Failed`` and the request stops issuing on every rank; issued writes still land
+        (H7).  Without the H8 fix the source pages are freed right here; with H4's bug,
+        ``CommonKVSender.clear()`` drops the ack target so this rank will never ack."""
+        o = s.ops
+        s.require(self.e.transfer_failures)
+        s.require(o.eq(s.p_phase[r], P_SENDING))
+        s.require(o.eq(s.poll[r, pr], POLL_NONE))
+        s.require(self._alive(s))
+        n.poll[r, pr] = POLL_FAILED
+        n.p_phase[r] = P_STOPPED
+        if self.e.failure_clears_ack_target:
+            n.p_abort[r, pr] = o.ite(o.eq(s.p_abort[r, pr], PAB_NONE), PAB_CLEARED, s.p_abort[r, pr])
+        if not self.e.hold_source_until_drained:
+            self._release_source(s, n, r)
+
+    # -- decode: commit, failure, abort ---------------------------------------------------------
+    @action("decode", "req", fair=True)
+    def decode_commit(self, s, n, r):
+        """``DecodeTransferQueue.pop_transferred`` sees Success from every prefill rank (the
+        poll is MIN-all-reduced), verifies the checksum (PR 39500, when on and supported) and
+        decode runs over every reserved page.  H1/H2/H8: what it reads is recorded in ``read``;
+        the pages are released when the request finishes.  With ``verify_then_read`` the read
+        waits for :meth:`decode_forward`."""
+        o = s.ops
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(o.all_(o.eq(s.poll[r, pr], POLL_SUCCESS) for pr in self.prs))
+        found, intact = self._classify_read(s, r)
+        ok = intact if self.checksum_active else o.const(True)
+        if self.e.verify_then_read:
+            n.d_phase[r] = o.ite(ok, D_VERIFIED, D_ENDED)
+            n.outcome[r] = o.ite(ok, s.outcome[r], OUT_ERROR)
+            self._release_decode(s, n, r, when=o.not_(ok))
+            return
+        n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
+        n.read[r] = o.ite(ok, found, READ_NONE)
+        n.d_phase[r] = D_ENDED
+        self._release_decode(s, n, r)
+
+    @action("decode", "req", fair=True)
+    def decode_forward(self, s, n, r):
+        """The verified request runs in the decode batch, reading its pages now (only with
+        ``verify_then_read``): a write that landed since the checksum check is read unseen."""
+        o = s.ops
+        s.require(self.e.verify_then_read)
+        s.require(o.eq(s.d_phase[r], D_VERIFIED))
+        found, _ = self._classify_read(s, r)
+        n.outcome[r] = OUT_SUCCESS
+        n.read[r] = found
+        n.d_phase[r] = D_ENDED
+        self._release_decode(s, n, r)
+
+    def _fail(self, s, n, r):
+        """``pop_transferred``'s Failed branch: ``failure_exception()``, then hold (arming the
+        abort) where deferral applies, else release at once."""
+        o = s.ops
+        hold = self._holds(s, r, self.e.defer_on_every_failure and self.deferred)
+        self._end_or_hold(s, n, r, hold, OUT_ERROR)
+        self._send_abort(s, n, r, send=hold, arm=hold)
+
+    @action("decode", "req", fair=True)
+    def decode_poll_failed(self, s, n, r):
+        """``pop_transferred`` sees Failed from some prefill rank.  Before PR 41404 it releases at
+        once even though other ranks or chunks may still be writing (H7); with it, a request
+        whose metadata was published arms the abort and is held like an aborted one."""
+        o = s.ops
+        s.require(o.any_(o.eq(s.poll[r, pr], POLL_FAILED) for pr in self.prs))
+        s.require(o.is_in(s.d_phase[r], (D_NEW, D_RESERVED, D_WAITING)))
+        self._fail(s, n, r)
+
+    @action("decode", "req", fair=True)
+    def decode_waiting_timeout(self, s, n, r):
+        """``SGLANG_DISAGGREGATION_WAITING_TIMEOUT`` passes with no conclusion from prefill: the
+        receiver is failed and the request takes the Failed branch (H13's backstop)."""
+        o = s.ops
+        s.require(self.e.waiting_timeout is not None)
+        s.require(o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)))
+        s.require(o.ge(s.wait[r], self.e.waiting_timeout or 0))
+        s.require(o.not_(o.any_(o.eq(s.poll[r, pr], POLL_FAILED) for pr in self.prs)))
+        self._fail(s, n, r)
+
+    @action("decode", "req")
+    def decode_abort(self, s, n, r):
+        """The client aborts at decode (``/abort_request`` -> ``CommonKVReceiver.abort``), which
+        sends ABORT to every prefill rank (PR 27372).  H2: before PR 35049 the pages are released
+        at once while a write may be in flight; with deferred release they are held in
+        ``_deferred_releases``.  A decode rank that never published its metadata has no writer
+        that knows its pages; the ranks' hold decisions combine by ``hold_combine``."""
+        o = s.ops
+        s.require(self.e.client_aborts)
+        s.require(o.eq(s.outcome[r], OUT_NONE))
+        s.require(o.is_in(s.d_phase[r], (D_NEW, D_RESERVED, D_WAITING, D_VERIFIED)))
+        hold = self._holds(s, r, self.deferred)
+        self._end_or_hold(s, n, r, hold, OUT_ABORTED)
+        self._send_abort(s, n, r, send=True, arm=hold)
+
+    @action("decode", "req", fair=True)
+    def decode_register_abort_room(self, s, n, r):
+        """``register_deferred_abort_room`` after the ABORT went out (only when
+        ``register_before_abort`` is off): an ack that arrived before this step was dropped
+        (H4)."""
+        o = s.ops
+        s.require(not self.e.register_before_abort)
+        s.require(o.eq(s.d_phase[r], D_HELD))
+        s.require(o.eq(s.armed[r], 0))
+        s.require(o.any_(o.ne(s.abort_tx[r, pr], ABT_NONE) for pr in self.prs))
+        n.armed[r] = 1
+
+    # -- prefill: abort handling and drain ack ---------------------------------------------------
+    @action("prefill", "req", "prank", fair=True)
+    def prefill_handle_abort(self, s, n, r, pr):
+        """Prefill rank ``pr`` receives decode's ABORT (``_handle_abort_notification``): the
+        request stops issuing on every rank.  H3: a legacy engine acks receipt right here.  H8:
+        without the fix the source pages are freed here, while issued writes may still read
+        them.  A repeated ABORT for a drained room is answered with the drain ack again."""
+        o = s.ops
+        s.require(o.eq(s.abort_tx[r, pr], ABT_SENT))
+        s.require(self._alive(s))
+        n.abort_tx[r, pr] = ABT_DELIVERED
+        first = o.eq(s.p_abort[r, pr], PAB_NONE)
+        again = o.eq(s.p_abort[r, pr], PAB_ACKED)
+        n.p_abort[r, pr] = o.ite(first, PAB_RECEIVED, s.p_abort[r, pr])
+        ph = s.p_phase[r]
+        n.p_phase[r] = o.ite(o.is_in(ph, (P_NEW, P_QUEUED)), P_ENDED, o.ite(o.eq(ph, P_SENDING), P_STOPPED, ph))
+        fresh = o.ite(first, ACK_RECEIPT, s.ack[r, pr]) if self.e.receipt_ack_taken_as_drain else s.ack[r, pr]
+        n.ack[r, pr] = o.ite(again, ACK_DRAIN, fresh)
+        if self.e.request_streams:
+            fresh_ack = o.or_(again, o.and_(first, self.e.receipt_ack_taken_as_drain))
+            n.ack_gen[r, pr] = o.ite(fresh_ack, s.gen[r], s.ack_gen[r, pr])
+        if not self.e.hold_source_until_drained:
+            self._release_source(s, n, r, when=o.is_in(ph, (P_SENDING, P_STOPPED)))
+
+    @action("prefill", "req", fair=True)
+    def prefill_drain(self, s, n, r):
+        """A stopped request's issued writes have all landed: it ends on prefill and its source
+        pages are freed (the H8 fix frees them only now)."""
+        o = s.ops
+        s.require(o.eq(s.p_phase[r], P_STOPPED))
+        s.require(o.not_(self._writes_in_flight(s, r)))
+        s.require(self._alive(s))
+        n.p_phase[r] = P_ENDED
+        self._release_source(s, n, r)
+
+    @action("prefill", "req", "prank", fair=True)
+    def prefill_drain_ack(self, s, n, r, pr):
+        """Prefill rank ``pr`` sends the drain ack (``_maybe_ack_drained_abort``: ``ABORT_ACK``
+        naming the room's generation) once it stopped sending and its own writes drained: the
+        only proof that none of this rank's writes is left (H3).  Other ranks answer for
+        theirs."""
+        o = s.ops
+        s.require(o.eq(s.p_abort[r, pr], PAB_RECEIVED))
+        s.require(o.is_in(s.p_phase[r], (P_STOPPED, P_ENDED)))
+        s.require(o.not_(self._rank_writes_in_flight(s, r, pr)))
+        s.require(self._alive(s))
+        n.p_abort[r, pr] = PAB_ACKED
+        n.ack[r, pr] = ACK_DRAIN
+        if self.e.request_streams:
+            n.ack_gen[r, pr] = s.gen[r]
+
+    @action("prefill")
+    def prefill_dies(self, s, n):
+        """The prefill node dies: it stops sending, handling ABORT and acking; writes already on
+        the wire still land."""
+        o = s.ops
+        s.require(self.e.peer_death)
+        s.require(o.eq(s.p_dead, 0))
+        n.p_dead = 1
+
+    @action("network", "req", "prank")
+    def net_drop_ack(self, s, n, r, pr):
+        """A drain ack is lost on its way to decode (H4), so decode can only time out."""
+        o = s.ops
+        s.require(self.e.lossy_drain_acks)
+        s.require(o.eq(s.ack[r, pr], ACK_DRAIN))
+        n.ack[r, pr] = ACK_NONE
+
+    @action("network", "req", "prank")
+    def net_drop_abort(self, s, n, r, pr):
+        """An ABORT is lost on its way to a prefill rank."""
+        o = s.ops
+        s.require(self.e.lossy_aborts)
+        s.require(o.eq(s.abort_tx[r, pr], ABT_SENT))
+        n.abort_tx[r, pr] = ABT_NONE
+
+    # -- decode: acks and deferred release -------------------------------------------------------
+    @action("decode", "req", "prank", fair=True)
+    def decode_handle_abort_ack(self, s, n, r, pr):
+        """``handle_abort_ack_message`` -> ``note_abort_ack``: decode takes an ack from prefill
+        rank ``pr`` and records it only if the room is registered, held, and the ack names the
+        generation currently armed (generation-less acks count only in the legacy engine).  H3:
+        a legacy engine counts a receipt ack as a drain ack."""
+        o = s.ops
+        s.require(o.ne(s.ack[r, pr], ACK_NONE))
+        counts = (ACK_DRAIN, ACK_RECEIPT) if self.e.receipt_ack_taken_as_drain else (ACK_DRAIN,)
+        ok = [o.eq(s.armed[r], 1), o.eq(s.d_phase[r], D_HELD), o.is_in(s.ack[r, pr], counts)]
+        if self.e.request_streams and self.e.acks_carry_generation:
+            ok.append(o.eq(s.ack_gen[r, pr], s.gen[r]))
+        n.ack[r, pr] = ACK_NONE
+        n.acked[r, pr] = o.ite(o.and_(*ok), 1, s.acked[r, pr])
+
+    @action("decode", "req", fair=True)
+    def decode_release_deferred(self, s, n, r):
+        """``resolve_deferred_releases`` when ``is_abort_release_safe``: enough prefill ranks
+        acked (``required_acks``), per decode rank and then over the group (MIN in 0.5.23), so
+        the held pages and aux slot are freed."""
+        o = s.ops
+        s.require(o.eq(s.d_phase[r], D_HELD))
+        s.require(self._ready(s, r))
+        n.d_phase[r] = D_ENDED
+        n.hold[r] = 0
+        self._release_decode(s, n, r)
+
+    @action("decode", "req", fair=True)
+    def decode_release_timeout(self, s, n, r):
+        """``resolve_deferred_releases`` past the deadline ("releasing anyway", PR 35049): the
+        held pages are freed without proof that the writes drained (H6)."""
+        o = s.ops
+        s.require(self.e.release_policy == "drain_ack_or_timeout")
+        s.require(self.e.timeout_action == "release")
+        s.require(o.eq(s.d_phase[r], D_HELD))
+        s.require(o.ge(s.hold[r], self.e.timeout))
+        n.d_phase[r] = D_ENDED
+        n.hold[r] = 0
+        self._release_decode(s, n, r)
+
+    @action("decode", "req", fair=True)
+    def decode_retry_abort(self, s, n, r):
+        """Past the deadline, the hold-forever fix keeps the pages and sends ABORT again to the
+        prefill ranks that have not acked ("an unknown writer set never counts as zero writers"):
+        safe, but live only if prefill answers or its death is detected (H6)."""
+        o = s.ops
+        s.require(self.e.release_policy == "drain_ack_or_timeout")
+        s.require(self.e.timeout_action == "hold_and_retry")
+        s.require(o.eq(s.d_phase[r], D_HELD))
+        s.require(o.ge(s.hold[r], self.e.timeout))
+        n.hold[r] = 0
+        for pr in self.prs:
+            resend = o.and_(o.eq(s.acked[r, pr], 0), o.ne(s.abort_tx[r, pr], ABT_SENT))
+            n.abort_tx[r, pr] = o.ite(resend, ABT_SENT, s.abort_tx[r, pr])
+
+    @action("decode", "req", fair=True)
+    def decode_peer_dead_release(self, s, n, r):
+        """Heartbeats from the prefill stopped for ``heartbeat_timeout`` ticks: decode declares
+        it dead (KVPoll Failed by heartbeat loss) and frees what it held for it - the writer set
+        is known to be gone."""
+        o = s.ops
+        s.require(self.e.heartbeat_detection)
+        s.require(o.eq(s.p_dead, 1))
+        s.require(o.ge(s.hb, self.e.heartbeat_timeout))
+        s.require(o.is_in(s.d_phase[r], D_LIVE))
+        n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
+        n.d_phase[r] = D_ENDED
+        n.hold[r] = 0
+        self._release_decode(s, n, r)
+
+    # -- time ---------------------------------------------------------------------------------------
+    @action("clock", fair=True)
+    def clock_tick(self, s, n):
+        """One tick: hold, waiting and heartbeat timers and write ages advance (saturating).
+        Time cannot pass while a write has reached the latency bound or an ABORT to a live
+        prefill is undelivered (H6's assumptions)."""
+        o = s.ops
+        e, k = self.e, self.k
+        moves, blocks = [], []
+
+        def advance(value, running):
+            moves.append(running)
+            return o.ite(running, o.add(value, 1), value)
+
+        for r in range(k.R):
+            if e.release_policy == "drain_ack_or_timeout":
+                n.hold[r] = advance(s.hold[r], o.and_(o.eq(s.d_phase[r], D_HELD), o.lt(s.hold[r], e.timeout)))
+            if e.waiting_timeout is not None:
+                n.wait[r] = advance(s.wait[r], o.and_(o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)),
+                                                      o.lt(s.wait[r], e.waiting_timeout)))
+            if e.write_latency_bound is not None:
+                bound = e.write_latency_bound
+                writes = [("wr", (r, w, c)) for w in range(k.S) for c in range(self.send_len(r))]
+                if k.M:
+                    writes.append(("aux_wr", r))
+                for name, idx in writes:
+                    w = getattr(s, name)[idx]
+                    getattr(n, name)[idx] = advance(w, o.and_(o.ge(w, WR_FLIGHT), o.lt(w, WR_FLIGHT + bound)))
+                    blocks.append(o.eq(w, WR_FLIGHT + bound))
+            for pr in self.prs:
+                blocks.append(o.and_(o.eq(s.abort_tx[r, pr], ABT_SENT), self._alive(s)))
+        if e.heartbeat_detection:
+            n.hb = advance(s.hb, o.and_(o.eq(s.p_dead, 1), o.lt(s.hb, e.heartbeat_timeout)))
+        s.require(o.any_(moves))
+        s.require(o.not_(o.any_(blocks)))
+
+    # -- request streams ----------------------------------------------------------------------------
+    @action("client", "req")
+    def client_send(self, s, n, r):
+        """A finished request's room takes the client's next request (request streams only).
+        The old request's KV stays in the pools as ``old:<tenant>`` content, and acks still on
+        their way keep the old generation: a late message can meet the room's next owner."""
+        o = s.ops
+        s.require(self.e.request_streams)
+        s.require(o.eq(s.d_phase[r], D_ENDED))
+        s.require(o.eq(s.p_phase[r], P_ENDED))
+        s.require(o.not_(self._writes_in_flight(s, r)))
+        s.require(o.all_(o.ne(s.abort_tx[r, pr], ABT_SENT) for pr in self.prs))
+        # generations are unbounded in the engine; the model counts modulo 2, so a room is not
+        # reused while an ack of the generation it would get again is still on its way
+        new_gen = o.ite(o.eq(s.gen[r], 0), 1, 0)
+        s.require(o.all_(o.or_(o.eq(s.ack[r, pr], ACK_NONE), o.ne(s.ack_gen[r, pr], new_gen)) for pr in self.prs))
+        keep = {"ack", "ack_gen", "gen"}
+        for f in self.layout.fields:
+            if f.dims and f.dims[0] is self.k.req and f.name not in keep:
+                for idx in _indices(r, f.shape[1:]):
+                    getattr(n, f.name)[idx] = f.init
+        n.gen[r] = new_gen
+        old = self.k.retired(r)
+        for u in range(self.k.U):
+            for p in range(self.k.D):
+                n.content[u, p] = o.ite(o.eq(s.content[u, p], r + 1), old, s.content[u, p])
+        for q in range(self.k.P):
+            n.src_content[q] = o.ite(o.eq(s.src_content[q], r + 1), old, s.src_content[q])
+        for m in range(self.k.M):
+            n.aux_content[m] = o.ite(o.eq(s.aux_content[m], r + 1), old, s.aux_content[m])
+
+
+    # -- decode: reservation from an unsorted free list ----------------------------------------------
+    @action("decode", "req", "pick", fair=True)
+    def decode_prealloc_pick(self, s, n, r, pick):
+        """``DecodePreallocQueue`` reserves the prompt's pages from an allocator that hands out
+        any free pages (``any_free_pages``): as ``decode_prealloc``, with allocation choice
+        ``pick`` naming which free page each chunk gets (H1 applies alike: the original prompt
+        length is reserved).  Rejection at the decode door stays with ``decode_prealloc``."""
+        o = s.ops
+        choices = self.picks(self.pages(r))
+        s.require(pick < len(choices))
+        s.require(not (self.over_long(r) and self.e.reject_at_decode_door))
+        s.require(o.eq(s.d_phase[r], D_NEW))
+        s.require(self._in_order(s, "d_phase", D_NEW, r))
+        s.require(o.eq(s.outcome[r], OUT_NONE))
+        pages = choices[pick] if pick < len(choices) else ()
+        for c, p in enumerate(pages):
+            s.require(o.eq(s.owner[p], FREE))
+            n.dest[r, c] = p
+            n.owner[p] = r + 1
+        if self.k.M:
+            self._allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
+        n.d_phase[r] = D_RESERVED
+
+
+def _indices(r: int, rest: tuple[int, ...]):
+    """Every index of a request's part of a field: ``r`` or ``(r, i, ...)``."""
+    if not rest:
+        yield r
+        return
+    for tail in product(*[range(n) for n in rest]):
+        yield (r, *tail)

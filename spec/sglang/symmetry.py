@@ -1,0 +1,42 @@
+"""The symmetry of the PD protocol: requests of the same shape are interchangeable.
+
+Two requests are interchangeable when they have the same tenant and the same prompt length
+(everything the protocol reads about a request - over-long, pages to reserve, chunks to send -
+follows from those), *and* arrivals are unordered: with ``ordered_arrivals`` (FIFO doors,
+the default) request ``r`` reaches a door only after ``r - 1``, which tells them apart.
+Decode pages are interchangeable only with ``any_free_pages``: by default allocation takes the
+lowest-numbered free pages, which fixes their order.  Prefill pages are never permuted (their
+allocation is lowest-free).  Permuting requests rewrites the codes that name a request: a page owner
+``r + 1`` and a page content ``r + 1`` (KV written for ``r``); ``old:<tenant>`` contents stay,
+since permutations keep tenants.
+"""
+
+from __future__ import annotations
+
+from kvproof.model.symmetry import Sort, Symmetry
+
+__all__ = ["PdSymmetry"]
+
+
+class PdSymmetry:
+    """Mixin of :class:`~kvproof.spec.sglang.protocol.PdProtocol`: its symmetry declaration."""
+
+    def symmetry(self) -> Symmetry | None:
+        """Requests of one (tenant, pages) shape are interchangeable when arrivals are
+        unordered, decode pages when allocation takes any free pages; ``None`` when nothing
+        is."""
+        k = self.k
+        pages = None
+        if self.e.any_free_pages and k.D > 1:
+            refs = tuple((p, 0) for p in range(k.D)) + (None,)
+            pages = Symmetry(Sort(k.page, (tuple(range(k.D)),)), {k.page_ref.name: refs})
+        shapes: dict[tuple, list[int]] = {}
+        for r, req in enumerate(self.cfg.requests):
+            shapes.setdefault((req.tenant, req.pages), []).append(r)
+        classes = tuple(tuple(c) for c in shapes.values())
+        if self.e.ordered_arrivals or all(len(c) < 2 for c in classes):
+            return pages
+        owner = (None,) + tuple((r, 0) for r in range(k.R))
+        content = (None,) + tuple((r, 0) for r in range(k.R)) + (None,) * k.T
+        also = (pages,) if pages is not None else ()
+        return Symmetry(Sort(k.req, classes), {k.owner.name: owner, k.content.name: content}, also)
