@@ -23,6 +23,7 @@ from typing import Any
 
 import z3
 
+from kvproof.model.registry import ProtocolError, canonical
 from kvproof.model.scenario import Scenario, ScenarioError, builtin
 from kvproof.checker.certificate import TAG, Certificate, certificate_filename
 from kvproof.checker.transition import TransitionSystem
@@ -48,6 +49,7 @@ def scenario_differences(stored: Any, today: dict[str, Any]) -> list[str]:
     today = json.loads(json.dumps(today))  # tuples as lists, as stored
     if not isinstance(stored, dict):
         return ["(the whole scenario)"]
+    stored, today = _named(stored), _named(today)
     out = []
     for key in sorted(set(stored) | set(today)):
         a, b = stored.get(key), today.get(key)
@@ -58,6 +60,19 @@ def scenario_differences(stored: Any, today: dict[str, Any]) -> list[str]:
         else:
             out.append(key)
     return out
+
+
+def _named(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its protocol by its stable name (an older spelling of a registered
+    protocol's name stands for the same protocol; anything else is kept as stored)."""
+    ref = data.get("protocol")
+    if not isinstance(ref, str):
+        return data
+    try:
+        name = canonical(ref)
+    except ProtocolError:
+        return data
+    return {**data, "protocol": name}
 
 
 def _listed(names: list[str], n: int = 4) -> str:

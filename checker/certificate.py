@@ -44,7 +44,7 @@ import z3
 from kvproof.model.scenario import Scenario
 from kvproof.checker.transition import TransitionSystem
 
-__all__ = ["write_certificate", "read_certificate", "recheck", "Recheck", "Certificate", "CertificateError",
+__all__ = ["write_certificate", "read_certificate", "Certificate", "CertificateError",
            "certificate_filename", "OBLIGATIONS", "DEFINITIONS", "STANDARD_ASSERTS", "TAG"]
 
 MAGIC = "; kvproof certificate 1"
@@ -87,30 +87,6 @@ class Certificate:
     def name(self) -> str:
         """The stored scenario's name."""
         return self.scenario["name"]
-
-
-@dataclass
-class Recheck:
-    """What re-checking one certificate found.
-
-    ``solvers`` maps each solver (``z3``, ``cvc5``) to its answer per obligation (``unsat`` is
-    discharged); ``equivalence`` maps ``init``, ``typed``, ``trans`` and ``safe`` to the answer
-    of "the stored definition differs from today's encoding" (``unsat``: they are equal);
-    ``problems`` has one line per failure, empty when the certificate checks.
-    """
-
-    path: Path
-    scenario: str
-    invariants: list[str]
-    solvers: dict[str, dict[str, str]]
-    equivalence: dict[str, str]
-    problems: list[str]
-
-    @property
-    def ok(self) -> bool:
-        """Nothing failed: both solvers discharged all three obligations and the definitions,
-        the scenario, the coverage and the file name match the catalogue."""
-        return not self.problems
 
 
 def certificate_filename(scenario: str) -> str:
@@ -353,26 +329,3 @@ def read_certificate(path: str | Path) -> Certificate:
 def _clip(text: str, n: int = 60) -> str:
     text = text.replace("\n", " ")
     return text if len(text) <= n else text[:n] + "..."
-
-
-# -- re-checking ----------------------------------------------------------------------------------
-
-def recheck(path: str | Path, scenario: Scenario | None = None, seconds: float = 600.0) -> Recheck:
-    """Re-check a certificate (see the module docstring): the stored text by fresh z3 and cvc5
-    processes, then the stored definitions against today's encoding of the catalogue scenario of
-    the same name (or of ``scenario``, given explicitly).  :class:`CertificateError` if the file
-    cannot be read as a certificate; otherwise every failure is a line of
-    :attr:`Recheck.problems`."""
-    from kvproof.checker.cert_catalogue import match_catalogue  # kvproof's own encoding: the second part only
-    from kvproof.checker.cert_solvers import SolverJob
-
-    cert = read_certificate(path)
-    problems = list(cert.problems)
-    with SolverJob(cert, seconds) as job:  # the solver processes run while the catalogue is compared
-        match = match_catalogue(cert, scenario)
-        runs = job.results()
-    for run in runs:
-        problems += run.problems
-    problems += match.problems
-    return Recheck(cert.path, cert.name, cert.proves, {r.solver: r.answers for r in runs},
-                   match.equivalence, problems)

@@ -1,18 +1,25 @@
 """kvproof: a model-checked specification of the PD-disaggregated KV page lifecycle.
 
-The public surface, following the data flow: a :class:`Scenario` builds a spec instance
-(:class:`PdProtocol`), :func:`check_scenario` runs the explicit engine over it and returns a
-:class:`ScenarioReport` of :class:`Verified` / :class:`Violated` (invariants and liveness
-claims), :class:`Reached` / :class:`Unreachable` (witnesses) and :class:`Inconclusive`
-results, whose traces :func:`write_trace` stores as ITF and :func:`read_trace` reads back.
+The public surface, following the data flow: a :class:`Scenario` builds a spec instance (for
+SGLang, :class:`PdProtocol`), :func:`check_scenario` runs the explicit engine over it and
+returns a :class:`ScenarioReport` of :class:`Verified` / :class:`Violated` (invariants and
+liveness claims), :class:`Reached` / :class:`Unreachable` (witnesses) and
+:class:`Inconclusive` results, whose traces :func:`write_trace` stores as ITF and
+:func:`read_trace` reads back.
+
+The names are imported when first used, so ``import kvproof`` (and ``kvproof --help``) costs
+only this module.
 """
 
+import importlib as _importlib
 import os as _os
 import time as _time
 
 STARTED = _time.perf_counter()
 """``time.perf_counter()`` when kvproof was first imported: the command line's ``--max-seconds``
 budget counts from here (interpreter start-up before it takes a few tens of milliseconds)."""
+
+__version__ = "0.1.0"
 
 # In a source checkout the subpackages live beside this folder (pyproject's package-dir maps
 # them); when Python finds this folder first (``python -m kvproof`` run from the checkout over
@@ -21,27 +28,35 @@ _here = _os.path.dirname(__file__)
 if not _os.path.isdir(_os.path.join(_here, "spec")):
     __path__.append(_os.path.dirname(_here))  # noqa: F821 - __path__ is defined for packages
 
-from kvproof.checker.explicit import Limits, Stats  # noqa: E402
-from kvproof.checker.results import (ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable,  # noqa: E402
-                                     Verified, Violated)
-from kvproof.checker.run import check_scenario  # noqa: E402
-from kvproof.checker.run_symbolic import check_scenario_bmc  # noqa: E402
-from kvproof.checker.proofs import ProofReport, prove_scenario  # noqa: E402
-from kvproof.checker.certificate import recheck  # noqa: E402
-from kvproof.checker.traces import Trace, read_trace, write_trace  # noqa: E402
-from kvproof.model.machine import Machine  # noqa: E402
-from kvproof.model.replay import replay  # noqa: E402
-from kvproof.spec.sglang.config import Config, Engine, Request  # noqa: E402
-from kvproof.spec.sglang.protocol import PdProtocol  # noqa: E402
-from kvproof.model.scenario import Scenario, builtin, builtins, load_scenario  # noqa: E402
+_PUBLIC = {  # name: the module that defines it
+    "Scenario": "kvproof.model.scenario", "load_scenario": "kvproof.model.scenario",
+    "builtin": "kvproof.model.scenario", "builtins": "kvproof.model.scenario",
+    "Machine": "kvproof.model.machine", "replay": "kvproof.model.replay",
+    "Spec": "kvproof.model.framework", "Protocol": "kvproof.model.protocol",
+    "check_scenario": "kvproof.checker.run", "Limits": "kvproof.checker.explicit", "Stats": "kvproof.checker.explicit",
+    "ScenarioReport": "kvproof.checker.results", "ClaimReport": "kvproof.checker.results",
+    "Verified": "kvproof.checker.results", "Violated": "kvproof.checker.results",
+    "Reached": "kvproof.checker.results", "Unreachable": "kvproof.checker.results",
+    "Inconclusive": "kvproof.checker.results",
+    "check_scenario_bmc": "kvproof.checker.run_symbolic", "prove_scenario": "kvproof.checker.proofs",
+    "ProofReport": "kvproof.checker.proofs", "recheck": "kvproof.checker.certify",
+    "Trace": "kvproof.checker.traces", "read_trace": "kvproof.checker.traces", "write_trace": "kvproof.checker.traces",
+    "Config": "kvproof.spec.sglang.config", "Engine": "kvproof.spec.sglang.config",
+    "Request": "kvproof.spec.sglang.config", "PdProtocol": "kvproof.spec.sglang.protocol",
+}
 
-__version__ = "0.1.0"
-__all__ = [
-    "STARTED",
-    "Scenario", "load_scenario", "builtin", "builtins",
-    "Config", "Engine", "Request", "PdProtocol", "Machine",
-    "check_scenario", "Limits", "Stats", "ScenarioReport", "ClaimReport",
-    "check_scenario_bmc", "prove_scenario", "ProofReport", "recheck",
-    "Verified", "Violated", "Reached", "Unreachable", "Inconclusive",
-    "Trace", "read_trace", "write_trace", "replay",
-]
+__all__ = ["STARTED", "__version__", *_PUBLIC]
+
+
+def __getattr__(name: str):
+    """Import a public name from its module on first use (PEP 562)."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kvproof' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(__all__)

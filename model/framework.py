@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 from kvproof.model.expr import BOOL, SpecError, SpecOps, Value, caller
 from kvproof.model.layout import Domain, Field, Layout
+from kvproof.model.narration import Lane, Message, Note, PageMap, PageTimeline
 from kvproof.model.ops import Disabled, Ops
 
 __all__ = [
@@ -284,6 +285,35 @@ class Spec:
         """Interchangeable elements of an index domain (a :class:`~.symmetry.Symmetry`), or
         ``None`` (the default: no symmetry reduction)."""
         return None
+
+    # -- narration (optional): how the general layers tell this protocol's traces ---------------
+    # The defaults narrate nothing protocol-specific; a protocol overrides what it can tell
+    # (:mod:`.narration` has the vocabulary).
+    def shown_params(self, inst: ActionInstance) -> tuple[str, ...]:
+        """The parameters an action instance's label shows (default: all of them)."""
+        return inst.action.params
+
+    def story(self, pre: Any, name: str, args: dict[str, int], post: Any) -> list[Note]:
+        """Notes on the concrete step ``name(args)`` from ``pre`` to ``post`` (default: none)."""
+        return []
+
+    def lanes(self) -> tuple[Lane, ...]:
+        """The participants of a sequence diagram (default: one lane per actor)."""
+        return tuple(Lane(a, a) for a in dict.fromkeys(x.actor for x in self.actions))
+
+    def messages(self, step: int, pre: Any, inst: ActionInstance, post: Any, label: str) -> list[Message]:
+        """Step ``step`` as messages between lanes (default: a note with the action's label on
+        its actor's lane)."""
+        return [Message(step, inst.action.actor, inst.action.actor, label, "note")]
+
+    def page_maps(self, pre: Any, post: Any) -> list[PageMap]:
+        """Tables of the state's resource pools to show after a step (``pre`` is ``None`` at
+        the initial state; default: none)."""
+        return []
+
+    def page_timelines(self, states: Any, actions: Any, include_quiet: bool = False) -> list[PageTimeline]:
+        """Each page through a trace (default: none)."""
+        return []
 
     # -- discovery ------------------------------------------------------------------------------
     def _marked(self, attr: str) -> Iterator[tuple[str, Any]]:

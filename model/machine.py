@@ -87,13 +87,14 @@ class Machine:
         return bool(self.hits(state) >> i & 1)
 
     def label(self, aid: int) -> str:
-        """``name(param=value, ...)`` of an action instance, with labelled values; a rank
-        parameter is left out when there is only one rank."""
+        """``name(param=value, ...)`` of an action instance, with labelled values, showing the
+        parameters the protocol shows (:meth:`~kvproof.model.framework.Spec.shown_params`)."""
         inst = self.instances[aid]
+        shown = set(self.spec.shown_params(inst))
         args = ", ".join(
             f"{p}={self.spec.domain(p).label(v)}"
             for p, v in zip(inst.action.params, inst.args)
-            if not (p in ("prank", "drank", "stream") and self.spec.domain(p).size == 1)
+            if p in shown
         )
         return f"{inst.name}({args})"
 

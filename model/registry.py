@@ -33,7 +33,7 @@ from typing import Iterator
 
 from kvproof.model.protocol import Protocol
 
-__all__ = ["ProtocolError", "register", "protocols", "protocol_named", "protocol_of", "default_protocol",
+__all__ = ["ProtocolError", "register", "unregister", "protocols", "protocol_named", "protocol_of", "default_protocol",
            "builtin_names", "base_names", "canonical", "check_reference", "protocol_class", "variant_classes", "trust_variant",
            "trusted_files", "variant_scope", "variant_error"]
 
@@ -52,7 +52,13 @@ class ProtocolError(ValueError):
 
 def register(protocol: Protocol) -> None:
     """Make ``protocol`` known (replacing one of the same name)."""
+    protocols()  # the entry points first, so that they keep their place
     _registered[protocol.name] = protocol
+
+
+def unregister(name: str) -> None:
+    """Forget the protocol called ``name`` (what :func:`register` added, in a test)."""
+    _registered.pop(name, None)
 
 
 def protocols() -> list[Protocol]:

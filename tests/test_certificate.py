@@ -8,7 +8,8 @@ import subprocess
 import pytest
 import z3
 
-from kvproof.checker.certificate import CertificateError, read_certificate, recheck, sexpr_problem, write_certificate
+from kvproof.checker.certificate import CertificateError, read_certificate, sexpr_problem, write_certificate
+from kvproof.checker.certify import recheck
 from kvproof.checker.cert_solvers import z3_binary
 from kvproof.checker.cli.commands import main
 from kvproof.checker.transition import TransitionSystem

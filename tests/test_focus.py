@@ -25,7 +25,7 @@ def test_matching_by_name_index_and_value(trace):
 
 
 def test_unknown_names_are_bad_input(trace):
-    with pytest.raises(FocusError, match="--only p7: not a field, request, page or prefill page"):
+    with pytest.raises(FocusError, match="--only p7: not a field or an index label of this trace"):
         Focus.of(trace, ["p7"])
 
 

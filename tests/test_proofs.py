@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kvproof.checker.certificate import recheck
+from kvproof.checker.certify import recheck
 from kvproof.checker.proofs import ProofBudget, prove_scenario
 from kvproof.checker.run import check_scenario
 from kvproof.model.machine import Machine

@@ -3,7 +3,8 @@
 import pytest
 
 from kvproof.checker.run import check_scenario
-from kvproof.checker.report.sequence import LANES, trace_story
+from kvproof.checker.report.sequence import trace_story
+from kvproof.spec.sglang.narration import LANES
 from kvproof.model.scenario import builtin, load_scenario
 
 

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kvproof.checker.run import check_scenario
-from kvproof.checker.report.sequence import trace_story
+from kvproof.checker.report.sequence import trace_lanes, trace_story
 from kvproof.checker.report.sequence_svg import sequence_svg
 from kvproof.model.scenario import builtin
 
@@ -14,7 +14,7 @@ NS = {"s": "http://www.w3.org/2000/svg"}
 
 def _svg(name, claim, ident="t"):
     rep = check_scenario(builtin(name), only=[claim])
-    return ET.fromstring(sequence_svg(trace_story(rep.claims[0].result.trace), f"{name}: {claim}", ident=ident))
+    return ET.fromstring(sequence_svg(trace_story(rep.claims[0].result.trace), trace_lanes(rep.claims[0].result.trace), f"{name}: {claim}", ident=ident))
 
 
 def _classes(g):
@@ -70,5 +70,5 @@ def test_marker_ids_are_prefixed_so_diagrams_share_a_page():
 
 def test_no_violation_in_a_witness_trace():
     rep = check_scenario(builtin("v0.5.22"), only=["sometimes_request_succeeds"])
-    svg = ET.fromstring(sequence_svg(trace_story(rep.claims[0].result.trace)))
+    svg = ET.fromstring(sequence_svg(trace_story(rep.claims[0].result.trace), trace_lanes(rep.claims[0].result.trace)))
     assert not [g for g in svg.iter("{http://www.w3.org/2000/svg}g") if _classes(g) & {"hazard", "violation"}]

@@ -58,40 +58,19 @@ from kvproof.checker.report.sarif import write_sarif
 from kvproof.checker.report.trace_json import trace_records
 from kvproof.checker.traces import Trace, TraceError, read_trace, write_trace
 from kvproof.checker.cli import symbolic as cli_symbolic
+from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK,
+                                        EXIT_OUT_OF_MEMORY, BadInput, protocol_command)
+from kvproof.checker.cli.common import console as _console
+from kvproof.checker.cli.common import json_reports as _json_reports
+from kvproof.checker.cli.common import resolve as _resolve
 from kvproof.checker.certificate import CertificateError
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
            "EXIT_INTERRUPTED"]
 
-EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
-EXIT_OUT_OF_MEMORY = 4  # the search ran out of memory: one line with the advice (fingerprints, symmetry, workers)
-EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
-
-
-class BadInput(Exception):
-    """Input the command cannot use; its message is printed as one line, exit code 3."""
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's own exit code 2 means "inconclusive" here
         raise BadInput(f"{self.prog}: {message}")
-
-
-def _console(stream=None) -> Console:
-    """Rich console on stdout; a pipe or CI log gets 120 columns and no colour codes."""
-    stream = stream or sys.stdout
-    width = None if stream.isatty() else 120
-    return Console(file=stream, highlight=False, width=width)
-
-
-def _resolve(name: str | Scenario) -> Scenario:
-    """A built-in scenario by name, or a scenario file by path (a ``--variant`` file's own
-    scenario is passed as it is: :func:`main` adds those to the scenarios named)."""
-    if isinstance(name, Scenario):
-        return name
-    if name.endswith(".toml") or os.sep in name or Path(name).is_file():
-        return load_scenario(name)
-    return builtin(name)
 
 
 class _Progress:
@@ -311,7 +290,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.quiet:
         cx = sum(1 for r in reports for c in r.claims if c.kind == "invariant" and getattr(c.result, "trace", None))
         _console().print(f"wrote {args.output}: {len(reports)} scenario{'s' if len(reports) != 1 else ''}, "
-                         f"{cx} counterexample{'s' if cx != 1 else ''}")
+                         f"{cx} counterexample{'s' if cx != 1 else ''}", soft_wrap=True)  # a path is not wrapped
     return exit_code(reports)
 
 
@@ -331,48 +310,6 @@ def cmd_completion(args: argparse.Namespace) -> int:
         raise BadInput("completion needs shtab: pip install 'kvproof[completion]'") from None
     print(shtab.complete(build_parser(), shell=args.shell))
     return EXIT_OK
-
-
-def _json_reports(reports) -> dict[str, Any]:
-    return {
-        "scenarios": [
-            {
-                "name": r.scenario.name,
-                "complete": r.complete,
-                "reason": r.reason,
-                "stats": {
-                    "states": r.stats.states,
-                    "transitions": r.stats.transitions,
-                    "depth": r.stats.depth,
-                    "quiescent_states": r.stats.quiescent,
-                    "seconds": round(r.stats.seconds, 4),
-                    "states_per_second": round(r.stats.states_per_second),
-                    "visited": r.stats.visited,
-                    "bytes_per_state": round(r.stats.bytes_per_state, 1),
-                    "collision_probability": r.stats.collision_probability,
-                    "symmetry": r.symmetry,
-                    "represented_states": r.stats.represented,
-                    "reduction": round(r.stats.reduction, 3),
-                    "workers": r.stats.workers,
-                    "worker_cpu_seconds": list(r.stats.worker_cpu),
-                },
-                "results": [
-                    {
-                        "invariant": c.claim,
-                        "kind": c.kind,
-                        "expected": c.expected,
-                        "verdict": c.verdict,
-                        "states": r.stats.states,
-                        "depth": c.depth if c.depth is not None else r.stats.depth,
-                        "seconds": round(r.stats.seconds, 4),
-                        "trace": str(c.trace_path) if c.trace_path else None,
-                    }
-                    for c in r.claims
-                ],
-            }
-            for r in reports
-        ]
-    }
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -459,7 +396,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             states = run_actions(machine, run)
             trace = Trace(sc, machine, "decode_reads_only_own_pages", "counterexample", run, states)
             path = write_trace(trace, args.traces)
-            out.print(f"  first exposure at step {len(exp.first_bad_run):,}, written to {path}{how}")
+            out.print(f"  first exposure at step {len(exp.first_bad_run):,}, written to {path}{how}", soft_wrap=True)
     return EXIT_OK
 
 
@@ -467,16 +404,6 @@ def cmd_conform(args: argparse.Namespace) -> int:
     """Run traces (replay) or random event sequences (``--random N``) on SGLang 0.5.23's code."""
     run_conform = protocol_command("conform")
     return run_conform(args, _resolve, _console(), BadInput)
-
-
-def protocol_command(name: str):
-    """The callable that implements command ``name``, from the one registered protocol that
-    offers it (:attr:`~kvproof.model.protocol.Protocol.commands`)."""
-    found = [p for p in protocols() if name in p.commands]
-    if len(found) != 1:
-        offered = ", ".join(p.name for p in found) or "none"
-        raise BadInput(f"{name}: expected one protocol to offer it, found {offered}")
-    return found[0].command(name)
 
 
 def _plural(n: int, word: str) -> str:

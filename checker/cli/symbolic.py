@@ -20,7 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from kvproof.model.scenario import builtins
-from kvproof.checker.certificate import CertificateError, recheck
+from kvproof.checker.certificate import CertificateError
+from kvproof.checker.cli.common import EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, protocol_command
+from kvproof.checker.cli.common import json_reports as _json_reports
+from kvproof.checker.cli.common import console as _console
+from kvproof.checker.cli.common import resolve as _resolve
+from kvproof.checker.certify import recheck
 from kvproof.checker.cti import render_failure
 from kvproof.checker.interrupts import interrupts_reach_python
 from kvproof.checker.proofs import ProofBudget, prove_scenario
@@ -32,13 +37,7 @@ from kvproof.checker.watchdog import z3_deadline
 
 __all__ = ["add_commands", "check_symbolic", "cmd_prove", "cmd_certify"]
 
-EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
 DEFAULT_DEPTH = 24
-
-
-def _console() -> Console:
-    width = None if sys.stdout.isatty() else 120
-    return Console(file=sys.stdout, highlight=False, width=width)
 
 
 def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
@@ -59,7 +58,6 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
         reports = [check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds, deadline)
                    for sc in scenarios]
         if args.json:
-            from kvproof.checker.cli.commands import _json_reports
             print(json.dumps(_json_reports(reports), indent=2))
         elif not args.quiet:
             out.print(render_reports(reports))
@@ -73,7 +71,6 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
         reports.append(rep)
         agreements.append(agreement)
     if args.json:
-        from kvproof.checker.cli.commands import _json_reports  # the explicit engine's JSON, one agreement added per scenario
         doc = _json_reports(reports)
         for entry, a in zip(doc["scenarios"], agreements):
             entry["agreement"] = {"bounded_depth": a.bounded.stats.depth, "proved_never_hit": a.proved,
@@ -114,9 +111,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
 
 def _prove(args: argparse.Namespace) -> int:
-    from kvproof.checker.cli.commands import _resolve  # the scenario resolver of the main command line
     if args.theorems:
-        from kvproof.checker.cli.commands import protocol_command  # the protocol that has theorems
         results = protocol_command("theorems")(args.spacer_seconds)
         out = _console()
         for th in results:
@@ -216,8 +211,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
         raise CertificateError(f"no certificates given and none under {args.certificates}")
     against = None
     if args.scenario:
-        from kvproof.checker.cli.commands import _resolve  # the scenario resolver of the main command line
-        against = _resolve(args.scenario)
+            against = _resolve(args.scenario)
     out = _console()
     bad = unreadable = 0
     last: CertificateError | None = None

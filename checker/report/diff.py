@@ -10,7 +10,7 @@ name and label, so traces of different scenarios compare too.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Group
@@ -18,6 +18,7 @@ from rich.text import Text
 
 from kvproof.checker.report.render import named_values
 from kvproof.checker.traces import Trace
+from kvproof.model.registry import canonical
 
 __all__ = ["TraceDiff", "diff_traces", "render_diff"]
 
@@ -47,11 +48,20 @@ class TraceDiff:
 
 
 def _settings(trace: Trace) -> dict[str, Any]:
-    cfg = trace.scenario.config
-    out: dict[str, Any] = {f"sizes.{k}": getattr(cfg, k) for k in ("decode_pages", "prefill_pages", "context_limit")}
-    out["requests"] = ", ".join(f"{r.tenant}:{r.pages}" for r in cfg.requests)
-    out.update({f"engine.{k}": v for k, v in asdict(cfg.engine).items()})
-    out["protocol"] = trace.scenario.protocol or "PdProtocol"
+    """The scenario's configuration as flat ``table.key`` settings (the protocol's own tables,
+    as it stores them) and its protocol."""
+    data = trace.scenario.to_data()
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in ("name", "title", "description", "expect", "protocol"):
+            continue
+        if isinstance(value, dict):
+            out.update({f"{key}.{k}": v for k, v in value.items()})
+        elif isinstance(value, list):
+            out[key] = ", ".join(":".join(str(v) for v in (x.values() if isinstance(x, dict) else [x])) for x in value)
+        else:
+            out[key] = value
+    out["protocol"] = canonical(trace.scenario.protocol) or "default"
     return out
 
 

@@ -1,7 +1,7 @@
 """Following one page, one request or one field through a long trace (``show --only``).
 
-A :class:`Focus` is a set of tokens: a field name (``owner``, ``wr``), a request (``R1``), a
-decode page (``p3``), a prefill page (``q0``), or a field element (``owner[p3]``).  A changed
+A :class:`Focus` is a set of tokens: a field name (``owner``, ``wr``), an index label (SGLang's
+requests ``R1``, decode pages ``p3``, prefill pages ``q0``), or a field element (``owner[p3]``).  A changed
 field matches when its name, one of its indices, or its old or new value is a token, so
 ``--only p3`` also shows ``dest[R1, chunk 0]: none → p3`` (the page being handed to R1).  A
 note or a message matches when it mentions a token as a word.
@@ -35,9 +35,9 @@ class Focus:
         for t in tokens:
             base = t.split("[", 1)[0]
             if t not in known and base not in known:
-                raise FocusError(f"--only {t}: not a field, request, page or prefill page of this trace "
+                raise FocusError(f"--only {t}: not a field or an index label of this trace "
                                  f"(fields: {', '.join(f.name for f in trace.machine.spec.layout.fields)}; "
-                                 f"requests R0.., pages p0.., prefill pages q0..)")
+                                 f"labels: {_label_ranges(trace)})")
         return cls(tuple(tokens))
 
     def __bool__(self) -> bool:
@@ -67,3 +67,14 @@ def _vocabulary(trace: Trace) -> set[str]:
             if d.labels:
                 words.update(d.labels)
     return words
+
+
+def _label_ranges(trace: Trace) -> str:
+    """``R0..R2 (req), p0..p3 (page)``: the first and last label of every labelled index domain."""
+    seen, out = set(), []
+    for f in trace.machine.spec.layout.fields:
+        for d in f.dims:
+            if d.labels and d.name not in seen:
+                seen.add(d.name)
+                out.append(f"{d.labels[0]}..{d.labels[-1]} ({d.name})" if len(d.labels) > 1 else f"{d.labels[0]} ({d.name})")
+    return ", ".join(out) or "none"

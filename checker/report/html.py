@@ -27,7 +27,7 @@ from kvproof import __version__
 from kvproof.checker.atomic import write_text_atomic
 from kvproof.checker.report.render import render_trace
 from kvproof.checker.results import ScenarioReport, Violated
-from kvproof.checker.report.sequence import trace_story
+from kvproof.checker.report.sequence import trace_lanes, trace_story
 from kvproof.checker.report.sequence_svg import sequence_svg
 from kvproof.checker.report.timeline import PageTimeline, page_timelines
 from kvproof.checker.traces import Trace
@@ -161,7 +161,7 @@ def _counterexample(trace: Trace, index: int) -> str:
         f"<h2>{escape(sc.name)} · {escape(trace.claim)} fails after {len(trace)} steps</h2>"
         f'<p>{escape(sc.title)}</p><p class="claim-doc">{escape(claim.doc)}</p>'
         "<h3>Sequence diagram</h3>"
-        f'<div class="diagram">{sequence_svg(steps, f"{sc.name}: {trace.claim}", ident=f"cx{index}")}</div>'
+        f'<div class="diagram">{sequence_svg(steps, trace_lanes(trace), f"{sc.name}: {trace.claim}", ident=f"cx{index}")}</div>'
         "<h3>Page timeline</h3>"
         f'<ul class="pages">{"".join(_timeline_sentence(tl) for tl in timelines)}</ul>'
         f"{_timeline_grid(timelines, len(trace))}"

@@ -9,23 +9,20 @@ counterexample is followed by a note that says so; a lost message ends in a cros
 from __future__ import annotations
 
 from kvproof.checker.report.focus import Focus
-from kvproof.checker.report.sequence import LANES, Message, trace_story
+from kvproof.checker.report.sequence import Message, trace_lanes, trace_story
 from kvproof.checker.traces import Trace
 
 __all__ = ["trace_mermaid"]
-
-_FIRST, _LAST = LANES[0].key, LANES[-1].key
-
 
 def _clean(text: str) -> str:
     """Message text Mermaid accepts: no statement separators or comment markers."""
     return text.replace(";", ",").replace("#", "no.").replace("%%", "%").replace("\n", " ")
 
 
-def _line(m: Message) -> str:
+def _line(m: Message, first: str, last: str) -> str:
     text = _clean(("✗ " if m.violating_read else "") + m.text)
     if m.src is None or m.dst is None:
-        return f"Note over {_FIRST},{_LAST}: {text}"
+        return f"Note over {first},{last}: {text}"
     if m.src == m.dst:
         return f"Note over {m.src}: {text}"
     arrow = "-x" if m.kind == "lost" else "->>"
@@ -37,18 +34,20 @@ def trace_mermaid(trace: Trace, only: Focus | None = None) -> str:
     mention its tokens."""
     out = ["sequenceDiagram",
            f"    %% {_clean(trace.scenario.name)} · {trace.claim} ({trace.kind}, {len(trace)} steps)"]
-    out += [f"    participant {ln.key} as {ln.title}" for ln in LANES]
+    lanes = trace_lanes(trace)
+    first, last = lanes[0].key, lanes[-1].key
+    out += [f"    participant {ln.key} as {ln.title}" for ln in lanes]
     for st in trace_story(trace):
         msgs = [m for m in st.messages if only is None or only.text(m.text)]
         if not msgs:
             continue
-        out.append(f"    Note over {_FIRST},{_LAST}: Step {st.step} · {_clean(st.label)}")
+        out.append(f"    Note over {first},{last}: Step {st.step} · {_clean(st.label)}")
         for m in msgs:
             if m.hazard or m.violation:
-                out += ["    rect rgb(255, 205, 210)", f"    {_line(m)}"]
+                out += ["    rect rgb(255, 205, 210)", f"    {_line(m, first, last)}"]
                 if m.violating_read:
                     out.append(f"    Note right of {m.dst}: violating read: {trace.claim} fails here")
                 out.append("    end")
             else:
-                out.append(f"    {_line(m)}")
+                out.append(f"    {_line(m, first, last)}")
     return "\n".join(out) + "\n"

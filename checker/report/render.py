@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvproof.checker.report.focus import Focus
+from kvproof.model.narration import PageMap
 from kvproof.checker.liveness import pending_throughout
 from kvproof.checker.results import ScenarioReport
 from kvproof.checker.traces import Trace
@@ -82,64 +83,16 @@ def changes(trace: Trace, k: int) -> list[tuple[str, Any, Any]]:
     return state_changes(trace.machine.spec.layout, trace.states[k - 1], trace.states[k])
 
 
-def _content_label(spec, content: int) -> tuple[str, int | None]:
-    k = spec.k
-    if content == 0:
-        return "·", None
-    if content <= k.R:
-        return f"R{content - 1} ({k.tenants[k.tenant[content - 1]]})", k.tenant[content - 1]
-    tenant = content - 1 - k.R
-    return f"old ({k.tenants[tenant]})", tenant
-
-
-def _content_cell(spec, owner: int, contents: list[int]) -> Text:
-    """What a page (all its shards) or slot holds; another request's KV in an owned page is
-    marked ``!`` (another tenant's: ``!!``)."""
-    labels, mark = [], ""
-    for content in contents:
-        label, tenant = _content_label(spec, content)
-        labels.append(label)
-        if owner != 0 and content not in (0, owner):
-            mark = "!!" if tenant != spec.k.tenant[owner - 1] else (mark or "!")
-    text = labels[0] if len(set(labels)) == 1 else "|".join(labels)
-    return Text(text + (" " + mark if mark else ""), style=HAZARD if mark else "")
-
-
-POOLS = {
-    # pool: (owner field, content field, size attribute, prefix, title)
-    "decode": ("owner", "content", "D", "p", "decode pages"),
-    "prefill": ("src_owner", "src_content", "P", "q", "prefill pages"),
-    "aux": ("aux_owner", "aux_content", "M", "m", "aux slots"),
-}
-
-
-def page_map(trace: Trace, k: int, pool: str = "decode") -> Table:
-    """One pool after step ``k``: owner and content, foreign content highlighted."""
-    spec = trace.machine.spec
-    state = trace.states[k]
-    layout = spec.layout
-    owner_f, content_f, size, prefix, title = POOLS[pool]
-    n = getattr(spec.k, size)
+def page_map(pm: PageMap) -> Table:
+    """One of the protocol's page maps (:class:`~kvproof.model.narration.PageMap`) as a table,
+    hazard cells highlighted."""
     table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 2, 0, 0))
-    table.add_column(title, style="dim")
-    for p in range(n):
-        table.add_column(f"{prefix}{p}")
-    owners = [state[layout.slot(owner_f, p)] for p in range(n)]
-    shards = spec.k.U if pool == "decode" else 1
-
-    def contents(p):
-        if pool == "decode":
-            return [state[layout.slot(content_f, u, p)] for u in range(shards)]
-        return [state[layout.slot(content_f, p)]]
-
-    table.add_row("owner", *[("free" if o == 0 else f"R{o - 1}") for o in owners])
-    table.add_row("holds", *[_content_cell(spec, o, contents(p)) for p, o in enumerate(owners)])
+    table.add_column(pm.title, style="dim")
+    for column in pm.columns:
+        table.add_column(column)
+    for label, cells in pm.rows:
+        table.add_row(label, *[Text(c.text, style=HAZARD if c.hazard else "") for c in cells])
     return table
-
-
-def _pool_changed(trace: Trace, k: int, owner_f: str, content_f: str) -> bool:
-    return any(name.startswith(owner_f + "[") or name.startswith(content_f + "[")
-               for name, _, _ in changes(trace, k))
 
 
 def render_trace(trace: Trace, step: int | None = None, only: Focus | None = None) -> Group:
@@ -181,11 +134,8 @@ def render_trace(trace: Trace, step: int | None = None, only: Focus | None = Non
                 parts += block
             continue
         parts += block
-        parts.append(page_map(trace, k))
-        if k == 0 or _pool_changed(trace, k, "src_owner", "src_content"):
-            parts.append(page_map(trace, k, pool="prefill"))
-        if spec.k.M and (k == 0 or _pool_changed(trace, k, "aux_owner", "aux_content")):
-            parts.append(page_map(trace, k, pool="aux"))
+        for pm in spec.page_maps(trace.states[k - 1] if k else None, trace.states[k]):
+            parts.append(page_map(pm))
         if trace.loop is not None and k == trace.loop and k < len(trace):
             parts.append(Text(f"↺ the loop starts here: steps {k + 1}-{len(trace)} come back to this state",
                               style="bold yellow"))

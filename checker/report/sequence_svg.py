@@ -1,7 +1,7 @@
 """Sequence diagrams of traces, drawn as standalone SVG (no script, no external reference).
 
-One lane per participant of :data:`~kvproof.checker.report.sequence.LANES` (client, prefill
-scheduler, transfer engine, decode scheduler, page pool), one block per step with the step's
+One lane per participant the protocol names (:func:`~kvproof.checker.report.sequence.trace_lanes`;
+SGLang's: client, prefill scheduler, transfer engine, decode scheduler, page pool), one block per step with the step's
 action on the left, one arrow per message, and the step's hazard notes in red under its
 arrows.  The markup is meant to be read by machines too:
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from html import escape
 
-from kvproof.checker.report.sequence import LANES, Message, StepStory
+from kvproof.checker.report.sequence import Lane, Message, StepStory
 
 __all__ = ["sequence_svg"]
 
@@ -54,27 +54,27 @@ text {{ font-family: 'DejaVu Sans', Arial, sans-serif; font-size: 11px; fill: {I
 """
 
 
-def _x(lane: str) -> float:
-    i = [ln.key for ln in LANES].index(lane)
+def _x(lanes: tuple[Lane, ...], lane: str) -> float:
+    i = [ln.key for ln in lanes].index(lane)
     return LEFT + LANE_W * i + LANE_W / 2
 
 
-def _width() -> int:
-    return LEFT + LANE_W * len(LANES) + 10
+def _width(lanes: tuple[Lane, ...]) -> int:
+    return LEFT + LANE_W * len(lanes) + 10
 
 
-def _label_x(x1: float, x2: float, text: str) -> float:
+def _label_x(lanes: tuple[Lane, ...], x1: float, x2: float, text: str) -> float:
     """Centre of the label: the arrow's middle, shifted so the label stays inside the drawing."""
     half = len(text) * CHAR_W / 2
     mid = (x1 + x2) / 2
-    return max(LEFT + half + 4, min(_width() - half - 4, mid))
+    return max(LEFT + half + 4, min(_width(lanes) - half - 4, mid))
 
 
 def _row(m: Message) -> int:
     return ROW + 8 if m.violating_read else ROW
 
 
-def _message(m: Message, y: float, ident: str) -> str:
+def _message(lanes: tuple[Lane, ...], m: Message, y: float, ident: str) -> str:
     classes = ["msg", m.kind] + (["hazard"] if m.hazard else []) + (["violation"] if m.violation else [])
     if m.violating_read:
         classes.append("violating-read")
@@ -82,13 +82,13 @@ def _message(m: Message, y: float, ident: str) -> str:
             f'data-to="{m.dst or "all"}"><title>{escape(m.text)}</title>')
     text = escape(m.text if not m.violating_read else "✗ " + m.text)
     if m.kind == "tick" or m.src is None:
-        x1, x2 = LEFT + 6, _width() - 6
+        x1, x2 = LEFT + 6, _width(lanes) - 6
         return (head + f'<rect x="{x1}" y="{y + 4}" width="{x2 - x1}" height="20" rx="3"/>'
                 f'<text x="{(x1 + x2) / 2}" y="{y + 18}" text-anchor="middle">{text}</text></g>')
-    x1, x2 = _x(m.src), _x(m.dst)
+    x1, x2 = _x(lanes, m.src), _x(lanes, m.dst)
     if m.src == m.dst:
         w = min(LANE_W * 2 - 10, len(m.text) * CHAR_W + 16)
-        cx = max(LEFT + w / 2 + 2, min(_width() - w / 2 - 2, x1))
+        cx = max(LEFT + w / 2 + 2, min(_width(lanes) - w / 2 - 2, x1))
         return (head + f'<rect x="{cx - w / 2}" y="{y + 4}" width="{w}" height="20" rx="3"/>'
                 f'<text x="{cx}" y="{y + 18}" text-anchor="middle">{text}</text></g>')
     marker = f"{ident}-arrow-hazard" if m.hazard else f"{ident}-arrow"
@@ -101,7 +101,7 @@ def _message(m: Message, y: float, ident: str) -> str:
     else:
         parts.append(f'<line x1="{x1}" y1="{ly}" x2="{x2}" y2="{ly}" marker-end="url(#{marker})"/>')
     lift = 13 if m.violating_read else 5  # clear of the mark on the line
-    parts.append(f'<text x="{_label_x(x1, x2, m.text)}" y="{ly - lift}" text-anchor="middle">{text}</text>')
+    parts.append(f'<text x="{_label_x(lanes, x1, x2, m.text)}" y="{ly - lift}" text-anchor="middle">{text}</text>')
     if m.violating_read:
         parts.append(f'<g class="violation-mark"><circle cx="{x1}" cy="{ly}" r="8"/>'
                      f'<text x="{x1}" y="{ly + 4}" text-anchor="middle">!</text></g>')
@@ -109,18 +109,19 @@ def _message(m: Message, y: float, ident: str) -> str:
     return "".join(parts)
 
 
-def sequence_svg(steps: list[StepStory], title: str = "", ident: str = "seq") -> str:
-    """The sequence diagram of ``steps`` as an ``<svg>`` element (inline in HTML, or a file);
-    ``ident`` prefixes its element ids, so several diagrams can share one page."""
+def sequence_svg(steps: list[StepStory], lanes: tuple[Lane, ...], title: str = "", ident: str = "seq") -> str:
+    """The sequence diagram of ``steps`` between ``lanes`` as an ``<svg>`` element (inline in
+    HTML, or a file); ``ident`` prefixes its element ids, so several diagrams can share one
+    page."""
     body: list[str] = []
     y = TOP
     for st in steps:
         top = y
-        body.append(f'<line class="step-sep" x1="0" y1="{top}" x2="{_width()}" y2="{top}"/>')
+        body.append(f'<line class="step-sep" x1="0" y1="{top}" x2="{_width(lanes)}" y2="{top}"/>')
         body.append(f'<text class="step-no" x="8" y="{top + 18}">Step {st.step}</text>'
                     f'<text class="step-action" x="8" y="{top + 32}">{escape(st.label)}</text>')
         for m in st.messages:
-            body.append(_message(m, y, ident))
+            body.append(_message(lanes, m, y, ident))
             y += _row(m)
         for note in st.notes:
             if note.level == "hazard":
@@ -128,10 +129,10 @@ def sequence_svg(steps: list[StepStory], title: str = "", ident: str = "seq") ->
                 body.append(f'<text class="hazard-note" x="{LEFT + 8}" y="{y - 4}">! {escape(note.text)}</text>')
         y = max(y, top + 40) + GAP
     height = y + 10
-    lanes = []
-    for ln in LANES:
-        x = _x(ln.key)
-        lanes.append(f'<g class="lane" data-lane="{ln.key}"><rect x="{x - 80}" y="10" width="160" height="30" rx="4"/>'
+    drawn = []
+    for ln in lanes:
+        x = _x(lanes, ln.key)
+        drawn.append(f'<g class="lane" data-lane="{ln.key}"><rect x="{x - 80}" y="10" width="160" height="30" rx="4"/>'
                      f'<text class="lane-title" x="{x}" y="30" text-anchor="middle">{escape(ln.title)}</text>'
                      f'<line class="lifeline" x1="{x}" y1="40" x2="{x}" y2="{height}"/></g>')
     defs = ("<defs>"
@@ -140,8 +141,8 @@ def sequence_svg(steps: list[StepStory], title: str = "", ident: str = "seq") ->
             f'<marker id="{ident}-arrow-hazard" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
             f'orient="auto-start-reverse"><path d="M0 0 L10 5 L0 10 z" fill="{HAZARD}"/></marker>'
             "</defs>")
-    w = _width()
+    w = _width(lanes)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="sequence" width="{w}" height="{height}" '
             f'viewBox="0 0 {w} {height}" role="img" aria-label="{escape(title or "sequence diagram")}">'
             f"<title>{escape(title)}</title><style>{_STYLE}</style>{defs}"
-            + "".join(lanes) + "".join(body) + "</svg>")
+            + "".join(drawn) + "".join(body) + "</svg>")

@@ -36,6 +36,7 @@ from kvproof.spec.sglang.state import (
     PAB_RECEIVED, POLL_FAILED, POLL_NONE, POLL_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
     READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields,
 )
+from kvproof.spec.sglang.narration import PdNarration
 from kvproof.spec.sglang.story import PdStory
 from kvproof.spec.sglang.symmetry import PdSymmetry
 
@@ -49,7 +50,7 @@ def exceeds_input_limit(o, pages, context_limit, prefill_pool):
     return o.gt(pages, o.min_(context_limit, prefill_pool))
 
 
-class PdProtocol(PdClaims, PdStory, PdSymmetry, Spec):
+class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
     """The protocol instance for one :class:`Config`.  Subclass and override one action or
     helper to describe another engine's behaviour (see the README)."""
 

@@ -7,20 +7,12 @@ states only; it is not part of the transition relation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
+from kvproof.model.narration import Note
 from kvproof.spec.sglang.state import D_VERIFIED, FREE, READ_NONE, UNWRITTEN, WR_FLIGHT
 
 __all__ = ["Note", "PdStory"]
-
-
-@dataclass(frozen=True)
-class Note:
-    """One remark on a step; ``level`` is ``info`` or ``hazard`` (rendered highlighted)."""
-
-    level: str
-    text: str
 
 
 class PdStory:

@@ -34,7 +34,9 @@ from kvproof.model.ops import ConcreteOps
 from kvproof.spec.sglang.protocol import PdProtocol, exceeds_input_limit
 from kvproof.model.scenario import builtin
 from kvproof.checker.run import check_scenario
-from kvproof.checker.symbolic import Z3Ops, claim_term, state_vars
+from kvproof.checker.symbolic import Z3Ops, claim_term
+from kvproof.spec.sglang.parametric import int_system as _int_system
+from kvproof.spec.sglang.parametric import parametric_spec as _parametric_spec
 
 __all__ = ["Theorem", "timeout_theorem", "admission_theorem", "all_theorems", "admission",
            "smallest_unsafe_prompt"]
@@ -61,55 +63,6 @@ class Theorem:
 
 
 # -- timeout release ------------------------------------------------------------------------------
-class _SymbolicEngine:
-    """The scenario's engine flags, with ``timeout`` and ``write_latency_bound`` as Z3 terms."""
-
-    def __init__(self, engine: Engine, timeout: Any, bound: Any):
-        self._engine, self.timeout, self.write_latency_bound = engine, timeout, bound
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
-
-
-def _parametric_spec(T, W) -> PdProtocol:
-    spec = builtin("timeout-bounded-latency").build()
-    spec.e = _SymbolicEngine(spec.e, T, W)
-    return spec
-
-
-def _int_system(spec: PdProtocol, T, W):
-    """(pre vars, typed(xs) builder, steps as (inst, guard, next) over pre) with symbolic
-    upper bounds for the ``hold`` and ``wr`` fields."""
-    pre = state_vars(spec, "pre")
-    layout = spec.layout
-    steps = []
-    for inst in spec.instances:
-        ops = Z3Ops(pre)
-        if spec.run_action(inst, ops) is False:  # ruled out by the configuration
-            continue
-        guard = z3.simplify(z3.And(*ops.guard)) if ops.guard else z3.BoolVal(True)
-        if z3.is_false(guard):
-            continue
-        steps.append((inst, guard, ops.next))
-
-    sentinels = dict(layout.sentinel_slots())
-
-    def typed(xs):
-        parts = []
-        for f in layout.fields:
-            base = layout.base[f.name]
-            for k in range(f.width):
-                if base + k in sentinels:
-                    continue
-                hi = {"hold": T + 1, "wr": W + 3}.get(f.name, f.values.size)
-                parts += [xs[base + k] >= 0, xs[base + k] < hi]
-        for slot, value in sentinels.items():
-            parts.append(xs[slot] == value)
-        return z3.And(*parts)
-
-    return pre, typed, steps
-
-
 def _verdict(result, proved, refuted) -> str:
     if result == proved:
         return "proved"

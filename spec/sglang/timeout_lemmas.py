@@ -86,7 +86,8 @@ def _instance(t: int, w: int):
 def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str, str, int]:
     """(verdict, reason, lemmas): ``proved`` only on unsat answers, for every ``T ≥ W + gap``,
     ``W ≥ 0`` (the theorem: ``gap = 1``; the tests try ``gap = 0``, which is false)."""
-    from kvproof.spec.sglang.theorems import _int_system, _parametric_spec  # the integer reading of the same spec
+    from kvproof.spec.sglang.parametric import int_system as _int_system  # the integer reading of the same spec
+    from kvproof.spec.sglang.parametric import parametric_spec as _parametric_spec
     from kvproof.checker.symbolic import claim_term, state_vars
 
     start = time.perf_counter()
