@@ -14,11 +14,27 @@ fingerprinted visited set), :mod:`.symmetry` (checked symmetry reduction), :mod:
 line.
 """
 
-from kvproof.checker.explicit import Exploration, Limits, Stats, explore
-from kvproof.checker.parallel import explore_parallel
-from kvproof.checker.results import ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable, Verified, Violated, exit_code
-from kvproof.checker.run import check_scenario
-from kvproof.checker.traces import Trace, TraceError, read_trace, write_trace
+import importlib as _importlib
 
-__all__ = ["Exploration", "Limits", "Stats", "explore", "explore_parallel", "ClaimReport", "Inconclusive", "ScenarioReport",
-           "Verified", "Violated", "Reached", "Unreachable", "exit_code", "check_scenario", "Trace", "TraceError", "read_trace", "write_trace"]
+_PUBLIC = {  # name: the module that defines it (imported on first use, so the CLI starts fast)
+    "Exploration": "kvproof.checker.explicit", "Limits": "kvproof.checker.explicit", "Stats": "kvproof.checker.explicit",
+    "explore": "kvproof.checker.explicit", "explore_parallel": "kvproof.checker.parallel",
+    "ClaimReport": "kvproof.checker.results", "Inconclusive": "kvproof.checker.results",
+    "ScenarioReport": "kvproof.checker.results", "Verified": "kvproof.checker.results",
+    "Violated": "kvproof.checker.results", "Reached": "kvproof.checker.results",
+    "Unreachable": "kvproof.checker.results", "exit_code": "kvproof.checker.results",
+    "check_scenario": "kvproof.checker.run", "Trace": "kvproof.checker.traces", "TraceError": "kvproof.checker.traces",
+    "read_trace": "kvproof.checker.traces", "write_trace": "kvproof.checker.traces",
+}
+
+__all__ = list(_PUBLIC)
+
+
+def __getattr__(name: str):
+    """Import a public name from its module on first use (PEP 562)."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kvproof.checker' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value

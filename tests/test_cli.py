@@ -417,7 +417,7 @@ def no_search(monkeypatch):
     def searched(*a, **k):
         raise AssertionError("a search started")
 
-    monkeypatch.setattr("kvproof.checker.cli.commands.check_scenario", searched)
+    monkeypatch.setattr("kvproof.checker.run.check_scenario", searched)
 
 
 def _one_line_3(code, err, message):
@@ -567,7 +567,7 @@ def test_out_of_memory_is_one_line_with_the_advice_and_exit_4(capsys, monkeypatc
     def oom(*a, **k):
         raise MemoryError
 
-    monkeypatch.setattr("kvproof.checker.cli.commands.check_scenario", oom)
+    monkeypatch.setattr("kvproof.checker.run.check_scenario", oom)
     code, _, err = run(capsys, "check", "abort-race", "--no-traces")
     assert code == 4 and err.count("\n") == 1
     assert "out of memory" in err and "--visited fingerprint" in err and "--symmetry" in err and "--workers" in err
@@ -588,7 +588,7 @@ def test_ctrl_c_is_exit_130_and_one_line(capsys, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("kvproof.checker.cli.commands.check_scenario", interrupted)
+    monkeypatch.setattr("kvproof.checker.run.check_scenario", interrupted)
     code, _, err = run(capsys, "check", "abort-race", "--no-traces")
     assert code == 130 and err == "kvproof: interrupted\n"
 

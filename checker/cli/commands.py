@@ -32,38 +32,17 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-from kvproof.model.machine import Machine, reference_hits
-from kvproof.model.replay import replay, run_actions
-from kvproof.model.registry import protocols
-from kvproof.model.expr import SpecError
-from kvproof.model.registry import ProtocolError, trust_variant, variant_error, variant_scope
-from kvproof.model.scenario import Scenario, ScenarioError, builtin, builtins, load_scenario, load_variant
-from kvproof.checker.report.diff import diff_traces, render_diff
-from kvproof.checker.expected import write_expected
-from kvproof.checker.liveness import lasso_is_fair
-from kvproof.checker.explicit import Limits, Stats
-from kvproof.checker.report.focus import Focus, FocusError
-from kvproof.checker.report.junit import write_junit
-from kvproof.checker.report.mermaid import trace_mermaid
-from kvproof.checker.ray_backend import RayUnavailable
-from kvproof.checker.visited import MODES
-from kvproof.checker.report.render import render_reports, render_trace
-from kvproof.checker.report.html import write_report
-from kvproof.checker.results import exit_code
-from kvproof.checker.run import check_scenario
-from kvproof.checker.report.sarif import write_sarif
-from kvproof.checker.report.trace_json import trace_records
-from kvproof.checker.traces import Trace, TraceError, read_trace, write_trace
 from kvproof.checker.cli import symbolic as cli_symbolic
 from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK,
                                         EXIT_OUT_OF_MEMORY, BadInput, protocol_command)
 from kvproof.checker.cli.common import console as _console
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import resolve as _resolve
-from kvproof.checker.certificate import CertificateError
+from kvproof.model.registry import trust_variant, variant_error, variant_scope
+from kvproof.model.scenario import Scenario, builtins, load_variant
+
+# The engines, renderers and solvers are imported by the command that uses them, so that
+# ``kvproof --help`` and ``kvproof list`` load neither Z3 nor numpy.
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
            "EXIT_INTERRUPTED"]
@@ -82,7 +61,7 @@ class _Progress:
         self.enabled = enabled and sys.stderr.isatty()
         self.total = total
         self.done = -1
-        self.bar: Progress | None = None
+        self.bar = None
         self.task = None
         self.label = ""
         self.started = time.perf_counter()
@@ -98,13 +77,17 @@ class _Progress:
     def _maybe_show(self, text: str) -> None:
         if not self.enabled or self.bar is not None or time.perf_counter() - self.started < 1.0:
             return
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn)
+
         self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("scenarios"), TimeElapsedColumn(), console=Console(file=sys.stderr),
                             transient=True)
         self.task = self.bar.add_task(text, total=self.total, completed=max(self.done, 0))
         self.bar.start()
 
-    def __call__(self, stats: Stats) -> None:
+    def __call__(self, stats) -> None:
         text = (f"{self.label}: {stats.states:,} states · depth {stats.depth} · "
                 f"{stats.states_per_second:,.0f} states/s")
         self._maybe_show(text)
@@ -136,6 +119,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
+    from kvproof.checker.expected import write_expected
+    from kvproof.checker.report.render import render_reports
+    from kvproof.checker.results import exit_code
     names = args.scenarios or [s.name for s in builtins()]
     scenarios = _unique([_resolve(n) for n in names])
     for sc in scenarios:  # fail on bad input before any search starts or any file is written
@@ -171,10 +157,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     return exit_code(reports)
 
 
-def _limits(args: argparse.Namespace) -> Limits:
+def _limits(args: argparse.Namespace):
     """The limit flags; ``--max-seconds`` is one budget for the whole command, counted from
     when the process started (kvproof's import), across every scenario and phase."""
     from kvproof import STARTED
+    from kvproof.checker.explicit import Limits
 
     return Limits(args.max_states, args.max_seconds, args.max_depth, STARTED if args.max_seconds else None)
 
@@ -182,6 +169,8 @@ def _limits(args: argparse.Namespace) -> Limits:
 def _run(scenarios, limits, only, traces_dir, show_progress: bool, **engine) -> list:
     """Check every scenario in turn, with a progress bar on long runs; ``engine`` holds the
     explicit engine's options (visited set, symmetry, workers, backend)."""
+    from kvproof.checker.run import check_scenario
+
     progress = _Progress(show_progress, len(scenarios))
     reports = []
     try:
@@ -266,6 +255,10 @@ def _trust_variants(args: argparse.Namespace) -> None:
 
 def _write_outputs(args: argparse.Namespace, reports) -> None:
     """Write the --junit, --sarif and --html files asked for."""
+    from kvproof.checker.report.html import write_report
+    from kvproof.checker.report.junit import write_junit
+    from kvproof.checker.report.sarif import write_sarif
+
     writers = (("junit", write_junit), ("sarif", write_sarif), ("html", write_report))
     for flag, write in writers:
         path = getattr(args, flag, None)
@@ -279,6 +272,8 @@ def _write_outputs(args: argparse.Namespace, reports) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Check scenarios and write the HTML report (verdicts, sequence diagrams, page timelines)."""
+    from kvproof.checker.results import exit_code
+
     names = args.scenarios or [s.name for s in builtins()]
     scenarios = _unique([_resolve(n) for n in names])
     for sc in scenarios:
@@ -296,6 +291,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Show where two traces first diverge and what differs there; exit 0 when identical."""
+    from kvproof.checker.report.diff import diff_traces, render_diff
+    from kvproof.checker.traces import read_trace
+
     a, b = read_trace(args.a), read_trace(args.b)
     d = diff_traces(a, b)
     _console().print(render_diff(d, args.a, args.b))
@@ -314,6 +312,12 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Render a stored trace: text (one block per step), JSON step records, or Mermaid."""
+    from kvproof.checker.report.focus import Focus, FocusError
+    from kvproof.checker.report.mermaid import trace_mermaid
+    from kvproof.checker.report.render import render_trace
+    from kvproof.checker.report.trace_json import trace_records
+    from kvproof.checker.traces import read_trace
+
     trace = read_trace(args.file)
     if args.step is not None and not 0 <= args.step <= len(trace):
         raise BadInput(f"--step {args.step}: the trace has steps 0..{len(trace)}")
@@ -334,6 +338,11 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-execute a stored trace and confirm its claim still hits at its last state."""
+    from kvproof.checker.liveness import lasso_is_fair
+    from kvproof.checker.traces import read_trace
+    from kvproof.model.machine import reference_hits
+    from kvproof.model.replay import replay
+
     trace = read_trace(args.file)
     out = _console()
     diverged = replay(trace.machine, trace.actions, trace.states)
@@ -361,6 +370,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Run a long random workload and count responses that read another request's data."""
+    from kvproof.checker.traces import Trace, write_trace
+    from kvproof.model.machine import Machine
+    from kvproof.model.replay import run_actions
+
     base = _resolve(args.scenario)
     workload = base.family_protocol().command("simulate")
     if workload is None:
@@ -411,6 +424,7 @@ def _plural(n: int, word: str) -> str:
 
 
 # -- parser --------------------------------------------------------------------------------------
+VISITED_MODES = ("exact", "fingerprint")  # kvproof.checker.visited.MODES (a test keeps them equal)
 _TRUST = "trust this engine variant file (it is code) for the protocol the input names (repeatable)"
 
 
@@ -441,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per scenario and claim")
     ck.add_argument("--sarif", metavar="FILE", help="also write SARIF 2.1.0: a result per unexpected verdict")
     ck.add_argument("--html", metavar="FILE", help="also write the HTML report (as kvproof report does)")
-    ck.add_argument("--visited", choices=MODES, default="exact",
+    ck.add_argument("--visited", choices=VISITED_MODES, default="exact",
                     help="store states exactly (default) or as 64-bit fingerprints (8 bytes a state)")
     ck.add_argument("--symmetry", action="store_true",
                     help="explore one state per orbit of the scenario's interchangeable requests")
@@ -563,7 +577,22 @@ def _parser() -> argparse.ArgumentParser:
     return build_parser()
 
 
-_ONE_LINE = (BadInput, ScenarioError, ProtocolError, SpecError, TraceError, RayUnavailable, CertificateError)
+_ONE_LINE = (("kvproof.checker.cli.common", "BadInput"), ("kvproof.model.scenario", "ScenarioError"),
+             ("kvproof.model.registry", "ProtocolError"), ("kvproof.model.expr", "SpecError"),
+             ("kvproof.checker.traces", "TraceError"), ("kvproof.checker.ray_backend", "RayUnavailable"),
+             ("kvproof.checker.certificate", "CertificateError"))
+
+
+def _is_one_line(e: BaseException) -> bool:
+    """``e`` is bad input reported in one line: an error of one of the :data:`_ONE_LINE` kinds
+    (a module that was never imported cannot have raised its error, so none is imported here)."""
+    for module, name in _ONE_LINE:
+        m = sys.modules.get(module)
+        if m is not None and isinstance(e, getattr(m, name)):
+            return True
+    return False
+
+
 _OUT_OF_MEMORY = ("kvproof: error: out of memory: store states as fingerprints (--visited fingerprint, 8 bytes "
                   "a state), explore one state per orbit (--symmetry), or split the visited set over "
                   "processes or machines (--workers N, --backend ray)")
@@ -582,22 +611,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _check_outputs(args)
                 _trust_variants(args)
                 return args.func(args)
-            except _ONE_LINE:
-                raise
             except Exception as e:  # an error in a user's engine variant is bad input: one line
+                if _is_one_line(e):
+                    raise
                 message = None if isinstance(e, MemoryError) else variant_error(e)
                 if message is None:
                     raise
                 raise BadInput(message) from None
-    except _ONE_LINE as e:
-        print(f"kvproof: error: {_one_line(e)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except MemoryError:
         print(_OUT_OF_MEMORY, file=sys.stderr)
         return EXIT_OUT_OF_MEMORY
-    except OSError as e:  # the disk filled up, a folder went away mid-run: one line, not a traceback
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"kvproof: error: {where}{e.strerror or _one_line(e)}", file=sys.stderr)
+    except Exception as e:
+        if not _is_one_line(e):
+            if not isinstance(e, OSError):
+                raise
+            where = f"{e.filename}: " if e.filename else ""  # the disk filled up, a folder went away mid-run
+            print(f"kvproof: error: {where}{e.strerror or _one_line(e)}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(f"kvproof: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("kvproof: interrupted", file=sys.stderr)

@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from kvproof.model.registry import protocols
 from kvproof.model.scenario import Scenario, builtin, load_scenario
 
@@ -25,8 +23,10 @@ class BadInput(Exception):
     """Input the command cannot use; its message is printed as one line, exit code 3."""
 
 
-def console(stream=None) -> Console:
+def console(stream=None):
     """Rich console on stdout; a pipe or CI log gets 120 columns and no colour codes."""
+    from rich.console import Console
+
     stream = stream or sys.stdout
     width = None if stream.isatty() else 120
     return Console(file=stream, highlight=False, width=width)

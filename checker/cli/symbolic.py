@@ -15,25 +15,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from kvproof.model.scenario import builtins
-from kvproof.checker.certificate import CertificateError
+
+# The engines, the solvers and rich are imported by the command that uses them (kvproof --help
+# loads none of them).
 from kvproof.checker.cli.common import EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, protocol_command
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import console as _console
 from kvproof.checker.cli.common import resolve as _resolve
-from kvproof.checker.certify import recheck
-from kvproof.checker.cti import render_failure
-from kvproof.checker.interrupts import interrupts_reach_python
-from kvproof.checker.proofs import ProofBudget, prove_scenario
-from kvproof.checker.report.render import render_reports
-from kvproof.checker.results import exit_code
-from kvproof.checker.run import check_scenario
-from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check
-from kvproof.checker.watchdog import z3_deadline
 
 __all__ = ["add_commands", "check_symbolic", "cmd_prove", "cmd_certify"]
 
@@ -45,11 +35,21 @@ def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
     verdicts, cross-checked by :func:`~.run_symbolic.cross_check`).  ``--max-seconds`` is one
     budget for the command: every phase stops at ``limits``' deadline, Z3 calls included
     (:func:`~.watchdog.z3_deadline`)."""
+    from kvproof.checker.watchdog import z3_deadline
+
     with z3_deadline(limits.deadline()):
         return _check_symbolic(args, scenarios, limits)
 
 
 def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
+    from rich.text import Text
+
+    from kvproof.checker.cti import render_failure
+    from kvproof.checker.report.render import render_reports
+    from kvproof.checker.results import exit_code
+    from kvproof.checker.run import check_scenario
+    from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check
+
     traces_dir = None if args.no_traces else Path(args.traces)
     out = _console()
     deadline = limits.deadline()
@@ -106,11 +106,18 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
 def cmd_prove(args: argparse.Namespace) -> int:
     """Prove every invariant of each scenario by an inductive invariant and by k-induction, or
     refute it.  Ctrl-C, also inside a Z3 call, is an interrupt (exit 130), never a result."""
+    from kvproof.checker.interrupts import interrupts_reach_python
+
     with interrupts_reach_python():
         return _prove(args)
 
 
 def _prove(args: argparse.Namespace) -> int:
+    from rich.text import Text
+
+    from kvproof.checker.cti import render_failure
+    from kvproof.checker.proofs import ProofBudget, prove_scenario
+
     if args.theorems:
         results = protocol_command("theorems")(args.spacer_seconds)
         out = _console()
@@ -162,7 +169,10 @@ def _prove(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _table(reports) -> Table:
+def _table(reports):
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(pad_edge=False)
     for col in ("scenario", "invariant", "expected", "verdict", "inductive inv.", "k-induction", "trace"):
         t.add_column(col, no_wrap=True)
@@ -205,6 +215,11 @@ def cmd_certify(args: argparse.Namespace) -> int:
     z3 and cvc5 processes, the stored definitions against the catalogue.  Exit 1 if one does not
     check, 3 if one cannot be read as a certificate (each named on stdout, the others still
     checked, and one line on stderr)."""
+    from rich.text import Text
+
+    from kvproof.checker.certificate import CertificateError
+    from kvproof.checker.certify import recheck
+
     from kvproof.checker.cert_solvers import cvc5_command, z3_command
     files = [Path(f) for f in args.files] or sorted(Path(args.certificates).glob("*.smt2"))
     if not files:
