@@ -30,9 +30,8 @@ invariant or lemma the step breaks.
 
 An invariant is ``proved`` only when both methods proved it.  Each method that does not finish
 within its budget leaves its invariants *inconclusive*; a proof is never claimed without an
-unsat answer.  Spacer (:mod:`.horn`) is no longer part of ``prove``: within 10 s per question it
-proved 83 of the 153 invariants (see the README); it stays available for the parametric
-theorems.
+unsat answer.  Spacer is not part of ``prove``: within 10 s per question it proved 83 of the
+153 invariants when it was tried; the parametric theorems use it.
 """
 
 from __future__ import annotations

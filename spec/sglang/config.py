@@ -9,7 +9,7 @@ off by default so the small scenarios stay small.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from math import gcd, perm
 
 __all__ = ["Request", "Engine", "Config", "CHOICES"]
@@ -130,11 +130,6 @@ class Engine:
     modelled as a choice (``decode_prealloc_pick``); ``false``: the lowest-numbered free pages,
     as SGLang's allocator after ``merge_and_sort_free``.  With it, decode pages are
     interchangeable (symmetry reduction permutes them)."""
-
-    @classmethod
-    def flag_names(cls) -> list[str]:
-        """Every field name, in declaration order."""
-        return [f.name for f in fields(cls)]
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """The PD KV page lifecycle: requests through prefill, the transfer and decode.
 
 Every action is named after the SGLang code path it stands for (``python/sglang/srt/``; the
-table in ``spec/sglang/README.md`` lists them) and says which hazard of
-``reference/sglang-pd-hazards.md`` it takes part in.  The claims live in :mod:`.pd_claims`, the
-trace story in :mod:`.pd_story`.
+table in ``spec/sglang/README.md`` lists them) and says which hazard of SGLang's PD history it
+takes part in (H1-H13, numbered as in the README's hazard table).  The claims live in
+:mod:`.claims`, the trace story in :mod:`.story` and :mod:`.narration`.
 
 Modelling choices, each stated once here:
 

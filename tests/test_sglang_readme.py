@@ -1,0 +1,33 @@
+"""spec/sglang/README.md's action table stays exact: every action of the protocol (and of the
+0.5.23 subclass) is a row, with its parameters, its actor and whether it is fair, and every row
+names an action that exists."""
+
+import re
+from pathlib import Path
+
+from kvproof.model.scenario import builtin
+
+README = Path(__file__).resolve().parents[1] / "spec" / "sglang" / "README.md"
+ROW = re.compile(r"^\| (`[^|]+`(?: / `[^|]+`)*) \| (\w+) \| .* \| (yes|no|no / yes|yes / no) \| .* \|$")
+
+
+def _rows():
+    out = {}
+    for line in README.read_text().splitlines():
+        m = ROW.match(line)
+        if not m:
+            continue
+        calls = re.findall(r"`(\w+)\(([^)]*)\)`", m.group(1))
+        fairs = m.group(3).split(" / ")
+        for i, (name, params) in enumerate(calls):
+            out[name] = (tuple(p.strip() for p in params.split(",") if p.strip()), m.group(2),
+                         fairs[min(i, len(fairs) - 1)] == "yes")
+    return out
+
+
+def test_every_action_is_a_row_with_its_parameters_actor_and_fairness():
+    rows = _rows()
+    actions = {a.name: a for name in ("v0.5.22", "sglang-0.5.23-mooncake") for a in builtin(name).build().actions}
+    assert sorted(rows) == sorted(actions)
+    for name, a in actions.items():
+        assert rows[name] == (a.params, a.actor, a.fair), name
