@@ -97,11 +97,11 @@ def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str,
         states, hit = explore_all(Machine(spec))
         if any(c in hit for c in CLAIMS):
             return "refuted", f"the explicit engine finds a violation at T={t}, W={w}", 0
-        for s in states:
-            atoms = _atoms(spec, [int(v) for v in s], t, w, _Py)
-            names = names or [n for n, _ in atoms]
-            rows.append([v for _, v in atoms])
-    seen = np.array(rows, dtype=bool)
+        grid = np.array([list(s) for s in states], dtype=np.int64)  # one row per reachable state
+        atoms = _atoms(spec, [grid[:, i] for i in range(grid.shape[1])], t, w, _Py)  # column-wise
+        names = names or [n for n, _ in atoms]
+        rows.append(np.column_stack([v for _, v in atoms]))
+    seen = np.concatenate(rows).astype(bool)
     seen_set = {r.tobytes() for r in seen}
 
     T, W = z3.Ints("T W")
@@ -119,6 +119,7 @@ def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str,
     s.add(T >= W + gap, W >= 0, typed(pre), z3.Implies(stepping, z3.And(typed_post, trans)),
           z3.Implies(bad, z3.Not(safe)))
     clauses: list[tuple] = []
+    negated_post: list = []
 
     def term(atoms, c):
         return z3.Or(*[z3.Not(atoms[i]) if pol else atoms[i] for i, pol in c])
@@ -129,24 +130,18 @@ def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str,
     def generalise(v: np.ndarray) -> tuple:
         if v.tobytes() in seen_set:
             raise LookupError("a counterexample's atoms equal a reachable state's: the atoms are too coarse")
+        agree = seen == v  # agree[j, i]: reachable state j has atom i as v has it
         alive = np.ones(len(seen), dtype=bool)
-        chosen = []
-        while alive.any():
-            best, left = None, None
-            for i in range(len(v)):
-                if i in chosen:
-                    continue
-                n = int(np.count_nonzero(alive & (seen[:, i] == v[i])))
-                if left is None or n < left:
-                    best, left = i, n
-            alive &= seen[:, best] == v[best]
+        chosen: list[int] = []
+        while alive.any():  # the atom that rules out the most reachable states still alive
+            left = np.count_nonzero(agree[alive], axis=0)
+            left[chosen] = len(seen) + 1
+            best = int(np.argmin(left))  # the first of the fewest, as a scan in atom order finds
+            alive &= agree[:, best]
             chosen.append(best)
-        for i in list(chosen):
+        for i in list(chosen):  # drop atoms the clause does not need
             rest = [k for k in chosen if k != i]
-            m = np.ones(len(seen), dtype=bool)
-            for k in rest:
-                m &= seen[:, k] == v[k]
-            if not m.any():
+            if not agree[:, rest].all(axis=1).any():
                 chosen = rest
         return tuple(sorted((i, bool(v[i])) for i in chosen))
 
@@ -161,8 +156,7 @@ def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str,
             elif r == z3.unsat:
                 n += 1
                 goal = z3.Bool(f"kvproof_goal{n}")
-                s.add(z3.Implies(goal, z3.Or(*[z3.Not(term(a_post, c)) for c in clauses])) if clauses
-                      else z3.Not(goal))
+                s.add(z3.Implies(goal, z3.Or(*negated_post)) if negated_post else z3.Not(goal))
                 r = s.check(stepping, goal)
                 if r == z3.unsat:
                     break
@@ -172,6 +166,7 @@ def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str,
             else:
                 return "unknown", f"solver gave up ({s.reason_unknown()})", len(clauses)
             clauses.append(c)
+            negated_post.append(z3.Not(term(a_post, c)))  # built once: the goal of every later round
             s.add(term(a_pre, c))
     except LookupError as e:
         return "unknown", str(e), len(clauses)
