@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 
 import pytest
@@ -31,6 +32,20 @@ def reachable(name: str) -> list[bytes]:
     return order
 
 
+@lru_cache(maxsize=None)
+def _checked(name: str):
+    from kvproof.checker.run import check_scenario
+
+    return check_scenario(builtin(name))
+
+
+def checked(name: str):
+    """``check_scenario`` of a built-in scenario with default limits, explored once per test
+    process (the suite asks for the catalogue's reports in several files); each call returns a
+    copy, which the test may change."""
+    return copy.deepcopy(_checked(name))
+
+
 @pytest.fixture(autouse=True)
 def _no_trusted_variants():
     """Every test starts with no engine variant trusted, and forgets the ones it trusted."""
@@ -50,4 +65,4 @@ def states():
     return reachable
 
 
-__all__ = ["machine_of", "reachable", "explore"]
+__all__ = ["machine_of", "reachable", "checked", "explore"]

@@ -6,17 +6,18 @@ import pytest
 
 from kvproof.checker.expected import expected_table, read_expected
 from kvproof.checker.liveness import lasso_is_fair
-from kvproof.checker.run import check_scenario
 from kvproof.checker.traces import read_trace, trace_filename
 from kvproof.model.replay import replay
 from kvproof.model.scenario import builtins
+
+from .conftest import checked
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 
 @pytest.fixture(scope="module")
 def reports():
-    return [check_scenario(sc) for sc in builtins()]
+    return [checked(sc.name) for sc in builtins()]
 
 
 def test_expected_table_matches_a_fresh_run(reports):

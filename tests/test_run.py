@@ -7,10 +7,12 @@ from kvproof.checker.results import Inconclusive
 from kvproof.checker.run import check_scenario
 from kvproof.model.scenario import ScenarioError, builtin, builtin_names
 
+from .conftest import checked
+
 
 @pytest.mark.parametrize("name", builtin_names())
 def test_every_scenario_gets_its_expected_verdicts(name):
-    rep = check_scenario(builtin(name))
+    rep = checked(name)
     assert rep.complete
     wrong = [(c.claim, c.expected, c.verdict) for c in rep.claims if not c.matches]
     assert wrong == []
@@ -24,15 +26,15 @@ PINNED = {"incident": 68, "pr-36988": 62, "pr-38935": 89, "abort-race": 2958, "p
 
 @pytest.mark.parametrize("name,states", PINNED.items())
 def test_pinned_state_counts(name, states):
-    assert check_scenario(builtin(name)).stats.states == states
+    assert checked(name).stats.states == states
 
 
 def test_counterexample_lengths_are_shortest_and_pinned():
-    rep = check_scenario(builtin("abort-race"))
+    rep = checked("abort-race")
     depth = {c.claim: c.depth for c in rep.claims}
     assert depth["no_write_after_release"] == 6   # admit, prealloc, metadata, forward, write, abort
     assert depth["no_cross_tenant_read"] == 15
-    rep = check_scenario(builtin("incident"))
+    rep = checked("incident")
     assert {c.claim: c.depth for c in rep.claims}["no_cross_tenant_read"] == 18
 
 

@@ -14,6 +14,8 @@ from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check, disagr
 from kvproof.spec.sglang.config import Config, Engine, Request
 from kvproof.model.scenario import Scenario, builtin, builtin_names
 
+from .conftest import checked
+
 # Bounded model checking runs to the scenario's longest shortest violation, capped to keep the
 # suite fast: hits within the cap must have the explicit length, none may appear before the
 # explicit one.  `kvproof check --engine both` (cross_check, tested below) goes to the deepest
@@ -22,8 +24,8 @@ AGREEMENT_DEPTH = 8
 CAP = 11
 
 
-def _compare(sc, depth):
-    explicit = check_scenario(sc)
+def _compare(sc, depth, explicit=None):
+    explicit = explicit if explicit is not None else check_scenario(sc)
     bounded = check_scenario_bmc(sc, depth)
     rows = {c.claim: c for c in bounded.claims}
     for c in explicit.claims:
@@ -39,14 +41,39 @@ def _compare(sc, depth):
     return explicit, bounded
 
 
-@pytest.mark.parametrize("name", builtin_names())
-def test_engines_agree_on_every_scenario(name):
+# Bounded model checking against the explicit engine on scenarios that between them set every
+# engine flag and both SGLang protocols (each hazard H1-H8 and H13, checksum, TP 2 and TP 2x2,
+# layer-wise transfer, room reuse, metadata slots, heartbeats, 0.5.23).  Agreement of the Z3
+# encoding with the reference interpreter on *every* reachable state of *every* scenario is
+# test_differential's catalogue tier; here the unrolling and shortest lengths are under test.
+AGREEMENT = ["incident", "pr-36988", "abort-race", "pr-35049-drain-ack", "timeout-equals-latency",
+             "receipt-ack", "pr-41404", "source-reuse", "checksum-supported", "lost-drain-ack",
+             "ack-before-register", "hold-forever-heartbeat", "prefill-abort-propagated",
+             "checksum-late-write-deferred", "tp2-every-rank", "tp2x2-hold-min", "room-reuse-generation",
+             "aux-held", "layerwise-abort-race", "sglang-0.5.23-failed-send", "sglang-0.5.23-room-reuse",
+             "sglang-0.5.23-aux-failed-send-unbounded", "failure-source-reuse", "placeholder-fresh-pages",
+             "prefill-abort-waiting-timeout", "checksum-unsupported", "ack-target-cleared", "tp2-first-ack",
+             "tp2x2-ready-any", "room-reuse-legacy-ack", "aux-freed-early", "pr-35049-any-free-pages"]
+
+
+def test_the_agreement_scenarios_set_every_flag_to_every_value_the_catalogue_does():
+    from dataclasses import fields
+
+    assert set(AGREEMENT) <= set(builtin_names())
+    for f in fields(Engine):
+        here = {repr(getattr(builtin(n).config.engine, f.name)) for n in AGREEMENT}
+        everywhere = {repr(getattr(builtin(n).config.engine, f.name)) for n in builtin_names()}
+        assert here == everywhere, f.name
+    assert {builtin(n).protocol for n in AGREEMENT} == {builtin(n).protocol for n in builtin_names()}
+
+
+@pytest.mark.parametrize("name", AGREEMENT)
+def test_engines_agree_on_the_scenarios_that_set_every_flag(name):
     sc = builtin(name)
-    explicit = check_scenario(sc)
-    lengths = [c.depth for c in explicit.claims if c.claim in {x.claim for x in explicit.claims}
-               and c.kind == "invariant" and c.verdict == "violated"]
+    explicit = checked(name)
+    lengths = [c.depth for c in explicit.claims if c.kind == "invariant" and c.verdict == "violated"]
     depth = min(max(lengths), CAP) if lengths else AGREEMENT_DEPTH
-    _compare(sc, depth)
+    _compare(sc, depth, explicit)
 
 
 def test_full_depth_agreement_on_a_small_scenario():
@@ -65,7 +92,7 @@ def test_disagreements_are_reported():
 
 
 def test_cross_check_proves_what_never_hits_instead_of_searching_the_full_depth():
-    explicit = check_scenario(builtin("checksum-unsupported"))  # depth 22; deepest hit 15
+    explicit = checked("checksum-unsupported")  # depth 22; deepest hit 15
     agreement = cross_check(explicit)
     assert agreement.problems == [] and agreement.gaps == []
     assert agreement.bounded.stats.depth == 15
@@ -74,7 +101,7 @@ def test_cross_check_proves_what_never_hits_instead_of_searching_the_full_depth(
 
 
 def test_cross_check_catches_an_explicit_engine_that_missed_a_violation():
-    explicit = check_scenario(builtin("failure-before-pr-41404"))
+    explicit = checked("failure-before-pr-41404")
     [row] = [c for c in explicit.claims if c.claim == "no_write_after_release"]
     row.result = Verified()  # a mutant explicit engine: the 7-step violation not seen
     agreement = cross_check(explicit)
@@ -82,7 +109,7 @@ def test_cross_check_catches_an_explicit_engine_that_missed_a_violation():
 
 
 def test_cross_check_catches_a_wrong_shortest_length():
-    explicit = check_scenario(builtin("failure-before-pr-41404"))
+    explicit = checked("failure-before-pr-41404")
     [row] = [c for c in explicit.claims if c.claim == "no_write_after_release"]
     row.result.trace.actions.insert(0, row.result.trace.actions[0])  # one step longer than it is
     agreement = cross_check(explicit)
@@ -90,14 +117,14 @@ def test_cross_check_catches_a_wrong_shortest_length():
 
 
 def test_cross_check_at_a_shallow_depth_is_not_established_never_agreed():
-    explicit = check_scenario(builtin("pr-41404"))
+    explicit = checked("pr-41404")
     agreement = cross_check(explicit, depth=3)
     assert agreement.problems == [] and agreement.proved == []
     assert agreement.gaps and all("agreement not established" in g for g in agreement.gaps)
 
 
 def test_cross_check_whose_proof_stops_says_why_with_a_counterexample_to_induction():
-    explicit = check_scenario(builtin("prefill-abort-propagated"))
+    explicit = checked("prefill-abort-propagated")
     agreement = cross_check(explicit, budget=ProofBudget(max_k=1, template_arity=1))
     assert agreement.problems == [] and agreement.proved == []
     assert any("not proved: not k-inductive for any k up to 1" in g for g in agreement.gaps)
