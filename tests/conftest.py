@@ -12,6 +12,22 @@ from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 
 
+def pytest_addoption(parser):
+    parser.addoption("--thorough", action="store_true",
+                     help="also run the thorough tiers (marked thorough: 2,000 random specs, 10,000 fuzzed inputs)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The thorough tiers run only with ``--thorough``: they are what the README's figures were
+    measured with, and longer than the test command's budget."""
+    if config.getoption("--thorough"):
+        return
+    kept = [i for i in items if i.get_closest_marker("thorough") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("thorough") is not None])
+        items[:] = kept
+
+
 @lru_cache(maxsize=None)
 def machine_of(name: str) -> Machine:
     """The compiled machine of a built-in scenario (cached across tests)."""

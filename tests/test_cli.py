@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 import subprocess
 import sys
 import time
@@ -340,6 +341,10 @@ def test_prove_theorems_prints_both_theorems_proved(capsys):
                 if line.split() and line.split()[0] in ("proved", "unknown", "refuted")]
     assert verdicts == ["proved", "proved"]
     assert "if (T > W" in out and "unknown" not in out
+    # timeout_if_by_lemmas' verdict: an inductive set of lemmas for every T ≥ W + 1 (only unsat answers)
+    lemmas = re.search(r"proved \((\d+) lemmas over parametric atoms, inductive for every T ≥ W \+ 1, W ≥ 0\)",
+                       " ".join(out.split()))
+    assert lemmas and int(lemmas.group(1)) > 0
 
 
 # -- --max-seconds bounds the whole process ----------------------------------------------------

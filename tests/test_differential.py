@@ -3,8 +3,8 @@
 Random specs (:mod:`.randspec`: layouts, guards, conditional writes, two writes to one slot,
 restoring writes, writes that read back the next state, overrides around ``super()``, every
 kind of claim) are compared on random well-typed states: the successor sets (action and next
-state) and every claim's value.  The default tier draws a few hundred specs; the slow tier
-thousands, and every reachable state of the whole catalogue for all of them at once (the
+state) and every claim's value.  The default tier draws 200 specs, the slow tier 300 more, the thorough tier
+(``pytest --thorough``) 2,000; and every reachable state of the whole catalogue for all of them at once (the
 reference semantics batched over whole columns, :mod:`.batch`, which the random tier holds to
 the reference interpreter itself).
 """
@@ -45,6 +45,13 @@ def test_every_interpretation_agrees_with_the_reference_on_random_specs(data):
 
 
 @pytest.mark.slow
+@settings(max_examples=300, **_SETTINGS)
+@given(data=st.data())
+def test_every_interpretation_agrees_with_the_reference_on_hundreds_more_random_specs(data):
+    _agree_on_random_specs(data, states_per_spec=3)
+
+
+@pytest.mark.thorough
 @settings(max_examples=2000, **_SETTINGS)
 @given(data=st.data())
 def test_every_interpretation_agrees_with_the_reference_on_thousands_of_random_specs(data):

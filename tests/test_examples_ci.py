@@ -47,3 +47,25 @@ def test_every_kvproof_command_in_it_parses():
         assert args.junit == "kvproof-out/junit.xml" and args.sarif == "kvproof-out/kvproof.sarif"
         assert args.html == "kvproof-out/report.html"
         assert args.traces == "kvproof-out/traces"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme_commands() -> list[str]:
+    """The two set-up commands the README begins with (its first two ``sh`` blocks)."""
+    blocks = re.findall(r"```sh\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
+    return [b.strip() for b in blocks[:2]]
+
+
+def test_the_readme_begins_with_the_main_job_and_the_test_command():
+    main_job, tests = _readme_commands()
+    assert main_job.startswith("python3 -m venv .venv && ") and main_job.endswith(".venv/bin/kvproof check")
+    assert tests.startswith("python3 -m venv .venv && ") and tests.endswith(".venv/bin/pytest -q")
+
+
+def test_ci_runs_the_readmes_test_command_exactly():
+    _, tests = _readme_commands()
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci  # a line of its own, word for word
+    assert any(line.startswith(".venv/bin/kvproof certify") for line in ci)

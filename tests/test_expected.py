@@ -1,4 +1,5 @@
-"""traces/expected.toml and the committed traces stay in step with the spec."""
+"""Every scenario gets its expected verdicts; traces/expected.toml and the committed traces stay in
+step with the spec."""
 
 from pathlib import Path
 
@@ -8,9 +9,10 @@ from kvproof.checker.expected import expected_table, read_expected
 from kvproof.checker.liveness import lasso_is_fair
 from kvproof.checker.traces import read_trace, trace_filename
 from kvproof.model.replay import replay
-from kvproof.model.scenario import builtins
+from kvproof.model.scenario import builtin_names, builtins
 
 from .conftest import checked
+
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 
@@ -18,6 +20,14 @@ TRACES = Path(__file__).resolve().parents[1] / "traces"
 @pytest.fixture(scope="module")
 def reports():
     return [checked(sc.name) for sc in builtins()]
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_scenario_gets_its_expected_verdicts(name):
+    rep = checked(name)
+    assert rep.complete
+    wrong = [(c.claim, c.expected, c.verdict) for c in rep.claims if not c.matches]
+    assert wrong == []
 
 
 def test_expected_table_matches_a_fresh_run(reports):

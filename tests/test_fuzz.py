@@ -6,8 +6,8 @@ variants), so that cases get past the first parser, and plain garbage.  Every ca
 with an exit code in {0, 1, 2, 3, 4} - never a traceback, never ``SystemExit`` - and an exit 3
 with exactly one line on stderr; no temporary file may be left behind.
 
-The default run has a few hundred cases (a few seconds); the slow tier
-(``pytest -m slow tests/test_fuzz.py -s``) runs at least 10,000 with a fixed seed
+The default run has a few hundred cases (a few seconds); the thorough tier
+(``pytest --thorough -m thorough tests/test_fuzz.py -s``) runs at least 10,000 with a fixed seed
 (``KVPROOF_FUZZ_SEED``, default 12) and prints how the cases ended; ``KVPROOF_FUZZ_SCALE``
 multiplies its case counts.
 
@@ -15,7 +15,7 @@ Any search a case starts is kept tiny: ``check``/``report`` get ``--max-states 4
 ``--depth 2``, ``simulate`` five requests on two pages; ``prove`` only ever meets scenarios that
 fail to load (a proof takes seconds).  Compiled machines are reused between cases with the same
 protocol class and configuration (the compiler is deterministic, and what is fuzzed here is the
-handling of input), so the slow tier takes about a minute of CPU.
+handling of input), so the thorough tier takes about a minute and a half of CPU.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from kvproof.model.machine import Machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("KVPROOF_FUZZ_SEED", "12"))
-SCALE = float(os.environ.get("KVPROOF_FUZZ_SCALE", "1"))  # the slow tier's case counts times this
+SCALE = float(os.environ.get("KVPROOF_FUZZ_SCALE", "1"))  # the thorough tier's case counts times this
 EXIT_CODES = {0, 1, 2, 3, 4}
 
-# cases per input kind: (default tier, slow tier)
+# cases per input kind: (default tier, thorough tier)
 CASES = {"scenario": (70, 2500), "trace": (70, 2500), "certificate": (40, 1000), "variant": (40, 1000),
          "argv": (100, 3000)}
 OUTCOMES: Counter = Counter()  # (tier, kind, exit code) -> cases
@@ -535,7 +535,7 @@ def test_fuzz_every_input(kind, sandbox, pool):
     assert sum(v for (t, k, _), v in OUTCOMES.items() if t == "default" and k == kind) - before >= CASES[kind][0]
 
 
-@pytest.mark.slow
+@pytest.mark.thorough
 @pytest.mark.filterwarnings("ignore::SyntaxWarning")
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_fuzz_every_input_thoroughly(kind, sandbox, pool):

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from kvproof.model.scenario import builtins
+from kvproof.model.scenario import builtin, builtins
 
 GOOD = """
 name = "mine"
@@ -44,10 +44,16 @@ def project(tmp_path):
 
 
 def test_the_catalogue_runs_as_tests(tmp_path):
+    """Every expectation of the catalogue is an item; one scenario's items run and pass (the whole
+    catalogue through the plugin is .ci/plugin-smoke's, from a wheel in a fresh project, and
+    every scenario's verdicts are test_expected's)."""
     n = sum(len(sc.expectations(sc.build())) for sc in builtins())
-    code, out = _pytest(tmp_path, "--kvproof", "-q")
+    code, out = _pytest(tmp_path, "--kvproof", "-q", "--collect-only")
+    assert out.count("kvproof-catalogue/") == n, out[-500:]
+    incident = builtin("incident")
+    code, out = _pytest(tmp_path, "--kvproof", "-q", "-k", "incident")
     assert code == 0, out
-    assert f"{n} passed" in out
+    assert f"{len(incident.expectations(incident.build()))} passed" in out
 
 
 def test_project_scenarios_pass_and_a_wrong_expectation_fails(project):
@@ -76,7 +82,7 @@ def test_a_malformed_scenario_file_fails_with_file_key_and_expectation(project):
 def test_nothing_is_collected_without_the_flag_and_k_selects(project):
     code, out = _pytest(project, "-q")
     assert code == 5 and "no tests ran" in out  # exit 5: no tests; .toml files are not collected
-    code, out = _pytest(project, "--kvproof", "-q", "-k", "v0.5.22 and no_cross_tenant_read")
+    code, out = _pytest(project, "--kvproof", "-q", "-k", "incident and no_cross_tenant_read")
     assert code == 0 and "1 passed" in out, out
 
 

@@ -16,6 +16,7 @@ from kvproof.model.scenario import Scenario, builtin, builtin_names
 
 from .conftest import checked
 
+
 # Bounded model checking runs to the scenario's longest shortest violation, capped to keep the
 # suite fast: hits within the cap must have the explicit length, none may appear before the
 # explicit one.  `kvproof check --engine both` (cross_check, tested below) goes to the deepest
