@@ -207,3 +207,14 @@ def test_sexpr_problem():
 def test_every_committed_certificate_rechecks(path):
     rc = recheck(path)
     assert rc.ok, rc.problems
+
+
+def test_certify_complete_names_each_scenario_of_the_catalogue_without_a_certificate(tmp_path, capsys):
+    code = main(["certify", "--complete", str(fresh_copy(tmp_path))])  # one certificate: the rest missing
+    out, _ = capsys.readouterr()
+    missing = [ln.split()[1].rstrip(":") for ln in out.splitlines() if ln.startswith("MISSING ")]
+    from kvproof.model.scenario import builtin_names
+
+    assert code == 1 and len(missing) == len(builtin_names()) - 1 and "ack-target-cleared" not in missing
+    assert f"1 of 1 certificates check, {len(missing)} scenarios of the catalogue without one" in out
+    assert main(["certify", str(fresh_copy(tmp_path))]) == 0  # without --complete the one file is all

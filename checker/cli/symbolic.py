@@ -214,7 +214,8 @@ def cmd_certify(args: argparse.Namespace) -> int:
     """Re-check certificates (default: every one under traces/proofs): the stored text by fresh
     z3 and cvc5 processes, the stored definitions against the catalogue.  Exit 1 if one does not
     check, 3 if one cannot be read as a certificate (each named on stdout, the others still
-    checked, and one line on stderr)."""
+    checked, and one line on stderr).  With ``--complete``, a scenario of the catalogue that no
+    certificate given names is listed as MISSING and fails the run too (exit 1)."""
     from rich.text import Text
 
     from kvproof.checker.certificate import CertificateError
@@ -230,6 +231,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     out = _console()
     bad = unreadable = 0
     last: CertificateError | None = None
+    _certified: set[str] = set()  # the scenarios the readable certificates name
     for f in files:
         try:
             rc = recheck(f, against, args.seconds)
@@ -239,22 +241,32 @@ def cmd_certify(args: argparse.Namespace) -> int:
             if len(files) > 1:
                 out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
             continue
+        _certified.add(rc.scenario)
         status = "ok" if rc.ok else "FAILED"
         bad += not rc.ok
         out.print(Text(f"{status:<6} {f}  ({rc.scenario}: {len(rc.invariants)} invariants)",
                        style="green" if rc.ok else "bold red"), soft_wrap=True)
         for p in rc.problems:
             out.print(f"       {p}", soft_wrap=True)  # one line per failure, however long
+    missing: list[str] = []
+    if args.complete:
+        from kvproof.model.scenario import builtin_names
+
+        missing = [n for n in builtin_names() if n not in _certified]
+        for n in missing:
+            out.print(Text(f"MISSING {n}: no certificate for this scenario of the catalogue", style="bold red"),
+                      soft_wrap=True)
     checked = len(files) - unreadable
     if checked:
-        out.print(f"{checked - bad} of {checked} certificates check" + (f", {unreadable} unreadable" if unreadable else ""))
+        out.print(f"{checked - bad} of {checked} certificates check" + (f", {unreadable} unreadable" if unreadable else "")
+                  + (f", {len(missing)} scenarios of the catalogue without one" if missing else ""))
         out.print(f"  solvers: {z3_command()[1]}; {cvc5_command()[1]}", soft_wrap=True)
     if last is not None:  # exit 3, one line: the file's own error, or how many are named above
         if len(files) == 1:
             raise last
         raise CertificateError(f"{unreadable} of {len(files)} files cannot be read as kvproof certificates "
                                "(each is named above)")
-    return EXIT_MISMATCH if bad else EXIT_OK
+    return EXIT_MISMATCH if bad or missing else EXIT_OK
 
 
 def add_commands(sub, positive_int, positive_float) -> None:
@@ -293,4 +305,6 @@ def add_commands(sub, positive_int, positive_float) -> None:
                     help="check against this scenario (built-in name or .toml file) instead of the catalogue's of the same name")
     cf.add_argument("--seconds", type=positive_float, default=600.0, metavar="S",
                     help="time limit of each solver process (default 600)")
+    cf.add_argument("--complete", action="store_true",
+                    help="also fail (exit 1) if a scenario of the catalogue has no certificate among them")
     cf.set_defaults(func=cmd_certify)
