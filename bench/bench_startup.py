@@ -1,0 +1,88 @@
+"""Start-up, wheel contents and suite time, measured (issue 13's figures in the README).
+
+    python bench/bench_startup.py            # start-up of three commands, the wheel's contents
+    python bench/bench_startup.py --suite    # also the test suite: pytest -q and -m "not slow"
+
+Start-up: CPU seconds (user + system of the child) of ``kvproof --help``, ``kvproof list`` and a
+tiny ``kvproof check``, the median of five runs each, and which heavy modules each imported
+(``python -X importtime``).  The wheel: built into a temporary directory with ``pip wheel
+--no-deps``; its top-level folders under ``kvproof/`` and its size.  The suite: wall clock
+and CPU seconds of the README's test command and of the inner loop, one run each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("z3", "numpy", "scipy", "networkx", "rich")
+COMMANDS = {"kvproof --help": ["--help"], "kvproof list": ["list"],
+            "kvproof check incident": ["check", "incident", "--no-traces", "--quiet"]}
+
+
+def _cpu_of(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
+    """(CPU seconds of the child, wall seconds, its stderr)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, done.stderr
+
+
+def startup(runs: int = 5) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # what users have
+    kvproof = [sys.executable, "-m", "kvproof"]
+    print(f"{'command':<26} {'CPU s (median of ' + str(runs) + ')':>22}   heavy modules imported")
+    for name, args in COMMANDS.items():
+        cpus = [_cpu_of(kvproof + args, env)[0] for _ in range(runs)]
+        _, _, trace = _cpu_of([sys.executable, "-X", "importtime", "-m", "kvproof", *args], env)
+        loaded = sorted({line.split("|")[-1].strip().split(".")[0] for line in trace.splitlines()
+                         if line.startswith("import time:")} & set(HEAVY))
+        print(f"{name:<26} {statistics.median(cpus):>22.2f}   {', '.join(loaded) or 'none'}")
+
+
+def wheel() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", d, str(ROOT)],
+                       check=True, capture_output=True)
+        [whl] = Path(d).glob("*.whl")
+        names = zipfile.ZipFile(whl).namelist()
+        tops = sorted({n.split("/")[1] for n in names if n.startswith("kvproof/") and n.count("/") > 1})
+        print(f"wheel {whl.name}: {whl.stat().st_size / 1e6:.2f} MB, {len(names)} files; "
+              f"kvproof/ holds {', '.join(tops)}")
+        strays = [n for n in names if n.split("/")[0] in ("tests", "traces") or "/tests/" in n or "/traces/" in n]
+        print(f"  tests or traces in the wheel: {len(strays)} files")
+    build = ROOT / "build"
+    if build.is_dir():  # pip wheel leaves setuptools' build/ behind
+        subprocess.run(["rm", "-rf", str(build)], check=False)
+
+
+def suite() -> None:
+    for name, args in {"pytest -q": ["-q"], 'pytest -q -m "not slow"': ["-q", "-m", "not slow"]}.items():
+        cpu, wall, _ = _cpu_of([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"])
+        print(f"{name:<26} wall {wall:7.1f} s   CPU {cpu:7.1f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", action="store_true", help="also time the test suite")
+    args = ap.parse_args()
+    startup()
+    wheel()
+    if args.suite:
+        suite()
+
+
+if __name__ == "__main__":
+    main()
