@@ -11,7 +11,7 @@ When both hold, ``P`` holds in every reachable state: a reachable state breaking
 end a shortest path, whose last ``k + 1`` states form a simple path as above (or the path is
 shorter than ``k``, which the base case rules out).  The simple-path constraint makes the method
 complete for finite systems (``k`` up to the longest simple path), so a bound on ``k`` or on
-time is what stops it: then the result is *unknown*, never proved.
+time is what stops it: then the result is *inconclusive*, never proved.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class InductionCounterexample:
 @dataclass
 class InductionOutcome:
     """``status`` is ``proved`` (at ``k``), ``refuted`` (a bad state at depth ``k`` from the
-    initial state) or ``unknown`` (``reason``); when unknown because the step was satisfiable,
+    initial state) or ``inconclusive`` (``reason``); when inconclusive because the step was satisfiable,
     ``cti`` is its counterexample at the largest ``k`` tried."""
 
     status: str
@@ -81,7 +81,7 @@ def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40
         if verdict == z3.sat:
             return InductionOutcome("refuted", k - 1, time.perf_counter() - start)
         if verdict == z3.unknown:
-            return InductionOutcome("unknown", k, time.perf_counter() - start, _why(base, max_seconds), cti)
+            return InductionOutcome("inconclusive", k, time.perf_counter() - start, _why(base, max_seconds), cti)
         base.extend()
         # inductive step over a simple path x0 .. xk
         step.solver.add(prop(ts.state(k - 1)))
@@ -94,12 +94,12 @@ def k_induction(ts: TransitionSystem, invariants: Sequence[str], max_k: int = 40
         if verdict == z3.unsat:
             return InductionOutcome("proved", k, time.perf_counter() - start)
         if verdict == z3.unknown:
-            return InductionOutcome("unknown", k, time.perf_counter() - start, _why(step, max_seconds), cti)
+            return InductionOutcome("inconclusive", k, time.perf_counter() - start, _why(step, max_seconds), cti)
         cti = _counterexample(ts, step.solver.model(), k, invariants)
         if deadline is not None and time.perf_counter() > deadline:
-            return InductionOutcome("unknown", k, time.perf_counter() - start,
+            return InductionOutcome("inconclusive", k, time.perf_counter() - start,
                                     f"not {k}-inductive, and the time limit {max_seconds:g} s was reached", cti)
-    return InductionOutcome("unknown", max_k, time.perf_counter() - start,
+    return InductionOutcome("inconclusive", max_k, time.perf_counter() - start,
                             f"not k-inductive for any k up to {max_k}", cti)
 
 

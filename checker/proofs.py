@@ -213,7 +213,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
         report.induction_reason = m2.reason
         for n in open_:
             rows[n].induction = "refuted" if ind.status == "refuted" else "inconclusive"
-        if ind.cti is not None and ind.status == "unknown":
+        if ind.cti is not None and ind.status == "inconclusive":
             report.failures.append(from_k_induction(machine, ind.cti, Reachable(ts, states).core))
     for n in open_:
         row = rows[n]

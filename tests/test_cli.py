@@ -338,9 +338,9 @@ def test_prove_theorems_prints_both_theorems_proved(capsys):
     code, out, _ = run(capsys, "prove", "--theorems", "--spacer-seconds", "5")
     assert code == 0
     verdicts = [line.split()[0] for line in out.splitlines()
-                if line.split() and line.split()[0] in ("proved", "unknown", "refuted")]
+                if line.split() and line.split()[0] in ("proved", "inconclusive", "refuted")]
     assert verdicts == ["proved", "proved"]
-    assert "if (T > W" in out and "unknown" not in out
+    assert "if (T > W" in out and "inconclusive" not in out
     # timeout_if_by_lemmas' verdict: an inductive set of lemmas for every T ≥ W + 1 (only unsat answers)
     lemmas = re.search(r"proved \((\d+) lemmas over parametric atoms, inductive for every T ≥ W \+ 1, W ≥ 0\)",
                        " ".join(out.split()))

@@ -23,7 +23,7 @@ def ring():
 def test_k_induction_that_stops_at_3_tells_the_step_from_5_to_7(ring):
     ts, machine, states = ring
     out = k_induction(ts, ["x_never_7"], max_k=3)  # x_never_7 is 4-inductive, not 3-
-    assert out.status == "unknown" and [s[0] for s in out.cti.states] == [1, 3, 5, 7]
+    assert out.status == "inconclusive" and [s[0] for s in out.cti.states] == [1, 3, 5, 7]
     failure = from_k_induction(machine, out.cti, Reachable(ts, states).generalise)
     assert failure.breaks == ["x_never_7"] and failure.action == "advance()"
     assert failure.changes == [("x", 5, 7)] and failure.state["x"] == 5

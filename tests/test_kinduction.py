@@ -20,7 +20,7 @@ def test_refutes_a_violated_invariant_at_its_depth():
 
 def test_a_too_small_bound_is_unknown_never_proved():
     out = k_induction(TransitionSystem(Ring()), ["x_never_7"], max_k=3)
-    assert out.status == "unknown" and "up to 3" in out.reason
+    assert out.status == "inconclusive" and "up to 3" in out.reason
 
 
 def test_a_proved_strengthening_shortens_k():

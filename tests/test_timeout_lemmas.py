@@ -10,4 +10,4 @@ from kvproof.spec.sglang.timeout_lemmas import timeout_if_by_lemmas
 
 def test_the_false_statement_with_t_equal_to_w_is_never_proved():
     verdict, why, _ = timeout_if_by_lemmas(30, gap=0)
-    assert verdict == "unknown" and why
+    assert verdict == "inconclusive" and why

@@ -48,7 +48,7 @@ PAGE_TOKENS = 64
 
 @dataclass
 class Theorem:
-    """A statement, its verdict (``proved``, ``refuted``, ``unknown``) and what backs it."""
+    """A statement, its verdict (``proved``, ``refuted``, ``inconclusive``) and what backs it."""
 
     name: str
     statement: str
@@ -68,7 +68,7 @@ def _verdict(result, proved, refuted) -> str:
         return "proved"
     if result == refuted:
         return "refuted"
-    return "unknown"
+    return "inconclusive"
 
 
 def _timeout_if(max_seconds: float) -> tuple[str, str]:
@@ -150,7 +150,7 @@ def _timeout_only_if() -> tuple[str, str, list]:
     for x0, x1 in zip(state, after_one):
         d = next((d for d in (0, 1) if _valid(params, x1 == x0 + d)), None)
         if d is None:
-            return "unknown", "a clock tick changes a slot by something other than 0 or 1", labels
+            return "inconclusive", "a clock tick changes a slot by something other than 0 or 1", labels
         delta.append(d)
 
     def sigma(n):
@@ -160,9 +160,9 @@ def _timeout_only_if() -> tuple[str, str, list]:
     guard, nxt = _run(spec, tick, sigma(h))
     loop_ok = z3.And(guard, *[a == b for a, b in zip(nxt, sigma(h + 1))])
     if not _valid(params + [h >= 0, h < T], loop_ok):
-        return "unknown", "the tick loop is not the induction step sigma(h) -> sigma(h + 1)", labels
+        return "inconclusive", "the tick loop is not the induction step sigma(h) -> sigma(h + 1)", labels
     if not _valid(params, sigma(0)[hold] == 0):
-        return "unknown", "the hold timer does not start at 0", labels
+        return "inconclusive", "the hold timer does not start at 0", labels
     state = sigma(T)
     for inst in suffix:
         guard, state = _run(spec, inst, state)
@@ -213,7 +213,7 @@ def timeout_theorem(max_seconds: float = 120.0, explicit_up_to: int = 4) -> Theo
         details.append(f"bounded evidence only (not a proof): the explicit engine verifies all three claims for "
                        f"every 0 ≤ W < T ≤ {explicit_up_to}" if not bad else f"explicit engine finds violations "
                        f"for T > W at {bad}")
-    both = "proved" if v_if == v_only == "proved" else ("refuted" if "refuted" in (v_if, v_only) else "unknown")
+    both = "proved" if v_if == v_only == "proved" else ("refuted" if "refuted" in (v_if, v_only) else "inconclusive")
     return Theorem("timeout_release_safe_iff_timeout_exceeds_latency",
                    "deadline release (PR 35049) is safe for every deadline T and latency bound W "
                    "if and only if T > W", both, details, time.perf_counter() - start)

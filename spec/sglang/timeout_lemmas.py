@@ -15,7 +15,7 @@ must allow.  Z3 (linear integer arithmetic, ``T`` and ``W`` free with ``T > W �
 two questions of the loop; every counterexample's atom valuation is blocked by a clause
 generalised against the concrete valuations.  It ends only on unsat to both (then Init ⇒ Inv is
 checked too): a proof for every ``T > W``.  A counterexample whose valuation equals a concrete
-reachable one means the atoms are too coarse: the answer is then *unknown*, never proved.
+reachable one means the atoms are too coarse: the answer is then *inconclusive*, never proved.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str,
     try:
         while True:
             if time.perf_counter() - start > max_seconds:
-                return "unknown", f"no inductive invariant within {max_seconds:g} s", len(clauses)
+                return "inconclusive", f"no inductive invariant within {max_seconds:g} s", len(clauses)
             r = s.check(bad)
             if r == z3.sat:
                 c = generalise(valuation(s.model(), a_pre))
@@ -161,28 +161,28 @@ def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str,
                 if r == z3.unsat:
                     break
                 if r != z3.sat:
-                    return "unknown", f"solver gave up ({s.reason_unknown()})", len(clauses)
+                    return "inconclusive", f"solver gave up ({s.reason_unknown()})", len(clauses)
                 c = generalise(valuation(s.model(), a_pre))
             else:
-                return "unknown", f"solver gave up ({s.reason_unknown()})", len(clauses)
+                return "inconclusive", f"solver gave up ({s.reason_unknown()})", len(clauses)
             clauses.append(c)
             negated_post.append(z3.Not(term(a_post, c)))  # built once: the goal of every later round
             s.add(term(a_pre, c))
     except LookupError as e:
-        return "unknown", str(e), len(clauses)
+        return "inconclusive", str(e), len(clauses)
     inv = z3.And(*[term(a_pre, c) for c in clauses]) if clauses else z3.BoolVal(True)
     init = z3.And(*[x == v for x, v in zip(pre, spec.init_state())])
     chk = z3.Solver()
     chk.add(T >= W + gap, W >= 0, init, z3.Not(inv))
     if chk.check() != z3.unsat:
-        return "unknown", "the lemmas do not hold initially", len(clauses)
+        return "inconclusive", "the lemmas do not hold initially", len(clauses)
     # the induction query assumed typed successors: typedness must itself be preserved
     chk = z3.Solver()
     chk.add(T >= W + gap, W >= 0, typed(pre), inv, trans, z3.Not(typed_post))
     if chk.check() != z3.unsat:
-        return "unknown", "a step leaves the typed states", len(clauses)
+        return "inconclusive", "a step leaves the typed states", len(clauses)
     chk = z3.Solver()
     chk.add(T >= W + gap, W >= 0, init, z3.Not(typed(pre)))
     if chk.check() != z3.unsat:
-        return "unknown", "the initial state is not typed", len(clauses)
+        return "inconclusive", "the initial state is not typed", len(clauses)
     return "proved", f"{len(clauses)} lemmas over parametric atoms, inductive for every T ≥ W + {gap}, W ≥ 0", len(clauses)
