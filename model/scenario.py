@@ -253,8 +253,13 @@ def load_variant(path: str | Path) -> Scenario:
 
 def builtins() -> list[Scenario]:
     """Every built-in scenario of every registered protocol, in catalogue order (file names
-    sort them within a protocol)."""
-    return list(_catalogue(tuple(p.name for p in protocols())))
+    sort them within a protocol).  :class:`ScenarioError` if there is none: an installation
+    without the ``kvproof.protocols`` entry points would otherwise check nothing and pass."""
+    found = list(_catalogue(tuple(p.name for p in protocols())))
+    if not found:
+        raise ScenarioError("the catalogue is empty: no protocol is registered under the kvproof.protocols "
+                            "entry point (is kvproof installed in this environment? pip install -e . in a checkout)")
+    return found
 
 
 @functools.lru_cache(maxsize=4)

@@ -333,3 +333,17 @@ def test_deeply_nested_toml_is_one_line(tmp_path):
 def test_a_nul_byte_in_a_scenario_path_is_one_line():
     with pytest.raises(ScenarioError, match="cannot read"):
         load_scenario("a\x00b.toml")
+
+
+def test_an_installation_without_protocols_is_one_line_never_an_empty_pass(monkeypatch, capsys):
+    """No kvproof.protocols entry point found (a checkout on sys.path without the package's
+    metadata): check would have checked nothing and exited 0, list raised a traceback."""
+    from kvproof.checker.cli.commands import main
+    from kvproof.model import registry
+
+    monkeypatch.setattr(registry, "_registered", {})
+    monkeypatch.setattr(registry, "_loaded", True)
+    for argv in (["list"], ["check"], ["check", "--no-traces"]):
+        assert main(argv) == 3, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "the catalogue is empty: no protocol is registered" in err
