@@ -69,6 +69,7 @@ def test_fields_that_cannot_be_permuted_are_refused():
         Canonicaliser(m.spec, bad)
 
 
+@pytest.mark.slow  # about 6 s
 def test_pages_are_searched_and_requests_sorted_exactly():
     cfg = machine("v0.5.22", "AAB").spec.cfg
     m = Machine(PdProtocol(replace(cfg, decode_pages=2, engine=replace(cfg.engine, any_free_pages=True))))

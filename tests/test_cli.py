@@ -111,6 +111,7 @@ def test_replay_of_a_trace_whose_violation_is_gone(capsys, tmp_path):
     assert code == 1 and "does not fail at the last state" in out
 
 
+@pytest.mark.slow  # about 6 s
 def test_simulate_reports_exposures_and_writes_the_first_run(capsys, tmp_path):
     code, out, _ = run(capsys, "simulate", "incident", "--requests", "300", "--seed", "3", "--traces", str(tmp_path))
     assert code == 0 and "read another request's KV" in out and "written to" in out
@@ -297,6 +298,7 @@ def test_check_engine_bmc_finds_the_shortest_violation_and_stays_inconclusive_ot
     assert code == 0 and "6 steps replay exactly" in out
 
 
+@pytest.mark.slow  # about 5 s
 def test_check_engine_both_agrees(capsys):
     code, out, _ = run(capsys, "check", "pr-41404", "--engine", "both", "--no-traces")
     assert code == 0 and "agree on 1 scenario" in out
@@ -334,6 +336,7 @@ def test_certify_bad_input_is_one_line(capsys, tmp_path):
     assert code == 3 and err.count("\n") == 1 and "not a kvproof certificate" in err
 
 
+@pytest.mark.slow  # about 14 s: the timeout theorem's 452 lemmas
 def test_prove_theorems_prints_both_theorems_proved(capsys):
     code, out, _ = run(capsys, "prove", "--theorems", "--spacer-seconds", "5")
     assert code == 0

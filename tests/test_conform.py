@@ -13,10 +13,10 @@ import pytest
 
 from kvproof.spec.sglang.conform import engine_problem
 
-pytestmark = pytest.mark.skipif(
-    engine_problem() is not None,
-    reason=f"conformance needs the sglang extra: {engine_problem()}",
-)
+pytestmark = [  # slow: importing SGLang alone takes 10-25 s
+    pytest.mark.skipif(engine_problem() is not None, reason=f"conformance needs the sglang extra: {engine_problem()}"),
+    pytest.mark.slow,
+]
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 FAMILY = ["sglang-0.5.23-mooncake", "sglang-0.5.23-failed-send", "sglang-0.5.23-deferral-off",
@@ -230,7 +230,7 @@ def test_a_scenario_the_harness_cannot_run_is_one_line():
         replay_trace(TRACES / "tp2-first-ack__no_write_after_release.itf.json")
 
 
-@pytest.mark.parametrize("name", FAMILY)
+@pytest.mark.parametrize("name", FAMILY)  # 6-12 s a scenario
 def test_random_sequences_agree_with_the_real_code(name):
     from kvproof.spec.sglang.conform.fuzz import fuzz_scenario
     from kvproof.model.scenario import builtin

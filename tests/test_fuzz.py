@@ -50,7 +50,7 @@ EXIT_CODES = {0, 1, 2, 3, 4}
 
 # cases per input kind: (default tier, thorough tier)
 CASES = {"scenario": (70, 2500), "trace": (70, 2500), "certificate": (40, 1000), "variant": (40, 1000),
-         "argv": (100, 3000)}
+         "argv": (50, 3000)}
 OUTCOMES: Counter = Counter()  # (tier, kind, exit code) -> cases
 SECONDS: Counter = Counter()  # (tier, kind, exit code) -> seconds in main()
 

@@ -17,7 +17,8 @@ def _summary(report):
             [(c.claim, c.verdict, c.depth) for c in report.claims])
 
 
-@pytest.mark.parametrize("name", ["incident", "abort-race", "lost-drain-ack", "v0.5.22"])
+@pytest.mark.parametrize("name", ["incident", "abort-race", "lost-drain-ack",
+                                  pytest.param("v0.5.22", marks=pytest.mark.slow)])
 def test_two_workers_equal_one_process(name):
     sc = builtin(name)
     one = check_scenario(sc)
@@ -31,6 +32,7 @@ def test_two_workers_equal_one_process(name):
             assert replay(m, trace.actions, trace.states) is None
 
 
+@pytest.mark.slow  # about 6 s
 def test_workers_with_symmetry_and_fingerprints_equal_one_process():
     sc = unordered("receipt-ack", "AAB")
     one = check_scenario(sc, symmetry=True)

@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +26,7 @@ engines = st.builds(
 )
 
 
+@pytest.mark.slow  # about 11 s
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(engine=engines, streams=st.booleans(), picks=st.lists(st.integers(0, 10_000), min_size=1, max_size=60))
 def test_random_runs_keep_the_type_invariant_and_match_the_reference(engine, streams, picks):

@@ -43,6 +43,7 @@ def project(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow  # two pytest runs in a subprocess: about 10 s
 def test_the_catalogue_runs_as_tests(tmp_path):
     """Every expectation of the catalogue is an item; one scenario's items run and pass (the whole
     catalogue through the plugin is .ci/plugin-smoke's, from a wheel in a fresh project, and
@@ -79,6 +80,7 @@ def test_a_malformed_scenario_file_fails_with_file_key_and_expectation(project):
     assert "broken.toml: [sizes].decode_pages: expected a whole number in 1..64, got 0" in out
 
 
+@pytest.mark.slow  # two pytest runs in a subprocess: about 6 s
 def test_nothing_is_collected_without_the_flag_and_k_selects(project):
     code, out = _pytest(project, "-q")
     assert code == 5 and "no tests ran" in out  # exit 5: no tests; .toml files are not collected

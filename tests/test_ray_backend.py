@@ -19,6 +19,9 @@ if os.environ.get("KVPROOF_REQUIRE_RAY") != "1":
     pytest.importorskip("ray")
 
 
+pytestmark = pytest.mark.slow  # a local cluster starts in about 5 s
+
+
 @pytest.fixture(scope="module")
 def cluster():
     import ray
@@ -36,7 +39,8 @@ def _summary(report):
             [(c.claim, c.verdict, c.depth) for c in report.claims])
 
 
-@pytest.mark.parametrize("scenario,symmetry", [(builtin("abort-race"), False), (builtin("v0.5.22"), False),
+@pytest.mark.parametrize("scenario,symmetry", [(builtin("abort-race"), False),
+                                               (builtin("v0.5.22"), False),
                                                (unordered("receipt-ack", "AAB"), True)])
 def test_two_ray_workers_equal_one_process(cluster, scenario, symmetry):
     one = check_scenario(scenario, symmetry=symmetry)

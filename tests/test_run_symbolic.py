@@ -68,7 +68,8 @@ def test_the_agreement_scenarios_set_every_flag_to_every_value_the_catalogue_doe
     assert {builtin(n).protocol for n in AGREEMENT} == {builtin(n).protocol for n in builtin_names()}
 
 
-@pytest.mark.parametrize("name", AGREEMENT)
+@pytest.mark.parametrize("name", [n if n in ("abort-race", "pr-41404", "room-reuse-generation")
+                                  else pytest.param(n, marks=pytest.mark.slow) for n in AGREEMENT])
 def test_engines_agree_on_the_scenarios_that_set_every_flag(name):
     sc = builtin(name)
     explicit = checked(name)
@@ -77,6 +78,7 @@ def test_engines_agree_on_the_scenarios_that_set_every_flag(name):
     _compare(sc, depth, explicit)
 
 
+@pytest.mark.slow  # about 7 s
 def test_full_depth_agreement_on_a_small_scenario():
     sc = builtin("pr-41404")
     explicit = check_scenario(sc)
@@ -92,6 +94,7 @@ def test_disagreements_are_reported():
     assert any("no_write_after_release" in p for p in problems)
 
 
+@pytest.mark.slow  # about 9 s
 def test_cross_check_proves_what_never_hits_instead_of_searching_the_full_depth():
     explicit = checked("checksum-unsupported")  # depth 22; deepest hit 15
     agreement = cross_check(explicit)
@@ -145,6 +148,7 @@ FLAGS = st.fixed_dictionaries({
 })
 
 
+@pytest.mark.slow  # about 10 s
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(FLAGS)
 def test_random_flag_combinations_get_the_same_verdicts(flags):

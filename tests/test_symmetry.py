@@ -54,7 +54,8 @@ def test_a_declaration_that_breaks_a_claim_or_the_transitions_is_refused():
     assert red.note == "refused: the transitions do not commute with swapping R0 and R1"
 
 
-@pytest.mark.parametrize("name", ["abort-race", "receipt-ack", "v0.5.22"])
+@pytest.mark.parametrize("name", ["abort-race", pytest.param("receipt-ack", marks=pytest.mark.slow),
+                                  pytest.param("v0.5.22", marks=pytest.mark.slow)])
 def test_reduced_verdicts_and_counterexample_lengths_equal_the_full_search(name, tmp_path):
     sc = unordered(name, "AAB")
     full = check_scenario(sc)
