@@ -649,3 +649,29 @@ def test_running_out_of_memory_under_a_limit_is_exit_4():
                        capture_output=True, text=True, preexec_fn=limit, timeout=300)
     assert p.returncode == 4 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith("kvproof: error: out of memory: ") and "--visited fingerprint" in p.stderr
+
+
+def test_version(capsys):
+    from importlib import metadata
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out == f"kvproof {metadata.version('kvproof')}\n"
+
+
+def test_a_reader_that_leaves_is_exit_141_and_silence(monkeypatch, capsys):
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", Gone())
+    assert main(["list"]) == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_kvproof_list_into_a_closed_pipe_prints_no_traceback():
+    """``kvproof list | head -0``: the reader is gone before the first write."""
+    p = subprocess.Popen([sys.executable, "-m", "kvproof", "list", "--claims"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141 and err == ""

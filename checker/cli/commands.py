@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kvproof.checker.cli import symbolic as cli_symbolic
-from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK,
-                                        EXIT_OUT_OF_MEMORY, BadInput, protocol_command)
+from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED,
+                                        EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, BadInput, protocol_command)
 from kvproof.checker.cli.common import console as _console
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import resolve as _resolve
@@ -45,7 +45,7 @@ from kvproof.model.scenario import Scenario, builtins, load_variant
 # ``kvproof --help`` and ``kvproof list`` load neither Z3 nor numpy.
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
-           "EXIT_INTERRUPTED"]
+           "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's own exit code 2 means "inconclusive" here
@@ -428,9 +428,20 @@ VISITED_MODES = ("exact", "fingerprint")  # kvproof.checker.visited.MODES (a tes
 _TRUST = "trust this engine variant file (it is code) for the protocol the input names (repeatable)"
 
 
+def _version() -> str:
+    """The installed distribution's version (``unknown`` when run from a checkout without metadata)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kvproof")
+    except metadata.PackageNotFoundError:
+        return "unknown (no installed metadata)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     p = _Parser(prog="kvproof", description="Model-check the PD-disaggregated KV page lifecycle.")
+    p.add_argument("--version", action="version", version=f"kvproof {_version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     ls = sub.add_parser("list", help="list the built-in scenarios")
@@ -599,7 +610,8 @@ _OUT_OF_MEMORY = ("kvproof: error: out of memory: store states as fingerprints (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0-4, or 130 when interrupted)."""
+    """Run the command line; returns the exit code (0-4, 130 when interrupted, 141 when the reader
+    of the output left)."""
     parser = _parser()
     try:
         try:
@@ -612,7 +624,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _trust_variants(args)
                 return args.func(args)
             except Exception as e:  # an error in a user's engine variant is bad input: one line
-                if _is_one_line(e):
+                if _is_one_line(e) or isinstance(e, BrokenPipeError):
                     raise
                 message = None if isinstance(e, MemoryError) else variant_error(e)
                 if message is None:
@@ -621,6 +633,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         print(_OUT_OF_MEMORY, file=sys.stderr)
         return EXIT_OUT_OF_MEMORY
+    except BrokenPipeError:  # `kvproof show … | head`: the reader left; say nothing more
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except Exception as e:
         if not _is_one_line(e):
             if not isinstance(e, OSError):
@@ -633,6 +648,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kvproof: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush at exit does not
+    fail again with a second BrokenPipeError."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (tests): nothing to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _one_line(e: BaseException) -> str:

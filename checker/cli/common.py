@@ -17,6 +17,7 @@ __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "E
 EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
 EXIT_OUT_OF_MEMORY = 4  # the search ran out of memory: one line with the advice (fingerprints, symmetry, workers)
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output left (`kvproof show … | head`)
 
 
 class BadInput(Exception):
@@ -24,12 +25,20 @@ class BadInput(Exception):
 
 
 def console(stream=None):
-    """Rich console on stdout; a pipe or CI log gets 120 columns and no colour codes."""
+    """Rich console on stdout; a pipe or CI log gets 120 columns and no colour codes.  When the
+    reader of the pipe leaves (``kvproof show … | head``), printing raises ``BrokenPipeError``
+    for ``main`` to end quietly with exit 141 (rich's own handling exits 1, kvproof's code for
+    a verdict that does not match)."""
     from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(32, "Broken pipe")
 
     stream = stream or sys.stdout
     width = None if stream.isatty() else 120
-    return Console(file=stream, highlight=False, width=width)
+    return _Console(file=stream, highlight=False, width=width)
 
 
 def resolve(name: str | Scenario) -> Scenario:
