@@ -43,7 +43,7 @@ from kvproof.model.registry import (ProtocolError, base_names, check_reference, 
                                     protocol_of, protocols, trust_variant, variant_classes)
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "load_variant", "parse_scenario", "builtins",
-           "builtin_names", "builtin", "VERDICTS", "WITNESS_VERDICTS", "WITNESS_SYNONYMS", "expected_verdict"]
+           "builtin_names", "builtin", "did_you_mean", "VERDICTS", "WITNESS_VERDICTS", "WITNESS_SYNONYMS", "expected_verdict"]
 
 VERDICTS = ("verified", "violated", "reached", "unreachable")
 WITNESS_VERDICTS = ("reached", "unreachable")
@@ -95,7 +95,7 @@ class Scenario:
         unknown = [c for c in self.expect if c not in names]
         if unknown:
             raise ScenarioError(f"{self.origin}: [expect].{unknown[0]}: no such claim in the protocol; expected "
-                                f"one of its claims (kvproof list --claims){_did_you_mean(unknown[0], names)}")
+                                f"one of its claims (kvproof list --claims){did_you_mean(unknown[0], names)}")
         for c in spec.claims:
             if c.kind != "witness" and self.expect.get(c.name) in WITNESS_VERDICTS:
                 raise ScenarioError(f"{self.origin}: [expect].{c.name}: expected \"verified\" or \"violated\" "
@@ -164,7 +164,7 @@ def parse_scenario(data: dict[str, Any], origin: str, family: Protocol | None = 
     allowed = _TOP | set(family.config_keys)
     extra = sorted(set(data) - allowed)
     if extra:
-        raise fail(extra[0], "one of the keys " + ", ".join(sorted(allowed)) + _did_you_mean(extra[0], allowed))
+        raise fail(extra[0], "one of the keys " + ", ".join(sorted(allowed)) + did_you_mean(extra[0], allowed))
     config = family.parse_config({k: data[k] for k in family.config_keys if k in data}, fail)
 
     expect = data.get("expect", {})
@@ -182,7 +182,7 @@ def expected_verdict(kind: str, verdict: str) -> str:
     return WITNESS_SYNONYMS.get(verdict, verdict) if kind == "witness" else verdict
 
 
-def _did_you_mean(word: str, choices) -> str:
+def did_you_mean(word: str, choices) -> str:
     """``"; did you mean X?"`` for a close misspelling of one of ``choices``, else ``""``."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
     return f"; did you mean {close[0]}?" if close else ""
@@ -286,4 +286,4 @@ def builtin(name: str) -> Scenario:
     for sc in builtins():
         if sc.name == name:
             return sc
-    raise ScenarioError(f"unknown scenario {name!r} (kvproof list shows the catalogue)")
+    raise ScenarioError(f"unknown scenario {name!r}{did_you_mean(name, builtin_names())} (kvproof list shows the catalogue)")

@@ -675,3 +675,14 @@ def test_kvproof_list_into_a_closed_pipe_prints_no_traceback():
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == 141 and err == ""
+
+
+def test_a_misspelt_command_or_scenario_gets_a_suggestion_and_the_prefix_once(capsys):
+    code, _, err = run(capsys, "chek")
+    assert code == 3 and err.startswith("kvproof: error: argument command: invalid choice: 'chek'")
+    assert err.endswith("; did you mean check?\n") and "kvproof: error: kvproof:" not in err
+    code, _, err = run(capsys, "check", "incidnt")
+    assert code == 3 and err == ("kvproof: error: unknown scenario 'incidnt'; did you mean incident? "
+                                 "(kvproof list shows the catalogue)\n")
+    code, _, err = run(capsys, "check", "--max-states", "x")  # a subcommand's error names it
+    assert code == 3 and err == "kvproof: error: kvproof check: argument --max-states: expected a whole number, got 'x'\n"

@@ -48,8 +48,19 @@ __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_IN
            "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own exit code 2 means "inconclusive" here
-        raise BadInput(f"{self.prog}: {message}")
+    """argparse with kvproof's bad-input exit (3; argparse's own 2 means "inconclusive" here),
+    the subcommand named once, and a suggestion for a misspelt choice (``kvproof chek``)."""
+
+    def error(self, message: str) -> None:
+        import re
+
+        from kvproof.model.scenario import did_you_mean
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            message += did_you_mean(m.group(1), [c.strip(" '") for c in m.group(2).split(",")])
+        where = "" if self.prog == "kvproof" else f"{self.prog}: "  # "kvproof: error: kvproof: ..." once
+        raise BadInput(f"{where}{message}")
 
 
 class _Progress:

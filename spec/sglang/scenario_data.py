@@ -20,10 +20,10 @@ store)::
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import asdict, fields
 from typing import Any, Callable
 
+from kvproof.model.scenario import did_you_mean
 from kvproof.spec.sglang.config import CHOICES, Config, Engine, Request
 
 __all__ = ["CONFIG_KEYS", "parse_config", "config_data"]
@@ -44,7 +44,7 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
     for key in sizes:
         if key not in _SIZES and key not in _OPTIONAL_SIZES:
             allowed = [*_SIZES, *_OPTIONAL_SIZES]
-            raise fail(f"[sizes].{key}", "one of " + ", ".join(allowed) + _did_you_mean(key, allowed))
+            raise fail(f"[sizes].{key}", "one of " + ", ".join(allowed) + did_you_mean(key, allowed))
     size_values = {}
     for key, (lo, hi) in _SIZES.items():
         v = sizes.get(key)
@@ -64,7 +64,7 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
     for i, r in enumerate(reqs):
         if isinstance(r, dict) and set(r) > {"tenant", "pages"}:
             key = sorted(set(r) - {"tenant", "pages"})[0]
-            raise fail(f"requests[{i}].{key}", "only tenant and pages in a request" + _did_you_mean(key, ("tenant", "pages")))
+            raise fail(f"requests[{i}].{key}", "only tenant and pages in a request" + did_you_mean(key, ("tenant", "pages")))
         if not isinstance(r, dict) or set(r) != {"tenant", "pages"}:
             raise fail(f"requests[{i}]", "a table with exactly tenant and pages", r)
         if not isinstance(r["tenant"], str) or not r["tenant"]:
@@ -107,7 +107,7 @@ def _engine(table: Any, fail) -> Engine:
     values = {}
     for key, v in table.items():
         if key not in known:
-            raise fail(f"[engine].{key}", "one of " + ", ".join(known) + _did_you_mean(key, known))
+            raise fail(f"[engine].{key}", "one of " + ", ".join(known) + did_you_mean(key, known))
         default = known[key].default
         if key in CHOICES:
             if v not in CHOICES[key]:
@@ -125,11 +125,6 @@ def _engine(table: Any, fail) -> Engine:
             raise fail(f"[engine].{key}", "true or false", v)
         values[key] = v
     return Engine(**values)
-
-
-def _did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
-    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _is_int(v: Any) -> bool:
