@@ -75,13 +75,15 @@ def reachable_states(machine: Any, max_states: int = 2_000_000) -> np.ndarray:
 
 def explore_all(machine: Any, max_states: int = 2_000_000,
                 deadline: float | None = None) -> tuple[np.ndarray, dict[str, int]]:
-    """Every reachable state (breadth-first, no symmetry reduction), and for each claim of
+    """Every reachable state (breadth-first, no symmetry reduction, one row per state in the
+    order the search found them), and for each claim of
     ``machine.claims`` that hits somewhere, the depth of its first hit (an invariant broken, a
     witness reached; a quiescent claim only where no action is enabled).  Raises
     ``RuntimeError`` past ``max_states`` states or ``deadline`` (a ``time.perf_counter()``
     reading)."""
     init = machine.init
     seen = {init}
+    order = [init]  # breadth-first order: the rows come out the same in every process
     frontier = [init]
     succ = machine.successors
     claims = machine.claims
@@ -108,12 +110,13 @@ def explore_all(machine: Any, max_states: int = 2_000_000,
             for _, t in out:
                 if t not in seen:
                     seen.add(t)
+                    order.append(t)
                     nxt.append(t)
         frontier = nxt
         depth += 1
         if len(seen) > max_states:
             raise RuntimeError(f"more than {max_states} reachable states: too many to mine lemmas from")
-    rows = np.frombuffer(b"".join(seen), dtype=np.uint8).reshape(len(seen), len(init))
+    rows = np.frombuffer(b"".join(order), dtype=np.uint8).reshape(len(order), len(init))
     return rows, hit
 
 
