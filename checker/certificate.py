@@ -41,6 +41,7 @@ from typing import Any, Sequence
 
 import z3
 
+from kvproof.model.files import read_user_text
 from kvproof.model.scenario import Scenario
 from kvproof.checker.transition import TransitionSystem
 
@@ -189,14 +190,7 @@ def sexpr_problem(text: str) -> str | None:
 
 
 def _text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
-        raise CertificateError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CertificateError(f"{path}: not a kvproof certificate (not UTF-8 text: byte {e.start})") from None
+    text = read_user_text(path, CertificateError, "a kvproof certificate")
     if "\x00" in text:
         raise CertificateError(f"{path}: not a kvproof certificate (a binary file: it contains NUL bytes)")
     if not text.startswith(MAGIC + "\n"):

@@ -23,6 +23,7 @@ from typing import Any
 
 import itf_py
 
+from kvproof.model.files import read_user_text
 from kvproof.model.machine import Machine
 from kvproof.model.layout import LayoutError
 from kvproof.model.scenario import Scenario, ScenarioError, parse_scenario
@@ -116,12 +117,7 @@ def read_trace(path: str | Path) -> Trace:
     The stored states are returned as stored; :func:`kvproof.model.replay.replay` checks them.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise TraceError(f"{p}: not UTF-8 text (byte {e.start}): expected an ITF trace (JSON)") from None
-    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
-        raise TraceError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    text = read_user_text(p, TraceError, "an ITF trace (JSON)")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvproof.model.files import read_user_text
 from kvproof.model.framework import Spec
 from kvproof.model.protocol import Protocol
 from kvproof.model.registry import (ProtocolError, base_names, check_reference, default_protocol, protocol_named,
@@ -202,12 +203,7 @@ def _is_int(v: Any) -> bool:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ScenarioError(f"{p}: not UTF-8 text (byte {e.start}): expected a TOML scenario file") from None
-    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
-        raise ScenarioError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    text = read_user_text(p, ScenarioError, "a TOML scenario file")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

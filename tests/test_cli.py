@@ -546,7 +546,7 @@ def test_a_binary_certificate_is_bad_input(capsys, tmp_path):
     cert = tmp_path / "bin.smt2"
     cert.write_bytes(b"; kvproof certificate 1\n\xff\xfe\x00")
     code, _, err = run(capsys, "certify", str(cert))
-    _one_line_3(code, err, "not UTF-8 text: byte 24")
+    _one_line_3(code, err, "not UTF-8 text (byte 24): expected a kvproof certificate")
 
 
 def test_a_run_time_error_in_a_variant_names_its_file_and_line(capsys, tmp_path):
