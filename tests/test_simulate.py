@@ -56,3 +56,20 @@ def test_a_long_first_exposure_is_sliced_to_the_two_requests_involved():
     assert states[-1][m.spec.layout.slot("read", victim)] in (READ_FOREIGN, READ_CROSS_TENANT)
     involved = {m.instances[a].args[0] for a in sliced if m.instances[a].action.params[:1] == ("req",)}
     assert len(involved) == 2 and victim in involved
+
+
+def test_the_simulation_keeps_every_dimension_of_the_scenario():
+    """Ranks, metadata slots and layers come from the scenario (only pages, slots and the request
+    streams change): they were dropped, so a TP 2x2 scenario simulated as TP 1."""
+    from dataclasses import replace
+
+    for name in ("tp2x2-ready-any", "aux-freed-early", "layerwise-abort-race"):
+        base = builtin(name).config
+        sim = simulation_scenario(builtin(name), 16, 4).config
+        assert (sim.prefill_ranks, sim.decode_ranks, sim.aux_slots, sim.layers) == \
+            (base.prefill_ranks, base.decode_ranks, base.aux_slots, base.layers), name
+        assert (sim.decode_pages, len(sim.requests), sim.engine.request_streams) == (16, 4, True)
+    tp = builtin("tp2x2-ready-any")
+    one_rank = replace(tp, config=replace(tp.config, prefill_ranks=1, decode_ranks=1))
+    runs = [simulate(Machine(simulation_scenario(s, 16, 4).build()), 300, seed=4) for s in (tp, one_rank)]
+    assert runs[0].steps != runs[1].steps  # the ranks' own steps (each rank's writes and acks) are simulated

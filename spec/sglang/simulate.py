@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from kvproof.spec.sglang.config import Config, Request
+from kvproof.spec.sglang.config import Request
 from kvproof.spec.sglang.state import (
     D_ENDED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
 )
@@ -48,8 +48,8 @@ def simulation_scenario(scenario: Scenario, pages: int, slots: int) -> Scenario:
     cfg = scenario.config
     reqs = tuple(cfg.requests[i % len(cfg.requests)] for i in range(slots))
     engine = replace(cfg.engine, request_streams=True, ordered_arrivals=False)
-    sim_cfg = Config(tuple(Request(r.tenant, r.pages) for r in reqs), pages, cfg.prefill_pages,
-                     cfg.context_limit, engine)
+    sim_cfg = replace(cfg, requests=tuple(Request(r.tenant, r.pages) for r in reqs), decode_pages=pages,
+                      engine=engine)  # every other dimension (ranks, metadata slots, layers) as the scenario has it
     return Scenario(f"{scenario.name}-sim", f"simulation of {scenario.name}", scenario.title, sim_cfg,
                     {}, scenario.protocol, scenario.origin)
 
