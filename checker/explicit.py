@@ -18,6 +18,13 @@ With a canonicaliser (symmetry reduction, :mod:`.symmetry`) every successor is r
 orbit's representative before deduplication; the actions on a path then apply to canonical
 states, and :func:`~kvproof.checker.symmetry.concrete_path` maps such a path back to concrete
 states.
+
+:func:`explore` is the one reachable-graph service: besides claim hits it keeps, when asked,
+the states in discovery order (``rows``: lemma mining, the tests) or the whole
+:class:`StateGraph` with every edge (``edges``: fair liveness, :mod:`.liveness`).  Keeping the
+graph, a dict numbering the states stands in for the visited set, and one search serves both
+the safety claims and liveness (:func:`~kvproof.checker.run.check_scenario`).  The
+partitioned backends (:mod:`.parallel`, :mod:`.ray_backend`) run the same levels over workers.
 """
 
 from __future__ import annotations
@@ -90,7 +97,9 @@ class Stats:
     visited: str = "exact"
     """How states were stored: ``exact`` or ``fingerprint`` (64-bit)."""
     bytes_per_state: float = 0.0
-    """Bytes stored per distinct state: its key, parent number and action."""
+    """Bytes stored per distinct state: its key, parent number and action (with the graph
+    kept: the state, its parent, action and depth, and its share of the edge arrays; the
+    numbering dict's own overhead is not counted)."""
     collision_probability: float = 0.0
     """With fingerprints: bound on the chance that a fingerprint collision hid a state."""
     represented: int = 0
@@ -341,7 +350,6 @@ def explore(
             ids = np.array([setdefault(t, len(index)) for t in cand], dtype=np.int64)
             new = np.flatnonzero(ids >= n_states)
             fresh = new[np.unique(ids[new], return_index=True)[1]]  # first occurrences, ascending
-            numbered = fresh
         cut = ""
         if fresh.size and max_depth is not None and depth >= max_depth:
             cut = f"depth limit {max_depth} reached"
@@ -387,11 +395,8 @@ def explore(
         if index is None:
             store.add(keys[fresh], None if states is None else states[fresh])
         elif not timed_out:
-            if cut:
-                for k in numbered[fresh.size:].tolist():  # left out by a limit: not numbered after all
-                    del index[cand[k]]
-                if g_complete:
-                    g_complete, g_reason = False, cut
+            if cut and g_complete:  # the numbers given past the cut stay unused: no state is new after it
+                g_complete, g_reason = False, cut
             _add_edges(ids, all_codes, n_actions, n_states + fresh.size, len(frontier), offsets, targets, aids,
                        expanded)
             depths.extend([depth + 1] * fresh.size)

@@ -1,8 +1,9 @@
 """Inductive lemmas mined from the reachable states and confirmed by Z3.
 
-The explicit engine enumerates every reachable state of a scenario (:func:`explore_all`); what
-those states have in common is a *candidate*, and Z3 decides what is actually inductive.  The
-enumeration is only an oracle: nothing here is proved without an unsat answer.
+The explicit engine enumerates every reachable state of a scenario (:func:`explore_all`: its
+search keeping the rows); what those states have in common is a *candidate*, and Z3 decides what
+is actually inductive.  The enumeration is only an oracle: nothing here is proved without an
+unsat answer.
 
 * :func:`block` (method 1 of ``kvproof prove``): IC3's blocking loop with exact reachability in
   place of IC3's frames.  Every counterexample to induction Z3 finds (a typed state satisfying

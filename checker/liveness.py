@@ -7,8 +7,9 @@ action (``fair=True``: the actions the real engine runs eventually) that is enab
 state of the cycle is also taken on it (weak fairness).  A state with no successor at all is a
 lasso whose loop is that state repeated.
 
-The search builds the reachable graph (:func:`build_graph`, edges as flat arrays), then for each
-obligation takes the subgraph of states where it is pending and its strongly connected
+The reachable graph (edges as flat arrays) comes from the explicit engine's search keeping its
+edges (:func:`~kvproof.checker.explicit.explore`; :func:`build_graph` runs it alone); for each
+obligation the search takes the subgraph of states where it is pending and its strongly connected
 components (``scipy.sparse.csgraph``, C speed).  A component has a fair cycle exactly when every
 fair action enabled throughout it is taken inside it: a cycle through all its edges is then
 fair, and if it is not, no cycle inside it is fair either.  The lasso written is a shorter
