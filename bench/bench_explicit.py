@@ -7,14 +7,26 @@ failures on) at three sizes, by the number of requests.  Run it with::
 
 Figures vary with the machine and its load: compare ratios within one run (CPU seconds are
 less disturbed by other processes than wall-clock seconds).
+
+``--against REV`` times this checkout's engine against the one at git revision ``REV`` on the
+same machines, alternately, and prints medians of ``--repeat`` runs (CPU seconds): the plain
+search (``explore``), the search keeping the graph (``explore(edges=True)`` against REV's
+``liveness.build_graph``), and what ``check_scenario`` runs for a scenario with safety and
+liveness claims (one search keeping the graph, against REV's search plus ``build_graph``)::
+
+    python bench/bench_explicit.py --sizes 2,3 --against HEAD~1 --scenarios sglang-0.5.23-tp2
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import platform
+import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 from dataclasses import replace
 
 from kvproof.checker.explicit import explore
@@ -32,10 +44,67 @@ def config(n: int):
     return replace(base, requests=tuple(SHAPES[:n]))
 
 
+def engine_at(rev: str):
+    """``(explore, build_graph)`` of the engine at git revision ``rev``, loaded from its sources
+    (``checker/explicit.py`` and ``checker/liveness.py``; everything else from this checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    mods = []
+    for name in ("explicit", "liveness"):
+        src = subprocess.run(["git", "show", f"{rev}:checker/{name}.py"], cwd=root, check=True,
+                             capture_output=True, text=True).stdout
+        src = src.replace("kvproof.checker.explicit import", "_bench_old_explicit import")
+        spec = importlib.util.spec_from_loader(f"_bench_old_{name}", loader=None)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        exec(compile(src, f"{rev}:checker/{name}.py", "exec"), mod.__dict__)
+        mods.append(mod)
+    return mods[0].explore, mods[1].build_graph
+
+
+def cpu(fn) -> tuple[float, object]:
+    """CPU seconds of ``fn()`` and its result."""
+    c0 = time.process_time()
+    out = fn()
+    return time.process_time() - c0, out
+
+
+def against(rev: str, machines: list[tuple[str, Machine]], repeat: int) -> None:
+    """Old against new, alternately on each machine; medians of ``repeat`` runs."""
+    old_explore, old_graph = engine_at(rev)
+    print(f"# against {rev}: CPU seconds, medians of {repeat} alternate runs; ratio = this checkout / {rev}")
+    print(f"{'machine':>28} {'states':>9} {'edges':>9} {'what':>16} {rev:>9} {'now':>9} {'ratio':>6}")
+    for name, m in machines:
+        safety = [i for i, c in enumerate(m.claims) if c.kind != "liveness"]
+        pairs = {
+            "plain search": (lambda: old_explore(m), lambda: explore(m)),
+            "graph kept": (lambda: old_graph(m), lambda: explore(m, claims=[], edges=True)),
+            "check (both)": (lambda: (old_explore(m, claims=safety), old_graph(m)),
+                             lambda: explore(m, claims=safety, edges=True)),
+        }
+        g = explore(m, claims=[], edges=True).graph
+        for what, (old, new) in pairs.items():
+            t_old, t_new = [], []
+            for _ in range(repeat):
+                t_old.append(cpu(old)[0])
+                t_new.append(cpu(new)[0])
+            a, b = statistics.median(t_old), statistics.median(t_new)
+            print(f"{name:>28} {g.stats.states:>9,} {g.stats.transitions:>9,} {what:>16} {a:>9.3f} {b:>9.3f} "
+                  f"{b / a:>6.2f}")
+            sys.stdout.flush()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="2,3,4", help="request counts, comma-separated")
+    p.add_argument("--against", metavar="REV", help="time against the engine at this git revision instead")
+    p.add_argument("--scenarios", default="", help="with --against: built-in scenarios to time too, comma-separated")
+    p.add_argument("--repeat", type=int, default=3, help="with --against: runs of each, alternately (default 3)")
     args = p.parse_args()
+    if args.against:
+        machines = [(f"v0.5.22, {n} requests", Machine(PdProtocol(config(int(n))))) for n in args.sizes.split(",")]
+        machines += [(n, Machine(builtin(n).build())) for n in args.scenarios.split(",") if n]
+        against(args.against, machines, args.repeat)
+        return
     print(f"# python {platform.python_version()} on {platform.machine()}, {platform.processor() or 'cpu'}")
     print(f"{'requests':>8} {'states':>12} {'transitions':>12} {'depth':>6} {'compile s':>9} {'search s':>9} "
           f"{'cpu s':>8} {'states/s':>10}")

@@ -18,13 +18,20 @@ With a canonicaliser (symmetry reduction, :mod:`.symmetry`) every successor is r
 orbit's representative before deduplication; the actions on a path then apply to canonical
 states, and :func:`~kvproof.checker.symmetry.concrete_path` maps such a path back to concrete
 states.
+
+:func:`explore` is the one reachable-graph service: besides claim hits it keeps, when asked,
+the states in discovery order (``rows``: lemma mining, the tests) or the whole
+:class:`StateGraph` with every edge (``edges``: fair liveness, :mod:`.liveness`).  Keeping the
+graph, a dict numbering the states stands in for the visited set, and one search serves both
+the safety claims and liveness (:func:`~kvproof.checker.run.check_scenario`).  The
+partitioned backends (:mod:`.parallel`, :mod:`.ray_backend`) run the same levels over workers.
 """
 
 from __future__ import annotations
 
 import time
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any, Callable
 
@@ -32,7 +39,7 @@ import numpy as np
 
 from kvproof.checker.visited import VisitedSet, collision_probability
 
-__all__ = ["Limits", "Stats", "Exploration", "explore", "claim_checks", "expander"]
+__all__ = ["Limits", "Stats", "StateGraph", "Exploration", "explore", "claim_checks", "expander"]
 
 _CHECK_EVERY = 2048  # expansions between limit checks and progress reports
 _MAX_TEST_ACTIONS = 1 << 16  # action ids of a machine without ``instances`` (hand-built graphs)
@@ -90,7 +97,9 @@ class Stats:
     visited: str = "exact"
     """How states were stored: ``exact`` or ``fingerprint`` (64-bit)."""
     bytes_per_state: float = 0.0
-    """Bytes stored per distinct state: its key, parent number and action."""
+    """Bytes stored per distinct state: its key, parent number and action (with the graph
+    kept: the state, its parent, action and depth, and its share of the edge arrays; the
+    numbering dict's own overhead is not counted)."""
     collision_probability: float = 0.0
     """With fingerprints: bound on the chance that a fingerprint collision hid a state."""
     represented: int = 0
@@ -114,8 +123,82 @@ class Stats:
 
 
 @dataclass
+class StateGraph:
+    """The reachable states, their out-edges as flat arrays, and a BFS parent tree.
+
+    State ``u``'s out-edges are ``(aids[k], targets[k])`` for ``k`` in ``offsets[u] ..
+    offsets[u + 1] - 1``, in the order the machine lists its successors.  ``expanded[u]`` is 1
+    when that list holds every successor of ``u`` (a state a limit left unexpanded, or expanded
+    only in part, has 0); ``None``: all are.  ``stats``, ``complete`` and ``reason`` describe the
+    graph: a limit that left a successor out makes it incomplete, a claim hitting never does."""
+
+    states: list[bytes]
+    offsets: Any
+    targets: Any
+    aids: Any
+    parent: Any
+    via: Any
+    depth: Any
+    stats: Stats
+    complete: bool
+    reason: str = ""
+    expanded: Any = None
+    _arrays: Any = field(default=None, repr=False)
+
+    @classmethod
+    def from_edges(cls, states: list[bytes], edges: list[list[tuple[int, int]]], parent: list[int], via: list[int],
+                   depth: list[int], stats: Stats, complete: bool, reason: str = "",
+                   expanded: list[bool] | None = None) -> "StateGraph":
+        """A graph from per-state edge lists ``[(aid, target), ...]`` (the tests' hand-built graphs)."""
+        offsets, targets, aids = array("q", [0]), array("i"), array("i")
+        for out in edges:
+            for a, v in out:
+                aids.append(a)
+                targets.append(v)
+            offsets.append(len(targets))
+        flags = None if expanded is None else bytearray(1 if e else 0 for e in expanded)
+        return cls(states, offsets, targets, aids, parent, via, depth, stats, complete, reason, flags)
+
+    def out(self, sid: int) -> list[tuple[int, int]]:
+        """The out-edges ``(aid, target)`` of state ``sid``."""
+        lo, hi = self.offsets[sid], self.offsets[sid + 1]
+        return list(zip(self.aids[lo:hi], self.targets[lo:hi]))
+
+    def is_expanded(self, sid: int) -> bool:
+        """Every successor of ``sid`` is in the graph, with its edge."""
+        return self.expanded is None or bool(self.expanded[sid])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(src, dst, aid, expanded, depth)`` as numpy arrays (one entry per edge for the
+        first three, per state for the last two), built once."""
+        if self._arrays is None:
+            n = len(self.states)
+            offsets = np.asarray(self.offsets, dtype=np.int64)
+            src = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+            dst = np.asarray(self.targets, dtype=np.int64)
+            aid = np.asarray(self.aids, dtype=np.int64)
+            expanded = (np.ones(n, bool) if self.expanded is None
+                        else np.frombuffer(bytes(self.expanded), dtype=np.uint8).astype(bool))
+            depth = np.asarray(self.depth, dtype=np.int64)
+            self._arrays = (src, dst, aid, expanded, depth)
+        return self._arrays
+
+    def path_to(self, sid: int) -> list[int]:
+        """State ids from the initial state to ``sid`` along the BFS tree (shortest)."""
+        out = [sid]
+        while self.parent[out[-1]] >= 0:
+            out.append(self.parent[out[-1]])
+        out.reverse()
+        return out
+
+
+@dataclass
 class Exploration:
-    """The outcome of a search: statistics, completeness, and where each claim first hit."""
+    """The outcome of a search: statistics, completeness, and where each claim first hit.
+
+    With ``rows`` asked for, ``rows`` holds every state found, in discovery order (state ``i``
+    is ``rows[i]``); with ``edges``, ``graph`` is the :class:`StateGraph` (its ``states`` are
+    the rows)."""
 
     stats: Stats
     complete: bool
@@ -125,6 +208,8 @@ class Exploration:
     _via: Any = None
     canonical: bool = False
     """Paths apply to canonical states (symmetry reduction): see ``concrete_path``."""
+    rows: list[bytes] | None = None
+    graph: StateGraph | None = None
 
     def path(self, state_id: int) -> list[int]:
         """Action ids from the initial state to state ``state_id`` (shortest)."""
@@ -145,6 +230,8 @@ def explore(
     visited: str = "exact",
     canon: Callable[[bytes], bytes] | None = None,
     orbit: Callable[[bytes], int] | None = None,
+    rows: bool = False,
+    edges: bool = False,
 ) -> Exploration:
     """Search every state reachable from ``machine.init`` breadth-first.
 
@@ -153,7 +240,18 @@ def explore(
     count is then what a one-at-a-time BFS would have found by then).  ``visited`` is the
     visited-set mode (``exact`` or ``fingerprint``).  ``canon`` maps a state to its orbit's
     representative (symmetry reduction) and ``orbit`` gives a representative's orbit size.
+
+    ``rows`` keeps every state found (``Exploration.rows``).  ``edges`` keeps the state graph
+    (``Exploration.graph``, for liveness; exact and without reduction only): a dict numbering
+    the states then replaces the visited set, and the graph is finished as liveness needs it
+    after the search itself ends.  A claim search stopped once every claim hit goes on to the
+    whole graph; a state limit still expands the last states found, keeping their edges to
+    states in the graph, and marks a state not expanded (``expanded[u] = 0``) when a limit
+    left one of its successors out.  The search's own outcome (``stats``, ``complete``,
+    ``reason``, ``hit_at``) is the same with or without ``rows`` and ``edges``.
     """
+    if edges and (canon is not None or visited != "exact"):
+        raise ValueError("the state graph is kept only by an exact search without symmetry reduction")
     start = time.perf_counter()
     n_claims = len(machine.claims)
     tracked = range(n_claims) if claims is None else claims
@@ -173,8 +271,17 @@ def explore(
     quiescent_hits = machine.quiescent_hits
     init = machine.init
 
-    store = VisitedSet(visited, len(init))
-    store.add(store.keys([init]), store.states(init))
+    if edges:  # the numbering is the visited set; the graph's arrays grow level by level
+        index: dict[bytes, int] | None = {init: 0}
+        store = None
+        depths, offsets, targets, aids = array("i", [0]), array("q", [0]), array("i"), array("i")
+        expanded = bytearray()
+        g_complete, g_reason = True, ""
+    else:
+        index = None
+        store = VisitedSet(visited, len(init))
+        store.add(store.keys([init]), store.states(init))
+    kept = [init] if rows or edges else None
     parent = array("i", [-1])
     via = array("i", [-1])
     hit_at: dict[int, int] = {}
@@ -197,12 +304,16 @@ def explore(
         record(h, 0)
 
     complete, reason = True, ""
+    ended: Stats | None = None  # with edges: the search's own statistics and outcome, once it ended
+    outcome = (True, "")  # (complete, reason) of the search, fixed when it ended; the graph may go on
     frontier: list[bytes] = [init]
     lo, n_states, depth = 0, 1, 0
     while frontier:
-        if stop_when_all_hit and not open_mask:
+        if ended is None and stop_when_all_hit and not open_mask:
             complete, reason = False, "stopped once every claim asked for had hit"
-            break
+            if index is None:
+                break
+            ended, outcome = _ended(stats, n_states, depth, start, represented, orbit), (complete, reason)
         # -- expand one level: every successor, its parent (position in the level) and action
         cand: list[bytes] = []
         codes = array("q")  # position in the level * n_actions + action id, per successor
@@ -230,18 +341,28 @@ def explore(
         if canon is not None:
             cand = list(map(canon, cand))
         # -- deduplicate the level against everything seen
-        keys = store.keys(cand)
-        states = store.states(b"".join(cand))
-        fresh = store.fresh(keys, states)
+        if index is None:
+            keys = store.keys(cand)
+            states = store.states(b"".join(cand))
+            fresh = store.fresh(keys, states)
+        else:  # number every successor: the next free number for a state not seen before
+            setdefault = index.setdefault
+            ids = np.array([setdefault(t, len(index)) for t in cand], dtype=np.int64)
+            new = np.flatnonzero(ids >= n_states)
+            fresh = new[np.unique(ids[new], return_index=True)[1]]  # first occurrences, ascending
+        cut = ""
         if fresh.size and max_depth is not None and depth >= max_depth:
-            complete, reason = False, f"depth limit {max_depth} reached"
+            cut = f"depth limit {max_depth} reached"
             fresh = fresh[:0]
         if max_states is not None and n_states + fresh.size > max_states:
-            complete, reason = False, f"state limit {max_states} reached"
+            cut = f"state limit {max_states} reached"
             fresh = fresh[: max_states - n_states]
-        code = np.frombuffer(codes, dtype=np.int64)[fresh] if cand else np.zeros(0, np.int64)
-        par, aid = np.divmod(code, n_actions)
+        if cut:
+            complete, reason = False, cut
+        all_codes = np.frombuffer(codes, dtype=np.int64) if cand else np.zeros(0, np.int64)
+        par, aid = np.divmod(all_codes[fresh], n_actions)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position)
+        stop_at = None
         if always_open or quiet:
             keep = fresh.size
             qi = 0
@@ -264,32 +385,88 @@ def explore(
                     record(quiet[qi][1], lo + quiet[qi][0])
                     qi += 1
             if keep < fresh.size:
-                fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
                 complete, reason = False, "stopped once every claim asked for had hit"
+                if index is None:
+                    fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
+                else:  # the graph takes the whole level; the search ends where it would have
+                    stop_at = n_states + keep
         else:
             new_states = _pick(cand, fresh)
-        store.add(keys[fresh], None if states is None else states[fresh])
+        if index is None:
+            store.add(keys[fresh], None if states is None else states[fresh])
+        elif not timed_out:
+            if cut and g_complete:  # the numbers given past the cut stay unused: no state is new after it
+                g_complete, g_reason = False, cut
+            _add_edges(ids, all_codes, n_actions, n_states + fresh.size, len(frontier), offsets, targets, aids,
+                       expanded)
+            depths.extend([depth + 1] * fresh.size)
         parent.frombytes((par + lo).astype(np.int32).tobytes())
         via.frombytes(aid.astype(np.int32).tobytes())
+        if kept is not None:
+            kept.extend(new_states)
         if orbit is not None:
             represented += sum(map(orbit, new_states))
         lo, n_states = n_states, n_states + len(new_states)
         if timed_out:
             complete, reason = False, limits.time_reason
-        if not complete:
+            if index is not None and g_complete:
+                g_complete, g_reason = False, limits.time_reason
             break
+        if not complete and ended is None:
+            if index is None:
+                break
+            ended = _ended(stats, n_states if stop_at is None else stop_at, depth, start, represented, orbit)
+            outcome = complete, reason
+            open_mask = always_open = 0  # the graph goes on without the claims
         frontier = new_states
         if frontier:
             depth += 1
 
-    stats.states = n_states
-    stats.depth = depth
-    stats.seconds = time.perf_counter() - start
-    stats.bytes_per_state = (store.nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
+    if ended is None:
+        ended, outcome = _ended(stats, n_states, depth, start, represented, orbit), (complete, reason)
+    graph = None
+    if index is None:
+        nbytes = store.nbytes
+    else:
+        missing = n_states + 1 - len(offsets)  # found but never expanded: time ran out first
+        offsets.extend([len(targets)] * missing)
+        expanded.extend(bytes(missing))
+        nbytes = len(init) * n_states + depths.itemsize * len(depths) + offsets.itemsize * len(offsets) + \
+            len(expanded) + targets.itemsize * len(targets) + aids.itemsize * len(aids)
+        outdeg = np.diff(np.frombuffer(offsets, dtype=np.int64))
+        g_stats = Stats(states=n_states, transitions=len(targets), depth=max(depths),
+                        quiescent=int(np.count_nonzero((outdeg == 0) & np.frombuffer(bytes(expanded), np.uint8))),
+                        represented=n_states, seconds=time.perf_counter() - start)
+        graph = StateGraph(kept, offsets, targets, aids, parent, via, depths, g_stats, g_complete, g_reason, expanded)
+    for s in (ended, graph and graph.stats):
+        if s is not None:
+            s.bytes_per_state = (nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
     if visited == "fingerprint":
-        stats.collision_probability = collision_probability(n_states)
-    stats.represented = represented if orbit is not None else n_states
-    return Exploration(stats, complete, reason, hit_at, parent, via, canonical=canon is not None)
+        ended.collision_probability = collision_probability(ended.states)
+    return Exploration(ended, *outcome, hit_at, parent, via, canonical=canon is not None,
+                       rows=kept if rows else None, graph=graph)
+
+
+def _ended(stats: Stats, n_states: int, depth: int, start: float, represented: int,
+           orbit: Callable | None) -> Stats:
+    """The search's statistics when it ended: a copy of the running ones, completed."""
+    return replace(stats, states=n_states, depth=depth, seconds=time.perf_counter() - start,
+                   represented=represented if orbit is not None else n_states)
+
+
+def _add_edges(ids: np.ndarray, codes: np.ndarray, n_actions: int, numbered: int, level: int, offsets: array,
+               targets: array, aids: array, expanded: bytearray) -> None:
+    """Append a level's out-edges to the graph: every successor numbered below ``numbered``
+    (the rest a limit left out; their parents are not expanded)."""
+    src, aid = np.divmod(codes, n_actions)
+    keep = ids < numbered
+    targets.frombytes(ids[keep].astype(np.int32).tobytes())
+    aids.frombytes(aid[keep].astype(np.int32).tobytes())
+    counts = np.bincount(src[keep], minlength=level)
+    offsets.frombytes((offsets[-1] + np.cumsum(counts, dtype=np.int64)).tobytes())
+    flags = np.ones(level, np.uint8)
+    flags[src[~keep]] = 0
+    expanded.extend(flags.tobytes())
 
 
 def claim_checks(hits: Callable, hits_after: list | None, aids: np.ndarray) -> list[Callable]:

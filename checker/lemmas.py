@@ -1,8 +1,9 @@
 """Inductive lemmas mined from the reachable states and confirmed by Z3.
 
-The explicit engine enumerates every reachable state of a scenario (:func:`explore_all`); what
-those states have in common is a *candidate*, and Z3 decides what is actually inductive.  The
-enumeration is only an oracle: nothing here is proved without an unsat answer.
+The explicit engine enumerates every reachable state of a scenario (:func:`explore_all`: its
+search keeping the rows); what those states have in common is a *candidate*, and Z3 decides what
+is actually inductive.  The enumeration is only an oracle: nothing here is proved without an
+unsat answer.
 
 * :func:`block` (method 1 of ``kvproof prove``): IC3's blocking loop with exact reachability in
   place of IC3's frames.  Every counterexample to induction Z3 finds (a typed state satisfying
@@ -30,6 +31,7 @@ import numpy as np
 import z3
 
 from kvproof.checker.bmc import EngineError
+from kvproof.checker.explicit import Limits, explore
 from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["reachable_states", "explore_all", "mine", "houdini", "block", "clause_term",
@@ -76,48 +78,22 @@ def reachable_states(machine: Any, max_states: int = 2_000_000) -> np.ndarray:
 def explore_all(machine: Any, max_states: int = 2_000_000,
                 deadline: float | None = None) -> tuple[np.ndarray, dict[str, int]]:
     """Every reachable state (breadth-first, no symmetry reduction, one row per state in the
-    order the search found them), and for each claim of
-    ``machine.claims`` that hits somewhere, the depth of its first hit (an invariant broken, a
-    witness reached; a quiescent claim only where no action is enabled).  Raises
-    ``RuntimeError`` past ``max_states`` states or ``deadline`` (a ``time.perf_counter()``
-    reading)."""
-    init = machine.init
-    seen = {init}
-    order = [init]  # breadth-first order: the rows come out the same in every process
-    frontier = [init]
-    succ = machine.successors
-    claims = machine.claims
-    hit: dict[str, int] = {}
-    depth = 0
-
-    def note(mask: int) -> None:
-        i = 0
-        while mask:
-            if mask & 1 and claims[i].name not in hit:
-                hit[claims[i].name] = depth
-            mask >>= 1
-            i += 1
-
-    while frontier:
-        nxt = []
-        for n, s in enumerate(frontier):
-            if deadline is not None and n % 1024 == 0 and time.perf_counter() > deadline:
-                raise RuntimeError("time limit reached while enumerating the reachable states")
-            note(machine.hits(s))
-            out = succ(s)
-            if not out:
-                note(machine.quiescent_hits(s))
-            for _, t in out:
-                if t not in seen:
-                    seen.add(t)
-                    order.append(t)
-                    nxt.append(t)
-        frontier = nxt
-        depth += 1
-        if len(seen) > max_states:
-            raise RuntimeError(f"more than {max_states} reachable states: too many to mine lemmas from")
-    rows = np.frombuffer(b"".join(order), dtype=np.uint8).reshape(len(order), len(init))
-    return rows, hit
+    order the search found them: :func:`~kvproof.checker.explicit.explore` with ``rows``), and
+    for each claim of ``machine.claims`` that hits somewhere, the depth of its first hit (an
+    invariant broken, a witness reached; a quiescent claim only where no action is enabled).
+    Raises ``RuntimeError`` past ``max_states`` states or ``deadline`` (a
+    ``time.perf_counter()`` reading)."""
+    now = time.perf_counter()
+    limits = Limits(max_states=max_states) if deadline is None else \
+        Limits(max_states=max_states, max_seconds=max(deadline - now, 0.0), started=now)
+    found = explore(machine, limits, rows=True)
+    if not found.complete:
+        if found.reason == limits.time_reason:
+            raise RuntimeError("time limit reached while enumerating the reachable states")
+        raise RuntimeError(f"more than {max_states} reachable states: too many to mine lemmas from")
+    rows = np.frombuffer(b"".join(found.rows), dtype=np.uint8).reshape(len(found.rows), len(machine.init))
+    first = sorted(found.hit_at.items(), key=lambda hit: hit[1])  # in the order the search met them
+    return rows, {machine.claims[i].name: len(found.path(sid)) for i, sid in first}
 
 
 def _free_slots(ts: TransitionSystem) -> list[int]:

@@ -7,8 +7,9 @@ action (``fair=True``: the actions the real engine runs eventually) that is enab
 state of the cycle is also taken on it (weak fairness).  A state with no successor at all is a
 lasso whose loop is that state repeated.
 
-The search builds the reachable graph (:func:`build_graph`, edges as flat arrays), then for each
-obligation takes the subgraph of states where it is pending and its strongly connected
+The reachable graph (edges as flat arrays) comes from the explicit engine's search keeping its
+edges (:func:`~kvproof.checker.explicit.explore`; :func:`build_graph` runs it alone); for each
+obligation the search takes the subgraph of states where it is pending and its strongly connected
 components (``scipy.sparse.csgraph``, C speed).  A component has a fair cycle exactly when every
 fair action enabled throughout it is taken inside it: a cycle through all its edges is then
 fair, and if it is not, no cycle inside it is fair either.  The lasso written is a shorter
@@ -24,7 +25,6 @@ time limit, every phase checks the deadline and raises :class:`OutOfTime` when i
 from __future__ import annotations
 
 import time
-from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -33,7 +33,7 @@ import numpy as np
 
 from kvproof.model.compiler import compile_pending
 from kvproof.model.machine import Machine, reference_claim, reference_successors
-from kvproof.checker.explicit import Limits, Stats, expander
+from kvproof.checker.explicit import Limits, StateGraph, explore
 
 __all__ = ["StateGraph", "Lasso", "OutOfTime", "build_graph", "find_lasso", "lasso_is_fair", "pending_throughout"]
 
@@ -42,74 +42,6 @@ _TICK = 1024  # units of work (states, queue pops) between deadline checks
 
 class OutOfTime(Exception):
     """The time limit passed before the liveness check could decide; the message says which."""
-
-
-@dataclass
-class StateGraph:
-    """The reachable states, their out-edges as flat arrays, and a BFS parent tree.
-
-    State ``u``'s out-edges are ``(aids[k], targets[k])`` for ``k`` in ``offsets[u] ..
-    offsets[u + 1] - 1``.  ``expanded[u]`` is 1 when that list holds every successor of ``u``
-    (a state a limit left unexpanded, or expanded only in part, has 0); ``None``: all are."""
-
-    states: list[bytes]
-    offsets: Any
-    targets: Any
-    aids: Any
-    parent: Any
-    via: Any
-    depth: Any
-    stats: Stats
-    complete: bool
-    reason: str = ""
-    expanded: Any = None
-    _arrays: Any = field(default=None, repr=False)
-
-    @classmethod
-    def from_edges(cls, states: list[bytes], edges: list[list[tuple[int, int]]], parent: list[int], via: list[int],
-                   depth: list[int], stats: Stats, complete: bool, reason: str = "",
-                   expanded: list[bool] | None = None) -> "StateGraph":
-        """A graph from per-state edge lists ``[(aid, target), ...]`` (the tests' hand-built graphs)."""
-        offsets, targets, aids = array("q", [0]), array("i"), array("i")
-        for out in edges:
-            for a, v in out:
-                aids.append(a)
-                targets.append(v)
-            offsets.append(len(targets))
-        flags = None if expanded is None else bytearray(1 if e else 0 for e in expanded)
-        return cls(states, offsets, targets, aids, parent, via, depth, stats, complete, reason, flags)
-
-    def out(self, sid: int) -> list[tuple[int, int]]:
-        """The out-edges ``(aid, target)`` of state ``sid``."""
-        lo, hi = self.offsets[sid], self.offsets[sid + 1]
-        return list(zip(self.aids[lo:hi], self.targets[lo:hi]))
-
-    def is_expanded(self, sid: int) -> bool:
-        """Every successor of ``sid`` is in the graph, with its edge."""
-        return self.expanded is None or bool(self.expanded[sid])
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(src, dst, aid, expanded, depth)`` as numpy arrays (one entry per edge for the
-        first three, per state for the last two), built once."""
-        if self._arrays is None:
-            n = len(self.states)
-            offsets = np.asarray(self.offsets, dtype=np.int64)
-            src = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-            dst = np.asarray(self.targets, dtype=np.int64)
-            aid = np.asarray(self.aids, dtype=np.int64)
-            expanded = (np.ones(n, bool) if self.expanded is None
-                        else np.frombuffer(bytes(self.expanded), dtype=np.uint8).astype(bool))
-            depth = np.asarray(self.depth, dtype=np.int64)
-            self._arrays = (src, dst, aid, expanded, depth)
-        return self._arrays
-
-    def path_to(self, sid: int) -> list[int]:
-        """State ids from the initial state to ``sid`` along the BFS tree (shortest)."""
-        out = [sid]
-        while self.parent[out[-1]] >= 0:
-            out.append(self.parent[out[-1]])
-        out.reverse()
-        return out
 
 
 @dataclass
@@ -130,63 +62,13 @@ def _check(deadline: float | None, limits_reason: str) -> None:
 
 
 def build_graph(machine: Machine, limits: Limits = Limits()) -> StateGraph:
-    """Explore breadth-first, keeping every edge (liveness needs the graph, not only the states).
+    """The reachable graph, every edge kept (liveness needs the graph, not only the states):
+    :func:`~kvproof.checker.explicit.explore` with ``edges``, tracking no claim.
 
     ``max_depth`` keeps states at most that many steps deep and ``max_states`` that many
     states; a state with a successor left out is not *expanded*.  The time limit stops the
-    search; states not yet reached then are not expanded either."""
-    start = time.perf_counter()
-    deadline = limits.deadline(start)
-    expand = expander(machine)
-    init = machine.init
-    index = {init: 0}
-    states = [init]
-    parent, via, depth = array("i", [-1]), array("i", [-1]), array("i", [0])
-    offsets, targets, aids = array("q", [0]), array("i"), array("i")
-    expanded = bytearray()
-    complete, reason = True, ""
-    max_states, max_depth = limits.max_states, limits.max_depth
-    i = 0
-    while i < len(states):
-        if deadline is not None and i % _TICK == 0 and time.perf_counter() > deadline:
-            complete, reason = False, limits.time_reason
-            break
-        codes: list[int] = []
-        succ: list[bytes] = []
-        expand(states[i], 0, codes.append, succ.append)
-        full = True
-        d = depth[i] + 1
-        for a, t in zip(codes, succ):
-            j = index.get(t)
-            if j is None:
-                if max_depth is not None and d > max_depth:
-                    full = False
-                    if complete:
-                        complete, reason = False, f"depth limit {max_depth} reached"
-                    continue
-                if max_states is not None and len(states) >= max_states:
-                    full = False
-                    if complete:
-                        complete, reason = False, f"state limit {max_states} reached"
-                    continue
-                j = index[t] = len(states)
-                states.append(t)
-                parent.append(i)
-                via.append(a)
-                depth.append(d)
-            targets.append(j)
-            aids.append(a)
-        offsets.append(len(targets))
-        expanded.append(1 if full else 0)
-        i += 1
-    while len(expanded) < len(states):  # states found but not expanded when time ran out
-        offsets.append(len(targets))
-        expanded.append(0)
-    stats = Stats(states=len(states), transitions=len(targets), depth=max(depth))
-    stats.quiescent = sum(1 for u in range(len(states)) if expanded[u] and offsets[u] == offsets[u + 1])
-    stats.represented = stats.states
-    stats.seconds = time.perf_counter() - start
-    return StateGraph(states, offsets, targets, aids, parent, via, depth, stats, complete, reason, expanded)
+    search; states not yet expanded then are not expanded either."""
+    return explore(machine, limits, claims=[], edges=True).graph
 
 
 def _fair_aids(machine: Machine) -> set[int]:

@@ -90,6 +90,9 @@ def check_scenario(
 
     Safety claims and witnesses are decided by one breadth-first search; liveness claims by
     the fair-lasso search on the whole graph (:mod:`.liveness`, one process, no reduction).
+    When the search runs in one process, exact and unreduced (the default), it is one search
+    that also keeps the graph's edges; a parallel, Ray, fingerprinted or reduced search is
+    followed by a second, exact one for the graph when a liveness claim is asked for.
     Every limit applies to both; ``max_seconds`` is one budget for all phases (compiling the
     machine, both searches, the components, the traces), started by ``limits.started`` when
     set (the command line: one budget for the whole command), else when this call starts.  A
@@ -120,11 +123,16 @@ def check_scenario(
     tracked = [index[c] for c in expected if c not in live]
     reduction = reduction_for(machine) if symmetry else None
     canon = reduction.canonicaliser if reduction is not None else None
-    exploration = None
-    if tracked or not live:  # with only liveness claims asked for, the graph's search is the one
-        exploration = _explore(scenario, machine, limits, tracked, bool(only), progress, visited, canon, workers,
-                               backend, ray_address)
-    graph = build_graph(machine, limits) if live and not limits.expired() else None
+    exploration = graph = None
+    if live and canon is None and visited == "exact" and workers <= 1 and backend != "ray":
+        # one search decides the safety claims and keeps the graph the liveness claims need
+        both = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress, edges=True)
+        exploration, graph = (both if tracked else None), both.graph
+    else:
+        if tracked or not live:  # with only liveness claims asked for, the graph's search is the one
+            exploration = _explore(scenario, machine, limits, tracked, bool(only), progress, visited, canon, workers,
+                                   backend, ray_address)
+        graph = build_graph(machine, limits) if live and not limits.expired() else None
     if exploration is not None:
         report = ScenarioReport(scenario, exploration.stats, exploration.complete, exploration.reason)
     elif graph is not None:

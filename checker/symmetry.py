@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from kvproof.model.canon import Canonicaliser, SymmetryUnsupported
+from kvproof.checker.explicit import Limits, explore
 
 __all__ = ["Reduction", "reduction_for", "check_declaration", "concrete_path"]
 
@@ -59,15 +60,8 @@ def reduction_for(machine: Any, seed: int = 0) -> Reduction:
 
 
 def _samples(machine: Any, seed: int) -> list[bytes]:
-    seen = {machine.init: None}
-    order = [machine.init]
-    for s in order:
-        if len(order) >= _PREFIX:
-            break
-        for _, t in machine.successors(s):
-            if t not in seen:
-                seen[t] = None
-                order.append(t)
+    order = explore(machine, Limits(max_states=_PREFIX), claims=[], rows=True).rows
+    seen = dict.fromkeys(order)
     rng = random.Random(seed)
     for _ in range(_WALKS):
         s = machine.init

@@ -10,7 +10,7 @@ from kvproof.model.machine import Machine
 from kvproof.spec.sglang.protocol import PdProtocol
 from kvproof.model.symmetry import Sort, Symmetry
 
-from .conftest import explore
+from .conftest import explore, states_of
 from .symmetric import machine
 
 
@@ -26,25 +26,13 @@ def _group(canon):
     return out
 
 
-def _reachable(m, limit=6000):
-    seen, order = {m.init}, [m.init]
-    for s in order:
-        if len(order) > limit:
-            break
-        for _, t in m.successors(s):
-            if t not in seen:
-                seen.add(t)
-                order.append(t)
-    return order
-
-
 @pytest.mark.parametrize("tenants", ["AAB", "AAA"])
 def test_the_canonical_form_is_one_per_orbit_and_orbit_sizes_are_exact(tenants):
     m = machine("v0.5.22", tenants)
     canon = Canonicaliser(m.spec, m.spec.symmetry())
     group = _group(canon)
     assert len(group) == canon.order == (2 if tenants == "AAB" else 6)
-    for s in _reachable(m)[::7]:
+    for s in states_of(m, 6000)[::7]:
         orbit = {canon.apply(g, s) for g in group}
         reps = {canon.canon(t) for t in orbit}
         assert len(reps) == 1 and reps <= orbit  # one representative, inside the orbit
@@ -76,7 +64,7 @@ def test_pages_are_searched_and_requests_sorted_exactly():
     canon = Canonicaliser(m.spec, m.spec.symmetry())
     assert canon.extra_order == 2 and m.spec.symmetry().order == 4
     group = [(r, p) for r in canon.main.every() for p in canon.extra[0].every()]
-    for s in _reachable(m)[::11]:
+    for s in states_of(m, 6000)[::11]:
         orbit = {canon.extra[0].apply(p, canon.apply(r, s)) for r, p in group}
         reps = {canon.canon(t) for t in orbit}
         assert len(reps) == 1 and reps <= orbit

@@ -13,7 +13,7 @@ from kvproof.spec.sglang.protocol import PdProtocol, exceeds_input_limit
 from kvproof.model.ops import ConcreteOps
 from kvproof.spec.sglang.state import D_HELD, FREE, P_SENDING, WR_FLIGHT
 
-from .conftest import machine_of
+from .conftest import machine_of, states_of
 
 engines = st.builds(
     Engine,
@@ -139,13 +139,8 @@ def test_any_free_pages_reserves_every_free_page_in_any_order_and_matches_the_re
     labels = sorted({m.label(a) for s in [m.init] for a, _ in m.successors(s)})
     assert [x for x in labels if x.startswith("decode_prealloc")] == [  # R0 takes 2 of 3 pages: 6 ordered picks
         f"decode_prealloc_pick(req=R0, pick={i})" for i in range(6)]
-    seen, order = {m.init}, [m.init]
-    for s in order[:4000]:
+    for s in states_of(m, 4000):
         ref = sorted((a, bytes(t)) for a, t in reference_successors(m.spec, s))
         assert sorted(m.successors(s)) == ref
-        for _, t in ref:
-            if t not in seen:
-                seen.add(t)
-                order.append(t)
     plain = Machine(PdProtocol(replace(cfg, engine=replace(cfg.engine, any_free_pages=False))))
     assert not any(m.label(a).startswith("decode_prealloc_pick") for a, _ in plain.successors(plain.init))

@@ -10,20 +10,10 @@ from kvproof.spec.sglang.state import D_HELD, OUT_ERROR, POLL_FAILED, READ_NONE,
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.v0523 import Sglang0523
 
-from .conftest import machine_of, reachable
+from .conftest import machine_of, reachable, states_of
 
 SHIPPED = Engine(reject_at_prefill_door=True, reject_at_decode_door=True, retire_pending_error_prefill=True,
                  release_policy="drain_ack_or_timeout", defer_on_every_failure=True, timeout=2, write_latency_bound=1)
-
-
-def _states(m: Machine) -> list[bytes]:
-    seen, order = {m.init}, [m.init]
-    for s in order:
-        for _, t in m.successors(s):
-            if t not in seen:
-                seen.add(t)
-                order.append(t)
-    return order
 
 
 @lru_cache(maxsize=None)
@@ -49,10 +39,10 @@ def test_the_family_uses_the_subclass():
 
 def test_one_transfer_call_per_prefill_rank_at_a_time_and_ranks_side_by_side():
     sub, base = _pair(2, 1, decode_pages=2, client_aborts=False)
-    sub_states = _states(sub)
+    sub_states = states_of(sub)
     assert all(len(_running_calls(sub, s, pr)) <= 1 for s in sub_states for pr in range(2))
     assert any(all(_running_calls(sub, s, pr) for pr in range(2)) for s in sub_states)  # two workers
-    assert any(len(_running_calls(base, s, 0)) > 1 for s in _states(base))  # the base protocol overlaps
+    assert any(len(_running_calls(base, s, 0)) > 1 for s in states_of(base))  # the base protocol overlaps
 
 
 def test_a_failed_send_never_gets_that_ranks_drain_ack():
@@ -75,7 +65,7 @@ def test_a_prefill_failure_is_a_send_of_that_rank_still_writing():
     def failing_without_write(m):
         lay = m.spec.layout
         fail = {i.aid: i.args for i in m.instances if i.name == "prefill_transfer_failed"}
-        return [(s, fail[a]) for s in _states(m) for a, _ in m.successors(s)
+        return [(s, fail[a]) for s in states_of(m) for a, _ in m.successors(s)
                 if a in fail and s[lay.slot("wr", fail[a][0], fail[a][1], 0)] < WR_FLIGHT]
 
     assert failing_without_write(sub) == []
