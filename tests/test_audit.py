@@ -173,6 +173,13 @@ def test_bad_input_is_one_line_exit_3(capsys, tmp_path, argv, words):
     assert code == 3 and out == "" and len(err.splitlines()) == 1 and words in err
 
 
+def test_a_traces_folder_that_is_a_file_is_refused_before_any_search(capsys, tmp_path):
+    (tmp_path / "afile").write_text("")
+    code = main(["audit", "--traces", str(tmp_path / "afile"), "sglang==0.5.23", "--", *DECODE])
+    out, err = capsys.readouterr()
+    assert code == 3 and out == "" and "is a file, expected a folder" in err
+
+
 def test_a_search_cut_short_is_cannot_decide_never_not_exposed(capsys, tmp_path):
     code, out, _ = run(capsys, tmp_path, "sglang==0.5.23", "--max-states", "5", "--", *DECODE)
     assert code == 2 and "search cut short" in out and out.rstrip().endswith("verdict: cannot decide")

@@ -154,7 +154,7 @@ CHECKSUM = "--disaggregation-enable-kv-checksum"
 HAZARDS = {  # claim -> what it means for the deployment
     "decode_reads_only_own_pages": "decode reads KV that was not written for the request it serves",
     "no_cross_tenant_read": "a response is computed on another tenant's KV",
-    "no_write_after_release": "a transfer writes into pages after decode released them (the next owner's)",
+    "no_write_after_release": "a transfer writes into pages decode had already released to their next owner",
     "no_source_free_while_read": "prefill reuses source pages that a transfer is still reading",
     "rejected_never_succeeds": "a request rejected at admission is served (HTTP 200)",
     "success_implies_full_coverage": "a request succeeds with pages its transfer never wrote",
@@ -232,8 +232,8 @@ class Launch:
 
 
 def parse_launch(command: list[str], bad) -> Launch:
-    """Split ``[NAME=VALUE ...] python -m sglang.launch_server FLAGS`` (also ``sglang serve``);
-    a command that is not an SGLang server launch is bad input."""
+    """Split ``[NAME=VALUE ...] python -m sglang.launch_server FLAGS``; a command that is not
+    an SGLang server launch is bad input."""
     words = list(command)
     if len(words) == 1 and " " in words[0].strip():  # the whole line quoted as one word
         try:
@@ -250,27 +250,28 @@ def parse_launch(command: list[str], bad) -> Launch:
         words.pop(0)
     if words and words[0] == "env":
         words.pop(0)
-        while words and "=" in words[0]:
-            name, value = _assignment(words.pop(0))
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            try:
+                name, value = _assignment(words[0])
+            except ValueError:
+                break
             env[name] = value
+            words.pop(0)
     rest = None
     for i, w in enumerate(words):
         if w == "-m" and i + 1 < len(words) and words[i + 1] == "sglang.launch_server":
             rest, program = words[i + 2:], "python -m sglang.launch_server"
             break
-        if Path(w).name == "sglang" and i + 1 < len(words) and words[i + 1] == "serve":
-            rest, program = words[i + 2:], "sglang serve"
-            break
     if rest is None:
         shown = " ".join(command)[:60]
         raise bad(f"the launch command {shown!r}: expected an SGLang server launch "
-                  f"(python -m sglang.launch_server ... or sglang serve ...) after --")
+                  f"(python -m sglang.launch_server ...) after --")
     flags: list[tuple[str, str | None]] = []
     i = 0
     while i < len(rest):
         w = rest[i]
         if not w.startswith("-") or w == "-":
-            flags.append(("", w))  # a positional word (e.g. a model path after `sglang serve`)
+            flags.append(("", w))  # a positional word: listed as unknown
             i += 1
             continue
         name, sep, value = w.partition("=")
@@ -416,8 +417,6 @@ def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]
         elif name in SIZE_FLAGS:
             s.abstracted.append(shown)
         elif name in INERT_FLAGS:
-            s.inert.append(shown)
-        elif name == "" and launch.program == "sglang serve":
             s.inert.append(shown)
         else:
             s.unknown.append(shown)
@@ -766,7 +765,7 @@ def _body(r: AuditReport) -> list[str]:
     code = r.exit_code
     verdict = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed", EXIT_UNDECIDED: "cannot decide"}[code]
     if code == EXIT_UNDECIDED and r.hazards:
-        verdict += f" (the checked approximation is exposed to {len(r.hazards)})"
+        verdict += f" (the model checked is exposed to {len(r.hazards)})"
     if code == EXIT_NOT_EXPOSED and s.unknown:
         verdict += " (assuming the flags kvproof does not know leave the KV handoff alone)"
     lines.append(f"verdict: {verdict}")
