@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kvproof.checker.cli import main
 from kvproof.model.scenario import builtin
@@ -200,3 +201,31 @@ def test_the_family_uses_the_catalogue_shapes_and_the_release_spec():
     assert fam["failure"].config.engine.write_latency_bound is None
     pre = {m.key: m.scenario for m in A.family(A.Settings(A.RELEASES["0.5.21"], mode="decode"))}
     assert pre["admission"].config.engine.reject_at_decode_door is False and pre["abort"].protocol is None
+
+
+class _Bad(Exception):
+    pass
+
+
+_WORDS = st.sampled_from(["python", "-m", "sglang.launch_server", "--tp", "2", "--tp-size", "x", "--pp-size", "0",
+                          "--disaggregation-mode", "decode", "prefill", "--dp-size", "--enable-dp-attention",
+                          "--disaggregation-transfer-backend", "nixl", "fake", "=", "A=1", "env", "--x=1", "-",
+                          "--disaggregation-decode-allocation-policy", "--disaggregation-enable-kv-checksum", "é", ""])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_WORDS, max_size=12), st.dictionaries(st.sampled_from(list(A.ENV_VARS) + ["SGLANG_X", "MC_Y"]),
+                                                      st.sampled_from(["1", "0", "yes", "30", "-3", "nan", "x", ""]),
+                                                      max_size=3))
+def test_any_command_and_environment_map_or_are_bad_input_never_a_crash(words, env):
+    for rel in A.RELEASES.values():
+        try:
+            s = A.settings_of(rel, A.parse_launch(["python", "-m", "sglang.launch_server", *words], _Bad),
+                              {k: (v, "--env") for k, v in env.items()}, _Bad)
+        except _Bad:
+            continue
+        t, b = s.ticks()
+        assert t >= 1 and (b is None or b >= 1)
+        pr, dr = s.ranks()
+        assert 1 <= pr <= 2 and 1 <= dr <= 2
+        assert A.mapping(s) and A.family(s)

@@ -29,9 +29,10 @@ from typing import Any
 from kvproof.model.scenario import Scenario
 from kvproof.spec.sglang.config import Config, Engine, Request
 
-__all__ = ["run_audit", "RELEASES", "Release", "Settings", "parse_launch", "read_env_file", "family",
-           "audit", "AuditReport", "Hazard", "ENGINE", "FLAGS", "ENV_VARS", "EXIT_EXPOSED",
-           "EXIT_NOT_EXPOSED", "EXIT_UNDECIDED"]
+__all__ = ["run_audit", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
+           "read_env_file", "settings_of", "mapping", "family", "candidates", "audit", "AuditReport", "Hazard",
+           "ENGINE", "FLAGS", "ENV_VARS", "CLAIMS", "READS", "HAZARDS", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED",
+           "EXIT_UNDECIDED"]
 
 ENGINE = "sglang"
 EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = 0, 1, 2
