@@ -155,9 +155,12 @@ def test_the_process_environment_is_never_read(capsys, tmp_path, monkeypatch):
 
 
 def test_variables_in_front_of_the_command_are_its_environment(capsys, tmp_path):
-    code, out, _ = run(capsys, tmp_path, "sglang==0.5.23", "--", f"{DEADLINE}=90", *DECODE)
+    code, out, _ = run(capsys, tmp_path, "sglang==0.5.23", "--", f"{DEADLINE}=90", "MC_TE_METRIC=true", *DECODE)
     assert re.search(rf"{DEADLINE}=90 +command", out)
     assert hazards(out) == FAILED_SEND
+    assert "no part in the isolation checks: --model-path zai-org/GLM-4.6, --trust-remote-code, --host 0.0.0.0, " \
+           "--port 30001, MC_TE_METRIC=true" in out
+    assert code == 1 and "not known to kvproof" not in out
 
 
 @pytest.mark.parametrize("argv,words", [

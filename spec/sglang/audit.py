@@ -31,7 +31,7 @@ from kvproof.spec.sglang.config import Config, Engine, Request
 
 __all__ = ["run_audit", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
            "read_env_file", "settings_of", "mapping", "family", "candidates", "audit", "AuditReport", "Hazard",
-           "ENGINE", "FLAGS", "ENV_VARS", "CLAIMS", "READS", "HAZARDS", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED",
+           "ENGINE", "FLAGS", "ENV_VARS", "INERT_ENV", "CLAIMS", "READS", "HAZARDS", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED",
            "EXIT_UNDECIDED"]
 
 ENGINE = "sglang"
@@ -131,6 +131,12 @@ ENV_VARS: dict[str, str] = {
     "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": "missed heartbeats before prefill is declared dead (2)",
 }
 """Environment variables the audit reads from ``--env`` / ``--env-file`` / the command's prefix."""
+
+INERT_ENV = {
+    "MC_TE_METRIC": "Mooncake transfer engine metrics reporting",
+    "MC_TE_METRIC_INTERVAL_SECONDS": "Mooncake transfer engine metrics interval",
+}
+"""Known variables with no part in the KV page lifecycle (Mooncake's transfer engine docs)."""
 
 _SUBSUMED = {
     "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "subsumed: decode may abort a request at any point (client aborts)",
@@ -428,6 +434,8 @@ def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]
             s.release_timeout, s.source["release_timeout"] = _seconds(name, value, bad), where
         elif name == "MC_TRANSFER_TIMEOUT":
             s.transfer_timeout, s.source["transfer_timeout"] = _seconds(name, value, bad), where
+        elif name in INERT_ENV:
+            s.inert.append(f"{name}={value}")
         elif name in _SUBSUMED:
             _seconds(name, value, bad)
             s.inert.append(f"{name}={value} ({_SUBSUMED[name]})")
