@@ -1,7 +1,7 @@
 """The ``kvproof`` command line.
 
 Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``replay``,
-``simulate``, ``conform``, ``completion``, and the symbolic ``prove`` and ``certify``
+``simulate``, ``conform``, ``audit``, ``completion``, and the symbolic ``prove`` and ``certify``
 (:mod:`.cli_symbolic`).  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
@@ -237,6 +237,7 @@ _OUTPUTS = {  # per command: (argument, flag, a folder?, the flag that turns it 
               ("junit", "--junit", False, None), ("sarif", "--sarif", False, None), ("html", "--html", False, None)),
     "report": (("output", "-o", False, None),),
     "simulate": (("traces", "--traces", True, "no_traces"),),
+    "audit": (("traces", "--traces", True, "no_traces"),),
     "prove": (("traces", "--traces", True, "no_traces"), ("certificates", "--certificates", True, "no_certificates")),
 }
 
@@ -430,6 +431,26 @@ def cmd_conform(args: argparse.Namespace) -> int:
     return run_conform(args, _resolve, _console(), BadInput)
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Map an engine's launch line to the model, check it, and print the hazards it is exposed to.
+
+    argparse hands everything after ENGINE==VERSION to ``launch``: kvproof's own options there
+    (before ``--``) are parsed here, and what follows ``--`` is the launch command."""
+    words = list(args.launch)
+    if "--" in words:
+        cut = words.index("--")
+        before, args.launch = words[:cut], words[cut + 1:]
+        if before:
+            args.launch_parser.parse_args([*before, args.engine], namespace=args)
+            if args.launch:
+                raise BadInput(f"audit: unexpected {' '.join(args.launch[:3])!r} before --")
+            args.launch = words[cut + 1:]
+    elif words and words[0].startswith("-"):
+        raise BadInput(f"audit: {words[0]}: put the launch command after --")
+    run_audit = protocol_command("audit")
+    return run_audit(args, _console(), BadInput)
+
+
 def _plural(n: int, word: str) -> str:
     return word if n == 1 else word + "s"
 
@@ -552,6 +573,20 @@ def build_parser() -> argparse.ArgumentParser:
     cf.add_argument("--traces", default="traces", metavar="DIR", help="where a scenario's traces are (default: traces)")
     cf.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     cf.set_defaults(func=cmd_conform)
+
+    au = sub.add_parser("audit", help="is a deployment, as launched, exposed? ENGINE==VERSION ... -- COMMAND...")
+    au.add_argument("engine", metavar="ENGINE==VERSION", help="e.g. sglang==0.5.23")
+    au.add_argument("--env", action="append", metavar="NAME=VALUE",
+                    help="an environment variable of the deployment (repeatable; kvproof's own environment is not read)")
+    au.add_argument("--env-file", action="append", metavar="FILE", help="NAME=VALUE lines (repeatable)")
+    au.add_argument("--peer-tp", type=_positive_int, metavar="N",
+                    help="the other side's attention-TP size (default: the same as this line's)")
+    au.add_argument("--traces", default="traces", metavar="DIR", help="where the hazards' traces go (default: traces)")
+    au.add_argument("--no-traces", action="store_true", help="write no trace files")
+    au.add_argument("--max-states", type=_positive_int, metavar="N", help="stop each search after N distinct states")
+    au.add_argument("--max-seconds", type=_positive_float, metavar="S", help="one time budget for the whole command")
+    au.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the launch command, after --")
+    au.set_defaults(func=cmd_audit, launch_parser=au)
 
     co = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
     co.add_argument("shell", choices=("bash", "zsh", "tcsh"))

@@ -7,7 +7,8 @@ their codes), :mod:`.protocol` (the actions: :class:`PdProtocol`), :mod:`.claims
 :mod:`.story` (what a step means in SGLang's terms), :mod:`.symmetry` (interchangeable
 requests), :mod:`.v0523` (SGLang 0.5.23 as shipped), ``scenarios/`` (the catalogue),
 :mod:`.theorems` and :mod:`.timeout_lemmas` (parametric theorems), :mod:`.simulate` (long
-random workloads) and :mod:`.conform` (replaying traces on SGLang 0.5.23's own code).
+random workloads), :mod:`.conform` (replaying traces on SGLang 0.5.23's own code) and
+:mod:`.audit` (a deployment's launch line mapped to a scenario family and checked).
 
 :data:`PROTOCOL` is what the general layers see (:class:`~kvproof.model.protocol.Protocol`).
 """
@@ -44,6 +45,12 @@ def _conform():
     return run_conform
 
 
+def _audit():
+    from kvproof.spec.sglang.audit import run_audit
+
+    return run_audit
+
+
 def _simulate():
     from kvproof.spec.sglang import simulate
 
@@ -60,6 +67,6 @@ PROTOCOL = Protocol(
     config_data=config_data,
     catalogue=lambda: resources.files("kvproof.spec.sglang").joinpath("scenarios"),
     default=True,
-    commands={"theorems": _theorems, "conform": _conform, "simulate": _simulate},
+    commands={"theorems": _theorems, "conform": _conform, "simulate": _simulate, "audit": _audit},
 )
 """The SGLang protocol, registered under the ``kvproof.protocols`` entry-point group."""

@@ -1,0 +1,782 @@
+"""``kvproof audit sglang==VERSION [--env NAME=VALUE]... [--env-file FILE] -- COMMAND...``: is a
+deployment, as launched, exposed to a KV-isolation hazard?
+
+The launch command (``python -m sglang.launch_server ...``, with any ``NAME=VALUE`` words in
+front of it) and the environment given explicitly (``--env``, ``--env-file``; the auditing
+process's own environment is never read) are mapped, flag by flag, to the model's engine flags
+and scenario values (:data:`FLAGS`, :data:`ENV_VARS`, per release :data:`RELEASES`).  Every flag
+and variable kvproof does not know is listed, not ignored.  The audit then builds a small
+scenario family from the catalogue's shapes with those values (:func:`family`): a client abort
+mid-transfer, a prefill-side transfer failure, an over-long prompt, and on 0.5.23 the metadata
+slot; it checks the isolation claims of each with the explicit engine and prints the hazards
+found, each with its shortest trace and the settings or upgrades that remove it (each remedy is
+re-checked by the same search, never assumed).
+
+Exit codes: 1 exposed; 0 not exposed; 2 cannot decide (a search cut short by a limit, a setting
+the model does not cover, or a lifecycle flag kvproof does not know); 3 bad input (raised as
+the caller's one-line error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvproof.model.scenario import Scenario
+from kvproof.spec.sglang.config import Config, Engine, Request
+
+__all__ = ["run_audit", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
+           "read_env_file", "settings_of", "mapping", "family", "candidates", "audit", "AuditReport", "Hazard",
+           "ENGINE", "FLAGS", "ENV_VARS", "INERT_ENV", "CLAIMS", "READS", "HAZARDS", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED",
+           "EXIT_UNDECIDED"]
+
+ENGINE = "sglang"
+EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = 0, 1, 2
+
+# -- what kvproof knows of each release ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Release:
+    """One SGLang release as the model sees it."""
+
+    version: str
+    spec: str | None
+    """The protocol class the family is built on: ``"sglang-0.5.23"`` (the shipped Mooncake
+    worker, :mod:`.v0523`) or ``None`` (the base protocol with this release's flags)."""
+    engine: dict[str, Any]
+    """The release's fixes as engine flags (on top of :class:`~.config.Engine`'s defaults, the
+    incident-era engine)."""
+    deferred_release: bool
+    """The release has deferred decode release (PR 35049) and reads its two variables."""
+    deferred_default: bool
+    """``SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE`` when it is not set."""
+    checksum_flag: bool
+    """The release has ``--disaggregation-enable-kv-checksum`` (PR 39500)."""
+    metadata_slot: bool
+    """The family includes the metadata (aux) slot scenario (the 0.5.23 worker's ``send_aux``)."""
+    basis: str
+    """Why the release is modelled this way, and what is assumed rather than read."""
+
+
+_FIXES = dict(reject_at_prefill_door=True, reject_at_decode_door=True, retire_pending_error_prefill=True,
+              defer_on_every_failure=True, hold_source_until_drained=True)
+
+RELEASES: dict[str, Release] = {
+    "0.5.21": Release(
+        "0.5.21", None, {}, deferred_release=False, deferred_default=False, checksum_flag=False,
+        metadata_slot=False,
+        basis="the release before v0.5.22, the first release Cloudflare's disclosure recommends to disaggregated "
+              "operators (seed); modelled as the catalogue's incident-era engine (scenario `incident`: none of "
+              "PR 36988, 38935, 35049, 41404, 38961). That 0.5.21 has none of them is assumed from the seed, not "
+              "read in its code"),
+    "0.5.22": Release(
+        "0.5.22", None, dict(_FIXES, release_policy="drain_ack_or_timeout"), deferred_release=True,
+        deferred_default=True, checksum_flag=False, metadata_slot=False,
+        basis="the catalogue's `v0.5.22` scenario: every fix (PR 36988, 38935, 35049, 41404, source pages held), on "
+              "the base protocol; deferred release assumed on by default as that scenario does (some versions of "
+              "SGLang's environ.py default it to off: pass it with --env when unsure)"),
+    "0.5.23": Release(
+        "0.5.23", "sglang-0.5.23", dict(_FIXES, release_policy="drain_ack_or_timeout"), deferred_release=True,
+        deferred_default=True, checksum_flag=True, metadata_slot=True,
+        basis="the `sglang-0.5.23-*` scenarios: the release as shipped on Mooncake (spec/sglang/v0523.py), read in "
+              "its code and replayed on it by `kvproof conform`; deferred release defaults to on (environ.py)"),
+}
+"""The known releases, oldest first."""
+
+BACKENDS_DEFERRING = ("mooncake", "nixl", "mori")
+"""Backends whose manager declares ``supports_deferred_decode_kv_release`` (0.5.23's code; the
+base class and ``fake`` do not)."""
+
+# -- flags and variables ---------------------------------------------------------------------------
+
+FLAGS: dict[str, str] = {
+    "--disaggregation-mode": "prefill or decode: which side this line launches",
+    "--disaggregation-transfer-backend": "mooncake (default), nixl, ...: deferred release capability, write bound",
+    "--tp-size": "tensor-parallel size: the ranks of this side",
+    "--tensor-parallel-size": "tensor-parallel size: the ranks of this side",
+    "--tp": "tensor-parallel size: the ranks of this side",
+    "--dp-size": "data-parallel size: with --enable-dp-attention, attention TP = tp / dp",
+    "--enable-dp-attention": "attention TP = tp / dp",
+    "--pp-size": "pipeline-parallel size (not modelled beyond 1)",
+    "--pipeline-parallel-size": "pipeline-parallel size (not modelled beyond 1)",
+    "--disaggregation-decode-allocation-policy": "when decode reserves pages (only `early` is modelled)",
+    "--disaggregation-enable-kv-checksum": "PR 39500's transfer checksum (0.5.23)",
+}
+"""Launch flags that change the model, and what they change."""
+
+SIZE_FLAGS = ("--context-length", "--mem-fraction-static", "--page-size", "--max-running-requests",
+              "--chunked-prefill-size", "--max-total-tokens")
+"""Known flags the model abstracts: pool sizes and page counts are symbolic (a prompt may exceed
+the prefill pool whatever they are), a handful of requests stands for any load."""
+
+INERT_FLAGS = ("--model-path", "--model", "--tokenizer-path", "--served-model-name", "--revision", "--host",
+               "--port", "--trust-remote-code", "--dist-init-addr", "--nnodes", "--node-rank", "--base-gpu-id",
+               "--disaggregation-ib-device", "--disaggregation-bootstrap-port", "--log-level", "--chat-template")
+"""Known flags with no part in the KV page lifecycle (where the process runs, which model)."""
+
+BOOLEAN_FLAGS = ("--enable-dp-attention", "--disaggregation-enable-kv-checksum", "--trust-remote-code")
+
+ENV_VARS: dict[str, str] = {
+    "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE": "deferred decode release on abort (PR 35049)",
+    "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT": "the deferred release deadline, seconds (30)",
+    "MC_TRANSFER_TIMEOUT": "Mooncake transfer engine's timeout, seconds (30): the longest transfer call",
+    "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "decode fails a transfer not concluded by then (300 s)",
+    "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "prefill waits this long for decode's page indices (300 s)",
+    "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "decode's health check of prefill, seconds (5)",
+    "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": "missed heartbeats before prefill is declared dead (2)",
+}
+"""Environment variables the audit reads from ``--env`` / ``--env-file`` / the command's prefix."""
+
+INERT_ENV = {
+    "MC_TE_METRIC": "Mooncake transfer engine metrics reporting",
+    "MC_TE_METRIC_INTERVAL_SECONDS": "Mooncake transfer engine metrics interval",
+}
+"""Known variables with no part in the KV page lifecycle (Mooncake's transfer engine docs)."""
+
+_SUBSUMED = {
+    "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "subsumed: decode may abort a request at any point (client aborts)",
+    "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "subsumed: prefill may fail a transfer at any point",
+    "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "liveness only: peer death is not among the isolation checks",
+    "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": "liveness only: peer death is not among the isolation checks",
+}
+
+LIFECYCLE_PREFIXES = ("--disaggregation-", "SGLANG_DISAGGREGATION_", "MC_")
+"""Names that belong to the KV handoff: one of these that kvproof does not know makes a clean
+verdict undecidable."""
+
+CLAIMS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
+          "no_source_free_while_read", "rejected_never_succeeds", "success_implies_full_coverage")
+"""The isolation claims the audit checks."""
+
+READS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "rejected_never_succeeds",
+         "success_implies_full_coverage")
+"""The claims about what a response is computed on (the ones a checksum can catch)."""
+CHECKSUM = "--disaggregation-enable-kv-checksum"
+
+HAZARDS = {  # claim -> what it means for the deployment
+    "decode_reads_only_own_pages": "decode reads KV that was not written for the request it serves",
+    "no_cross_tenant_read": "a response is computed on another tenant's KV",
+    "no_write_after_release": "a transfer writes into pages decode had already released to their next owner",
+    "no_source_free_while_read": "prefill reuses source pages that a transfer is still reading",
+    "rejected_never_succeeds": "a request rejected at admission is served (HTTP 200)",
+    "success_implies_full_coverage": "a request succeeds with pages its transfer never wrote",
+}
+
+# -- reading the input ----------------------------------------------------------------------------
+
+
+def parse_engine(text: str, bad) -> Release:
+    """``sglang==0.5.23`` -> its :class:`Release`; anything else is bad input."""
+    known = ", ".join(f"{ENGINE}=={v}" for v in RELEASES)
+    name, sep, version = text.partition("==")
+    if not sep or not name or not version:
+        raise bad(f"{text}: expected ENGINE==VERSION, e.g. {ENGINE}==0.5.23 (known: {known})")
+    if name.strip().lower() == "vllm":
+        raise bad(f"{text}: vLLM is not modelled yet; known: {known}")
+    if name.strip().lower() != ENGINE or version.strip() not in RELEASES:
+        raise bad(f"{text}: unknown engine version; known: {known}")
+    return RELEASES[version.strip()]
+
+
+def read_env_file(path: str, bad) -> dict[str, str]:
+    """``NAME=VALUE`` lines (``export`` in front, quotes around the value, blank lines and
+    ``#`` comments allowed); a line that is none of these is one line of bad input naming the
+    file and line."""
+    from kvproof.model.files import read_user_text
+
+    class _Bad(Exception):
+        pass
+
+    try:
+        text = read_user_text(Path(path), _Bad, "an environment file (NAME=VALUE lines)")
+    except _Bad as e:
+        raise bad(f"--env-file {e}") from None
+    out: dict[str, str] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):].strip()
+        try:
+            name, value = _assignment(line)
+        except ValueError:
+            shown = raw if len(raw) <= 60 else raw[:57] + "..."
+            raise bad(f"{path}:{n}: expected NAME=VALUE, got {shown!r}") from None
+        out[name] = value
+    return out
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` (the value may be quoted) -> (name, value); ``ValueError`` otherwise."""
+    name, sep, value = text.partition("=")
+    if not sep or not _is_name(name):
+        raise ValueError(text)
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    elif value[:1] in ("'", '"'):
+        raise ValueError(text)
+    return name, value
+
+
+def _is_name(word: str) -> bool:
+    return bool(word) and (word[0].isalpha() or word[0] == "_") and all(c.isalnum() or c == "_" for c in word)
+
+
+@dataclass
+class Launch:
+    """A launch command split into its environment prefix, its flags and what kvproof makes of
+    them."""
+
+    env: dict[str, str]
+    flags: list[tuple[str, str | None]]
+    program: str
+
+
+def parse_launch(command: list[str], bad) -> Launch:
+    """Split ``[NAME=VALUE ...] python -m sglang.launch_server FLAGS``; a command that is not
+    an SGLang server launch is bad input."""
+    words = list(command)
+    if len(words) == 1 and " " in words[0].strip():  # the whole line quoted as one word
+        try:
+            words = shlex.split(words[0])
+        except ValueError as e:
+            raise bad(f"the launch command: {e}") from None
+    env: dict[str, str] = {}
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        try:
+            name, value = _assignment(words[0])
+        except ValueError:
+            break
+        env[name] = value
+        words.pop(0)
+    if words and words[0] == "env":
+        words.pop(0)
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            try:
+                name, value = _assignment(words[0])
+            except ValueError:
+                break
+            env[name] = value
+            words.pop(0)
+    rest = None
+    for i, w in enumerate(words):
+        if w == "-m" and i + 1 < len(words) and words[i + 1] == "sglang.launch_server":
+            rest, program = words[i + 2:], "python -m sglang.launch_server"
+            break
+    if rest is None:
+        shown = " ".join(command)[:60]
+        raise bad(f"the launch command {shown!r}: expected an SGLang server launch "
+                  f"(python -m sglang.launch_server ...) after --")
+    flags: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(rest):
+        w = rest[i]
+        if not w.startswith("-") or w == "-":
+            flags.append(("", w))  # a positional word: listed as unknown
+            i += 1
+            continue
+        name, sep, value = w.partition("=")
+        if sep:
+            flags.append((name, value))
+            i += 1
+        elif name in BOOLEAN_FLAGS or i + 1 >= len(rest) or (rest[i + 1].startswith("--")):
+            flags.append((name, None))
+            i += 1
+        else:
+            flags.append((name, rest[i + 1]))
+            i += 2
+    return Launch(env, flags, program)
+
+
+# -- settings ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    """The deployment as kvproof reads it: every value with where it came from."""
+
+    release: Release
+    mode: str | None = None
+    backend: str = "mooncake"
+    tp: int = 1
+    dp: int = 1
+    dp_attention: bool = False
+    pp: int = 1
+    peer_tp: int | None = None
+    allocation_policy: str = "early"
+    checksum: bool = False
+    deferred: bool = False
+    release_timeout: float = 30.0
+    transfer_timeout: float = 30.0
+    source: dict[str, str] = field(default_factory=dict)
+    """Setting name -> ``command``, ``--env``, ``--env-file``, ``default``, ``assumed``."""
+    unknown: list[str] = field(default_factory=list)
+    """Flags and variables kvproof does not know, as given."""
+    abstracted: list[str] = field(default_factory=list)
+    """Known flags whose values the model abstracts."""
+    inert: list[str] = field(default_factory=list)
+    """Known flags with no part in the KV page lifecycle."""
+    unmodelled: list[str] = field(default_factory=list)
+    """Settings the model does not cover: the search ran on the nearest modelled configuration,
+    so a clean result cannot be claimed."""
+
+    @property
+    def attn_tp(self) -> int:
+        """This side's attention-TP size (the ranks that send or receive a request's KV)."""
+        return max(1, self.tp // self.dp) if self.dp_attention else self.tp
+
+    def ranks(self) -> tuple[int, int]:
+        """(prefill ranks, decode ranks) of the model, at most 2 a side."""
+        mine = min(self.attn_tp, 2)
+        peer = min(self.peer_tp if self.peer_tp is not None else self.attn_tp, 2)
+        return (peer, mine) if self.mode == "decode" else (mine, peer)
+
+    def deferring(self) -> bool:
+        """Decode holds an aborted request's pages (the release has it, the variable is on, the
+        backend declares the capability)."""
+        return self.release.deferred_release and self.deferred and self.backend in BACKENDS_DEFERRING
+
+    def bounded(self) -> bool:
+        """A completed transfer call is bounded by a timeout kvproof knows (Mooncake's)."""
+        return self.backend == "mooncake"
+
+    def ticks(self) -> tuple[int, int | None]:
+        """(release deadline, write latency bound) in ticks, keeping the order of the deadline
+        against one and two transfer calls: ``t > b`` iff the deadline outlasts a call, ``t > 2b``
+        iff it outlasts two (a chunk's call then ``send_aux``, 0.5.23)."""
+        if not self.bounded():
+            return 2, None
+        r, c = self.release_timeout, self.transfer_timeout
+        if r < c:
+            return 1, 2
+        if r == c:
+            return 2, 2
+        if r < 2 * c:
+            return 3, 2
+        if r == 2 * c:
+            return 2, 1
+        return 3, 1
+
+
+def _bool(name: str, value: str, bad) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "1", "yes", "y"):
+        return True
+    if v in ("false", "0", "no", "n"):
+        return False
+    raise bad(f"{name}={value}: expected a boolean as SGLang reads it (true/1/yes/y or false/0/no/n)")
+
+
+def _seconds(name: str, value: str, bad) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise bad(f"{name}={value}: expected a number of seconds") from None
+    if not v > 0 or v != v or v == float("inf"):
+        raise bad(f"{name}={value}: expected a number of seconds > 0")
+    return v
+
+
+def _count(flag: str, value: str | None, bad) -> int:
+    try:
+        v = int(value or "")
+    except ValueError:
+        raise bad(f"{flag} {value}: expected a whole number >= 1") from None
+    if v < 1:
+        raise bad(f"{flag} {value}: expected a whole number >= 1")
+    return v
+
+
+def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]], bad,
+                peer_tp: int | None = None) -> Settings:
+    """Map the launch flags and the environment (name -> (value, where it came from)) to
+    :class:`Settings`; the process environment is not read."""
+    s = Settings(release, deferred=release.deferred_default, peer_tp=peer_tp)
+    s.source = {"backend": "default", "tp": "default", "deferred": "default", "release_timeout": "default",
+                "transfer_timeout": "default", "peer_tp": "--peer-tp" if peer_tp is not None else "assumed"}
+    for name, value in launch.flags:
+        shown = name if value is None else f"{name} {value}" if name else value
+        if name == "--disaggregation-mode":
+            if value not in ("prefill", "decode", "null"):
+                raise bad(f"--disaggregation-mode {value}: expected prefill, decode or null")
+            s.mode = None if value == "null" else value
+            s.source["mode"] = "command"
+        elif name == "--disaggregation-transfer-backend":
+            s.backend, s.source["backend"] = (value or "").lower(), "command"
+        elif name in ("--tp-size", "--tensor-parallel-size", "--tp"):
+            s.tp, s.source["tp"] = _count(name, value, bad), "command"
+        elif name == "--dp-size":
+            s.dp = _count(name, value, bad)
+        elif name == "--enable-dp-attention":
+            s.dp_attention = True
+        elif name in ("--pp-size", "--pipeline-parallel-size"):
+            s.pp = _count(name, value, bad)
+        elif name == "--disaggregation-decode-allocation-policy":
+            s.allocation_policy = value or ""
+        elif name == "--disaggregation-enable-kv-checksum" and release.checksum_flag:
+            s.checksum = True
+        elif name in SIZE_FLAGS:
+            s.abstracted.append(shown)
+        elif name in INERT_FLAGS:
+            s.inert.append(shown)
+        else:
+            s.unknown.append(shown)
+    for name, (value, where) in env.items():
+        if name == "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE" and release.deferred_release:
+            s.deferred, s.source["deferred"] = _bool(name, value, bad), where
+        elif name == "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT" and release.deferred_release:
+            s.release_timeout, s.source["release_timeout"] = _seconds(name, value, bad), where
+        elif name == "MC_TRANSFER_TIMEOUT":
+            s.transfer_timeout, s.source["transfer_timeout"] = _seconds(name, value, bad), where
+        elif name in INERT_ENV:
+            s.inert.append(f"{name}={value}")
+        elif name in _SUBSUMED:
+            _seconds(name, value, bad)
+            s.inert.append(f"{name}={value} ({_SUBSUMED[name]})")
+        else:
+            s.unknown.append(f"{name}={value}")
+    if s.backend not in ("mooncake", "fake"):
+        s.unmodelled.append(f"--disaggregation-transfer-backend {s.backend}: only Mooncake's transfer worker is "
+                            f"modelled (checked as the base protocol with no bound on a write)")
+    if s.attn_tp > 2 or (s.peer_tp or 0) > 2:
+        s.unmodelled.append(f"attention TP {max(s.attn_tp, s.peer_tp or 0)}: at most 2 ranks a side are modelled "
+                            f"(checked with 2)")
+    if s.pp > 1:
+        s.unmodelled.append(f"pipeline parallel size {s.pp}: pipeline stages are not modelled (checked with 1)")
+    if s.allocation_policy != "early":
+        s.unmodelled.append(f"--disaggregation-decode-allocation-policy {s.allocation_policy}: only `early` "
+                            f"(decode reserves before prefill runs) is modelled")
+    return s
+
+
+def mapping(s: Settings) -> list[tuple[str, str, str]]:
+    """(setting = value, where it came from, what it is in the model) for every setting that
+    reaches the model."""
+    t, b = s.ticks()
+    rel = s.release
+    pr, dr = s.ranks()
+    rows = [(f"--disaggregation-mode {s.mode}", s.source.get("mode", "command"),
+             "this line's side (decode: its ranks are decode_ranks)"),
+            (f"--disaggregation-transfer-backend {s.backend}", s.source["backend"],
+             "deferred release: " + ("supported" if s.backend in BACKENDS_DEFERRING else "not supported")
+             + ("; a transfer call is bounded by MC_TRANSFER_TIMEOUT" if s.bounded() else "; no known bound on a write")),
+            (f"tensor parallel {s.tp}" + (f", dp {s.dp} with DP attention" if s.dp_attention else ""), s.source["tp"],
+             f"prefill_ranks = {pr}, decode_ranks = {dr}"),
+            (f"other side's attention TP {s.peer_tp if s.peer_tp is not None else s.attn_tp}", s.source["peer_tp"],
+             "not on this line: the same as this side unless --peer-tp says otherwise")]
+    if s.pp > 1:
+        rows.append((f"--pp-size {s.pp}", "command", "not modelled (checked with 1 stage)"))
+    if rel.deferred_release:
+        policy = "drain_ack_or_timeout" if s.deferring() else "immediate"
+        rows.append((f"SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE={'1' if s.deferred else '0'}",
+                     s.source["deferred"], f"release_policy = {policy}"))
+        rows.append((f"SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT={s.release_timeout:g}",
+                     s.source["release_timeout"], f"timeout = {t} ticks" if s.deferring() else "unused (no deferral)"))
+    else:
+        rows.append(("deferred release", "release", f"release_policy = immediate ({rel.version} has no PR 35049)"))
+    if s.bounded():
+        rows.append((f"MC_TRANSFER_TIMEOUT={s.transfer_timeout:g}", s.source["transfer_timeout"],
+                     f"write_latency_bound = {b} ticks ({_relation(s)}); a call that failed on it: unbounded"))
+    if rel.checksum_flag:
+        rows.append((f"--disaggregation-enable-kv-checksum {'on' if s.checksum else 'off'}",
+                     "command" if s.checksum else "default",
+                     "checksum = true, verify_then_read = true (the served model assumed supported)"
+                     if s.checksum else "checksum = false"))
+    rows.append((f"--disaggregation-decode-allocation-policy {s.allocation_policy}",
+                 "command" if s.allocation_policy != "early" else "default",
+                 "decode reserves when the request arrives (the model's order)" if s.allocation_policy == "early"
+                 else "not modelled"))
+    return rows
+
+
+def _relation(s: Settings) -> str:
+    r, c = s.release_timeout, s.transfer_timeout
+    if r < c:
+        return "deadline below the transfer timeout"
+    if r == c:
+        return "deadline equal to the transfer timeout"
+    if r < 2 * c:
+        return "deadline above one transfer call, below two"
+    if r == 2 * c:
+        return "deadline equal to two transfer calls"
+    return "deadline above two transfer calls"
+
+
+# -- the scenario family -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Member:
+    """One scenario of the family and the trigger it exercises."""
+
+    key: str
+    trigger: str
+    scenario: Scenario
+
+
+def family(s: Settings) -> list[Member]:
+    """The small scenarios that stand for this deployment, from the catalogue's shapes:
+    ``abort`` (a client abort mid-transfer: ``sglang-0.5.23-mooncake``'s shape, ``-tp2x2``'s
+    with two ranks), ``failure`` (a prefill-side transfer failure: ``sglang-0.5.23-failed-send``),
+    ``admission`` (a prompt longer than the prefill pool: ``incident``) and, on 0.5.23 with
+    Mooncake, ``metadata`` (``sglang-0.5.23-aux``)."""
+    rel = s.release
+    t, b = s.ticks()
+    flags = dict(rel.engine)
+    if not s.deferring():
+        flags["release_policy"] = "immediate"
+    if s.checksum:
+        flags.update(checksum=True, verify_then_read=True)
+    spec = rel.spec if s.backend in ("mooncake", "fake") else None
+    pr, dr = s.ranks()
+    tag = f"audit-{rel.version}"
+
+    def member(key, trigger, sizes, requests, **engine):
+        e = Engine(**{**flags, "timeout": t, **engine})
+        cfg = Config(tuple(Request(*r) for r in requests), engine=e, **sizes)
+        title = f"kvproof audit, {ENGINE} {rel.version}: {trigger}"
+        return Member(key, trigger, Scenario(f"{tag}-{key}", title, title, cfg, {}, spec, "<kvproof audit>", "sglang"))
+
+    one = dict(decode_pages=1, prefill_pages=2, context_limit=2)
+    two = dict(decode_pages=1, prefill_pages=1, context_limit=1, prefill_ranks=pr, decode_ranks=dr)
+    ab = [("A", 1), ("B", 1)]
+    out = [member("abort", "a client abort mid-transfer", two if max(pr, dr) > 1 else one, ab,
+                  client_aborts=True, transfer_failures=False, write_latency_bound=b),
+           member("failure", "a prefill-side transfer failure (its write has no bound)", one, ab,
+                  client_aborts=False, transfer_failures=True, write_latency_bound=None),
+           member("admission", "a prompt longer than the prefill pool",
+                  dict(decode_pages=3, prefill_pages=2, context_limit=3), [("A", 2), ("B", 3), ("B", 2)],
+                  client_aborts=False, transfer_failures=False, write_latency_bound=b)]
+    if rel.metadata_slot and s.backend == "mooncake" and s.deferring():
+        out.append(member("metadata", "a client abort while the metadata slot is written",
+                          dict(decode_pages=1, prefill_pages=2, context_limit=1, aux_slots=1), ab,
+                          client_aborts=True, transfer_failures=False, write_latency_bound=b))
+    return out
+
+
+# -- checking ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Hazard:
+    """A claim violated in one member of the family, with its shortest trace."""
+
+    claim: str
+    member: Member
+    depth: int
+    trace: Any
+    trace_path: Path | None = None
+    remedies: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AuditReport:
+    """What the audit found."""
+
+    settings: Settings
+    members: list[Member]
+    states: dict[str, int]
+    hazards: list[Hazard]
+    cut_short: list[str]
+
+    @property
+    def exit_code(self) -> int:
+        """2 when the checked model is not the deployment (a setting it does not cover, an unknown
+        handoff setting); else 1 when a hazard was found (a violation found stands even if another
+        search was cut short); else 2 when a search was cut short; else 0."""
+        if self.settings.unmodelled or self.undecided_unknown():
+            return EXIT_UNDECIDED
+        if self.hazards:
+            return EXIT_EXPOSED
+        return EXIT_UNDECIDED if self.cut_short else EXIT_NOT_EXPOSED
+
+    def undecided_unknown(self) -> list[str]:
+        """Unknown names that belong to the KV handoff (they could change the verdict)."""
+        return [u for u in self.settings.unknown if u.startswith(LIFECYCLE_PREFIXES)]
+
+
+def _check(member: Member, claims, limits):
+    from kvproof.checker.run import check_scenario
+
+    return check_scenario(member.scenario, limits, list(claims))
+
+
+def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
+    """Check the family of ``s``; each hazard keeps the shortest trace over the family, and
+    (with ``remedies``) the candidate changes that remove it when re-checked."""
+    from kvproof.checker.explicit import Limits
+
+    limits = limits or Limits()
+    members = family(s)
+    states: dict[str, int] = {}
+    found: dict[str, Hazard] = {}
+    cut: list[str] = []
+    per_member: dict[str, list[str]] = {}
+    for m in members:
+        rep = _check(m, CLAIMS, limits)
+        states[m.key] = rep.stats.states
+        if not rep.complete:
+            cut.append(f"{m.scenario.name}: {rep.reason}")
+        for c in rep.claims:
+            if c.verdict != "violated":
+                continue
+            per_member.setdefault(m.key, []).append(c.claim)
+            key = f"{c.claim}/{m.key}"
+            found[key] = Hazard(c.claim, m, c.depth or 0, c.result.trace)
+    for key, claims in per_member.items():  # another tenant's KV says more than another request's
+        if "no_cross_tenant_read" in claims:
+            found.pop(f"decode_reads_only_own_pages/{key}", None)
+    hazards = sorted(found.values(), key=lambda h: (list(HAZARDS).index(h.claim), h.depth))
+    if remedies and hazards:
+        for cand, label in candidates(s):
+            try:
+                fam = {m.key: m for m in family(cand)}
+            except ValueError:
+                continue
+            for key, claims in per_member.items():
+                if key not in fam:  # the candidate has no such member: nothing shown either way
+                    continue
+                if label == CHECKSUM:  # it detects a bad read; it cannot stop a write
+                    claims = [c for c in claims if c in READS]
+                    if not claims:
+                        continue
+                rep = _check(fam[key], claims, limits)
+                if not rep.complete:
+                    continue
+                removed = {c.claim for c in rep.claims if c.verdict == "verified"}
+                for h in hazards:
+                    if h.member.key == key and h.claim in removed and \
+                            not any(label.startswith(f"{r} with ") for r in h.remedies):
+                        h.remedies.append(label)
+    return AuditReport(s, members, states, hazards, cut)
+
+
+def candidates(s: Settings) -> list[tuple[Settings, str]]:
+    """Changes to try as remedies: deferred release on, a deferring backend, a deadline above two
+    transfer calls, the checksum, and each later known release (alone and with that deadline)."""
+    out: list[tuple[Settings, str]] = []
+    rel = s.release
+    safe = 2 * s.transfer_timeout + 1
+    deadline = f"SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT={safe:g} (above two transfer calls)"
+    if rel.deferred_release and not s.deferred:
+        out.append((dataclasses.replace(s, deferred=True), "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE=1"))
+        out.append((dataclasses.replace(s, deferred=True, release_timeout=safe),
+                    f"SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE=1 with {deadline}"))
+    if rel.deferred_release and s.backend == "fake":
+        out.append((dataclasses.replace(s, backend="mooncake"), "--disaggregation-transfer-backend mooncake"))
+    if rel.deferred_release and s.deferring() and s.bounded() and s.release_timeout <= 2 * s.transfer_timeout:
+        out.append((dataclasses.replace(s, release_timeout=safe), deadline))
+    if rel.checksum_flag and not s.checksum:
+        out.append((dataclasses.replace(s, checksum=True), CHECKSUM))
+    versions = list(RELEASES)
+    for v in versions[versions.index(rel.version) + 1:]:
+        newer = RELEASES[v]
+        up = dataclasses.replace(s, release=newer, deferred=s.deferred if rel.deferred_release else newer.deferred_default)
+        out.append((up, f"upgrade to {ENGINE}=={v}"))
+        if newer.deferred_release and up.bounded():
+            out.append((dataclasses.replace(up, deferred=True, release_timeout=safe),
+                        f"upgrade to {ENGINE}=={v} with {deadline}"))
+    return out
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def run_audit(args: argparse.Namespace, out, bad) -> int:
+    """``kvproof audit``: ``args`` holds ``engine``, ``env``, ``env_file``, ``command``,
+    ``traces``, ``no_traces``, ``peer_tp`` and the limits; ``out`` is a console, ``bad`` builds the
+    CLI's bad-input exception.  Returns the exit code."""
+    from kvproof import STARTED
+    from kvproof.checker.explicit import Limits
+    from kvproof.checker.traces import write_trace
+
+    release = parse_engine(args.engine, bad)
+    command = list(args.launch or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise bad("audit: expected the launch command after --, e.g. -- python -m sglang.launch_server ...")
+    launch = parse_launch(command, bad)
+    env: dict[str, tuple[str, str]] = {}
+    for path in args.env_file or []:
+        for k, v in read_env_file(path, bad).items():
+            env[k] = (v, "--env-file")
+    for item in args.env or []:
+        try:
+            k, v = _assignment(item)
+        except ValueError:
+            raise bad(f"--env {item}: expected NAME=VALUE") from None
+        env[k] = (v, "--env")
+    for k, v in launch.env.items():
+        env[k] = (v, "command")
+    s = settings_of(release, launch, env, bad, getattr(args, "peer_tp", None))
+    lines = _header(s, launch)
+    if s.mode is None:
+        lines.append("no --disaggregation-mode prefill|decode: not a PD-disaggregated launch; no KV handoff to audit")
+        _emit(out, lines)
+        return EXIT_NOT_EXPOSED
+    limits = Limits(args.max_states, args.max_seconds, None, STARTED if args.max_seconds else None)
+    report = audit(s, limits)
+    if not args.no_traces:
+        for h in report.hazards:
+            h.trace_path = write_trace(h.trace, args.traces)
+    lines += _body(report)
+    _emit(out, lines)
+    return report.exit_code
+
+
+def _emit(out, lines: list[str]) -> None:
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _header(s: Settings, launch: Launch) -> list[str]:
+    lines = [f"{ENGINE}=={s.release.version}: {s.release.basis}", "settings (value, from, in the model):"]
+    rows = mapping(s) if s.mode is not None else []
+    width = max((len(r[0]) for r in rows), default=0)
+    for name, where, meaning in rows:
+        lines.append(f"  {name:<{width}}  {where:<10}  {meaning}")
+    if s.abstracted:
+        lines.append("known, abstracted by the model (sizes are symbolic; a prompt may exceed the pool): "
+                     + ", ".join(s.abstracted))
+    if s.inert:
+        lines.append("known, no part in the isolation checks: " + ", ".join(s.inert))
+    if s.unknown:
+        lines.append(f"not known to kvproof, not modelled ({len(s.unknown)}): " + ", ".join(s.unknown))
+    return lines
+
+
+def _body(r: AuditReport) -> list[str]:
+    s = r.settings
+    lines = ["checked: " + ", ".join(f"{m.scenario.name} ({r.states[m.key]:,} states)" for m in r.members)]
+    if r.hazards:
+        lines.append(f"exposed to {len(r.hazards)} {'hazard' if len(r.hazards) == 1 else 'hazards'}:")
+    for i, h in enumerate(r.hazards, 1):
+        where = f", written to {h.trace_path}" if h.trace_path else ""
+        lines.append(f"  {i}. {HAZARDS[h.claim]} ({h.claim}), after {h.member.trigger}")
+        lines.append(f"     shortest trace: {h.depth} steps{where}")
+        fix = "; or ".join(h.remedies) if h.remedies else \
+            "nothing kvproof tried removes it (no setting it knows, no known release)"
+        lines.append(f"     removed by: {fix}")
+    for reason in s.unmodelled:
+        lines.append(f"not modelled: {reason}")
+    for c in r.cut_short:
+        lines.append(f"search cut short: {c}")
+    lifecycle = r.undecided_unknown()
+    if lifecycle:
+        lines.append("unknown handoff settings could change the verdict: " + ", ".join(lifecycle))
+    code = r.exit_code
+    verdict = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed", EXIT_UNDECIDED: "cannot decide"}[code]
+    if code == EXIT_UNDECIDED and r.hazards:
+        verdict += f" (the model checked is exposed to {len(r.hazards)})"
+    if code == EXIT_NOT_EXPOSED and s.unknown:
+        verdict += " (assuming the flags kvproof does not know leave the KV handoff alone)"
+    lines.append(f"verdict: {verdict}")
+    return lines
+
