@@ -1,7 +1,7 @@
 """The ``kvproof`` command line.
 
 Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``replay``,
-``simulate``, ``conform``, ``completion``, and the symbolic ``prove`` and ``certify``
+``simulate``, ``conform``, ``completion``, ``graph``, and the symbolic ``prove`` and ``certify``
 (:mod:`.cli_symbolic`).  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
@@ -148,6 +148,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
     limits = _limits(args)
     if args.engine != "explicit":
+        if args.coverage:
+            raise BadInput("--coverage counts the explicit engine's transitions: use --engine explicit")
         if args.write_expected:
             raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
         return cli_symbolic.check_symbolic(args, scenarios, limits)
@@ -161,11 +163,37 @@ def cmd_check(args: argparse.Namespace) -> int:
         except OSError as e:
             raise BadInput(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
     _write_outputs(args, reports)
+    coverage = _coverage(scenarios, limits) if args.coverage else None
     if args.json:
-        print(json.dumps(_json_reports(reports), indent=2))
+        doc = _json_reports(reports)
+        for entry, cov in zip(doc["scenarios"], coverage or ()):
+            entry["coverage"] = cov.to_json()
+        print(json.dumps(doc, indent=2))
     elif not args.quiet:
         _console().print(render_reports(reports))
+        for sc, cov in zip(scenarios, coverage or ()):
+            _console().print(_coverage_text(sc.name, cov), soft_wrap=True)
     return exit_code(reports)
+
+
+def _coverage(scenarios, limits) -> list:
+    """``check --coverage``: each scenario's transitions by action, from its reachable graph
+    (a pass of its own, so that a plain check pays nothing)."""
+    from kvproof.checker.coverage import action_coverage
+    from kvproof.model.machine import Machine
+
+    return [action_coverage(Machine(sc.build()), limits) for sc in scenarios]
+
+
+def _coverage_text(name: str, cov) -> str:
+    """The text of one scenario's coverage: a line per action, then those that never fired."""
+    width = max(map(len, cov.fired), default=0)
+    lines = [f"\n{name}: coverage: {cov.transitions:,} transitions over {cov.states:,} states, by action"
+             + ("" if cov.complete else f" (search incomplete: {cov.reason})")]
+    lines += [f"  {action:<{width}}  {n:>10,}" for action, n in cov.fired.items()]
+    never = cov.never_fired
+    lines.append(f"  never fired: {', '.join(never)}" if never else "  every action fired")
+    return "\n".join(lines)
 
 
 def _limits(args: argparse.Namespace):
@@ -236,6 +264,7 @@ _OUTPUTS = {  # per command: (argument, flag, a folder?, the flag that turns it 
     "check": (("traces", "--traces", True, "no_traces"), ("write_expected", "--write-expected", False, None),
               ("junit", "--junit", False, None), ("sarif", "--sarif", False, None), ("html", "--html", False, None)),
     "report": (("output", "-o", False, None),),
+    "graph": (("output", "-o", False, None),),
     "simulate": (("traces", "--traces", True, "no_traces"),),
     "prove": (("traces", "--traces", True, "no_traces"), ("certificates", "--certificates", True, "no_certificates")),
 }
@@ -371,6 +400,29 @@ def _unverified(trace) -> str | None:
         return (f"{trace.claim} does not {verb} at its last state (step {len(trace)}) on replay: "
                 "the trace was cut short or edited")
     return None
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    """Write a small scenario's reachable state graph as DOT or GraphML (through networkx)."""
+    from kvproof.checker.coverage import GRAPH_LIMIT, GraphTooBig, state_graph, write_graph
+    from kvproof.model.machine import Machine
+
+    sc = _resolve(args.scenario)
+    machine = Machine(sc.build())
+    try:
+        g = state_graph(machine, GRAPH_LIMIT)
+    except ImportError:
+        raise BadInput("graph needs networkx: pip install 'kvproof[graph]' (or pip install networkx)") from None
+    except GraphTooBig:
+        raise BadInput(f"graph: {sc.name} has more than {GRAPH_LIMIT:,} states, the limit for a graph export; "
+                       "kvproof check --coverage counts its transitions by action instead") from None
+    text = write_graph(g, args.output, args.format)
+    if text is not None:
+        sys.stdout.write(text)
+    else:
+        print(f"wrote {args.output}: {g.number_of_nodes():,} states, {g.number_of_edges():,} transitions",
+              file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -513,6 +565,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where the workers run: forked processes (default) or a Ray cluster (kvproof[ray])")
     ck.add_argument("--ray-address", metavar="ADDR",
                     help="Ray cluster to join (default: RAY_ADDRESS, else a local cluster of N workers)")
+    ck.add_argument("--coverage", action="store_true",
+                    help="also count each action's transitions over the reachable graph and list the actions "
+                         "that never fired (a pass of its own)")
     ck.add_argument("--engine", choices=("explicit", "bmc", "both"), default="explicit",
                     help="explicit BFS (default), bounded model checking with Z3, or both compared")
     ck.add_argument("--depth", type=_positive_int, metavar="K",
@@ -542,6 +597,13 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--full", action="store_true", help="also print every field of the state after each step shown")
     sh.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     sh.set_defaults(func=cmd_show)
+
+    gr = sub.add_parser("graph", help="write a small scenario's state graph (DOT or GraphML)")
+    gr.add_argument("scenario", metavar="SCENARIO", help="built-in name or scenario .toml file (at most 10,000 states)")
+    gr.add_argument("--format", choices=("dot", "graphml"), default="dot", help="dot (default) or graphml")
+    gr.add_argument("-o", "--output", metavar="FILE", help="where (default: standard output)")
+    gr.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
+    gr.set_defaults(func=cmd_graph)
 
     df = sub.add_parser("diff", help="where two traces first diverge, and what differs")
     df.add_argument("a", metavar="A")
