@@ -79,6 +79,11 @@ def test_show_full_prints_every_field_of_the_state_at_the_step(capsys):
     assert values["src_owner[q0]"] == "R0" and values["src_owner[q1]"] == "free" and values["d_phase[R1]"] == "new"
     code, out, _ = run(capsys, "show", str(RACE), "--step", "6")
     assert "every field" not in out
+    code, out, _ = run(capsys, "show", str(RACE), "--step", "6", "--full", "--format", "json")
+    state = json.loads(out)["steps"][0]["state"]
+    assert {k: str(v) for k, v in state.items()} == values and "initial_state" not in json.loads(out)
+    code, out, err = run(capsys, "show", str(RACE), "--full", "--format", "mermaid")
+    assert code == EXIT_BAD_INPUT and "--full applies to --format text and json, not mermaid" in err
 
 
 @pytest.fixture(scope="module")

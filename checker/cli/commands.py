@@ -369,10 +369,20 @@ def cmd_show(args: argparse.Namespace) -> int:
     except FocusError as e:
         raise BadInput(str(e)) from None
     if args.format == "json":
-        print(json.dumps(trace_records(trace, args.step, only), indent=2, ensure_ascii=False))
+        doc = trace_records(trace, args.step, only)
+        if args.full:  # every field of the state after each step (and before the first)
+            from kvproof.checker.report.render import named_values
+
+            layout = trace.machine.spec.layout
+            if args.step in (None, 0):
+                doc["initial_state"] = named_values(layout, trace.states[0])
+            for record in doc["steps"]:
+                record["state"] = named_values(layout, trace.states[record["step"]])
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
     elif args.format == "mermaid":
-        if args.step is not None:
-            raise BadInput("--step applies to --format text and json, not mermaid")
+        if args.step is not None or args.full:
+            raise BadInput(f"{'--step' if args.step is not None else '--full'} applies to --format text and json, "
+                           "not mermaid")
         sys.stdout.write(trace_mermaid(trace, only))
     else:
         _console().print(render_trace(trace, args.step, only, full=args.full))
@@ -594,7 +604,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="text (default), json step records, or a Mermaid sequence diagram")
     sh.add_argument("--only", nargs="+", metavar="NAME",
                     help="follow a page (p3, q0), a request (R1) or a field (owner, owner[p3]) through the trace")
-    sh.add_argument("--full", action="store_true", help="also print every field of the state after each step shown")
+    sh.add_argument("--full", action="store_true",
+                    help="also print every field of the state after each step shown (json: a state object per step)")
     sh.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     sh.set_defaults(func=cmd_show)
 
