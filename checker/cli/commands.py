@@ -163,7 +163,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         except OSError as e:
             raise BadInput(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
     _write_outputs(args, reports)
-    coverage = _coverage(scenarios, limits) if args.coverage else None
+    coverage = _coverage(scenarios, limits) if args.coverage and (args.json or not args.quiet) else None
     if args.json:
         doc = _json_reports(reports)
         for entry, cov in zip(doc["scenarios"], coverage or ()):
