@@ -114,7 +114,7 @@ class PageMapView:
         return tuple(cells[j].text for _, cells in self.pm.rows)
 
     def _width(self, j: int) -> int:
-        return max(cell_len(self.pm.columns[j]), *(cell_len(cells[j].text) for _, cells in self.pm.rows)) + _GAP
+        return max([cell_len(self.pm.columns[j]), *(cell_len(cells[j].text) for _, cells in self.pm.rows)]) + _GAP
 
     def shown(self) -> tuple[list[int], str]:
         """The pages shown when the whole map does not fit, and the line about the rest."""
@@ -137,7 +137,7 @@ class PageMapView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         pm = self.pm
-        label = max(cell_len(pm.title), *(cell_len(lbl) for lbl, _ in pm.rows)) + _GAP
+        label = max([cell_len(pm.title), *(cell_len(lbl) for lbl, _ in pm.rows)]) + _GAP
         if label + sum(self._width(j) for j in range(len(pm.columns))) <= options.max_width:
             yield page_map(pm)
             return
