@@ -11,7 +11,10 @@ unless ``--kvproof`` is given.  Then it collects
   ``protocol`` key, and only from the variant files listed in the ini option
   ``kvproof_variants`` (a variant file is code: a scenario file alone never runs one).
 
-Each checked claim of each scenario is one test item, ``<scenario>::<claim>``; it passes when
+Each checked claim of each scenario is one test item, ``<file>::<claim>`` for a scenario file
+(``kvproof/ours.toml::no_cross_tenant_read``: select it as any pytest node id) and
+``kvproof-catalogue/<scenario>::<claim>`` for the catalogue (select with ``-k``); the catalogue
+is collected when the run collects a directory, not when it names only files or node ids.  It passes when
 the verdict is the one the scenario expects and fails otherwise, with the counterexample as
 ``kvproof show`` prints it.  An inconclusive verdict (``--kvproof-max-states`` or
 ``--kvproof-max-seconds`` cut the search short) fails too: the gate could not decide.  A
@@ -87,18 +90,34 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return KvproofScenarioFile.from_parent(parent, path=file_path)
 
 
-@pytest.hookimpl(tryfirst=True)  # before -k / -m deselect the items
+@pytest.hookimpl(tryfirst=True)  # before -k / -m / --lf deselect the items
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    """Prepend the built-in catalogue's items (with ``--kvproof``)."""
-    if not _enabled(config) or not config.getini("kvproof_catalogue"):
+    """Prepend the built-in catalogue's items (with ``--kvproof``), unless the command line names
+    only files or node ids (``pytest kvproof/ours.toml::no_cross_tenant_read`` runs that item
+    alone).  The catalogue's scenarios are collected as pytest collects a file's tests, so
+    ``--collect-only`` counts them and their ids (``kvproof-catalogue/incident::no_cross_tenant_read``)
+    work with ``-k``, ``--deselect`` and ``--lf``."""
+    if not _enabled(config) or not config.getini("kvproof_catalogue") or not _whole_directories(config):
         return
     from kvproof.model.scenario import builtins
 
     catalogue = []
     for sc in builtins():
-        node = KvproofScenario.from_parent(session, name=f"kvproof-catalogue/{sc.name}", scenario=sc)
-        catalogue.extend(node.collect())
+        name = f"kvproof-catalogue/{sc.name}"
+        node = KvproofScenario.from_parent(session, name=name, nodeid=name, scenario=sc)
+        catalogue.extend(session.genitems(node))  # reports the collection, as for a file
     items[:0] = catalogue
+
+
+def _whole_directories(config: pytest.Config) -> bool:
+    """The run collects at least one whole directory (no arguments: the current one), not only
+    named files or node ids."""
+    here = config.invocation_params.dir
+    for arg in config.args:
+        path = Path(arg.split("::")[0])
+        if "::" not in arg and (path if path.is_absolute() else here / path).is_dir():
+            return True
+    return False
 
 
 class KvproofMismatch(Exception):

@@ -1,52 +1,80 @@
-"""The example GitHub Actions workflow: complete, and every kvproof command in it parses."""
+"""The example GitHub Actions workflow: complete, installs kvproof from its source (not PyPI), its
+gate step copes with a repository without scenario files, and every kvproof command in it parses
+(.ci/plugin-smoke runs the steps for real)."""
 
+import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 from kvproof.checker.cli.commands import build_parser
+from tests.ci_recipe import run_steps
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "examples" / "ci" / "kvproof.yml"
 
 
 def _kvproof_commands(text: str) -> list[list[str]]:
-    """Folded ``run: >-`` blocks and one-line ``run:`` steps that call kvproof."""
-    out, lines = [], text.splitlines()
-    for i, line in enumerate(lines):
-        m = re.match(r"\s*(?:- )?run:\s*(.*)$", line)
-        if not m:
-            continue
-        body = m.group(1).split(" #")[0].strip()
-        if body in (">-", ">", "|"):
-            indent = len(lines[i + 1]) - len(lines[i + 1].lstrip())
-            block = []
-            for nxt in lines[i + 1:]:
-                if nxt.strip() and len(nxt) - len(nxt.lstrip()) < indent:
-                    break
-                block.append(nxt.strip())
-            body = " ".join(b for b in block if b and not b.startswith("#"))
-        if body.startswith("kvproof "):
-            out.append(shlex.split(body)[1:])
+    """Every kvproof command line of the workflow's run steps (continuation lines joined)."""
+    out = []
+    for steps in run_steps(text).values():
+        for script in steps:
+            for line in script.replace("\\\n", " ").splitlines():
+                words = shlex.split(line, comments=True)
+                if words[:1] == ["kvproof"]:
+                    out.append(words[1:])
     return out
 
 
 def test_the_workflow_gates_and_uploads_everything():
     text = WORKFLOW.read_text()
-    for needed in ("actions/checkout@", "actions/setup-python@", "pip install kvproof", "actions/upload-artifact@",
+    for needed in ("actions/checkout@", "actions/setup-python@", "actions/upload-artifact@",
                    "github/codeql-action/upload-sarif@", "security-events: write", "if: always()",
                    "pytest --kvproof"):
         assert needed in text, needed
     assert "\t" not in text
 
 
-def test_every_kvproof_command_in_it_parses():
-    commands = _kvproof_commands(WORKFLOW.read_text())
-    assert commands and commands[0][0] == "check"
-    for argv in commands:
-        args = build_parser().parse_args(argv)
-        assert args.junit == "kvproof-out/junit.xml" and args.sarif == "kvproof-out/kvproof.sarif"
-        assert args.html == "kvproof-out/report.html"
-        assert args.traces == "kvproof-out/traces"
+def test_the_workflow_installs_kvproof_from_its_source_not_pypi():
+    """kvproof is not on PyPI: every install step names KVPROOF_SOURCE (a git URL or a path)."""
+    jobs = run_steps(WORKFLOW.read_text())
+    assert set(jobs) == {"kv-isolation", "pytest-gate"}
+    installs = [s for steps in jobs.values() for s in steps if "pip install" in s]
+    assert installs == ['python -m pip install "$KVPROOF_SOURCE"\n'] * 2
+    assert re.search(r'^  KVPROOF_SOURCE: "git\+https://', WORKFLOW.read_text(), re.M)
+    assert not re.search(r"pip install\s+['\"]?kvproof\b", WORKFLOW.read_text())
+
+
+def test_the_gate_step_with_and_without_scenario_files(tmp_path):
+    """The gate's step run by bash with a stand-in ``kvproof`` that prints its arguments: the
+    scenario glob expands to the files, and to nothing (not to itself) when there are none."""
+    gate = run_steps(WORKFLOW.read_text())["kv-isolation"][-1]
+    fake = tmp_path / "bin" / "kvproof"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def args() -> list[str]:
+        done = subprocess.run(["bash", "-e", "-c", gate], cwd=repo, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split("\n")[:4]
+
+    assert args() == ["check", "v0.5.22", "--max-seconds", "600"]
+    (repo / "kvproof").mkdir()
+    for name in ("b.toml", "a.toml"):
+        (repo / "kvproof" / name).write_text("")
+    assert args() == ["check", "v0.5.22", "kvproof/a.toml", "kvproof/b.toml"]
+
+
+def test_plugin_smoke_runs_the_recipes_own_steps():
+    """.ci/plugin-smoke takes the steps from the workflow file (not a copy) and .ci/run runs it."""
+    smoke = (ROOT / ".ci" / "plugin-smoke").read_text()
+    assert "tests/ci_recipe.py\" \"$root/examples/ci/kvproof.yml\" kv-isolation" in smoke
+    assert 'bash -e "$work/gate/2.sh"' in smoke and 'bash -e "$work/pytest-gate/2.sh"' in smoke
+    assert "bash .ci/plugin-smoke" in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
 ROOT = Path(__file__).resolve().parents[1]

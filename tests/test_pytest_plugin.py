@@ -28,9 +28,10 @@ sometimes_abort_mid_transfer = "verified"
 """
 
 
-def _pytest(project, *args):
+def _pytest(project, *args, cache=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project,
+    done = subprocess.run([sys.executable, "-m", "pytest", *([] if cache else ["-p", "no:cacheprovider"]), *args],
+                          cwd=project,
                           capture_output=True, text=True, env=env, timeout=600)
     return done.returncode, done.stdout + done.stderr
 
@@ -107,3 +108,26 @@ def test_a_scenario_naming_a_variant_runs_it_only_when_the_ini_lists_it(project)
                         "-o", "kvproof_variants=scenarios/engine.py")
     assert code == 0 and "11 passed" in out, out
     assert (project / "RAN").exists()
+
+
+def test_collect_only_counts_every_item_and_a_node_id_selects_one(project):
+    """Catalogue items are counted like a file's (the count once said 11 with 774 listed), have
+    ids without a leading ``::``, match ``-k``; a file's node id runs that item alone, without the
+    catalogue (it once ran all of it)."""
+    n = sum(len(sc.expectations(sc.build())) for sc in builtins()) + 11
+    code, out = _pytest(project, "--kvproof", "-q", "--collect-only", "-k", "incident and no_cross_tenant_read")
+    ids = [line for line in out.splitlines() if "::" in line]
+    assert ids == ["kvproof-catalogue/incident::no_cross_tenant_read"], out[-800:]
+    assert f"1/{n} tests collected ({n - 1} deselected)" in out, out[-300:]
+    code, out = _pytest(project, "--kvproof", "-v", "scenarios/mine.toml::no_cross_tenant_read")
+    assert code == 0 and "1 passed" in out and "deselected" not in out, out[-800:]
+    assert "scenarios/mine.toml::no_cross_tenant_read PASSED" in out
+
+
+def test_lf_reruns_only_the_items_that_failed(project):
+    (project / "scenarios" / "mine.toml").write_text(GOOD.replace('"drain_ack"', '"immediate"'))
+    code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false", cache=True)
+    assert code == 1 and "3 failed, 8 passed" in out, out[-800:]
+    code, out = _pytest(project, "--kvproof", "-q", "--lf", cache=True)  # the catalogue's items are deselected too
+    assert code == 1 and "3 failed" in out and "passed" not in out, out[-800:]
+    assert "FAILED scenarios/mine.toml::no_cross_tenant_read" in out

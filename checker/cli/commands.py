@@ -1,7 +1,8 @@
 """The ``kvproof`` command line.
 
 Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``replay``,
-``simulate``, ``conform``, ``audit``, ``completion``, and the symbolic ``prove`` and ``certify``
+``simulate``, ``conform``, ``audit``, ``completion``, ``graph``, and the symbolic ``prove`` and
+``certify``
 (:mod:`.cli_symbolic`).  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
@@ -148,6 +149,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
     limits = _limits(args)
     if args.engine != "explicit":
+        if args.coverage:
+            raise BadInput("--coverage counts the explicit engine's transitions: use --engine explicit")
         if args.write_expected:
             raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
         return cli_symbolic.check_symbolic(args, scenarios, limits)
@@ -161,11 +164,37 @@ def cmd_check(args: argparse.Namespace) -> int:
         except OSError as e:
             raise BadInput(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
     _write_outputs(args, reports)
+    coverage = _coverage(scenarios, limits) if args.coverage and (args.json or not args.quiet) else None
     if args.json:
-        print(json.dumps(_json_reports(reports), indent=2))
+        doc = _json_reports(reports)
+        for entry, cov in zip(doc["scenarios"], coverage or ()):
+            entry["coverage"] = cov.to_json()
+        print(json.dumps(doc, indent=2))
     elif not args.quiet:
         _console().print(render_reports(reports))
+        for sc, cov in zip(scenarios, coverage or ()):
+            _console().print(_coverage_text(sc.name, cov), soft_wrap=True)
     return exit_code(reports)
+
+
+def _coverage(scenarios, limits) -> list:
+    """``check --coverage``: each scenario's transitions by action, from its reachable graph
+    (a pass of its own, so that a plain check pays nothing)."""
+    from kvproof.checker.coverage import action_coverage
+    from kvproof.model.machine import Machine
+
+    return [action_coverage(Machine(sc.build()), limits) for sc in scenarios]
+
+
+def _coverage_text(name: str, cov) -> str:
+    """The text of one scenario's coverage: a line per action, then those that never fired."""
+    width = max(map(len, cov.fired), default=0)
+    lines = [f"\n{name}: coverage: {cov.transitions:,} transitions over {cov.states:,} states, by action"
+             + ("" if cov.complete else f" (search incomplete: {cov.reason})")]
+    lines += [f"  {action:<{width}}  {n:>10,}" for action, n in cov.fired.items()]
+    never = cov.never_fired
+    lines.append(f"  never fired: {', '.join(never)}" if never else "  every action fired")
+    return "\n".join(lines)
 
 
 def _limits(args: argparse.Namespace):
@@ -236,6 +265,7 @@ _OUTPUTS = {  # per command: (argument, flag, a folder?, the flag that turns it 
     "check": (("traces", "--traces", True, "no_traces"), ("write_expected", "--write-expected", False, None),
               ("junit", "--junit", False, None), ("sarif", "--sarif", False, None), ("html", "--html", False, None)),
     "report": (("output", "-o", False, None),),
+    "graph": (("output", "-o", False, None),),
     "simulate": (("traces", "--traces", True, "no_traces"),),
     "audit": (("traces", "--traces", True, "no_traces"),),
     "prove": (("traces", "--traces", True, "no_traces"), ("certificates", "--certificates", True, "no_certificates")),
@@ -331,6 +361,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     from kvproof.checker.traces import read_trace
 
     trace = read_trace(args.file)
+    problem = _unverified(trace)
+    if problem is not None:
+        raise BadInput(f"{args.file}: {problem}; not shown (kvproof replay {args.file} says more)")
     if args.step is not None and not 0 <= args.step <= len(trace):
         raise BadInput(f"--step {args.step}: the trace has steps 0..{len(trace)}")
     try:
@@ -338,13 +371,69 @@ def cmd_show(args: argparse.Namespace) -> int:
     except FocusError as e:
         raise BadInput(str(e)) from None
     if args.format == "json":
-        print(json.dumps(trace_records(trace, args.step, only), indent=2, ensure_ascii=False))
+        doc = trace_records(trace, args.step, only)
+        if args.full:  # every field of the state after each step (and before the first)
+            from kvproof.checker.report.render import named_values
+
+            layout = trace.machine.spec.layout
+            if args.step in (None, 0):
+                doc["initial_state"] = named_values(layout, trace.states[0])
+            for record in doc["steps"]:
+                record["state"] = named_values(layout, trace.states[record["step"]])
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
     elif args.format == "mermaid":
-        if args.step is not None:
-            raise BadInput("--step applies to --format text and json, not mermaid")
+        if args.step is not None or args.full:
+            raise BadInput(f"{'--step' if args.step is not None else '--full'} applies to --format text and json, "
+                           "not mermaid")
         sys.stdout.write(trace_mermaid(trace, only))
     else:
-        _console().print(render_trace(trace, args.step, only))
+        _console().print(render_trace(trace, args.step, only, full=args.full))
+    return EXIT_OK
+
+
+def _unverified(trace) -> str | None:
+    """Why ``trace`` cannot be shown as what it claims (``None``: it can): its stored states
+    differ from what replaying its actions gives, or its claim does not fail (a witness: does not
+    hold) at its last state, as in a file cut short, or a lasso is not a fair violating cycle."""
+    from kvproof.checker.liveness import lasso_is_fair
+    from kvproof.model.machine import reference_hits
+    from kvproof.model.replay import replay
+
+    diverged = replay(trace.machine, trace.actions, trace.states)
+    if diverged is not None:
+        return f"the stored states do not match replay at step {diverged.step}: {diverged.reason}"
+    c = trace.machine.spec.claim(trace.claim)
+    if c.kind == "liveness":
+        why = lasso_is_fair(trace.machine, trace.claim, trace.states, trace.actions,
+                            trace.loop if trace.loop is not None else -1)
+        return None if why is None else f"the lasso does not violate {trace.claim}: {why}"
+    if not reference_hits(trace.machine.spec, c, trace.states[-1]):
+        verb = "fail" if c.kind == "invariant" else "hold"
+        return (f"{trace.claim} does not {verb} at its last state (step {len(trace)}) on replay: "
+                "the trace was cut short or edited")
+    return None
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    """Write a small scenario's reachable state graph as DOT or GraphML (through networkx)."""
+    from kvproof.checker.coverage import GRAPH_LIMIT, GraphTooBig, state_graph, write_graph
+    from kvproof.model.machine import Machine
+
+    sc = _resolve(args.scenario)
+    machine = Machine(sc.build())
+    try:
+        g = state_graph(machine, GRAPH_LIMIT)
+    except ImportError:
+        raise BadInput("graph needs networkx: pip install 'kvproof[graph]' (or pip install networkx)") from None
+    except GraphTooBig:
+        raise BadInput(f"graph: {sc.name} has more than {GRAPH_LIMIT:,} states, the limit for a graph export; "
+                       "kvproof check --coverage counts its transitions by action instead") from None
+    text = write_graph(g, args.output, args.format)
+    if text is not None:
+        sys.stdout.write(text)
+    else:
+        print(f"wrote {args.output}: {g.number_of_nodes():,} states, {g.number_of_edges():,} transitions",
+              file=sys.stderr)
     return EXIT_OK
 
 
@@ -508,6 +597,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where the workers run: forked processes (default) or a Ray cluster (kvproof[ray])")
     ck.add_argument("--ray-address", metavar="ADDR",
                     help="Ray cluster to join (default: RAY_ADDRESS, else a local cluster of N workers)")
+    ck.add_argument("--coverage", action="store_true",
+                    help="also count each action's transitions over the reachable graph and list the actions "
+                         "that never fired (a pass of its own)")
     ck.add_argument("--engine", choices=("explicit", "bmc", "both"), default="explicit",
                     help="explicit BFS (default), bounded model checking with Z3, or both compared")
     ck.add_argument("--depth", type=_positive_int, metavar="K",
@@ -527,15 +619,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="trust an engine variant (code) and check its SCENARIO if it has one (repeatable)")
     rp_.set_defaults(func=cmd_report)
 
-    sh = sub.add_parser("show", help="render a stored trace")
+    sh = sub.add_parser("show", help="render a stored trace, once replay confirms it")
     sh.add_argument("file", metavar="FILE")
     sh.add_argument("--step", type=int, metavar="N", help="show only step N")
     sh.add_argument("--format", choices=("text", "json", "mermaid"), default="text",
                     help="text (default), json step records, or a Mermaid sequence diagram")
     sh.add_argument("--only", nargs="+", metavar="NAME",
                     help="follow a page (p3, q0), a request (R1) or a field (owner, owner[p3]) through the trace")
+    sh.add_argument("--full", action="store_true",
+                    help="also print every field of the state after each step shown (json: a state object per step)")
     sh.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     sh.set_defaults(func=cmd_show)
+
+    gr = sub.add_parser("graph", help="write a small scenario's state graph (DOT or GraphML)")
+    gr.add_argument("scenario", metavar="SCENARIO", help="built-in name or scenario .toml file (at most 10,000 states)")
+    gr.add_argument("--format", choices=("dot", "graphml"), default="dot", help="dot (default) or graphml")
+    gr.add_argument("-o", "--output", metavar="FILE", help="where (default: standard output)")
+    gr.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
+    gr.set_defaults(func=cmd_graph)
 
     df = sub.add_parser("diff", help="where two traces first diverge, and what differs")
     df.add_argument("a", metavar="A")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import io
 from typing import Any, Iterable
 
-from rich.console import Console, Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -20,7 +21,8 @@ from kvproof.checker.liveness import pending_throughout
 from kvproof.checker.results import ScenarioReport
 from kvproof.checker.traces import Trace
 
-__all__ = ["render_trace", "render_reports", "to_text", "changes", "named_values", "slot_names", "state_changes"]
+__all__ = ["render_trace", "render_reports", "to_text", "changes", "named_values", "slot_names", "state_changes",
+           "PageMapView"]
 
 HAZARD = "bold red"
 
@@ -83,22 +85,93 @@ def changes(trace: Trace, k: int) -> list[tuple[str, Any, Any]]:
     return state_changes(trace.machine.spec.layout, trace.states[k - 1], trace.states[k])
 
 
-def page_map(pm: PageMap) -> Table:
+def page_map(pm: PageMap, columns: list[int] | None = None) -> Table:
     """One of the protocol's page maps (:class:`~kvproof.model.narration.PageMap`) as a table,
-    hazard cells highlighted."""
+    hazard cells highlighted; ``columns`` picks the pages shown (default: all)."""
+    keep = range(len(pm.columns)) if columns is None else columns
     table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 2, 0, 0))
-    table.add_column(pm.title, style="dim")
-    for column in pm.columns:
-        table.add_column(column)
+    table.add_column(pm.title, style="dim", no_wrap=True)
+    for j in keep:
+        table.add_column(pm.columns[j], no_wrap=True)
     for label, cells in pm.rows:
-        table.add_row(label, *[Text(c.text, style=HAZARD if c.hazard else "") for c in cells])
+        table.add_row(label, *[Text(cells[j].text, style=HAZARD if cells[j].hazard else "") for j in keep])
     return table
 
 
-def render_trace(trace: Trace, step: int | None = None, only: Focus | None = None) -> Group:
+_GAP = 2  # the table's padding between columns
+
+
+class PageMapView:
+    """A page map that stays readable at any pool size: the whole table when it fits the width;
+    otherwise only the pages that matter (changed since ``before``, the same pool's map one step
+    earlier, or holding a hazard; at the initial state, pages unlike most), in as many tables as
+    the width needs, and one line counting the rest."""
+
+    def __init__(self, pm: PageMap, before: PageMap | None = None):
+        self.pm, self.before = pm, before
+
+    def _column(self, j: int) -> tuple[str, ...]:
+        return tuple(cells[j].text for _, cells in self.pm.rows)
+
+    def _width(self, j: int) -> int:
+        return max([cell_len(self.pm.columns[j]), *(cell_len(cells[j].text) for _, cells in self.pm.rows)]) + _GAP
+
+    def shown(self) -> tuple[list[int], str]:
+        """The pages shown when the whole map does not fit, and the line about the rest."""
+        pm, n = self.pm, len(self.pm.columns)
+        hazard = {j for _, cells in pm.rows for j, c in enumerate(cells) if c.hazard}
+        before = self.before
+        if before is not None and before.columns == pm.columns and len(before.rows) == len(pm.rows):
+            changed = {j for j in range(n) if any(b[1][j].text != a[1][j].text for b, a in zip(before.rows, pm.rows))}
+            keep = sorted(changed | hazard)
+            rest = (f"… {n - len(keep)} other {pm.title} unchanged by this step" if keep else
+                    f"{pm.title}: none of the {n} changed by this step")
+        else:
+            from collections import Counter
+
+            usual, times = Counter(self._column(j) for j in range(n)).most_common(1)[0]
+            keep = sorted({j for j in range(n) if times == 1 or self._column(j) != usual} | hazard)
+            said = ", ".join(f"{label} {text}" for (label, _), text in zip(pm.rows, usual))
+            rest = f"… {n - len(keep)} other {pm.title}: {said}" if keep else f"{pm.title}: all {n} {said}"
+        return keep, rest if len(keep) < n else ""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        pm = self.pm
+        label = max([cell_len(pm.title), *(cell_len(lbl) for lbl, _ in pm.rows)]) + _GAP
+        if label + sum(self._width(j) for j in range(len(pm.columns))) <= options.max_width:
+            yield page_map(pm)
+            return
+        keep, rest = self.shown()
+        chunk: list[int] = []
+        used = label
+        for j in keep:
+            w = self._width(j)
+            if chunk and used + w > options.max_width:
+                yield page_map(pm, chunk)
+                chunk, used = [], label
+            chunk.append(j)
+            used += w
+        if chunk:
+            yield page_map(pm, chunk)
+        if rest:
+            yield Text(rest, style="dim")
+
+
+def full_state(trace: Trace, k: int) -> Table:
+    """Every field of the state after step ``k`` (sentinels hidden), one line each."""
+    table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for name, value in named_values(trace.machine.spec.layout, trace.states[k]).items():
+        table.add_row(Text(f"  {name}"), Text(str(value)))
+    return table
+
+
+def render_trace(trace: Trace, step: int | None = None, only: Focus | None = None, full: bool = False) -> Group:
     """A trace as one block per step (or only block ``step``).  With ``only`` (a
     :class:`~kvproof.checker.report.focus.Focus`), only the steps, changes and notes that concern its
-    tokens, without page maps."""
+    tokens, without page maps.  With ``full``, each block ends with every field of its state.
+    Page maps too wide for the width show only the pages that matter (:class:`PageMapView`)."""
     spec = trace.machine.spec
     claim = spec.claim(trace.claim)
     parts: list[Any] = []
@@ -134,8 +207,12 @@ def render_trace(trace: Trace, step: int | None = None, only: Focus | None = Non
                 parts += block
             continue
         parts += block
+        before = {pm.title: pm for pm in spec.page_maps(None, trace.states[k - 1])} if k else {}
         for pm in spec.page_maps(trace.states[k - 1] if k else None, trace.states[k]):
-            parts.append(page_map(pm))
+            parts.append(PageMapView(pm, before.get(pm.title)))
+        if full:
+            parts += [Text(f"State after step {k} (every field)" if k else "Initial state (every field)",
+                           style="bold"), full_state(trace, k)]
         if trace.loop is not None and k == trace.loop and k < len(trace):
             parts.append(Text(f"↺ the loop starts here: steps {k + 1}-{len(trace)} come back to this state",
                               style="bold yellow"))
