@@ -39,7 +39,7 @@ class ReleaseWithoutAck(PdProtocol):
         o = s.ops
         s.require(o.eq(s.d_phase[r], D_HELD))
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
 
 class FreeSourceOnFailure(PdProtocol):
@@ -47,7 +47,7 @@ class FreeSourceOnFailure(PdProtocol):
 
     def prefill_transfer_failed(self, s, n, r, pr):
         super().prefill_transfer_failed(s, n, r, pr)
-        self._release_source(s, n, r)
+        self.release_source(s, n, r)
 
 
 class SkipChecksumCompare(PdProtocol):
@@ -61,9 +61,9 @@ class SkipChecksumCompare(PdProtocol):
 class AllocateOwnedPages(PdProtocol):
     """The allocator hands out page 0 for every chunk, owned or not."""
 
-    def _allocate(self, s, n, r, k, owner, table, size, content=None):
+    def allocate(self, s, n, r, k, owner, table, size, content=None):
         if owner != "owner":
-            return super()._allocate(s, n, r, k, owner, table, size, content)
+            return super().allocate(s, n, r, k, owner, table, size, content)
         for c in range(k):
             n.dest[r, c] = 0
         n.owner[0] = r + 1
@@ -72,7 +72,7 @@ class AllocateOwnedPages(PdProtocol):
 class ReleaseForgetsLastPage(PdProtocol):
     """Release frees every destination page but the last."""
 
-    def _release_decode(self, s, n, r, when=True):
+    def release_decode(self, s, n, r, when=True):
         o = s.ops
         for c in range(self.pages(r) - 1):
             p = s.dest[r, c]
@@ -102,7 +102,7 @@ class SuccessWithoutCommitCheck(PdProtocol):
         n.outcome[r] = OUT_SUCCESS
         n.read[r] = READ_OWN
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
 
 def _flag(scenario, **flags):

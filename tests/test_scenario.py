@@ -94,7 +94,7 @@ def test_a_variant_protocol_is_loaded_from_a_file(tmp_path):
                 o = s.ops
                 s.require(o.eq(s.d_phase[r], 3))
                 n.d_phase[r] = 4
-                self._release_decode(s, n, r)
+                self.release_decode(s, n, r)
     '''))
     (tmp_path / "mine.toml").write_text(textwrap.dedent('''
         name = "mine"

@@ -11,4 +11,4 @@ class EarlyRelease(PdProtocol):
         s.require(o.eq(s.d_phase[r], D_HELD))
         s.require(o.all_(o.ne(s.p_abort[r, pr], PAB_NONE) for pr in self.prs))
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)

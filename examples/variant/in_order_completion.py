@@ -5,7 +5,7 @@ from kvproof.spec.sglang.state import WR_FLIGHT
 
 
 class InOrderCompletion(PdProtocol):
-    def _rank_writes_in_flight(self, s, r, pr):
+    def rank_writes_in_flight(self, s, r, pr):
         """Only the last chunk's write is checked."""
         return s.ops.ge(s.wr[r, pr, self.send_len(r) - 1], WR_FLIGHT)
 

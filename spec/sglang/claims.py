@@ -207,7 +207,7 @@ class PdClaims:
         """A request is aborted while one of its writes is still in flight."""
         o = s.ops
         return o.any_(
-            o.and_(o.eq(s.outcome[r], OUT_ABORTED), self._writes_in_flight(s, r))
+            o.and_(o.eq(s.outcome[r], OUT_ABORTED), self.writes_in_flight(s, r))
             for r in range(self.k.R)
         )
 

@@ -25,7 +25,7 @@ from functools import cached_property
 from itertools import permutations, product
 
 from kvproof.spec.sglang.config import Config
-from kvproof.model.framework import Spec, action
+from kvproof.model.framework import Spec, SpecError, action
 from kvproof.model.layout import Domain, Field
 from kvproof.model.ops import ConcreteOps
 from kvproof.spec.sglang.claims import PdClaims
@@ -40,7 +40,17 @@ from kvproof.spec.sglang.narration import PdNarration
 from kvproof.spec.sglang.story import PdStory
 from kvproof.spec.sglang.symmetry import PdSymmetry
 
-__all__ = ["PdProtocol", "exceeds_input_limit"]
+__all__ = ["PdProtocol", "exceeds_input_limit", "RENAMED_HELPERS"]
+
+RENAMED_HELPERS = {
+    "_in_order": "in_order", "_alive": "prefill_alive", "_allocate": "allocate", "_release_aux": "release_aux",
+    "_release_decode": "release_decode", "_release_source": "release_source",
+    "_rank_writes_in_flight": "rank_writes_in_flight", "_writes_in_flight": "writes_in_flight",
+    "_combine": "combine", "_holds": "hold_decision", "_ready": "release_safe", "_send_abort": "send_abort",
+    "_end_or_hold": "end_or_hold", "_classify_read": "classify_read", "_fail": "fail_request",
+}
+"""The helpers' former private names and their public ones: a subclass defining an old name is
+refused (see :meth:`PdProtocol.__init_subclass__`)."""
 
 
 def exceeds_input_limit(o, pages, context_limit, prefill_pool):
@@ -53,6 +63,14 @@ def exceeds_input_limit(o, pages, context_limit, prefill_pool):
 class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
     """The protocol instance for one :class:`Config`.  Subclass and override one action or
     helper to describe another engine's behaviour (see the README)."""
+
+    def __init_subclass__(cls, **kwargs):
+        """Refuse a variant that overrides a helper under its old private name (the override
+        would silently never run)."""
+        super().__init_subclass__(**kwargs)
+        for old, new in RENAMED_HELPERS.items():
+            if old in vars(cls):
+                raise SpecError(f"{cls.__name__}.{old}: the helper is public now: override {new} instead")
 
     def __init__(self, cfg: Config):
         problems = cfg.problems()
@@ -126,20 +144,27 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         """Prefill ranks."""
         return range(self.k.PR)
 
-    # -- helpers shared by actions -------------------------------------------------------------
-    def _in_order(self, s, phase_field: str, new: int, r: int):
-        """FIFO admission: request ``r`` reaches a door only after ``r - 1`` did."""
+    # -- the public helper API: what actions share, and what a variant overrides or calls --------
+    # Each helper models one piece of SGLang's code (named in its docstring); ``spec/sglang/
+    # README.md`` lists them.  ``s`` is the pre-state, ``n`` the next state, ``r`` a request.
+    def in_order(self, s, phase_field: str, new: int, r: int):
+        """FIFO admission (``ordered_arrivals``): request ``r`` reaches a door
+        (``PrefillBootstrapQueue`` / ``DecodePreallocQueue``) only after ``r - 1`` left phase
+        ``new`` of ``phase_field``.  A condition."""
         o = s.ops
         if not self.e.ordered_arrivals or r == 0:
             return o.const(True)
         return o.ne(getattr(s, phase_field)[r - 1], new)
 
-    def _alive(self, s):
-        """The prefill node is alive."""
+    def prefill_alive(self, s):
+        """The prefill node is alive (with ``peer_death``; always otherwise): a dead node sends,
+        handles ABORT and acks nothing.  A condition."""
         return s.ops.eq(s.p_dead, 0) if self.e.peer_death else s.ops.const(True)
 
-    def _allocate(self, s, n, r: int, k: int, owner: str, table: str, size: int, content=None):
-        """Reserve the ``k`` lowest-numbered free entries of a pool for ``r`` (guarded).
+    def allocate(self, s, n, r: int, k: int, owner: str, table: str, size: int, content=None):
+        """Reserve the ``k`` lowest-numbered free entries of a pool for ``r`` (guarded: the
+        action needs ``k`` free entries): the token-to-KV pool allocator after
+        ``merge_and_sort_free`` (``mem_cache/allocator.py``) or ``ReqToMetadataIdxAllocator``.
 
         Writes the chosen entry of each chunk into ``table`` (a per-chunk table, or a
         per-request field when ``table`` is one-dimensional) and marks them owned; with
@@ -165,70 +190,79 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
             if content is not None:
                 getattr(n, content)[p] = o.ite(taken, r + 1, getattr(s, content)[p])
 
-    def _release_aux(self, s, n, r: int, when=True):
-        """Free ``r``'s metadata (aux) slot where ``when`` holds (``ReqToMetadataIdxAllocator``)."""
+    def release_aux(self, s, n, r: int, when=True):
+        """Free ``r``'s metadata (aux) slot where ``when`` holds and ``r`` still owns it:
+        ``ReqToMetadataIdxAllocator.free`` (``disaggregation/utils.py``).  Nothing without aux
+        slots."""
         if not self.k.M:
             return
         o = s.ops
         m = s.aux[r]
         n.aux_owner[m] = o.ite(o.and_(when, o.eq(s.aux_owner[m], r + 1)), FREE, s.aux_owner[m])
 
-    def _release_decode(self, s, n, r: int, when=True):
-        """``release_kv_cache`` on decode: free ``r``'s destination pages and aux slot where
+    def release_decode(self, s, n, r: int, when=True):
+        """``release_kv_cache`` on decode (``mem_cache/common.py``): free ``r``'s destination pages and aux slot where
         ``when`` holds, and forget the room's ack state.  Contents stay: the next owner finds
         the old KV until it is overwritten."""
         o = s.ops
         for c in range(self.pages(r)):
             p = s.dest[r, c]
             n.owner[p] = o.ite(o.and_(when, o.eq(s.owner[p], r + 1)), FREE, s.owner[p])
-        self._release_aux(s, n, r, when)
+        self.release_aux(s, n, r, when)
         n.armed[r] = o.ite(when, 0, s.armed[r])
         for pr in self.prs:
             n.acked[r, pr] = o.ite(when, 0, s.acked[r, pr])
 
-    def _release_source(self, s, n, r: int, when=True):
-        """Free ``r``'s prefill source pages (those it still owns) where ``when`` holds."""
+    def release_source(self, s, n, r: int, when=True):
+        """Free ``r``'s prefill source pages (those it still owns) where ``when`` holds:
+        ``release_kv_cache`` on prefill, from ``process_disagg_prefill_inflight_queue`` (H8: the
+        fix holds them until the writes drained)."""
         o = s.ops
         for c in range(self.send_len(r)):
             q = s.src[r, c]
             n.src_owner[q] = o.ite(o.and_(when, o.eq(s.src_owner[q], r + 1)), FREE, s.src_owner[q])
 
-    def _rank_writes_in_flight(self, s, r: int, pr: int):
-        """Some write of ``r`` by prefill rank ``pr`` (rank 0: its aux write too) is in flight."""
+    def rank_writes_in_flight(self, s, r: int, pr: int):
+        """Some write of ``r`` by prefill rank ``pr`` (rank 0: its aux write too) is in flight:
+        what rank ``pr``'s ``_maybe_ack_drained_abort`` waits for before the drain ack (H3), and
+        what a drain needs gone.  A condition."""
         o = s.ops
         flying = [o.ge(s.wr[r, w, c], WR_FLIGHT) for w in self.k.streams_of(pr) for c in range(self.send_len(r))]
         if self.k.M and pr == 0:
             flying.append(o.ge(s.aux_wr[r], WR_FLIGHT))
         return o.any_(flying)
 
-    def _writes_in_flight(self, s, r: int):
-        """Some write of ``r`` (any rank, any chunk, the aux data) is still in flight."""
-        return s.ops.any_(self._rank_writes_in_flight(s, r, pr) for pr in self.prs)
+    def writes_in_flight(self, s, r: int):
+        """Some write of ``r`` (any rank, any chunk, the aux data) is still in flight (a
+        condition): :meth:`rank_writes_in_flight` over every prefill rank."""
+        return s.ops.any_(self.rank_writes_in_flight(s, r, pr) for pr in self.prs)
 
-    def _combine(self, o, per_rank: list, how: str):
-        """Combine per-decode-rank booleans over the attention-TP group: ``max`` (any) or
-        ``min`` (all), as ``all_reduce`` does."""
+    def combine(self, o, per_rank: list, how: str):
+        """Combine per-decode-rank conditions over the attention-TP group: ``max`` (any) or
+        ``min`` (all), as the scheduler's ``all_reduce`` of a flag does."""
         return o.any_(per_rank) if how == "max" else o.all_(per_rank)
 
-    def _holds(self, s, r: int, deferrable: bool):
-        """The group's hold decision: each decode rank holds when deferral applies and its
-        metadata was published (a writer may know the pages); combined by ``hold_combine``."""
+    def hold_decision(self, s, r: int, deferrable: bool):
+        """The group's hold decision (``_deferred_releases`` or release at once): each decode
+        rank holds when ``deferrable`` (a Python bool: deferral applies) and its metadata was
+        published (a writer may know the pages); combined by ``hold_combine``.  A condition."""
         o = s.ops
         per_rank = [o.and_(deferrable, o.eq(s.meta[r, d], 1)) for d in range(self.k.DR)]
-        return self._combine(o, per_rank, self.e.hold_combine)
+        return self.combine(o, per_rank, self.e.hold_combine)
 
-    def _ready(self, s, r: int):
-        """``is_abort_release_safe`` per decode rank (enough of its prefill ranks acked),
-        combined by ``ready_combine``."""
+    def release_safe(self, s, r: int):
+        """``is_abort_release_safe(room, required_acks)`` per decode rank (enough of its prefill
+        ranks drain-acked), combined by ``ready_combine``: when ``resolve_deferred_releases``
+        may free a held request.  A condition."""
         o = s.ops
         per_rank = []
         for d in range(self.k.DR):
             linked = self.k.prefill_ranks_of(d)
             need = len(linked) if self.e.required_acks == "every_prefill_rank" else 1
             per_rank.append(o.ge(o.count(o.eq(s.acked[r, pr], 1) for pr in linked), need))
-        return self._combine(o, per_rank, self.e.ready_combine)
+        return self.combine(o, per_rank, self.e.ready_combine)
 
-    def _send_abort(self, s, n, r: int, send=True, arm=True):
+    def send_abort(self, s, n, r: int, send=True, arm=True):
         """``ensure_abort_notified``: send ABORT to every prefill rank of the room where ``send``
         holds, and where ``arm`` holds register the room for its acks first
         (``register_deferred_abort_room``), unless ``register_before_abort`` is off."""
@@ -238,21 +272,23 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         if self.e.register_before_abort:  # where it does not arm, the room keeps what this step left
             n.armed[r] = o.ite(arm, 1, n.armed[r])
 
-    def _end_or_hold(self, s, n, r: int, hold, outcome: int):
+    def end_or_hold(self, s, n, r: int, hold, outcome: int):
         """Finish ``r`` on decode with ``outcome`` (unless it already has one): held in
-        ``_deferred_releases`` where ``hold``, released at once otherwise."""
+        ``_deferred_releases`` where ``hold`` (a condition), released at once otherwise
+        (``prepare_abort`` then ``release_kv_cache``)."""
         o = s.ops
         n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), outcome, s.outcome[r])
         n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
         n.hold[r] = 0
         live = o.is_in(s.d_phase[r], D_LIVE)
-        self._release_decode(s, n, r, when=o.and_(o.not_(hold), live))
+        self.release_decode(s, n, r, when=o.and_(o.not_(hold), live))
         if not self.e.aux_held_with_pages:  # the slot goes back at once, held or not
-            self._release_aux(s, n, r, when=live)
+            self.release_aux(s, n, r, when=live)
 
-    def _classify_read(self, s, r: int):
-        """What decode's read of ``r``'s pages (every shard) and aux data finds, and whether
-        everything was written by ``r``'s own transfer (what the checksum compares)."""
+    def classify_read(self, s, r: int):
+        """What decode's read of ``r``'s pages (every shard) and aux data finds (a ``READ_*``
+        code) and whether everything was written by ``r``'s own transfer (a condition: what the
+        checksum of PR 39500 compares), as the decode forward after ``pop_transferred`` reads."""
         o = s.ops
         k = self.k
         found = o.const(READ_OWN)
@@ -284,8 +320,8 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         placeholder and is queued anyway, unless PR 38935 rejects it at this door."""
         o = s.ops
         s.require(o.eq(s.p_phase[r], P_NEW))
-        s.require(self._in_order(s, "p_phase", P_NEW, r))
-        s.require(self._alive(s))
+        s.require(self.in_order(s, "p_phase", P_NEW, r))
+        s.require(self.prefill_alive(s))
         if self.over_long(r) and self.e.reject_at_prefill_door:
             n.p_phase[r] = P_ENDED
             n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
@@ -302,13 +338,13 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         o = s.ops
         s.require(o.eq(s.p_phase[r], P_QUEUED))
         s.require(o.all_(o.eq(s.meta[r, d], 1) for d in range(self.k.DR)))
-        s.require(self._alive(s))
+        s.require(self.prefill_alive(s))
         if self.pending_error(r) and self.e.retire_pending_error_prefill:
             n.p_phase[r] = P_ENDED
             for pr in self.prs:
                 n.poll[r, pr] = POLL_FAILED
             return
-        self._allocate(s, n, r, self.send_len(r), "src_owner", "src", self.k.P, content="src_content")
+        self.allocate(s, n, r, self.send_len(r), "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_SENDING
 
     @action("prefill", "req")
@@ -320,14 +356,14 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(self.e.prefill_aborts)
         s.require(o.eq(s.outcome[r], OUT_NONE))
         s.require(o.is_in(s.p_phase[r], (P_QUEUED, P_SENDING)))
-        s.require(self._alive(s))
+        s.require(self.prefill_alive(s))
         n.outcome[r] = OUT_ABORTED
         n.p_phase[r] = o.ite(o.eq(s.p_phase[r], P_SENDING), P_STOPPED, P_ENDED)
         if self.e.propagate_prefill_abort:
             for pr in self.prs:
                 n.poll[r, pr] = o.ite(o.eq(s.poll[r, pr], POLL_NONE), POLL_FAILED, s.poll[r, pr])
         if not self.e.hold_source_until_drained:
-            self._release_source(s, n, r, when=o.eq(s.p_phase[r], P_SENDING))
+            self.release_source(s, n, r, when=o.eq(s.p_phase[r], P_SENDING))
 
     # -- decode: admission, reservation, metadata --------------------------------------------
     @action("decode", "req", fair=True)
@@ -337,16 +373,16 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         fill only one), unless PR 38935 rejects the over-long prompt at this door first."""
         o = s.ops
         s.require(o.eq(s.d_phase[r], D_NEW))
-        s.require(self._in_order(s, "d_phase", D_NEW, r))
+        s.require(self.in_order(s, "d_phase", D_NEW, r))
         if self.over_long(r) and self.e.reject_at_decode_door:
             n.d_phase[r] = D_ENDED
             n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
             return
         s.require(o.eq(s.outcome[r], OUT_NONE))
         s.require(not self.e.any_free_pages)  # then decode_prealloc_pick reserves
-        self._allocate(s, n, r, self.pages(r), "owner", "dest", self.k.D)
+        self.allocate(s, n, r, self.pages(r), "owner", "dest", self.k.D)
         if self.k.M:
-            self._allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
+            self.allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
         n.d_phase[r] = D_RESERVED
 
     @action("decode", "req", "drank", fair=True)
@@ -376,7 +412,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(o.eq(s.wr[r, w, c], WR_NOT_ISSUED))
         if c > 0:
             s.require(o.ne(s.wr[r, w, c - 1], WR_NOT_ISSUED))
-        s.require(self._alive(s))
+        s.require(self.prefill_alive(s))
         n.wr[r, w, c] = WR_FLIGHT
 
     @action("transfer", "req", "stream", "chunk", fair=True)
@@ -404,7 +440,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(o.eq(s.aux_wr[r], WR_NOT_ISSUED))
         s.require(o.all_(o.ne(s.wr[r, w, c], WR_NOT_ISSUED)
                          for w in self.k.streams_of(0) for c in range(self.send_len(r))))
-        s.require(self._alive(s))
+        s.require(self.prefill_alive(s))
         n.aux_wr[r] = WR_FLIGHT
 
     @action("transfer", "req", fair=True)
@@ -429,11 +465,11 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
                          for w in self.k.streams_of(pr) for c in range(self.send_len(r))))
         if pr == 0 and self.k.M:
             s.require(o.eq(s.aux_wr[r], WR_LANDED))
-        s.require(self._alive(s))
+        s.require(self.prefill_alive(s))
         n.poll[r, pr] = POLL_SUCCESS
         last = o.all_(o.eq(s.poll[r, x], POLL_SUCCESS) for x in self.prs if x != pr)
         n.p_phase[r] = o.ite(last, P_ENDED, P_SENDING)
-        self._release_source(s, n, r, when=last)
+        self.release_source(s, n, r, when=last)
 
     @action("prefill", "req", "prank")
     def prefill_transfer_failed(self, s, n, r, pr):
@@ -445,13 +481,13 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(self.e.transfer_failures)
         s.require(o.eq(s.p_phase[r], P_SENDING))
         s.require(o.eq(s.poll[r, pr], POLL_NONE))
-        s.require(self._alive(s))
+        s.require(self.prefill_alive(s))
         n.poll[r, pr] = POLL_FAILED
         n.p_phase[r] = P_STOPPED
         if self.e.failure_clears_ack_target:
             n.p_abort[r, pr] = o.ite(o.eq(s.p_abort[r, pr], PAB_NONE), PAB_CLEARED, s.p_abort[r, pr])
         if not self.e.hold_source_until_drained:
-            self._release_source(s, n, r)
+            self.release_source(s, n, r)
 
     # -- decode: commit, failure, abort ---------------------------------------------------------
     @action("decode", "req", fair=True)
@@ -464,17 +500,17 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         o = s.ops
         s.require(o.eq(s.d_phase[r], D_WAITING))
         s.require(o.all_(o.eq(s.poll[r, pr], POLL_SUCCESS) for pr in self.prs))
-        found, intact = self._classify_read(s, r)
+        found, intact = self.classify_read(s, r)
         ok = intact if self.checksum_active else o.const(True)
         if self.e.verify_then_read:
             n.d_phase[r] = o.ite(ok, D_VERIFIED, D_ENDED)
             n.outcome[r] = o.ite(ok, s.outcome[r], OUT_ERROR)
-            self._release_decode(s, n, r, when=o.not_(ok))
+            self.release_decode(s, n, r, when=o.not_(ok))
             return
         n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
         n.read[r] = o.ite(ok, found, READ_NONE)
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
     @action("decode", "req", fair=True)
     def decode_forward(self, s, n, r):
@@ -483,19 +519,19 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         o = s.ops
         s.require(self.e.verify_then_read)
         s.require(o.eq(s.d_phase[r], D_VERIFIED))
-        found, _ = self._classify_read(s, r)
+        found, _ = self.classify_read(s, r)
         n.outcome[r] = OUT_SUCCESS
         n.read[r] = found
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
-    def _fail(self, s, n, r):
+    def fail_request(self, s, n, r):
         """``pop_transferred``'s Failed branch: ``failure_exception()``, then hold (arming the
         abort) where deferral applies, else release at once."""
         o = s.ops
-        hold = self._holds(s, r, self.e.defer_on_every_failure and self.deferred)
-        self._end_or_hold(s, n, r, hold, OUT_ERROR)
-        self._send_abort(s, n, r, send=hold, arm=hold)
+        hold = self.hold_decision(s, r, self.e.defer_on_every_failure and self.deferred)
+        self.end_or_hold(s, n, r, hold, OUT_ERROR)
+        self.send_abort(s, n, r, send=hold, arm=hold)
 
     @action("decode", "req", fair=True)
     def decode_poll_failed(self, s, n, r):
@@ -505,7 +541,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         o = s.ops
         s.require(o.any_(o.eq(s.poll[r, pr], POLL_FAILED) for pr in self.prs))
         s.require(o.is_in(s.d_phase[r], (D_NEW, D_RESERVED, D_WAITING)))
-        self._fail(s, n, r)
+        self.fail_request(s, n, r)
 
     @action("decode", "req", fair=True)
     def decode_waiting_timeout(self, s, n, r):
@@ -516,7 +552,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)))
         s.require(o.ge(s.wait[r], self.e.waiting_timeout or 0))
         s.require(o.not_(o.any_(o.eq(s.poll[r, pr], POLL_FAILED) for pr in self.prs)))
-        self._fail(s, n, r)
+        self.fail_request(s, n, r)
 
     @action("decode", "req")
     def decode_abort(self, s, n, r):
@@ -529,9 +565,9 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(self.e.client_aborts)
         s.require(o.eq(s.outcome[r], OUT_NONE))
         s.require(o.is_in(s.d_phase[r], (D_NEW, D_RESERVED, D_WAITING, D_VERIFIED)))
-        hold = self._holds(s, r, self.deferred)
-        self._end_or_hold(s, n, r, hold, OUT_ABORTED)
-        self._send_abort(s, n, r, send=True, arm=hold)
+        hold = self.hold_decision(s, r, self.deferred)
+        self.end_or_hold(s, n, r, hold, OUT_ABORTED)
+        self.send_abort(s, n, r, send=True, arm=hold)
 
     @action("decode", "req", fair=True)
     def decode_register_abort_room(self, s, n, r):
@@ -554,7 +590,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         them.  A repeated ABORT for a drained room is answered with the drain ack again."""
         o = s.ops
         s.require(o.eq(s.abort_tx[r, pr], ABT_SENT))
-        s.require(self._alive(s))
+        s.require(self.prefill_alive(s))
         n.abort_tx[r, pr] = ABT_DELIVERED
         first = o.eq(s.p_abort[r, pr], PAB_NONE)
         again = o.eq(s.p_abort[r, pr], PAB_ACKED)
@@ -567,7 +603,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
             fresh_ack = o.or_(again, o.and_(first, self.e.receipt_ack_taken_as_drain))
             n.ack_gen[r, pr] = o.ite(fresh_ack, s.gen[r], s.ack_gen[r, pr])
         if not self.e.hold_source_until_drained:
-            self._release_source(s, n, r, when=o.is_in(ph, (P_SENDING, P_STOPPED)))
+            self.release_source(s, n, r, when=o.is_in(ph, (P_SENDING, P_STOPPED)))
 
     @action("prefill", "req", fair=True)
     def prefill_drain(self, s, n, r):
@@ -575,10 +611,10 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         pages are freed (the H8 fix frees them only now)."""
         o = s.ops
         s.require(o.eq(s.p_phase[r], P_STOPPED))
-        s.require(o.not_(self._writes_in_flight(s, r)))
-        s.require(self._alive(s))
+        s.require(o.not_(self.writes_in_flight(s, r)))
+        s.require(self.prefill_alive(s))
         n.p_phase[r] = P_ENDED
-        self._release_source(s, n, r)
+        self.release_source(s, n, r)
 
     @action("prefill", "req", "prank", fair=True)
     def prefill_drain_ack(self, s, n, r, pr):
@@ -589,8 +625,8 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         o = s.ops
         s.require(o.eq(s.p_abort[r, pr], PAB_RECEIVED))
         s.require(o.is_in(s.p_phase[r], (P_STOPPED, P_ENDED)))
-        s.require(o.not_(self._rank_writes_in_flight(s, r, pr)))
-        s.require(self._alive(s))
+        s.require(o.not_(self.rank_writes_in_flight(s, r, pr)))
+        s.require(self.prefill_alive(s))
         n.p_abort[r, pr] = PAB_ACKED
         n.ack[r, pr] = ACK_DRAIN
         if self.e.request_streams:
@@ -644,10 +680,10 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         the held pages and aux slot are freed."""
         o = s.ops
         s.require(o.eq(s.d_phase[r], D_HELD))
-        s.require(self._ready(s, r))
+        s.require(self.release_safe(s, r))
         n.d_phase[r] = D_ENDED
         n.hold[r] = 0
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
     @action("decode", "req", fair=True)
     def decode_release_timeout(self, s, n, r):
@@ -660,7 +696,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(o.ge(s.hold[r], self.e.timeout))
         n.d_phase[r] = D_ENDED
         n.hold[r] = 0
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
     @action("decode", "req", fair=True)
     def decode_retry_abort(self, s, n, r):
@@ -690,7 +726,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
         n.d_phase[r] = D_ENDED
         n.hold[r] = 0
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
     # -- time ---------------------------------------------------------------------------------------
     @action("clock", fair=True)
@@ -722,7 +758,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
                     getattr(n, name)[idx] = advance(w, o.and_(o.ge(w, WR_FLIGHT), o.lt(w, WR_FLIGHT + bound)))
                     blocks.append(o.eq(w, WR_FLIGHT + bound))
             for pr in self.prs:
-                blocks.append(o.and_(o.eq(s.abort_tx[r, pr], ABT_SENT), self._alive(s)))
+                blocks.append(o.and_(o.eq(s.abort_tx[r, pr], ABT_SENT), self.prefill_alive(s)))
         if e.heartbeat_detection:
             n.hb = advance(s.hb, o.and_(o.eq(s.p_dead, 1), o.lt(s.hb, e.heartbeat_timeout)))
         s.require(o.any_(moves))
@@ -738,7 +774,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(self.e.request_streams)
         s.require(o.eq(s.d_phase[r], D_ENDED))
         s.require(o.eq(s.p_phase[r], P_ENDED))
-        s.require(o.not_(self._writes_in_flight(s, r)))
+        s.require(o.not_(self.writes_in_flight(s, r)))
         s.require(o.all_(o.ne(s.abort_tx[r, pr], ABT_SENT) for pr in self.prs))
         # generations are unbounded in the engine; the model counts modulo 2, so a room is not
         # reused while an ack of the generation it would get again is still on its way
@@ -772,7 +808,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(pick < len(choices))
         s.require(not (self.over_long(r) and self.e.reject_at_decode_door))
         s.require(o.eq(s.d_phase[r], D_NEW))
-        s.require(self._in_order(s, "d_phase", D_NEW, r))
+        s.require(self.in_order(s, "d_phase", D_NEW, r))
         s.require(o.eq(s.outcome[r], OUT_NONE))
         pages = choices[pick] if pick < len(choices) else ()
         for c, p in enumerate(pages):
@@ -780,7 +816,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
             n.dest[r, c] = p
             n.owner[p] = r + 1
         if self.k.M:
-            self._allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
+            self.allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
         n.d_phase[r] = D_RESERVED
 
 

@@ -20,7 +20,7 @@ protocol does not have, each an override of one action (paths under
   as not yet transferred, ``_commit_transfer_to_req`` aborts the request when the slot names
   another room ("Metadata corruption detected"), and every release clears the slot
   (``MetadataBuffers.clear_slot``) (:meth:`Sglang0523.decode_commit`,
-  :meth:`Sglang0523._release_aux`).
+  :meth:`Sglang0523.release_aux`).
 * The decode ranks of an attention-TP group process a client's abort in the same scheduler
   iteration (the request is broadcast to the group) and publish a request's metadata in the
   same ``pop_preallocated`` iteration, so an abort never falls between two ranks' publications
@@ -99,7 +99,7 @@ class Sglang0523(PdProtocol):
         """A send of prefill rank ``pr`` fails while its batch may still write
         (``batch_transfer_sync`` returns -1 on its timeout): ``_poison_unsettled_send`` then
         ``conclude_failure``; the write stays in flight and lands whenever it lands."""
-        s.require(self._rank_writes_in_flight(s, r, pr))
+        s.require(self.rank_writes_in_flight(s, r, pr))
         super().prefill_transfer_failed(s, n, r, pr)
 
     def prefill_drain_ack(self, s, n, r, pr):
@@ -117,10 +117,10 @@ class Sglang0523(PdProtocol):
         s.require(o.or_(o.all_(metas), o.not_(o.any_(metas))))
         super().decode_abort(s, n, r)
 
-    def _release_aux(self, s, n, r: int, when=True):
+    def release_aux(self, s, n, r: int, when=True):
         """``_do_release`` / ``pop_transferred`` free the metadata slot and clear it
         (``clear_slot``: its bootstrap room reads 0 again, "not yet written")."""
-        super()._release_aux(s, n, r, when)
+        super().release_aux(s, n, r, when)
         if not self.k.M:
             return
         o = s.ops
@@ -142,9 +142,9 @@ class Sglang0523(PdProtocol):
         s.require(o.eq(s.d_phase[r], D_WAITING))
         s.require(o.all_(o.eq(s.poll[r, pr], POLL_SUCCESS) for pr in self.prs))
         s.require(o.ne(slot, UNWRITTEN))
-        found, _ = self._classify_read(s, r)
+        found, _ = self.classify_read(s, r)
         mine = o.eq(slot, r + 1)
         n.outcome[r] = o.ite(mine, OUT_SUCCESS, OUT_ERROR)
         n.read[r] = o.ite(mine, found, READ_NONE)
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
