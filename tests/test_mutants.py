@@ -18,6 +18,7 @@ from kvproof.model.machine import Machine
 from kvproof.spec.sglang.protocol import PdProtocol
 from kvproof.spec.sglang.state import (
     ACK_DRAIN, D_ENDED, D_HELD, FREE, OUT_SUCCESS, P_ENDED, PAB_ACKED, PAB_RECEIVED, READ_OWN, WR_FLIGHT, WR_LANDED,
+    kv_of, owned_by,
 )
 from kvproof.model.scenario import builtin
 
@@ -66,7 +67,7 @@ class AllocateOwnedPages(PdProtocol):
             return super().allocate(s, n, r, k, owner, table, size, content)
         for c in range(k):
             n.dest[r, c] = 0
-        n.owner[0] = r + 1
+        n.owner[0] = owned_by(r)
 
 
 class ReleaseForgetsLastPage(PdProtocol):
@@ -76,11 +77,11 @@ class ReleaseForgetsLastPage(PdProtocol):
         o = s.ops
         for c in range(self.pages(r) - 1):
             p = s.dest[r, c]
-            n.owner[p] = o.ite(o.and_(when, o.eq(s.owner[p], r + 1)), FREE, s.owner[p])
+            n.owner[p] = o.ite(when & (s.owner[p] == owned_by(r)), FREE, s.owner[p])
 
 
 class LandingCarriesWritersKV(PdProtocol):
-    """H8's data effect dropped: a landing write carries the writer's own KV (``r + 1``) instead
+    """H8's data effect dropped: a landing write carries the writer's own KV (``kv_of(r)``) instead
     of what its source page holds at landing time."""
 
     def kv_write_lands(self, s, n, r, w, c):
@@ -90,7 +91,7 @@ class LandingCarriesWritersKV(PdProtocol):
         n.wr[r, w, c] = WR_LANDED
         p = s.dest[r, c]
         for u in self.k.units_of_stream(w):
-            n.content[u, p] = r + 1
+            n.content[u, p] = kv_of(r)
 
 
 class SuccessWithoutCommitCheck(PdProtocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.sglang.state import (
     ACK_NONE, D_ENDED, D_HELD, D_LIVE, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ENDED, P_SENDING,
-    P_STOPPED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED,
+    P_STOPPED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, owned_by,
 )
 
 __all__ = ["PdClaims"]
@@ -50,13 +50,13 @@ class PdClaims:
         acks of a reused room, and an aux slot freed before its write."""
         o = s.ops
         claims = [
-            o.implies(o.ge(s.wr[r, w, c], WR_FLIGHT), o.eq(s.owner[s.dest[r, c]], r + 1))
+            o.implies(o.ge(s.wr[r, w, c], WR_FLIGHT), o.eq(s.owner[s.dest[r, c]], owned_by(r)))
             for r in range(self.k.R)
             for w, c in self._chunk_writes(r)
         ]
         if self.k.M:
             claims += [
-                o.implies(o.ge(s.aux_wr[r], WR_FLIGHT), o.eq(s.aux_owner[s.aux[r]], r + 1))
+                o.implies(o.ge(s.aux_wr[r], WR_FLIGHT), o.eq(s.aux_owner[s.aux[r]], owned_by(r)))
                 for r in range(self.k.R)
             ]
         return o.all_(claims)
@@ -69,7 +69,7 @@ class PdClaims:
         request's KV)."""
         o = s.ops
         return o.all_(
-            o.implies(o.ge(s.wr[r, w, c], WR_FLIGHT), o.eq(s.src_owner[s.src[r, c]], r + 1))
+            o.implies(o.ge(s.wr[r, w, c], WR_FLIGHT), o.eq(s.src_owner[s.src[r, c]], owned_by(r)))
             for r in range(self.k.R)
             for w, c in self._chunk_writes(r)
         )
@@ -83,9 +83,9 @@ class PdClaims:
         o = s.ops
 
         def holds_all(r):
-            parts = [o.eq(s.owner[s.dest[r, c]], r + 1) for c in range(self.pages(r))]
+            parts = [o.eq(s.owner[s.dest[r, c]], owned_by(r)) for c in range(self.pages(r))]
             if self.k.M and self.e.aux_held_with_pages:
-                parts.append(o.eq(s.aux_owner[s.aux[r]], r + 1))
+                parts.append(o.eq(s.aux_owner[s.aux[r]], owned_by(r)))
             return o.all_(parts)
 
         return o.all_(o.implies(o.is_in(s.d_phase[r], D_LIVE), holds_all(r)) for r in range(self.k.R))
@@ -103,7 +103,7 @@ class PdClaims:
                 o.eq(owner, FREE),
                 *[
                     o.and_(
-                        o.eq(owner, r + 1),
+                        o.eq(owner, owned_by(r)),
                         o.is_in(getattr(s, phase)[r], live_phases),
                         o.any_(o.eq(table(r, c), index) for c in range(count(r))),
                     )
@@ -136,7 +136,7 @@ class PdClaims:
         reservation; PR 36988 alone stops the stale read but still reserves)."""
         o = s.ops
         return o.all_(
-            o.ne(s.owner[p], r + 1)
+            o.ne(s.owner[p], owned_by(r))
             for r in range(self.k.R)
             if self.over_long(r)
             for p in range(self.k.D)

@@ -34,7 +34,7 @@ from kvproof.spec.sglang.state import (
     D_NEW, D_RESERVED, D_VERIFIED, D_WAITING, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE, OUT_SUCCESS,
     P_ENDED, P_NEW, P_QUEUED, P_SENDING, P_STOPPED, PAB_ACKED, PAB_CLEARED, PAB_NONE,
     PAB_RECEIVED, POLL_FAILED, POLL_NONE, POLL_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
-    READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields,
+    READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields, kv_of, owned_by,
 )
 from kvproof.spec.sglang.narration import PdNarration
 from kvproof.spec.sglang.story import PdStory
@@ -186,9 +186,9 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
             getattr(n, table)[(r, c) if two_dim else r] = chosen
         for p in range(size):
             taken = o.and_(free[p], o.lt(ranks[p], k))
-            getattr(n, owner)[p] = o.ite(taken, r + 1, own[p])
+            getattr(n, owner)[p] = o.ite(taken, owned_by(r), own[p])
             if content is not None:
-                getattr(n, content)[p] = o.ite(taken, r + 1, getattr(s, content)[p])
+                getattr(n, content)[p] = o.ite(taken, kv_of(r), getattr(s, content)[p])
 
     def release_aux(self, s, n, r: int, when=True):
         """Free ``r``'s metadata (aux) slot where ``when`` holds and ``r`` still owns it:
@@ -198,7 +198,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
             return
         o = s.ops
         m = s.aux[r]
-        n.aux_owner[m] = o.ite(o.and_(when, o.eq(s.aux_owner[m], r + 1)), FREE, s.aux_owner[m])
+        n.aux_owner[m] = o.ite(o.and_(when, o.eq(s.aux_owner[m], owned_by(r))), FREE, s.aux_owner[m])
 
     def release_decode(self, s, n, r: int, when=True):
         """``release_kv_cache`` on decode (``mem_cache/common.py``): free ``r``'s destination pages and aux slot where
@@ -207,7 +207,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         o = s.ops
         for c in range(self.pages(r)):
             p = s.dest[r, c]
-            n.owner[p] = o.ite(o.and_(when, o.eq(s.owner[p], r + 1)), FREE, s.owner[p])
+            n.owner[p] = o.ite(o.and_(when, o.eq(s.owner[p], owned_by(r))), FREE, s.owner[p])
         self.release_aux(s, n, r, when)
         n.armed[r] = o.ite(when, 0, s.armed[r])
         for pr in self.prs:
@@ -220,7 +220,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         o = s.ops
         for c in range(self.send_len(r)):
             q = s.src[r, c]
-            n.src_owner[q] = o.ite(o.and_(when, o.eq(s.src_owner[q], r + 1)), FREE, s.src_owner[q])
+            n.src_owner[q] = o.ite(o.and_(when, o.eq(s.src_owner[q], owned_by(r))), FREE, s.src_owner[q])
 
     def rank_writes_in_flight(self, s, r: int, pr: int):
         """Some write of ``r`` by prefill rank ``pr`` (rank 0: its aux write too) is in flight:
@@ -295,7 +295,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         intact = o.const(True)
 
         def see(held):
-            own = o.eq(held, r + 1)
+            own = o.eq(held, kv_of(r))
             cross = o.and_(o.ne(held, UNWRITTEN), o.ne(o.lookup(k.tenant_of_content, held), k.tenant[r]))
             return own, o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
 
@@ -450,7 +450,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         s.require(self.k.M > 0)
         s.require(o.ge(s.aux_wr[r], WR_FLIGHT))
         n.aux_wr[r] = WR_LANDED
-        n.aux_content[s.aux[r]] = r + 1
+        n.aux_content[s.aux[r]] = kv_of(r)
 
     @action("prefill", "req", "prank", fair=True)
     def prefill_transfer_done(self, s, n, r, pr):
@@ -789,11 +789,11 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         old = self.k.retired(r)
         for u in range(self.k.U):
             for p in range(self.k.D):
-                n.content[u, p] = o.ite(o.eq(s.content[u, p], r + 1), old, s.content[u, p])
+                n.content[u, p] = o.ite(o.eq(s.content[u, p], kv_of(r)), old, s.content[u, p])
         for q in range(self.k.P):
-            n.src_content[q] = o.ite(o.eq(s.src_content[q], r + 1), old, s.src_content[q])
+            n.src_content[q] = o.ite(o.eq(s.src_content[q], kv_of(r)), old, s.src_content[q])
         for m in range(self.k.M):
-            n.aux_content[m] = o.ite(o.eq(s.aux_content[m], r + 1), old, s.aux_content[m])
+            n.aux_content[m] = o.ite(o.eq(s.aux_content[m], kv_of(r)), old, s.aux_content[m])
 
 
     # -- decode: reservation from an unsorted free list ----------------------------------------------
@@ -814,7 +814,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         for c, p in enumerate(pages):
             s.require(o.eq(s.owner[p], FREE))
             n.dest[r, c] = p
-            n.owner[p] = r + 1
+            n.owner[p] = owned_by(r)
         if self.k.M:
             self.allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
         n.d_phase[r] = D_RESERVED

@@ -42,7 +42,7 @@ from __future__ import annotations
 from kvproof.spec.sglang.protocol import PdProtocol
 from kvproof.spec.sglang.state import (
     D_ENDED, D_WAITING, OUT_ERROR, OUT_SUCCESS, POLL_FAILED, POLL_SUCCESS, READ_NONE, UNWRITTEN, WR_FLIGHT,
-    WR_NOT_ISSUED,
+    WR_NOT_ISSUED, kv_of, owned_by,
 )
 
 __all__ = ["Sglang0523"]
@@ -125,7 +125,7 @@ class Sglang0523(PdProtocol):
             return
         o = s.ops
         m = s.aux[r]
-        n.aux_content[m] = o.ite(o.and_(when, o.eq(s.aux_owner[m], r + 1)), UNWRITTEN, s.aux_content[m])
+        n.aux_content[m] = o.ite(o.and_(when, o.eq(s.aux_owner[m], owned_by(r))), UNWRITTEN, s.aux_content[m])
 
     def decode_commit(self, s, n, r):
         """``pop_transferred``'s Success branch with a metadata slot: the gate
@@ -143,7 +143,7 @@ class Sglang0523(PdProtocol):
         s.require(o.all_(o.eq(s.poll[r, pr], POLL_SUCCESS) for pr in self.prs))
         s.require(o.ne(slot, UNWRITTEN))
         found, _ = self.classify_read(s, r)
-        mine = o.eq(slot, r + 1)
+        mine = o.eq(slot, kv_of(r))
         n.outcome[r] = o.ite(mine, OUT_SUCCESS, OUT_ERROR)
         n.read[r] = o.ite(mine, found, READ_NONE)
         n.d_phase[r] = D_ENDED
