@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterable, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Sequence
 
 from kvproof.model.ops import Ops, RangeError
 
@@ -181,6 +182,7 @@ class SpecOps:
         self.raw = raw
         self._sizes = value_sizes
         self._writes: list[tuple[int, int, Any, Any]] = []  # (base, size, raw index or None, raw value)
+        self._widened: list[Any] = []  # the raw extra condition of each open widen block
 
     # -- unwrapping and wrapping ---------------------------------------------------------------
     def _in(self, x: Any, kind: str, op: str) -> Any:
@@ -372,6 +374,28 @@ class SpecOps:
         if self._plain(a, b) and a == b and type(a) is type(b):
             return a
         return self._out(self.raw.ite(raw_c, self._in(a, kind, "ite"), self._in(b, kind, "ite")), kind)
+
+    # -- guards ----------------------------------------------------------------------------------
+    def require(self, cond: Any) -> None:
+        """Narrow the action's guard by condition ``cond``; inside :meth:`widen` blocks, by
+        ``cond`` or any of their extra conditions."""
+        raw = self._in(cond, BOOL, "require")
+        if self._widened:
+            raw = self.raw.or_(raw, *self._widened)
+        self.raw.require(raw)
+
+    @contextmanager
+    def widen(self, extra: Any) -> Iterator[None]:
+        """Within the block, every guard required holds *or* ``extra`` does (see
+        :meth:`~.framework.Pre.widen`).  Each ``require(c)`` inside narrows by ``c | extra``,
+        and the conjunction of those is the block's guard or ``extra``; so the reference
+        interpreter, where ``extra`` is false, stops at the first false ``c`` as it would
+        without the block, and where ``extra`` is true evaluates the whole (enabled) action."""
+        self._widened.append(self._in(extra, BOOL, "widen"))
+        try:
+            yield
+        finally:
+            self._widened.pop()
 
     # -- state -----------------------------------------------------------------------------------
     def number(self, x: Any, what: str) -> Any:

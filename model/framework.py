@@ -10,7 +10,8 @@ A protocol is a subclass of :class:`Spec`.  Its actions are methods decorated wi
         s.require(o.eq(s.d_phase[r], D_WAITING))    # guard
         n.d_phase[r] = D_HELD                       # effect: only the fields that change
 
-Guards are narrowed with ``s.require``; effects assign to ``n``; every read goes to the
+Guards are narrowed with ``s.require`` (and an override widens its base's with
+``with s.widen(extra): super()...``); effects assign to ``n``; reads of ``s`` go to the
 pre-state.  The framework supplies the frame (all other fields unchanged).  Claims are methods
 decorated with :func:`invariant` (must hold in every reachable state), :func:`invariant` with
 ``at="quiescent"`` (must hold where no action is enabled) or :func:`witness` (must be reachable,
@@ -240,7 +241,29 @@ class Pre:
             got = f"a {cond.kind}" if isinstance(cond, Value) else f"{type(cond).__name__} {cond!r}"
             raise SpecError(f"{caller()}: require: expected a condition, got {got} "
                             "(compare a number to get one: x == CODE)")
-        self.ops.raw.require(cond.raw)
+        self.ops.require(cond)
+
+    def widen(self, extra: Any) -> Any:
+        """Widen the guard: ``with s.widen(extra): super().action(s, n, r)`` enables the action
+        where the guards required inside the block hold *or* ``extra`` holds, with the same
+        effect; guards required outside the block still narrow it.  So an override relaxes a
+        guard without copying the action::
+
+            def decode_release_deferred(self, s, n, r):
+                with s.widen((s.d_phase[r] == D_HELD) & saw_abort):
+                    super().decode_release_deferred(s, n, r)
+
+        ``extra`` is a condition (or a Python bool).  Only conditions on the state are widened:
+        a plain ``False`` required inside (a flag, a size) still rules the instance out.  The
+        effect must be well-defined wherever the widened guard holds (indices in range, codes
+        in their fields), as for any guard.  Each ``s.require(c)`` inside narrows by ``c |
+        extra`` (so the conjunction is the block's guard or ``extra``), in every engine alike;
+        the reference interpreter, where ``extra`` is false, stops at the first false ``c``
+        exactly as without ``widen``."""
+        if not isinstance(extra, bool) and not (isinstance(extra, Value) and extra.kind == BOOL):
+            got = f"a {extra.kind}" if isinstance(extra, Value) else f"{type(extra).__name__} {extra!r}"
+            raise SpecError(f"{caller()}: widen: expected a condition, got {got}")
+        return self.ops.widen(extra)
 
 
 class Post(Pre):

@@ -5,7 +5,9 @@ fields (scalars, one- and two-dimensional arrays, rows with a NONE sentinel), ac
 parameter domains whose bodies are statements - guards, plain Python branches on parameters,
 static disabling, conditional writes, two writes to one slot, writes that restore the
 pre-state, writes that read back what the action wrote, writes at an index read from the state
-- an optional subclass that overrides actions around ``super()``, and claims (invariants,
+blocks whose guards are widened (``with s.widen(c):``, nested, static disabling inside)
+- an optional subclass that overrides actions around ``super()`` (possibly widening its guard),
+and claims (invariants,
 witnesses, a quiescent invariant, a liveness claim).  :func:`build` turns a plan into a
 :class:`~kvproof.model.framework.Spec` subclass whose methods interpret the statements through
 the language, choosing at random between operators (``a == b``, ``&``) and the facade's
@@ -36,7 +38,7 @@ __all__ = ["Plan", "specs", "build", "states"]
 #   ("or", [B...], syntax) ("not", B, syntax) ("implies", B, B) ("is_in", N, values)
 #   ("all", [B...]) ("any", [B...]) ("beq", B, B) ("pcmp", k, c)  (a plain test on a parameter)
 # Statements: ("require", B) ("write", f, idx, N) ("write_at", f, lead, N_index, N_value)
-#   ("if_param", k, c, [stmts]) ("disable_if", k, c)
+#   ("if_param", k, c, [stmts]) ("disable_if", k, c) ("widen", B, [stmts])
 
 CMP = ("==", "!=", "<", "<=", ">", ">=")
 
@@ -65,7 +67,8 @@ class ActionPlan:
 @dataclass
 class Plan:
     """A whole random protocol; ``override`` holds, per action name, the statements a subclass
-    runs before and after ``super()``."""
+    runs before and after ``super()`` and the condition that widens ``super()``'s guard (or
+    ``None``)."""
 
     index_sizes: tuple[int, ...]
     fields: list[FieldPlan]
@@ -74,7 +77,7 @@ class Plan:
     witnesses: list[Any]
     quiescent: Any
     live: list[Any]
-    override: dict[str, tuple[list, list]] = field(default_factory=dict)
+    override: dict[str, tuple[list, list, Any]] = field(default_factory=dict)
 
     def slots(self) -> int:
         """How many slots the layout has."""
@@ -195,6 +198,8 @@ def statements(draw, ctx: _Ctx, n: int, depth: int = 2) -> list:
             options.append("write_at")
         if ctx.params:
             options += ["if_param", "disable_if"]
+        if depth > 0:
+            options.append("widen")
         kind = draw(st.sampled_from(options))
         if kind == "require":
             out.append(("require", cond(draw, ctx, depth)))
@@ -215,6 +220,8 @@ def statements(draw, ctx: _Ctx, n: int, depth: int = 2) -> list:
             lead = _fixed_index(draw, ctx, f.dims[:-1])
             where = number(draw, ctx, ctx.sizes[f.dims[-1]] - 1, depth - 1)  # never the sentinel
             out.append(("write_at", f.name, lead, where, number(draw, ctx, f.values - 1, depth)))
+        elif kind == "widen":
+            out.append(("widen", cond(draw, ctx, depth - 1), statements(draw, ctx, draw(st.integers(1, 3)), depth - 1)))
         elif kind == "if_param":
             k = draw(st.integers(0, len(ctx.params) - 1))
             c = draw(st.integers(0, ctx.sizes[ctx.params[k]] - 1))
@@ -256,7 +263,8 @@ def specs(draw, max_slots: int = 14) -> Plan:
             ctx = _Ctx(plan.fields, index_sizes, a.params, True)
             before = statements(draw, ctx, draw(st.integers(0, 1)))
             after = statements(draw, ctx, draw(st.integers(0, 2)))
-            plan.override[a.name] = (before, after)
+            widen = cond(draw, ctx, 1) if draw(st.booleans()) else None
+            plan.override[a.name] = (before, after, widen)
     return plan
 
 
@@ -373,6 +381,9 @@ class _Eval:
             elif k == "disable_if":
                 if self.args[stmt[1]] == stmt[2]:
                     self.s.require(False)
+            elif k == "widen":
+                with self.s.widen(self.cond(stmt[1])):
+                    self.run(stmt[2])
             else:  # pragma: no cover
                 raise AssertionError(stmt)
 
@@ -420,10 +431,14 @@ def build(plan: Plan) -> Spec:
     if not plan.override:
         return base()
     sub: dict[str, Any] = {}
-    for name, (before, after) in plan.override.items():
-        def over(self, s, n, *args, _name=name, _before=before, _after=after):
+    for name, (before, after, widen) in plan.override.items():
+        def over(self, s, n, *args, _name=name, _before=before, _after=after, _widen=widen):
             _Eval(s, n, args).run(_before)
-            getattr(super(derived, self), _name)(s, n, *args)
+            if _widen is None:
+                getattr(super(derived, self), _name)(s, n, *args)
+            else:
+                with s.widen(_Eval(s, n, args).cond(_widen)):
+                    getattr(super(derived, self), _name)(s, n, *args)
             _Eval(s, n, args).run(_after)
         sub[name] = over
     derived = type("RandomVariant", (base,), sub)

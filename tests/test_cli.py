@@ -565,7 +565,7 @@ def test_a_variant_that_returns_what_kvproof_cannot_use_is_named(capsys, tmp_pat
     # the variant's own frame has returned when kvproof fails on its value: name the variant
     f = tmp_path / "ret.py"
     f.write_text("from kvproof.spec.sglang.protocol import PdProtocol\n\n\nclass Ret(PdProtocol):\n"
-                 "    def _rank_writes_in_flight(self, s, r, pr):\n        return 'yes'\n\n\n"
+                 "    def rank_writes_in_flight(self, s, r, pr):\n        return 'yes'\n\n\n"
                  'SCENARIO = {"name": "ret", "sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1},\n'
                  '            "requests": [{"tenant": "A", "pages": 1}], "engine": {"release_policy": "drain_ack"}}\n')
     code, _, err = run(capsys, "check", "--variant", str(f), "--no-traces")

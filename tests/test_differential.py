@@ -199,14 +199,14 @@ def test_python_control_flow_in_a_variant_is_refused_when_it_loads():
     from kvproof.spec.sglang.state import WR_FLIGHT
 
     class Branchy(PdProtocol):
-        def _rank_writes_in_flight(self, s, r, pr):
+        def rank_writes_in_flight(self, s, r, pr):
             for c in range(self.send_len(r)):
                 if s.wr[r, pr, c] == WR_FLIGHT:
                     return True
             return False
 
     class Ordered(PdProtocol):
-        def _rank_writes_in_flight(self, s, r, pr):  # `<` on a state value: an expression now
+        def rank_writes_in_flight(self, s, r, pr):  # `<` on a state value: an expression now
             return s.ops.any_(WR_FLIGHT - 1 < s.wr[r, w, c] for w in self.k.streams_of(pr)
                               for c in range(self.send_len(r)))
 

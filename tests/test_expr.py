@@ -196,7 +196,7 @@ def test_the_command_line_names_the_variant_line_and_exits_3(tmp_path, capsys):
         "from kvproof.spec.sglang.protocol import PdProtocol\n"
         "from kvproof.spec.sglang.state import WR_FLIGHT\n\n"
         "class Branchy(PdProtocol):\n"
-        "    def _rank_writes_in_flight(self, s, r, pr):\n"
+        "    def rank_writes_in_flight(self, s, r, pr):\n"
         "        if s.wr[r, pr, 0] == WR_FLIGHT:\n"
         "            return True\n"
         "        return False\n\n"

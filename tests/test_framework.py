@@ -99,3 +99,102 @@ def test_unknown_fields_are_errors():
 def test_invariant_rejects_an_unknown_position():
     with pytest.raises(ValueError):
         invariant(at="sometimes")
+
+
+# -- widening a guard through super() --------------------------------------------------------------
+ROW = Domain("row", 2)
+PTR = Domain("ptr", 3)  # 2 is NONE
+
+
+class Guarded(Spec):
+    """A pointer into a two-entry row and a counter: ``step`` needs ``p`` to point at a 0 entry
+    (reading the row only where ``p`` is not NONE), then sets that entry and counts."""
+
+    def build_fields(self):
+        return [Field("p", (), PTR, 2), Field("row", (ROW,), VAL), Field("k", (), VAL)]
+
+    def domain(self, name):  # pragma: no cover - no parameters
+        raise KeyError(name)
+
+    @action("a")
+    def step(self, s, n):
+        """Set the entry p points at; count."""
+        s.require(s.p != 2)
+        s.require(s.row[s.p] == 0)
+        s.require(s.k < 2)
+        n.row[s.p] = 1
+        n.k = s.k + 1
+
+
+class Widened(Guarded):
+    """Also steps where entry 0 is already 1 and p points at it (p must still point somewhere)."""
+
+    def step(self, s, n):
+        s.require(s.p != 2)  # outside the block: still narrows
+        with s.widen((s.row[0] == 1) & (s.p == 0) & (s.k < 2)):
+            super().step(s, n)
+
+
+def _every_state(spec):
+    from itertools import product
+
+    return [tuple(t) for t in product(range(3), range(3), range(3), range(3))]
+
+
+def test_widen_enables_the_action_where_the_extra_condition_holds_with_the_same_effect():
+    base, wide = Guarded(), Widened()
+    # p = 0, row = (1, 0), k = 1: the base needs row[p] == 0; the widened one steps anyway
+    assert reference_successors(base, (0, 1, 0, 1)) == []
+    assert reference_successors(wide, (0, 1, 0, 1)) == [(0, (0, 1, 0, 2))]
+    assert Machine(wide).successors(bytes((0, 1, 0, 1))) == [(0, bytes((0, 1, 0, 2)))]
+    # where neither holds, neither steps; where the base steps, the widened one steps alike
+    assert reference_successors(wide, (1, 1, 1, 0)) == []
+    assert reference_successors(wide, (1, 1, 0, 0)) == reference_successors(base, (1, 1, 0, 0)) != []
+
+
+def test_widen_keeps_the_guards_required_outside_the_block_and_static_disabling():
+    wide = Widened()
+    assert reference_successors(wide, (2, 1, 0, 0)) == []  # p is NONE: the outer require holds it back
+
+    class Off(Guarded):
+        def step(self, s, n):
+            with s.widen(True):
+                s.require(False)  # a flag that is off rules the instance out, widened or not
+                super().step(s, n)
+
+    assert Off().instances and not Machine(Off()).successors(bytes((0, 0, 0, 0)))
+    assert reference_successors(Off(), (0, 0, 0, 0)) == []
+
+
+def test_every_interpretation_agrees_on_a_widened_guard_in_every_state():
+    from .agree import Interpretations
+
+    for spec in (Guarded(), Widened()):
+        both = Interpretations(spec)
+        for state in _every_state(spec):
+            assert not both.disagreements(state), (type(spec).__name__, state)
+
+
+def test_where_the_extra_condition_is_false_the_reference_stops_at_the_first_false_guard():
+    # p = NONE: the row read s.row[s.p] would be outside the row; the base never reads it, and
+    # neither does the widened action where its extra condition is false
+    class Late(Guarded):
+        def step(self, s, n):
+            with s.widen(s.k == 2):
+                super().step(s, n)
+
+    assert reference_successors(Late(), (2, 0, 0, 0)) == []
+    m = Machine(Late())
+    assert m.successors(bytes((2, 0, 0, 0))) == []
+
+
+def test_widen_takes_a_condition():
+    from kvproof.model.expr import SpecError
+
+    class Bad(Guarded):
+        def step(self, s, n):
+            with s.widen(s.k):
+                super().step(s, n)
+
+    with pytest.raises(SpecError, match=r"test_framework\.py:\d+: widen: expected a condition, got a number"):
+        Machine(Bad())

@@ -433,7 +433,7 @@ def _certificate_case(rnd, how, command, case, pool, tier):
 
 _PY_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[-+*/<>=!]=?|[()\[\],.:]")
 _PY_WORDS = ["s", "n", "r", "o", "pr", "self", "super", "PdProtocol", "SCENARIO", "None", "True", "1", "0", "-1",
-             "eq", "ne", "ge", "ops", "require", "D_HELD", "WR_FLIGHT", "decode_abort", "_release_decode", "(", ")",
+             "eq", "ne", "ge", "ops", "require", "D_HELD", "WR_FLIGHT", "decode_abort", "release_decode", "(", ")",
              ":", ",", "[", "]", "return", "not", "and", "if", "else", "for", "in", "lambda"]
 VARIANT_HOW = ["token", "token", "token", "lines", "garbage"]
 VARIANT_COMMANDS = ["check", "check_json", "show"]

@@ -18,6 +18,7 @@ from kvproof.model.machine import Machine
 from kvproof.spec.sglang.protocol import PdProtocol
 from kvproof.spec.sglang.state import (
     ACK_DRAIN, D_ENDED, D_HELD, FREE, OUT_SUCCESS, P_ENDED, PAB_ACKED, PAB_RECEIVED, READ_OWN, WR_FLIGHT, WR_LANDED,
+    kv_of, owned_by,
 )
 from kvproof.model.scenario import builtin
 
@@ -39,7 +40,7 @@ class ReleaseWithoutAck(PdProtocol):
         o = s.ops
         s.require(o.eq(s.d_phase[r], D_HELD))
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
 
 class FreeSourceOnFailure(PdProtocol):
@@ -47,7 +48,7 @@ class FreeSourceOnFailure(PdProtocol):
 
     def prefill_transfer_failed(self, s, n, r, pr):
         super().prefill_transfer_failed(s, n, r, pr)
-        self._release_source(s, n, r)
+        self.release_source(s, n, r)
 
 
 class SkipChecksumCompare(PdProtocol):
@@ -61,26 +62,26 @@ class SkipChecksumCompare(PdProtocol):
 class AllocateOwnedPages(PdProtocol):
     """The allocator hands out page 0 for every chunk, owned or not."""
 
-    def _allocate(self, s, n, r, k, owner, table, size, content=None):
+    def allocate(self, s, n, r, k, owner, table, size, content=None):
         if owner != "owner":
-            return super()._allocate(s, n, r, k, owner, table, size, content)
+            return super().allocate(s, n, r, k, owner, table, size, content)
         for c in range(k):
             n.dest[r, c] = 0
-        n.owner[0] = r + 1
+        n.owner[0] = owned_by(r)
 
 
 class ReleaseForgetsLastPage(PdProtocol):
     """Release frees every destination page but the last."""
 
-    def _release_decode(self, s, n, r, when=True):
+    def release_decode(self, s, n, r, when=True):
         o = s.ops
         for c in range(self.pages(r) - 1):
             p = s.dest[r, c]
-            n.owner[p] = o.ite(o.and_(when, o.eq(s.owner[p], r + 1)), FREE, s.owner[p])
+            n.owner[p] = o.ite(when & (s.owner[p] == owned_by(r)), FREE, s.owner[p])
 
 
 class LandingCarriesWritersKV(PdProtocol):
-    """H8's data effect dropped: a landing write carries the writer's own KV (``r + 1``) instead
+    """H8's data effect dropped: a landing write carries the writer's own KV (``kv_of(r)``) instead
     of what its source page holds at landing time."""
 
     def kv_write_lands(self, s, n, r, w, c):
@@ -90,7 +91,7 @@ class LandingCarriesWritersKV(PdProtocol):
         n.wr[r, w, c] = WR_LANDED
         p = s.dest[r, c]
         for u in self.k.units_of_stream(w):
-            n.content[u, p] = r + 1
+            n.content[u, p] = kv_of(r)
 
 
 class SuccessWithoutCommitCheck(PdProtocol):
@@ -102,7 +103,7 @@ class SuccessWithoutCommitCheck(PdProtocol):
         n.outcome[r] = OUT_SUCCESS
         n.read[r] = READ_OWN
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
 
 def _flag(scenario, **flags):

@@ -144,3 +144,19 @@ def test_any_free_pages_reserves_every_free_page_in_any_order_and_matches_the_re
         assert sorted(m.successors(s)) == ref
     plain = Machine(PdProtocol(replace(cfg, engine=replace(cfg.engine, any_free_pages=False))))
     assert not any(m.label(a).startswith("decode_prealloc_pick") for a, _ in plain.successors(plain.init))
+
+
+def test_a_variant_overriding_a_helper_by_its_old_private_name_is_refused():
+    # the base calls release_decode now: an override of _release_decode would silently never run
+    from kvproof.model.expr import SpecError
+    from kvproof.spec.sglang.protocol import PdProtocol
+
+    with pytest.raises(SpecError, match=r"^Old\._release_decode: the helper is public now: override release_decode"):
+        class Old(PdProtocol):
+            def _release_decode(self, s, n, r, when=True):
+                pass
+
+    class New(PdProtocol):
+        def release_decode(self, s, n, r, when=True):
+            pass
+    assert New.release_decode is not PdProtocol.release_decode

@@ -31,3 +31,25 @@ def test_every_action_is_a_row_with_its_parameters_actor_and_fairness():
     assert sorted(rows) == sorted(actions)
     for name, a in actions.items():
         assert rows[name] == (a.params, a.actor, a.fair), name
+
+
+HELPER_ROW = re.compile(r"^\| (`[^|]+`(?:, `[^|]+`)*) \| [^|]+ \| [^|]+ \|$")
+
+
+def _helper_rows():
+    text = README.read_text().split("## The helper API a variant uses", 1)[1].split("\n## ", 1)[0]
+    out = set()
+    for line in text.splitlines():
+        m = HELPER_ROW.match(line)
+        if m:
+            out.update(re.findall(r"`(\w+)", m.group(1)))
+    return out
+
+
+def test_the_helper_table_lists_every_public_helper_of_the_protocol_and_nothing_else():
+    from kvproof.spec.sglang.protocol import PdProtocol
+
+    public = {name for name, v in vars(PdProtocol).items()
+              if not name.startswith("_") and not hasattr(v, "_kv_action") and name not in ("build_fields", "domain")}
+    assert "release_decode" in public and "rank_writes_in_flight" in public
+    assert _helper_rows() == public

@@ -1,13 +1,12 @@
 """A transfer engine that assumes its writes complete in order: a rank counts as drained as
 soon as its last posted write has landed, and acks ABORT then."""
-from kvproof.spec.sglang.protocol import PdProtocol
-from kvproof.spec.sglang.state import WR_FLIGHT
+from kvproof.spec.sglang.protocol import WR_FLIGHT, PdProtocol
 
 
 class InOrderCompletion(PdProtocol):
-    def _rank_writes_in_flight(self, s, r, pr):
+    def rank_writes_in_flight(self, s, r, pr):
         """Only the last chunk's write is checked."""
-        return s.ops.ge(s.wr[r, pr, self.send_len(r) - 1], WR_FLIGHT)
+        return s.wr[r, pr, self.send_len(r) - 1] >= WR_FLIGHT
 
 
 SCENARIO = {

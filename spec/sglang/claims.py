@@ -12,7 +12,7 @@ from __future__ import annotations
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.sglang.state import (
     ACK_NONE, D_ENDED, D_HELD, D_LIVE, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ENDED, P_SENDING,
-    P_STOPPED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED,
+    P_STOPPED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, owned_by,
 )
 
 __all__ = ["PdClaims"]
@@ -33,13 +33,13 @@ class PdClaims:
         owner's page), H8 (a reused source page sends another's KV) and a write landing after
         the checksum check."""
         o = s.ops
-        return o.all_(o.le(s.read[r], READ_OWN) for r in range(self.k.R))
+        return o.all_(s.read[r] <= READ_OWN for r in range(self.k.R))
 
     @invariant
     def no_cross_tenant_read(self, s):
         """No response is computed from another tenant's KV (the incident's 155 responses)."""
         o = s.ops
-        return o.all_(o.ne(s.read[r], READ_CROSS_TENANT) for r in range(self.k.R))
+        return o.all_(s.read[r] != READ_CROSS_TENANT for r in range(self.k.R))
 
     @invariant
     def no_write_after_release(self, s):
@@ -50,13 +50,13 @@ class PdClaims:
         acks of a reused room, and an aux slot freed before its write."""
         o = s.ops
         claims = [
-            o.implies(o.ge(s.wr[r, w, c], WR_FLIGHT), o.eq(s.owner[s.dest[r, c]], r + 1))
+            o.implies(s.wr[r, w, c] >= WR_FLIGHT, s.owner[s.dest[r, c]] == owned_by(r))
             for r in range(self.k.R)
             for w, c in self._chunk_writes(r)
         ]
         if self.k.M:
             claims += [
-                o.implies(o.ge(s.aux_wr[r], WR_FLIGHT), o.eq(s.aux_owner[s.aux[r]], r + 1))
+                o.implies(s.aux_wr[r] >= WR_FLIGHT, s.aux_owner[s.aux[r]] == owned_by(r))
                 for r in range(self.k.R)
             ]
         return o.all_(claims)
@@ -69,7 +69,7 @@ class PdClaims:
         request's KV)."""
         o = s.ops
         return o.all_(
-            o.implies(o.ge(s.wr[r, w, c], WR_FLIGHT), o.eq(s.src_owner[s.src[r, c]], r + 1))
+            o.implies(s.wr[r, w, c] >= WR_FLIGHT, s.src_owner[s.src[r, c]] == owned_by(r))
             for r in range(self.k.R)
             for w, c in self._chunk_writes(r)
         )
@@ -83,9 +83,9 @@ class PdClaims:
         o = s.ops
 
         def holds_all(r):
-            parts = [o.eq(s.owner[s.dest[r, c]], r + 1) for c in range(self.pages(r))]
+            parts = [s.owner[s.dest[r, c]] == owned_by(r) for c in range(self.pages(r))]
             if self.k.M and self.e.aux_held_with_pages:
-                parts.append(o.eq(s.aux_owner[s.aux[r]], r + 1))
+                parts.append(s.aux_owner[s.aux[r]] == owned_by(r))
             return o.all_(parts)
 
         return o.all_(o.implies(o.is_in(s.d_phase[r], D_LIVE), holds_all(r)) for r in range(self.k.R))
@@ -100,12 +100,12 @@ class PdClaims:
 
         def pool_ok(owner, index, live_phases, phase, table, count):
             return o.or_(
-                o.eq(owner, FREE),
+                owner == FREE,
                 *[
                     o.and_(
-                        o.eq(owner, r + 1),
+                        owner == owned_by(r),
                         o.is_in(getattr(s, phase)[r], live_phases),
-                        o.any_(o.eq(table(r, c), index) for c in range(count(r))),
+                        o.any_(table(r, c) == index for c in range(count(r))),
                     )
                     for r in range(k.R)
                 ],
@@ -127,7 +127,7 @@ class PdClaims:
         36988 the placeholder's handoff reported success and discarded the pending error)."""
         o = s.ops
         return o.all_(
-            o.ne(s.outcome[r], OUT_SUCCESS) for r in range(self.k.R) if self.over_long(r)
+            s.outcome[r] != OUT_SUCCESS for r in range(self.k.R) if self.over_long(r)
         )
 
     @invariant
@@ -136,7 +136,7 @@ class PdClaims:
         reservation; PR 36988 alone stops the stale read but still reserves)."""
         o = s.ops
         return o.all_(
-            o.ne(s.owner[p], r + 1)
+            s.owner[p] != owned_by(r)
             for r in range(self.k.R)
             if self.over_long(r)
             for p in range(self.k.D)
@@ -150,17 +150,16 @@ class PdClaims:
         o = s.ops
         return o.all_(
             o.implies(
-                o.eq(s.outcome[r], OUT_SUCCESS),
-                o.all_(o.eq(s.wr[r, w, c], WR_LANDED) for w in range(self.k.S) for c in range(self.pages(r))),
+                s.outcome[r] == OUT_SUCCESS,
+                o.all_(s.wr[r, w, c] == WR_LANDED for w in range(self.k.S) for c in range(self.pages(r))),
             )
             for r in range(self.k.R)
         )
 
     # -- liveness ----------------------------------------------------------------------------------
     def _prefill_done(self, s, r):
-        o = s.ops
-        ended = o.eq(s.p_phase[r], P_ENDED)
-        return o.or_(ended, o.eq(s.p_dead, 1)) if self.e.peer_death else ended
+        ended = s.p_phase[r] == P_ENDED
+        return ended | (s.p_dead == 1) if self.e.peer_death else ended
 
     @invariant(at="quiescent")
     def quiescent_holds_nothing(self, s):
@@ -169,12 +168,12 @@ class PdClaims:
         timeout holds pages forever; H13).  The bounded form of the liveness claims below."""
         o = s.ops
         k = self.k
-        parts = [o.eq(s.owner[p], FREE) for p in range(k.D)]
-        parts += [o.eq(s.aux_owner[m], FREE) for m in range(k.M)]
-        parts += [o.eq(s.d_phase[r], D_ENDED) for r in range(k.R)]
+        parts = [s.owner[p] == FREE for p in range(k.D)]
+        parts += [s.aux_owner[m] == FREE for m in range(k.M)]
+        parts += [s.d_phase[r] == D_ENDED for r in range(k.R)]
         parts += [self._prefill_done(s, r) for r in range(k.R)]
         if not self.e.peer_death:
-            parts += [o.eq(s.src_owner[q], FREE) for q in range(k.P)]
+            parts += [s.src_owner[q] == FREE for q in range(k.P)]
         return o.all_(parts)
 
     @liveness
@@ -183,31 +182,29 @@ class PdClaims:
         pending while the page is owned.  Broken by a hold that only a lost or never-sent ack
         could end (H4), by hold-forever after a timeout when prefill died and its death goes
         undetected (H6), and by an unpropagated prefill abort (H13)."""
-        o = s.ops
-        out = [(f"p{p} held", o.ne(s.owner[p], FREE)) for p in range(self.k.D)]
-        out += [(f"m{m} held", o.ne(s.aux_owner[m], FREE)) for m in range(self.k.M)]
+        out = [(f"p{p} held", s.owner[p] != FREE) for p in range(self.k.D)]
+        out += [(f"m{m} held", s.aux_owner[m] != FREE) for m in range(self.k.M)]
         return out
 
     @liveness
     def requests_end(self, s):
         """Every request eventually ends on decode (the client gets an answer), on every fair
         path: pending while decode has not ended it."""
-        o = s.ops
-        return [(f"R{r} unanswered", o.ne(s.d_phase[r], D_ENDED)) for r in range(self.k.R)]
+        return [(f"R{r} unanswered", s.d_phase[r] != D_ENDED) for r in range(self.k.R)]
 
     # -- witnesses -------------------------------------------------------------------------------
     @witness
     def sometimes_request_succeeds(self, s):
         """Some request completes with success (reads are actually exercised)."""
         o = s.ops
-        return o.any_(o.eq(s.outcome[r], OUT_SUCCESS) for r in range(self.k.R))
+        return o.any_(s.outcome[r] == OUT_SUCCESS for r in range(self.k.R))
 
     @witness
     def sometimes_abort_mid_transfer(self, s):
         """A request is aborted while one of its writes is still in flight."""
         o = s.ops
         return o.any_(
-            o.and_(o.eq(s.outcome[r], OUT_ABORTED), self._writes_in_flight(s, r))
+            (s.outcome[r] == OUT_ABORTED) & self.writes_in_flight(s, r)
             for r in range(self.k.R)
         )
 
@@ -216,7 +213,7 @@ class PdClaims:
         """A held request reaches its deadline, so the timeout release (or retry) can fire."""
         o = s.ops
         return o.any_(
-            o.and_(o.eq(s.d_phase[r], D_HELD), o.ge(s.hold[r], self.e.timeout))
+            (s.d_phase[r] == D_HELD) & (s.hold[r] >= self.e.timeout)
             for r in range(self.k.R)
         )
 
@@ -226,8 +223,7 @@ class PdClaims:
         corruption."""
         o = s.ops
         return o.any_(
-            o.and_(o.all_(o.eq(s.poll[r, pr], POLL_SUCCESS) for pr in range(self.k.PR)),
-                   o.eq(s.outcome[r], OUT_ERROR))
+            o.all_(s.poll[r, pr] == POLL_SUCCESS for pr in range(self.k.PR)) & (s.outcome[r] == OUT_ERROR)
             for r in range(self.k.R)
         )
 
@@ -237,9 +233,9 @@ class PdClaims:
         o = s.ops
         return o.any_(
             o.and_(
-                o.ne(s.owner[p], FREE),
-                o.ne(s.content[0, p], UNWRITTEN),
-                o.ne(s.content[0, p], s.owner[p]),
+                s.owner[p] != FREE,
+                s.content[0, p] != UNWRITTEN,
+                s.content[0, p] != s.owner[p],
             )
             for p in range(self.k.D)
         )
@@ -250,9 +246,9 @@ class PdClaims:
         o = s.ops
         return o.any_(
             o.and_(
-                o.eq(s.d_phase[r], D_HELD),
-                o.any_(o.eq(s.acked[r, pr], 1) for pr in range(self.k.PR)),
-                o.not_(o.all_(o.eq(s.acked[r, pr], 1) for pr in range(self.k.PR))),
+                s.d_phase[r] == D_HELD,
+                o.any_(s.acked[r, pr] == 1 for pr in range(self.k.PR)),
+                ~o.all_(s.acked[r, pr] == 1 for pr in range(self.k.PR)),
             )
             for r in range(self.k.R)
         )
@@ -265,7 +261,7 @@ class PdClaims:
         if not self.e.request_streams:
             return o.const(False)
         return o.any_(
-            o.and_(o.eq(s.d_phase[r], D_HELD), o.ne(s.ack[r, pr], ACK_NONE), o.ne(s.ack_gen[r, pr], s.gen[r]))
+            o.and_(s.d_phase[r] == D_HELD, s.ack[r, pr] != ACK_NONE, s.ack_gen[r, pr] != s.gen[r])
             for r in range(self.k.R)
             for pr in range(self.k.PR)
         )
@@ -276,4 +272,4 @@ class PdClaims:
         o = s.ops
         if not self.e.peer_death:
             return o.const(False)
-        return o.and_(o.eq(s.p_dead, 1), o.any_(o.eq(s.d_phase[r], D_HELD) for r in range(self.k.R)))
+        return (s.p_dead == 1) & o.any_(s.d_phase[r] == D_HELD for r in range(self.k.R))

@@ -33,7 +33,7 @@ from kvproof.model.narration import Cell, Lane, Message, PageCell, PageEvent, Pa
 from kvproof.spec.sglang.state import (
     ABT_NONE, ABT_SENT, ACK_DRAIN, ACK_NONE, ACK_RECEIPT, D_NEW, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE,
     OUT_SUCCESS, P_NEW, PAB_NONE, POLL_NONE, POLL_SUCCESS, READ_FOREIGN, READ_NONE, UNWRITTEN, WR_FLIGHT,
-    WR_LANDED, WR_NOT_ISSUED,
+    WR_LANDED, WR_NOT_ISSUED, kv_of, owned_by, owner_request,
 )
 
 __all__ = ["PdNarration", "LANES", "lane_of_actor", "release_reason"]
@@ -137,7 +137,7 @@ def _foreign_part(v: _View, r: int, p: int) -> int | None:
     """The content code of the first part of page ``p`` (before the step) not written by ``r``."""
     for u in range(v.k.U):
         held = v.a("content", u, p)
-        if held != r + 1:
+        if held != kv_of(r):
             return held
     return None
 
@@ -196,7 +196,7 @@ def _messages(v: _View, k: int, actor: str, name: str, label: str) -> list[Messa
             text = f"{R} reads {_names('p', pages)}"
             if foreign:
                 text += "; " + "; ".join(f"p{p} holds {_content(v, code)}" for p, code in foreign)
-            if K.M and v.a("aux_content", v.a("aux", r)) != r + 1:
+            if K.M and v.a("aux_content", v.a("aux", r)) != kv_of(r):
                 text += f"; aux m{v.a('aux', r)} holds {_content(v, v.a('aux_content', v.a('aux', r)))}"
             add("pool", "decode", text, "read", v.b("read", r) >= READ_FOREIGN)
     _pool_messages(v, k, lane, name, flying, add)
@@ -213,11 +213,11 @@ def _messages(v: _View, k: int, actor: str, name: str, label: str) -> list[Messa
                     owner, sent = v.a("owner", p), v.a("src_content", q)
                     text = f"{R} chunk {c}{stream(w)} lands on p{p}"
                     hazard = False
-                    if owner != r + 1:
-                        now = "free" if owner == FREE else f"R{owner - 1}'s"
+                    if owner != owned_by(r):
+                        now = "free" if owner == FREE else f"R{owner_request(owner)}'s"
                         text = f"late write from {R}{stream(w)} lands on p{p}, now {now}"
                         hazard = True
-                    if sent != r + 1:
+                    if sent != kv_of(r):
                         text += f", carrying {_content(v, sent)}"
                         hazard = True
                     add("transfer", "pool", text, "write", hazard)
@@ -228,8 +228,8 @@ def _messages(v: _View, k: int, actor: str, name: str, label: str) -> list[Messa
                 add("prefill", "transfer", f"{R} aux data → m{m}", "message")
             elif a >= WR_FLIGHT and b == WR_LANDED:
                 owner = v.a("aux_owner", m)
-                late = owner != r + 1
-                text = (f"late aux write from {R} lands in m{m}, now {'free' if owner == FREE else f'R{owner - 1}'}"
+                late = owner != owned_by(r)
+                text = (f"late aux write from {R} lands in m{m}, now {'free' if owner == FREE else f'R{owner_request(owner)}'}"
                         if late else f"{R} aux data lands in m{m}")
                 add("transfer", "pool", text, "write", late)
         for pr in range(K.PR):
@@ -300,9 +300,9 @@ def _pool_messages(v: _View, k: int, lane: str | None, name: str, flying: dict, 
         for p in range(size):
             a, b = v.a(owner_f, p), v.b(owner_f, p)
             if a == FREE and b != FREE:
-                taken.setdefault(b - 1, []).append(p)
+                taken.setdefault(owner_request(b), []).append(p)
             elif a != FREE and b == FREE:
-                freed.setdefault(a - 1, []).append(p)
+                freed.setdefault(owner_request(a), []).append(p)
         for r, pages in taken.items():
             if pool in ("decode", "aux"):
                 add(src, "pool", f"reserve {_names(prefix, pages)} for R{r}", "reserve")
@@ -345,7 +345,7 @@ def _content_cell(spec, owner: int, contents: list[int]) -> Cell:
         label, tenant = _content_label(spec, content)
         labels.append(label)
         if owner != 0 and content not in (0, owner):
-            mark = "!!" if tenant != spec.k.tenant[owner - 1] else (mark or "!")
+            mark = "!!" if tenant != spec.k.tenant[owner_request(owner)] else (mark or "!")
     text = labels[0] if len(set(labels)) == 1 else "|".join(labels)
     return Cell(text + (" " + mark if mark else ""), bool(mark))
 
@@ -362,7 +362,7 @@ def _page_map(spec, state: Sequence[int], pool: str) -> PageMap:
             return [state[layout.slot(content_f, u, p)] for u in range(shards)]
         return [state[layout.slot(content_f, p)]]
 
-    owner_row = tuple(Cell("free" if o == 0 else f"R{o - 1}") for o in owners)
+    owner_row = tuple(Cell("free" if o == FREE else f"R{owner_request(o)}") for o in owners)
     holds_row = tuple(_content_cell(spec, o, contents(p)) for p, o in enumerate(owners))
     return PageMap(title, tuple(f"{prefix}{p}" for p in range(n)), (("owner", owner_row), ("holds", holds_row)))
 
@@ -400,26 +400,26 @@ def _page_timelines(spec, states, actions, include_quiet: bool = False) -> list[
             if get(a, "read", r) == READ_NONE and get(k, "read", r) != READ_NONE:
                 for c in range(spec.pages(r)):
                     p = get(a, "dest", r, c)
-                    held = next((x for x in (get(a, "content", u, p) for u in range(K.U)) if x != r + 1), r + 1)
-                    if held == r + 1:
+                    held = next((x for x in (get(a, "content", u, p) for u in range(K.U)) if x != kv_of(r)), kv_of(r))
+                    if held == kv_of(r):
                         add("decode", p, k, f"read by R{r}")
                     else:
                         add("decode", p, k, f"read by R{r} (holds {_held(spec, held)})", True)
         for p in range(K.D):
             before, after = get(a, "owner", p), get(k, "owner", p)
             if before == FREE and after != FREE:
-                add("decode", p, k, f"R{after - 1} reserved")
+                add("decode", p, k, f"R{owner_request(after)} reserved")
             elif before != FREE and after == FREE:
-                busy = any(get(a, "dest", r, c) == p and r == before - 1 for r, _, c in in_flight)
+                busy = any(get(a, "dest", r, c) == p and r == owner_request(before) for r, _, c in in_flight)
                 add("decode", p, k, f"released {release_reason(inst.name)}"
-                    + (f" while R{before - 1}'s write is in flight" if busy else ""), busy)
+                    + (f" while R{owner_request(before)}'s write is in flight" if busy else ""), busy)
         for q in range(K.P):
             before, after = get(a, "src_owner", q), get(k, "src_owner", q)
             if before == FREE and after != FREE:
-                add("prefill", q, k, f"R{after - 1} computes its KV here")
+                add("prefill", q, k, f"R{owner_request(after)} computes its KV here")
             elif before != FREE and after == FREE:
-                busy = any(get(a, "src", r, c) == q and r == before - 1 for r, _, c in in_flight)
-                add("prefill", q, k, "freed" + (f" while R{before - 1}'s write still reads it" if busy else ""), busy)
+                busy = any(get(a, "src", r, c) == q and r == owner_request(before) for r, _, c in in_flight)
+                add("prefill", q, k, "freed" + (f" while R{owner_request(before)}'s write still reads it" if busy else ""), busy)
             elif before == after != FREE and get(a, "src_content", q) != get(k, "src_content", q):
                 add("prefill", q, k, f"now holds {_held(spec, get(k, 'src_content', q))}")
         for r, w, c in in_flight:
@@ -427,8 +427,8 @@ def _page_timelines(spec, states, actions, include_quiet: bool = False) -> list[
                 continue
             p, q = get(a, "dest", r, c), get(a, "src", r, c)
             owner, sent = get(a, "owner", p), get(a, "src_content", q)
-            carrying = "" if sent == r + 1 else f" carrying {_held(spec, sent)}"
-            if owner == r + 1:
+            carrying = "" if sent == kv_of(r) else f" carrying {_held(spec, sent)}"
+            if owner == owned_by(r):
                 add("decode", p, k, f"written by R{r}{carrying}", bool(carrying))
             else:
                 add("decode", p, k, f"late write from R{r}{carrying}", True)
@@ -456,7 +456,7 @@ def _held(spec, code: int) -> str:
 
 
 def _cell(spec, owner: int, contents: list[int]) -> PageCell:
-    owner_label = "free" if owner == FREE else f"R{owner - 1}"
+    owner_label = "free" if owner == FREE else f"R{owner_request(owner)}"
     labels = ["·" if c == UNWRITTEN else str(spec.k.content.label(c)) for c in contents]
     content_label = labels[0] if len(set(labels)) == 1 else "|".join(labels)
     foreign = owner != FREE and any(c not in (UNWRITTEN, owner) for c in contents)

@@ -25,7 +25,7 @@ from functools import cached_property
 from itertools import permutations, product
 
 from kvproof.spec.sglang.config import Config
-from kvproof.model.framework import Spec, action
+from kvproof.model.framework import Spec, SpecError, action
 from kvproof.model.layout import Domain, Field
 from kvproof.model.ops import ConcreteOps
 from kvproof.spec.sglang.claims import PdClaims
@@ -34,13 +34,29 @@ from kvproof.spec.sglang.state import (
     D_NEW, D_RESERVED, D_VERIFIED, D_WAITING, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE, OUT_SUCCESS,
     P_ENDED, P_NEW, P_QUEUED, P_SENDING, P_STOPPED, PAB_ACKED, PAB_CLEARED, PAB_NONE,
     PAB_RECEIVED, POLL_FAILED, POLL_NONE, POLL_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
-    READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields,
+    READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields, kv_of, owned_by,
 )
 from kvproof.spec.sglang.narration import PdNarration
 from kvproof.spec.sglang.story import PdStory
 from kvproof.spec.sglang.symmetry import PdSymmetry
 
-__all__ = ["PdProtocol", "exceeds_input_limit"]
+# A variant imports everything it needs from this module: the protocol and the state's codes and
+# encodings (``D_HELD``, ``WR_FLIGHT``, ``owned_by``, ...), re-exported from :mod:`.state`.
+from kvproof.spec.sglang import state as _state  # noqa: E402
+from kvproof.spec.sglang.state import *  # noqa: E402,F401,F403
+
+__all__ = ["PdProtocol", "exceeds_input_limit", "RENAMED_HELPERS",
+           *[name for name in _state.__all__ if name not in ("Codes", "build_fields")]]
+
+RENAMED_HELPERS = {
+    "_in_order": "in_order", "_alive": "prefill_alive", "_allocate": "allocate", "_release_aux": "release_aux",
+    "_release_decode": "release_decode", "_release_source": "release_source",
+    "_rank_writes_in_flight": "rank_writes_in_flight", "_writes_in_flight": "writes_in_flight",
+    "_combine": "combine", "_holds": "hold_decision", "_ready": "release_safe", "_send_abort": "send_abort",
+    "_end_or_hold": "end_or_hold", "_classify_read": "classify_read", "_fail": "fail_request",
+}
+"""The helpers' former private names and their public ones: a subclass defining an old name is
+refused (see :meth:`PdProtocol.__init_subclass__`)."""
 
 
 def exceeds_input_limit(o, pages, context_limit, prefill_pool):
@@ -53,6 +69,14 @@ def exceeds_input_limit(o, pages, context_limit, prefill_pool):
 class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
     """The protocol instance for one :class:`Config`.  Subclass and override one action or
     helper to describe another engine's behaviour (see the README)."""
+
+    def __init_subclass__(cls, **kwargs):
+        """Refuse a variant that overrides a helper under its old private name (the override
+        would silently never run)."""
+        super().__init_subclass__(**kwargs)
+        for old, new in RENAMED_HELPERS.items():
+            if old in vars(cls):
+                raise SpecError(f"{cls.__name__}.{old}: the helper is public now: override {new} instead")
 
     def __init__(self, cfg: Config):
         problems = cfg.problems()
@@ -126,20 +150,27 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         """Prefill ranks."""
         return range(self.k.PR)
 
-    # -- helpers shared by actions -------------------------------------------------------------
-    def _in_order(self, s, phase_field: str, new: int, r: int):
-        """FIFO admission: request ``r`` reaches a door only after ``r - 1`` did."""
+    # -- the public helper API: what actions share, and what a variant overrides or calls --------
+    # Each helper models one piece of SGLang's code (named in its docstring); ``spec/sglang/
+    # README.md`` lists them.  ``s`` is the pre-state, ``n`` the next state, ``r`` a request.
+    def in_order(self, s, phase_field: str, new: int, r: int):
+        """FIFO admission (``ordered_arrivals``): request ``r`` reaches a door
+        (``PrefillBootstrapQueue`` / ``DecodePreallocQueue``) only after ``r - 1`` left phase
+        ``new`` of ``phase_field``.  A condition."""
         o = s.ops
         if not self.e.ordered_arrivals or r == 0:
             return o.const(True)
-        return o.ne(getattr(s, phase_field)[r - 1], new)
+        return getattr(s, phase_field)[r - 1] != new
 
-    def _alive(self, s):
-        """The prefill node is alive."""
-        return s.ops.eq(s.p_dead, 0) if self.e.peer_death else s.ops.const(True)
+    def prefill_alive(self, s):
+        """The prefill node is alive (with ``peer_death``; always otherwise): a dead node sends,
+        handles ABORT and acks nothing.  A condition."""
+        return s.p_dead == 0 if self.e.peer_death else s.ops.const(True)
 
-    def _allocate(self, s, n, r: int, k: int, owner: str, table: str, size: int, content=None):
-        """Reserve the ``k`` lowest-numbered free entries of a pool for ``r`` (guarded).
+    def allocate(self, s, n, r: int, k: int, owner: str, table: str, size: int, content=None):
+        """Reserve the ``k`` lowest-numbered free entries of a pool for ``r`` (guarded: the
+        action needs ``k`` free entries): the token-to-KV pool allocator after
+        ``merge_and_sort_free`` (``mem_cache/allocator.py``) or ``ReqToMetadataIdxAllocator``.
 
         Writes the chosen entry of each chunk into ``table`` (a per-chunk table, or a
         per-request field when ``table`` is one-dimensional) and marks them owned; with
@@ -147,88 +178,97 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         """
         o = s.ops
         own = getattr(s, owner)
-        free = [o.eq(own[p], FREE) for p in range(size)]
+        free = [own[p] == FREE for p in range(size)]
         ranks, seen = [], o.const(0)
         for p in range(size):
             ranks.append(seen)
-            seen = o.add(seen, o.ite(free[p], o.const(1), o.const(0)))
-        s.require(o.ge(seen, k))
+            seen = seen + o.ite(free[p], o.const(1), o.const(0))
+        s.require(seen >= k)
         two_dim = len(self.layout.by_name[table].dims) == 2
         for c in range(k):
             chosen = o.const(size)  # NONE
             for p in reversed(range(size)):
-                chosen = o.ite(o.and_(free[p], o.eq(ranks[p], c)), o.const(p), chosen)
+                chosen = o.ite(free[p] & (ranks[p] == c), o.const(p), chosen)
             getattr(n, table)[(r, c) if two_dim else r] = chosen
         for p in range(size):
-            taken = o.and_(free[p], o.lt(ranks[p], k))
-            getattr(n, owner)[p] = o.ite(taken, r + 1, own[p])
+            taken = free[p] & (ranks[p] < k)
+            getattr(n, owner)[p] = o.ite(taken, owned_by(r), own[p])
             if content is not None:
-                getattr(n, content)[p] = o.ite(taken, r + 1, getattr(s, content)[p])
+                getattr(n, content)[p] = o.ite(taken, kv_of(r), getattr(s, content)[p])
 
-    def _release_aux(self, s, n, r: int, when=True):
-        """Free ``r``'s metadata (aux) slot where ``when`` holds (``ReqToMetadataIdxAllocator``)."""
+    def release_aux(self, s, n, r: int, when=True):
+        """Free ``r``'s metadata (aux) slot where ``when`` holds and ``r`` still owns it:
+        ``ReqToMetadataIdxAllocator.free`` (``disaggregation/utils.py``).  Nothing without aux
+        slots."""
         if not self.k.M:
             return
         o = s.ops
         m = s.aux[r]
-        n.aux_owner[m] = o.ite(o.and_(when, o.eq(s.aux_owner[m], r + 1)), FREE, s.aux_owner[m])
+        n.aux_owner[m] = o.ite(when & (s.aux_owner[m] == owned_by(r)), FREE, s.aux_owner[m])
 
-    def _release_decode(self, s, n, r: int, when=True):
-        """``release_kv_cache`` on decode: free ``r``'s destination pages and aux slot where
+    def release_decode(self, s, n, r: int, when=True):
+        """``release_kv_cache`` on decode (``mem_cache/common.py``): free ``r``'s destination pages and aux slot where
         ``when`` holds, and forget the room's ack state.  Contents stay: the next owner finds
         the old KV until it is overwritten."""
         o = s.ops
         for c in range(self.pages(r)):
             p = s.dest[r, c]
-            n.owner[p] = o.ite(o.and_(when, o.eq(s.owner[p], r + 1)), FREE, s.owner[p])
-        self._release_aux(s, n, r, when)
+            n.owner[p] = o.ite(when & (s.owner[p] == owned_by(r)), FREE, s.owner[p])
+        self.release_aux(s, n, r, when)
         n.armed[r] = o.ite(when, 0, s.armed[r])
         for pr in self.prs:
             n.acked[r, pr] = o.ite(when, 0, s.acked[r, pr])
 
-    def _release_source(self, s, n, r: int, when=True):
-        """Free ``r``'s prefill source pages (those it still owns) where ``when`` holds."""
+    def release_source(self, s, n, r: int, when=True):
+        """Free ``r``'s prefill source pages (those it still owns) where ``when`` holds:
+        ``release_kv_cache`` on prefill, from ``process_disagg_prefill_inflight_queue`` (H8: the
+        fix holds them until the writes drained)."""
         o = s.ops
         for c in range(self.send_len(r)):
             q = s.src[r, c]
-            n.src_owner[q] = o.ite(o.and_(when, o.eq(s.src_owner[q], r + 1)), FREE, s.src_owner[q])
+            n.src_owner[q] = o.ite(when & (s.src_owner[q] == owned_by(r)), FREE, s.src_owner[q])
 
-    def _rank_writes_in_flight(self, s, r: int, pr: int):
-        """Some write of ``r`` by prefill rank ``pr`` (rank 0: its aux write too) is in flight."""
+    def rank_writes_in_flight(self, s, r: int, pr: int):
+        """Some write of ``r`` by prefill rank ``pr`` (rank 0: its aux write too) is in flight:
+        what rank ``pr``'s ``_maybe_ack_drained_abort`` waits for before the drain ack (H3), and
+        what a drain needs gone.  A condition."""
         o = s.ops
-        flying = [o.ge(s.wr[r, w, c], WR_FLIGHT) for w in self.k.streams_of(pr) for c in range(self.send_len(r))]
+        flying = [s.wr[r, w, c] >= WR_FLIGHT for w in self.k.streams_of(pr) for c in range(self.send_len(r))]
         if self.k.M and pr == 0:
-            flying.append(o.ge(s.aux_wr[r], WR_FLIGHT))
+            flying.append(s.aux_wr[r] >= WR_FLIGHT)
         return o.any_(flying)
 
-    def _writes_in_flight(self, s, r: int):
-        """Some write of ``r`` (any rank, any chunk, the aux data) is still in flight."""
-        return s.ops.any_(self._rank_writes_in_flight(s, r, pr) for pr in self.prs)
+    def writes_in_flight(self, s, r: int):
+        """Some write of ``r`` (any rank, any chunk, the aux data) is still in flight (a
+        condition): :meth:`rank_writes_in_flight` over every prefill rank."""
+        return s.ops.any_(self.rank_writes_in_flight(s, r, pr) for pr in self.prs)
 
-    def _combine(self, o, per_rank: list, how: str):
-        """Combine per-decode-rank booleans over the attention-TP group: ``max`` (any) or
-        ``min`` (all), as ``all_reduce`` does."""
+    def combine(self, o, per_rank: list, how: str):
+        """Combine per-decode-rank conditions over the attention-TP group: ``max`` (any) or
+        ``min`` (all), as the scheduler's ``all_reduce`` of a flag does."""
         return o.any_(per_rank) if how == "max" else o.all_(per_rank)
 
-    def _holds(self, s, r: int, deferrable: bool):
-        """The group's hold decision: each decode rank holds when deferral applies and its
-        metadata was published (a writer may know the pages); combined by ``hold_combine``."""
+    def hold_decision(self, s, r: int, deferrable: bool):
+        """The group's hold decision (``_deferred_releases`` or release at once): each decode
+        rank holds when ``deferrable`` (a Python bool: deferral applies) and its metadata was
+        published (a writer may know the pages); combined by ``hold_combine``.  A condition."""
         o = s.ops
-        per_rank = [o.and_(deferrable, o.eq(s.meta[r, d], 1)) for d in range(self.k.DR)]
-        return self._combine(o, per_rank, self.e.hold_combine)
+        per_rank = [deferrable & (s.meta[r, d] == 1) for d in range(self.k.DR)]
+        return self.combine(o, per_rank, self.e.hold_combine)
 
-    def _ready(self, s, r: int):
-        """``is_abort_release_safe`` per decode rank (enough of its prefill ranks acked),
-        combined by ``ready_combine``."""
+    def release_safe(self, s, r: int):
+        """``is_abort_release_safe(room, required_acks)`` per decode rank (enough of its prefill
+        ranks drain-acked), combined by ``ready_combine``: when ``resolve_deferred_releases``
+        may free a held request.  A condition."""
         o = s.ops
         per_rank = []
         for d in range(self.k.DR):
             linked = self.k.prefill_ranks_of(d)
             need = len(linked) if self.e.required_acks == "every_prefill_rank" else 1
-            per_rank.append(o.ge(o.count(o.eq(s.acked[r, pr], 1) for pr in linked), need))
-        return self._combine(o, per_rank, self.e.ready_combine)
+            per_rank.append(o.count(s.acked[r, pr] == 1 for pr in linked) >= need)
+        return self.combine(o, per_rank, self.e.ready_combine)
 
-    def _send_abort(self, s, n, r: int, send=True, arm=True):
+    def send_abort(self, s, n, r: int, send=True, arm=True):
         """``ensure_abort_notified``: send ABORT to every prefill rank of the room where ``send``
         holds, and where ``arm`` holds register the room for its acks first
         (``register_deferred_abort_room``), unless ``register_before_abort`` is off."""
@@ -238,29 +278,31 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         if self.e.register_before_abort:  # where it does not arm, the room keeps what this step left
             n.armed[r] = o.ite(arm, 1, n.armed[r])
 
-    def _end_or_hold(self, s, n, r: int, hold, outcome: int):
+    def end_or_hold(self, s, n, r: int, hold, outcome: int):
         """Finish ``r`` on decode with ``outcome`` (unless it already has one): held in
-        ``_deferred_releases`` where ``hold``, released at once otherwise."""
+        ``_deferred_releases`` where ``hold`` (a condition), released at once otherwise
+        (``prepare_abort`` then ``release_kv_cache``)."""
         o = s.ops
-        n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), outcome, s.outcome[r])
+        n.outcome[r] = o.ite(s.outcome[r] == OUT_NONE, outcome, s.outcome[r])
         n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
         n.hold[r] = 0
         live = o.is_in(s.d_phase[r], D_LIVE)
-        self._release_decode(s, n, r, when=o.and_(o.not_(hold), live))
+        self.release_decode(s, n, r, when=o.and_(o.not_(hold), live))
         if not self.e.aux_held_with_pages:  # the slot goes back at once, held or not
-            self._release_aux(s, n, r, when=live)
+            self.release_aux(s, n, r, when=live)
 
-    def _classify_read(self, s, r: int):
-        """What decode's read of ``r``'s pages (every shard) and aux data finds, and whether
-        everything was written by ``r``'s own transfer (what the checksum compares)."""
+    def classify_read(self, s, r: int):
+        """What decode's read of ``r``'s pages (every shard) and aux data finds (a ``READ_*``
+        code) and whether everything was written by ``r``'s own transfer (a condition: what the
+        checksum of PR 39500 compares), as the decode forward after ``pop_transferred`` reads."""
         o = s.ops
         k = self.k
         found = o.const(READ_OWN)
         intact = o.const(True)
 
         def see(held):
-            own = o.eq(held, r + 1)
-            cross = o.and_(o.ne(held, UNWRITTEN), o.ne(o.lookup(k.tenant_of_content, held), k.tenant[r]))
+            own = held == kv_of(r)
+            cross = (held != UNWRITTEN) & (o.lookup(k.tenant_of_content, held) != k.tenant[r])
             return own, o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
 
         for c in range(self.pages(r)):
@@ -269,11 +311,11 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
                 own, kind = see(s.content[u, p])
                 found = o.max_(found, kind)
                 intact = o.and_(intact, own)
-            intact = o.and_(intact, *[o.eq(s.wr[r, w, c], WR_LANDED) for w in range(k.S)])
+            intact = o.and_(intact, *[s.wr[r, w, c] == WR_LANDED for w in range(k.S)])
         if k.M:
             own, kind = see(s.aux_content[s.aux[r]])
             found = o.max_(found, kind)
-            intact = o.and_(intact, own, o.eq(s.aux_wr[r], WR_LANDED))
+            intact = o.and_(intact, own, s.aux_wr[r] == WR_LANDED)
         return found, intact
 
     # -- prefill: admission and forward ----------------------------------------------------------
@@ -283,12 +325,12 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         ``validate_input_length``.  H1: an over-long prompt gets a pending error and a one-token
         placeholder and is queued anyway, unless PR 38935 rejects it at this door."""
         o = s.ops
-        s.require(o.eq(s.p_phase[r], P_NEW))
-        s.require(self._in_order(s, "p_phase", P_NEW, r))
-        s.require(self._alive(s))
+        s.require(s.p_phase[r] == P_NEW)
+        s.require(self.in_order(s, "p_phase", P_NEW, r))
+        s.require(self.prefill_alive(s))
         if self.over_long(r) and self.e.reject_at_prefill_door:
             n.p_phase[r] = P_ENDED
-            n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
+            n.outcome[r] = o.ite(s.outcome[r] == OUT_NONE, OUT_ERROR, s.outcome[r])
         else:
             n.p_phase[r] = P_QUEUED
 
@@ -300,15 +342,15 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         36988 a pending-error request is retired here instead: nothing is sent and every
         rank's transfer concludes Failed."""
         o = s.ops
-        s.require(o.eq(s.p_phase[r], P_QUEUED))
-        s.require(o.all_(o.eq(s.meta[r, d], 1) for d in range(self.k.DR)))
-        s.require(self._alive(s))
+        s.require(s.p_phase[r] == P_QUEUED)
+        s.require(o.all_(s.meta[r, d] == 1 for d in range(self.k.DR)))
+        s.require(self.prefill_alive(s))
         if self.pending_error(r) and self.e.retire_pending_error_prefill:
             n.p_phase[r] = P_ENDED
             for pr in self.prs:
                 n.poll[r, pr] = POLL_FAILED
             return
-        self._allocate(s, n, r, self.send_len(r), "src_owner", "src", self.k.P, content="src_content")
+        self.allocate(s, n, r, self.send_len(r), "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_SENDING
 
     @action("prefill", "req")
@@ -318,16 +360,16 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         (H13), and decode keeps waiting with its pages reserved."""
         o = s.ops
         s.require(self.e.prefill_aborts)
-        s.require(o.eq(s.outcome[r], OUT_NONE))
+        s.require(s.outcome[r] == OUT_NONE)
         s.require(o.is_in(s.p_phase[r], (P_QUEUED, P_SENDING)))
-        s.require(self._alive(s))
+        s.require(self.prefill_alive(s))
         n.outcome[r] = OUT_ABORTED
-        n.p_phase[r] = o.ite(o.eq(s.p_phase[r], P_SENDING), P_STOPPED, P_ENDED)
+        n.p_phase[r] = o.ite(s.p_phase[r] == P_SENDING, P_STOPPED, P_ENDED)
         if self.e.propagate_prefill_abort:
             for pr in self.prs:
-                n.poll[r, pr] = o.ite(o.eq(s.poll[r, pr], POLL_NONE), POLL_FAILED, s.poll[r, pr])
+                n.poll[r, pr] = o.ite(s.poll[r, pr] == POLL_NONE, POLL_FAILED, s.poll[r, pr])
         if not self.e.hold_source_until_drained:
-            self._release_source(s, n, r, when=o.eq(s.p_phase[r], P_SENDING))
+            self.release_source(s, n, r, when=s.p_phase[r] == P_SENDING)
 
     # -- decode: admission, reservation, metadata --------------------------------------------
     @action("decode", "req", fair=True)
@@ -336,17 +378,17 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         pages (and a metadata slot) for the ORIGINAL prompt length (H1: the placeholder will
         fill only one), unless PR 38935 rejects the over-long prompt at this door first."""
         o = s.ops
-        s.require(o.eq(s.d_phase[r], D_NEW))
-        s.require(self._in_order(s, "d_phase", D_NEW, r))
+        s.require(s.d_phase[r] == D_NEW)
+        s.require(self.in_order(s, "d_phase", D_NEW, r))
         if self.over_long(r) and self.e.reject_at_decode_door:
             n.d_phase[r] = D_ENDED
-            n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
+            n.outcome[r] = o.ite(s.outcome[r] == OUT_NONE, OUT_ERROR, s.outcome[r])
             return
-        s.require(o.eq(s.outcome[r], OUT_NONE))
+        s.require(s.outcome[r] == OUT_NONE)
         s.require(not self.e.any_free_pages)  # then decode_prealloc_pick reserves
-        self._allocate(s, n, r, self.pages(r), "owner", "dest", self.k.D)
+        self.allocate(s, n, r, self.pages(r), "owner", "dest", self.k.D)
         if self.k.M:
-            self._allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
+            self.allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
         n.d_phase[r] = D_RESERVED
 
     @action("decode", "req", "drank", fair=True)
@@ -355,10 +397,10 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         ``CommonKVReceiver.send_metadata``.  From here on a writer knows the pages (H7: releasing
         at once is safe only before this step)."""
         o = s.ops
-        s.require(o.eq(s.d_phase[r], D_RESERVED))
-        s.require(o.eq(s.meta[r, d], 0))
+        s.require(s.d_phase[r] == D_RESERVED)
+        s.require(s.meta[r, d] == 0)
         n.meta[r, d] = 1
-        others = [o.eq(s.meta[r, x], 1) for x in range(self.k.DR) if x != d]
+        others = [s.meta[r, x] == 1 for x in range(self.k.DR) if x != d]
         n.d_phase[r] = o.ite(o.all_(others), D_WAITING, D_RESERVED)
 
     # -- the transfer -----------------------------------------------------------------------------
@@ -367,16 +409,15 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         """A prefill rank's transfer worker issues write stream ``w``'s write (one layer, or all)
         of chunk ``c`` (chunks in order) to the published destination page.  H2: once issued,
         it lands whenever it lands."""
-        o = s.ops
         pr = self.k.rank_of_stream(w)
         s.require(c < self.send_len(r))
-        s.require(o.eq(s.p_phase[r], P_SENDING))
-        s.require(o.eq(s.p_abort[r, pr], PAB_NONE))
-        s.require(o.eq(s.poll[r, pr], POLL_NONE))
-        s.require(o.eq(s.wr[r, w, c], WR_NOT_ISSUED))
+        s.require(s.p_phase[r] == P_SENDING)
+        s.require(s.p_abort[r, pr] == PAB_NONE)
+        s.require(s.poll[r, pr] == POLL_NONE)
+        s.require(s.wr[r, w, c] == WR_NOT_ISSUED)
         if c > 0:
-            s.require(o.ne(s.wr[r, w, c - 1], WR_NOT_ISSUED))
-        s.require(self._alive(s))
+            s.require(s.wr[r, w, c - 1] != WR_NOT_ISSUED)
+        s.require(self.prefill_alive(s))
         n.wr[r, w, c] = WR_FLIGHT
 
     @action("transfer", "req", "stream", "chunk", fair=True)
@@ -384,9 +425,8 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         """An in-flight write lands on its own: its parts of the destination page receive
         whatever the source page holds NOW (H8: a reused source page sends another request's
         KV), whoever owns the page now (H2: a released page may belong to the next request)."""
-        o = s.ops
         s.require(c < self.send_len(r))
-        s.require(o.ge(s.wr[r, w, c], WR_FLIGHT))
+        s.require(s.wr[r, w, c] >= WR_FLIGHT)
         n.wr[r, w, c] = WR_LANDED
         p = s.dest[r, c]
         for u in self.k.units_of_stream(w):
@@ -398,23 +438,22 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         metadata slot after its last chunk: ``send_aux``."""
         o = s.ops
         s.require(self.k.M > 0)
-        s.require(o.eq(s.p_phase[r], P_SENDING))
-        s.require(o.eq(s.p_abort[r, 0], PAB_NONE))
-        s.require(o.eq(s.poll[r, 0], POLL_NONE))
-        s.require(o.eq(s.aux_wr[r], WR_NOT_ISSUED))
-        s.require(o.all_(o.ne(s.wr[r, w, c], WR_NOT_ISSUED)
+        s.require(s.p_phase[r] == P_SENDING)
+        s.require(s.p_abort[r, 0] == PAB_NONE)
+        s.require(s.poll[r, 0] == POLL_NONE)
+        s.require(s.aux_wr[r] == WR_NOT_ISSUED)
+        s.require(o.all_(s.wr[r, w, c] != WR_NOT_ISSUED
                          for w in self.k.streams_of(0) for c in range(self.send_len(r))))
-        s.require(self._alive(s))
+        s.require(self.prefill_alive(s))
         n.aux_wr[r] = WR_FLIGHT
 
     @action("transfer", "req", fair=True)
     def kv_aux_lands(self, s, n, r):
         """The aux write lands in the slot it was addressed to, whoever holds it now."""
-        o = s.ops
         s.require(self.k.M > 0)
-        s.require(o.ge(s.aux_wr[r], WR_FLIGHT))
+        s.require(s.aux_wr[r] >= WR_FLIGHT)
         n.aux_wr[r] = WR_LANDED
-        n.aux_content[s.aux[r]] = r + 1
+        n.aux_content[s.aux[r]] = kv_of(r)
 
     @action("prefill", "req", "prank", fair=True)
     def prefill_transfer_done(self, s, n, r, pr):
@@ -422,18 +461,18 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         aux write) landed; when the last rank concludes, prefill frees its source pages.  H1:
         for a placeholder that is one chunk, whatever decode reserved."""
         o = s.ops
-        s.require(o.eq(s.p_phase[r], P_SENDING))
-        s.require(o.eq(s.poll[r, pr], POLL_NONE))
-        s.require(o.eq(s.p_abort[r, pr], PAB_NONE))
-        s.require(o.all_(o.eq(s.wr[r, w, c], WR_LANDED)
+        s.require(s.p_phase[r] == P_SENDING)
+        s.require(s.poll[r, pr] == POLL_NONE)
+        s.require(s.p_abort[r, pr] == PAB_NONE)
+        s.require(o.all_(s.wr[r, w, c] == WR_LANDED
                          for w in self.k.streams_of(pr) for c in range(self.send_len(r))))
         if pr == 0 and self.k.M:
-            s.require(o.eq(s.aux_wr[r], WR_LANDED))
-        s.require(self._alive(s))
+            s.require(s.aux_wr[r] == WR_LANDED)
+        s.require(self.prefill_alive(s))
         n.poll[r, pr] = POLL_SUCCESS
-        last = o.all_(o.eq(s.poll[r, x], POLL_SUCCESS) for x in self.prs if x != pr)
+        last = o.all_(s.poll[r, x] == POLL_SUCCESS for x in self.prs if x != pr)
         n.p_phase[r] = o.ite(last, P_ENDED, P_SENDING)
-        self._release_source(s, n, r, when=last)
+        self.release_source(s, n, r, when=last)
 
     @action("prefill", "req", "prank")
     def prefill_transfer_failed(self, s, n, r, pr):
@@ -443,15 +482,15 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         ``CommonKVSender.clear()`` drops the ack target so this rank will never ack."""
         o = s.ops
         s.require(self.e.transfer_failures)
-        s.require(o.eq(s.p_phase[r], P_SENDING))
-        s.require(o.eq(s.poll[r, pr], POLL_NONE))
-        s.require(self._alive(s))
+        s.require(s.p_phase[r] == P_SENDING)
+        s.require(s.poll[r, pr] == POLL_NONE)
+        s.require(self.prefill_alive(s))
         n.poll[r, pr] = POLL_FAILED
         n.p_phase[r] = P_STOPPED
         if self.e.failure_clears_ack_target:
-            n.p_abort[r, pr] = o.ite(o.eq(s.p_abort[r, pr], PAB_NONE), PAB_CLEARED, s.p_abort[r, pr])
+            n.p_abort[r, pr] = o.ite(s.p_abort[r, pr] == PAB_NONE, PAB_CLEARED, s.p_abort[r, pr])
         if not self.e.hold_source_until_drained:
-            self._release_source(s, n, r)
+            self.release_source(s, n, r)
 
     # -- decode: commit, failure, abort ---------------------------------------------------------
     @action("decode", "req", fair=True)
@@ -462,40 +501,38 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         the pages are released when the request finishes.  With ``verify_then_read`` the read
         waits for :meth:`decode_forward`."""
         o = s.ops
-        s.require(o.eq(s.d_phase[r], D_WAITING))
-        s.require(o.all_(o.eq(s.poll[r, pr], POLL_SUCCESS) for pr in self.prs))
-        found, intact = self._classify_read(s, r)
+        s.require(s.d_phase[r] == D_WAITING)
+        s.require(o.all_(s.poll[r, pr] == POLL_SUCCESS for pr in self.prs))
+        found, intact = self.classify_read(s, r)
         ok = intact if self.checksum_active else o.const(True)
         if self.e.verify_then_read:
             n.d_phase[r] = o.ite(ok, D_VERIFIED, D_ENDED)
             n.outcome[r] = o.ite(ok, s.outcome[r], OUT_ERROR)
-            self._release_decode(s, n, r, when=o.not_(ok))
+            self.release_decode(s, n, r, when=~ok)
             return
         n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
         n.read[r] = o.ite(ok, found, READ_NONE)
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
     @action("decode", "req", fair=True)
     def decode_forward(self, s, n, r):
         """The verified request runs in the decode batch, reading its pages now (only with
         ``verify_then_read``): a write that landed since the checksum check is read unseen."""
-        o = s.ops
         s.require(self.e.verify_then_read)
-        s.require(o.eq(s.d_phase[r], D_VERIFIED))
-        found, _ = self._classify_read(s, r)
+        s.require(s.d_phase[r] == D_VERIFIED)
+        found, _ = self.classify_read(s, r)
         n.outcome[r] = OUT_SUCCESS
         n.read[r] = found
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
-    def _fail(self, s, n, r):
+    def fail_request(self, s, n, r):
         """``pop_transferred``'s Failed branch: ``failure_exception()``, then hold (arming the
         abort) where deferral applies, else release at once."""
-        o = s.ops
-        hold = self._holds(s, r, self.e.defer_on_every_failure and self.deferred)
-        self._end_or_hold(s, n, r, hold, OUT_ERROR)
-        self._send_abort(s, n, r, send=hold, arm=hold)
+        hold = self.hold_decision(s, r, self.e.defer_on_every_failure and self.deferred)
+        self.end_or_hold(s, n, r, hold, OUT_ERROR)
+        self.send_abort(s, n, r, send=hold, arm=hold)
 
     @action("decode", "req", fair=True)
     def decode_poll_failed(self, s, n, r):
@@ -503,9 +540,9 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         once even though other ranks or chunks may still be writing (H7); with it, a request
         whose metadata was published arms the abort and is held like an aborted one."""
         o = s.ops
-        s.require(o.any_(o.eq(s.poll[r, pr], POLL_FAILED) for pr in self.prs))
+        s.require(o.any_(s.poll[r, pr] == POLL_FAILED for pr in self.prs))
         s.require(o.is_in(s.d_phase[r], (D_NEW, D_RESERVED, D_WAITING)))
-        self._fail(s, n, r)
+        self.fail_request(s, n, r)
 
     @action("decode", "req", fair=True)
     def decode_waiting_timeout(self, s, n, r):
@@ -514,9 +551,9 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         o = s.ops
         s.require(self.e.waiting_timeout is not None)
         s.require(o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)))
-        s.require(o.ge(s.wait[r], self.e.waiting_timeout or 0))
-        s.require(o.not_(o.any_(o.eq(s.poll[r, pr], POLL_FAILED) for pr in self.prs)))
-        self._fail(s, n, r)
+        s.require(s.wait[r] >= (self.e.waiting_timeout or 0))
+        s.require(~o.any_(s.poll[r, pr] == POLL_FAILED for pr in self.prs))
+        self.fail_request(s, n, r)
 
     @action("decode", "req")
     def decode_abort(self, s, n, r):
@@ -527,11 +564,11 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         that knows its pages; the ranks' hold decisions combine by ``hold_combine``."""
         o = s.ops
         s.require(self.e.client_aborts)
-        s.require(o.eq(s.outcome[r], OUT_NONE))
+        s.require(s.outcome[r] == OUT_NONE)
         s.require(o.is_in(s.d_phase[r], (D_NEW, D_RESERVED, D_WAITING, D_VERIFIED)))
-        hold = self._holds(s, r, self.deferred)
-        self._end_or_hold(s, n, r, hold, OUT_ABORTED)
-        self._send_abort(s, n, r, send=True, arm=hold)
+        hold = self.hold_decision(s, r, self.deferred)
+        self.end_or_hold(s, n, r, hold, OUT_ABORTED)
+        self.send_abort(s, n, r, send=True, arm=hold)
 
     @action("decode", "req", fair=True)
     def decode_register_abort_room(self, s, n, r):
@@ -540,9 +577,9 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         (H4)."""
         o = s.ops
         s.require(not self.e.register_before_abort)
-        s.require(o.eq(s.d_phase[r], D_HELD))
-        s.require(o.eq(s.armed[r], 0))
-        s.require(o.any_(o.ne(s.abort_tx[r, pr], ABT_NONE) for pr in self.prs))
+        s.require(s.d_phase[r] == D_HELD)
+        s.require(s.armed[r] == 0)
+        s.require(o.any_(s.abort_tx[r, pr] != ABT_NONE for pr in self.prs))
         n.armed[r] = 1
 
     # -- prefill: abort handling and drain ack ---------------------------------------------------
@@ -553,32 +590,32 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         without the fix the source pages are freed here, while issued writes may still read
         them.  A repeated ABORT for a drained room is answered with the drain ack again."""
         o = s.ops
-        s.require(o.eq(s.abort_tx[r, pr], ABT_SENT))
-        s.require(self._alive(s))
+        s.require(s.abort_tx[r, pr] == ABT_SENT)
+        s.require(self.prefill_alive(s))
         n.abort_tx[r, pr] = ABT_DELIVERED
-        first = o.eq(s.p_abort[r, pr], PAB_NONE)
-        again = o.eq(s.p_abort[r, pr], PAB_ACKED)
+        first = s.p_abort[r, pr] == PAB_NONE
+        again = s.p_abort[r, pr] == PAB_ACKED
         n.p_abort[r, pr] = o.ite(first, PAB_RECEIVED, s.p_abort[r, pr])
         ph = s.p_phase[r]
-        n.p_phase[r] = o.ite(o.is_in(ph, (P_NEW, P_QUEUED)), P_ENDED, o.ite(o.eq(ph, P_SENDING), P_STOPPED, ph))
+        n.p_phase[r] = o.ite(o.is_in(ph, (P_NEW, P_QUEUED)), P_ENDED, o.ite(ph == P_SENDING, P_STOPPED, ph))
         fresh = o.ite(first, ACK_RECEIPT, s.ack[r, pr]) if self.e.receipt_ack_taken_as_drain else s.ack[r, pr]
         n.ack[r, pr] = o.ite(again, ACK_DRAIN, fresh)
         if self.e.request_streams:
             fresh_ack = o.or_(again, o.and_(first, self.e.receipt_ack_taken_as_drain))
             n.ack_gen[r, pr] = o.ite(fresh_ack, s.gen[r], s.ack_gen[r, pr])
         if not self.e.hold_source_until_drained:
-            self._release_source(s, n, r, when=o.is_in(ph, (P_SENDING, P_STOPPED)))
+            self.release_source(s, n, r, when=o.is_in(ph, (P_SENDING, P_STOPPED)))
 
     @action("prefill", "req", fair=True)
     def prefill_drain(self, s, n, r):
         """A stopped request's issued writes have all landed: it ends on prefill and its source
         pages are freed (the H8 fix frees them only now)."""
         o = s.ops
-        s.require(o.eq(s.p_phase[r], P_STOPPED))
-        s.require(o.not_(self._writes_in_flight(s, r)))
-        s.require(self._alive(s))
+        s.require(s.p_phase[r] == P_STOPPED)
+        s.require(o.not_(self.writes_in_flight(s, r)))
+        s.require(self.prefill_alive(s))
         n.p_phase[r] = P_ENDED
-        self._release_source(s, n, r)
+        self.release_source(s, n, r)
 
     @action("prefill", "req", "prank", fair=True)
     def prefill_drain_ack(self, s, n, r, pr):
@@ -587,10 +624,10 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         only proof that none of this rank's writes is left (H3).  Other ranks answer for
         theirs."""
         o = s.ops
-        s.require(o.eq(s.p_abort[r, pr], PAB_RECEIVED))
+        s.require(s.p_abort[r, pr] == PAB_RECEIVED)
         s.require(o.is_in(s.p_phase[r], (P_STOPPED, P_ENDED)))
-        s.require(o.not_(self._rank_writes_in_flight(s, r, pr)))
-        s.require(self._alive(s))
+        s.require(o.not_(self.rank_writes_in_flight(s, r, pr)))
+        s.require(self.prefill_alive(s))
         n.p_abort[r, pr] = PAB_ACKED
         n.ack[r, pr] = ACK_DRAIN
         if self.e.request_streams:
@@ -600,25 +637,22 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
     def prefill_dies(self, s, n):
         """The prefill node dies: it stops sending, handling ABORT and acking; writes already on
         the wire still land."""
-        o = s.ops
         s.require(self.e.peer_death)
-        s.require(o.eq(s.p_dead, 0))
+        s.require(s.p_dead == 0)
         n.p_dead = 1
 
     @action("network", "req", "prank")
     def net_drop_ack(self, s, n, r, pr):
         """A drain ack is lost on its way to decode (H4), so decode can only time out."""
-        o = s.ops
         s.require(self.e.lossy_drain_acks)
-        s.require(o.eq(s.ack[r, pr], ACK_DRAIN))
+        s.require(s.ack[r, pr] == ACK_DRAIN)
         n.ack[r, pr] = ACK_NONE
 
     @action("network", "req", "prank")
     def net_drop_abort(self, s, n, r, pr):
         """An ABORT is lost on its way to a prefill rank."""
-        o = s.ops
         s.require(self.e.lossy_aborts)
-        s.require(o.eq(s.abort_tx[r, pr], ABT_SENT))
+        s.require(s.abort_tx[r, pr] == ABT_SENT)
         n.abort_tx[r, pr] = ABT_NONE
 
     # -- decode: acks and deferred release -------------------------------------------------------
@@ -629,11 +663,11 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         generation currently armed (generation-less acks count only in the legacy engine).  H3:
         a legacy engine counts a receipt ack as a drain ack."""
         o = s.ops
-        s.require(o.ne(s.ack[r, pr], ACK_NONE))
+        s.require(s.ack[r, pr] != ACK_NONE)
         counts = (ACK_DRAIN, ACK_RECEIPT) if self.e.receipt_ack_taken_as_drain else (ACK_DRAIN,)
-        ok = [o.eq(s.armed[r], 1), o.eq(s.d_phase[r], D_HELD), o.is_in(s.ack[r, pr], counts)]
+        ok = [s.armed[r] == 1, s.d_phase[r] == D_HELD, o.is_in(s.ack[r, pr], counts)]
         if self.e.request_streams and self.e.acks_carry_generation:
-            ok.append(o.eq(s.ack_gen[r, pr], s.gen[r]))
+            ok.append(s.ack_gen[r, pr] == s.gen[r])
         n.ack[r, pr] = ACK_NONE
         n.acked[r, pr] = o.ite(o.and_(*ok), 1, s.acked[r, pr])
 
@@ -642,25 +676,23 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         """``resolve_deferred_releases`` when ``is_abort_release_safe``: enough prefill ranks
         acked (``required_acks``), per decode rank and then over the group (MIN in 0.5.23), so
         the held pages and aux slot are freed."""
-        o = s.ops
-        s.require(o.eq(s.d_phase[r], D_HELD))
-        s.require(self._ready(s, r))
+        s.require(s.d_phase[r] == D_HELD)
+        s.require(self.release_safe(s, r))
         n.d_phase[r] = D_ENDED
         n.hold[r] = 0
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
     @action("decode", "req", fair=True)
     def decode_release_timeout(self, s, n, r):
         """``resolve_deferred_releases`` past the deadline ("releasing anyway", PR 35049): the
         held pages are freed without proof that the writes drained (H6)."""
-        o = s.ops
         s.require(self.e.release_policy == "drain_ack_or_timeout")
         s.require(self.e.timeout_action == "release")
-        s.require(o.eq(s.d_phase[r], D_HELD))
-        s.require(o.ge(s.hold[r], self.e.timeout))
+        s.require(s.d_phase[r] == D_HELD)
+        s.require(s.hold[r] >= self.e.timeout)
         n.d_phase[r] = D_ENDED
         n.hold[r] = 0
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
     @action("decode", "req", fair=True)
     def decode_retry_abort(self, s, n, r):
@@ -670,11 +702,11 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         o = s.ops
         s.require(self.e.release_policy == "drain_ack_or_timeout")
         s.require(self.e.timeout_action == "hold_and_retry")
-        s.require(o.eq(s.d_phase[r], D_HELD))
-        s.require(o.ge(s.hold[r], self.e.timeout))
+        s.require(s.d_phase[r] == D_HELD)
+        s.require(s.hold[r] >= self.e.timeout)
         n.hold[r] = 0
         for pr in self.prs:
-            resend = o.and_(o.eq(s.acked[r, pr], 0), o.ne(s.abort_tx[r, pr], ABT_SENT))
+            resend = (s.acked[r, pr] == 0) & (s.abort_tx[r, pr] != ABT_SENT)
             n.abort_tx[r, pr] = o.ite(resend, ABT_SENT, s.abort_tx[r, pr])
 
     @action("decode", "req", fair=True)
@@ -684,13 +716,13 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         is known to be gone."""
         o = s.ops
         s.require(self.e.heartbeat_detection)
-        s.require(o.eq(s.p_dead, 1))
-        s.require(o.ge(s.hb, self.e.heartbeat_timeout))
+        s.require(s.p_dead == 1)
+        s.require(s.hb >= self.e.heartbeat_timeout)
         s.require(o.is_in(s.d_phase[r], D_LIVE))
-        n.outcome[r] = o.ite(o.eq(s.outcome[r], OUT_NONE), OUT_ERROR, s.outcome[r])
+        n.outcome[r] = o.ite(s.outcome[r] == OUT_NONE, OUT_ERROR, s.outcome[r])
         n.d_phase[r] = D_ENDED
         n.hold[r] = 0
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
 
     # -- time ---------------------------------------------------------------------------------------
     @action("clock", fair=True)
@@ -704,14 +736,14 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
 
         def advance(value, running):
             moves.append(running)
-            return o.ite(running, o.add(value, 1), value)
+            return o.ite(running, value + 1, value)
 
         for r in range(k.R):
             if e.release_policy == "drain_ack_or_timeout":
-                n.hold[r] = advance(s.hold[r], o.and_(o.eq(s.d_phase[r], D_HELD), o.lt(s.hold[r], e.timeout)))
+                n.hold[r] = advance(s.hold[r], (s.d_phase[r] == D_HELD) & (s.hold[r] < e.timeout))
             if e.waiting_timeout is not None:
-                n.wait[r] = advance(s.wait[r], o.and_(o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)),
-                                                      o.lt(s.wait[r], e.waiting_timeout)))
+                waiting = o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING))
+                n.wait[r] = advance(s.wait[r], waiting & (s.wait[r] < e.waiting_timeout))
             if e.write_latency_bound is not None:
                 bound = e.write_latency_bound
                 writes = [("wr", (r, w, c)) for w in range(k.S) for c in range(self.send_len(r))]
@@ -719,12 +751,12 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
                     writes.append(("aux_wr", r))
                 for name, idx in writes:
                     w = getattr(s, name)[idx]
-                    getattr(n, name)[idx] = advance(w, o.and_(o.ge(w, WR_FLIGHT), o.lt(w, WR_FLIGHT + bound)))
-                    blocks.append(o.eq(w, WR_FLIGHT + bound))
+                    getattr(n, name)[idx] = advance(w, (w >= WR_FLIGHT) & (w < WR_FLIGHT + bound))
+                    blocks.append(w == WR_FLIGHT + bound)
             for pr in self.prs:
-                blocks.append(o.and_(o.eq(s.abort_tx[r, pr], ABT_SENT), self._alive(s)))
+                blocks.append((s.abort_tx[r, pr] == ABT_SENT) & self.prefill_alive(s))
         if e.heartbeat_detection:
-            n.hb = advance(s.hb, o.and_(o.eq(s.p_dead, 1), o.lt(s.hb, e.heartbeat_timeout)))
+            n.hb = advance(s.hb, (s.p_dead == 1) & (s.hb < e.heartbeat_timeout))
         s.require(o.any_(moves))
         s.require(o.not_(o.any_(blocks)))
 
@@ -736,14 +768,14 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         their way keep the old generation: a late message can meet the room's next owner."""
         o = s.ops
         s.require(self.e.request_streams)
-        s.require(o.eq(s.d_phase[r], D_ENDED))
-        s.require(o.eq(s.p_phase[r], P_ENDED))
-        s.require(o.not_(self._writes_in_flight(s, r)))
-        s.require(o.all_(o.ne(s.abort_tx[r, pr], ABT_SENT) for pr in self.prs))
+        s.require(s.d_phase[r] == D_ENDED)
+        s.require(s.p_phase[r] == P_ENDED)
+        s.require(o.not_(self.writes_in_flight(s, r)))
+        s.require(o.all_(s.abort_tx[r, pr] != ABT_SENT for pr in self.prs))
         # generations are unbounded in the engine; the model counts modulo 2, so a room is not
         # reused while an ack of the generation it would get again is still on its way
-        new_gen = o.ite(o.eq(s.gen[r], 0), 1, 0)
-        s.require(o.all_(o.or_(o.eq(s.ack[r, pr], ACK_NONE), o.ne(s.ack_gen[r, pr], new_gen)) for pr in self.prs))
+        new_gen = o.ite(s.gen[r] == 0, 1, 0)
+        s.require(o.all_((s.ack[r, pr] == ACK_NONE) | (s.ack_gen[r, pr] != new_gen) for pr in self.prs))
         keep = {"ack", "ack_gen", "gen"}
         for f in self.layout.fields:
             if f.dims and f.dims[0] is self.k.req and f.name not in keep:
@@ -753,11 +785,11 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         old = self.k.retired(r)
         for u in range(self.k.U):
             for p in range(self.k.D):
-                n.content[u, p] = o.ite(o.eq(s.content[u, p], r + 1), old, s.content[u, p])
+                n.content[u, p] = o.ite(s.content[u, p] == kv_of(r), old, s.content[u, p])
         for q in range(self.k.P):
-            n.src_content[q] = o.ite(o.eq(s.src_content[q], r + 1), old, s.src_content[q])
+            n.src_content[q] = o.ite(s.src_content[q] == kv_of(r), old, s.src_content[q])
         for m in range(self.k.M):
-            n.aux_content[m] = o.ite(o.eq(s.aux_content[m], r + 1), old, s.aux_content[m])
+            n.aux_content[m] = o.ite(s.aux_content[m] == kv_of(r), old, s.aux_content[m])
 
 
     # -- decode: reservation from an unsorted free list ----------------------------------------------
@@ -767,20 +799,19 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         any free pages (``any_free_pages``): as ``decode_prealloc``, with allocation choice
         ``pick`` naming which free page each chunk gets (H1 applies alike: the original prompt
         length is reserved).  Rejection at the decode door stays with ``decode_prealloc``."""
-        o = s.ops
         choices = self.picks(self.pages(r))
         s.require(pick < len(choices))
         s.require(not (self.over_long(r) and self.e.reject_at_decode_door))
-        s.require(o.eq(s.d_phase[r], D_NEW))
-        s.require(self._in_order(s, "d_phase", D_NEW, r))
-        s.require(o.eq(s.outcome[r], OUT_NONE))
+        s.require(s.d_phase[r] == D_NEW)
+        s.require(self.in_order(s, "d_phase", D_NEW, r))
+        s.require(s.outcome[r] == OUT_NONE)
         pages = choices[pick] if pick < len(choices) else ()
         for c, p in enumerate(pages):
-            s.require(o.eq(s.owner[p], FREE))
+            s.require(s.owner[p] == FREE)
             n.dest[r, c] = p
-            n.owner[p] = r + 1
+            n.owner[p] = owned_by(r)
         if self.k.M:
-            self._allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
+            self.allocate(s, n, r, 1, "aux_owner", "aux", self.k.M)
         n.d_phase[r] = D_RESERVED
 
 

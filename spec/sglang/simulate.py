@@ -17,7 +17,7 @@ from typing import Callable
 
 from kvproof.spec.sglang.config import Request
 from kvproof.spec.sglang.state import (
-    D_ENDED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
+    D_ENDED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN, owned_by,
 )
 from kvproof.model.scenario import Scenario
 from kvproof.model.machine import Machine
@@ -186,7 +186,7 @@ def _last_foreign_landing(machine: Machine, run: list[int], victim: int) -> tupl
         if inst.name == "kv_write_lands" and inst.args[0] != victim:
             r, _, c = inst.args
             page = state[lay.slot("dest", r, c)]
-            if state[lay.slot("owner", page)] == victim + 1:
+            if state[lay.slot("owner", page)] == owned_by(victim):
                 found = (r, i)
         state = machine.step(state, aid)
     return found

@@ -24,7 +24,7 @@ __all__ = [
     "ABT_NONE", "ABT_SENT", "ABT_DELIVERED",
     "READ_NONE", "READ_OWN", "READ_FOREIGN", "READ_CROSS_TENANT",
     "WR_NOT_ISSUED", "WR_LANDED", "WR_FLIGHT",
-    "FREE", "UNWRITTEN", "NO_TENANT",
+    "FREE", "UNWRITTEN", "NO_TENANT", "owned_by", "kv_of", "owner_request",
     "Codes", "build_fields",
 ]
 
@@ -56,9 +56,29 @@ READ_LABELS = ("none", "own", "foreign", "cross_tenant")
 # a write: not issued, landed, or in flight with an age (WR_FLIGHT + age)
 WR_NOT_ISSUED, WR_LANDED, WR_FLIGHT = 0, 1, 2
 
-FREE = 0  # owner code of a free page or slot; request r owns with code r + 1
-UNWRITTEN = 0  # content code of a page never written; request r's KV is code r + 1
+FREE = 0  # owner code of a free page or slot; request r owns with code owned_by(r)
+UNWRITTEN = 0  # content code of a page never written; request r's KV is code kv_of(r)
 NO_TENANT = 255  # tenant of unwritten content
+
+
+# The two request-naming encodings, defined here once: every action, claim and narrator names a
+# request's owner and content codes through these, never through arithmetic on ``r``.
+def owned_by(r: int) -> int:
+    """The owner code of a page or slot that request ``r`` owns (an ``owner``, ``src_owner`` or
+    ``aux_owner`` value; ``FREE`` is 0, so request ``r`` is ``r + 1``)."""
+    return r + 1
+
+
+def kv_of(r: int) -> int:
+    """The content code of request ``r``'s KV (a ``content``, ``src_content`` or ``aux_content``
+    value; ``UNWRITTEN`` is 0, so request ``r``'s KV is ``r + 1``)."""
+    return r + 1
+
+
+def owner_request(code: int) -> int | None:
+    """The request an owner code names, ``None`` for ``FREE`` (the inverse of :func:`owned_by`,
+    for narrators reading concrete states)."""
+    return None if code == FREE else code - 1
 
 
 class Codes:

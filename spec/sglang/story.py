@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from kvproof.model.narration import Note
-from kvproof.spec.sglang.state import D_VERIFIED, FREE, READ_NONE, UNWRITTEN, WR_FLIGHT
+from kvproof.spec.sglang.state import D_VERIFIED, FREE, READ_NONE, UNWRITTEN, WR_FLIGHT, kv_of, owned_by, owner_request
 
 __all__ = ["Note", "PdStory"]
 
@@ -81,13 +81,13 @@ class PdStory:
             p = self._get(pre, "dest", r, c)
             for u in range(k.U):
                 held = self._get(pre, "content", u, p)
-                if held != r + 1:
+                if held != kv_of(r):
                     where = f"p{p}" if k.U == 1 else f"shard {k.unit.label(u)} of p{p}"
                     notes.append(Note("hazard", f"decode R{r} (tenant {mine}) reads {where} holding {self.content_label(held)}"))
         if k.M:
             m = self._get(pre, "aux", r)
             held = self._get(pre, "aux_content", m)
-            if held != r + 1:
+            if held != kv_of(r):
                 what = self.content_label(held).replace("KV", "aux data")
                 notes.append(Note("hazard", f"decode R{r} reads aux slot m{m} holding {what}"))
         return notes
@@ -99,19 +99,19 @@ class PdStory:
         sent = self._get(pre, "src_content", q)
         notes = []
         who_writes = f"R{r}" if self.k.S == 1 else f"R{r} ({self.k.stream.label(w)})"
-        if owner != r + 1:
-            who = "free" if owner == FREE else f"reserved by R{owner - 1}"
+        if owner != owned_by(r):
+            who = "free" if owner == FREE else f"reserved by R{owner_request(owner)}"
             notes.append(Note("hazard", f"late write from {who_writes} lands on p{p}, now {who}"))
-        if sent != r + 1:
+        if sent != kv_of(r):
             notes.append(Note("hazard", f"source page q{q} now holds {self.content_label(sent)}: that is what lands"))
         return notes
 
     def _aux_landing_notes(self, pre: Sequence[int], r: int) -> list[Note]:
         m = self._get(pre, "aux", r)
         owner = self._get(pre, "aux_owner", m)
-        if owner == r + 1:
+        if owner == owned_by(r):
             return []
-        who = "free" if owner == FREE else f"reserved by R{owner - 1}"
+        who = "free" if owner == FREE else f"reserved by R{owner_request(owner)}"
         return [Note("hazard", f"late aux write from R{r} lands in slot m{m}, now {who}")]
 
     def _ack_notes(self, pre: Sequence[int], r: int, pr: int, post: Sequence[int]) -> list[Note]:
@@ -130,13 +130,13 @@ class PdStory:
                     continue
                 rank = "" if self.k.S == 1 else f" ({self.k.stream.label(w)})"
                 p = self._get(pre, "dest", r, c)
-                if self._get(pre, "owner", p) == r + 1 and self._get(post, "owner", p) == FREE:
+                if self._get(pre, "owner", p) == owned_by(r) and self._get(post, "owner", p) == FREE:
                     notes.append(Note("hazard", f"p{p} released while R{r}'s chunk {c} write{rank} is still in flight"))
                 q = self._get(pre, "src", r, c)
-                if self._get(pre, "src_owner", q) == r + 1 and self._get(post, "src_owner", q) == FREE:
+                if self._get(pre, "src_owner", q) == owned_by(r) and self._get(post, "src_owner", q) == FREE:
                     notes.append(Note("hazard", f"source page q{q} freed while R{r}'s chunk {c} write{rank} still reads it"))
         if self.k.M and self._get(pre, "aux_wr", r) >= WR_FLIGHT:
             m = self._get(pre, "aux", r)
-            if self._get(pre, "aux_owner", m) == r + 1 and self._get(post, "aux_owner", m) == FREE:
+            if self._get(pre, "aux_owner", m) == owned_by(r) and self._get(post, "aux_owner", m) == FREE:
                 notes.append(Note("hazard", f"aux slot m{m} released while R{r}'s aux write is still in flight"))
         return notes

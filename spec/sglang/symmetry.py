@@ -7,7 +7,7 @@ the default) request ``r`` reaches a door only after ``r - 1``, which tells them
 Decode pages are interchangeable only with ``any_free_pages``: by default allocation takes the
 lowest-numbered free pages, which fixes their order.  Prefill pages are never permuted (their
 allocation is lowest-free).  Permuting requests rewrites the codes that name a request: a page owner
-``r + 1`` and a page content ``r + 1`` (KV written for ``r``); ``old:<tenant>`` contents stay,
+``owned_by(r)`` and a page content ``kv_of(r)`` (KV written for ``r``); ``old:<tenant>`` contents stay,
 since permutations keep tenants.
 """
 

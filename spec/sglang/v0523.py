@@ -20,7 +20,7 @@ protocol does not have, each an override of one action (paths under
   as not yet transferred, ``_commit_transfer_to_req`` aborts the request when the slot names
   another room ("Metadata corruption detected"), and every release clears the slot
   (``MetadataBuffers.clear_slot``) (:meth:`Sglang0523.decode_commit`,
-  :meth:`Sglang0523._release_aux`).
+  :meth:`Sglang0523.release_aux`).
 * The decode ranks of an attention-TP group process a client's abort in the same scheduler
   iteration (the request is broadcast to the group) and publish a request's metadata in the
   same ``pop_preallocated`` iteration, so an abort never falls between two ranks' publications
@@ -42,7 +42,7 @@ from __future__ import annotations
 from kvproof.spec.sglang.protocol import PdProtocol
 from kvproof.spec.sglang.state import (
     D_ENDED, D_WAITING, OUT_ERROR, OUT_SUCCESS, POLL_FAILED, POLL_SUCCESS, READ_NONE, UNWRITTEN, WR_FLIGHT,
-    WR_NOT_ISSUED,
+    WR_NOT_ISSUED, kv_of, owned_by,
 )
 
 __all__ = ["Sglang0523"]
@@ -59,13 +59,13 @@ class Sglang0523(PdProtocol):
         k = self.k
         out = []
         for r in range(k.R):
-            returned = o.eq(s.poll[r, pr], POLL_FAILED)
+            returned = s.poll[r, pr] == POLL_FAILED
             for w in k.streams_of(pr):
                 for c in range(self.send_len(r)):
                     if (r, w, c) != but:
-                        out.append(o.and_(o.ge(s.wr[r, w, c], WR_FLIGHT), o.not_(returned)))
+                        out.append((s.wr[r, w, c] >= WR_FLIGHT) & ~returned)
             if k.M and pr == 0:
-                out.append(o.and_(o.ge(s.aux_wr[r], WR_FLIGHT), o.not_(returned)))
+                out.append((s.aux_wr[r] >= WR_FLIGHT) & ~returned)
         return o.any_(out)
 
     def kv_transfer_write(self, s, n, r, w, c):
@@ -86,8 +86,8 @@ class Sglang0523(PdProtocol):
         if not k.M or k.rank_of_stream(w) != 0 or c != self.send_len(r) - 1:
             return
         o = s.ops
-        others = [o.ne(s.wr[r, w2, c], WR_NOT_ISSUED) for w2 in k.streams_of(0) if w2 != w]
-        last = o.and_(o.ne(s.poll[r, 0], POLL_FAILED), o.eq(s.aux_wr[r], WR_NOT_ISSUED), *others)
+        others = [s.wr[r, w2, c] != WR_NOT_ISSUED for w2 in k.streams_of(0) if w2 != w]
+        last = o.and_(s.poll[r, 0] != POLL_FAILED, s.aux_wr[r] == WR_NOT_ISSUED, *others)
         n.aux_wr[r] = o.ite(last, WR_FLIGHT, s.aux_wr[r])
 
     def kv_transfer_aux(self, s, n, r):
@@ -99,13 +99,13 @@ class Sglang0523(PdProtocol):
         """A send of prefill rank ``pr`` fails while its batch may still write
         (``batch_transfer_sync`` returns -1 on its timeout): ``_poison_unsettled_send`` then
         ``conclude_failure``; the write stays in flight and lands whenever it lands."""
-        s.require(self._rank_writes_in_flight(s, r, pr))
+        s.require(self.rank_writes_in_flight(s, r, pr))
         super().prefill_transfer_failed(s, n, r, pr)
 
     def prefill_drain_ack(self, s, n, r, pr):
         """``_maybe_ack_drained_abort``: never for a room this rank poisoned (a failed send), so
         decode falls back to its release timeout."""
-        s.require(s.ops.ne(s.poll[r, pr], POLL_FAILED))
+        s.require(s.poll[r, pr] != POLL_FAILED)
         super().prefill_drain_ack(s, n, r, pr)
 
     def decode_abort(self, s, n, r):
@@ -113,19 +113,19 @@ class Sglang0523(PdProtocol):
         either no rank or every rank has published the request's metadata (``pop_preallocated``
         publishes on all ranks in one iteration)."""
         o = s.ops
-        metas = [o.eq(s.meta[r, d], 1) for d in range(self.k.DR)]
-        s.require(o.or_(o.all_(metas), o.not_(o.any_(metas))))
+        metas = [s.meta[r, d] == 1 for d in range(self.k.DR)]
+        s.require(o.all_(metas) | ~o.any_(metas))
         super().decode_abort(s, n, r)
 
-    def _release_aux(self, s, n, r: int, when=True):
+    def release_aux(self, s, n, r: int, when=True):
         """``_do_release`` / ``pop_transferred`` free the metadata slot and clear it
         (``clear_slot``: its bootstrap room reads 0 again, "not yet written")."""
-        super()._release_aux(s, n, r, when)
+        super().release_aux(s, n, r, when)
         if not self.k.M:
             return
         o = s.ops
         m = s.aux[r]
-        n.aux_content[m] = o.ite(o.and_(when, o.eq(s.aux_owner[m], r + 1)), UNWRITTEN, s.aux_content[m])
+        n.aux_content[m] = o.ite(when & (s.aux_owner[m] == owned_by(r)), UNWRITTEN, s.aux_content[m])
 
     def decode_commit(self, s, n, r):
         """``pop_transferred``'s Success branch with a metadata slot: the gate
@@ -139,12 +139,12 @@ class Sglang0523(PdProtocol):
             return
         o = s.ops
         slot = s.aux_content[s.aux[r]]
-        s.require(o.eq(s.d_phase[r], D_WAITING))
-        s.require(o.all_(o.eq(s.poll[r, pr], POLL_SUCCESS) for pr in self.prs))
-        s.require(o.ne(slot, UNWRITTEN))
-        found, _ = self._classify_read(s, r)
-        mine = o.eq(slot, r + 1)
+        s.require(s.d_phase[r] == D_WAITING)
+        s.require(o.all_(s.poll[r, pr] == POLL_SUCCESS for pr in self.prs))
+        s.require(slot != UNWRITTEN)
+        found, _ = self.classify_read(s, r)
+        mine = slot == kv_of(r)
         n.outcome[r] = o.ite(mine, OUT_SUCCESS, OUT_ERROR)
         n.read[r] = o.ite(mine, found, READ_NONE)
         n.d_phase[r] = D_ENDED
-        self._release_decode(s, n, r)
+        self.release_decode(s, n, r)
