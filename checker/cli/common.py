@@ -201,9 +201,12 @@ def console(stream=None):
 
 def resolve(name: str | Scenario) -> Scenario:
     """A built-in scenario by name, or a scenario file by path (a ``--variant`` file's own
-    scenario is passed as it is: ``main`` adds those to the scenarios named)."""
+    scenario is passed as it is: ``main`` adds those to the scenarios named).  A ``.py`` file
+    named as a scenario is bad input that says to pass it with ``--variant``."""
     if isinstance(name, Scenario):
         return name
+    if name.endswith(".py"):  # read as TOML it would be "malformed TOML": say what it is instead
+        raise BadInput(f"{name}: a .py file is an engine variant (code), not a scenario: pass it with --variant {name}")
     if name.endswith(".toml") or os.sep in name or Path(name).is_file():
         return load_scenario(name)
     return builtin(name)

@@ -364,4 +364,6 @@ def add_commands(sub, positive_int, positive_float) -> None:
                     help="time limit of each solver process (default 600)")
     cf.add_argument("--complete", action="store_true",
                     help="also fail (exit 1) if a scenario of the catalogue has no certificate among them")
+    cf.add_argument("--variant", action="append", metavar="FILE.py",
+                    help="trust this engine variant file (it is code) for the scenario --scenario names (repeatable)")
     cf.set_defaults(func=cmd_certify)
