@@ -133,7 +133,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     rows = {n: InvariantVerdict(n, expected.get(n, "verified"), "inconclusive") for n in names}
 
     t0 = time.perf_counter()
-    say(f"{scenario.name}: enumerating the reachable states (the oracle), {len(names)} invariants")
+    say(f"{scenario.name}: enumerating the reachable states (the oracle) for {len(names)} invariants")
     try:
         states, first_hit = explore_all(machine, budget.max_states)
     except RuntimeError as e:  # too many states to enumerate: neither method can start
@@ -147,7 +147,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     # the trace kept is the explicit engine's (the one `kvproof check` writes), of the same length
     if broken:
         depth = max(budget.refute_depth, max(first_hit[n] for n in broken))
-        say(f"{scenario.name}: refuting {_names(broken)} by bounded model checking to depth {depth}")
+        say(f"{scenario.name}: bounded model checking to depth {depth} refutes {_names(broken)}")
         run = bmc(ts, [spec.claim(n) for n in broken], depth, budget.refute_seconds)
         report.refute_seconds += run.seconds
         canonical = _explicit_traces(scenario, broken, budget.max_states) if run.hits else {}
@@ -176,7 +176,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
         return report
 
     # method 1: an inductive invariant, blocked counterexample by counterexample
-    say(f"{scenario.name}: proving {_names(open_)} by method 1, an inductive invariant")
+    say(f"{scenario.name}: method 1 (inductive invariant) proves {_names(open_)}")
     safe = z3.And(*[ts.safe(n, ts.pre) for n in open_])
     t0 = time.perf_counter()
     try:
@@ -207,7 +207,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     report.lemma_seconds = time.perf_counter() - t0
 
     # method 2: k-induction, its step strengthened by the Houdini lemmas of the fixed template
-    say(f"{scenario.name}: proving {_names(open_)} by method 2, k-induction with Houdini lemmas")
+    say(f"{scenario.name}: method 2 (k-induction, Houdini lemmas) proves {_names(open_)}")
     m2 = strengthened_k_induction(ts, states, open_, budget)
     report.houdini_candidates, report.houdini_kept = m2.candidates, m2.kept
     report.houdini_seconds = m2.houdini_seconds

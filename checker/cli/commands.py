@@ -15,6 +15,12 @@ Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``repla
 * 4 - out of memory (one line with the advice: fingerprints, symmetry, workers);
 * 130 - interrupted (Ctrl-C), worker processes included.
 
+``simulate`` exits 1 when a response read another request's KV (0 with ``--report-only``);
+``replay``, ``conform`` and ``diff`` exit 1 when a trace does not reproduce or the traces differ.
+Every run ends with one closing line (:class:`~.common.Summary`; the ``summary`` object of
+``--json``): what ran, how many claims matched, did not, or are inconclusive, and what the exit
+code means.
+
 Files are data: a trace, certificate or scenario file that names a protocol other than a
 built-in one is refused unless the variant file is passed explicitly with ``--variant FILE.py``
 (the file is code: :mod:`kvproof.model.registry`).
