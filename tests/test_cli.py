@@ -346,7 +346,10 @@ def test_prove_theorems_prints_both_theorems_proved(capsys):
     verdicts = [line.split()[0] for line in out.splitlines()
                 if line.split() and line.split()[0] in ("proved", "inconclusive", "refuted")]
     assert verdicts == ["proved", "proved"]
-    assert "if (T > W" in out and "inconclusive" not in out
+    *body, closing = out.splitlines()
+    assert "if (T > W" in out and "inconclusive" not in "\n".join(body)
+    assert closing == ("kvproof prove: 2 parametric theorems: 2 matched, 0 mismatched, 0 inconclusive; "
+                       "exit 0: every theorem is proved")
     # timeout_if_by_lemmas' verdict: an inductive set of lemmas for every T ≥ W + 1 (only unsat answers)
     lemmas = re.search(r"proved \((\d+) lemmas over parametric atoms, inductive for every T ≥ W \+ 1, W ≥ 0\)",
                        " ".join(out.split()))
