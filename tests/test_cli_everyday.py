@@ -174,6 +174,31 @@ def test_progress_only_when_stdout_and_stderr_are_terminals(monkeypatch):
     assert not bar_after(Tty(), io.StringIO())
 
 
+def test_a_long_silent_phase_gets_its_bar_after_the_grace(monkeypatch):
+    """``prove --theorems`` or a proof's method 1 says what it does once and then runs for
+    minutes: the bar must appear without another call."""
+    import time
+
+    from kvproof.checker.cli import common
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr("sys.stdout", Tty())
+    monkeypatch.setattr("sys.stderr", Tty())
+    p = common.Progress(True, None, "")
+    p.GRACE = 0.05
+    p.note("method 1 (inductive invariant)")
+    assert p.bar is None  # within the grace: nothing yet
+    deadline = time.perf_counter() + 5
+    while p.bar is None and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    assert p.bar is not None
+    p.stop()
+    assert p.bar is None and p._timer is None
+
+
 def test_no_progress_reaches_a_pipe_from_the_long_commands(capsys, tmp_path, monkeypatch):
     from kvproof.checker.cli import common
 

@@ -96,13 +96,18 @@ def reports_summary(command: str, reports, code: int, how: str, meaning: str = "
 
 
 class Progress:
-    """A progress bar over the units of a run (scenarios, claims, certificates, requests), with
+    """A progress bar over the units of a run (scenarios, certificates, traces, requests), with
     a live description of the current one; drawn on stderr only when both stdout and stderr are
     terminals (never in a pipe, a file or CI log), only when the caller enables it (not
     ``--quiet``, not ``--json``), and only once the run has taken more than a second (short runs
-    print nothing extra).  Calling it with a search's statistics shows the live state count."""
+    print nothing extra; a long phase that says nothing more still gets its bar after that
+    second).  Calling it with a search's statistics shows the live state count."""
+
+    GRACE = 1.0  # seconds before a bar is drawn
 
     def __init__(self, enabled: bool, total: int | None = 1, unit: str = "scenarios"):
+        import threading
+
         self.enabled = enabled and sys.stderr.isatty() and sys.stdout.isatty()
         self.total = total
         self.unit = unit
@@ -110,27 +115,39 @@ class Progress:
         self.bar = None
         self.task = None
         self.label = ""
+        self.text = ""
         self.started = time.perf_counter()
+        self._lock = threading.RLock()
+        self._timer = None
+        self._stopped = False
 
     def start(self, label: str) -> None:
         """The next unit begins (the previous one, if any, is done)."""
         self.label = label
         self.done += 1
-        if self.bar is not None:
-            self.bar.update(self.task, total=self.total, completed=self.done, description=label)
-        else:
-            self._maybe_show(label)
+        self.note(label)
 
     def note(self, text: str, completed: int | None = None) -> None:
         """What the current unit is doing now (a phase, a method, a count done)."""
-        self._maybe_show(text)
-        if self.bar is not None:
+        with self._lock:
+            self.text = text
             if completed is not None:
                 self.done = completed
-            self.bar.update(self.task, total=self.total, description=text, completed=max(self.done, 0))
+            self._maybe_show()
+            if self.bar is not None:
+                self.bar.update(self.task, total=self.total, description=text, completed=max(self.done, 0))
 
-    def _maybe_show(self, text: str) -> None:
-        if not self.enabled or self.bar is not None or time.perf_counter() - self.started < 1.0:
+    def _maybe_show(self) -> None:
+        if not self.enabled or self._stopped or self.bar is not None:
+            return
+        wait = self.GRACE - (time.perf_counter() - self.started)
+        if wait > 0:  # not yet: come back when the grace is over, whether or not more is said
+            if self._timer is None:
+                import threading
+
+                self._timer = threading.Timer(wait, self._on_time)
+                self._timer.daemon = True
+                self._timer.start()
             return
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bar, SpinnerColumn, TextColumn,
@@ -139,8 +156,14 @@ class Progress:
         self.bar = Bar(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn(self.unit), TimeElapsedColumn(), console=Console(file=sys.stderr),
                        transient=True)
-        self.task = self.bar.add_task(text, total=self.total, completed=max(self.done, 0))
+        self.task = self.bar.add_task(self.text, total=self.total, completed=max(self.done, 0))
         self.bar.start()
+
+    def _on_time(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self.text:
+                self._maybe_show()
 
     def __call__(self, stats) -> None:
         """A search's live statistics (the explicit engine's progress callback)."""
@@ -154,22 +177,28 @@ class Progress:
 
         @contextlib.contextmanager
         def pause():
-            bar = self.bar
-            if bar is not None:
-                bar.stop()
-            try:
-                yield
-            finally:
+            with self._lock:
+                bar = self.bar
                 if bar is not None:
-                    bar.start()
+                    bar.stop()
+                try:
+                    yield
+                finally:
+                    if bar is not None and not self._stopped:
+                        bar.start()
 
         return pause()
 
     def stop(self) -> None:
-        """Remove the bar (it is transient: nothing is left on the terminal)."""
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
+        """Remove the bar for good (it is transient: nothing is left on the terminal)."""
+        with self._lock:
+            self._stopped = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self.bar is not None:
+                self.bar.stop()
+                self.bar = None
 
     def __enter__(self) -> "Progress":
         return self
