@@ -265,27 +265,26 @@ def cmd_certify(args: argparse.Namespace) -> int:
     bad = unreadable = 0
     last: CertificateError | None = None
     _certified: set[str] = set()  # the scenarios the readable certificates name
-    progress = Progress(True, len(files), "certificates")
-    for f in files:
-        progress.start(f"{f.name}: z3 and cvc5")
-        try:
-            rc = recheck(f, against, args.seconds)
-        except CertificateError as e:  # named here with the others; one line on stderr at the end
-            unreadable += 1
-            last = e
-            if len(files) > 1:
-                with progress.paused():
-                    out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
-            continue
-        _certified.add(rc.scenario)
-        status = "ok" if rc.ok else "FAILED"
-        bad += not rc.ok
-        with progress.paused():
-            out.print(Text(f"{status:<6} {f}  ({rc.scenario}: {len(rc.invariants)} invariants)",
-                           style="green" if rc.ok else "bold red"), soft_wrap=True)
-            for p in rc.problems:
-                out.print(f"       {p}", soft_wrap=True)  # one line per failure, however long
-    progress.stop()
+    with Progress(True, len(files), "certificates") as progress:  # removed however the loop ends
+        for f in files:
+            progress.start(f"{f.name}: z3 and cvc5")
+            try:
+                rc = recheck(f, against, args.seconds)
+            except CertificateError as e:  # named here with the others; one line on stderr at the end
+                unreadable += 1
+                last = e
+                if len(files) > 1:
+                    with progress.paused():
+                        out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
+                continue
+            _certified.add(rc.scenario)
+            status = "ok" if rc.ok else "FAILED"
+            bad += not rc.ok
+            with progress.paused():
+                out.print(Text(f"{status:<6} {f}  ({rc.scenario}: {len(rc.invariants)} invariants)",
+                               style="green" if rc.ok else "bold red"), soft_wrap=True)
+                for p in rc.problems:
+                    out.print(f"       {p}", soft_wrap=True)  # one line per failure, however long
     missing: list[str] = []
     if args.complete:
         from kvproof.model.scenario import builtin_names
