@@ -199,17 +199,35 @@ def test_a_long_silent_phase_gets_its_bar_after_the_grace(monkeypatch):
     assert p.bar is None and p._timer is None
 
 
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
 def test_no_progress_reaches_a_pipe_from_the_long_commands(capsys, tmp_path, monkeypatch):
+    """stdout piped, stderr a terminal (``kvproof check | less``): no bar on either."""
     from kvproof.checker.cli import common
 
     monkeypatch.setattr(common.Progress, "__init__", _slow_start(common.Progress.__init__))
+    monkeypatch.setenv("TERM", "xterm-256color")
+    terminal = _Tty()
+    monkeypatch.setattr("sys.stderr", terminal)
     for argv in (["check", "pr-41404", "--engine", "both", "--depth", "3", "--no-traces"],
                  ["simulate", "incident", "--requests", "50", "--pages", "4", "--slots", "2", "--no-traces"],
                  ["prove", "placeholder-fresh-pages", "--max-states", "5", "--no-certificates", "--no-traces"],
                  ["certify", str(ROOT / "traces" / "proofs" / "prefill-dies-unanswered.smt2")]):
         main(argv)
-        out, err = capsys.readouterr()
-        assert err == "" and "\r" not in out and "\x1b[" not in out, argv
+        out, _ = capsys.readouterr()
+        assert terminal.getvalue() == "" and "\r" not in out and "\x1b[" not in out, argv
+    monkeypatch.setattr("sys.stdout", _Tty())  # the control: with stdout a terminal too, the bar is drawn
+    main(["certify", str(ROOT / "traces" / "proofs" / "prefill-dies-unanswered.smt2")])
+    assert "certificates" in terminal.getvalue() and "\x1b[" in terminal.getvalue()
+    drawn = len(terminal.getvalue())
+    for argv in (["check", "incident", "--no-traces", "--json"], ["check", "incident", "--no-traces", "--quiet"],
+                 ["prove", "placeholder-fresh-pages", "--max-states", "5", "--no-certificates", "--no-traces",
+                  "--json"]):
+        main(argv)  # on a terminal too, --json and --quiet draw no bar
+        assert len(terminal.getvalue()) == drawn, argv
 
 
 def _slow_start(init):
