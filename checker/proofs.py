@@ -40,7 +40,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import z3
 
@@ -119,8 +119,11 @@ class ProofReport:
 
 
 def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
-                   certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None) -> ProofReport:
-    """Prove or refute every invariant of ``scenario`` (see the module docstring)."""
+                   certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
+                   progress: Callable[[str], None] | None = None) -> ProofReport:
+    """Prove or refute every invariant of ``scenario`` (see the module docstring).  ``progress``,
+    if given, is told as each phase starts which claims it works on and by which method."""
+    say = progress or (lambda text: None)
     spec = scenario.build()
     machine = Machine(spec)
     ts = TransitionSystem(spec)
@@ -130,6 +133,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     rows = {n: InvariantVerdict(n, expected.get(n, "verified"), "inconclusive") for n in names}
 
     t0 = time.perf_counter()
+    say(f"{scenario.name}: enumerating the reachable states (the oracle) for {len(names)} invariants")
     try:
         states, first_hit = explore_all(machine, budget.max_states)
     except RuntimeError as e:  # too many states to enumerate: neither method can start
@@ -143,6 +147,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     # the trace kept is the explicit engine's (the one `kvproof check` writes), of the same length
     if broken:
         depth = max(budget.refute_depth, max(first_hit[n] for n in broken))
+        say(f"{scenario.name}: bounded model checking to depth {depth} refutes {_names(broken)}")
         run = bmc(ts, [spec.claim(n) for n in broken], depth, budget.refute_seconds)
         report.refute_seconds += run.seconds
         canonical = _explicit_traces(scenario, broken, budget.max_states) if run.hits else {}
@@ -171,6 +176,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
         return report
 
     # method 1: an inductive invariant, blocked counterexample by counterexample
+    say(f"{scenario.name}: method 1 (inductive invariant) proves {_names(open_)}")
     safe = z3.And(*[ts.safe(n, ts.pre) for n in open_])
     t0 = time.perf_counter()
     try:
@@ -201,6 +207,7 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
     report.lemma_seconds = time.perf_counter() - t0
 
     # method 2: k-induction, its step strengthened by the Houdini lemmas of the fixed template
+    say(f"{scenario.name}: method 2 (k-induction, Houdini lemmas) proves {_names(open_)}")
     m2 = strengthened_k_induction(ts, states, open_, budget)
     report.houdini_candidates, report.houdini_kept = m2.candidates, m2.kept
     report.houdini_seconds = m2.houdini_seconds
@@ -221,6 +228,13 @@ def prove_scenario(scenario: Scenario, budget: ProofBudget = ProofBudget(),
             row.verdict = "proved"
     report.rows = [rows[n] for n in names]
     return report
+
+
+def _names(claims: list[str], shown: int = 3) -> str:
+    """The claims a phase works on, for a progress line: the first few by name, then a count."""
+    if len(claims) <= shown:
+        return ", ".join(claims)
+    return ", ".join(claims[:shown]) + f" and {len(claims) - shown} more"
 
 
 @dataclass

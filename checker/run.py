@@ -11,7 +11,7 @@ from typing import Callable
 
 from kvproof.model.machine import Machine
 from kvproof.model.replay import run_actions
-from kvproof.model.scenario import Scenario, ScenarioError
+from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
 from kvproof.checker.explicit import Exploration, Limits, Stats, explore
 from kvproof.checker.liveness import OutOfTime, StateGraph, build_graph, find_lasso
 from kvproof.checker.parallel import explore_parallel
@@ -113,7 +113,8 @@ def check_scenario(
         kinds = {x.name: x.kind for x in spec.claims}
         unknown = [c for c in only if c not in kinds]
         if unknown:
-            raise ScenarioError(f"unknown invariant or witness {unknown[0]!r} (kvproof list --claims names them)")
+            raise ScenarioError(f"unknown invariant or witness {unknown[0]!r}{did_you_mean(unknown[0], kinds)} "
+                                  "(kvproof list --claims names them)")
         expected = {c: expected.get(c, default_expectation(kinds[c])) for c in only}
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kvproof.model.machine import Machine
-from kvproof.model.scenario import Scenario, ScenarioError
+from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
 from kvproof.checker.bmc import EngineError, bmc, confirmed_path
 from kvproof.checker.cti import InductionFailure, from_k_induction
 from kvproof.checker.lemmas import Reachable, explore_all
@@ -49,7 +49,8 @@ def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = 
         kinds = {x.name: x.kind for x in spec.claims}
         unknown = [c for c in only if c not in kinds]
         if unknown:
-            raise ScenarioError(f"unknown invariant or witness {unknown[0]!r} (kvproof list --claims names them)")
+            raise ScenarioError(f"unknown invariant or witness {unknown[0]!r}{did_you_mean(unknown[0], kinds)} "
+                                  "(kvproof list --claims names them)")
         expected = {c: expected.get(c, default_expectation(kinds[c])) for c in only}
     if deadline is None and max_seconds is not None:
         deadline = time.perf_counter() + max_seconds

@@ -114,7 +114,7 @@ def test_replay_of_a_trace_whose_violation_is_gone(capsys, tmp_path):
 @pytest.mark.slow  # about 6 s
 def test_simulate_reports_exposures_and_writes_the_first_run(capsys, tmp_path):
     code, out, _ = run(capsys, "simulate", "incident", "--requests", "300", "--seed", "3", "--traces", str(tmp_path))
-    assert code == 0 and "read another request's KV" in out and "written to" in out
+    assert code == 1 and "read another request's KV" in out and "written to" in out
     written = list(tmp_path.iterdir())
     assert len(written) == 1
     code, out, _ = run(capsys, "replay", str(written[0]))
@@ -324,6 +324,9 @@ def test_prove_refutes_with_a_trace_and_proves_the_rest(capsys, tmp_path):
     assert rows["rejected_never_reserves"]["verdict"] == "refuted" and rows["rejected_never_reserves"]["length"] == 1
     assert code == 0 and {r["verdict"] for r in rows.values()} == {"proved", "refuted"}
     assert rows["no_cross_tenant_read"]["verdict"] == "proved" and rows["no_write_after_release"]["verdict"] == "proved"
+    assert doc["summary"] == {"command": "prove", "ran": "1 scenario, 10 invariants (inductive invariant and k-induction)",
+                              "matched": 10, "mismatched": 0, "inconclusive": 0, "exit_code": 0,
+                              "meaning": "every invariant is proved or refuted as expected"}  # the closing line's
     assert (tmp_path / "placeholder-fresh-pages.smt2").is_file()
     assert any(p.name.startswith("placeholder-fresh-pages") and "decode_reads_only_own_pages" in p.name
                for p in tmp_path.iterdir())
@@ -343,7 +346,10 @@ def test_prove_theorems_prints_both_theorems_proved(capsys):
     verdicts = [line.split()[0] for line in out.splitlines()
                 if line.split() and line.split()[0] in ("proved", "inconclusive", "refuted")]
     assert verdicts == ["proved", "proved"]
-    assert "if (T > W" in out and "inconclusive" not in out
+    *body, closing = out.splitlines()
+    assert "if (T > W" in out and "inconclusive" not in "\n".join(body)
+    assert closing == ("kvproof prove: 2 parametric theorems: 2 matched, 0 mismatched, 0 inconclusive; "
+                       "exit 0: every theorem is proved")
     # timeout_if_by_lemmas' verdict: an inductive set of lemmas for every T ≥ W + 1 (only unsat answers)
     lemmas = re.search(r"proved \((\d+) lemmas over parametric atoms, inductive for every T ≥ W \+ 1, W ≥ 0\)",
                        " ".join(out.split()))

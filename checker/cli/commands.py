@@ -16,6 +16,12 @@ Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``repla
 * 4 - out of memory (one line with the advice: fingerprints, symmetry, workers);
 * 130 - interrupted (Ctrl-C), worker processes included.
 
+``simulate`` exits 1 when a response read another request's KV (0 with ``--report-only``);
+``replay``, ``conform`` and ``diff`` exit 1 when a trace does not reproduce or the traces differ.
+Every run ends with one closing line (:class:`~.common.Summary`; the ``summary`` object of
+``--json``): what ran, how many claims matched, did not, or are inconclusive, and what the exit
+code means.
+
 Files are data: a trace, certificate or scenario file that names a protocol other than a
 built-in one is refused unless the variant file is passed explicitly with ``--variant FILE.py``
 (the file is code: :mod:`kvproof.model.registry`).
@@ -35,7 +41,8 @@ from typing import Any, Sequence
 
 from kvproof.checker.cli import symbolic as cli_symbolic
 from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED,
-                                        EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, BadInput, protocol_command)
+                                        EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, BadInput, Progress, Summary,
+                                        plural, protocol_command, reports_summary)
 from kvproof.checker.cli.common import console as _console
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import resolve as _resolve
@@ -64,52 +71,7 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{where}{message}")
 
 
-class _Progress:
-    """A progress bar over the scenarios of a run, with the live state count of the current
-    search; only when stderr is a terminal, not ``--quiet``, and once the run has taken more
-    than a second (short runs print nothing extra)."""
-
-    def __init__(self, enabled: bool, total: int = 1):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.total = total
-        self.done = -1
-        self.bar = None
-        self.task = None
-        self.label = ""
-        self.started = time.perf_counter()
-
-    def start(self, label: str) -> None:
-        self.label = label
-        self.done += 1
-        if self.bar is not None:
-            self.bar.update(self.task, completed=self.done, description=label)
-        else:
-            self._maybe_show(label)
-
-    def _maybe_show(self, text: str) -> None:
-        if not self.enabled or self.bar is not None or time.perf_counter() - self.started < 1.0:
-            return
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                                   TimeElapsedColumn)
-
-        self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("scenarios"), TimeElapsedColumn(), console=Console(file=sys.stderr),
-                            transient=True)
-        self.task = self.bar.add_task(text, total=self.total, completed=max(self.done, 0))
-        self.bar.start()
-
-    def __call__(self, stats) -> None:
-        text = (f"{self.label}: {stats.states:,} states · depth {stats.depth} · "
-                f"{stats.states_per_second:,.0f} states/s")
-        self._maybe_show(text)
-        if self.bar is not None:
-            self.bar.update(self.task, description=text)
-
-    def stop(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
+_Progress = Progress  # the name earlier versions and their tests used
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -134,6 +96,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from kvproof.checker.expected import write_expected
     from kvproof.checker.report.render import render_reports
     from kvproof.checker.results import exit_code
+    from kvproof.model.scenario import did_you_mean
+
     names = args.scenarios or [s.name for s in builtins()]
     scenarios = _unique([_resolve(n) for n in names])
     for sc in scenarios:  # fail on bad input before any search starts or any file is written
@@ -142,7 +106,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             try:
                 spec.claim(inv)
             except KeyError:
-                raise BadInput(f"unknown invariant or witness {inv!r} (kvproof list --claims names them)") from None
+                raise BadInput(f"unknown invariant or witness {inv!r}{did_you_mean(inv, [c.name for c in spec.claims])} "
+                               "(kvproof list --claims names them)") from None
     if args.write_expected and args.invariant:
         raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
     if args.write_expected and args.symmetry:
@@ -165,16 +130,19 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise BadInput(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
     _write_outputs(args, reports)
     coverage = _coverage(scenarios, limits) if args.coverage and (args.json or not args.quiet) else None
+    summary = reports_summary("check", reports, exit_code(reports), "explicit search")
     if args.json:
         doc = _json_reports(reports)
         for entry, cov in zip(doc["scenarios"], coverage or ()):
             entry["coverage"] = cov.to_json()
-        print(json.dumps(doc, indent=2))
+        print(json.dumps({**doc, "summary": summary.to_json()}, indent=2))
     elif not args.quiet:
-        _console().print(render_reports(reports))
+        out = _console()
+        out.print(render_reports(reports))
         for sc, cov in zip(scenarios, coverage or ()):
-            _console().print(_coverage_text(sc.name, cov), soft_wrap=True)
-    return exit_code(reports)
+            out.print(_coverage_text(sc.name, cov), soft_wrap=True)
+        summary.print(out)
+    return summary.exit_code
 
 
 def _coverage(scenarios, limits) -> list:
@@ -211,7 +179,7 @@ def _run(scenarios, limits, only, traces_dir, show_progress: bool, **engine) -> 
     explicit engine's options (visited set, symmetry, workers, backend)."""
     from kvproof.checker.run import check_scenario
 
-    progress = _Progress(show_progress, len(scenarios))
+    progress = Progress(show_progress, len(scenarios))
     reports = []
     try:
         for sc in scenarios:
@@ -324,11 +292,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     reports = _run(scenarios, limits, None, None, not args.quiet)
     args.html, args.junit, args.sarif = args.output, None, None
     _write_outputs(args, reports)
+    summary = reports_summary("report", reports, exit_code(reports), "explicit search")
     if not args.quiet:
         cx = sum(1 for r in reports for c in r.claims if c.kind == "invariant" and getattr(c.result, "trace", None))
-        _console().print(f"wrote {args.output}: {len(reports)} scenario{'s' if len(reports) != 1 else ''}, "
-                         f"{cx} counterexample{'s' if cx != 1 else ''}", soft_wrap=True)  # a path is not wrapped
-    return exit_code(reports)
+        out = _console()
+        out.print(f"wrote {args.output}: {len(reports)} scenario{'s' if len(reports) != 1 else ''}, "
+                  f"{cx} counterexample{'s' if cx != 1 else ''}", soft_wrap=True)  # a path is not wrapped
+        summary.print(out)
+    return summary.exit_code
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -338,8 +309,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     a, b = read_trace(args.a), read_trace(args.b)
     d = diff_traces(a, b)
-    _console().print(render_diff(d, args.a, args.b))
-    return EXIT_OK if d.identical else EXIT_MISMATCH
+    out = _console()
+    out.print(render_diff(d, args.a, args.b))
+    same = int(d.identical)
+    return Summary("diff", "2 traces compared", same, 1 - same, 0, EXIT_OK if same else EXIT_MISMATCH,
+                   "the traces are identical" if same else "the traces differ").print(out)
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
@@ -446,31 +420,35 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     trace = read_trace(args.file)
     out = _console()
+    ran = f"1 trace of {plural(len(trace), 'step')} ({trace.scenario.name}, {trace.claim})"
+    failed = Summary("replay", ran, 0, 1, 0, EXIT_MISMATCH, "the trace does not reproduce")
+    passed = Summary("replay", ran, 1, 0, 0, EXIT_OK, "the trace reproduces")
     diverged = replay(trace.machine, trace.actions, trace.states)
     if diverged is not None:
         out.print(f"diverged at step {diverged.step}: {diverged.reason}")
-        return EXIT_MISMATCH
+        return failed.print(out)
     c = trace.machine.spec.claim(trace.claim)
     if c.kind == "liveness":
         why = lasso_is_fair(trace.machine, trace.claim, trace.states, trace.actions,
                             trace.loop if trace.loop is not None else -1)
         if why is not None:
             out.print(f"replayed {len(trace)} steps, but the lasso does not violate {trace.claim}: {why}")
-            return EXIT_MISMATCH
+            return failed.print(out)
         out.print(f"reproduced: {len(trace)} steps replay exactly and the loop from step {trace.loop} "
                   f"is a fair cycle that violates {trace.claim}")
-        return EXIT_OK
+        return passed.print(out)
     if not reference_hits(trace.machine.spec, c, trace.states[-1]):  # the reference interpreter's opinion
         out.print(f"replayed {len(trace)} steps, but {trace.claim} does not "
                   f"{'fail' if c.kind == 'invariant' else 'hold'} at the last state")
-        return EXIT_MISMATCH
+        return failed.print(out)
     what = "violation" if c.kind == "invariant" else "witness"
     out.print(f"reproduced: {len(trace)} steps replay exactly and the {what} of {trace.claim} holds at step {len(trace)}")
-    return EXIT_OK
+    return passed.print(out)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    """Run a long random workload and count responses that read another request's data."""
+    """Run a long random workload and count responses that read another request's data; exit 1
+    when one did (an exposure), unless ``--report-only``."""
     from kvproof.checker.traces import Trace, write_trace
     from kvproof.model.machine import Machine
     from kvproof.model.replay import run_actions
@@ -487,7 +465,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise BadInput(f"simulate: {e}") from None
     t0 = time.perf_counter()
-    exp = simulate(machine, args.requests, args.seed, args.fault_weight)
+    with Progress(True, args.requests, "requests") as progress:
+        def tick(so_far) -> None:
+            progress.note(f"{base.name}: {so_far.steps:,} steps · {so_far.foreign_reads:,} exposed so far",
+                          completed=so_far.requests)
+
+        exp = simulate(machine, args.requests, args.seed, args.fault_weight, progress=tick)
     seconds = time.perf_counter() - t0
     out = _console()
     out.print(f"{base.name}: {exp.requests:,} requests over {args.pages} decode pages "
@@ -511,13 +494,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             trace = Trace(sc, machine, "decode_reads_only_own_pages", "counterexample", run, states)
             path = write_trace(trace, args.traces)
             out.print(f"  first exposure at step {len(exp.first_bad_run):,}, written to {path}{how}", soft_wrap=True)
-    return EXIT_OK
+    exposed = exp.foreign_reads > 0 or exp.first_bad_run is not None
+    ran = (f"{plural(exp.requests, 'request')} on {base.name} (seed {args.seed}), 1 claim (no response reads "
+           "another request's KV)")
+    if not exposed:
+        code, meaning = EXIT_OK, "no response read another request's KV"
+    elif args.report_only:
+        code, meaning = EXIT_OK, "an exposure was found and only reported (--report-only)"
+    else:
+        code, meaning = EXIT_MISMATCH, "an exposure: a response read another request's KV"
+    return Summary("simulate", ran, int(not exposed), int(exposed), 0, code, meaning).print(out)
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
     """Run traces (replay) or random event sequences (``--random N``) on SGLang 0.5.23's code."""
     run_conform = protocol_command("conform")
-    return run_conform(args, _resolve, _console(), BadInput)
+    out = _console()
+    with Progress(True, None, "") as progress:
+        done = run_conform(args, _resolve, out, BadInput, progress=progress)
+    return Summary("conform", done.ran, done.matched, done.mismatched, 0, done.exit_code, done.meaning).print(out)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -541,6 +536,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _plural(n: int, word: str) -> str:
+    """``word``, with an ``s`` unless ``n`` is one."""
     return word if n == 1 else word + "s"
 
 
@@ -649,18 +645,26 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     rp.set_defaults(func=cmd_replay)
 
-    sm = sub.add_parser("simulate", help="random long workload: how many responses read another's data")
-    sm.add_argument("scenario", metavar="SCENARIO")
-    sm.add_argument("--requests", type=_positive_int, default=10_000, metavar="N")
+    sm = sub.add_parser("simulate", help="random long workload: how many responses read another's data",
+                        description="Run a long random workload through a scenario's engine and count the "
+                                    "responses that read another request's KV. Exit 0 when none did, 1 when one "
+                                    "did (an exposure; 0 with --report-only), 3 on bad input.")
+    sm.add_argument("scenario", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    sm.add_argument("--requests", type=_positive_int, default=10_000, metavar="N",
+                    help="requests to send in all (default 10000)")
     sm.add_argument("--pages", type=_page_count, default=64, metavar="D", help="decode pages (default 64)")
     sm.add_argument("--slots", type=_slot_count, default=8, metavar="K", help="requests in flight at once (default 8)")
-    sm.add_argument("--seed", type=int, default=0, metavar="S")
+    sm.add_argument("--seed", type=int, default=0, metavar="S",
+                    help="seed of the random choices: one seed, one run (default 0)")
     sm.add_argument("--fault-weight", type=_positive_float, default=0.02, metavar="W",
                     help="weight of aborts, failures and ack losses against 1 for progress (default 0.02)")
-    sm.add_argument("--traces", default="traces", metavar="DIR")
-    sm.add_argument("--no-traces", action="store_true")
+    sm.add_argument("--traces", default="traces", metavar="DIR",
+                    help="where the run up to the first exposure is written (default: traces)")
+    sm.add_argument("--no-traces", action="store_true", help="write no trace file")
     sm.add_argument("--trace-limit", type=_positive_int, default=5000, metavar="STEPS",
                     help="write the first exposure only if it is at most this many steps (default 5000)")
+    sm.add_argument("--report-only", action="store_true",
+                    help="report exposures but exit 0 (default: exit 1 when a response read another's KV)")
     sm.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     sm.set_defaults(func=cmd_simulate)
 

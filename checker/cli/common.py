@@ -1,10 +1,14 @@
 """What the commands of the command line share: exit codes, one-line bad input, the console,
-how a scenario is named, the JSON of a check, and the commands a protocol offers."""
+the closing line every run ends with (:class:`Summary`), the progress display of long runs
+(:class:`Progress`), how a scenario is named, the JSON of a check, and the commands a protocol
+offers."""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +16,195 @@ from kvproof.model.registry import protocols
 from kvproof.model.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
-           "EXIT_INTERRUPTED", "BadInput", "console", "resolve", "json_reports", "protocol_command"]
+           "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInput", "Summary", "claim_counts", "reports_summary", "Progress",
+           "console", "resolve", "json_reports", "protocol_command", "plural"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
 EXIT_OUT_OF_MEMORY = 4  # the search ran out of memory: one line with the advice (fingerprints, symmetry, workers)
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output left (`kvproof show … | head`)
+
+
+EXIT_MEANINGS = {  # what an exit code means when the command has nothing more particular to say
+    EXIT_OK: "every verdict matches its expectation",
+    EXIT_MISMATCH: "a verdict does not match its expectation",
+    EXIT_INCONCLUSIVE: "a result is inconclusive (a limit cut the work short)",
+    EXIT_BAD_INPUT: "bad input",
+}
+_EXIT_STYLES = {EXIT_OK: "bold green", EXIT_MISMATCH: "bold red", EXIT_INCONCLUSIVE: "bold yellow"}
+
+
+def plural(n: int, word: str) -> str:
+    """``n`` and ``word``, with an ``s`` unless ``n`` is one (``1 claim``, ``1,024 claims``)."""
+    return f"{n:,} {word if n == 1 else word + 's'}"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """How a run ended, in the one closing line every command prints (and the ``summary``
+    object of its ``--json``): what ran, how many claims matched their expectation, how many
+    did not, how many are inconclusive, and what the exit code means."""
+
+    command: str
+    ran: str
+    matched: int
+    mismatched: int
+    inconclusive: int
+    exit_code: int
+    meaning: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.meaning:
+            object.__setattr__(self, "meaning", EXIT_MEANINGS.get(self.exit_code, ""))
+
+    def line(self) -> str:
+        """The closing line, e.g. ``kvproof check: 1 scenario, 12 claims (explicit search): 12
+        matched, 0 mismatched, 0 inconclusive; exit 0: every verdict matches its expectation``."""
+        return (f"kvproof {self.command}: {self.ran}: {self.matched:,} matched, {self.mismatched:,} mismatched, "
+                f"{self.inconclusive:,} inconclusive; exit {self.exit_code}: {self.meaning}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``summary`` object of the command's ``--json`` document."""
+        return {"command": self.command, "ran": self.ran, "matched": self.matched, "mismatched": self.mismatched,
+                "inconclusive": self.inconclusive, "exit_code": self.exit_code, "meaning": self.meaning}
+
+    def print(self, out=None) -> int:
+        """Print the closing line on ``out`` (default: a console on stdout; colour only on a
+        terminal, and never with ``NO_COLOR``) and return the exit code."""
+        from rich.text import Text
+
+        out = out or console()
+        out.print(Text(self.line(), style=_EXIT_STYLES.get(self.exit_code, "bold red")), soft_wrap=True)
+        return self.exit_code
+
+
+def claim_counts(rows) -> tuple[int, int, int]:
+    """(matched, mismatched, inconclusive) over rows that have ``verdict`` and ``matches``: an
+    inconclusive verdict is counted as inconclusive, never as a mismatch."""
+    rows = list(rows)
+    inconclusive = sum(1 for r in rows if r.verdict == "inconclusive")
+    matched = sum(1 for r in rows if r.verdict != "inconclusive" and r.matches)
+    return matched, len(rows) - matched - inconclusive, inconclusive
+
+
+def reports_summary(command: str, reports, code: int, how: str, meaning: str = "") -> Summary:
+    """The closing line of a run over scenario reports (``check``, ``report``): how many
+    scenarios and claims, searched ``how``, and how their verdicts compare with expectations."""
+    rows = [c for r in reports for c in r.claims]
+    return Summary(command, f"{plural(len(reports), 'scenario')}, {plural(len(rows), 'claim')} ({how})",
+                   *claim_counts(rows), code, meaning)
+
+
+class Progress:
+    """A progress bar over the units of a run (scenarios, certificates, traces, requests), with
+    a live description of the current one; drawn on stderr only when both stdout and stderr are
+    terminals (never in a pipe, a file or CI log), only when the caller enables it (not
+    ``--quiet``, not ``--json``), and only once the run has taken more than a second (short runs
+    print nothing extra; a long phase that says nothing more still gets its bar after that
+    second).  Calling it with a search's statistics shows the live state count."""
+
+    GRACE = 1.0  # seconds before a bar is drawn
+
+    def __init__(self, enabled: bool, total: int | None = 1, unit: str = "scenarios"):
+        import threading
+
+        self.enabled = enabled and sys.stderr.isatty() and sys.stdout.isatty()
+        self.total = total
+        self.unit = unit
+        self.done = -1
+        self.bar = None
+        self.task = None
+        self.label = ""
+        self.text = ""
+        self.started = time.perf_counter()
+        self._lock = threading.RLock()
+        self._timer = None
+        self._stopped = False
+
+    def start(self, label: str) -> None:
+        """The next unit begins (the previous one, if any, is done)."""
+        self.label = label
+        self.done += 1
+        self.note(label)
+
+    def note(self, text: str, completed: int | None = None) -> None:
+        """What the current unit is doing now (a phase, a method, a count done)."""
+        with self._lock:
+            self.text = text
+            if completed is not None:
+                self.done = completed
+            self._maybe_show()
+            if self.bar is not None:
+                self.bar.update(self.task, total=self.total, description=text, completed=max(self.done, 0))
+
+    def _maybe_show(self) -> None:
+        if not self.enabled or self._stopped or self.bar is not None:
+            return
+        wait = self.GRACE - (time.perf_counter() - self.started)
+        if wait > 0:  # not yet: come back when the grace is over, whether or not more is said
+            if self._timer is None:
+                import threading
+
+                self._timer = threading.Timer(wait, self._on_time)
+                self._timer.daemon = True
+                self._timer.start()
+            return
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bar, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn)
+
+        self.bar = Bar(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn(self.unit), TimeElapsedColumn(), console=Console(file=sys.stderr),
+                       transient=True)
+        self.task = self.bar.add_task(self.text, total=self.total, completed=max(self.done, 0))
+        self.bar.start()
+
+    def _on_time(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self.text:
+                self._maybe_show()
+
+    def __call__(self, stats) -> None:
+        """A search's live statistics (the explicit engine's progress callback)."""
+        self.note(f"{self.label}: {stats.states:,} states · depth {stats.depth} · "
+                  f"{stats.states_per_second:,.0f} states/s")
+
+    def paused(self):
+        """A context in which the caller prints to stdout with the bar out of the way (it is
+        drawn again, below what was printed, when the context ends)."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def pause():
+            with self._lock:
+                bar = self.bar
+                if bar is not None:
+                    bar.stop()
+                try:
+                    yield
+                finally:
+                    if bar is not None and not self._stopped:
+                        bar.start()
+
+        return pause()
+
+    def stop(self) -> None:
+        """Remove the bar for good (it is transient: nothing is left on the terminal)."""
+        with self._lock:
+            self._stopped = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self.bar is not None:
+                self.bar.stop()
+                self.bar = None
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 class BadInput(Exception):
@@ -43,9 +230,12 @@ def console(stream=None):
 
 def resolve(name: str | Scenario) -> Scenario:
     """A built-in scenario by name, or a scenario file by path (a ``--variant`` file's own
-    scenario is passed as it is: ``main`` adds those to the scenarios named)."""
+    scenario is passed as it is: ``main`` adds those to the scenarios named).  A ``.py`` file
+    named as a scenario is bad input that says to pass it with ``--variant``."""
     if isinstance(name, Scenario):
         return name
+    if name.endswith(".py"):  # read as TOML it would be "malformed TOML": say what it is instead
+        raise BadInput(f"{name}: a .py file is an engine variant (code), not a scenario: pass it with --variant {name}")
     if name.endswith(".toml") or os.sep in name or Path(name).is_file():
         return load_scenario(name)
     return builtin(name)

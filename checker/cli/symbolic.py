@@ -20,7 +20,8 @@ from kvproof.model.scenario import builtins
 
 # The engines, the solvers and rich are imported by the command that uses them (kvproof --help
 # loads none of them).
-from kvproof.checker.cli.common import EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, protocol_command
+from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, Progress, Summary,
+                                        claim_counts, plural, protocol_command, reports_summary)
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import console as _console
 from kvproof.checker.cli.common import resolve as _resolve
@@ -53,29 +54,47 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
     traces_dir = None if args.no_traces else Path(args.traces)
     out = _console()
     deadline = limits.deadline()
+    show = not args.quiet and not args.json
     if args.engine == "bmc":
         depth = args.depth or DEFAULT_DEPTH
-        reports = [check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds, deadline)
-                   for sc in scenarios]
+        reports = []
+        with Progress(show, len(scenarios)) as progress:
+            for sc in scenarios:
+                progress.start(f"{sc.name}: bounded model checking to depth {depth} (Z3)")
+                reports.append(check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds, deadline))
+        summary = reports_summary("check", reports, exit_code(reports), f"bounded model checking to depth {depth}")
         if args.json:
-            print(json.dumps(_json_reports(reports), indent=2))
+            print(json.dumps({**_json_reports(reports), "summary": summary.to_json()}, indent=2))
         elif not args.quiet:
             out.print(render_reports(reports))
-        return exit_code(reports)
+            summary.print(out)
+        return summary.exit_code
     problems, gaps, reports, agreements = [], [], [], []
-    for sc in scenarios:
-        rep = check_scenario(sc, limits, args.invariant, traces_dir)
-        agreement = cross_check(rep, args.depth, args.invariant, args.max_seconds, deadline=deadline)
-        problems += agreement.problems
-        gaps += agreement.gaps
-        reports.append(rep)
-        agreements.append(agreement)
+    with Progress(show, len(scenarios)) as progress:
+        for sc in scenarios:
+            progress.start(f"{sc.name}: explicit search")
+            rep = check_scenario(sc, limits, args.invariant, traces_dir, progress)
+            how = (f"bounded model checking to depth {args.depth}" if args.depth
+                   else "bounded model checking and k-induction")
+            progress.note(f"{sc.name}: {how} (Z3), {plural(len(rep.claims), 'claim')}")
+            agreement = cross_check(rep, args.depth, args.invariant, args.max_seconds, deadline=deadline)
+            problems += agreement.problems
+            gaps += agreement.gaps
+            reports.append(rep)
+            agreements.append(agreement)
+    code = EXIT_MISMATCH if problems else EXIT_INCONCLUSIVE if gaps else exit_code(reports)
+    meaning = ("the engines disagree" if problems else "agreement not established" if gaps
+               else "every verdict matches its expectation and the engines agree" if code == EXIT_OK else "")
+    summary = reports_summary("check", reports, code,
+                              f"explicit search and Z3 compared: {plural(len(problems), 'disagreement')}, "
+                              f"{len(gaps):,} not established", meaning)
     if args.json:
         doc = _json_reports(reports)
         for entry, a in zip(doc["scenarios"], agreements):
             entry["agreement"] = {"bounded_depth": a.bounded.stats.depth, "proved_never_hit": a.proved,
                                   "problems": a.problems, "not_established": a.gaps,
                                   "counterexample_to_induction": a.failure.to_json() if a.failure else None}
+        doc["summary"] = summary.to_json()
         print(json.dumps(doc, indent=2))
     elif not args.quiet:
         out.print(render_reports(reports))
@@ -96,11 +115,8 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
                 out.print(f"  {p}")
         if not problems and not gaps:
             out.print(f"explicit and symbolic engines agree on {len(reports)} scenario(s)")
-    if problems:
-        return EXIT_MISMATCH
-    if gaps:
-        return EXIT_INCONCLUSIVE
-    return exit_code(reports)
+        summary.print(out)
+    return summary.exit_code
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
@@ -119,30 +135,53 @@ def _prove(args: argparse.Namespace) -> int:
     from kvproof.checker.proofs import ProofBudget, prove_scenario
 
     if args.theorems:
-        results = protocol_command("theorems")(args.spacer_seconds)
+        with Progress(not args.quiet, None, "") as progress:
+            progress.note("proving the parametric theorems (Z3)")
+            results = protocol_command("theorems")(args.spacer_seconds)
         out = _console()
-        for th in results:
-            style = "green" if th.holds else "bold red"
-            out.print(Text(f"{th.verdict:<8} {th.name}", style=style))
-            out.print(f"         {th.statement}")
-            for line in th.details:
-                out.print(f"         {line}")
-        if any(th.verdict == "refuted" for th in results):
-            return EXIT_MISMATCH
-        return EXIT_OK if all(th.holds for th in results) else EXIT_INCONCLUSIVE
+        refuted = sum(th.verdict == "refuted" for th in results)
+        proved = sum(bool(th.holds) for th in results)
+        code = EXIT_MISMATCH if refuted else EXIT_OK if proved == len(results) else EXIT_INCONCLUSIVE
+        summary = Summary("prove", f"{plural(len(results), 'parametric theorem')}", proved, refuted,
+                          len(results) - proved - refuted, code,
+                          "every theorem is proved" if code == EXIT_OK else "")
+        if not args.quiet:
+            for th in results:
+                style = "green" if th.holds else "bold red"
+                out.print(Text(f"{th.verdict:<8} {th.name}", style=style))
+                out.print(f"         {th.statement}")
+                for line in th.details:
+                    out.print(f"         {line}")
+            summary.print(out)
+        return summary.exit_code
     names = args.scenarios or [s.name for s in builtins()]
     scenarios = [_resolve(n) for n in names]
     for sc in scenarios:
         sc.build()
     budget = ProofBudget(refute_depth=args.refute_depth, lemma_seconds=args.lemma_seconds,
                          induction_seconds=args.induction_seconds, max_k=args.max_k,
-                         template_arity=args.template_arity)
+                         template_arity=args.template_arity, max_states=args.max_states)
     certs = None if args.no_certificates else Path(args.certificates)
     traces = None if args.no_traces else Path(args.traces)
-    reports = [prove_scenario(sc, budget, certs, traces) for sc in scenarios]
+    reports = []
+    with Progress(not args.quiet and not args.json, len(scenarios)) as progress:
+        for sc in scenarios:
+            progress.start(sc.name)
+            reports.append(prove_scenario(sc, budget, certs, traces, progress.note))
+    rows = [row for r in reports for row in r.rows]
+    errors = sum(len(r.errors) for r in reports)
+    matched, mismatched, inconclusive = claim_counts(rows)
+    if errors or mismatched:
+        code = EXIT_MISMATCH
+    else:
+        code = EXIT_INCONCLUSIVE if inconclusive else EXIT_OK
+    meaning = ("every invariant is proved or refuted as expected" if code == EXIT_OK
+               else f"an engine error ({plural(errors, 'error')})" if errors and not mismatched else "")
+    summary = Summary("prove", f"{plural(len(reports), 'scenario')}, {plural(len(rows), 'invariant')} "
+                               "(inductive invariant and k-induction)", matched, mismatched, inconclusive, code, meaning)
     out = _console()
     if args.json:
-        print(json.dumps(_json(reports), indent=2))
+        print(json.dumps({**_json(reports), "summary": summary.to_json()}, indent=2))
     elif not args.quiet:
         out.print(_table(reports))
         for r in reports:
@@ -159,14 +198,8 @@ def _prove(args: argparse.Namespace) -> int:
                 out.print(render_failure(r.scenario.name, failure))
             for e in r.errors:
                 out.print(Text(f"{r.scenario.name}: engine error: {e}", style="bold red"))
-    rows = [row for r in reports for row in r.rows]
-    if any(r.errors for r in reports):
-        return EXIT_MISMATCH
-    if any(row.verdict != "inconclusive" and not row.matches for row in rows):
-        return EXIT_MISMATCH
-    if any(row.verdict == "inconclusive" for row in rows):
-        return EXIT_INCONCLUSIVE
-    return EXIT_OK
+        summary.print(out)
+    return summary.exit_code
 
 
 def _table(reports):
@@ -232,22 +265,26 @@ def cmd_certify(args: argparse.Namespace) -> int:
     bad = unreadable = 0
     last: CertificateError | None = None
     _certified: set[str] = set()  # the scenarios the readable certificates name
-    for f in files:
-        try:
-            rc = recheck(f, against, args.seconds)
-        except CertificateError as e:  # named here with the others; one line on stderr at the end
-            unreadable += 1
-            last = e
-            if len(files) > 1:
-                out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
-            continue
-        _certified.add(rc.scenario)
-        status = "ok" if rc.ok else "FAILED"
-        bad += not rc.ok
-        out.print(Text(f"{status:<6} {f}  ({rc.scenario}: {len(rc.invariants)} invariants)",
-                       style="green" if rc.ok else "bold red"), soft_wrap=True)
-        for p in rc.problems:
-            out.print(f"       {p}", soft_wrap=True)  # one line per failure, however long
+    with Progress(True, len(files), "certificates") as progress:  # removed however the loop ends
+        for f in files:
+            progress.start(f"{f.name}: z3 and cvc5")
+            try:
+                rc = recheck(f, against, args.seconds)
+            except CertificateError as e:  # named here with the others; one line on stderr at the end
+                unreadable += 1
+                last = e
+                if len(files) > 1:
+                    with progress.paused():
+                        out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
+                continue
+            _certified.add(rc.scenario)
+            status = "ok" if rc.ok else "FAILED"
+            bad += not rc.ok
+            with progress.paused():
+                out.print(Text(f"{status:<6} {f}  ({rc.scenario}: {len(rc.invariants)} invariants)",
+                               style="green" if rc.ok else "bold red"), soft_wrap=True)
+                for p in rc.problems:
+                    out.print(f"       {p}", soft_wrap=True)  # one line per failure, however long
     missing: list[str] = []
     if args.complete:
         from kvproof.model.scenario import builtin_names
@@ -261,18 +298,34 @@ def cmd_certify(args: argparse.Namespace) -> int:
         out.print(f"{checked - bad} of {checked} certificates check" + (f", {unreadable} unreadable" if unreadable else "")
                   + (f", {len(missing)} scenarios of the catalogue without one" if missing else ""))
         out.print(f"  solvers: {z3_command()[1]}; {cvc5_command()[1]}", soft_wrap=True)
+    code = EXIT_BAD_INPUT if last is not None else EXIT_MISMATCH if bad or missing else EXIT_OK
+    meaning = {EXIT_OK: "every certificate checks" + (" and every scenario of the catalogue has one" if args.complete else ""),
+               EXIT_MISMATCH: ("a certificate does not check" if bad else "a scenario of the catalogue has no certificate"),
+               EXIT_BAD_INPUT: "a file cannot be read as a kvproof certificate"}[code]
+    ran = plural(len(files), "certificate") + " (z3 and cvc5" + (", every scenario of the catalogue asked for)"
+                                                               if args.complete else ")")
+    if len(files) > 1 or last is None:
+        Summary("certify", ran, checked - bad, bad + len(missing), 0, code, meaning).print(out)
     if last is not None:  # exit 3, one line: the file's own error, or how many are named above
         if len(files) == 1:
             raise last
         raise CertificateError(f"{unreadable} of {len(files)} files cannot be read as kvproof certificates "
                                "(each is named above)")
-    return EXIT_MISMATCH if bad or missing else EXIT_OK
+    return code
 
 
 def add_commands(sub, positive_int, positive_float) -> None:
     """Register ``prove`` and ``certify`` on the main parser's subcommands."""
-    pv = sub.add_parser("prove", help="prove every invariant for all depths (inductive invariant and k-induction), or refute it")
-    pv.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    pv = sub.add_parser("prove", help="prove every invariant for all depths (inductive invariant and k-induction), or refute it",
+                        description="Prove every invariant of each scenario for all depths (an inductive invariant, "
+                                    "and k-induction with Houdini lemmas), or refute it with a shortest trace. "
+                                    "Without SCENARIO it runs the whole catalogue, one scenario after another: "
+                                    "tens of minutes (the README's run of 46 of the scenarios took 28 minutes on "
+                                    "a 2-core machine). Exit 0 when every invariant is proved or refuted as "
+                                    "expected, 1 when one is not (or an engine error), 2 when one is "
+                                    "inconclusive, 3 on bad input.")
+    pv.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                    help="built-in name or scenario .toml file (default: the whole catalogue, tens of minutes)")
     pv.add_argument("--theorems", action="store_true", help="prove the parametric theorems instead")
     pv.add_argument("--refute-depth", type=positive_int, default=24, metavar="K",
                     help="search violations up to K steps first (default 24)")
@@ -285,6 +338,9 @@ def add_commands(sub, positive_int, positive_float) -> None:
     pv.add_argument("--spacer-seconds", type=positive_float, default=60.0, metavar="S",
                     help="Spacer's budget for --theorems (default 60)")
     pv.add_argument("--max-k", type=positive_int, default=40, metavar="K", help="largest k tried (default 40)")
+    pv.add_argument("--max-states", type=positive_int, default=2_000_000, metavar="N",
+                    help="enumerate at most N reachable states, the lemmas' source; past it the scenario's "
+                         "invariants are inconclusive (default 2000000)")
     pv.add_argument("--certificates", default="traces/proofs", metavar="DIR",
                     help="where certificates go (default traces/proofs)")
     pv.add_argument("--no-certificates", action="store_true", help="write no certificate")
@@ -307,4 +363,6 @@ def add_commands(sub, positive_int, positive_float) -> None:
                     help="time limit of each solver process (default 600)")
     cf.add_argument("--complete", action="store_true",
                     help="also fail (exit 1) if a scenario of the catalogue has no certificate among them")
+    cf.add_argument("--variant", action="append", metavar="FILE.py",
+                    help="trust this engine variant file (it is code) for the scenario --scenario names (repeatable)")
     cf.set_defaults(func=cmd_certify)
