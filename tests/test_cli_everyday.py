@@ -296,13 +296,18 @@ def readme_commands(text: str) -> list[tuple[str, str, str]]:
     found = []
     for line in lines:
         line = re.split(r"\s#", line)[0]  # a shell comment
-        for m in re.finditer(r"(?:^|(?<=[\s/]))kvproof((?:\s+[^\s|;&>]+)*)", line):
+        # where a command starts: the line's start, after a prompt, a path, a pipe, && or ; (not
+        # "kvproof" inside printed output, as in "nothing kvproof tried removes it")
+        for m in re.finditer(r"(?:^\s*|(?<=\$ )|(?<=/)|(?<=&& )|(?<=\| )|(?<=; )|(?<=\())kvproof((?:\s+[^\s|;&>]+)*)",
+                             line):
             words = m.group(1).split()
             if words and words[0].endswith(":"):  # what a command prints ("kvproof check: 1 scenario, ...")
                 continue
             cmd = "" if not words or words[0].startswith("-") else words[0]
             for w in words[1 if cmd else 0:]:
-                if w.startswith("-") and w not in ("-", "--"):
+                if w == "--":  # what follows is another program's command line (kvproof audit ... -- COMMAND)
+                    break
+                if w.startswith("-") and w != "-":
                     found.append((cmd, w.split("=")[0], line.strip()))
             found.append((cmd, "", line.strip()))
     return found
