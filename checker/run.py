@@ -104,7 +104,9 @@ def check_scenario(
     scenario's declared symmetry, once the declaration passed its checks (:mod:`.symmetry`);
     with ``workers`` > 1 the search runs in that many processes (:mod:`.parallel`), or with
     ``backend="ray"`` in that many Ray actors (:mod:`.ray_backend`, on the cluster at
-    ``ray_address`` or a local one).
+    ``ray_address`` or a local one); ``backend="native"`` runs the search in C compiled from
+    the spec (:mod:`.native`; one process, no reduction; the liveness graph is still searched
+    by the Python engine).
     """
     limits = limits.shared()
     spec = scenario.build()
@@ -117,7 +119,15 @@ def check_scenario(
         expected = {c: expected.get(c, default_expectation(kinds[c])) for c in only}
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)
-    machine = Machine(spec)
+    if backend == "native":
+        if workers > 1 or symmetry:
+            raise ValueError("the native backend runs one process without symmetry reduction (not yet with "
+                             "--workers or --symmetry)")
+        from kvproof.checker.native import NativeMachine
+
+        machine = NativeMachine(spec)
+    else:
+        machine = Machine(spec)
     index = {c.name: i for i, c in enumerate(machine.claims)}
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
     tracked = [index[c] for c in expected if c not in live]
