@@ -42,7 +42,7 @@ from kvproof.model.machine import Machine
 
 __all__ = ["NativeUnavailable", "NativeCode", "NativeMachine", "cache_dir", "c_compiler", "explore_native"]
 
-_FLAGS = ("-O2", "-std=gnu99", "-shared", "-fPIC")
+_FLAGS = ("-std=gnu99", "-shared", "-fPIC")
 _CHUNK = 1 << 15  # states expanded per call between limit checks
 _BUFFER = 1 << 16  # successors one call may write (at least one state's worth)
 
@@ -69,14 +69,14 @@ def c_compiler() -> list[str] | None:
     return cmd
 
 
-def _library(text: str) -> tuple[Path, float]:
-    """The shared library of C source ``text``, compiled unless cached, and the seconds the
-    compiler took (0 from the cache)."""
+def _library(text: str, opt: str = "-O2") -> tuple[Path, float]:
+    """The shared library of C source ``text``, compiled (at optimisation level ``opt``) unless
+    cached, and the seconds the compiler took (0 from the cache)."""
     cc = c_compiler()
     if cc is None:
         raise NativeUnavailable(f"no C compiler found ({os.environ.get('CC') or 'cc'} is not on the path): "
                                 "install one (e.g. gcc) or drop --backend native")
-    key = hashlib.sha256("\0".join([*cc, *_FLAGS, text]).encode()).hexdigest()[:24]
+    key = hashlib.sha256("\0".join([*cc, opt, *_FLAGS, text]).encode()).hexdigest()[:24]
     where = cache_dir()
     lib = where / f"kv_{key}.so"
     if lib.exists():
@@ -90,7 +90,7 @@ def _library(text: str) -> tuple[Path, float]:
         src, out = Path(tmp) / "model.c", Path(tmp) / "model.so"
         src.write_text(text)
         try:
-            run = subprocess.run([*cc, *_FLAGS, "-o", str(out), str(src)], capture_output=True, text=True)
+            run = subprocess.run([*cc, opt, *_FLAGS, "-o", str(out), str(src)], capture_output=True, text=True)
         except OSError as e:
             raise NativeUnavailable(f"the C compiler {cc[0]} did not run: {e.strerror or e}") from None
         if run.returncode != 0:
@@ -105,14 +105,14 @@ _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 class NativeCode:
     """A spec's compiled C (:func:`~kvproof.model.ccompiler.c_source`), loaded: its level
-    functions over ``(n, width)`` uint8 arrays."""
+    functions over ``(n, width)`` uint8 arrays; ``opt`` is the compiler's optimisation flag."""
 
-    def __init__(self, source: CSource):
+    def __init__(self, source: CSource, opt: str = "-O2"):
         self.source = source
         self.width = source.width
         self.n_actions = source.n_actions
         started = time.perf_counter()
-        self.path, self.compile_seconds = _library(source.text)
+        self.path, self.compile_seconds = _library(source.text, opt)
         lib = ctypes.CDLL(str(self.path))
         self.load_seconds = time.perf_counter() - started
         self._expand = lib.kv_expand
@@ -180,8 +180,10 @@ class NativeCode:
 @dataclass
 class NativeMachine(Machine):
     """A :class:`~kvproof.model.machine.Machine` with its C code compiled and loaded as well
-    (``native``); :class:`NativeUnavailable` when that cannot be done here."""
+    (``native``, compiled at optimisation level ``opt``); :class:`NativeUnavailable` when that
+    cannot be done here."""
 
+    opt: str = "-O2"
     native: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -189,7 +191,7 @@ class NativeMachine(Machine):
         if len(self.claims) > MAX_CLAIMS:
             raise NativeUnavailable(f"the native backend checks at most {MAX_CLAIMS} claims at once, "
                                     f"not {len(self.claims)}")
-        self.native = NativeCode(c_source(self.spec, self.claims))
+        self.native = NativeCode(c_source(self.spec, self.claims), self.opt)
 
 
 def _rows(states: np.ndarray) -> list[bytes]:

@@ -105,8 +105,8 @@ def check_scenario(
     with ``workers`` > 1 the search runs in that many processes (:mod:`.parallel`), or with
     ``backend="ray"`` in that many Ray actors (:mod:`.ray_backend`, on the cluster at
     ``ray_address`` or a local one); ``backend="native"`` runs the search in C compiled from
-    the spec (:mod:`.native`; one process, no reduction; the liveness graph is still searched
-    by the Python engine).
+    the spec (:mod:`.native`; one process, no reduction), and the graph liveness claims need is
+    then searched apart, by the Python engine.
     """
     limits = limits.shared()
     spec = scenario.build()
@@ -134,7 +134,7 @@ def check_scenario(
     reduction = reduction_for(machine) if symmetry else None
     canon = reduction.canonicaliser if reduction is not None else None
     exploration = graph = None
-    if live and canon is None and visited == "exact" and workers <= 1 and backend != "ray":
+    if live and canon is None and visited == "exact" and workers <= 1 and backend not in ("ray", "native"):
         # one search decides the safety claims and keeps the graph the liveness claims need
         both = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress, edges=True)
         exploration, graph = (both if tracked else None), both.graph
