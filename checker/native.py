@@ -8,8 +8,8 @@ matter and no binding package is needed).  :class:`NativeMachine` is a
 :class:`~kvproof.model.machine.Machine` that also carries the loaded code; :func:`explore_native`
 is :func:`~kvproof.checker.explicit.explore` over it with the frontier and each level's
 successors kept as contiguous ``(n, width)`` byte arrays: the successor function, the claim
-checks and the fingerprints run in C, deduplication in the same numpy visited set
-(:mod:`.visited`) as the Python engine.  The search's outcome (states, transitions, depth,
+checks, the fingerprints and the visited set (:class:`NativeVisited`, open addressing) run in
+C; Python only walks the levels.  The search's outcome (states, transitions, depth,
 quiescent states, which claims hit where, the path to each) is the Python engine's.
 
 Not yet: symmetry reduction, several workers, and keeping the state graph (liveness) - the
@@ -35,12 +35,12 @@ from typing import Any, Callable
 import numpy as np
 
 from kvproof.checker.explicit import Exploration, Limits, Stats, _ended
-from kvproof.checker.visited import VisitedSet, collision_probability
+from kvproof.checker.visited import collision_probability
 from kvproof.model.ccompiler import MAX_CLAIMS, CSource, c_source
 from kvproof.model.compiler import RangeCheckFailed
 from kvproof.model.machine import Machine
 
-__all__ = ["NativeUnavailable", "NativeCode", "NativeMachine", "cache_dir", "c_compiler", "explore_native"]
+__all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", "cache_dir", "c_compiler", "explore_native"]
 
 _FLAGS = ("-std=gnu99", "-shared", "-fPIC")
 _CHUNK = 1 << 15  # states expanded per call between limit checks
@@ -126,6 +126,12 @@ class NativeCode:
         self._keys = lib.kv_keys
         self._keys.argtypes = [_P, _I, _P]
         self._keys.restype = None
+        self.insert = lib.kv_insert
+        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _P, _I, _P]
+        self.insert.restype = _I
+        self.rehash = lib.kv_rehash
+        self.rehash.argtypes = [_P, _P, _I, _P, _P, _I]
+        self.rehash.restype = None
         self._err = np.zeros(2, np.int64)
         self._made = np.zeros(1, np.int64)
         cap = max(_BUFFER, source.max_successors)
@@ -175,6 +181,62 @@ class NativeCode:
         if len(states):
             self._keys(states.ctypes.data, len(states), keys.ctypes.data)
         return keys
+
+
+class NativeVisited:
+    """The visited set in C (``kv_insert``): an open-addressing table of 64-bit fingerprints,
+    at most half full, and in ``exact`` mode the states themselves in ``store``, numbered in
+    discovery order (``store[i]`` is state ``i``; every fingerprint match is confirmed by
+    comparing the states)."""
+
+    def __init__(self, code: NativeCode, mode: str, width: int):
+        if mode not in ("exact", "fingerprint"):
+            raise ValueError(f"visited-set mode {mode!r}: expected one of exact, fingerprint")
+        self.code, self.exact, self.width = code, mode == "exact", width
+        self.tkeys = np.zeros(1 << 12, np.uint64)
+        self.tidx = np.zeros(len(self.tkeys) if self.exact else 0, np.int32)
+        self.store = np.empty((1 << 12 if self.exact else 0, width), np.uint8)
+        self.size = 0  # keys in the table (and, exact, states in the store)
+
+    def _grow(self, incoming: int) -> None:
+        need = self.size + incoming
+        if need * 2 > len(self.tkeys):
+            cap = len(self.tkeys)
+            while need * 2 > cap:
+                cap *= 2
+            keys, idx = np.zeros(cap, np.uint64), np.zeros(cap if self.exact else 0, np.int32)
+            self.code.rehash(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
+                             len(self.tkeys), keys.ctypes.data, idx.ctypes.data if self.exact else None, cap - 1)
+            self.tkeys, self.tidx = keys, idx
+        if self.exact and need > len(self.store):
+            cap = len(self.store)
+            while need > cap:
+                cap *= 2
+            store = np.empty((cap, self.width), np.uint8)
+            store[: self.size] = self.store[: self.size]
+            self.store = store
+
+    def add(self, cand: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Insert the states ``cand`` (their fingerprints ``keys``) in order; the positions of
+        those that were not in the set (first occurrences, ascending).  In exact mode they are
+        appended to ``store`` in that order."""
+        n = len(cand)
+        fresh = np.empty(n, np.int64)
+        if not n:
+            return fresh
+        if self.exact and self.size + n >= 1 << 31:
+            raise MemoryError("the native exact visited set holds at most 2**31 states")
+        self._grow(n)
+        m = self.code.insert(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
+                             len(self.tkeys) - 1, self.store.ctypes.data if self.exact else None, self.size,
+                             cand.ctypes.data, keys.ctypes.data, n, fresh.ctypes.data)
+        self.size += m
+        return fresh[:m]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the table and the stored states take (allocated, free slots included)."""
+        return self.tkeys.nbytes + self.tidx.nbytes + self.size * self.width * self.exact
 
 
 @dataclass
@@ -227,13 +289,9 @@ def explore_native(
     width = max(code.width, 1)
 
     init = np.frombuffer(machine.init, np.uint8).reshape(1, width).copy()
-    store = VisitedSet(visited, width)
-
-    def as_states(a: np.ndarray):
-        return a.view(store.sdtype).ravel() if store.exact else None
-
-    store.add(code.keys(init), as_states(init))
-    kept = [init] if rows else None
+    store = NativeVisited(code, visited, width)
+    store.add(init, code.keys(init))
+    kept = [init] if rows and not store.exact else None  # exact: the store keeps them in order
     parent = array("i", [-1])
     via = array("i", [-1])
     hit_at: dict[int, int] = {}
@@ -288,9 +346,7 @@ def explore_native(
         if timed_out:
             cand, all_codes = cand[:0], all_codes[:0]
         # -- deduplicate the level against everything seen
-        keys = code.keys(cand)
-        states = as_states(cand)
-        fresh = store.fresh(keys, states)
+        fresh = store.add(cand, code.keys(cand))
         cut = ""
         if fresh.size and max_depth is not None and depth >= max_depth:
             cut = f"depth limit {max_depth} reached"
@@ -301,7 +357,7 @@ def explore_native(
         if cut:
             complete, reason = False, cut
         par, aid = np.divmod(all_codes[fresh], n_actions)
-        new_states = cand[fresh]
+        new_states = store.store[n_states:n_states + fresh.size] if store.exact else cand[fresh]
         # -- claims, in discovery order (quiescent hits interleaved by expansion position); the
         # loop runs only on a level where something hits
         masks = code.hits(new_states) & np.uint64(always_open) if always_open else None
@@ -329,7 +385,6 @@ def explore_native(
             if keep < fresh.size:
                 complete, reason = False, "stopped once every claim asked for had hit"
                 fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
-        store.add(keys[fresh], None if states is None else states[fresh])
         parent.frombytes((par + lo).astype(np.int32).tobytes())
         via.frombytes(aid.astype(np.int32).tobytes())
         if kept is not None:
@@ -349,6 +404,6 @@ def explore_native(
     if visited == "fingerprint":
         ended.collision_probability = collision_probability(ended.states)
     found = None
-    if kept is not None:
-        found = _rows(np.concatenate(kept))
+    if rows:
+        found = _rows(store.store[:n_states] if store.exact else np.concatenate(kept))
     return Exploration(ended, complete, reason, hit_at, parent, via, canonical=False, rows=found)

@@ -3,7 +3,7 @@
 :class:`COps` is the fourth interpretation of the operations facade: like
 :class:`~kvproof.model.compiler.CodegenOps` (whose constant folding, static ranges and
 binding it inherits) its values are source text, but C source.  :func:`c_source` runs every
-action instance and claim through it once and returns one C translation unit with three entry
+action instance and claim through it once and returns one C translation unit with these entry
 points over *packed* states (``width`` bytes each, one byte per slot, states back to back):
 
 * ``kv_expand``: expands a run of states, writing every successor and ``position *
@@ -11,7 +11,9 @@ points over *packed* states (``width`` bytes each, one byte per slot, states bac
 * ``kv_hits``: per state, the bitmask of the ``always`` claims that hit (as
   :func:`~kvproof.model.compiler.compile_hits`);
 * ``kv_qhits``: the same for the ``quiescent`` claims;
-* ``kv_keys``: a 64-bit fingerprint per state.
+* ``kv_keys``: a 64-bit fingerprint per state;
+* ``kv_insert`` / ``kv_rehash``: an open-addressing visited set of those fingerprints (and, in
+  exact mode, of the states themselves, kept in discovery order).
 
 A run-time range check that fails (a write or an index outside its field's codes) stops the
 call and reports which check and what value; :func:`c_source` returns the checks' messages so
@@ -89,16 +91,47 @@ void kv_keys(const uint8_t *in, int64_t n, uint64_t *keys) {
         keys[j] = kmix(h);
     }
 }
-"""
 
-DECLARATIONS = """\
-int64_t kv_expand(const uint8_t *in, int64_t n, int64_t start, uint8_t *out, int64_t cap,
-                  int64_t *codes, uint8_t *quiet, int64_t *produced, int64_t *err);
-int64_t kv_hits(const uint8_t *in, int64_t n, uint64_t *masks, int64_t *err);
-int64_t kv_qhits(const uint8_t *in, int64_t n, uint64_t *masks, int64_t *err);
-void kv_keys(const uint8_t *in, int64_t n, uint64_t *keys);
-"""
+/* The visited set: open addressing with linear probing over 64-bit keys (0 marks a free slot).
+   Exact mode keeps, per slot, the number of the state in `store` (states in discovery order) and
+   confirms every key match by comparing the states; fingerprint mode (`store` NULL) keeps keys only. */
+int64_t kv_insert(uint64_t *tkeys, int32_t *tidx, int64_t mask, uint8_t *store, int64_t stored,
+                  const uint8_t *cand, const uint64_t *keys, int64_t n, int64_t *fresh) {
+    int64_t m = 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t k = keys[j] ? keys[j] : 1;
+        const uint8_t *c = cand + (size_t)j * W;
+        int64_t i = (int64_t)(k & (uint64_t)mask);
+        for (;;) {
+            uint64_t t = tkeys[i];
+            if (t == 0) {
+                tkeys[i] = k;
+                if (store) {
+                    tidx[i] = (int32_t)(stored + m);
+                    memcpy(store + (size_t)(stored + m) * W, c, W);
+                }
+                fresh[m++] = j;
+                break;
+            }
+            if (t == k && (!store || memcmp(store + (size_t)tidx[i] * W, c, W) == 0)) break;
+            i = (i + 1) & mask;
+        }
+    }
+    return m;
+}
 
+void kv_rehash(const uint64_t *okeys, const int32_t *oidx, int64_t ocap, uint64_t *nkeys, int32_t *nidx,
+               int64_t nmask) {
+    for (int64_t i = 0; i < ocap; i++) {
+        uint64_t k = okeys[i];
+        if (!k) continue;
+        int64_t at = (int64_t)(k & (uint64_t)nmask);
+        while (nkeys[at]) at = (at + 1) & nmask;
+        nkeys[at] = k;
+        if (oidx) nidx[at] = oidx[i];
+    }
+}
+"""
 
 class _CEmitter:
     """Lines of one C function: ``open`` starts a block, ``reset`` closes every open block."""

@@ -117,6 +117,7 @@ CASES = [
     dict(limits=Limits(max_depth=7)),
     dict(claims=[0, 3], stop_when_all_hit=True),
     dict(claims=[], rows=True),
+    dict(visited="fingerprint", rows=True),
 ]
 
 
@@ -129,6 +130,14 @@ def test_the_native_search_has_the_python_engines_outcome(name, case):
     assert _outcome(got) == _outcome(ref)
     assert got.rows == ref.rows
     assert got.stats.visited == ref.stats.visited
+
+
+def test_a_search_that_outgrows_the_visited_tables_first_size_has_the_python_engines_outcome():
+    """tp2x2 (34,171 states) makes the C table and its state store grow several times."""
+    nm = native_of("tp2x2")
+    ref, got = explore(Machine(nm.spec)), explore(nm)
+    assert _outcome(got) == _outcome(ref)
+    assert got.stats.states == 34171
 
 
 def test_quiescent_claims_and_stopping_once_all_hit_match_the_python_engine():
