@@ -69,7 +69,7 @@ def c_compiler() -> list[str] | None:
     return cmd
 
 
-def _library(text: str, opt: str = "-O2") -> tuple[Path, float]:
+def _library(text: str, opt: str = "-O1") -> tuple[Path, float]:
     """The shared library of C source ``text``, compiled (at optimisation level ``opt``) unless
     cached, and the seconds the compiler took (0 from the cache)."""
     cc = c_compiler()
@@ -107,7 +107,7 @@ class NativeCode:
     """A spec's compiled C (:func:`~kvproof.model.ccompiler.c_source`), loaded: its level
     functions over ``(n, width)`` uint8 arrays; ``opt`` is the compiler's optimisation flag."""
 
-    def __init__(self, source: CSource, opt: str = "-O2"):
+    def __init__(self, source: CSource, opt: str = "-O1"):
         self.source = source
         self.width = source.width
         self.n_actions = source.n_actions
@@ -245,7 +245,7 @@ class NativeMachine(Machine):
     (``native``, compiled at optimisation level ``opt``); :class:`NativeUnavailable` when that
     cannot be done here."""
 
-    opt: str = "-O2"
+    opt: str = "-O1"
     native: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
