@@ -250,16 +250,15 @@ def explore(
     left one of its successors out.  The search's own outcome (``stats``, ``complete``,
     ``reason``, ``hit_at``) is the same with or without ``rows`` and ``edges``.
 
-    A machine with native code (:class:`~kvproof.checker.native.NativeMachine`) is searched by
-    :func:`~kvproof.checker.native.explore_native`, with the same outcome, unless ``canon`` or
-    ``edges`` is asked for (this engine then runs its Python functions).
+    A machine with a ``search`` method of these arguments (the native backend's
+    :class:`~kvproof.checker.native.NativeMachine`) searches itself, with the same outcome,
+    unless ``canon`` or ``edges`` is asked for (this engine then runs its Python functions).
     """
     if edges and (canon is not None or visited != "exact"):
         raise ValueError("the state graph is kept only by an exact search without symmetry reduction")
-    if getattr(machine, "native", None) is not None and canon is None and not edges:
-        from kvproof.checker.native import explore_native  # the machine's C code runs the search
-
-        return explore_native(machine, limits, claims, stop_when_all_hit, progress, visited, rows)
+    search = getattr(machine, "search", None)  # a machine with native code searches itself
+    if search is not None and canon is None and not edges:
+        return search(limits, claims, stop_when_all_hit, progress, visited, rows)
     start = time.perf_counter()
     n_claims = len(machine.claims)
     tracked = range(n_claims) if claims is None else claims

@@ -255,6 +255,13 @@ class NativeMachine(Machine):
                                     f"not {len(self.claims)}")
         self.native = NativeCode(c_source(self.spec, self.claims), self.opt)
 
+    def search(self, limits: Limits = Limits(), claims: list[int] | None = None, stop_when_all_hit: bool = False,
+               progress: Callable[[Stats], None] | None = None, visited: str = "exact",
+               rows: bool = False) -> Exploration:
+        """:func:`explore_native` of this machine (what :func:`~kvproof.checker.explicit.explore`
+        calls for it)."""
+        return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows)
+
 
 def _rows(states: np.ndarray) -> list[bytes]:
     """Each row of a ``(n, width)`` array as ``bytes``."""

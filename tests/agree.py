@@ -370,9 +370,6 @@ def native_disagreements(machine: Any, states: Sequence[bytes], batched: bool = 
     nxt = np.concatenate(outs) if outs else np.zeros((0, size), np.uint8)
     codes = np.concatenate(codes) if codes else np.zeros(0, np.int64)
     pos, aids = np.divmod(codes, code.n_actions)
-    got: list[set] = [set() for _ in range(n)]
-    for p, a, t in zip(pos.tolist(), aids.tolist(), nxt):
-        got[p].add((a, t.tobytes()))
     hits, qhits = code.hits(arr), code.quiescent_hits(arr)
     out: list[str] = []
 
@@ -380,25 +377,38 @@ def native_disagreements(machine: Any, states: Sequence[bytes], batched: bool = 
         if len(out) < most:
             out.append(msg)
 
-    if batched:
+    if batched:  # per action instance over whole columns: the rows it is enabled on, its next states
         from .batch import batch_claim, batch_step
 
         wide = arr.astype(np.int32)
-        want: list[set] = [set() for _ in range(n)]
+        enabled = np.zeros(n, bool)
+        order = np.argsort(aids, kind="stable")  # successors grouped by action, rows ascending in each
+        bounds = np.searchsorted(aids[order], np.arange(code.n_actions + 1))
         for inst in spec.instances:
             mask, bops = batch_step(spec, inst.aid, wide)
+            enabled |= mask
             rows = np.flatnonzero(mask)
-            for r, t in zip(rows.tolist(), bops.next_states(rows)):
-                want[r].add((inst.aid, bytes(int(x) for x in t)))
+            mine = order[bounds[inst.aid]:bounds[inst.aid + 1]]
+            if not np.array_equal(pos[mine], rows):
+                note(f"native {machine.label(inst.aid)}: enabled on {mine.size} states, reference on {rows.size}")
+            elif rows.size and not np.array_equal(nxt[mine], bops.next_states(rows)):
+                note(f"native {machine.label(inst.aid)}: next state differs")
+        want_quiet = ~enabled
         truths = {c.name: batch_claim(spec, c.name, wide) for c in machine.claims if c.kind != "liveness"}
+        if not np.array_equal(quiet.astype(bool), want_quiet):
+            note(f"native quiescence differs on {int(np.sum(quiet.astype(bool) != want_quiet))} states")
     else:
+        got: list[set] = [set() for _ in range(n)]
+        for p, a, t in zip(pos.tolist(), aids.tolist(), nxt):
+            got[p].add((a, t.tobytes()))
         want = [{(a, bytes(t)) for a, t in reference_successors(spec, s)} for s in states]
-    for k, s in enumerate(states):
-        if got[k] != want[k]:
-            note(f"native successors at state {k}: {sorted(got[k] - want[k])[:2]} extra, "
-                 f"{sorted(want[k] - got[k])[:2]} missing")
-        if bool(quiet[k]) != (not want[k]):
-            note(f"native quiescence at state {k}: {bool(quiet[k])}, reference {not want[k]}")
+        want_quiet = np.array([not w for w in want], bool)
+        for k in range(n):
+            if got[k] != want[k]:
+                note(f"native successors at state {k}: {sorted(got[k] - want[k])[:2]} extra, "
+                     f"{sorted(want[k] - got[k])[:2]} missing")
+            if bool(quiet[k]) != want_quiet[k]:
+                note(f"native quiescence at state {k}: {bool(quiet[k])}, reference {want_quiet[k]}")
     for i, c in enumerate(machine.claims):
         if c.kind == "liveness":
             continue
@@ -406,9 +416,9 @@ def native_disagreements(machine: Any, states: Sequence[bytes], batched: bool = 
             truth = truths[c.name]
             ref = ~truth if c.kind == "invariant" else truth
             if c.at == "quiescent":
-                ref = ref & np.array([not w for w in want])
+                ref = ref & want_quiet
         else:
-            ref = np.array([reference_hits(spec, c, s, enabled=bool(w)) for s, w in zip(states, want)], bool)
+            ref = np.array([reference_hits(spec, c, s, enabled=not q) for s, q in zip(states, want_quiet)], bool)
         bits = (hits if c.at == "always" else qhits) >> np.uint64(i) & np.uint64(1)
         mine = bits.astype(bool) & (quiet.astype(bool) if c.at == "quiescent" else True)
         if not np.array_equal(mine, ref):
