@@ -68,9 +68,16 @@ def test_native_successors_and_claims_agree_with_the_reference_on_random_specs(d
 
 
 @pytest.mark.slow
-@settings(max_examples=60, **_SETTINGS)
+@settings(max_examples=30, **_SETTINGS)
 @given(data=st.data())
-def test_native_agrees_with_the_reference_on_sixty_more_random_specs(data):
+def test_native_agrees_with_the_reference_on_thirty_more_random_specs(data):
+    _agree_on_random_specs(data)
+
+
+@pytest.mark.thorough
+@settings(max_examples=500, **_SETTINGS)
+@given(data=st.data())
+def test_native_agrees_with_the_reference_on_hundreds_of_random_specs(data):
     _agree_on_random_specs(data)
 
 
