@@ -246,3 +246,13 @@ def test_no_c_compiler_is_one_line_not_a_traceback(tmp_path):
                  env={"CC": "no-such-compiler-kvproof", "KVPROOF_CACHE_DIR": str(tmp_path)})
     assert c.returncode == 3
     assert c.stderr.count("\n") == 1 and "no C compiler" in c.stderr and "Traceback" not in c.stderr
+
+
+def test_help_loads_neither_the_native_backend_nor_ctypes():
+    from .test_startup import PROBE
+
+    heavy = ("kvproof.checker.native", "kvproof.model.ccompiler", "ctypes")
+    for argv in (["--help"], ["check", "--help"]):
+        done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=heavy)], capture_output=True,
+                              text=True, timeout=60, check=True)
+        assert done.stdout.split("\n")[-2] == "0 []", done.stdout + done.stderr
