@@ -15,6 +15,14 @@ search (``explore``), the search keeping the graph (``explore(edges=True)`` agai
 liveness claims (one search keeping the graph, against REV's search plus ``build_graph``)::
 
     python bench/bench_explicit.py --sizes 2,3 --against HEAD~1 --scenarios sglang-0.5.23-tp2
+
+``--native`` times the Python engine against the native backend (``--backend native``: the
+model compiled to C, :mod:`kvproof.checker.native`) on the same machines, alternately, medians
+of ``--repeat`` runs of the whole search in CPU seconds per distinct state, for each visited-set
+mode; the C compiler's time is reported apart (a cold cache in a temporary directory), and the
+two engines' state and transition counts must agree::
+
+    python bench/bench_explicit.py --native --sizes 3 --scenarios tp2x2-ready-any,sglang-0.5.23-tp2
 """
 
 from __future__ import annotations
@@ -93,13 +101,56 @@ def against(rev: str, machines: list[tuple[str, Machine]], repeat: int) -> None:
             sys.stdout.flush()
 
 
+def native(machines: list[tuple[str, object]], repeat: int, modes: list[str]) -> None:
+    """The Python engine against the native backend, alternately on each machine; medians of
+    ``repeat`` runs.  Compiling (cold cache) is timed apart."""
+    import os
+    import tempfile
+
+    from kvproof.checker.native import NativeMachine
+
+    os.environ["KVPROOF_CACHE_DIR"] = tempfile.mkdtemp(prefix="kvproof-bench-native-")
+    print(f"# python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; "
+          f"CPU seconds, medians of {repeat} alternate runs; ratio = Python / native")
+    print(f"{'machine':>24} {'visited':>11} {'states':>9} {'cc s':>6} {'py s':>7} {'native s':>8} "
+          f"{'py us/st':>8} {'nat us/st':>9} {'ratio':>6} {'nat B/st':>8}")
+    for name, spec in machines:
+        py = Machine(spec)
+        t0 = time.perf_counter()
+        nm = NativeMachine(spec)
+        build = time.perf_counter() - t0
+        cc = nm.native.compile_seconds
+        for mode in modes:
+            t_py, t_nat = [], []
+            for _ in range(repeat):
+                c, a = cpu(lambda: explore(py, visited=mode))
+                t_py.append(c)
+                c, b = cpu(lambda: explore(nm, visited=mode))
+                t_nat.append(c)
+                if (a.stats.states, a.stats.transitions) != (b.stats.states, b.stats.transitions):
+                    raise SystemExit(f"{name}: the engines disagree: {a.stats.states} / {b.stats.states} states")
+            p_, n_ = statistics.median(t_py), statistics.median(t_nat)
+            st = b.stats.states
+            print(f"{name:>24} {mode:>11} {st:>9,} {cc:>6.2f} {p_:>7.2f} {n_:>8.2f} {p_ / st * 1e6:>8.2f} "
+                  f"{n_ / st * 1e6:>9.2f} {p_ / n_:>6.1f} {b.stats.bytes_per_state:>8.0f}")
+            sys.stdout.flush()
+        print(f"{'':>24} (generating the C and loading it, compiler included: {build:.2f} s wall)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="2,3,4", help="request counts, comma-separated")
     p.add_argument("--against", metavar="REV", help="time against the engine at this git revision instead")
-    p.add_argument("--scenarios", default="", help="with --against: built-in scenarios to time too, comma-separated")
-    p.add_argument("--repeat", type=int, default=3, help="with --against: runs of each, alternately (default 3)")
+    p.add_argument("--scenarios", default="", help="with --against or --native: built-in scenarios to time too, comma-separated")
+    p.add_argument("--repeat", type=int, default=3, help="with --against or --native: runs of each, alternately (default 3)")
+    p.add_argument("--native", action="store_true", help="time the Python engine against the native backend")
+    p.add_argument("--visited", default="exact,fingerprint", help="with --native: visited-set modes, comma-separated")
     args = p.parse_args()
+    if args.native:
+        machines = [(f"v0.5.22, {n} requests", PdProtocol(config(int(n)))) for n in args.sizes.split(",") if n]
+        machines += [(n, builtin(n).build()) for n in args.scenarios.split(",") if n]
+        native(machines, args.repeat, args.visited.split(","))
+        return
     if args.against:
         machines = [(f"v0.5.22, {n} requests", Machine(PdProtocol(config(int(n))))) for n in args.sizes.split(",")]
         machines += [(n, Machine(builtin(n).build())) for n in args.scenarios.split(",") if n]

@@ -104,7 +104,9 @@ def check_scenario(
     scenario's declared symmetry, once the declaration passed its checks (:mod:`.symmetry`);
     with ``workers`` > 1 the search runs in that many processes (:mod:`.parallel`), or with
     ``backend="ray"`` in that many Ray actors (:mod:`.ray_backend`, on the cluster at
-    ``ray_address`` or a local one).
+    ``ray_address`` or a local one); ``backend="native"`` runs the search in C compiled from
+    the spec (:mod:`.native`; one process, no reduction), and the graph liveness claims need is
+    then searched apart, by the Python engine.
     """
     limits = limits.shared()
     spec = scenario.build()
@@ -118,14 +120,22 @@ def check_scenario(
         expected = {c: expected.get(c, default_expectation(kinds[c])) for c in only}
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)
-    machine = Machine(spec)
+    if backend == "native":
+        if workers > 1 or symmetry:
+            raise ValueError("the native backend runs one process without symmetry reduction (not yet with "
+                             "--workers or --symmetry)")
+        from kvproof.checker.native import NativeMachine
+
+        machine = NativeMachine(spec)
+    else:
+        machine = Machine(spec)
     index = {c.name: i for i, c in enumerate(machine.claims)}
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
     tracked = [index[c] for c in expected if c not in live]
     reduction = reduction_for(machine) if symmetry else None
     canon = reduction.canonicaliser if reduction is not None else None
     exploration = graph = None
-    if live and canon is None and visited == "exact" and workers <= 1 and backend != "ray":
+    if live and canon is None and visited == "exact" and workers <= 1 and backend not in ("ray", "native"):
         # one search decides the safety claims and keeps the graph the liveness claims need
         both = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress, edges=True)
         exploration, graph = (both if tracked else None), both.graph

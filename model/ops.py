@@ -1,12 +1,14 @@
 """The operations facade: the only way the spec computes with state values.
 
 Guards, effects and claims never use Python control flow on a state value. They call these
-operations instead, so that one spec can be evaluated in three ways:
+operations instead, so that one spec can be evaluated in four ways:
 
 * :class:`ConcreteOps` (here) - plain Python ints and bools, the reference interpreter;
 * ``kvproof.model.compiler.CodegenOps`` - Python source text, compiled once into the explicit
   engine's straight-line successor function;
-* ``kvproof.checker.symbolic.Z3Ops`` - Z3 terms, the symbolic engine's transition relation.
+* ``kvproof.checker.symbolic.Z3Ops`` - Z3 terms, the symbolic engine's transition relation;
+* ``kvproof.model.ccompiler.COps`` - C source text, the native backend's successor and claim
+  functions (``check --backend native``).
 
 An interpretation implements the primitives marked *primitive* below; everything else is derived
 from them here, once.  Python control flow on *parameters* (a request id, a chunk index) and on the

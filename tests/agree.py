@@ -350,3 +350,82 @@ def all_states_disagreements(spec: Spec, states: Sequence[bytes], symbolic: bool
             if not np.array_equal(htruth, want):
                 note(f"z3 one-hot {c.name}: differs on {int(np.sum(htruth != want))} states")
     return out
+
+
+# -- the native backend (C compiled from the spec) -----------------------------------------------------
+def native_disagreements(machine: Any, states: Sequence[bytes], batched: bool = False, most: int = 10) -> list[str]:
+    """The differences between a :class:`~kvproof.checker.native.NativeMachine`'s C code and
+    the reference semantics on ``states``, all expanded and checked in one call each: the set
+    of ``(action, next state)`` pairs per state, the flag of a state without successors, every
+    safety claim's hit (quiescent ones where nothing is enabled) and the fingerprints (equal
+    states, equal keys).  The reference is the plain interpreter state by state, or with
+    ``batched`` the batched reference (:mod:`.batch`) over whole columns (the whole catalogue)."""
+    import numpy as np
+
+    spec, code = machine.spec, machine.native
+    n, size = len(states), spec.layout.size
+    arr = np.frombuffer(b"".join(states), dtype=np.uint8).reshape(n, size).copy()
+    quiet = np.zeros(n, np.uint8)
+    outs, codes = code.expand(arr, 0, n, quiet)
+    nxt = np.concatenate(outs) if outs else np.zeros((0, size), np.uint8)
+    codes = np.concatenate(codes) if codes else np.zeros(0, np.int64)
+    pos, aids = np.divmod(codes, code.n_actions)
+    hits, qhits = code.hits(arr), code.quiescent_hits(arr)
+    out: list[str] = []
+
+    def note(msg: str) -> None:
+        if len(out) < most:
+            out.append(msg)
+
+    if batched:  # per action instance over whole columns: the rows it is enabled on, its next states
+        from .batch import batch_claim, batch_step
+
+        wide = arr.astype(np.int32)
+        enabled = np.zeros(n, bool)
+        order = np.argsort(aids, kind="stable")  # successors grouped by action, rows ascending in each
+        bounds = np.searchsorted(aids[order], np.arange(code.n_actions + 1))
+        for inst in spec.instances:
+            mask, bops = batch_step(spec, inst.aid, wide)
+            enabled |= mask
+            rows = np.flatnonzero(mask)
+            mine = order[bounds[inst.aid]:bounds[inst.aid + 1]]
+            if not np.array_equal(pos[mine], rows):
+                note(f"native {machine.label(inst.aid)}: enabled on {mine.size} states, reference on {rows.size}")
+            elif rows.size and not np.array_equal(nxt[mine], bops.next_states(rows)):
+                note(f"native {machine.label(inst.aid)}: next state differs")
+        want_quiet = ~enabled
+        truths = {c.name: batch_claim(spec, c.name, wide) for c in machine.claims if c.kind != "liveness"}
+        if not np.array_equal(quiet.astype(bool), want_quiet):
+            note(f"native quiescence differs on {int(np.sum(quiet.astype(bool) != want_quiet))} states")
+    else:
+        got: list[set] = [set() for _ in range(n)]
+        for p, a, t in zip(pos.tolist(), aids.tolist(), nxt):
+            got[p].add((a, t.tobytes()))
+        want = [{(a, bytes(t)) for a, t in reference_successors(spec, s)} for s in states]
+        want_quiet = np.array([not w for w in want], bool)
+        for k in range(n):
+            if got[k] != want[k]:
+                note(f"native successors at state {k}: {sorted(got[k] - want[k])[:2]} extra, "
+                     f"{sorted(want[k] - got[k])[:2]} missing")
+            if bool(quiet[k]) != want_quiet[k]:
+                note(f"native quiescence at state {k}: {bool(quiet[k])}, reference {want_quiet[k]}")
+    for i, c in enumerate(machine.claims):
+        if c.kind == "liveness":
+            continue
+        if batched:
+            truth = truths[c.name]
+            ref = ~truth if c.kind == "invariant" else truth
+            if c.at == "quiescent":
+                ref = ref & want_quiet
+        else:
+            ref = np.array([reference_hits(spec, c, s, enabled=not q) for s, q in zip(states, want_quiet)], bool)
+        bits = (hits if c.at == "always" else qhits) >> np.uint64(i) & np.uint64(1)
+        mine = bits.astype(bool) & (quiet.astype(bool) if c.at == "quiescent" else True)
+        if not np.array_equal(mine, ref):
+            note(f"native {c.name}: hits on {int(mine.sum())} states, reference on {int(ref.sum())}")
+    keys = code.keys(arr)
+    same: dict[bytes, int] = {}
+    for s, key in zip(states, keys.tolist()):
+        if same.setdefault(bytes(s), key) != key:
+            note(f"native fingerprints differ for equal states {bytes(s)!r}")
+    return out

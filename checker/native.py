@@ -1,0 +1,416 @@
+"""The native backend of the explicit engine: the spec compiled to C, a BFS level at a time.
+
+:func:`~kvproof.model.ccompiler.c_source` turns a spec into C; this module compiles it with the
+system C compiler (``$CC``, else ``cc``) into a shared library the first time it is needed,
+caches it under :func:`cache_dir` keyed by a hash of the source and the compiler command, and
+loads it with :mod:`ctypes` (the calls are one per chunk of a BFS level, so their cost does not
+matter and no binding package is needed).  :class:`NativeMachine` is a
+:class:`~kvproof.model.machine.Machine` that also carries the loaded code; :func:`explore_native`
+is :func:`~kvproof.checker.explicit.explore` over it with the frontier and each level's
+successors kept as contiguous ``(n, width)`` byte arrays: the successor function, the claim
+checks, the fingerprints and the visited set (:class:`NativeVisited`, open addressing) run in
+C; Python only walks the levels.  The search's outcome (states, transitions, depth,
+quiescent states, which claims hit where, the path to each) is the Python engine's.
+
+Not yet: symmetry reduction, several workers, and keeping the state graph (liveness) - the
+caller refuses the first two and :func:`~kvproof.checker.explicit.explore` runs the Python
+engine for the third.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from kvproof.checker.explicit import Exploration, Limits, Stats, _ended
+from kvproof.checker.visited import collision_probability
+from kvproof.model.ccompiler import MAX_CLAIMS, CSource, c_source
+from kvproof.model.compiler import RangeCheckFailed
+from kvproof.model.machine import Machine
+
+__all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", "cache_dir", "c_compiler", "explore_native"]
+
+_FLAGS = ("-std=gnu99", "-shared", "-fPIC")
+_CHUNK = 1 << 15  # states expanded per call between limit checks
+_BUFFER = 1 << 16  # successors one call may write (at least one state's worth)
+
+
+class NativeUnavailable(Exception):
+    """The native backend cannot run here (no C compiler, or it failed): one line saying why."""
+
+
+def cache_dir() -> Path:
+    """Where compiled models are kept: ``$KVPROOF_CACHE_DIR``, else ``$XDG_CACHE_HOME/kvproof/native``,
+    else ``~/.cache/kvproof/native``."""
+    if os.environ.get("KVPROOF_CACHE_DIR"):
+        return Path(os.environ["KVPROOF_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kvproof" / "native"
+
+
+def c_compiler() -> list[str] | None:
+    """The C compiler command (``$CC`` split like a shell would, else ``cc``), or ``None``
+    when it is not on the path."""
+    cmd = shlex.split(os.environ.get("CC") or "cc")
+    if not cmd or shutil.which(cmd[0]) is None:
+        return None
+    return cmd
+
+
+def _library(text: str, opt: str = "-O1") -> tuple[Path, float]:
+    """The shared library of C source ``text``, compiled (at optimisation level ``opt``) unless
+    cached, and the seconds the compiler took (0 from the cache)."""
+    cc = c_compiler()
+    if cc is None:
+        raise NativeUnavailable(f"no C compiler found ({os.environ.get('CC') or 'cc'} is not on the path): "
+                                "install one (e.g. gcc) or drop --backend native")
+    key = hashlib.sha256("\0".join([*cc, opt, *_FLAGS, text]).encode()).hexdigest()[:24]
+    where = cache_dir()
+    lib = where / f"kv_{key}.so"
+    if lib.exists():
+        return lib, 0.0
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise NativeUnavailable(f"cannot create the native cache {where}: {e.strerror or e}") from None
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=where) as tmp:
+        src, out = Path(tmp) / "model.c", Path(tmp) / "model.so"
+        src.write_text(text)
+        try:
+            run = subprocess.run([*cc, opt, *_FLAGS, "-o", str(out), str(src)], capture_output=True, text=True)
+        except OSError as e:
+            raise NativeUnavailable(f"the C compiler {cc[0]} did not run: {e.strerror or e}") from None
+        if run.returncode != 0:
+            first = next((ln for ln in run.stderr.splitlines() if "error" in ln), run.stderr.strip()[:200])
+            raise NativeUnavailable(f"the C compiler {cc[0]} failed on the generated model: {first}")
+        os.replace(out, lib)
+    return lib, time.perf_counter() - started
+
+
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+
+
+class NativeCode:
+    """A spec's compiled C (:func:`~kvproof.model.ccompiler.c_source`), loaded: its level
+    functions over ``(n, width)`` uint8 arrays; ``opt`` is the compiler's optimisation flag."""
+
+    def __init__(self, source: CSource, opt: str = "-O1"):
+        self.source = source
+        self.width = source.width
+        self.n_actions = source.n_actions
+        started = time.perf_counter()
+        self.path, self.compile_seconds = _library(source.text, opt)
+        lib = ctypes.CDLL(str(self.path))
+        self.load_seconds = time.perf_counter() - started
+        self._expand = lib.kv_expand
+        self._expand.argtypes = [_P, _I, _I, _P, _I, _P, _P, _P, _P]
+        self._expand.restype = _I
+        for name in ("kv_hits", "kv_qhits"):
+            f = getattr(lib, name)
+            f.argtypes = [_P, _I, _P, _P]
+            f.restype = _I
+        self._hits, self._qhits = lib.kv_hits, lib.kv_qhits
+        self._keys = lib.kv_keys
+        self._keys.argtypes = [_P, _I, _P]
+        self._keys.restype = None
+        self.insert = lib.kv_insert
+        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _P, _I, _P]
+        self.insert.restype = _I
+        self.rehash = lib.kv_rehash
+        self.rehash.argtypes = [_P, _P, _I, _P, _P, _I]
+        self.rehash.restype = None
+        self._err = np.zeros(2, np.int64)
+        self._made = np.zeros(1, np.int64)
+        cap = max(_BUFFER, source.max_successors)
+        self._out = np.empty((cap, max(self.width, 1)), np.uint8)
+        self._codes = np.empty(cap, np.int64)
+
+    def _fail(self) -> None:
+        k, value = int(self._err[0]), int(self._err[1])
+        self._err[:] = 0
+        raise RangeCheckFailed(self.source.checks[k - 1], value)
+
+    def expand(self, states: np.ndarray, start: int, stop: int, quiet: np.ndarray) -> tuple[list, list]:
+        """Successors of ``states[start:stop]``: lists of ``(m, width)`` successor arrays and of
+        their codes (``position * n_actions + action id``, positions in ``states``); ``quiet``
+        gets 1 at every position with no successor."""
+        outs, codes = [], []
+        j = start
+        while j < stop:
+            nxt = self._expand(states.ctypes.data, stop, j, self._out.ctypes.data, len(self._out),
+                               self._codes.ctypes.data, quiet.ctypes.data, self._made.ctypes.data,
+                               self._err.ctypes.data)
+            if nxt < 0:
+                self._fail()
+            made = int(self._made[0])
+            outs.append(self._out[:made].copy())
+            codes.append(self._codes[:made].copy())
+            j = nxt
+        return outs, codes
+
+    def _masks(self, f: Callable, states: np.ndarray) -> np.ndarray:
+        masks = np.zeros(len(states), np.uint64)
+        if len(states) and f(states.ctypes.data, len(states), masks.ctypes.data, self._err.ctypes.data) < 0:
+            self._fail()
+        return masks
+
+    def hits(self, states: np.ndarray) -> np.ndarray:
+        """Per state, the bits of the ``always`` claims that hit."""
+        return self._masks(self._hits, states)
+
+    def quiescent_hits(self, states: np.ndarray) -> np.ndarray:
+        """Per state, the bits of the ``quiescent`` claims that hit (whether or not it has a successor)."""
+        return self._masks(self._qhits, states)
+
+    def keys(self, states: np.ndarray) -> np.ndarray:
+        """A 64-bit fingerprint per state."""
+        keys = np.empty(len(states), np.uint64)
+        if len(states):
+            self._keys(states.ctypes.data, len(states), keys.ctypes.data)
+        return keys
+
+
+class NativeVisited:
+    """The visited set in C (``kv_insert``): an open-addressing table of 64-bit fingerprints,
+    at most half full, and in ``exact`` mode the states themselves in ``store``, numbered in
+    discovery order (``store[i]`` is state ``i``; every fingerprint match is confirmed by
+    comparing the states)."""
+
+    def __init__(self, code: NativeCode, mode: str, width: int):
+        if mode not in ("exact", "fingerprint"):
+            raise ValueError(f"visited-set mode {mode!r}: expected one of exact, fingerprint")
+        self.code, self.exact, self.width = code, mode == "exact", width
+        self.tkeys = np.zeros(1 << 12, np.uint64)
+        self.tidx = np.zeros(len(self.tkeys) if self.exact else 0, np.int32)
+        self.store = np.empty((1 << 12 if self.exact else 0, width), np.uint8)
+        self.size = 0  # keys in the table (and, exact, states in the store)
+
+    def _grow(self, incoming: int) -> None:
+        need = self.size + incoming
+        if need * 2 > len(self.tkeys):
+            cap = len(self.tkeys)
+            while need * 2 > cap:
+                cap *= 2
+            keys, idx = np.zeros(cap, np.uint64), np.zeros(cap if self.exact else 0, np.int32)
+            self.code.rehash(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
+                             len(self.tkeys), keys.ctypes.data, idx.ctypes.data if self.exact else None, cap - 1)
+            self.tkeys, self.tidx = keys, idx
+        if self.exact and need > len(self.store):
+            cap = len(self.store)
+            while need > cap:
+                cap *= 2
+            store = np.empty((cap, self.width), np.uint8)
+            store[: self.size] = self.store[: self.size]
+            self.store = store
+
+    def add(self, cand: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Insert the states ``cand`` (their fingerprints ``keys``) in order; the positions of
+        those that were not in the set (first occurrences, ascending).  In exact mode they are
+        appended to ``store`` in that order."""
+        n = len(cand)
+        fresh = np.empty(n, np.int64)
+        if not n:
+            return fresh
+        if self.exact and self.size + n >= 1 << 31:
+            raise MemoryError("the native exact visited set holds at most 2**31 states")
+        self._grow(n)
+        m = self.code.insert(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
+                             len(self.tkeys) - 1, self.store.ctypes.data if self.exact else None, self.size,
+                             cand.ctypes.data, keys.ctypes.data, n, fresh.ctypes.data)
+        self.size += m
+        return fresh[:m]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the table and the stored states take (allocated, free slots included)."""
+        return self.tkeys.nbytes + self.tidx.nbytes + self.size * self.width * self.exact
+
+
+@dataclass
+class NativeMachine(Machine):
+    """A :class:`~kvproof.model.machine.Machine` with its C code compiled and loaded as well
+    (``native``, compiled at optimisation level ``opt``); :class:`NativeUnavailable` when that
+    cannot be done here."""
+
+    opt: str = "-O1"
+    native: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.claims) > MAX_CLAIMS:
+            raise NativeUnavailable(f"the native backend checks at most {MAX_CLAIMS} claims at once, "
+                                    f"not {len(self.claims)}")
+        self.native = NativeCode(c_source(self.spec, self.claims), self.opt)
+
+    def search(self, limits: Limits = Limits(), claims: list[int] | None = None, stop_when_all_hit: bool = False,
+               progress: Callable[[Stats], None] | None = None, visited: str = "exact",
+               rows: bool = False) -> Exploration:
+        """:func:`explore_native` of this machine (what :func:`~kvproof.checker.explicit.explore`
+        calls for it)."""
+        return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows)
+
+
+def _rows(states: np.ndarray) -> list[bytes]:
+    """Each row of a ``(n, width)`` array as ``bytes``."""
+    return [bytes(r) for r in states.view(f"V{states.shape[1]}").ravel().tolist()] if len(states) else []
+
+
+def explore_native(
+    machine: NativeMachine,
+    limits: Limits = Limits(),
+    claims: list[int] | None = None,
+    stop_when_all_hit: bool = False,
+    progress: Callable[[Stats], None] | None = None,
+    visited: str = "exact",
+    rows: bool = False,
+) -> Exploration:
+    """:func:`~kvproof.checker.explicit.explore` (without symmetry reduction or the state
+    graph) run by the machine's native code; the same arguments mean the same, and the outcome
+    is the same."""
+    start = time.perf_counter()
+    code: NativeCode = machine.native
+    n_claims = len(machine.claims)
+    tracked = range(n_claims) if claims is None else claims
+    open_mask = 0
+    for i in tracked:
+        open_mask |= 1 << i
+    quiescent_mask = 0
+    for i, c in enumerate(machine.claims):
+        if c.at == "quiescent":
+            quiescent_mask |= 1 << i
+    always_open = open_mask & ~quiescent_mask
+    n_actions = code.n_actions
+    width = max(code.width, 1)
+
+    init = np.frombuffer(machine.init, np.uint8).reshape(1, width).copy()
+    store = NativeVisited(code, visited, width)
+    store.add(init, code.keys(init))
+    kept = [init] if rows and not store.exact else None  # exact: the store keeps them in order
+    parent = array("i", [-1])
+    via = array("i", [-1])
+    hit_at: dict[int, int] = {}
+    stats = Stats(visited=visited)
+    max_states, max_depth = limits.max_states, limits.max_depth
+    deadline = limits.deadline(start)
+
+    def record(mask: int, sid: int) -> None:
+        nonlocal open_mask, always_open
+        for i in range(n_claims):
+            if mask >> i & 1:
+                hit_at[i] = sid
+        open_mask &= ~mask
+        always_open &= ~mask
+
+    h = int(code.hits(init)[0]) & always_open
+    if h:
+        record(h, 0)
+
+    complete, reason = True, ""
+    frontier = init
+    lo, n_states, depth = 0, 1, 0
+    while len(frontier):
+        if stop_when_all_hit and not open_mask:
+            complete, reason = False, "stopped once every claim asked for had hit"
+            break
+        # -- expand one level in C: successors, their codes, and the states with none
+        quiet_flags = np.zeros(len(frontier), np.uint8)
+        outs: list = []
+        codes_parts: list = []
+        timed_out = False
+        for c0 in range(0, len(frontier), _CHUNK):
+            o, c = code.expand(frontier, c0, min(c0 + _CHUNK, len(frontier)), quiet_flags)
+            outs += o
+            codes_parts += c
+            now = time.perf_counter()
+            if deadline is not None and now > deadline:
+                timed_out = True
+                break
+            if progress is not None and len(frontier) > _CHUNK:
+                stats.states, stats.depth, stats.seconds = n_states, depth, now - start
+                progress(stats)
+        qpos = np.flatnonzero(quiet_flags)
+        stats.quiescent += int(qpos.size)
+        quiet: list[tuple[int, int]] = []
+        if open_mask & quiescent_mask and qpos.size:
+            qm = code.quiescent_hits(frontier[qpos]) & np.uint64(open_mask & quiescent_mask)
+            quiet = [(int(p), int(m)) for p, m in zip(qpos[qm != 0].tolist(), qm[qm != 0].tolist())]
+        cand = np.concatenate(outs) if outs else np.zeros((0, width), np.uint8)
+        all_codes = np.concatenate(codes_parts) if codes_parts else np.zeros(0, np.int64)
+        stats.transitions += len(cand)
+        if timed_out:
+            cand, all_codes = cand[:0], all_codes[:0]
+        # -- deduplicate the level against everything seen
+        fresh = store.add(cand, code.keys(cand))
+        cut = ""
+        if fresh.size and max_depth is not None and depth >= max_depth:
+            cut = f"depth limit {max_depth} reached"
+            fresh = fresh[:0]
+        if max_states is not None and n_states + fresh.size > max_states:
+            cut = f"state limit {max_states} reached"
+            fresh = fresh[: max_states - n_states]
+        if cut:
+            complete, reason = False, cut
+        par, aid = np.divmod(all_codes[fresh], n_actions)
+        new_states = store.store[n_states:n_states + fresh.size] if store.exact else cand[fresh]
+        # -- claims, in discovery order (quiescent hits interleaved by expansion position); the
+        # loop runs only on a level where something hits
+        masks = code.hits(new_states) & np.uint64(always_open) if always_open else None
+        if quiet or (masks is not None and masks.any()):
+            keep = fresh.size
+            qi = 0
+            par_l = par.tolist()
+            mask_l = masks.tolist() if masks is not None else None
+            for n in range(fresh.size):
+                p = par_l[n]
+                while qi < len(quiet) and quiet[qi][0] < p:
+                    record(quiet[qi][1], lo + quiet[qi][0])
+                    qi += 1
+                if stop_when_all_hit and not open_mask and n and p != par_l[n - 1]:
+                    keep = n
+                    break
+                if always_open:
+                    h = mask_l[n] & always_open
+                    if h:
+                        record(h, n_states + n)
+            else:
+                while qi < len(quiet) and not (stop_when_all_hit and not open_mask):
+                    record(quiet[qi][1], lo + quiet[qi][0])
+                    qi += 1
+            if keep < fresh.size:
+                complete, reason = False, "stopped once every claim asked for had hit"
+                fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
+        parent.frombytes((par + lo).astype(np.int32).tobytes())
+        via.frombytes(aid.astype(np.int32).tobytes())
+        if kept is not None:
+            kept.append(new_states)
+        lo, n_states = n_states, n_states + len(new_states)
+        if timed_out:
+            complete, reason = False, limits.time_reason
+            break
+        if not complete:
+            break
+        frontier = new_states
+        if len(frontier):
+            depth += 1
+
+    ended = _ended(stats, n_states, depth, start, 0, None)
+    ended.bytes_per_state = (store.nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
+    if visited == "fingerprint":
+        ended.collision_probability = collision_probability(ended.states)
+    found = None
+    if rows:
+        found = _rows(store.store[:n_states] if store.exact else np.concatenate(kept))
+    return Exploration(ended, complete, reason, hit_at, parent, via, canonical=False, rows=found)

@@ -1,0 +1,348 @@
+"""Compile a spec into C: the native backend's successor and claim functions.
+
+:class:`COps` is the fourth interpretation of the operations facade: like
+:class:`~kvproof.model.compiler.CodegenOps` (whose constant folding, static ranges and
+binding it inherits) its values are source text, but C source.  :func:`c_source` runs every
+action instance and claim through it once and returns one C translation unit with these entry
+points over *packed* states (``width`` bytes each, one byte per slot, states back to back):
+
+* ``kv_expand``: expands a run of states, writing every successor and ``position *
+  n_actions + action id`` per successor, and flags the states with no successor;
+* ``kv_hits``: per state, the bitmask of the ``always`` claims that hit (as
+  :func:`~kvproof.model.compiler.compile_hits`);
+* ``kv_qhits``: the same for the ``quiescent`` claims;
+* ``kv_keys``: a 64-bit fingerprint per state;
+* ``kv_insert`` / ``kv_rehash``: an open-addressing visited set of those fingerprints (and, in
+  exact mode, of the states themselves, kept in discovery order).
+
+A run-time range check that fails (a write or an index outside its field's codes) stops the
+call and reports which check and what value; :func:`c_source` returns the checks' messages so
+the caller raises the same :class:`~kvproof.model.compiler.RangeCheckFailed` as the Python
+engine.  Nothing here compiles or loads C: that is :mod:`kvproof.checker.native`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from kvproof.model.compiler import CodegenOps, E, _c, _value_sizes
+from kvproof.model.framework import Claim, Spec
+
+__all__ = ["COps", "CSource", "c_source", "MAX_CLAIMS"]
+
+MAX_CLAIMS = 64  # claim bits fit one uint64 per state
+
+_PRELUDE = """\
+#include <stdint.h>
+#include <string.h>
+#define True 1
+#define False 0
+static inline int kmin(int a, int b) { return a < b ? a : b; }
+static inline int kmax(int a, int b) { return a < b ? b : a; }
+static inline int kclamp(int i, int n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
+"""
+
+_LEVEL = """\
+int64_t kv_expand(const uint8_t *in, int64_t n, int64_t start, uint8_t *out, int64_t cap,
+                  int64_t *codes, uint8_t *quiet, int64_t *produced, int64_t *err) {
+    int64_t made = 0, j;
+    for (j = start; j < n; j++) {
+        if (made + MAX_SUCC > cap) break;
+        int k = expand1(in + (size_t)j * W, out + (size_t)made * W, codes + made, j * N_ACTIONS, err);
+        if (k < 0) { produced[0] = made; return -1 - j; }
+        quiet[j] = k == 0;
+        made += k;
+    }
+    produced[0] = made;
+    return j;
+}
+
+int64_t kv_hits(const uint8_t *in, int64_t n, uint64_t *masks, int64_t *err) {
+    for (int64_t j = 0; j < n; j++) {
+        masks[j] = hits1(in + (size_t)j * W, err);
+        if (err[0]) return -1 - j;
+    }
+    return n;
+}
+
+int64_t kv_qhits(const uint8_t *in, int64_t n, uint64_t *masks, int64_t *err) {
+    for (int64_t j = 0; j < n; j++) {
+        masks[j] = qhits1(in + (size_t)j * W, err);
+        if (err[0]) return -1 - j;
+    }
+    return n;
+}
+
+static inline uint64_t kmix(uint64_t x) {
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31; return x;
+}
+
+void kv_keys(const uint8_t *in, int64_t n, uint64_t *keys) {
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *s = in + (size_t)j * W;
+        uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)W;
+        int i = 0;
+        for (; i + 8 <= W; i += 8) { uint64_t w; memcpy(&w, s + i, 8); h = kmix(h ^ w) + 0x9e3779b97f4a7c15ULL; }
+        if (i < W) { uint64_t w = 0; memcpy(&w, s + i, (size_t)(W - i)); h = kmix(h ^ w ^ ((uint64_t)(W - i) << 56)); }
+        keys[j] = kmix(h);
+    }
+}
+
+/* The visited set: open addressing with linear probing over 64-bit keys (0 marks a free slot).
+   Exact mode keeps, per slot, the number of the state in `store` (states in discovery order) and
+   confirms every key match by comparing the states; fingerprint mode (`store` NULL) keeps keys only. */
+int64_t kv_insert(uint64_t *tkeys, int32_t *tidx, int64_t mask, uint8_t *store, int64_t stored,
+                  const uint8_t *cand, const uint64_t *keys, int64_t n, int64_t *fresh) {
+    int64_t m = 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t k = keys[j] ? keys[j] : 1;
+        const uint8_t *c = cand + (size_t)j * W;
+        int64_t i = (int64_t)(k & (uint64_t)mask);
+        for (;;) {
+            uint64_t t = tkeys[i];
+            if (t == 0) {
+                tkeys[i] = k;
+                if (store) {
+                    tidx[i] = (int32_t)(stored + m);
+                    memcpy(store + (size_t)(stored + m) * W, c, W);
+                }
+                fresh[m++] = j;
+                break;
+            }
+            if (t == k && (!store || memcmp(store + (size_t)tidx[i] * W, c, W) == 0)) break;
+            i = (i + 1) & mask;
+        }
+    }
+    return m;
+}
+
+void kv_rehash(const uint64_t *okeys, const int32_t *oidx, int64_t ocap, uint64_t *nkeys, int32_t *nidx,
+               int64_t nmask) {
+    for (int64_t i = 0; i < ocap; i++) {
+        uint64_t k = okeys[i];
+        if (!k) continue;
+        int64_t at = (int64_t)(k & (uint64_t)nmask);
+        while (nkeys[at]) at = (at + 1) & nmask;
+        nkeys[at] = k;
+        if (oidx) nidx[at] = oidx[i];
+    }
+}
+"""
+
+class _CEmitter:
+    """Lines of one C function: ``open`` starts a block, ``reset`` closes every open block."""
+
+    def __init__(self, tables: dict[tuple, str]):
+        self.lines: list[str] = []
+        self.depth = 1
+        self.base_depth = 1
+        self.n = 0
+        self.tables = tables
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def open(self, header: str) -> None:
+        self.line(header)
+        self.depth += 1
+
+    def reset(self) -> None:
+        while self.depth > self.base_depth:
+            self.depth -= 1
+            self.line("}")
+
+    def discard(self, mark: int) -> None:
+        """Drop every line from ``mark`` on (an action that is never enabled), blocks included."""
+        del self.lines[mark:]
+        self.depth = self.base_depth
+
+    def bind(self, src: str) -> str:
+        self.n += 1
+        name = f"v{self.n}"
+        self.line(f"int {name} = {src};")
+        return name
+
+    def table(self, values: tuple) -> str:
+        if values not in self.tables:
+            self.tables[values] = f"K{len(self.tables)}"
+        return self.tables[values]
+
+
+class COps(CodegenOps):
+    """Emits C source for guards, effects and claims: the Python emitter's folding and ranges,
+    with C's operators, and every index that its static range does not settle clamped (the
+    run-time check that reports it runs before any write)."""
+
+    def and_(self, *xs):
+        parts = []
+        for x in map(_c, xs):
+            if x.const is not None:
+                if not x.const:
+                    return _c(False)
+                continue
+            parts.append(x.src)
+        if not parts:
+            return _c(True)
+        if len(parts) == 1:
+            return E(parts[0])
+        return self._bind("(" + " && ".join(parts) + ")")
+
+    def or_(self, *xs):
+        parts = []
+        for x in map(_c, xs):
+            if x.const is not None:
+                if x.const:
+                    return _c(True)
+                continue
+            parts.append(x.src)
+        if not parts:
+            return _c(False)
+        if len(parts) == 1:
+            return E(parts[0])
+        return self._bind("(" + " || ".join(parts) + ")")
+
+    def not_(self, x):
+        x = _c(x)
+        if x.const is not None:
+            return _c(not x.const)
+        return self._bind(f"(!{x.src})")
+
+    def ite(self, c, a, b):
+        c, a, b = _c(c), _c(a), _c(b)
+        if c.const is not None:
+            return a if c.const else b
+        if a.src == b.src:
+            return a
+        return self._bind(f"({c.src} ? {a.src} : {b.src})", min(a.lo, b.lo), max(a.hi, b.hi))
+
+    def lookup(self, table, idx):
+        idx = _c(idx)
+        if idx.const is not None:
+            return _c(table[idx.const])
+        name = self.em.table(tuple(int(v) for v in table))
+        at = idx.src
+        if idx.lo < 0 or idx.hi >= len(table):
+            self.checks.append((idx.src, len(table), "a table index"))
+            at = f"kclamp({idx.src}, {len(table)})"
+        return self._bind(f"{name}[{at}]", min(table), max(table))
+
+    def min_(self, a, b):
+        a, b = _c(a), _c(b)
+        if a.const is not None and b.const is not None:
+            return _c(min(a.const, b.const))
+        return self._bind(f"kmin({a.src}, {b.src})", min(a.lo, b.lo), min(a.hi, b.hi))
+
+    def max_(self, a, b):
+        a, b = _c(a), _c(b)
+        if a.const is not None and b.const is not None:
+            return _c(max(a.const, b.const))
+        return self._bind(f"kmax({a.src}, {b.src})", max(a.lo, b.lo), max(a.hi, b.hi))
+
+    def read_at(self, base, size, idx):
+        idx = _c(idx)
+        if idx.const is not None or not (idx.lo < 0 or idx.hi >= size):
+            return super().read_at(base, size, idx)
+        self.footprint.update(range(base, base + size))
+        self.checks.append((idx.src, size, "an index"))
+        hi = max(self._hi_of_slot(base + k) for k in range(size))
+        return self._bind(f"s[{base} + kclamp({idx.src}, {size})]", 0, hi)
+
+    def require(self, cond):
+        cond = _c(cond)
+        if self.dead or cond.const is True:
+            return
+        if cond.const is not None:
+            self.dead = True
+            return
+        self.em.open(f"if ({cond.src}) {{")
+
+
+@dataclass
+class CSource:
+    """A spec compiled to C: the source, the messages of its run-time checks (check ``k`` is
+    reported as ``k + 1``), and the shape of its states."""
+
+    text: str
+    checks: list[str]
+    width: int
+    n_actions: int
+    max_successors: int
+
+
+def _emit_checks(em: _CEmitter, ops: COps, where: str, messages: list[str], fail: str) -> None:
+    for src, size, what in ops.checks:
+        messages.append(f"{where}: {what}")
+        k = len(messages)
+        em.line(f"if (!(0 <= ({src}) && ({src}) < {size})) {{ err[0] = {k}; err[1] = ({src}); {fail} }}")
+    ops.checks.clear()
+
+
+def _hits_function(spec: Spec, claims: Sequence[Claim | None], name: str, tables: dict, messages: list[str]) -> list[str]:
+    em = _CEmitter(tables)
+    em.line("uint64_t h = 0;")
+    for i, claim in enumerate(claims):
+        if claim is None:
+            continue
+        em.reset()
+        ops = COps(em, _value_sizes(spec))
+        value = _c(spec.eval_claim(claim.name, ops))
+        _emit_checks(em, ops, claim.name, messages, "return 0;")
+        if value.const is not None:
+            if bool(value.const) == (claim.kind == "witness"):
+                em.line(f"h |= {1 << i}ULL;")
+            continue
+        test = value.src if claim.kind == "witness" else f"!{value.src}"
+        em.open(f"if ({test}) {{")
+        em.line(f"h |= {1 << i}ULL;")
+    em.reset()
+    em.line("return h;")
+    return [f"static uint64_t {name}(const uint8_t *s, int64_t *err) {{"] + em.lines + ["}"]
+
+
+def c_source(spec: Spec, claims: Sequence[Claim]) -> CSource:
+    """The C translation unit of ``spec`` with ``claims`` (at most :data:`MAX_CLAIMS`; the
+    bits of ``kv_hits``/``kv_qhits`` follow their order)."""
+    if len(claims) > MAX_CLAIMS:
+        raise ValueError(f"the native backend checks at most {MAX_CLAIMS} claims at once, not {len(claims)}")
+    width = spec.layout.size
+    tables: dict[tuple, str] = {}
+    messages: list[str] = []
+    sizes = _value_sizes(spec)
+    em = _CEmitter(tables)
+    em.line("int n = 0; uint8_t *t;")
+    live = 0
+    for inst in spec.instances:
+        em.reset()
+        mark = len(em.lines)
+        em.line("/* " + re.sub(r"[^\w(), ]", "_", f"{inst.name}{inst.args}") + " */")
+        ops = COps(em, sizes)
+        if not spec.run_action(inst, ops) or ops.dead:
+            em.discard(mark)
+            continue
+        live += 1
+        for slot, value in ops.writes:  # a byte holds 0..255: the Python engine's bytearray refuses the rest
+            if value.lo < 0 or value.hi > 255:
+                ops.checks.append((value.src, 256, "a byte"))
+        _emit_checks(em, ops, f"{inst.name}{inst.args}", messages, "return -1;")
+        em.line("t = out + (size_t)n * W;")
+        em.line("memcpy(t, s, W);")
+        for slot, value in ops.writes:
+            em.line(f"t[{slot}] = (uint8_t)({value.src});")
+        em.line(f"codes[n++] = base + {inst.aid};")
+    em.reset()
+    em.line("return n;")
+    expand1 = (["static int expand1(const uint8_t *s, uint8_t *out, int64_t *codes, int64_t base, int64_t *err) {"]
+               + em.lines + ["}"])
+    always = [c if c.at == "always" else None for c in claims]
+    quiescent = [c if c.at == "quiescent" else None for c in claims]
+    hits1 = _hits_function(spec, always, "hits1", tables, messages)
+    qhits1 = _hits_function(spec, quiescent, "qhits1", tables, messages)
+    head = [_PRELUDE, f"#define W {max(width, 1)}", f"#define N_ACTIONS {len(spec.instances)}LL",
+            f"#define MAX_SUCC {max(live, 1)}"]
+    head += [f"static const int {name}[] = {{{', '.join(map(str, values))}}};" for values, name in tables.items()]
+    text = "\n".join(head + expand1 + hits1 + qhits1 + [_LEVEL])
+    return CSource(text, messages, width, len(spec.instances), max(live, 1))

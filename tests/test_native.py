@@ -1,0 +1,258 @@
+"""The native backend (the spec compiled to C, :mod:`kvproof.checker.native`) has the reference
+semantics: successor sets with action ids, quiescence and claim hits agree with the reference
+interpreter on random specs (:mod:`.randspec`) and with the batched reference on every reachable
+state of catalogue scenarios; its search has the Python engine's outcome (states, transitions,
+depth, quiescent states, where each claim first hit, the paths) under every limit, and the
+whole catalogue's pinned state counts and safety verdicts (``traces/expected.toml``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvproof.checker.explicit import Limits, explore
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import builtin, builtin_names
+
+from .agree import native_disagreements
+from .conftest import reachable
+from .randspec import build, specs, states
+
+native = pytest.importorskip("kvproof.checker.native")
+if native.c_compiler() is None:  # pragma: no cover - every CI image has one
+    pytest.skip("no C compiler", allow_module_level=True)
+
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                       HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache(tmp_path_factory):
+    """Compiled models go to a directory of this test session, not the user's cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("KVPROOF_CACHE_DIR", str(tmp_path_factory.mktemp("native-cache")))
+    yield
+    mp.undo()
+
+
+_MACHINES: dict[str, object] = {}
+
+
+def native_of(name: str):
+    """The native machine of a built-in scenario (compiled once per test process, at -O0: the
+    command-line test runs the default -O2)."""
+    if name not in _MACHINES:
+        _MACHINES[name] = native.NativeMachine(builtin(name).build(), opt="-O0")
+    return _MACHINES[name]
+
+
+# -- random specs against the reference interpreter ----------------------------------------------------
+def _agree_on_random_specs(data, states_per_spec: int = 6) -> None:
+    plan = data.draw(specs(), label="spec")
+    spec = build(plan)
+    m = native.NativeMachine(spec, opt="-O0")  # the C is the same; -O0 compiles a random spec fastest
+    init = tuple(spec.init_state())
+    drawn = [init] + [data.draw(states(plan, spec), label="state") for _ in range(states_per_spec)]
+    problems = native_disagreements(m, [bytes(s) for s in drawn])
+    assert not problems, "; ".join(problems[:5])
+
+
+@settings(max_examples=10, **_SETTINGS)
+@given(data=st.data())
+def test_native_successors_and_claims_agree_with_the_reference_on_random_specs(data):
+    _agree_on_random_specs(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, **_SETTINGS)
+@given(data=st.data())
+def test_native_agrees_with_the_reference_on_thirty_more_random_specs(data):
+    _agree_on_random_specs(data)
+
+
+@pytest.mark.thorough
+@settings(max_examples=500, **_SETTINGS)
+@given(data=st.data())
+def test_native_agrees_with_the_reference_on_hundreds_of_random_specs(data):
+    _agree_on_random_specs(data)
+
+
+def test_the_comparison_catches_a_c_emitter_that_differs(monkeypatch):
+    """A C emitter whose ``<`` were ``<=`` (or whose negation were dropped) is reported."""
+    from kvproof.model import ccompiler
+    from kvproof.model.compiler import _c
+
+    monkeypatch.setattr(ccompiler.COps, "lt", lambda self, a, b: self._bind(f"({_c(a).src} <= {_c(b).src})"))
+    m = native.NativeMachine(builtin("incident").build(), opt="-O0")
+    problems = native_disagreements(m, reachable("incident"), batched=True)
+    assert problems and problems[0].startswith("native")
+    monkeypatch.undo()
+    monkeypatch.setattr(ccompiler.COps, "not_", lambda self, x: _c(x))
+    m = native.NativeMachine(builtin("incident").build(), opt="-O0")
+    assert native_disagreements(m, reachable("incident"), batched=True)
+
+
+# -- every reachable state of catalogue scenarios against the batched reference ---------------------------
+@pytest.mark.parametrize("name", ["incident", "abort-race"])
+def test_native_agrees_on_every_reachable_state_of_small_scenarios(name):
+    problems = native_disagreements(native_of(name), reachable(name), batched=True)
+    assert not problems, f"{name}: " + "; ".join(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", builtin_names())
+def test_native_agrees_on_every_reachable_state_of_the_catalogue(name):
+    problems = native_disagreements(native_of(name), reachable(name), batched=True)
+    assert not problems, f"{name}: " + "; ".join(problems)
+
+
+# -- the search: the Python engine's outcome -------------------------------------------------------------
+def _outcome(ex):
+    s = ex.stats
+    return (s.states, s.transitions, s.depth, s.quiescent, s.represented, ex.complete, ex.reason, ex.hit_at,
+            {c: ex.path(sid) for c, sid in ex.hit_at.items()}, list(ex._parent), list(ex._via))
+
+
+CASES = [
+    dict(),
+    dict(visited="fingerprint"),
+    dict(limits=Limits(max_states=500)),
+    dict(limits=Limits(max_depth=7)),
+    dict(limits=Limits(max_seconds=1.0, started=-1e9)),  # the budget ran out long ago: stops in the first level
+    dict(claims=[0, 3], stop_when_all_hit=True),
+    dict(claims=[], rows=True),
+    dict(visited="fingerprint", rows=True),
+]
+
+
+@pytest.mark.parametrize("name", ["abort-race", "incident"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(c) or "default")
+def test_the_native_search_has_the_python_engines_outcome(name, case):
+    nm = native_of(name)
+    ref = explore(Machine(nm.spec), **case)
+    got = explore(nm, **case)
+    assert _outcome(got) == _outcome(ref)
+    assert got.rows == ref.rows
+    assert got.stats.visited == ref.stats.visited
+
+
+def test_a_search_that_outgrows_the_visited_tables_first_size_has_the_python_engines_outcome():
+    """tp2x2 (34,171 states) makes the C table and its state store grow several times."""
+    nm = native_of("tp2x2")
+    ref, got = explore(Machine(nm.spec)), explore(nm)
+    assert _outcome(got) == _outcome(ref)
+    assert got.stats.states == 34171
+
+
+def test_quiescent_claims_and_stopping_once_all_hit_match_the_python_engine():
+    """Every claim, quiescent ones included, tracked on their own with the search stopped once
+    they hit: the first hit of each (and the state count at the stop) is the Python engine's."""
+    nm = native_of("abort-race")
+    for i, c in enumerate(nm.claims):
+        if c.kind == "liveness":
+            continue
+        ref = explore(Machine(nm.spec), claims=[i], stop_when_all_hit=True)
+        got = explore(nm, claims=[i], stop_when_all_hit=True)
+        assert _outcome(got) == _outcome(ref), c.name
+
+
+def test_a_failing_range_check_raises_the_python_engines_error():
+    from kvproof.model.compiler import RangeCheckFailed
+    from kvproof.model.framework import Spec, action, invariant
+    from kvproof.model.layout import Domain, Field
+
+    class Overflow(Spec):
+        """x counts up past its two codes."""
+
+        def build_fields(self):
+            return [Field("x", (), Domain("v", 2))]
+
+        def domain(self, name):  # pragma: no cover - no parameters
+            raise KeyError(name)
+
+        @action("up")
+        def up(self, s, n):
+            """x + 1."""
+            n.x = s.x + 1
+
+        @invariant()
+        def fine(self, s):
+            """Always."""
+            return s.ops.const(True)
+
+    with pytest.raises(RangeCheckFailed) as ref:
+        explore(Machine(Overflow()))
+    with pytest.raises(RangeCheckFailed) as got:
+        explore(native.NativeMachine(Overflow(), opt="-O0"))
+    assert str(got.value) == str(ref.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", builtin_names())
+def test_the_catalogue_keeps_its_pinned_state_counts_and_safety_verdicts_under_the_native_backend(name):
+    from pathlib import Path
+
+    from kvproof.checker.expected import read_expected
+
+    stored = read_expected(Path(__file__).resolve().parents[1] / "traces" / "expected.toml")[name]
+    nm = native_of(name)
+    tracked = [i for i, c in enumerate(nm.claims) if c.kind != "liveness" and c.name in stored["verdicts"]]
+    ex = explore(nm, claims=tracked)
+    assert (ex.stats.states, ex.stats.transitions, ex.stats.depth, ex.complete) == \
+        (stored["states"], stored["transitions"], stored["depth"], stored["complete"])
+    for i in tracked:
+        c = nm.claims[i]
+        verdict = ("violated" if c.kind == "invariant" else "reached") if i in ex.hit_at else \
+            ("verified" if c.kind == "invariant" else "unreachable")
+        assert verdict == stored["verdicts"][c.name], c.name
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+def _kvproof(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    code = "import sys; from kvproof.checker.cli.commands import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_check_with_the_native_backend_prints_the_python_engines_table():
+    python = _kvproof("check", "incident", "--no-traces", "--json")
+    c = _kvproof("check", "incident", "--no-traces", "--json", "--backend", "native")
+    assert c.returncode == python.returncode == 0, c.stderr
+    import json
+
+    def table(out):
+        return [(r["name"], r["complete"], r["stats"]["states"], r["stats"]["transitions"], r["stats"]["depth"],
+                 [(x["invariant"], x["verdict"], x["depth"]) for x in r["results"]])
+                for r in json.loads(out)["scenarios"]]
+
+    assert table(c.stdout) == table(python.stdout)
+
+
+@pytest.mark.parametrize("flags", [["--workers", "2"], ["--symmetry"]])
+def test_native_refuses_workers_and_symmetry_in_one_line(flags):
+    c = _kvproof("check", "incident", "--no-traces", "--backend", "native", *flags)
+    assert c.returncode == 3
+    assert c.stderr.count("\n") == 1 and "--backend native" in c.stderr and "Traceback" not in c.stderr
+
+
+def test_no_c_compiler_is_one_line_not_a_traceback(tmp_path):
+    c = _kvproof("check", "incident", "--no-traces", "--backend", "native",
+                 env={"CC": "no-such-compiler-kvproof", "KVPROOF_CACHE_DIR": str(tmp_path)})
+    assert c.returncode == 3
+    assert c.stderr.count("\n") == 1 and "no C compiler" in c.stderr and "Traceback" not in c.stderr
+
+
+def test_help_loads_neither_the_native_backend_nor_ctypes():
+    from .test_startup import PROBE
+
+    heavy = ("kvproof.checker.native", "kvproof.model.ccompiler", "ctypes")
+    for argv in (["--help"], ["check", "--help"]):
+        done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=heavy)], capture_output=True,
+                              text=True, timeout=60, check=True)
+        assert done.stdout.split("\n")[-2] == "0 []", done.stdout + done.stderr
