@@ -1,7 +1,7 @@
 """The ``kvproof`` command line.
 
 Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``replay``,
-``simulate``, ``conform``, ``audit``, ``completion``, and the symbolic ``prove`` and ``certify``
+``simulate``, ``conform``, ``audit``, ``validate``, ``completion``, and the symbolic ``prove`` and ``certify``
 (:mod:`.cli_symbolic`).  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
@@ -451,6 +451,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return run_audit(args, _console(), BadInput)
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Search for a behaviour of the spec that explains an engine's event log (the protocol the
+    log's header names supplies the ``validate`` command)."""
+    from kvproof.checker.validate import run_validate
+
+    return run_validate(args, _console(), BadInput)
+
+
 def _plural(n: int, word: str) -> str:
     return word if n == 1 else word + "s"
 
@@ -587,6 +595,14 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--max-seconds", type=_positive_float, metavar="S", help="one time budget for the whole command")
     au.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the launch command, after --")
     au.set_defaults(func=cmd_audit, launch_parser=au)
+
+    va = sub.add_parser("validate", help="does a behaviour of the spec explain an engine's event log (JSONL)?")
+    va.add_argument("log", metavar="LOG")
+    va.add_argument("--max-states", type=_positive_int, default=100_000, metavar="N",
+                    help="cannot decide (exit 2) past N possible states at one event (default 100000)")
+    va.add_argument("--traces", metavar="DIR", help="where a violation's trace goes (default: the log's directory)")
+    va.add_argument("--no-traces", action="store_true", help="write no trace file")
+    va.set_defaults(func=cmd_validate)
 
     co = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
     co.add_argument("shell", choices=("bash", "zsh", "tcsh"))
