@@ -37,7 +37,7 @@ from kvproof.model.framework import Spec
 from kvproof.model.machine import Machine
 
 __all__ = [
-    "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Observation", "Verdict", "compile_steps",
+    "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Verdict", "compile_steps",
     "compile_successors_of", "read_log", "Search", "explain", "rebuild", "run_validate",
 ]
 
@@ -81,6 +81,27 @@ class Observation(Protocol):
 
     def describe(self, state: bytes, event: Event) -> str:
         """One line: the parts of ``state`` that ``event`` is about."""
+
+
+@dataclass
+class Checked:
+    """The spec and the claims re-checked along an explanation: what :func:`explain` needs of a
+    :class:`~kvproof.model.machine.Machine` (``spec``, ``init``, ``claims``, ``hits``), with only
+    the claim check compiled."""
+
+    spec: Spec
+    claims: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from kvproof.model.compiler import compile_hits
+
+        self.hits, _ = compile_hits(self.spec, self.claims)
+        self.init = bytes(self.spec.init_state())
+
+    @classmethod
+    def invariants(cls, spec: Spec) -> "Checked":
+        """Every always-invariant of ``spec`` (quiescent and liveness claims need the whole run)."""
+        return cls(spec, [c for c in spec.claims if c.kind == "invariant" and c.at == "always"])
 
 
 # -- compiled steps -------------------------------------------------------------------------------
@@ -360,10 +381,13 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
         where = f"{path}:header"
         scenario_ref = header.get("scenario")
         if isinstance(scenario_ref, str):
-            base = resolve(scenario_ref) if not scenario_ref.endswith(".toml") else None
-            if base is None:
+            if scenario_ref.endswith(".toml") or "/" in scenario_ref:
                 raise LogError(f"{where}: scenario: a built-in scenario's name or the scenario's data, "
                                f"not a file ({scenario_ref!r})")
+            try:
+                base = resolve(scenario_ref)
+            except ScenarioError as e:
+                raise LogError(f"{where}: scenario: {e}") from None
         elif isinstance(scenario_ref, dict):
             base = parse_scenario(scenario_ref, f"{where}.scenario")
         else:
@@ -378,8 +402,8 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
             spec = scenario.build()
         except ValueError as e:
             raise LogError(f"{where}: {e}") from None
-        invariants = [c for c in spec.claims if c.kind == "invariant" and c.at == "always"]
-        machine = Machine(spec, invariants)
+        machine = Checked.invariants(spec)
+        invariants = machine.claims
         count = 0
         _, rows = read_log(path)
         for _ in _events(module.observation(machine), path, rows):  # bad input anywhere is exit 3

@@ -238,6 +238,7 @@ _OUTPUTS = {  # per command: (argument, flag, a folder?, the flag that turns it 
     "report": (("output", "-o", False, None),),
     "simulate": (("traces", "--traces", True, "no_traces"),),
     "audit": (("traces", "--traces", True, "no_traces"),),
+    "validate": (("traces", "--traces", True, "no_traces"),),
     "prove": (("traces", "--traces", True, "no_traces"), ("certificates", "--certificates", True, "no_certificates")),
 }
 

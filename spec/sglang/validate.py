@@ -44,7 +44,8 @@ from kvproof.spec.sglang.state import (
     D_LABELS, D_RESERVED, D_VERIFIED, OUT_LABELS, P_LABELS, P_SENDING,
 )
 
-__all__ = ["FIELDS", "INTERNAL", "log_scenario", "observation", "SglangObservation", "to_events", "log_text"]
+__all__ = ["FIELDS", "INTERNAL", "log_scenario", "observation", "SglangObservation", "to_events", "log_text",
+           "random_run"]
 
 FIELDS: dict[str, tuple[str, ...]] = {
     "client_send": (),
@@ -98,7 +99,7 @@ def log_scenario(base: Scenario, header: dict) -> Scenario:
     return simulation_scenario(base, pages, slots)
 
 
-def observation(machine: Machine) -> "SglangObservation":
+def observation(machine: Any) -> "SglangObservation":
     """The observation of ``machine``'s actions (the protocol's ``validate`` command)."""
     return SglangObservation(machine)
 
@@ -112,7 +113,9 @@ class _Room:
 class SglangObservation:
     """What SGLang's event log shows of each action instance (see the module docstring)."""
 
-    def __init__(self, machine: Machine):
+    def __init__(self, machine: Any):
+        """``machine``: anything with the ``spec`` (a :class:`~kvproof.model.machine.Machine`,
+        a :class:`~kvproof.checker.validate.Checked`)."""
         self.machine = machine
         spec = self.spec = machine.spec
         self.k = spec.k
@@ -323,11 +326,38 @@ def to_events(machine: Machine, actions: list[int], dt: float = 0.001) -> list[d
     return out
 
 
-def log_text(scenario: Scenario, events: list[dict], **header: Any) -> str:
+def log_text(base: Scenario, events: list[dict], **header: Any) -> str:
     """The JSONL text of an event log: the header (the scenario inline, plus ``header``) and
     one line per event."""
-    head = {"v": SCHEMA_VERSION, "log": LOG_FORMAT, "scenario": header.pop("scenario", None) or scenario.to_data()}
+    head = {"v": SCHEMA_VERSION, "log": LOG_FORMAT, "scenario": header.pop("scenario", None) or base.to_data()}
     head.update(header)
     lines = [json.dumps(head, separators=(",", ":"))]
     lines += [json.dumps({"v": SCHEMA_VERSION, **e}, separators=(",", ":")) for e in events]
     return "\n".join(lines) + "\n"
+
+
+def random_run(machine: Machine, requests: int, seed: int, fault_weight: float = 0.02,
+               max_steps: int | None = None) -> list[int]:
+    """The action ids of a random run of ``machine`` (a :func:`.simulate.simulation_scenario`),
+    chosen as :func:`.simulate.simulate` chooses them: a fault with weight ``fault_weight``,
+    any other enabled action with weight 1, until ``requests`` requests have been sent and
+    nothing is enabled (or ``max_steps``)."""
+    import random
+
+    from kvproof.spec.sglang.simulate import FAULTS, _pick
+
+    rng = random.Random(seed)
+    names = [i.name for i in machine.instances]
+    weight = [fault_weight if n in FAULTS else 1.0 for n in names]
+    state, run, sent = machine.init, [], min(requests, machine.spec.k.R)
+    limit = max_steps if max_steps is not None else 200 * requests + 1000
+    while len(run) < limit:
+        succ = machine.successors(state)
+        if sent >= requests:
+            succ = [x for x in succ if names[x[0]] != "client_send"]
+        if not succ:
+            break
+        aid, state = _pick(succ, weight, rng)
+        sent += names[aid] == "client_send"
+        run.append(aid)
+    return run
