@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 
-from kvproof.checker.validate import Search, explain, read_log
+from kvproof.checker.validate import Checked, Search, explain, read_log
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang import validate as sv
@@ -28,7 +28,7 @@ def one(name: str, requests: int, seed: int, slots: int, pages: int) -> tuple[in
     gen = Machine(spec)
     events = sv.to_events(gen, sv.random_run(gen, requests, seed))
     text = sv.log_text(sc, events)
-    machine = Machine(spec, [c for c in spec.claims if c.kind == "invariant" and c.at == "always"])
+    machine = Checked.invariants(spec)
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         f.write(text)
     try:

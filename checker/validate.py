@@ -87,15 +87,17 @@ class Observation(Protocol):
 class Checked:
     """The spec and the claims re-checked along an explanation: what :func:`explain` needs of a
     :class:`~kvproof.model.machine.Machine` (``spec``, ``init``, ``claims``, ``hits``), with only
-    the claim check compiled."""
+    the claim checks compiled (``hits_after[aid]``: only the claims instance ``aid`` can change,
+    exact where the state before hit none)."""
 
     spec: Spec
     claims: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        from kvproof.model.compiler import compile_hits
+        from kvproof.model.compiler import compile_hits, compile_hits_after
 
         self.hits, _ = compile_hits(self.spec, self.claims)
+        self.hits_after = compile_hits_after(self.spec, self.claims)
         self.init = bytes(self.spec.init_state())
 
     @classmethod
@@ -237,6 +239,8 @@ class Search:
         internal = set(obs.internal)
         self.steps = compile_steps(spec, [i.aid for i in spec.instances if i.aid not in internal])
         self.hits = machine.hits
+        # only the claims a step can change, where the state before broke none (a clean state)
+        self.after = getattr(machine, "hits_after", None) or [machine.hits] * len(spec.instances)
         self.explored = 0
 
     def close(self, frontier: dict[bytes, int], parents: dict | None = None) -> dict[bytes, int] | None:
@@ -244,13 +248,13 @@ class Search:
         else the claims a state on its path broke); ``None`` past the cap."""
         seen = dict(frontier)
         todo = list(frontier)
-        internal, hits, cap = self.internal, self.hits, self.max_states
+        internal, after, cap = self.internal, self.after, self.max_states
         while todo:
             nxt = []
             for s in todo:
                 mask = seen[s]
                 for aid, t in internal(s):
-                    m = mask or hits(t)
+                    m = mask or after[aid](t)
                     old = seen.get(t)
                     if old is None:
                         seen[t] = m
@@ -271,7 +275,7 @@ class Search:
     def advance(self, closed: dict[bytes, int], event: Event, parents: dict | None = None) -> dict[bytes, int]:
         """The states ``event`` leads to from ``closed``."""
         out: dict[bytes, int] = {}
-        observe, hits, want = self.obs.observe, self.hits, event.want
+        observe, after, want = self.obs.observe, self.after, event.want
         for aid in event.aids:
             step = self.steps.get(aid)
             if step is None:
@@ -280,7 +284,7 @@ class Search:
                 t = step(s)
                 if t is None or observe(aid, s, t) != want:
                     continue
-                m = mask or hits(t)
+                m = mask or after[aid](t)
                 old = out.get(t)
                 if old is None or (old and not m):
                     out[t] = m
