@@ -374,10 +374,9 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
     unexplained or a violation (its trace written), 2 cannot decide."""
     import time
 
-    from kvproof.checker.cli.common import resolve
     from kvproof.checker.traces import Trace, to_itf
     from kvproof.checker.atomic import write_text_atomic
-    from kvproof.model.scenario import ScenarioError, parse_scenario
+    from kvproof.model.scenario import ScenarioError, builtin, parse_scenario
 
     path = args.log
     try:
@@ -389,7 +388,7 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
                 raise LogError(f"{where}: scenario: a built-in scenario's name or the scenario's data, "
                                f"not a file ({scenario_ref!r})")
             try:
-                base = resolve(scenario_ref)
+                base = builtin(scenario_ref)
             except ScenarioError as e:
                 raise LogError(f"{where}: scenario: {e}") from None
         elif isinstance(scenario_ref, dict):
