@@ -8,6 +8,7 @@ import json
 from functools import lru_cache
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kvproof.checker.cli import main
 from kvproof.checker.traces import read_trace
@@ -240,7 +241,7 @@ GOOD = {"v": 1, "t": 0.0, "actor": "prefill", "rank": 0, "event": "prefill_boots
     (json.dumps(dict(GOOD, t="noon")), "bad.jsonl:3: t: expected the time"),
 ])
 def test_bad_lines_are_one_line_exit_3_naming_file_and_line(tmp_path, capsys, line, message):
-    # line 2 is a good event: bad input is found wherever it is, before any search
+    # line 2 is a good event: the search reaches the bad line
     code, out, err = _lines(tmp_path, capsys, json.dumps(GOOD), line)
     assert code == 3 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -264,6 +265,12 @@ def test_a_missing_or_empty_log_is_exit_3(tmp_path, capsys):
     (tmp_path / "empty.jsonl").write_text("\n\n")
     code, _, err = run(capsys, tmp_path / "empty.jsonl")
     assert code == 3 and "empty" in err
+
+
+def test_bad_input_after_an_unexplained_event_is_still_exit_3(tmp_path, capsys):
+    commit = dict(GOOD, event="decode_commit", actor="decode", pages=[0], status="success")
+    code, out, err = _lines(tmp_path, capsys, json.dumps(commit), json.dumps(GOOD), "{oops")
+    assert code == 3 and out == "" and "bad.jsonl:4: not JSON" in err
 
 
 def test_an_unexplained_first_event_names_the_line(tmp_path, capsys):
@@ -294,3 +301,28 @@ def test_the_readme_examples_give_their_documented_verdicts(tmp_path, capsys):
     code, out, _ = run(capsys, "examples/validate/incident.jsonl", "--traces", tmp_path)
     assert code == 1 and out.startswith("examples/validate/incident.jsonl:13: violation: decode_prealloc")
     assert (tmp_path / "incident__rejected_never_reserves.itf.json").is_file()
+
+
+@lru_cache(maxsize=None)
+def _obs():
+    return sv.observation(Checked.invariants(builtin("tp2x2").build()))
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.floats(allow_nan=True),
+                    st.text(max_size=6), st.lists(st.integers(-2, 9), max_size=4),
+                    st.sampled_from(["decode", "prefill", "client", "success", "verified"]))
+_KEYS = ["event", "t", "actor", "rank", "room", "rid", "gen", "layer", "chunk", "page", "pages", "slot", "status"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.dictionaries(st.sampled_from(_KEYS), _VALUES),
+       st.sampled_from(sorted(sv.FIELDS) + list(sv.INTERNAL) + ["nope"]))
+def test_any_line_decodes_or_is_one_line_bad_input(raw, name):
+    """Whatever a line holds, reading it gives an event or a ValueError (exit 3), never a crash."""
+    raw = dict(raw, event=name) if "event" not in raw else raw
+    try:
+        ev = _obs().decode(2, raw)
+    except ValueError as e:
+        assert "\n" not in str(e)
+    else:
+        assert ev.raw is raw and all(isinstance(a, int) for a in ev.aids)

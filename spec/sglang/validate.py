@@ -137,6 +137,7 @@ class SglangObservation:
         self._picks: dict[int, dict[tuple[int, ...], int]] = {}
         self.observers = {i.aid: self._observer(i.name, i.args) for i in spec.instances
                           if i.name in FIELDS or i.name == "decode_prealloc_pick"}
+        self._plans = {name: self._plan(name) for name in FIELDS if name in self.params or name == "decode_prealloc"}
 
     # -- what an action shows ------------------------------------------------------------------
     def _observer(self, name: str, args: tuple[int, ...]):
@@ -168,67 +169,75 @@ class SglangObservation:
         return self.observers[aid](pre, post)
 
     # -- reading an event --------------------------------------------------------------------------
+    def _plan(self, name: str) -> tuple:
+        """How an event of action ``name`` is read: its actor, the bound of its rank, its
+        shape (``stream``: room, stream and chunk; ``pair``: room and a rank; ``prealloc``;
+        ``room``) and the fields its observation shows."""
+        params = self.params.get(name, ("req",))
+        k = self.k
+        bound = k.PR if ("prank" in params or "stream" in params) else k.DR if "drank" in params else 1
+        if "stream" in params:
+            shape = "stream"
+        elif len(params) == 2 and params[1] in ("prank", "drank"):
+            shape = "pair"
+        elif name == "decode_prealloc":
+            shape = "prealloc"
+        else:
+            shape = "room"
+        shown = tuple(f for f in FIELDS[name] if f not in ("rank", "layer", "chunk"))
+        return self.actor.get(name, "decode"), bound, shape, shown
+
     def decode(self, line: int, raw: dict) -> Event:
         """The event of one parsed line; ``ValueError`` names the first field that is wrong."""
         name = raw.get("event")
-        if not isinstance(name, str):
-            raise ValueError(f"event: expected an action's name, got {name!r}")
-        if name in INTERNAL or name == "decode_prealloc_pick":
-            raise ValueError(f"event {name!r} is not logged ({'internal' if name in INTERNAL else 'logged as decode_prealloc'})")
-        if name not in FIELDS or name not in self.params and name != "decode_prealloc":
+        plan = self._plans.get(name) if isinstance(name, str) else None
+        if plan is None:
+            if not isinstance(name, str):
+                raise ValueError(f"event: expected an action's name, got {name!r}")
+            if name in INTERNAL or name == "decode_prealloc_pick":
+                how = "internal" if name in INTERNAL else "logged as decode_prealloc"
+                raise ValueError(f"event {name!r} is not logged ({how})")
             from kvproof.model.scenario import did_you_mean
 
             raise ValueError(f"unknown event {name!r}{did_you_mean(name, list(FIELDS))}")
+        want_actor, bound, shape, shown = plan
         t = raw.get("t")
         if not isinstance(t, (int, float)) or isinstance(t, bool):
             raise ValueError(f"t: expected the time in seconds (a number), got {t!r}")
         actor = raw.get("actor")
-        want_actor = self.actor.get(name, "decode")
         if actor != want_actor:
             raise ValueError(f"actor: {name} is logged by {want_actor!r}, got {actor!r}")
-        room = self._int(raw, "room", self.k.R)
+        _int = self._int
+        room = _int(raw, "room", self.k.R)
         rid = raw.get("rid")
         if not isinstance(rid, str) or not rid:
             raise ValueError(f"rid: expected the request's id (a non-empty string), got {rid!r}")
-        gen = self._int(raw, "gen", None)
-        fields = FIELDS[name]
-        params = self.params.get(name, ("req",))
-        if "prank" in params or "stream" in params:
-            rank = self._int(raw, "rank", self.k.PR)
-        elif "drank" in params:
-            rank = self._int(raw, "rank", self.k.DR)
-        else:
-            rank = self._int(raw, "rank", 1)
-        if "stream" in params:
-            layer = self._int(raw, "layer", self.k.L, default=0)
-            chunk = self._int(raw, "chunk", self.k.C)
-            aids = (self.aid[(name, (room, rank * self.k.L + layer, chunk))],)
-        elif "chunk" in params:  # pragma: no cover - every chunked action has a stream
-            raise ValueError(f"{name}: unsupported")
-        elif len(params) == 2 and params[1] in ("prank", "drank"):
-            aids = (self.aid[(name, (room, rank))],)
-        elif name == "decode_prealloc":
-            aids = ()
-        else:
-            aids = (self.aid[(name, (room,))],)
+        _int(raw, "gen", None)
+        rank = _int(raw, "rank", bound)
         want: list[Any] = []
-        for f in fields:
-            if f in ("rank", "layer", "chunk"):
-                continue
+        for f in shown:
             if f == "pages":
                 pages = raw.get("pages")
-                if not isinstance(pages, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in pages):
+                if not isinstance(pages, list) or not all(type(p) is int for p in pages):
                     raise ValueError(f"pages: expected a list of page numbers, got {pages!r}")
                 want.append(tuple(pages))
-            elif f in ("page", "slot"):
-                want.append(self._int(raw, f, None))
             elif f == "status":
                 status = raw.get("status")
                 if status not in _STATUS:
                     raise ValueError(f"status: expected one of {', '.join(_STATUS)}, got {status!r}")
                 want.append(status)
-        if name == "decode_prealloc":
+            else:  # page, slot
+                want.append(_int(raw, f, None))
+        if shape == "stream":
+            layer = _int(raw, "layer", self.k.L, default=0)
+            chunk = _int(raw, "chunk", self.k.C)
+            aids: tuple[int, ...] = (self.aid[(name, (room, rank * self.k.L + layer, chunk))],)
+        elif shape == "pair":
+            aids = (self.aid[(name, (room, rank))],)
+        elif shape == "prealloc":
             aids = self._prealloc(room, want[0])
+        else:
+            aids = (self.aid[(name, (room,))],)
         return Event(line, aids, tuple(want), raw)
 
     def _prealloc(self, r: int, pages: tuple[int, ...]) -> tuple[int, ...]:
@@ -246,6 +255,8 @@ class SglangObservation:
     @staticmethod
     def _int(raw: dict, key: str, bound: int | None, default: int | None = None) -> int:
         v = raw.get(key, default)
+        if type(v) is int and v >= 0 and (bound is None or v < bound):
+            return v
         if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (bound is not None and v >= bound):
             what = "a whole number" + (f" in 0..{bound - 1}" if bound is not None else " >= 0")
             if key not in raw and default is None:
