@@ -12,7 +12,8 @@ The search keeps a *frontier*: the set of states the engine may be in after the 
 far (deduplicated, so concurrency in the log costs states, not paths).  Before each event it
 closes the frontier under the internal steps (a breadth-first search bounded by ``max_states``),
 then keeps the successors by an enabled visible instance whose observation equals the event.
-No state: the event is *unexplained* (the first one nothing explains is reported with the
+(The observation should let an event name one instance in any state; where several match,
+each is followed.)  No state: the event is *unexplained* (the first one nothing explains is reported with the
 states that were possible).  Every state reached is checked against the always-invariants; a
 state that breaks one stays in the frontier marked *dirty* (a clean state reached by another
 path wins), and the log is a *violation* at the first event after which every explanation is
@@ -167,42 +168,58 @@ def _parse_line(path: str, no: int, text: str) -> dict:
     return raw
 
 
-def read_log(path: str | Path) -> tuple[dict, Iterator[tuple[int, dict]]]:
+class _Rows:
+    """``(line, object)`` of a log's events, read lazily from the open file; closing (or the end
+    of the file) closes it."""
+
+    def __init__(self, path: str, f: Any, line: int):
+        self.path, self.f, self.line = path, f, line
+
+    def __iter__(self) -> "_Rows":
+        return self
+
+    def __next__(self) -> tuple[int, dict]:
+        while True:
+            data = self.f.readline() if not self.f.closed else b""
+            if not data:
+                self.close()
+                raise StopIteration
+            self.line += 1
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                self.close()
+                raise LogError(f"{self.path}:{self.line}: not UTF-8 text") from None
+            if text.strip():
+                try:
+                    return self.line, _parse_line(self.path, self.line, text)
+                except LogError:
+                    self.close()
+                    raise
+
+    def close(self) -> None:
+        """Close the file."""
+        self.f.close()
+
+
+def read_log(path: str | Path) -> tuple[dict, _Rows]:
     """The header of the log at ``path`` and an iterator over ``(line, object)`` of its events
     (blank lines skipped), read lazily; :class:`LogError` for what cannot be read."""
     p = str(path)
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")  # decoded line by line, so that an error names its line
     except OSError as e:
         raise LogError(f"{p}: cannot read: {e.strerror or e}") from None
+    rows = _Rows(p, f, 0)
     try:
-        header, no = None, 0
-        for no, text in enumerate(f, 1):
-            if text.strip():
-                header = _parse_line(p, no, text)
-                break
-    except UnicodeDecodeError:
-        f.close()
-        raise LogError(f"{p}:{no + 1}: not UTF-8 text") from None
-    if header is None:
-        f.close()
-        raise LogError(f"{p}: empty: expected a header line {{\"v\": {SCHEMA_VERSION}, \"log\": \"{LOG_FORMAT}\", ...}}")
+        no, header = next(rows)
+    except StopIteration:
+        raise LogError(f"{p}: empty: expected a header line {{\"v\": {SCHEMA_VERSION}, \"log\": \"{LOG_FORMAT}\", ...}}") from None
     if header.get("log") != LOG_FORMAT or "v" not in header:
-        f.close()
+        rows.close()
         raise LogError(f"{p}:{no}: expected the header {{\"v\": {SCHEMA_VERSION}, \"log\": \"{LOG_FORMAT}\", "
                        f"\"scenario\": ...}} as the first line")
-
-    def events() -> Iterator[tuple[int, dict]]:
-        line = no
-        try:
-            with f:
-                for line, text in enumerate(f, no + 1):
-                    if text.strip():
-                        yield line, _parse_line(p, line, text)
-        except UnicodeDecodeError:
-            raise LogError(f"{p}:{line + 1}: not UTF-8 text") from None
-
-    return header, events()
+    return header, rows
 
 
 # -- the search -------------------------------------------------------------------------------------
@@ -380,8 +397,10 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
     from kvproof.model.scenario import ScenarioError, builtin, parse_scenario
 
     path = args.log
+    opened: list[_Rows] = []
     try:
         header, rows = read_log(path)
+        opened.append(rows)
         where = f"{path}:header"
         scenario_ref = header.get("scenario")
         if isinstance(scenario_ref, str):
@@ -397,7 +416,6 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
         else:
             raise LogError(f"{where}: scenario: expected a built-in scenario's name or the scenario's data, "
                            f"got {scenario_ref!r}")
-        rows.close()
         module = base.family_protocol().command("validate")
         if module is None:
             raise LogError(f"{where}: the {base.family} protocol has no event-log validation")
@@ -411,13 +429,15 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
         obs = module.observation(machine)
         search = Search(machine, obs, args.max_states)  # compiling the steps is not part of the rate
         t0 = time.perf_counter()
-        _, rows = read_log(path)
         events = _events(obs, path, rows)
         verdict = explain(machine, obs, events, args.max_states, search)
         seconds = time.perf_counter() - t0
         count = verdict.events + sum(1 for _ in events)  # the rest, if it stopped early: bad input is exit 3
     except (LogError, ScenarioError) as e:
         raise bad_input(str(e)) from None
+    finally:
+        for rows in opened:
+            rows.close()
     rate = f"{verdict.events / seconds:,.0f} events/s" if seconds > 0 else ""
     stats = (f"{verdict.events:,} of {count:,} events in {seconds:.2f} s ({rate}); "
              f"at most {verdict.peak:,} possible {'state' if verdict.peak == 1 else 'states'} at once")
@@ -445,6 +465,7 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
         _, rows = read_log(path)
         obs = module.observation(machine)
         actions, states = rebuild(machine, obs, _events(obs, path, rows), ev, verdict.bad, args.max_states)
+        rows.close()
         claim = verdict.claims[0]
         full = Machine(spec)
         first = next((k for k, st in enumerate(states) if full.claim_hits(claim, st)), len(states) - 1)

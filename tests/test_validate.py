@@ -43,6 +43,8 @@ TRACES = [
     "pr-35049-timeout-unbounded__no_write_after_release",
     "tp2-first-ack__no_write_after_release",
     "sglang-0.5.23-deferral-off__no_write_after_release",
+    "receipt-ack__no_write_after_release",
+    "sglang-0.5.23-aux-failed-send-unbounded__no_write_after_release",
 ]
 
 
@@ -265,6 +267,9 @@ def test_a_missing_or_empty_log_is_exit_3(tmp_path, capsys):
     (tmp_path / "empty.jsonl").write_text("\n\n")
     code, _, err = run(capsys, tmp_path / "empty.jsonl")
     assert code == 3 and "empty" in err
+    (tmp_path / "latin.jsonl").write_bytes(b'{"v":1,"log":"kvproof-events","scenario":"v0.5.22"}\n\n\xff\xfe\n')
+    code, _, err = run(capsys, tmp_path / "latin.jsonl")
+    assert code == 3 and "latin.jsonl:3: not UTF-8 text" in err
 
 
 def test_bad_input_after_an_unexplained_event_is_still_exit_3(tmp_path, capsys):
