@@ -598,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     au.set_defaults(func=cmd_audit, launch_parser=au)
 
     va = sub.add_parser("validate", help="does a behaviour of the spec explain an engine's event log (JSONL)?")
-    va.add_argument("log", metavar="LOG")
+    va.add_argument("log", metavar="LOG", help="an event log: JSONL, a header line, then one event a line (schema 1)")
     va.add_argument("--max-states", type=_positive_int, default=100_000, metavar="N",
                     help="cannot decide (exit 2) past N possible states at one event (default 100000)")
     va.add_argument("--traces", metavar="DIR", help="where a violation's trace goes (default: the log's directory)")
