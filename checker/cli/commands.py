@@ -1,8 +1,8 @@
 """The ``kvproof`` command line.
 
 Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``replay``,
-``simulate``, ``conform``, ``audit``, ``completion``, ``graph``, and the symbolic ``prove`` and
-``certify``
+``simulate``, ``conform``, ``audit``, ``validate``, ``completion``, ``graph``, and the symbolic
+``prove`` and ``certify``
 (:mod:`.cli_symbolic`).  Exit codes:
 
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
@@ -239,6 +239,7 @@ _OUTPUTS = {  # per command: (argument, flag, a folder?, the flag that turns it 
     "graph": (("output", "-o", False, None),),
     "simulate": (("traces", "--traces", True, "no_traces"),),
     "audit": (("traces", "--traces", True, "no_traces"),),
+    "validate": (("traces", "--traces", True, "no_traces"),),
     "prove": (("traces", "--traces", True, "no_traces"), ("certificates", "--certificates", True, "no_certificates")),
 }
 
@@ -538,6 +539,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return run_audit(args, _console(), BadInput)
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Search for a behaviour of the spec that explains an engine's event log (the protocol the
+    log's header names supplies the ``validate`` command)."""
+    from kvproof.checker.validate import run_validate
+
+    return run_validate(args, _console(), BadInput)
+
+
 def _plural(n: int, word: str) -> str:
     """``word``, with an ``s`` unless ``n`` is one."""
     return word if n == 1 else word + "s"
@@ -696,6 +705,14 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--max-seconds", type=_positive_float, metavar="S", help="one time budget for the whole command")
     au.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the launch command, after --")
     au.set_defaults(func=cmd_audit, launch_parser=au)
+
+    va = sub.add_parser("validate", help="does a behaviour of the spec explain an engine's event log (JSONL)?")
+    va.add_argument("log", metavar="LOG", help="an event log: JSONL, a header line, then one event a line (schema 1)")
+    va.add_argument("--max-states", type=_positive_int, default=100_000, metavar="N",
+                    help="cannot decide (exit 2) past N possible states at one event (default 100000)")
+    va.add_argument("--traces", metavar="DIR", help="where a violation's trace goes (default: the log's directory)")
+    va.add_argument("--no-traces", action="store_true", help="write no trace file")
+    va.set_defaults(func=cmd_validate)
 
     co = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
     co.add_argument("shell", choices=("bash", "zsh", "tcsh"))

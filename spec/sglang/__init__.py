@@ -8,7 +8,8 @@ their codes), :mod:`.protocol` (the actions: :class:`PdProtocol`), :mod:`.claims
 requests), :mod:`.v0523` (SGLang 0.5.23 as shipped), ``scenarios/`` (the catalogue),
 :mod:`.theorems` and :mod:`.timeout_lemmas` (parametric theorems), :mod:`.simulate` (long
 random workloads), :mod:`.conform` (replaying traces on SGLang 0.5.23's own code) and
-:mod:`.audit` (a deployment's launch line mapped to a scenario family and checked).
+:mod:`.audit` (a deployment's launch line mapped to a scenario family and checked) and
+:mod:`.validate` (the event-log schema and what it shows of each action: ``kvproof validate``).
 
 :data:`PROTOCOL` is what the general layers see (:class:`~kvproof.model.protocol.Protocol`).
 """
@@ -51,6 +52,12 @@ def _audit():
     return run_audit
 
 
+def _validate():
+    from kvproof.spec.sglang import validate
+
+    return validate
+
+
 def _simulate():
     from kvproof.spec.sglang import simulate
 
@@ -67,6 +74,7 @@ PROTOCOL = Protocol(
     config_data=config_data,
     catalogue=lambda: resources.files("kvproof.spec.sglang").joinpath("scenarios"),
     default=True,
-    commands={"theorems": _theorems, "conform": _conform, "simulate": _simulate, "audit": _audit},
+    commands={"theorems": _theorems, "conform": _conform, "simulate": _simulate, "audit": _audit,
+              "validate": _validate},
 )
 """The SGLang protocol, registered under the ``kvproof.protocols`` entry-point group."""

@@ -1,0 +1,69 @@
+"""Throughput of ``kvproof validate``: events per second on logs of simulated runs.
+
+Each log is a random run of the spec itself (``kvproof simulate``'s workload: 8 request slots
+over 64 decode pages, faults at weight 0.02), turned into an event log by the observation
+function, so it validates clean.  The time is the search alone (the log read and parsed, the
+frontier closed and advanced per event), not compiling the steps; wall and CPU time are both
+printed (the search is one process, one core).  Run:
+``.venv/bin/python bench/bench_validate.py [--requests N] [--seeds K]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from kvproof.checker.validate import Checked, Search, explain, read_log
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import builtin
+from kvproof.spec.sglang import validate as sv
+from kvproof.spec.sglang.simulate import simulation_scenario
+
+
+def one(name: str, requests: int, seed: int, slots: int, pages: int) -> tuple[int, float, float, int]:
+    """(events, wall seconds, CPU seconds, peak frontier) of validating one simulated log."""
+    sc = simulation_scenario(builtin(name), pages, slots)
+    spec = sc.build()
+    gen = Machine(spec)
+    events = sv.to_events(gen, sv.random_run(gen, requests, seed))
+    text = sv.log_text(sc, events)
+    machine = Checked.invariants(spec)
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.write(text)
+    try:
+        obs = sv.observation(machine)
+        search = Search(machine, obs, 100_000)
+        t0, c0 = time.perf_counter(), time.process_time()
+        _, rows = read_log(f.name)
+        verdict = explain(machine, obs, (obs.decode(no, raw) for no, raw in rows), 100_000, search)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        os.unlink(f.name)
+    assert verdict.kind == "explained", (name, seed, verdict.kind, verdict.why)
+    return verdict.events, seconds, cpu, verdict.peak
+
+
+def main() -> None:
+    """Print events/s per scenario and seed, and the total."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=600)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--slots", type=int, default=8)
+    ap.add_argument("--pages", type=int, default=64)
+    ap.add_argument("--scenarios", default="pr-38935,v0.5.22,sglang-0.5.23-mooncake")
+    a = ap.parse_args()
+    total_e, total_s, total_c = 0, 0.0, 0.0
+    for name in a.scenarios.split(","):
+        for seed in range(a.seeds):
+            e, s, c, peak = one(name, a.requests, seed, a.slots, a.pages)
+            total_e, total_s, total_c = total_e + e, total_s + s, total_c + c
+            print(f"{name:28} seed {seed}: {e:6,} events in {s:5.2f} s wall, {c:5.2f} s CPU = "
+                  f"{e / s:7,.0f} events/s wall, {e / c:7,.0f} per CPU second; peak frontier {peak}", flush=True)
+    print(f"total: {total_e:,} events in {total_s:.2f} s wall ({total_e / total_s:,.0f} events/s), "
+          f"{total_c:.2f} s CPU ({total_e / total_c:,.0f} events per CPU second)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,483 @@
+"""Trace validation: does some behaviour of the spec explain an observed event log?
+
+An event log is what a running engine saw: one JSON object a line, most of them the visible
+trace of one action of the spec (a page reserved, a write issued, an abort sent), the model's
+other steps (the clock, a lost message, a death nobody logs) invisible.  The protocol says which
+action instances are visible and how (its *observation*: :class:`Observation`); this module
+searches, generically, for a run of the machine whose visible steps are the log's events in
+order (trace validation with partial observation, as Cirstea, Kuppe, Loillier and Merz do for
+TLA+ with TLC).
+
+The search keeps a *frontier*: the set of states the engine may be in after the events read so
+far (deduplicated, so concurrency in the log costs states, not paths).  Before each event it
+closes the frontier under the internal steps (a breadth-first search bounded by ``max_states``),
+then keeps the successors by an enabled visible instance whose observation equals the event.
+(The observation should let an event name one instance in any state; where several match,
+each is followed.)  No state: the event is *unexplained* (the first one nothing explains is reported with the
+states that were possible).  Every state reached is checked against the always-invariants; a
+state that breaks one stays in the frontier marked *dirty* (a clean state reached by another
+path wins), and the log is a *violation* at the first event after which every explanation is
+dirty: the log itself proves the engine broke the claim.  Memory is the frontier only (states
+are finite, so it is bounded by the reachable set; past ``max_states`` the answer is *cannot
+decide*); the path to a state is not kept while searching - a violation's trace is rebuilt by a
+second pass over the log up to that event, which keeps each event's parents.
+
+Nothing here knows a protocol: the protocol's ``validate`` command supplies the observation
+(``kvproof.spec.sglang.validate`` for SGLang).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+
+from kvproof.model.compiler import CodegenOps, _Emitter, _emit_checks, _module, _value_sizes
+from kvproof.model.framework import Spec
+from kvproof.model.machine import Machine
+
+__all__ = [
+    "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Verdict", "compile_steps",
+    "compile_successors_of", "read_log", "Search", "explain", "rebuild", "run_validate",
+]
+
+LOG_FORMAT = "kvproof-events"
+"""The ``log`` value of an event log's header line."""
+SCHEMA_VERSION = 1
+"""The schema version this kvproof reads (the header's and every event's ``v``)."""
+DEFAULT_MAX_STATES = 100_000
+
+
+class LogError(ValueError):
+    """An event log that cannot be read: one line naming ``file:line`` and the problem."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One decoded event: its line, the action instances it may be (``aids``), what their
+    observation must equal (``want``), and the event as logged (``raw``) for messages."""
+
+    line: int
+    aids: tuple[int, ...]
+    want: Any
+    raw: dict
+
+
+class Observation(Protocol):
+    """What a protocol tells the search about its event log (see ``kvproof.spec.sglang.validate``)."""
+
+    internal: Sequence[int]
+    """Action instances no log shows: closed over between events."""
+
+    def decode(self, line: int, raw: dict) -> Event:
+        """The event of one parsed line; ``ValueError`` (one line) for bad input."""
+
+    def admit(self, event: Event) -> str | None:
+        """Check the log against itself in order (request ids, generations): ``None``, or why
+        the event contradicts the events before it (then it is unexplained)."""
+
+    def observe(self, aid: int, pre: bytes, post: bytes) -> Any:
+        """What the log shows of instance ``aid`` taken from ``pre`` to ``post``."""
+
+    def describe(self, state: bytes, event: Event) -> str:
+        """One line: the parts of ``state`` that ``event`` is about."""
+
+
+@dataclass
+class Checked:
+    """The spec and the claims re-checked along an explanation: what :func:`explain` needs of a
+    :class:`~kvproof.model.machine.Machine` (``spec``, ``init``, ``claims``, ``hits``), with only
+    the claim checks compiled (``hits_after[aid]``: only the claims instance ``aid`` can change,
+    exact where the state before hit none)."""
+
+    spec: Spec
+    claims: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from kvproof.model.compiler import compile_hits, compile_hits_after
+
+        self.hits, _ = compile_hits(self.spec, self.claims)
+        self.hits_after = compile_hits_after(self.spec, self.claims)
+        self.init = bytes(self.spec.init_state())
+
+    @classmethod
+    def invariants(cls, spec: Spec) -> "Checked":
+        """Every always-invariant of ``spec`` (quiescent and liveness claims need the whole run)."""
+        return cls(spec, [c for c in spec.claims if c.kind == "invariant" and c.at == "always"])
+
+
+# -- compiled steps -------------------------------------------------------------------------------
+def compile_steps(spec: Spec, aids: Iterable[int]) -> dict[int, Callable[[bytes], bytes | None]]:
+    """``{aid: step}``: ``step(s)`` is the successor of ``s`` by instance ``aid``, ``None`` where
+    it is disabled - one instance's guard and effect, compiled as the engine compiles them."""
+    tables: dict[tuple, str] = {}
+    body: list[str] = []
+    names: dict[int, str] = {}
+    for aid in aids:
+        inst = spec.instances[aid]
+        em = _Emitter(tables)
+        ops = CodegenOps(em, _value_sizes(spec))
+        body.append(f"def step_{aid}(s):")
+        names[aid] = f"step_{aid}"
+        if spec.run_action(inst, ops) and not ops.dead:
+            _emit_checks(em, ops, f"{inst.name}{inst.args}")
+            em.line("t = bytearray(s)")
+            for slot, value in ops.writes:
+                em.line(f"t[{slot}] = {value.src}")
+            em.line("return bytes(t)")
+            body.extend(em.lines)
+        body.append("    return None")
+    ns = _module(tables, body)
+    return {aid: ns[name] for aid, name in names.items()}
+
+
+def compile_successors_of(spec: Spec, aids: Iterable[int]) -> Callable[[bytes], list[tuple[int, bytes]]]:
+    """``successors(s)`` restricted to the instances ``aids``: one function, guards inline."""
+    tables: dict[tuple, str] = {}
+    lines = ["def successors(s):", "    out = []"]
+    for aid in aids:
+        inst = spec.instances[aid]
+        em = _Emitter(tables)
+        ops = CodegenOps(em, _value_sizes(spec))
+        if not spec.run_action(inst, ops) or ops.dead:
+            continue
+        _emit_checks(em, ops, f"{inst.name}{inst.args}")
+        em.line("t = bytearray(s)")
+        for slot, value in ops.writes:
+            em.line(f"t[{slot}] = {value.src}")
+        em.line(f"out.append(({aid}, bytes(t)))")
+        lines.extend(em.lines)
+    lines.append("    return out")
+    return _module(tables, lines)["successors"]
+
+
+# -- reading a log ----------------------------------------------------------------------------------
+def _parse_line(path: str, no: int, text: str) -> dict:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise LogError(f"{path}:{no}: not JSON: {e.msg} (column {e.colno})") from None
+    except RecursionError:
+        raise LogError(f"{path}:{no}: not an event: JSON nested too deeply") from None
+    if not isinstance(raw, dict):
+        raise LogError(f"{path}:{no}: expected a JSON object, got {type(raw).__name__}")
+    v = raw.get("v", SCHEMA_VERSION)
+    if v != SCHEMA_VERSION or isinstance(v, bool):
+        raise LogError(f"{path}:{no}: unknown schema version {v!r}; this kvproof reads version {SCHEMA_VERSION}")
+    return raw
+
+
+class _Rows:
+    """``(line, object)`` of a log's events, read lazily from the open file; closing (or the end
+    of the file) closes it."""
+
+    def __init__(self, path: str, f: Any, line: int):
+        self.path, self.f, self.line = path, f, line
+
+    def __iter__(self) -> "_Rows":
+        return self
+
+    def __next__(self) -> tuple[int, dict]:
+        while True:
+            data = self.f.readline() if not self.f.closed else b""
+            if not data:
+                self.close()
+                raise StopIteration
+            self.line += 1
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                self.close()
+                raise LogError(f"{self.path}:{self.line}: not UTF-8 text") from None
+            if text.strip():
+                try:
+                    return self.line, _parse_line(self.path, self.line, text)
+                except LogError:
+                    self.close()
+                    raise
+
+    def close(self) -> None:
+        """Close the file."""
+        self.f.close()
+
+
+def read_log(path: str | Path) -> tuple[dict, _Rows]:
+    """The header of the log at ``path`` and an iterator over ``(line, object)`` of its events
+    (blank lines skipped), read lazily; :class:`LogError` for what cannot be read."""
+    p = str(path)
+    try:
+        f = open(path, "rb")  # decoded line by line, so that an error names its line
+    except OSError as e:
+        raise LogError(f"{p}: cannot read: {e.strerror or e}") from None
+    rows = _Rows(p, f, 0)
+    try:
+        no, header = next(rows)
+    except StopIteration:
+        raise LogError(f"{p}: empty: expected a header line {{\"v\": {SCHEMA_VERSION}, \"log\": \"{LOG_FORMAT}\", ...}}") from None
+    if header.get("log") != LOG_FORMAT or "v" not in header:
+        rows.close()
+        raise LogError(f"{p}:{no}: expected the header {{\"v\": {SCHEMA_VERSION}, \"log\": \"{LOG_FORMAT}\", "
+                       f"\"scenario\": ...}} as the first line")
+    return header, rows
+
+
+# -- the search -------------------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    """The answer: ``kind`` is ``explained``, ``unexplained``, ``violation`` or ``undecided``.
+
+    ``event`` is the event the answer is about (the first unexplained one, the one after which
+    every explanation breaks ``claims``, the one where the frontier passed the cap), ``why``
+    one line, ``possible`` the states the engine may have been in just before it (closed under
+    internal steps), ``bad`` a state of the violation's explanation after ``event``."""
+
+    kind: str
+    events: int = 0
+    event: Event | None = None
+    why: str = ""
+    possible: list[bytes] = field(default_factory=list)
+    claims: list[str] = field(default_factory=list)
+    bad: bytes | None = None
+    peak: int = 1
+    explored: int = 0
+
+
+class Search:
+    """The frontier search over one machine and observation (see the module docstring): the
+    compiled internal successors and visible steps, and the two moves of :func:`explain`."""
+
+    def __init__(self, machine: Machine, obs: Observation, max_states: int):
+        self.machine = machine
+        self.obs = obs
+        self.max_states = max_states
+        spec = machine.spec
+        self.internal = compile_successors_of(spec, obs.internal)
+        internal = set(obs.internal)
+        self.steps = compile_steps(spec, [i.aid for i in spec.instances if i.aid not in internal])
+        self.hits = machine.hits
+        # only the claims a step can change, where the state before broke none (a clean state)
+        self.after = getattr(machine, "hits_after", None) or [machine.hits] * len(spec.instances)
+        self.explored = 0
+
+    def close(self, frontier: dict[bytes, int], parents: dict | None = None) -> dict[bytes, int] | None:
+        """``frontier`` and every state its internal steps reach, each with its mask (0: clean;
+        else the claims a state on its path broke); ``None`` past the cap."""
+        seen = dict(frontier)
+        todo = list(frontier)
+        internal, after, cap = self.internal, self.after, self.max_states
+        while todo:
+            nxt = []
+            for s in todo:
+                mask = seen[s]
+                for aid, t in internal(s):
+                    m = mask or after[aid](t)
+                    old = seen.get(t)
+                    if old is None:
+                        seen[t] = m
+                        nxt.append(t)
+                        if parents is not None:
+                            parents[t] = (s, aid)
+                    elif old and not m:  # a clean path to a state known only dirty: clean wins
+                        seen[t] = 0
+                        nxt.append(t)
+                        if parents is not None:
+                            parents[t] = (s, aid)
+            if len(seen) > cap:
+                return None
+            todo = nxt
+        self.explored += len(seen)
+        return seen
+
+    def advance(self, closed: dict[bytes, int], event: Event, parents: dict | None = None) -> dict[bytes, int]:
+        """The states ``event`` leads to from ``closed``."""
+        out: dict[bytes, int] = {}
+        observe, after, want = self.obs.observe, self.after, event.want
+        for aid in event.aids:
+            step = self.steps.get(aid)
+            if step is None:
+                continue
+            for s, mask in closed.items():
+                t = step(s)
+                if t is None or observe(aid, s, t) != want:
+                    continue
+                m = mask or after[aid](t)
+                old = out.get(t)
+                if old is None or (old and not m):
+                    out[t] = m
+                    if parents is not None:
+                        parents[t] = (s, aid)
+        return out
+
+
+def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_states: int = DEFAULT_MAX_STATES,
+            search: "Search | None" = None) -> Verdict:
+    """Search for a behaviour of ``machine`` that explains ``events`` (see the module docstring).
+
+    ``machine`` checks its claims in every state: build it with the always-invariants only.
+    ``search`` reuses the compiled steps of an earlier :class:`Search` over the same machine."""
+    search = search or Search(machine, obs, max_states)
+    search.obs = obs
+    frontier: dict[bytes, int] = {machine.init: machine.hits(machine.init)}
+    peak, count = 1, 0
+    for event in events:
+        count += 1
+        why = obs.admit(event)
+        closed = search.close(frontier)
+        if closed is None:
+            return Verdict("undecided", count, event, f"more than {max_states:,} states could precede this event "
+                           f"(--max-states)", peak=peak, explored=search.explored)
+        nxt = search.advance(closed, event) if why is None else {}
+        if not nxt:
+            return Verdict("unexplained", count, event, why or "no behaviour of the spec explains it",
+                           list(closed), peak=peak, explored=search.explored)
+        peak = max(peak, len(closed), len(nxt))
+        if len(nxt) > max_states:
+            return Verdict("undecided", count, event, f"more than {max_states:,} states could follow this event "
+                           f"(--max-states)", peak=peak, explored=search.explored)
+        if all(nxt.values()):
+            bad, mask = next(iter(nxt.items()))
+            names = [c.name for i, c in enumerate(machine.claims) if mask >> i & 1]
+            return Verdict("violation", count, event, "every behaviour that explains the log up to here breaks "
+                           + ", ".join(names), list(closed), names, bad, peak, search.explored)
+        frontier = nxt
+    return Verdict("explained", count, peak=peak, explored=search.explored)
+
+
+def rebuild(machine: Machine, obs: Observation, events: Iterable[Event], last: Event, bad: bytes,
+            max_states: int = DEFAULT_MAX_STATES) -> tuple[list[int], list[bytes]]:
+    """The actions and states of a behaviour that explains ``events`` up to ``last`` and ends
+    in ``bad`` (a violation's explanation): the search again, keeping each event's parents."""
+    search = Search(machine, obs, max_states)
+    frontier: dict[bytes, int] = {machine.init: machine.hits(machine.init)}
+    layers: list[tuple[dict, dict]] = []
+    for event in events:
+        obs.admit(event)
+        inner: dict = {}
+        outer: dict = {}
+        closed = search.close(frontier, inner)
+        assert closed is not None
+        frontier = search.advance(closed, event, outer)
+        layers.append((inner, outer))
+        if event.line == last.line:
+            break
+    actions: list[int] = []
+    states = [bad]
+    s = bad
+    for inner, outer in reversed(layers):
+        s, aid = outer[s]
+        actions.append(aid)
+        states.append(s)
+        while s in inner:
+            s, aid = inner[s]
+            actions.append(aid)
+            states.append(s)
+    assert s == machine.init
+    return actions[::-1], states[::-1]
+
+
+# -- the command ------------------------------------------------------------------------------------
+def _events(obs: Observation, path: str, rows: Iterator[tuple[int, dict]]) -> Iterator[Event]:
+    for no, raw in rows:
+        try:
+            yield obs.decode(no, raw)
+        except ValueError as e:
+            raise LogError(f"{path}:{no}: {e}") from None
+
+
+def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
+    """``kvproof validate LOG``: read the header, find the protocol's ``validate`` command and
+    search, reading the log once; where the search stops early the rest of the log is still
+    read, so bad input is exit 3 wherever it is.  Exit 0 explained, 1 unexplained or a
+    violation (its trace written), 2 cannot decide."""
+    import time
+
+    from kvproof.checker.traces import Trace, to_itf
+    from kvproof.checker.atomic import write_text_atomic
+    from kvproof.model.scenario import ScenarioError, builtin, parse_scenario
+
+    path = args.log
+    opened: list[_Rows] = []
+    try:
+        header, rows = read_log(path)
+        opened.append(rows)
+        where = f"{path}:header"
+        scenario_ref = header.get("scenario")
+        if isinstance(scenario_ref, str):
+            if scenario_ref.endswith(".toml") or "/" in scenario_ref:
+                raise LogError(f"{where}: scenario: a built-in scenario's name or the scenario's data, "
+                               f"not a file ({scenario_ref!r})")
+            try:
+                base = builtin(scenario_ref)
+            except ScenarioError as e:
+                raise LogError(f"{where}: scenario: {e}") from None
+        elif isinstance(scenario_ref, dict):
+            base = parse_scenario(scenario_ref, f"{where}.scenario")
+        else:
+            raise LogError(f"{where}: scenario: expected a built-in scenario's name or the scenario's data, "
+                           f"got {scenario_ref!r}")
+        module = base.family_protocol().command("validate")
+        if module is None:
+            raise LogError(f"{where}: the {base.family} protocol has no event-log validation")
+        try:
+            scenario = module.log_scenario(base, header)
+            spec = scenario.build()
+        except ValueError as e:
+            raise LogError(f"{where}: {e}") from None
+        machine = Checked.invariants(spec)
+        invariants = machine.claims
+        obs = module.observation(machine)
+        search = Search(machine, obs, args.max_states)  # compiling the steps is not part of the rate
+        t0 = time.perf_counter()
+        events = _events(obs, path, rows)
+        verdict = explain(machine, obs, events, args.max_states, search)
+        seconds = time.perf_counter() - t0
+        count = verdict.events + sum(1 for _ in events)  # the rest, if it stopped early: bad input is exit 3
+    except (LogError, ScenarioError) as e:
+        raise bad_input(str(e)) from None
+    finally:
+        for rows in opened:
+            rows.close()
+    rate = f"{verdict.events / seconds:,.0f} events/s" if seconds > 0 else ""
+    stats = (f"{verdict.events:,} of {count:,} events in {seconds:.2f} s ({rate}); "
+             f"at most {verdict.peak:,} possible {'state' if verdict.peak == 1 else 'states'} at once")
+    if verdict.kind == "explained":
+        out.print(f"{path}: explained: a behaviour of {scenario.name} produces every event "
+                  f"and breaks no invariant ({len(invariants)} checked)", soft_wrap=True)
+        out.print(f"  {stats}")
+        return 0
+    ev = verdict.event
+    assert ev is not None
+    out.print(f"{path}:{ev.line}: {verdict.kind}: {ev.raw.get('event')} - {verdict.why}", soft_wrap=True)
+    out.print(f"  {json.dumps(ev.raw, separators=(',', ':'))}", soft_wrap=True, markup=False)
+    if verdict.kind == "undecided":
+        out.print(f"  {stats}")
+        return 2
+    if verdict.possible:
+        shown = sorted({obs.describe(s, ev) for s in verdict.possible})
+        out.print(f"  {len(verdict.possible):,} possible {'state' if len(verdict.possible) == 1 else 'states'} "
+                  f"before it; what the event is about in them:")
+        for line in shown[:5]:
+            out.print(f"    {line}", soft_wrap=True, markup=False)
+        if len(shown) > 5:
+            out.print(f"    ... and {len(shown) - 5} more")
+    if verdict.kind == "violation" and not args.no_traces and verdict.bad is not None:
+        _, rows = read_log(path)
+        obs = module.observation(machine)
+        actions, states = rebuild(machine, obs, _events(obs, path, rows), ev, verdict.bad, args.max_states)
+        rows.close()
+        claim = verdict.claims[0]
+        full = Machine(spec)
+        first = next((k for k, st in enumerate(states) if full.claim_hits(claim, st)), len(states) - 1)
+        actions, states = actions[:first], states[:first + 1]  # up to the state that breaks it
+        trace = Trace(scenario, full, claim, "counterexample", actions, states)
+        directory = Path(args.traces) if args.traces else Path(path).parent
+        target = directory / f"{Path(path).name.split('.')[0]}__{claim}.itf.json"
+        try:
+            written = write_text_atomic(target, json.dumps(to_itf(trace), indent=1) + "\n")
+        except OSError as e:
+            raise bad_input(f"{target}: cannot write the trace: {e.strerror or e}") from None
+        out.print(f"  the explanation ({len(actions)} steps) written to {written}", soft_wrap=True)
+    out.print(f"  {stats}")
+    return 1
+
