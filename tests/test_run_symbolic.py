@@ -59,10 +59,11 @@ AGREEMENT = ["incident", "pr-36988", "abort-race", "pr-35049-drain-ack", "timeou
 
 # The same for vLLM's pull-mode protocol: between them every knob of its Engine at every value the
 # catalogue uses (lease lengths, heartbeats on and off, stalls, both latency bounds, aborts on both
-# sides, #32255 and #25067 before and after); 0.33.0 as shipped (heartbeats, a stalling decode) is in
-# the fast tier, the rest (3-4 s each) in the slow one.
+# sides, #32255 and #25067 before and after, pull and push mode); 0.33.0 as shipped (heartbeats, a
+# stalling decode) is in the fast tier, the rest (3-5 s each) in the slow one.
 AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
-                  "vllm-pull-abort-before-32255", "vllm-pull-abort-32255", "vllm-pull-abort-finished-before-25067"]
+                  "vllm-pull-abort-before-32255", "vllm-pull-abort-32255", "vllm-pull-abort-finished-before-25067",
+                  "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered"]
 
 
 def _family(name):

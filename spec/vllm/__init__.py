@@ -1,5 +1,6 @@
-"""vLLM 0.33.0's prefill/decode disaggregation over NIXL, pull mode (``NixlPullConnector``): the
-KV block lifecycle of a request, its READ, its lease and its release, named after vLLM's own
+"""vLLM 0.33.0's prefill/decode disaggregation over NIXL, pull mode (``NixlPullConnector``) and
+push mode (``NixlPushConnector``): the KV block lifecycle of a request, its READ or WRITE, its
+lease and its release, named after vLLM's own
 code (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``, ``vllm/v1/core/sched/``).
 
 :mod:`.config` (the instance, its knobs and the scenario tables), :mod:`.state` (fields and
@@ -26,7 +27,7 @@ def _base():
 
 PROTOCOL = Protocol(
     name="vllm",
-    title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull mode)",
+    title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull and push mode)",
     specs={"vllm": _base},
     config_keys=CONFIG_KEYS,
     parse_config=parse_config,

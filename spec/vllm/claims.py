@@ -1,8 +1,8 @@
-"""The claims of vLLM's pull-mode protocol: invariants (named as SGLang's where they mean the
+"""The claims of vLLM's PD protocol (pull and push mode): invariants (named as SGLang's where they mean the
 same), a quiescence claim, and witnesses so that no verified claim is vacuous.
 
-In pull mode decode's READ *writes* decode's block and *reads* prefill's block, so SGLang's
-"write in flight" is here "READ posted, its data not yet moved" (``rd == posted``).
+Decode's READ (push: prefill's WRITE) writes decode's block and reads prefill's block, so
+SGLang's "write in flight" is here "transfer posted, its data not yet moved" (``rd == posted``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class VllmClaims:
     @invariant
     def decode_reads_only_own_pages(self, s):
         """Decode computes only on KV written for this request.  Broken by V1 (the READ took a
-        block prefill freed on lease expiry and reused) and V4 (an aborted request's READ
+        block prefill freed on lease expiry and reused; push: V7, the WRITE did) and V4 (an aborted request's READ
         landed in a block decode had freed and given to another request)."""
         o = s.ops
         return o.all_(o.le(s.read[r], READ_OWN) for r in self.reqs)
@@ -45,9 +45,10 @@ class VllmClaims:
 
     @invariant
     def no_source_free_while_read(self, s):
-        """A prefill block is never freed while a READ still reads it: every posted READ's
-        source is still owned by its request.  Broken by V1 (lease expiry while decode has not
-        read yet or is reading) and V3 (an abort of the finished request, before #25067)."""
+        """A prefill block is never freed while a READ (push: a WRITE) still reads it: every
+        posted transfer's source is still owned by its request.  Broken by V1 (lease expiry
+        while decode has not read yet or is reading), V7 (push: lease expiry with the WRITE
+        outstanding) and V3 (an abort of the finished request, before #25067)."""
         o = s.ops
         return o.all_(o.implies(o.eq(s.rd[r], RD_POSTED), o.eq(s.src_owner[s.src[r]], r + 1)) for r in self.reqs)
 
@@ -119,8 +120,8 @@ class VllmClaims:
 
     @witness
     def sometimes_lease_expires_before_read(self, s):
-        """Prefill's lease expired while decode had not finished reading: decode holds the
-        request with its READ not yet posted or not yet moved."""
+        """Prefill's lease expired while decode had not finished loading: decode holds the
+        request with its transfer (READ, or push's WRITE) not yet posted or not yet moved."""
         o = s.ops
         return o.any_(o.and_(o.eq(s.p_phase[r], P_EXPIRED), o.is_in(s.d_phase[r], (*D_TRACKED, D_HELD)),
                              o.is_in(s.rd[r], (RD_NONE, RD_POSTED)))

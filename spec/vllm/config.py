@@ -15,6 +15,7 @@ The scenario file's tables (:func:`parse_config`, :func:`config_data`)::
     tenant = "A"
 
     [engine]                # knobs of :class:`Engine`; unset ones keep their defaults
+    mode = "pull"           # or "push"
     kv_lease_duration = 2
 """
 
@@ -29,6 +30,7 @@ CONFIG_KEYS = ("sizes", "requests", "engine")
 _SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
 _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
+_CHOICES = {"mode": ("pull", "push")}
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
                    "read_latency_bound": ("unbounded", 1, 6)}
 
@@ -42,9 +44,13 @@ class Request:
 
 @dataclass(frozen=True)
 class Engine:
-    """How vLLM 0.33.0's NIXL connector (pull mode, ``NixlPullConnector``) and scheduler behave,
-    and what the environment may do.  The defaults are 0.33.0 as shipped, with no fault on."""
+    """How vLLM 0.33.0's NIXL connector (pull or push mode) and scheduler behave, and what the
+    environment may do.  The defaults are 0.33.0 as shipped, with no fault on."""
 
+    mode: str = "pull"
+    """``pull`` (``NixlPullConnector``, the default ``NixlConnector``: decode READs prefill's
+    blocks) or ``push`` (``NixlPushConnector``: decode registers its blocks with ``PUSH_REG``,
+    prefill WRITEs into them)."""
     kv_lease_duration: int = 2
     """``kv_lease_duration`` in ticks: prefill frees a finished request's blocks this long after
     ``request_finished`` unless a heartbeat extended the lease (``_reap_expired_send_leases``)."""
@@ -146,7 +152,10 @@ def _engine(table: Any, fail) -> Engine:
     for key, v in table.items():
         if key not in known:
             raise fail(f"[engine].{key}", "one of " + ", ".join(known))
-        if key in _TICKS:
+        if key in _CHOICES:
+            if v not in _CHOICES[key]:
+                raise fail(f"[engine].{key}", "one of " + ", ".join(_CHOICES[key]), v)
+        elif key in _TICKS:
             lo, hi = _TICKS[key]
             if not _is_int(v) or not lo <= v <= hi:
                 raise fail(f"[engine].{key}", f"a whole number of ticks in {lo}..{hi}", v)

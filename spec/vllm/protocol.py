@@ -1,6 +1,9 @@
-"""vLLM 0.33.0's PD disaggregation in pull mode (``NixlPullConnector``, the default
+"""vLLM 0.33.0's PD disaggregation over NIXL.  Pull mode (``NixlPullConnector``, the default
 ``NixlConnector``): decode READs prefill's blocks, prefill frees them on the READ's completion
-notification or when a lease expires.
+notification or when a lease expires.  Push mode (``NixlPushConnector``, ``mode = "push"``):
+decode registers its blocks (``PUSH_REG``), prefill WRITEs into them and frees its own blocks
+when its WRITE completes or when the lease expires, WRITE outstanding or not; decode finishes
+the load on the WRITE's notification.
 
 Every action is named by its actor (``prefill_``, ``decode_``, ``nixl_read_``, ``clock_``) and
 says which code path of 0.33.0 it stands for (files under
@@ -11,10 +14,14 @@ Modelling choices, each stated once here:
 
 * One KV block per request; allocation takes the lowest-numbered free block; a freed block
   keeps its content until it is overwritten (a reused block hands out another request's KV).
-* A READ is posted, takes its data at some later step (the source block's content at that
-  moment lands in the destination block, whoever owns either now), then completes.  The
-  completion notification (``notif_msg``) is created by the completion itself: it proves the
-  data moved.  Prefill consumes it at some later step.
+* A READ (push: a WRITE) is posted, moves its data at some later step (the source block's
+  content at that moment lands in the destination block, whoever owns either now), then
+  completes.  The completion notification (``notif_msg``) is created by the completion itself:
+  it proves the data moved.  The peer (pull: prefill, push: decode) consumes it later.
+* Push: one prefill rank and one decode rank, so one notification completes the count
+  (``pp_size * producers_per_consumer`` = 1); registrations match by exact id; the handshake is
+  instantaneous, a WRITE is posted only while prefill still holds the request (the deferred
+  WRITE after retirement, #55470, is not modelled); the watchdog is not modelled.
 * Decode's scheduler steps (taking a request, posting a READ, heartbeats, ``finished_recving``,
   aborts) need decode not stalled; NIXL's data movement and prefill go on during a stall.
 * Time passes in ticks (:meth:`VllmPd.clock_tick`).  A heartbeat is sent and applied in one
@@ -40,7 +47,7 @@ __all__ = ["VllmPd"]
 
 
 class VllmPd(VllmClaims, VllmStory, Spec):
-    """The pull-mode protocol instance for one :class:`~.config.Config`.  Subclass and override
+    """The protocol instance (pull or push mode) for one :class:`~.config.Config`.  Subclass and override
     one action or helper to describe another engine's behaviour."""
 
     def __init__(self, cfg: Config):
@@ -104,6 +111,26 @@ class VllmPd(VllmClaims, VllmStory, Spec):
         cross = o.and_(o.ne(held, UNWRITTEN), o.ne(o.lookup(self.k.tenant_of_content, held), self.k.tenant[r]))
         return o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
 
+    @property
+    def pull(self) -> bool:
+        """Pull mode (decode READs); else push mode (prefill WRITEs)."""
+        return self.e.mode == "pull"
+
+    def _move_data(self, s, n, r: int):
+        """The transfer's data movement: the destination block gets the source block's content
+        as it is now, whoever owns either block now."""
+        o = s.ops
+        s.require(o.eq(s.rd[r], RD_POSTED))
+        n.rd[r] = RD_TAKEN
+        n.content[s.dest[r]] = s.src_content[s.src[r]]
+
+    def _complete(self, s, n, r: int):
+        """The transfer completes and NIXL hands its ``notif_msg`` to the peer."""
+        o = s.ops
+        s.require(o.eq(s.rd[r], RD_TAKEN))
+        n.rd[r] = RD_DONE
+        n.notif[r] = 1
+
     # -- prefill ------------------------------------------------------------------------------
     @action("prefill", "req", fair=True)
     def prefill_request_finished(self, s, n, r):
@@ -129,6 +156,7 @@ class VllmPd(VllmClaims, VllmStory, Spec):
         unrecognized request" (``record_notification_after_expiry``) and drops it: nothing
         reaches decode (V1)."""
         o = s.ops
+        s.require(self.pull)
         s.require(o.eq(s.notif[r], 1))
         n.notif[r] = 0
         held = o.eq(s.p_phase[r], P_HELD)
@@ -141,8 +169,8 @@ class VllmPd(VllmClaims, VllmStory, Spec):
     def prefill_reap_expired_lease(self, s, n, r):
         """``_reap_expired_send_leases`` (base_worker.py:3352-3378): the lease ran out, so the
         request is reported ``finished_sending`` and the scheduler frees its blocks, whether or
-        not a READ is still reading them; only a log line and ``num_kv_expired_reqs`` record it,
-        no negative acknowledgement goes to decode (V1)."""
+        not a READ is still reading them (push: a WRITE still outstanding, V7); only a log line
+        and ``num_kv_expired_reqs`` record it, no negative acknowledgement goes to decode (V1)."""
         o = s.ops
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.lease[r], 0))
@@ -187,6 +215,7 @@ class VllmPd(VllmClaims, VllmStory, Spec):
         ``transfer`` (pull_worker.py:450-567).  The READ reads prefill's block ids from the
         parameters, whoever owns that block now (V1)."""
         o = s.ops
+        s.require(self.pull)
         s.require(o.eq(s.d_phase[r], D_WAITING))
         s.require(self._running(s))
         n.d_phase[r] = D_READING
@@ -195,12 +224,17 @@ class VllmPd(VllmClaims, VllmStory, Spec):
     @action("decode", "req", fair=True)
     def decode_finished_recving(self, s, n, r):
         """Decode's worker reports ``finished_recving`` once no READ handle remains
-        (``_pop_done_transfers``, base_worker.py:3204-3238): a loading request is cached and
+        (``_pop_done_transfers``, base_worker.py:3204-3238; push: once ``_get_new_notifs``
+        counted the WRITE's notification, push_worker.py:767-807): a loading request is cached and
         runs on its block, a held (aborted) one is freed (``_update_from_kv_xfer_finished``,
         scheduler.py:3569-3582).  What the running request computes on is recorded in
         ``read`` (V1: another request's KV, served with HTTP 200)."""
         o = s.ops
-        s.require(o.eq(s.rd[r], RD_DONE))
+        if self.pull:
+            s.require(o.eq(s.rd[r], RD_DONE))
+        else:
+            s.require(o.eq(s.notif[r], 1))
+            n.notif[r] = 0
         s.require(o.is_in(s.d_phase[r], (D_READING, D_HELD)))
         s.require(self._running(s))
         loading = o.eq(s.d_phase[r], D_READING)
@@ -215,12 +249,17 @@ class VllmPd(VllmClaims, VllmStory, Spec):
         ``finish_requests`` (scheduler.py:3014-3027).  With #32255 a request whose READ is in
         flight is held (``delay_free_blocks``) until ``finished_recving``; before it the blocks
         are freed at once and the READ still writes into them (V4).  A READ never posted, or
-        already complete, frees at once.  Heartbeats for the request stop."""
+        already complete, frees at once.  Push: a request whose ``PUSH_REG`` went out is held
+        until the WRITE's notification, which may never come (V5, #46283).  Heartbeats for the
+        request stop."""
         o = s.ops
         s.require(self.e.client_aborts)
         s.require(o.is_in(s.d_phase[r], D_TRACKED))
         s.require(self._running(s))
-        flying = o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN))
+        if self.pull:
+            flying = o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN))
+        else:  # decode cannot see prefill's WRITE: once registered, it waits for the notification
+            flying = o.and_(o.eq(s.d_phase[r], D_READING), o.eq(s.notif[r], 0))
         hold = flying if self.e.delay_free_aborted_load else o.const(False)
         n.outcome[r] = OUT_ABORTED
         n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
@@ -267,19 +306,72 @@ class VllmPd(VllmClaims, VllmStory, Spec):
         """The one-sided READ moves its data at some moment between post and completion: the
         destination block receives what prefill's block holds NOW (V1: a block prefill freed and
         reused holds another request's KV), whoever owns the destination now (V4)."""
-        o = s.ops
-        s.require(o.eq(s.rd[r], RD_POSTED))
-        n.rd[r] = RD_TAKEN
-        n.content[s.dest[r]] = s.src_content[s.src[r]]
+        s.require(self.pull)
+        self._move_data(s, n, r)
 
     @action("nixl", "req", fair=True)
     def nixl_read_complete(self, s, n, r):
         """The READ completes (``check_xfer_state`` DONE) and NIXL delivers its ``notif_msg`` to
         prefill after the data movement: the notification travels with the READ."""
+        s.require(self.pull)
+        self._complete(s, n, r)
+
+    # -- push mode (NixlPushConnector) ------------------------------------------------------------------
+    @action("decode", "req", fair=True)
+    def decode_send_push_reg(self, s, n, r):
+        """Push: ``update_state_after_alloc`` (push_scheduler.py:128-205) stashed a registration
+        of the request's blocks; decode's ``nixl-push-writer`` thread sends it to prefill as
+        ``PUSH_REG:<msgpack>`` (``_send_registration_to_p`` 337, ``_do_send_reg_notif`` 384).
+        From here decode waits for the WRITE's notification."""
         o = s.ops
-        s.require(o.eq(s.rd[r], RD_TAKEN))
-        n.rd[r] = RD_DONE
-        n.notif[r] = 1
+        s.require(not self.pull)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        n.d_phase[r] = D_READING
+        n.reg[r] = 1
+
+    @action("prefill", "req", fair=True)
+    def prefill_push_write(self, s, n, r):
+        """Push: prefill's writer thread matches the ``PUSH_REG`` with the finished request's
+        blocks (``_pop_matching_registration`` / ``_pop_matching_finished_blocks``, 418-448) and
+        posts the WRITE (``_xfer_blocks``: ``make_prepped_xfer("WRITE", ...,
+        notif_msg="{D_req}:{world_size}")``, 651-763) while it still holds the request."""
+        o = s.ops
+        s.require(not self.pull)
+        s.require(o.eq(s.reg[r], 1))
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        s.require(o.eq(s.rd[r], RD_NONE))
+        n.rd[r] = RD_POSTED
+
+    @action("nixl", "req", fair=True)
+    def nixl_write_land(self, s, n, r):
+        """Push: the WRITE moves its data at some moment between post and completion: decode's
+        block receives what prefill's block holds NOW (V7: a block prefill freed on lease expiry
+        and reused holds another request's KV)."""
+        s.require(not self.pull)
+        self._move_data(s, n, r)
+
+    @action("nixl", "req", fair=True)
+    def nixl_write_complete(self, s, n, r):
+        """Push: the WRITE completes; NIXL delivers its notification to decode after the data
+        movement, and prefill's handle is done."""
+        s.require(not self.pull)
+        self._complete(s, n, r)
+
+    @action("prefill", "req", fair=True)
+    def prefill_get_transfer_results(self, s, n, r):
+        """Push: prefill's main thread polls its own WRITE handles (``_pop_done_transfers(
+        self._sending_transfers)``) and reports ``finished_sending`` when they are all done
+        (push_worker.py:809-847): the blocks are freed after the WRITE (a drain proof).  A
+        request whose lease expired was already reported ("Expired requests were already
+        reported, even if their WRITEs finish later")."""
+        o = s.ops
+        s.require(not self.pull)
+        s.require(o.eq(s.rd[r], RD_DONE))
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        n.p_phase[r] = P_SENT
+        n.lease[r] = 0
+        self._free(s, n, r, "src_owner", "src")
 
     # -- time ----------------------------------------------------------------------------------------
     @action("clock", fair=True)
@@ -306,7 +398,8 @@ class VllmPd(VllmClaims, VllmStory, Spec):
                 counting.append(o.and_(arriving, o.lt(s.age[r], e.arrival_latency_bound)))
                 blocks.append(o.and_(arriving, o.ge(s.age[r], e.arrival_latency_bound)))
             if e.read_latency_bound is not None:
-                loading = o.or_(o.eq(s.d_phase[r], D_WAITING), o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN)))
+                loading = o.or_(o.and_(o.is_in(s.d_phase[r], D_TRACKED), o.ne(s.rd[r], RD_DONE)),
+                                o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN)))
                 counting.append(o.and_(loading, o.lt(s.age[r], e.read_latency_bound)))
                 blocks.append(o.and_(loading, o.ge(s.age[r], e.read_latency_bound)))
             n.age[r] = advance(s.age[r], o.any_(counting))

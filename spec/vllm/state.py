@@ -1,4 +1,4 @@
-"""The state of vLLM 0.33.0's pull-mode PD lifecycle: its codes and its fields.
+"""The state of vLLM 0.33.0's PD lifecycle (pull and push mode): its codes and its fields.
 
 Requests are ``R0..R{n-1}``, each one KV block; prefill's (the producer's) blocks are
 ``q0..``, decode's (the consumer's) ``p0..``.  A block's owner is ``free`` or a request; its
@@ -27,14 +27,15 @@ __all__ = [
 P_NEW, P_HELD, P_SENT, P_EXPIRED, P_ABORTED = range(5)
 P_LABELS = ("new", "held", "sent", "expired", "aborted")
 P_FREED = (P_SENT, P_EXPIRED, P_ABORTED)
-# decode's view: new -> waiting (WAITING_FOR_REMOTE_KVS, blocks allocated, READ not posted)
-# -> reading (READ posted) -> ended; held: aborted while its READ may still move data
+# decode's view: new -> waiting (WAITING_FOR_REMOTE_KVS, blocks allocated, READ not posted /
+# PUSH_REG not sent) -> reading (READ posted / PUSH_REG sent: loading) -> ended; held: aborted while its READ may still move data
 # (delay_free_blocks, #32255), freed on finished_recving
 D_NEW, D_WAITING, D_READING, D_HELD, D_ENDED = range(5)
 D_LABELS = ("new", "waiting_for_remote_kvs", "reading", "held", "ended")
 D_LIVE = (D_WAITING, D_READING, D_HELD)  # phases that hold decode blocks
 D_TRACKED = (D_WAITING, D_READING)  # phases decode heartbeats for (queued or loading)
-# the READ of a request: not posted, posted (data not yet taken), data taken, complete
+# the transfer of a request (pull: decode's READ; push: prefill's WRITE): not posted, posted
+# (data not yet moved), data moved, complete
 RD_NONE, RD_POSTED, RD_TAKEN, RD_DONE = range(4)
 RD_LABELS = ("none", "posted", "data_taken", "complete")
 OUT_NONE, OUT_SUCCESS, OUT_ABORTED = range(3)
@@ -91,8 +92,8 @@ def build_fields(k: Codes) -> list[Field]:
         Field("late", (req,), flag, 0, "prefill saw a completion notification after the lease expired"),
         Field("d_phase", (req,), en("d_phase", D_LABELS), D_NEW, "decode's view of the request"),
         Field("dest", (req,), k.block_ref, k.D, "decode block the READ fills"),
-        Field("rd", (req,), en("read_xfer", RD_LABELS), RD_NONE, "decode's NIXL READ of the request"),
-        Field("notif", (req,), flag, 0, "the READ's completion notification on its way to prefill"),
+        Field("rd", (req,), en("xfer", RD_LABELS), RD_NONE, "the NIXL transfer (pull: READ, push: WRITE)"),
+        Field("notif", (req,), flag, 0, "the transfer's completion notification on its way to the peer"),
         Field("outcome", (req,), en("outcome", OUT_LABELS), OUT_NONE, "what the client got"),
         Field("read", (req,), en("read", READ_LABELS), READ_NONE, "what decode computed on"),
         Field("owner", (k.block,), k.owner, FREE, "decode block owner", sentinel=True),
@@ -100,6 +101,8 @@ def build_fields(k: Codes) -> list[Field]:
         Field("src_owner", (k.pblock,), k.owner, FREE, "prefill block owner", sentinel=True),
         Field("src_content", (k.pblock,), k.content, UNWRITTEN, "whose KV a prefill block holds", sentinel=True),
     ]
+    if e.mode == "push":
+        fields.append(Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writer"))
     if k.A is not None:
         fields.append(Field("age", (req,), Domain("age", k.A + 1), 0,
                             "ticks waiting for decode to take the request, then for its READ"))

@@ -34,7 +34,7 @@ class VllmStory:
         g = self._get
         if name == "prefill_reap_expired_lease":
             q = g(pre, "src", r)
-            reading = g(pre, "rd", r) in (RD_NONE, RD_POSTED) and g(pre, "d_phase", r) != D_ENDED
+            reading = g(pre, "rd", r) == RD_POSTED or (g(pre, "rd", r) == RD_NONE and g(pre, "d_phase", r) != D_ENDED)
             text = (f"prefill: \"Releasing expired KV blocks for request R{r}\" (lease of "
                     f"{self.e.kv_lease_duration} ticks ran out): q{q} is free; decode is not told")
             return [Note("hazard" if reading else "info", text)]
@@ -44,15 +44,16 @@ class VllmStory:
                                    "nothing reaches decode")]
         if name == "prefill_get_new_notifs":
             return [Note("info", f"prefill: finished_sending R{r}: q{g(pre, 'src', r)} freed after the READ")]
-        if name == "nixl_read_take_data":
+        if name in ("nixl_read_take_data", "nixl_write_land"):
+            xfer = "READ" if name == "nixl_read_take_data" else "WRITE"
             q, p = g(pre, "src", r), g(pre, "dest", r)
             held = g(pre, "src_content", q)
             notes = []
             if g(pre, "src_owner", q) != r + 1:
-                notes.append(Note("hazard", f"the READ for R{r} takes q{q}, which R{r} no longer holds: it holds "
+                notes.append(Note("hazard", f"the {xfer} for R{r} takes q{q}, which R{r} no longer holds: it holds "
                                             f"{self.content_label(held)}"))
             if g(pre, "owner", p) != r + 1:
-                notes.append(Note("hazard", f"the READ for R{r} lands in p{p}, which decode freed"
+                notes.append(Note("hazard", f"the {xfer} for R{r} lands in p{p}, which decode freed"
                                             + (f" and gave to R{g(pre, 'owner', p) - 1}" if g(pre, "owner", p) else "")))
             return notes
         if name == "decode_finished_recving" and g(post, "read", r) in (READ_FOREIGN, READ_CROSS_TENANT):
@@ -63,6 +64,8 @@ class VllmStory:
             return [Note("info", f"HB: leases extended to at least {self.k.X} ticks")]
         if name == "decode_abort" and g(post, "d_phase", r) == D_HELD:
             return [Note("info", f"R{r} aborted in WAITING_FOR_REMOTE_KVS: delay_free_blocks until finished_recving")]
+        if name == "prefill_get_transfer_results":
+            return [Note("info", f"prefill: finished_sending R{r}: its WRITE is done, q{g(pre, 'src', r)} freed")]
         if name == "decode_abort" and g(pre, "rd", r) in (RD_POSTED, RD_TAKEN):
             return [Note("hazard", f"R{r} aborted with its READ in flight: p{g(pre, 'dest', r)} freed at once")]
         return []

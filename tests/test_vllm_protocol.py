@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's pull-mode PD protocol (spec/vllm): its catalogue's state counts and verdicts,
+"""vLLM 0.33.0's PD protocol, pull and push mode (spec/vllm): its catalogue's state counts and verdicts,
 mutants its claims must catch, its scenario tables, and its traces told in vLLM's terms."""
 
 from pathlib import Path
@@ -28,6 +28,9 @@ CATALOGUE = {
     "vllm-pull-abort-before-32255": (2987, ISOLATION | {"no_write_after_release"}),
     "vllm-pull-abort-32255": (2849, set()),
     "vllm-pull-abort-finished-before-25067": (2539, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-push-lease-expiry-stall": (1656, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-push-heartbeat": (197, set()),
+    "vllm-push-abort-unanswered": (3600, {"no_source_free_while_read", "quiescent_holds_nothing"}),
 }
 
 
@@ -53,7 +56,7 @@ def test_every_verified_scenario_exercises_reads_and_reuse():
     for name, (_, violated) in CATALOGUE.items():
         got = {c.claim: c.verdict for c in checked(name).claims}
         assert got["sometimes_request_succeeds"] == "reached", name
-        if not violated and "abort" not in name:
+        if not violated and "abort" not in name:  # the benign V1 / V7 settings
             assert got["sometimes_source_block_reused"] == "reached", name
             assert got["sometimes_lease_expires_before_read"] == "unreachable", name
 
@@ -91,10 +94,24 @@ class FreeAbortedLoadAtOnce(VllmPd):
         self._free(s, n, r, "owner", "dest")
 
 
+class PushFreesAtPost(VllmPd):
+    """Push: prefill reports ``finished_sending`` as soon as its WRITE is posted, not when the
+    WRITE handle is done."""
+
+    def prefill_push_write(self, s, n, r):
+        super().prefill_push_write(s, n, r)
+        n.p_phase[r] = 2
+        n.lease[r] = 0
+        self._free(s, n, r, "src_owner", "src")
+
+
 MUTANTS = [
     ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
     ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
     ("aborted load freed at once", "vllm-pull-abort-32255", FreeAbortedLoadAtOnce, "no_write_after_release"),
+    ("push: heartbeat does not extend the lease", "vllm-push-heartbeat", HeartbeatDoesNotExtend,
+     "no_source_free_while_read"),
+    ("push: source freed when the WRITE is posted", "vllm-push-heartbeat", PushFreesAtPost, "no_source_free_while_read"),
 ]
 
 
@@ -163,7 +180,8 @@ def test_the_tables_round_trip_through_a_trace():
     ({"engine": {"kv_lease_duration": 0}}, "x.toml: [engine].kv_lease_duration: expected a whole number of ticks in 1..6, got 0"),
     ({"engine": {"heartbeat_interval": "never"}}, "x.toml: [engine].heartbeat_interval: expected a whole number of ticks in 1..6 or \"none\""),
     ({"engine": {"decode_may_stall": 1}}, "x.toml: [engine].decode_may_stall: expected true or false, got 1"),
-    ({"engine": {"lease": 3}}, "x.toml: [engine].lease: expected one of kv_lease_duration"),
+    ({"engine": {"lease": 3}}, "x.toml: [engine].lease: expected one of mode, kv_lease_duration"),
+    ({"engine": {"mode": "both"}}, "x.toml: [engine].mode: expected one of pull, push, got 'both'"),
 ])
 def test_bad_tables_are_one_line(patch, message):
     with pytest.raises(ScenarioError) as e:
@@ -178,6 +196,20 @@ def test_knobs_default_to_0_33_0_as_shipped():
 
 
 # -- traces in vLLM's terms -----------------------------------------------------------------------------
+def test_push_decode_finishes_the_load_on_the_writes_notification_only():
+    spec = builtin("vllm-push-heartbeat").build()
+    m = Machine(spec)
+    s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_send_push_reg(req=R0)",
+              "prefill_push_write(req=R0)", "nixl_write_land(req=R0)")
+    assert m.step(s, _aid(m, "decode_finished_recving(req=R0)")) is None
+    s = m.run("nixl_write_complete(req=R0)", "decode_finished_recving(req=R0)", state=s)
+    assert s[spec.layout.slot("read", 0)] == 1 and s[spec.layout.slot("notif", 0)] == 0  # own KV, count consumed
+
+
+def _aid(m, label):
+    return next(i for i in range(len(m.instances)) if m.label(i) == label)
+
+
 def test_show_tells_the_lease_expiry_in_vllms_words(capsys):
     code = main(["show", str(TRACES / "vllm-pull-heartbeat-stall__no_cross_tenant_read.itf.json")])
     out = capsys.readouterr().out
@@ -186,3 +218,10 @@ def test_show_tells_the_lease_expiry_in_vllms_words(capsys):
     assert '"Releasing expired KV blocks for request R0"' in out and "decode is not told" in out
     assert "the READ for R0 takes q0, which R0 no longer holds: it holds R1's KV (tenant B)" in out
     assert "served with HTTP 200" in out and "no_cross_tenant_read fails after step 13" in out
+
+
+def test_show_tells_the_push_write_outstanding_at_expiry(capsys):
+    code = main(["show", str(TRACES / "vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "decode_send_push_reg(req=R0)" in out and "prefill_push_write(req=R0)" in out
+    assert "the WRITE for R0 takes q0, which R0 no longer holds: it holds R1's KV (tenant B)" in out
