@@ -50,6 +50,12 @@ def test_state_counts_and_verdicts_are_pinned(name):
     assert {c.claim for c in rep.claims if c.kind == "invariant" and c.verdict == "violated"} == violated
     assert all(c.matches for c in rep.claims)
     assert all(c.verdict == "reached" for c in rep.claims if c.kind == "witness" and c.expected == "reached")
+    live = {c.claim: c.verdict for c in rep.claims if c.kind == "liveness"}
+    if "stall" in name:  # a decode that may stall forever: weak fairness cannot promise progress
+        assert live == {}
+    else:  # V5: the aborted push load is held forever; everything else ends
+        bad = "violated" if name == "vllm-push-abort-unanswered" else "verified"
+        assert live == {"held_pages_are_released": bad, "requests_end": bad}
 
 
 def test_every_verified_scenario_exercises_reads_and_reuse():
