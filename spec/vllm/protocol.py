@@ -5,10 +5,11 @@ decode registers its blocks (``PUSH_REG``), prefill WRITEs into them and frees i
 when its WRITE completes or when the lease expires, WRITE outstanding or not; decode finishes
 the load on the WRITE's notification.
 
-Every action is named by its actor (``prefill_``, ``decode_``, ``nixl_read_``, ``clock_``) and
-says which code path of 0.33.0 it stands for (files under
+Every action is named by its actor (``prefill_``, ``decode_``, ``nixl_read_``, ``nixl_write_``,
+``clock_``) and says which code path of 0.33.0 it stands for (files under
 ``vllm/distributed/kv_transfer/kv_connector/v1/nixl/`` and ``vllm/v1/core/sched/scheduler.py``)
-and which hazard of ``/work/shared/reference/vllm-pd-hazards.md`` (V1..V17) it takes part in.
+and which hazard of issue 15's reference table (``shared/reference/vllm-pd-hazards.md``,
+V1..V17) it takes part in.
 
 Modelling choices, each stated once here:
 
@@ -286,7 +287,8 @@ class VllmPd(VllmClaims, VllmStory, Spec):
     def decode_stall(self, s, n):
         """Decode's engine loop stalls (a long forward pass): no scheduler step, so no heartbeat,
         no new READ and no ``finished_recving`` until it resumes ("a long model forward pass
-        will delay heartbeats", #43099).  Only with ``decode_may_stall``."""
+        will delay heartbeats", #43099): the weak point of V1's and V7's heartbeat mitigation.
+        Only with ``decode_may_stall``."""
         o = s.ops
         s.require(self.e.decode_may_stall)
         s.require(o.eq(s.stalled, 0))
@@ -294,7 +296,8 @@ class VllmPd(VllmClaims, VllmStory, Spec):
 
     @action("decode", fair=True)
     def decode_resume(self, s, n):
-        """The stalled engine loop steps again."""
+        """The stalled engine loop steps again (``EngineCore.step``): heartbeats, READ posts and
+        ``finished_recving`` resume, too late if the lease already expired (V1, V7)."""
         o = s.ops
         s.require(self.e.decode_may_stall)
         s.require(o.eq(s.stalled, 1))
@@ -312,7 +315,8 @@ class VllmPd(VllmClaims, VllmStory, Spec):
     @action("nixl", "req", fair=True)
     def nixl_read_complete(self, s, n, r):
         """The READ completes (``check_xfer_state`` DONE) and NIXL delivers its ``notif_msg`` to
-        prefill after the data movement: the notification travels with the READ."""
+        prefill after the data movement: the notification travels with the READ, a drain proof
+        that arrives too late to matter once the lease expired (V1)."""
         s.require(self.pull)
         self._complete(s, n, r)
 
@@ -353,8 +357,10 @@ class VllmPd(VllmClaims, VllmStory, Spec):
 
     @action("nixl", "req", fair=True)
     def nixl_write_complete(self, s, n, r):
-        """Push: the WRITE completes; NIXL delivers its notification to decode after the data
-        movement, and prefill's handle is done."""
+        """Push: the WRITE completes (``check_xfer_state`` DONE); NIXL delivers its notification
+        ``"{D_req}:{world_size}"`` to decode after the data movement, and prefill's handle is
+        done.  Its count completes decode's load even when the WRITE carried a reused block's
+        KV (V7)."""
         s.require(not self.pull)
         self._complete(s, n, r)
 
@@ -376,8 +382,8 @@ class VllmPd(VllmClaims, VllmStory, Spec):
     # -- time ----------------------------------------------------------------------------------------
     @action("clock", fair=True)
     def clock_tick(self, s, n):
-        """One tick: leases count down (saturating at 0), decode's heartbeat timer and the
-        request ages count up (saturating).  Time cannot pass while a heartbeat is due from a
+        """One tick of wall time: leases (``_reqs_to_send`` expiries, V1/V7) count down
+        (saturating at 0), decode's heartbeat timer and the request ages count up (saturating).  Time cannot pass while a heartbeat is due from a
         stepping decode, or while a request sits at an ``arrival_latency_bound`` or
         ``read_latency_bound``."""
         o = s.ops
