@@ -231,3 +231,19 @@ def test_show_tells_the_push_write_outstanding_at_expiry(capsys):
     out = capsys.readouterr().out
     assert code == 0 and "decode_send_push_reg(req=R0)" in out and "prefill_push_write(req=R0)" in out
     assert "the WRITE for R0 takes q0, which R0 no longer holds: it holds R1's KV (tenant B)" in out
+
+
+def test_a_bad_vllm_scenario_file_is_one_line_with_exit_3(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nprotocol = "vllm"\n[sizes]\nprefill_blocks = 1\ndecode_blocks = 1\n'
+                   '[[requests]]\ntenant = "A"\n[engine]\nmode = "both"\n')
+    code = main(["check", str(bad), "--no-traces"])
+    err = capsys.readouterr().err
+    assert code == 3 and err.count("\n") == 1 and "[engine].mode: expected one of pull, push, got 'both'" in err
+    good = tmp_path / "good.toml"
+    good.write_text(bad.read_text().replace('mode = "both"', 'mode = "push"'))
+    # it runs: with the router's delay unbounded, the lease expires before decode takes the request (V1),
+    # so the invariants the file leaves at their default "verified" are violated: exit 1
+    assert main(["check", str(good), "--no-traces", "--quiet"]) == 1
+    good.write_text(good.read_text() + "arrival_latency_bound = 0\nread_latency_bound = 1\n")
+    assert main(["check", str(good), "--no-traces", "--quiet"]) == 0
