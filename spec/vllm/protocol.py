@@ -38,7 +38,7 @@ from kvproof.model.layout import Domain, Field
 from kvproof.spec.vllm.claims import VllmClaims
 from kvproof.spec.vllm.config import Config
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_ABORTED, OUT_NONE, OUT_SUCCESS,
+    D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_ABORTED, OUT_SUCCESS,
     P_ABORTED, P_EXPIRED, P_HELD, P_NEW, P_SENT, RD_DONE, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT,
     READ_FOREIGN, READ_OWN, UNWRITTEN, Codes, build_fields,
 )
