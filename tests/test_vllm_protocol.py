@@ -11,7 +11,7 @@ from kvproof.model.machine import Machine
 from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_scenario
 from kvproof.spec.vllm.config import Config, Engine, Request
 from kvproof.spec.vllm.protocol import VllmPd
-from kvproof.spec.vllm.state import RD_POSTED
+from kvproof.spec.vllm.state import D_ENDED, D_TRACKED, OUT_ABORTED, P_SENT, RD_POSTED, READ_OWN
 
 from .conftest import checked
 
@@ -75,7 +75,7 @@ class HeartbeatDoesNotExtend(VllmPd):
         o = s.ops
         s.require(self._running(s))
         s.require(o.eq(s.hb_age, self.k.I))
-        s.require(o.any_(o.is_in(s.d_phase[r], (1, 2)) for r in self.reqs))
+        s.require(o.any_(o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs))
         n.hb_age = 0
 
 
@@ -93,10 +93,10 @@ class FreeAbortedLoadAtOnce(VllmPd):
 
     def decode_abort(self, s, n, r):
         o = s.ops
-        s.require(o.is_in(s.d_phase[r], (1, 2)))
+        s.require(o.is_in(s.d_phase[r], D_TRACKED))
         s.require(self._running(s))
-        n.outcome[r] = 2
-        n.d_phase[r] = 4
+        n.outcome[r] = OUT_ABORTED
+        n.d_phase[r] = D_ENDED
         self._free(s, n, r, "owner", "dest")
 
 
@@ -106,7 +106,7 @@ class PushFreesAtPost(VllmPd):
 
     def prefill_push_write(self, s, n, r):
         super().prefill_push_write(s, n, r)
-        n.p_phase[r] = 2
+        n.p_phase[r] = P_SENT
         n.lease[r] = 0
         self._free(s, n, r, "src_owner", "src")
 
@@ -209,7 +209,7 @@ def test_push_decode_finishes_the_load_on_the_writes_notification_only():
               "prefill_push_write(req=R0)", "nixl_write_land(req=R0)")
     assert m.step(s, _aid(m, "decode_finished_recving(req=R0)")) is None
     s = m.run("nixl_write_complete(req=R0)", "decode_finished_recving(req=R0)", state=s)
-    assert s[spec.layout.slot("read", 0)] == 1 and s[spec.layout.slot("notif", 0)] == 0  # own KV, count consumed
+    assert s[spec.layout.slot("read", 0)] == READ_OWN and s[spec.layout.slot("notif", 0)] == 0  # own KV, count consumed
 
 
 def _aid(m, label):
