@@ -57,19 +57,36 @@ AGREEMENT = ["incident", "pr-36988", "abort-race", "pr-35049-drain-ack", "timeou
              "tp2x2-ready-any", "room-reuse-legacy-ack", "aux-freed-early", "pr-35049-any-free-pages"]
 
 
-def test_the_agreement_scenarios_set_every_flag_to_every_value_the_catalogue_does():
+# The same for vLLM's pull-mode protocol: between them every knob of its Engine at every value the
+# catalogue uses (lease lengths, heartbeats on and off, stalls, both latency bounds, aborts on both
+# sides, #32255 and #25067 before and after, pull and push mode); 0.33.0 as shipped (heartbeats, a
+# stalling decode) is in the fast tier, the rest (3-5 s each) in the slow one.
+AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
+                  "vllm-pull-abort-before-32255", "vllm-pull-abort-32255", "vllm-pull-abort-finished-before-25067",
+                  "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered"]
+
+
+def _family(name):
+    return [n for n in builtin_names() if builtin(n).family == name]
+
+
+@pytest.mark.parametrize("family,agreement,engine", [("sglang", AGREEMENT, Engine), ("vllm", AGREEMENT_VLLM, None)])
+def test_the_agreement_scenarios_set_every_flag_to_every_value_the_catalogue_does(family, agreement, engine):
     from dataclasses import fields
 
-    assert set(AGREEMENT) <= set(builtin_names())
-    for f in fields(Engine):
-        here = {repr(getattr(builtin(n).config.engine, f.name)) for n in AGREEMENT}
-        everywhere = {repr(getattr(builtin(n).config.engine, f.name)) for n in builtin_names()}
+    if engine is None:
+        from kvproof.spec.vllm.config import Engine as engine
+    catalogue = _family(family)
+    assert set(agreement) <= set(catalogue) and catalogue
+    for f in fields(engine):
+        here = {repr(getattr(builtin(n).config.engine, f.name)) for n in agreement}
+        everywhere = {repr(getattr(builtin(n).config.engine, f.name)) for n in catalogue}
         assert here == everywhere, f.name
-    assert {builtin(n).protocol for n in AGREEMENT} == {builtin(n).protocol for n in builtin_names()}
+    assert {builtin(n).protocol for n in agreement} == {builtin(n).protocol for n in catalogue}
 
 
-@pytest.mark.parametrize("name", [n if n in ("abort-race", "pr-41404", "room-reuse-generation")
-                                  else pytest.param(n, marks=pytest.mark.slow) for n in AGREEMENT])
+@pytest.mark.parametrize("name", [n if n in ("abort-race", "pr-41404", "room-reuse-generation", "vllm-pull-heartbeat-stall")
+                                  else pytest.param(n, marks=pytest.mark.slow) for n in AGREEMENT + AGREEMENT_VLLM])
 def test_engines_agree_on_the_scenarios_that_set_every_flag(name):
     sc = builtin(name)
     explicit = checked(name)

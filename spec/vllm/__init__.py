@@ -1,0 +1,37 @@
+"""vLLM 0.33.0's prefill/decode disaggregation over NIXL, pull mode (``NixlPullConnector``) and
+push mode (``NixlPushConnector``): the KV block lifecycle of a request, its READ or WRITE, its
+lease and its release, named after vLLM's own
+code (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``, ``vllm/v1/core/sched/``).
+
+:mod:`.config` (the instance, its knobs and the scenario tables), :mod:`.state` (fields and
+codes), :mod:`.protocol` (the actions: :class:`~.protocol.VllmPd`), :mod:`.claims`,
+:mod:`.story` (what a step means in vLLM's terms), ``scenarios/`` (the catalogue).  Conformance
+with vLLM's real code is not done yet.
+
+:data:`PROTOCOL` is what the general layers see (:class:`~kvproof.model.protocol.Protocol`).
+"""
+
+from importlib import resources
+
+from kvproof.model.protocol import Protocol
+from kvproof.spec.vllm.config import CONFIG_KEYS, config_data, parse_config
+
+__all__ = ["PROTOCOL"]
+
+
+def _base():
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    return VllmPd
+
+
+PROTOCOL = Protocol(
+    name="vllm",
+    title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull and push mode)",
+    specs={"vllm": _base},
+    config_keys=CONFIG_KEYS,
+    parse_config=parse_config,
+    config_data=config_data,
+    catalogue=lambda: resources.files("kvproof.spec.vllm").joinpath("scenarios"),
+)
+"""The vLLM protocol, registered under the ``kvproof.protocols`` entry-point group."""

@@ -1,0 +1,157 @@
+"""The claims of vLLM's PD protocol (pull and push mode): invariants (named as SGLang's where they mean the
+same), a quiescence claim, and witnesses so that no verified claim is vacuous.
+
+Decode's READ (push: prefill's WRITE) writes decode's block and reads prefill's block, so
+SGLang's "write in flight" is here "transfer posted, its data not yet moved" (``rd == posted``).
+"""
+
+from __future__ import annotations
+
+from kvproof.model.framework import invariant, liveness, witness
+from kvproof.spec.vllm.state import (
+    D_ENDED, D_HELD, D_LIVE, D_TRACKED, FREE, OUT_ABORTED, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD, P_NEW, RD_NONE, RD_POSTED,
+    READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
+)
+
+__all__ = ["VllmClaims"]
+
+
+class VllmClaims:
+    """Mixin of :class:`~kvproof.spec.vllm.protocol.VllmPd`: its claims."""
+
+    # -- isolation ---------------------------------------------------------------------------------
+    @invariant
+    def decode_reads_only_own_pages(self, s):
+        """Decode computes only on KV written for this request.  Broken by V1 (the READ took a
+        block prefill freed on lease expiry and reused; push: V7, the WRITE did) and V4 (an aborted request's READ
+        landed in a block decode had freed and given to another request)."""
+        o = s.ops
+        return o.all_(o.le(s.read[r], READ_OWN) for r in self.reqs)
+
+    @invariant
+    def no_cross_tenant_read(self, s):
+        """No response is computed from another tenant's KV (aws-do-eks#84: 8 of 42 requests
+        served on freed blocks with HTTP 200)."""
+        o = s.ops
+        return o.all_(o.ne(s.read[r], READ_CROSS_TENANT) for r in self.reqs)
+
+    @invariant
+    def no_write_after_release(self, s):
+        """A decode block is never freed while a READ still moves data into it: every posted
+        READ's destination is still owned by its request (V4: before #32255 an abort in
+        ``WAITING_FOR_REMOTE_KVS`` freed it at once)."""
+        o = s.ops
+        return o.all_(o.implies(o.eq(s.rd[r], RD_POSTED), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs)
+
+    @invariant
+    def no_source_free_while_read(self, s):
+        """A prefill block is never freed while a READ (push: a WRITE) still reads it: every
+        posted transfer's source is still owned by its request.  Broken by V1 (lease expiry
+        while decode has not read yet or is reading), V7 (push: lease expiry with the WRITE
+        outstanding) and V3 (an abort of the finished request, before #25067)."""
+        o = s.ops
+        return o.all_(o.implies(o.eq(s.rd[r], RD_POSTED), o.eq(s.src_owner[s.src[r]], r + 1)) for r in self.reqs)
+
+    # -- block accounting --------------------------------------------------------------------------
+    @invariant
+    def exclusive_ownership(self, s):
+        """Every live request owns its own blocks: a decode request holding blocks owns its
+        destination, a prefill request under its lease owns its source."""
+        o = s.ops
+        return o.all_(
+            o.and_(o.implies(o.is_in(s.d_phase[r], D_LIVE), o.eq(s.owner[s.dest[r]], r + 1)),
+                   o.implies(o.eq(s.p_phase[r], P_HELD), o.eq(s.src_owner[s.src[r]], r + 1)))
+            for r in self.reqs)
+
+    @invariant
+    def pages_conserved(self, s):
+        """Every block is free or held by a live request that refers to it, in both pools:
+        nothing leaks and nothing is freed into another request's hands."""
+        o = s.ops
+        k = self.k
+        parts = [o.or_(o.eq(s.owner[b], FREE),
+                       *[o.and_(o.eq(s.owner[b], r + 1), o.is_in(s.d_phase[r], D_LIVE), o.eq(s.dest[r], b))
+                         for r in self.reqs])
+                 for b in range(k.D)]
+        parts += [o.or_(o.eq(s.src_owner[q], FREE),
+                        *[o.and_(o.eq(s.src_owner[q], r + 1), o.eq(s.p_phase[r], P_HELD), o.eq(s.src[r], q))
+                          for r in self.reqs])
+                  for q in range(k.P)]
+        return o.all_(parts)
+
+    @invariant(at="quiescent")
+    def quiescent_holds_nothing(self, s):
+        """Where nothing can move any more, every request ended on both sides and every block
+        of both pools is free."""
+        o = s.ops
+        parts = [o.eq(s.d_phase[r], D_ENDED) for r in self.reqs]
+        parts += [o.is_in(s.p_phase[r], P_FREED) for r in self.reqs]
+        parts += [o.eq(s.owner[b], FREE) for b in range(self.k.D)]
+        parts += [o.eq(s.src_owner[q], FREE) for q in range(self.k.P)]
+        return o.all_(parts)
+
+    # -- liveness ------------------------------------------------------------------------------------
+    @liveness
+    def held_pages_are_released(self, s):
+        """Every held block (either pool) is eventually freed, on every fair path."""
+        o = s.ops
+        out = [(f"p{b} held", o.ne(s.owner[b], FREE)) for b in range(self.k.D)]
+        out += [(f"q{q} held", o.ne(s.src_owner[q], FREE)) for q in range(self.k.P)]
+        return out
+
+    @liveness
+    def requests_end(self, s):
+        """Every request eventually ends on decode, on every fair path."""
+        o = s.ops
+        return [(f"R{r} unanswered", o.ne(s.d_phase[r], D_ENDED)) for r in self.reqs]
+
+    # -- witnesses -------------------------------------------------------------------------------------
+    @witness
+    def sometimes_request_succeeds(self, s):
+        """Some request is served (reads are actually exercised)."""
+        o = s.ops
+        return o.any_(o.eq(s.outcome[r], OUT_SUCCESS) for r in self.reqs)
+
+    @witness
+    def sometimes_lease_expires(self, s):
+        """Prefill reaps an expired lease (``num_kv_expired_reqs`` counts it)."""
+        o = s.ops
+        return o.any_(o.eq(s.p_phase[r], P_EXPIRED) for r in self.reqs)
+
+    @witness
+    def sometimes_lease_expires_before_read(self, s):
+        """Prefill's lease expired while decode had not finished loading: decode holds the
+        request with its transfer (READ, or push's WRITE) not yet posted or not yet moved."""
+        o = s.ops
+        return o.any_(o.and_(o.eq(s.p_phase[r], P_EXPIRED), o.is_in(s.d_phase[r], (*D_TRACKED, D_HELD)),
+                             o.is_in(s.rd[r], (RD_NONE, RD_POSTED)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_notification_after_expiry(self, s):
+        """A completion notification reaches prefill after the lease expired
+        (``num_notifications_after_expiry``) while decode serves the request anyway."""
+        o = s.ops
+        return o.any_(o.and_(o.eq(s.late[r], 1), o.eq(s.outcome[r], OUT_SUCCESS)) for r in self.reqs)
+
+    @witness
+    def sometimes_source_block_reused(self, s):
+        """A prefill block freed by one request holds another request's KV (block reuse)."""
+        o = s.ops
+        return o.any_(o.and_(o.ne(s.src_owner[q], FREE), o.ne(s.src_content[q], UNWRITTEN),
+                             o.any_(o.and_(o.ne(s.p_phase[r], P_NEW), o.eq(s.src[r], q), o.ne(s.src_owner[q], r + 1))
+                                    for r in self.reqs))
+                      for q in range(self.k.P))
+
+    @witness
+    def sometimes_abort_mid_read(self, s):
+        """Decode aborts a request while its READ is still moving data."""
+        o = s.ops
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ABORTED), o.eq(s.rd[r], RD_POSTED))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_held_after_abort(self, s):
+        """An aborted request's blocks are held until its READ completes (#32255)."""
+        o = s.ops
+        return o.any_(o.eq(s.d_phase[r], D_HELD) for r in self.reqs)

@@ -1,0 +1,174 @@
+"""The parameters of one vLLM PD instance: pool sizes, the requests, and the engine's knobs.
+
+Plain data, read with ordinary Python when the spec is built (not state).  Times are in
+*ticks* of the model's clock (:meth:`~.protocol.VllmPd.clock_tick`); a scenario picks small
+values that keep the same order as the real seconds (0.33.0: ``kv_lease_duration`` 30 s, a
+heartbeat every ``lease // 6`` = 5 s, each extending the lease to ``now + 2/3 * lease``).
+
+The scenario file's tables (:func:`parse_config`, :func:`config_data`)::
+
+    [sizes]
+    prefill_blocks = 1      # 1..4: prefill's (the KV producer's) block pool
+    decode_blocks = 2       # 1..4: decode's (the KV consumer's) block pool
+
+    [[requests]]            # 1..3 of them, one KV block each, prefilled in this order
+    tenant = "A"
+
+    [engine]                # knobs of :class:`Engine`; unset ones keep their defaults
+    mode = "pull"           # or "push"
+    kv_lease_duration = 2
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Callable
+
+__all__ = ["Request", "Engine", "Config", "CONFIG_KEYS", "parse_config", "config_data"]
+
+CONFIG_KEYS = ("sizes", "requests", "engine")
+_SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
+_MAX_REQUESTS = 3
+_TICKS = {"kv_lease_duration": (1, 6)}
+_CHOICES = {"mode": ("pull", "push")}
+_OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
+                   "read_latency_bound": ("unbounded", 1, 6)}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request: its tenant (whose data its KV is).  Each request's KV is one block."""
+
+    tenant: str
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How vLLM 0.33.0's NIXL connector (pull or push mode) and scheduler behave, and what the
+    environment may do.  The defaults are 0.33.0 as shipped, with no fault on."""
+
+    mode: str = "pull"
+    """``pull`` (``NixlPullConnector``, the default ``NixlConnector``: decode READs prefill's
+    blocks) or ``push`` (``NixlPushConnector``: decode registers its blocks with ``PUSH_REG``,
+    prefill WRITEs into them)."""
+    kv_lease_duration: int = 2
+    """``kv_lease_duration`` in ticks: prefill frees a finished request's blocks this long after
+    ``request_finished`` unless a heartbeat extended the lease (``_reap_expired_send_leases``)."""
+    heartbeat_interval: int | None = 1
+    """Decode sends ``HB:`` notifications every this many ticks while it keeps stepping and the
+    request is queued or loading (#41383, ``_send_heartbeats``); each extends prefill's lease
+    to ``max(old, now + 2/3 * lease)`` (``_handle_heartbeat``).  ``none``: before #41383 (a bare
+    TTL, ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``)."""
+    decode_may_stall: bool = False
+    """Decode's engine loop may stall (a long forward pass): no scheduler step, so no heartbeat
+    and no new READ, while time passes and posted READs go on."""
+    arrival_latency_bound: int | None = None
+    """The router hands a finished prefill's request to decode within this many ticks (``None``:
+    any time, e.g. queued behind other work)."""
+    read_latency_bound: int | None = None
+    """Once decode took the request, its READ (handshake, post and data movement) completes
+    within this many ticks (``None``: a stuck transport may take any time)."""
+    client_aborts: bool = False
+    """The client may abort a request on decode while it is ``WAITING_FOR_REMOTE_KVS``."""
+    delay_free_aborted_load: bool = True
+    """#32255: ``finish_requests`` on an aborted request whose READ is in flight sets
+    ``delay_free_blocks`` and frees its blocks only on ``finished_recving``; ``false`` is the
+    pre-fix behaviour (freed at once while the READ still writes into them, V4)."""
+    prefill_aborts: bool = False
+    """The client's abort may reach prefill after the request finished there (V3's race)."""
+    abort_of_finished_frees: bool = False
+    """Before #25067: an abort of a request prefill already finished (blocks kept for decode)
+    frees those blocks at once; with #25067 ``finish_requests`` skips finished requests and
+    the lease reclaims them."""
+
+    def problems(self) -> list[str]:
+        """What is inconsistent about these knobs (``key: text``), or nothing."""
+        return []
+
+
+@dataclass(frozen=True)
+class Config:
+    """One instance: the two block pools, the requests, the engine."""
+
+    requests: tuple[Request, ...]
+    prefill_blocks: int = 1
+    decode_blocks: int = 2
+    engine: Engine = Engine()
+
+    @property
+    def tenants(self) -> tuple[str, ...]:
+        """The distinct tenants, in order of first appearance."""
+        return tuple(dict.fromkeys(r.tenant for r in self.requests))
+
+    def problems(self) -> list[str]:
+        """What is inconsistent about this instance (``key: text``), or nothing."""
+        return self.engine.problems()
+
+
+def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config:
+    """The configuration the ``[sizes]``, ``[[requests]]`` and ``[engine]`` tables describe;
+    ``fail(key, what, got)`` makes the one-line error for the first problem."""
+    sizes = data.get("sizes", {})
+    if not isinstance(sizes, dict):
+        raise fail("[sizes]", "a table with " + ", ".join(_SIZES))
+    for key in sizes:
+        if key not in _SIZES:
+            raise fail(f"[sizes].{key}", "one of " + ", ".join(_SIZES))
+    values = {}
+    for key, (lo, hi) in _SIZES.items():
+        v = sizes.get(key)
+        if not _is_int(v) or not lo <= v <= hi:
+            raise fail(f"[sizes].{key}", f"a whole number in {lo}..{hi}", v)
+        values[key] = v
+    reqs = data.get("requests")
+    if not isinstance(reqs, list) or not 1 <= len(reqs) <= _MAX_REQUESTS:
+        raise fail("[[requests]]", f"1..{_MAX_REQUESTS} request tables")
+    requests = []
+    for i, r in enumerate(reqs):
+        if not isinstance(r, dict) or set(r) != {"tenant"}:
+            raise fail(f"requests[{i}]", "a table with exactly tenant (each request is one KV block)", r)
+        if not isinstance(r["tenant"], str) or not r["tenant"]:
+            raise fail(f"requests[{i}].tenant", "a non-empty string", r["tenant"])
+        requests.append(Request(r["tenant"]))
+    engine = _engine(data.get("engine", {}), fail)
+    return Config(tuple(requests), engine=engine, **values)
+
+
+def config_data(cfg: Config) -> dict[str, Any]:
+    """``cfg`` as the ``sizes``, ``requests`` and ``engine`` tables (every knob; ``None`` as its word)."""
+    words = {k: w for k, (w, _, _) in _OPTIONAL_TICKS.items()}
+    return {
+        "sizes": {"prefill_blocks": cfg.prefill_blocks, "decode_blocks": cfg.decode_blocks},
+        "requests": [{"tenant": r.tenant} for r in cfg.requests],
+        "engine": {k: (words[k] if v is None else v) for k, v in asdict(cfg.engine).items()},
+    }
+
+
+def _engine(table: Any, fail) -> Engine:
+    if not isinstance(table, dict):
+        raise fail("[engine]", "a table of engine knobs")
+    known = {f.name: f for f in fields(Engine)}
+    values = {}
+    for key, v in table.items():
+        if key not in known:
+            raise fail(f"[engine].{key}", "one of " + ", ".join(known))
+        if key in _CHOICES:
+            if v not in _CHOICES[key]:
+                raise fail(f"[engine].{key}", "one of " + ", ".join(_CHOICES[key]), v)
+        elif key in _TICKS:
+            lo, hi = _TICKS[key]
+            if not _is_int(v) or not lo <= v <= hi:
+                raise fail(f"[engine].{key}", f"a whole number of ticks in {lo}..{hi}", v)
+        elif key in _OPTIONAL_TICKS:
+            word, lo, hi = _OPTIONAL_TICKS[key]
+            if v != word and (not _is_int(v) or not lo <= v <= hi):
+                raise fail(f"[engine].{key}", f'a whole number of ticks in {lo}..{hi} or "{word}"', v)
+            v = None if v == word else v
+        elif not isinstance(v, bool):
+            raise fail(f"[engine].{key}", "true or false", v)
+        values[key] = v
+    return Engine(**values)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)

@@ -1,0 +1,417 @@
+"""vLLM 0.33.0's PD disaggregation over NIXL.  Pull mode (``NixlPullConnector``, the default
+``NixlConnector``): decode READs prefill's blocks, prefill frees them on the READ's completion
+notification or when a lease expires.  Push mode (``NixlPushConnector``, ``mode = "push"``):
+decode registers its blocks (``PUSH_REG``), prefill WRITEs into them and frees its own blocks
+when its WRITE completes or when the lease expires, WRITE outstanding or not; decode finishes
+the load on the WRITE's notification.
+
+Every action is named by its actor (``prefill_``, ``decode_``, ``nixl_read_``, ``nixl_write_``,
+``clock_``) and says which code path of 0.33.0 it stands for (files under
+``vllm/distributed/kv_transfer/kv_connector/v1/nixl/`` and ``vllm/v1/core/sched/scheduler.py``)
+and which hazard of issue 15's reference table (``shared/reference/vllm-pd-hazards.md``,
+V1..V17) it takes part in.
+
+Modelling choices, each stated once here:
+
+* One KV block per request; allocation takes the lowest-numbered free block; a freed block
+  keeps its content until it is overwritten (a reused block hands out another request's KV).
+* A READ (push: a WRITE) is posted, moves its data at some later step (the source block's
+  content at that moment lands in the destination block, whoever owns either now), then
+  completes.  The completion notification (``notif_msg``) is created by the completion itself:
+  it proves the data moved.  The peer (pull: prefill, push: decode) consumes it later.
+* Push: one prefill rank and one decode rank, so one notification completes the count
+  (``pp_size * producers_per_consumer`` = 1); registrations match by exact id; the handshake is
+  instantaneous, a WRITE is posted only while prefill still holds the request (the deferred
+  WRITE after retirement, #55470, is not modelled); the watchdog is not modelled.
+* Decode's scheduler steps (taking a request, posting a READ, heartbeats, ``finished_recving``,
+  aborts) need decode not stalled; NIXL's data movement and prefill go on during a stall.
+* Time passes in ticks (:meth:`VllmPd.clock_tick`).  A heartbeat is sent and applied in one
+  step (its delivery latency is not modelled); decode sends it every ``heartbeat_interval``
+  ticks while it is not stalled: time cannot pass while one is due.  The latency bounds
+  likewise stop time at their bound.
+"""
+
+from __future__ import annotations
+
+from kvproof.model.framework import Spec, action
+from kvproof.model.layout import Domain, Field
+from kvproof.spec.vllm.claims import VllmClaims
+from kvproof.spec.vllm.config import Config
+from kvproof.spec.vllm.state import (
+    D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_ABORTED, OUT_SUCCESS,
+    P_ABORTED, P_EXPIRED, P_HELD, P_NEW, P_SENT, RD_DONE, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT,
+    READ_FOREIGN, READ_OWN, UNWRITTEN, Codes, build_fields,
+)
+from kvproof.spec.vllm.story import VllmStory
+
+__all__ = ["VllmPd"]
+
+
+class VllmPd(VllmClaims, VllmStory, Spec):
+    """The protocol instance (pull or push mode) for one :class:`~.config.Config`.  Subclass and override
+    one action or helper to describe another engine's behaviour."""
+
+    def __init__(self, cfg: Config):
+        problems = cfg.problems()
+        if problems:
+            raise ValueError(problems[0])
+        self.cfg = cfg
+        self.e = cfg.engine
+        self.k = Codes(cfg)
+
+    # -- structure ---------------------------------------------------------------------------
+    def build_fields(self) -> list[Field]:
+        """See :func:`.state.build_fields`."""
+        return build_fields(self.k)
+
+    def domain(self, name: str) -> Domain:
+        """The only parameter domain: ``req``."""
+        return {"req": self.k.req}[name]
+
+    @property
+    def reqs(self) -> range:
+        """Every request."""
+        return range(self.k.R)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _running(self, s):
+        """Decode's engine loop is stepping (not stalled)."""
+        return s.ops.eq(s.stalled, 0) if self.e.decode_may_stall else s.ops.const(True)
+
+    def _allocate(self, s, n, r: int, owner: str, table: str, size: int, content: str | None = None):
+        """Give ``r`` the lowest-numbered free block of a pool (guarded: one must be free); with
+        ``content``, fill it with ``r``'s KV (prefill's forward pass)."""
+        o = s.ops
+        own = getattr(s, owner)
+        free = [o.eq(own[b], FREE) for b in range(size)]
+        s.require(o.any_(free))
+        chosen = o.const(size)
+        for b in reversed(range(size)):
+            chosen = o.ite(free[b], b, chosen)
+        getattr(n, table)[r] = chosen
+        taken_so_far = o.const(False)
+        for b in range(size):
+            mine = o.and_(free[b], o.not_(taken_so_far))
+            getattr(n, owner)[b] = o.ite(mine, r + 1, own[b])
+            if content is not None:
+                getattr(n, content)[b] = o.ite(mine, r + 1, getattr(s, content)[b])
+            taken_so_far = o.or_(taken_so_far, free[b])
+
+    def _free(self, s, n, r: int, owner: str, table: str, when=True):
+        """Free ``r``'s block of a pool (if it still owns it) where ``when`` holds; the content stays."""
+        o = s.ops
+        b = getattr(s, table)[r]
+        own = getattr(s, owner)
+        getattr(n, owner)[b] = o.ite(o.and_(when, o.eq(own[b], r + 1)), FREE, own[b])
+
+    def _classify(self, s, r: int):
+        """What decode computes on when ``r`` runs: its destination block's content."""
+        o = s.ops
+        held = s.content[s.dest[r]]
+        own = o.eq(held, r + 1)
+        cross = o.and_(o.ne(held, UNWRITTEN), o.ne(o.lookup(self.k.tenant_of_content, held), self.k.tenant[r]))
+        return o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
+
+    @property
+    def pull(self) -> bool:
+        """Pull mode (decode READs); else push mode (prefill WRITEs)."""
+        return self.e.mode == "pull"
+
+    def _move_data(self, s, n, r: int):
+        """The transfer's data movement: the destination block gets the source block's content
+        as it is now, whoever owns either block now."""
+        o = s.ops
+        s.require(o.eq(s.rd[r], RD_POSTED))
+        n.rd[r] = RD_TAKEN
+        n.content[s.dest[r]] = s.src_content[s.src[r]]
+
+    def _complete(self, s, n, r: int):
+        """The transfer completes and NIXL hands its ``notif_msg`` to the peer."""
+        o = s.ops
+        s.require(o.eq(s.rd[r], RD_TAKEN))
+        n.rd[r] = RD_DONE
+        n.notif[r] = 1
+
+    # -- prefill ------------------------------------------------------------------------------
+    @action("prefill", "req", fair=True)
+    def prefill_request_finished(self, s, n, r):
+        """Prefill allocates a block, computes the request's KV into it and finishes it
+        (``max_tokens=1``); ``request_finished`` (pull_scheduler.py:191-293) keeps the blocks
+        (``delay_free_blocks``) and starts the lease: ``_reqs_need_send[req] = now +
+        kv_lease_duration``.  These are the blocks decode will READ (V1).  Requests reach
+        prefill in order."""
+        o = s.ops
+        s.require(o.eq(s.p_phase[r], P_NEW))
+        if r > 0:
+            s.require(o.ne(s.p_phase[r - 1], P_NEW))
+        self._allocate(s, n, r, "src_owner", "src", self.k.P, content="src_content")
+        n.p_phase[r] = P_HELD
+        n.lease[r] = self.k.L
+
+    @action("prefill", "req", fair=True)
+    def prefill_get_new_notifs(self, s, n, r):
+        """Prefill's worker polls NIXL notifications (``_get_new_notifs``, pull_worker.py:650-701)
+        and finds the READ's ``"{req}:{n}"``: for a request still in ``_reqs_to_send`` this is
+        ``finished_sending`` and its blocks are freed (after the READ moved its data: a drain
+        proof).  For one whose lease already expired it logs "Potentially invalid KV blocks for
+        unrecognized request" (``record_notification_after_expiry``) and drops it: nothing
+        reaches decode (V1)."""
+        o = s.ops
+        s.require(self.pull)
+        s.require(o.eq(s.notif[r], 1))
+        n.notif[r] = 0
+        held = o.eq(s.p_phase[r], P_HELD)
+        n.p_phase[r] = o.ite(held, P_SENT, s.p_phase[r])
+        n.lease[r] = o.ite(held, 0, s.lease[r])
+        n.late[r] = o.ite(held, s.late[r], 1)
+        self._free(s, n, r, "src_owner", "src", when=held)
+
+    @action("prefill", "req", fair=True)
+    def prefill_reap_expired_lease(self, s, n, r):
+        """``_reap_expired_send_leases`` (base_worker.py:3352-3378): the lease ran out, so the
+        request is reported ``finished_sending`` and the scheduler frees its blocks, whether or
+        not a READ is still reading them (push: a WRITE still outstanding, V7); only a log line
+        and ``num_kv_expired_reqs`` record it, no negative acknowledgement goes to decode (V1)."""
+        o = s.ops
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        s.require(o.eq(s.lease[r], 0))
+        n.p_phase[r] = P_EXPIRED
+        self._free(s, n, r, "src_owner", "src")
+
+    @action("prefill", "req")
+    def prefill_abort_finished(self, s, n, r):
+        """The client's abort reaches prefill after ``request_finished`` kept the blocks for
+        decode (V3, #25067's race).  Before #25067 the blocks are freed at once, while decode may
+        still READ them; with it ``finish_requests`` skips a finished request (this step does
+        not exist) and the lease reclaims the blocks."""
+        o = s.ops
+        s.require(self.e.prefill_aborts and self.e.abort_of_finished_frees)
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        n.p_phase[r] = P_ABORTED
+        n.lease[r] = 0
+        self._free(s, n, r, "src_owner", "src")
+
+    # -- decode ----------------------------------------------------------------------------------
+    @action("decode", "req", fair=True)
+    def decode_on_new_request(self, s, n, r):
+        """Decode takes the request with prefill's ``kv_transfer_params`` (the router sends it
+        after prefill finished): ``on_new_request`` starts heartbeat tracking
+        (base_scheduler.py:202-241), ``get_num_new_matched_tokens`` asks for an async load, the
+        scheduler allocates a block and parks the request in ``WAITING_FOR_REMOTE_KVS``
+        (scheduler.py:1523).  The parameters may already be stale: prefill's lease may have
+        expired (V1, "D has not read yet")."""
+        o = s.ops
+        s.require(o.eq(s.d_phase[r], D_NEW))
+        s.require(o.ne(s.p_phase[r], P_NEW))
+        s.require(self._running(s))
+        self._allocate(s, n, r, "owner", "dest", self.k.D)
+        n.d_phase[r] = D_WAITING
+        if self.k.A is not None:
+            n.age[r] = 0
+
+    @action("decode", "req", fair=True)
+    def decode_start_load_kv(self, s, n, r):
+        """Decode's worker ``start_load_kv`` (pull_worker.py:49-125) -> ``_read_blocks_for_req``
+        -> ``_read_blocks``: ``make_prepped_xfer("READ", ..., notif_msg="{req}:{n}")`` and
+        ``transfer`` (pull_worker.py:450-567).  The READ reads prefill's block ids from the
+        parameters, whoever owns that block now (V1)."""
+        o = s.ops
+        s.require(self.pull)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        n.d_phase[r] = D_READING
+        n.rd[r] = RD_POSTED
+
+    @action("decode", "req", fair=True)
+    def decode_finished_recving(self, s, n, r):
+        """Decode's worker reports ``finished_recving`` once no READ handle remains
+        (``_pop_done_transfers``, base_worker.py:3204-3238; push: once ``_get_new_notifs``
+        counted the WRITE's notification, push_worker.py:767-807): a loading request is cached and
+        runs on its block, a held (aborted) one is freed (``_update_from_kv_xfer_finished``,
+        scheduler.py:3569-3582).  What the running request computes on is recorded in
+        ``read`` (V1: another request's KV, served with HTTP 200)."""
+        o = s.ops
+        if self.pull:
+            s.require(o.eq(s.rd[r], RD_DONE))
+        else:
+            s.require(o.eq(s.notif[r], 1))
+            n.notif[r] = 0
+        s.require(o.is_in(s.d_phase[r], (D_READING, D_HELD)))
+        s.require(self._running(s))
+        loading = o.eq(s.d_phase[r], D_READING)
+        n.outcome[r] = o.ite(loading, OUT_SUCCESS, s.outcome[r])
+        n.read[r] = o.ite(loading, self._classify(s, r), s.read[r])
+        n.d_phase[r] = D_ENDED
+        self._free(s, n, r, "owner", "dest")
+
+    @action("decode", "req")
+    def decode_abort(self, s, n, r):
+        """The client aborts the request on decode in ``WAITING_FOR_REMOTE_KVS``:
+        ``finish_requests`` (scheduler.py:3014-3027).  With #32255 a request whose READ is in
+        flight is held (``delay_free_blocks``) until ``finished_recving``; before it the blocks
+        are freed at once and the READ still writes into them (V4).  A READ never posted, or
+        already complete, frees at once.  Push: a request whose ``PUSH_REG`` went out is held
+        until the WRITE's notification, which may never come (V5, #46283).  Heartbeats for the
+        request stop."""
+        o = s.ops
+        s.require(self.e.client_aborts)
+        s.require(o.is_in(s.d_phase[r], D_TRACKED))
+        s.require(self._running(s))
+        if self.pull:
+            flying = o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN))
+        else:  # decode cannot see prefill's WRITE: once registered, it waits for the notification
+            flying = o.and_(o.eq(s.d_phase[r], D_READING), o.eq(s.notif[r], 0))
+        hold = flying if self.e.delay_free_aborted_load else o.const(False)
+        n.outcome[r] = OUT_ABORTED
+        n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
+        self._free(s, n, r, "owner", "dest", when=o.not_(hold))
+
+    @action("decode", fair=True)
+    def decode_send_heartbeats(self, s, n):
+        """``_send_heartbeats`` (base_worker.py:3517-3549), every ``heartbeat_interval``: an
+        ``HB:`` notification naming every request decode has queued or loading; prefill's
+        ``_handle_heartbeat`` (base_worker.py:3380-3400) extends each lease to ``max(old, now +
+        2/3 * lease)`` (#41383).  Only a decode that keeps stepping sends them (V1)."""
+        o = s.ops
+        s.require(self.k.I is not None)
+        s.require(self._running(s))
+        s.require(o.eq(s.hb_age, self.k.I))
+        tracked = [o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs]
+        s.require(o.any_(tracked))
+        n.hb_age = 0
+        for r in self.reqs:
+            extend = o.and_(tracked[r], o.eq(s.p_phase[r], P_HELD))
+            n.lease[r] = o.ite(extend, o.max_(s.lease[r], self.k.X), s.lease[r])
+
+    @action("decode")
+    def decode_stall(self, s, n):
+        """Decode's engine loop stalls (a long forward pass): no scheduler step, so no heartbeat,
+        no new READ and no ``finished_recving`` until it resumes ("a long model forward pass
+        will delay heartbeats", #43099): the weak point of V1's and V7's heartbeat mitigation.
+        Only with ``decode_may_stall``."""
+        o = s.ops
+        s.require(self.e.decode_may_stall)
+        s.require(o.eq(s.stalled, 0))
+        n.stalled = 1
+
+    @action("decode", fair=True)
+    def decode_resume(self, s, n):
+        """The stalled engine loop steps again (``EngineCore.step``): heartbeats, READ posts and
+        ``finished_recving`` resume, too late if the lease already expired (V1, V7)."""
+        o = s.ops
+        s.require(self.e.decode_may_stall)
+        s.require(o.eq(s.stalled, 1))
+        n.stalled = 0
+
+    # -- the NIXL READ ----------------------------------------------------------------------------
+    @action("nixl", "req", fair=True)
+    def nixl_read_take_data(self, s, n, r):
+        """The one-sided READ moves its data at some moment between post and completion: the
+        destination block receives what prefill's block holds NOW (V1: a block prefill freed and
+        reused holds another request's KV), whoever owns the destination now (V4)."""
+        s.require(self.pull)
+        self._move_data(s, n, r)
+
+    @action("nixl", "req", fair=True)
+    def nixl_read_complete(self, s, n, r):
+        """The READ completes (``check_xfer_state`` DONE) and NIXL delivers its ``notif_msg`` to
+        prefill after the data movement: the notification travels with the READ, a drain proof
+        that arrives too late to matter once the lease expired (V1)."""
+        s.require(self.pull)
+        self._complete(s, n, r)
+
+    # -- push mode (NixlPushConnector) ------------------------------------------------------------------
+    @action("decode", "req", fair=True)
+    def decode_send_push_reg(self, s, n, r):
+        """Push: ``update_state_after_alloc`` (push_scheduler.py:128-205) stashed a registration
+        of the request's blocks; decode's ``nixl-push-writer`` thread sends it to prefill as
+        ``PUSH_REG:<msgpack>`` (``_send_registration_to_p`` 337, ``_do_send_reg_notif`` 384).
+        From here decode waits for the WRITE's notification."""
+        o = s.ops
+        s.require(not self.pull)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        n.d_phase[r] = D_READING
+        n.reg[r] = 1
+
+    @action("prefill", "req", fair=True)
+    def prefill_push_write(self, s, n, r):
+        """Push: prefill's writer thread matches the ``PUSH_REG`` with the finished request's
+        blocks (``_pop_matching_registration`` / ``_pop_matching_finished_blocks``, 418-448) and
+        posts the WRITE (``_xfer_blocks``: ``make_prepped_xfer("WRITE", ...,
+        notif_msg="{D_req}:{world_size}")``, 651-763) while it still holds the request."""
+        o = s.ops
+        s.require(not self.pull)
+        s.require(o.eq(s.reg[r], 1))
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        s.require(o.eq(s.rd[r], RD_NONE))
+        n.rd[r] = RD_POSTED
+
+    @action("nixl", "req", fair=True)
+    def nixl_write_land(self, s, n, r):
+        """Push: the WRITE moves its data at some moment between post and completion: decode's
+        block receives what prefill's block holds NOW (V7: a block prefill freed on lease expiry
+        and reused holds another request's KV)."""
+        s.require(not self.pull)
+        self._move_data(s, n, r)
+
+    @action("nixl", "req", fair=True)
+    def nixl_write_complete(self, s, n, r):
+        """Push: the WRITE completes (``check_xfer_state`` DONE); NIXL delivers its notification
+        ``"{D_req}:{world_size}"`` to decode after the data movement, and prefill's handle is
+        done.  Its count completes decode's load even when the WRITE carried a reused block's
+        KV (V7)."""
+        s.require(not self.pull)
+        self._complete(s, n, r)
+
+    @action("prefill", "req", fair=True)
+    def prefill_get_transfer_results(self, s, n, r):
+        """Push: prefill's main thread polls its own WRITE handles (``_pop_done_transfers(
+        self._sending_transfers)``) and reports ``finished_sending`` when they are all done
+        (push_worker.py:809-847): the blocks are freed after the WRITE (a drain proof).  A
+        request whose lease expired was already reported ("Expired requests were already
+        reported, even if their WRITEs finish later")."""
+        o = s.ops
+        s.require(not self.pull)
+        s.require(o.eq(s.rd[r], RD_DONE))
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        n.p_phase[r] = P_SENT
+        n.lease[r] = 0
+        self._free(s, n, r, "src_owner", "src")
+
+    # -- time ----------------------------------------------------------------------------------------
+    @action("clock", fair=True)
+    def clock_tick(self, s, n):
+        """One tick of wall time: leases (``_reqs_to_send`` expiries, V1/V7) count down
+        (saturating at 0), decode's heartbeat timer and the request ages count up (saturating).  Time cannot pass while a heartbeat is due from a
+        stepping decode, or while a request sits at an ``arrival_latency_bound`` or
+        ``read_latency_bound``."""
+        o = s.ops
+        e, k = self.e, self.k
+        moves, blocks = [], []
+
+        def advance(value, running, step=1):
+            moves.append(running)
+            return o.ite(running, o.add(value, step), value)
+
+        for r in self.reqs:
+            n.lease[r] = advance(s.lease[r], o.and_(o.eq(s.p_phase[r], P_HELD), o.gt(s.lease[r], 0)), -1)
+            if k.A is None:
+                continue
+            counting = []
+            if e.arrival_latency_bound is not None:
+                arriving = o.and_(o.ne(s.p_phase[r], P_NEW), o.eq(s.d_phase[r], D_NEW))
+                counting.append(o.and_(arriving, o.lt(s.age[r], e.arrival_latency_bound)))
+                blocks.append(o.and_(arriving, o.ge(s.age[r], e.arrival_latency_bound)))
+            if e.read_latency_bound is not None:
+                loading = o.or_(o.and_(o.is_in(s.d_phase[r], D_TRACKED), o.ne(s.rd[r], RD_DONE)),
+                                o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN)))
+                counting.append(o.and_(loading, o.lt(s.age[r], e.read_latency_bound)))
+                blocks.append(o.and_(loading, o.ge(s.age[r], e.read_latency_bound)))
+            n.age[r] = advance(s.age[r], o.any_(counting))
+        if k.I is not None:
+            tracked = o.any_(o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs)
+            n.hb_age = advance(s.hb_age, o.and_(tracked, o.lt(s.hb_age, k.I)))
+            blocks.append(o.and_(tracked, o.eq(s.hb_age, k.I), self._running(s)))
+        s.require(o.any_(moves))
+        s.require(o.not_(o.any_(blocks)))

@@ -1,0 +1,113 @@
+"""The state of vLLM 0.33.0's PD lifecycle (pull and push mode): its codes and its fields.
+
+Requests are ``R0..R{n-1}``, each one KV block; prefill's (the producer's) blocks are
+``q0..``, decode's (the consumer's) ``p0..``.  A block's owner is ``free`` or a request; its
+content is ``unwritten`` or a request's KV (a freed block keeps its content until it is
+overwritten, which is how a reused block hands out another request's KV).  Clocks saturate:
+the lease counts down to 0, the other counters up to their bound.
+"""
+
+from __future__ import annotations
+
+from kvproof.model.layout import Domain, Field
+from kvproof.spec.vllm.config import Config
+
+__all__ = [
+    "P_NEW", "P_HELD", "P_SENT", "P_EXPIRED", "P_ABORTED", "P_FREED",
+    "D_NEW", "D_WAITING", "D_READING", "D_HELD", "D_ENDED", "D_LIVE", "D_TRACKED",
+    "RD_NONE", "RD_POSTED", "RD_TAKEN", "RD_DONE",
+    "OUT_NONE", "OUT_SUCCESS", "OUT_ABORTED",
+    "READ_NONE", "READ_OWN", "READ_FOREIGN", "READ_CROSS_TENANT",
+    "FREE", "UNWRITTEN", "NO_TENANT", "Codes", "build_fields",
+]
+
+# prefill's view: new -> held (finished, blocks kept for decode under a lease, in _reqs_to_send)
+# -> sent (freed on the consumer's completion notification: finished_sending) | expired (freed
+# by _reap_expired_send_leases) | aborted (freed by an abort of the finished request, pre-#25067)
+P_NEW, P_HELD, P_SENT, P_EXPIRED, P_ABORTED = range(5)
+P_LABELS = ("new", "held", "sent", "expired", "aborted")
+P_FREED = (P_SENT, P_EXPIRED, P_ABORTED)
+# decode's view: new -> waiting (WAITING_FOR_REMOTE_KVS, blocks allocated, READ not posted /
+# PUSH_REG not sent) -> reading (READ posted / PUSH_REG sent: loading) -> ended; held: aborted while its READ may still move data
+# (delay_free_blocks, #32255), freed on finished_recving
+D_NEW, D_WAITING, D_READING, D_HELD, D_ENDED = range(5)
+D_LABELS = ("new", "waiting_for_remote_kvs", "reading", "held", "ended")
+D_LIVE = (D_WAITING, D_READING, D_HELD)  # phases that hold decode blocks
+D_TRACKED = (D_WAITING, D_READING)  # phases decode heartbeats for (queued or loading)
+# the transfer of a request (pull: decode's READ; push: prefill's WRITE): not posted, posted
+# (data not yet moved), data moved, complete
+RD_NONE, RD_POSTED, RD_TAKEN, RD_DONE = range(4)
+RD_LABELS = ("none", "posted", "data_taken", "complete")
+OUT_NONE, OUT_SUCCESS, OUT_ABORTED = range(3)
+OUT_LABELS = ("none", "success", "aborted")
+READ_NONE, READ_OWN, READ_FOREIGN, READ_CROSS_TENANT = range(4)
+READ_LABELS = ("none", "own", "foreign", "cross_tenant")
+
+FREE = 0  # owner code of a free block; request r owns with code r + 1
+UNWRITTEN = 0  # content code of a block never written; request r's KV is code r + 1
+NO_TENANT = 255  # tenant of unwritten content
+
+
+class Codes:
+    """The value codes and domains that depend on the instance's sizes."""
+
+    def __init__(self, cfg: Config):
+        e = cfg.engine
+        self.cfg = cfg
+        self.R = len(cfg.requests)
+        self.P = cfg.prefill_blocks
+        self.D = cfg.decode_blocks
+        self.tenants = cfg.tenants
+        self.tenant = tuple(self.tenants.index(r.tenant) for r in cfg.requests)
+        self.tenant_of_content = (NO_TENANT,) + self.tenant
+        self.L = e.kv_lease_duration
+        self.X = max(1, (2 * self.L) // 3)  # a heartbeat's extension: now + 2/3 * lease
+        self.I = e.heartbeat_interval
+        bounds = [b for b in (e.arrival_latency_bound, e.read_latency_bound) if b is not None]
+        self.A = max(bounds) if bounds else None  # the age counter's cap (None: no counter)
+        names = tuple(f"R{r}" for r in range(self.R))
+        self.req = Domain("request", self.R, names)
+        self.block = Domain("decode_block", self.D, tuple(f"p{p}" for p in range(self.D)))
+        self.pblock = Domain("prefill_block", self.P, tuple(f"q{q}" for q in range(self.P)))
+        self.block_ref = Domain("decode_block_or_none", self.D + 1, self.block.labels + ("none",))
+        self.pblock_ref = Domain("prefill_block_or_none", self.P + 1, self.pblock.labels + ("none",))
+        self.owner = Domain("owner", self.R + 1, ("free",) + names)
+        self.content = Domain("content", self.R + 1, ("unwritten",) + names)
+        self.lease = Domain("lease_ticks_left", self.L + 1)
+
+
+def build_fields(k: Codes) -> list[Field]:
+    """The state's fields: prefill's, the READs', decode's, then the two block pools."""
+    e = k.cfg.engine
+    req = k.req
+
+    def en(name: str, labels: tuple[str, ...]) -> Domain:
+        return Domain(name, len(labels), labels)
+
+    flag = en("flag", ("no", "yes"))
+    fields = [
+        Field("p_phase", (req,), en("p_phase", P_LABELS), P_NEW, "prefill's view of the request"),
+        Field("src", (req,), k.pblock_ref, k.P, "prefill block holding the request's KV"),
+        Field("lease", (req,), k.lease, 0, "ticks left on prefill's lease (_reqs_to_send expiry)"),
+        Field("late", (req,), flag, 0, "prefill saw a completion notification after the lease expired"),
+        Field("d_phase", (req,), en("d_phase", D_LABELS), D_NEW, "decode's view of the request"),
+        Field("dest", (req,), k.block_ref, k.D, "decode block the READ fills"),
+        Field("rd", (req,), en("xfer", RD_LABELS), RD_NONE, "the NIXL transfer (pull: READ, push: WRITE)"),
+        Field("notif", (req,), flag, 0, "the transfer's completion notification on its way to the peer"),
+        Field("outcome", (req,), en("outcome", OUT_LABELS), OUT_NONE, "what the client got"),
+        Field("read", (req,), en("read", READ_LABELS), READ_NONE, "what decode computed on"),
+        Field("owner", (k.block,), k.owner, FREE, "decode block owner", sentinel=True),
+        Field("content", (k.block,), k.content, UNWRITTEN, "whose KV a decode block holds", sentinel=True),
+        Field("src_owner", (k.pblock,), k.owner, FREE, "prefill block owner", sentinel=True),
+        Field("src_content", (k.pblock,), k.content, UNWRITTEN, "whose KV a prefill block holds", sentinel=True),
+    ]
+    if e.mode == "push":
+        fields.append(Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writer"))
+    if k.A is not None:
+        fields.append(Field("age", (req,), Domain("age", k.A + 1), 0,
+                            "ticks waiting for decode to take the request, then for its READ"))
+    if k.I is not None:
+        fields.append(Field("hb_age", (), Domain("hb_age", k.I + 1), 0, "ticks since decode's last heartbeats"))
+    if e.decode_may_stall:
+        fields.append(Field("stalled", (), flag, 0, "decode's engine loop is stalled (a long forward pass)"))
+    return fields

@@ -1,0 +1,71 @@
+"""What a step means in vLLM's terms, for rendering traces: notes such as "the READ for R0
+takes q0, which now holds R1's KV (tenant B)".  Reads concrete states only; not part of the
+transition relation.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from kvproof.model.narration import Note
+from kvproof.spec.vllm.state import (
+    D_ENDED, D_HELD, P_HELD, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT, READ_FOREIGN, UNWRITTEN,
+)
+
+__all__ = ["VllmStory"]
+
+
+class VllmStory:
+    """Mixin of :class:`~kvproof.spec.vllm.protocol.VllmPd`: notes on concrete steps."""
+
+    def _get(self, state: Sequence[int], name: str, *idx: int) -> int:
+        return state[self.layout.slot(name, *idx)]
+
+    def content_label(self, code: int) -> str:
+        """Whose KV a content code stands for, with the tenant: ``R0's KV (tenant A)``."""
+        if code == UNWRITTEN:
+            return "nothing written"
+        r = code - 1
+        return f"R{r}'s KV (tenant {self.k.tenants[self.k.tenant[r]]})"
+
+    def story(self, pre: Sequence[int], name: str, args: dict[str, int], post: Sequence[int]) -> list[Note]:
+        """Notes for the step ``name(args)`` from ``pre`` to ``post``, in vLLM's words."""
+        r = args.get("req")
+        g = self._get
+        if name == "prefill_reap_expired_lease":
+            q = g(pre, "src", r)
+            reading = g(pre, "rd", r) == RD_POSTED or (g(pre, "rd", r) == RD_NONE and g(pre, "d_phase", r) != D_ENDED)
+            text = (f"prefill: \"Releasing expired KV blocks for request R{r}\" (lease of "
+                    f"{self.e.kv_lease_duration} ticks ran out): q{q} is free; decode is not told")
+            return [Note("hazard" if reading else "info", text)]
+        if name == "prefill_get_new_notifs" and g(pre, "p_phase", r) != P_HELD:
+            return [Note("hazard", f"prefill: \"Potentially invalid KV blocks for unrecognized request R{r} ... "
+                                   "retrieved by a decode worker\" (num_notifications_after_expiry); dropped, "
+                                   "nothing reaches decode")]
+        if name == "prefill_get_new_notifs":
+            return [Note("info", f"prefill: finished_sending R{r}: q{g(pre, 'src', r)} freed after the READ")]
+        if name in ("nixl_read_take_data", "nixl_write_land"):
+            xfer = "READ" if name == "nixl_read_take_data" else "WRITE"
+            q, p = g(pre, "src", r), g(pre, "dest", r)
+            held = g(pre, "src_content", q)
+            notes = []
+            if g(pre, "src_owner", q) != r + 1:
+                notes.append(Note("hazard", f"the {xfer} for R{r} takes q{q}, which R{r} no longer holds: it holds "
+                                            f"{self.content_label(held)}"))
+            if g(pre, "owner", p) != r + 1:
+                notes.append(Note("hazard", f"the {xfer} for R{r} lands in p{p}, which decode freed"
+                                            + (f" and gave to R{g(pre, 'owner', p) - 1}" if g(pre, "owner", p) else "")))
+            return notes
+        if name == "decode_finished_recving" and g(post, "read", r) in (READ_FOREIGN, READ_CROSS_TENANT):
+            p = g(pre, "dest", r)
+            return [Note("hazard", f"decode runs R{r} (tenant {self.k.tenants[self.k.tenant[r]]}) on p{p} holding "
+                                   f"{self.content_label(g(pre, 'content', p))}: served with HTTP 200")]
+        if name == "decode_send_heartbeats":
+            return [Note("info", f"HB: leases extended to at least {self.k.X} ticks")]
+        if name == "decode_abort" and g(post, "d_phase", r) == D_HELD:
+            return [Note("info", f"R{r} aborted in WAITING_FOR_REMOTE_KVS: delay_free_blocks until finished_recving")]
+        if name == "prefill_get_transfer_results":
+            return [Note("info", f"prefill: finished_sending R{r}: its WRITE is done, q{g(pre, 'src', r)} freed")]
+        if name == "decode_abort" and g(pre, "rd", r) in (RD_POSTED, RD_TAKEN):
+            return [Note("hazard", f"R{r} aborted with its READ in flight: p{g(pre, 'dest', r)} freed at once")]
+        return []

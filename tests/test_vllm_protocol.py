@@ -1,0 +1,249 @@
+"""vLLM 0.33.0's PD protocol, pull and push mode (spec/vllm): its catalogue's state counts and verdicts,
+mutants its claims must catch, its scenario tables, and its traces told in vLLM's terms."""
+
+from pathlib import Path
+
+import pytest
+
+from kvproof.checker.cli import main
+from kvproof.checker.explicit import explore
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_scenario
+from kvproof.spec.vllm.config import Config, Engine, Request
+from kvproof.spec.vllm.protocol import VllmPd
+from kvproof.spec.vllm.state import D_ENDED, D_TRACKED, OUT_ABORTED, P_SENT, RD_POSTED, READ_OWN
+
+from .conftest import checked
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+ISOLATION = {"decode_reads_only_own_pages", "no_cross_tenant_read"}
+
+# scenario: (distinct states, the invariants it violates)
+CATALOGUE = {
+    "vllm-pull-ttl-expiry": (606, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-lease-outlasts-read": (546, set()),
+    "vllm-pull-lease-equals-read": (725, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-heartbeat-stall": (2050, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-heartbeat": (221, set()),
+    "vllm-pull-abort-before-32255": (2987, ISOLATION | {"no_write_after_release"}),
+    "vllm-pull-abort-32255": (2849, set()),
+    "vllm-pull-abort-finished-before-25067": (2539, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-push-lease-expiry-stall": (1656, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-push-heartbeat": (197, set()),
+    "vllm-push-abort-unanswered": (3600, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+}
+
+
+def test_the_catalogue_lists_the_vllm_scenarios_after_sglangs():
+    names = builtin_names()
+    vllm = [n for n in names if builtin(n).family == "vllm"]
+    assert vllm == list(CATALOGUE) and names[-len(vllm):] == vllm
+    assert all(builtin(n).protocol == "vllm" for n in vllm)
+
+
+@pytest.mark.parametrize("name", list(CATALOGUE))
+def test_state_counts_and_verdicts_are_pinned(name):
+    states, violated = CATALOGUE[name]
+    rep = checked(name)
+    assert rep.complete and rep.stats.states == states
+    assert states < 50_000
+    assert {c.claim for c in rep.claims if c.kind == "invariant" and c.verdict == "violated"} == violated
+    assert all(c.matches for c in rep.claims)
+    assert all(c.verdict == "reached" for c in rep.claims if c.kind == "witness" and c.expected == "reached")
+    live = {c.claim: c.verdict for c in rep.claims if c.kind == "liveness"}
+    if "stall" in name:  # a decode that may stall forever: weak fairness cannot promise progress
+        assert live == {}
+    else:  # V5: the aborted push load is held forever; everything else ends
+        bad = "violated" if name == "vllm-push-abort-unanswered" else "verified"
+        assert live == {"held_pages_are_released": bad, "requests_end": bad}
+
+
+def test_every_verified_scenario_exercises_reads_and_reuse():
+    for name, (_, violated) in CATALOGUE.items():
+        got = {c.claim: c.verdict for c in checked(name).claims}
+        assert got["sometimes_request_succeeds"] == "reached", name
+        if not violated and "abort" not in name:  # the benign V1 / V7 settings
+            assert got["sometimes_source_block_reused"] == "reached", name
+            assert got["sometimes_lease_expires_before_read"] == "unreachable", name
+
+
+# -- mutants: a broken engine must change a verdict ------------------------------------------------
+class HeartbeatDoesNotExtend(VllmPd):
+    """Decode sends heartbeats but prefill's ``_handle_heartbeat`` never extends a lease."""
+
+    def decode_send_heartbeats(self, s, n):
+        o = s.ops
+        s.require(self._running(s))
+        s.require(o.eq(s.hb_age, self.k.I))
+        s.require(o.any_(o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs))
+        n.hb_age = 0
+
+
+class NotifyAtPost(VllmPd):
+    """The completion notification is sent when the READ is posted (a notify-only message),
+    not carried by the READ after its data moved."""
+
+    def decode_start_load_kv(self, s, n, r):
+        super().decode_start_load_kv(s, n, r)
+        n.notif[r] = 1
+
+
+class FreeAbortedLoadAtOnce(VllmPd):
+    """#32255 reverted in code while the flag says it is on."""
+
+    def decode_abort(self, s, n, r):
+        o = s.ops
+        s.require(o.is_in(s.d_phase[r], D_TRACKED))
+        s.require(self._running(s))
+        n.outcome[r] = OUT_ABORTED
+        n.d_phase[r] = D_ENDED
+        self._free(s, n, r, "owner", "dest")
+
+
+class PushFreesAtPost(VllmPd):
+    """Push: prefill reports ``finished_sending`` as soon as its WRITE is posted, not when the
+    WRITE handle is done."""
+
+    def prefill_push_write(self, s, n, r):
+        super().prefill_push_write(s, n, r)
+        n.p_phase[r] = P_SENT
+        n.lease[r] = 0
+        self._free(s, n, r, "src_owner", "src")
+
+
+MUTANTS = [
+    ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
+    ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
+    ("aborted load freed at once", "vllm-pull-abort-32255", FreeAbortedLoadAtOnce, "no_write_after_release"),
+    ("push: heartbeat does not extend the lease", "vllm-push-heartbeat", HeartbeatDoesNotExtend,
+     "no_source_free_while_read"),
+    ("push: source freed when the WRITE is posted", "vllm-push-heartbeat", PushFreesAtPost, "no_source_free_while_read"),
+]
+
+
+def _hits(spec, claim):
+    m = Machine(spec)
+    i = [c.name for c in m.claims].index(claim)
+    ex = explore(m, claims=[i])
+    return ex.complete, i in ex.hit_at
+
+
+@pytest.mark.parametrize("what,scenario,mutant,claim", MUTANTS, ids=[m[0] for m in MUTANTS])
+def test_a_mutant_changes_the_verdict(what, scenario, mutant, claim):
+    sc = builtin(scenario)
+    assert sc.expect[claim] == "verified"
+    assert _hits(sc.build(), claim) == (True, False)
+    assert _hits(mutant(sc.config), claim) == (True, True), f"mutant '{what}' survived"
+
+
+# -- the model's own promises -------------------------------------------------------------------------
+def test_a_late_notification_is_seen_on_prefill_and_changes_nothing_on_decode():
+    spec = builtin("vllm-pull-ttl-expiry").build()
+    m = Machine(spec)
+    labels = ["prefill_request_finished(req=R0)", "clock_tick()", "prefill_reap_expired_lease(req=R0)",
+              "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)", "nixl_read_take_data(req=R0)",
+              "nixl_read_complete(req=R0)"]
+    before = m.run(*labels)
+    after = m.run("prefill_get_new_notifs(req=R0)", state=before)
+    changed = {f.name for f in spec.layout.fields
+               if any(before[spec.layout.slot(f.name, *i)] != after[spec.layout.slot(f.name, *i)] for i in _idx(f))}
+    assert changed == {"notif", "late"}
+
+
+def _idx(f):
+    if not f.dims:
+        return [()]
+    if len(f.dims) == 1:
+        return [(i,) for i in range(f.dims[0].size)]
+    raise AssertionError(f.name)
+
+
+def test_the_read_takes_the_source_as_it_is_when_the_data_moves():
+    spec = builtin("vllm-pull-ttl-expiry").build()
+    m = Machine(spec)
+    s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+              "clock_tick()", "prefill_reap_expired_lease(req=R0)", "prefill_request_finished(req=R1)")
+    assert s[spec.layout.slot("rd", 0)] == RD_POSTED
+    s = m.run("nixl_read_take_data(req=R0)", state=s)
+    assert s[spec.layout.slot("content", 0)] == 2  # R1's KV in R0's destination block p0
+
+
+# -- scenario tables ----------------------------------------------------------------------------------
+GOOD = {"name": "x", "protocol": "vllm", "sizes": {"prefill_blocks": 1, "decode_blocks": 2},
+        "requests": [{"tenant": "A"}]}
+
+
+def test_the_tables_round_trip_through_a_trace():
+    for name in CATALOGUE:
+        sc = builtin(name)
+        again = parse_scenario(sc.to_data(), "t")
+        assert again.config == sc.config and again.family == "vllm"
+
+
+@pytest.mark.parametrize("patch,message", [
+    ({"sizes": {"prefill_blocks": 0, "decode_blocks": 2}}, "x.toml: [sizes].prefill_blocks: expected a whole number in 1..4, got 0"),
+    ({"requests": [{"tenant": "A", "pages": 2}]}, "x.toml: requests[0]: expected a table with exactly tenant"),
+    ({"engine": {"kv_lease_duration": 0}}, "x.toml: [engine].kv_lease_duration: expected a whole number of ticks in 1..6, got 0"),
+    ({"engine": {"heartbeat_interval": "never"}}, "x.toml: [engine].heartbeat_interval: expected a whole number of ticks in 1..6 or \"none\""),
+    ({"engine": {"decode_may_stall": 1}}, "x.toml: [engine].decode_may_stall: expected true or false, got 1"),
+    ({"engine": {"lease": 3}}, "x.toml: [engine].lease: expected one of mode, kv_lease_duration"),
+    ({"engine": {"mode": "both"}}, "x.toml: [engine].mode: expected one of pull, push, got 'both'"),
+])
+def test_bad_tables_are_one_line(patch, message):
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario({**GOOD, **patch}, "x.toml")
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_knobs_default_to_0_33_0_as_shipped():
+    sc = parse_scenario(GOOD, "x.toml")
+    assert sc.config == Config((Request("A"),), 1, 2, Engine())
+    assert sc.config.engine.heartbeat_interval == 1 and sc.config.engine.delay_free_aborted_load
+
+
+# -- traces in vLLM's terms -----------------------------------------------------------------------------
+def test_push_decode_finishes_the_load_on_the_writes_notification_only():
+    spec = builtin("vllm-push-heartbeat").build()
+    m = Machine(spec)
+    s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_send_push_reg(req=R0)",
+              "prefill_push_write(req=R0)", "nixl_write_land(req=R0)")
+    assert m.step(s, _aid(m, "decode_finished_recving(req=R0)")) is None
+    s = m.run("nixl_write_complete(req=R0)", "decode_finished_recving(req=R0)", state=s)
+    assert s[spec.layout.slot("read", 0)] == READ_OWN and s[spec.layout.slot("notif", 0)] == 0  # own KV, count consumed
+
+
+def _aid(m, label):
+    return next(i for i in range(len(m.instances)) if m.label(i) == label)
+
+
+def test_show_tells_the_lease_expiry_in_vllms_words(capsys):
+    code = main(["show", str(TRACES / "vllm-pull-heartbeat-stall__no_cross_tenant_read.itf.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "decode_stall()" in out and "prefill_reap_expired_lease(req=R0)" in out
+    assert '"Releasing expired KV blocks for request R0"' in out and "decode is not told" in out
+    assert "the READ for R0 takes q0, which R0 no longer holds: it holds R1's KV (tenant B)" in out
+    assert "served with HTTP 200" in out and "no_cross_tenant_read fails after step 13" in out
+
+
+def test_show_tells_the_push_write_outstanding_at_expiry(capsys):
+    code = main(["show", str(TRACES / "vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "decode_send_push_reg(req=R0)" in out and "prefill_push_write(req=R0)" in out
+    assert "the WRITE for R0 takes q0, which R0 no longer holds: it holds R1's KV (tenant B)" in out
+
+
+def test_a_bad_vllm_scenario_file_is_one_line_with_exit_3(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nprotocol = "vllm"\n[sizes]\nprefill_blocks = 1\ndecode_blocks = 1\n'
+                   '[[requests]]\ntenant = "A"\n[engine]\nmode = "both"\n')
+    code = main(["check", str(bad), "--no-traces"])
+    err = capsys.readouterr().err
+    assert code == 3 and err.count("\n") == 1 and "[engine].mode: expected one of pull, push, got 'both'" in err
+    good = tmp_path / "good.toml"
+    good.write_text(bad.read_text().replace('mode = "both"', 'mode = "push"'))
+    # it runs: with the router's delay unbounded, the lease expires before decode takes the request (V1),
+    # so the invariants the file leaves at their default "verified" are violated: exit 1
+    assert main(["check", str(good), "--no-traces", "--quiet"]) == 1
+    good.write_text(good.read_text() + "arrival_latency_bound = 0\nread_latency_bound = 1\n")
+    assert main(["check", str(good), "--no-traces", "--quiet"]) == 0
