@@ -21,6 +21,18 @@ def run(capsys, *argv):
 def test_list(capsys):
     code, out, _ = run(capsys, "list", "--claims")
     assert code == 0 and "incident" in out and "v0.5.22" in out and "no_cross_tenant_read" in out
+    # every protocol's claims, each under its own heading (only SGLang's were listed)
+    sglang, vllm = out.split("claims of the sglang protocol (PdProtocol):\n")[1].split(
+        "claims of the vllm protocol (VllmPd):\n")
+    assert "sometimes_abort_mid_transfer  (witness)" in sglang and "sometimes_abort_mid_transfer" not in vllm
+    assert "no_cross_tenant_read  (invariant)" in vllm
+
+
+def test_conform_refuses_a_protocol_it_has_no_harness_for(capsys, tmp_path):
+    for target in ("vllm-pull-ttl-expiry", str(ROOT / "traces" / "vllm-pull-ttl-expiry__no_cross_tenant_read.itf.json")):
+        code, _, err = run(capsys, "conform", target)
+        assert code == 3 and err.startswith("kvproof: error: conform: vllm-pull-ttl-expiry is a scenario of the "
+                                            "vllm protocol; conform replays traces on sglang==0.5.23's code only")
 
 
 def test_check_json_shape_and_exit_code(capsys, tmp_path):

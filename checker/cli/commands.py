@@ -82,12 +82,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     width = max(len(s.name) for s in scenarios)
     for sc in scenarios:
         out.print(f"{sc.name:<{width}}  {sc.title}", overflow="ignore", crop=False)
-    if args.claims:
-        spec = scenarios[0].build()
-        out.print()
-        for c in spec.claims:
-            tag = c.kind if c.at == "always" else f"{c.kind}, at quiescence"
-            out.print(f"{c.name}  ({tag})\n    {c.doc}")
+    if args.claims:  # each protocol's claims, from its first built-in scenario
+        first: dict[str, Any] = {}
+        for sc in scenarios:
+            first.setdefault(sc.family, sc)
+        for family, sc in first.items():
+            out.print(f"\nclaims of the {family} protocol ({sc.build().__class__.__name__}):")
+            for c in sc.build().claims:
+                tag = c.kind if c.at == "always" else f"{c.kind}, at quiescence"
+                out.print(f"{c.name}  ({tag})\n    {c.doc}")
     return EXIT_OK
 
 

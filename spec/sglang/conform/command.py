@@ -67,8 +67,10 @@ def run_conform(args: argparse.Namespace, resolve: Callable[[str], Scenario], ou
     if args.engine != ENGINE:
         raise bad(f"--engine {args.engine}: only {ENGINE} is supported")
     traces, scenarios = _targets(args, resolve, bad)
-    for path in traces:  # bad input first, before the slow import
-        read_trace(path)
+    for sc in scenarios + [read_trace(path).scenario for path in traces]:  # bad input first, before the slow import
+        if sc.family and sc.family != "sglang":
+            raise bad(f"conform: {sc.name} is a scenario of the {sc.family} protocol; conform replays traces on "
+                      f"{ENGINE}'s code only (the {sc.family} protocol has no conformance harness yet)")
     if progress is not None:
         progress.note(f"importing {ENGINE}")
     try:
