@@ -262,6 +262,7 @@ def render_reports(reports: Iterable[ScenarioReport]) -> Group:
         how = _search_note(rep)
         if how:
             notes.append(Text(f"{rep.scenario.name}: {how}", style="dim"))
+        notes += [Text(f"{rep.scenario.name}: note: {note}", style="yellow") for note in rep.notes]
     parts: list[Any] = [table]
     if written:
         parts += [Text("Counterexamples written:")] + written

@@ -34,7 +34,7 @@ from kvproof.spec.sglang.state import (
     D_NEW, D_RESERVED, D_VERIFIED, D_WAITING, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE, OUT_SUCCESS,
     P_ENDED, P_NEW, P_QUEUED, P_SENDING, P_STOPPED, PAB_ACKED, PAB_CLEARED, PAB_NONE,
     PAB_RECEIVED, POLL_FAILED, POLL_NONE, POLL_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
-    READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields, kv_of, owned_by,
+    READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, WriteTarget, build_fields, kv_of, owned_by,
 )
 from kvproof.spec.sglang.narration import PdNarration
 from kvproof.spec.sglang.story import PdStory
@@ -237,6 +237,22 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         if self.k.M and pr == 0:
             flying.append(s.aux_wr[r] >= WR_FLIGHT)
         return o.any_(flying)
+
+    def write_targets(self, s) -> list[WriteTarget]:
+        """Every write the protocol issues into decode memory, declared as a resource
+        (:class:`WriteTarget`: issuing request, in-flight condition, owner field, destination):
+        each write stream's write of each chunk into its decode page (``wr`` into ``dest``,
+        owned in ``owner``), then each request's aux write into its metadata slot (``aux_wr``
+        into ``aux``, owned in ``aux_owner``).  ``no_write_after_release`` iterates over these;
+        a variant that adds a kind of write returns ``super().write_targets(s)`` plus its own,
+        and the base claim checks it."""
+        k = self.k
+        out = [WriteTarget(r, s.wr[r, w, c] >= WR_FLIGHT, "owner", s.dest[r, c], "page")
+               for r in range(k.R) for w in range(k.S) for c in range(self.send_len(r))]
+        if k.M:
+            out += [WriteTarget(r, s.aux_wr[r] >= WR_FLIGHT, "aux_owner", s.aux[r], "aux")
+                    for r in range(k.R)]
+        return out
 
     def writes_in_flight(self, s, r: int):
         """Some write of ``r`` (any rank, any chunk, the aux data) is still in flight (a
