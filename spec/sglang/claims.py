@@ -48,7 +48,7 @@ class PdClaims:
         H2 (immediate release on abort), H3 (receipt ack taken as drain), H6 (timeout shorter
         than the write latency), H7 (failure releases at once), partial acks across ranks, stale
         acks of a reused room, and an aux slot freed before its write.  It covers every write
-        the protocol declares (:meth:`write_targets`), a variant's own writes included."""
+        the protocol declares in write_targets, a variant's own writes included."""
         o = s.ops
         return o.all_(
             o.implies(t.in_flight, getattr(s, t.owner)[t.dest] == owned_by(t.request))

@@ -27,7 +27,7 @@ __all__ = [
     "ABT_NONE", "ABT_SENT", "ABT_DELIVERED",
     "READ_NONE", "READ_OWN", "READ_FOREIGN", "READ_CROSS_TENANT",
     "WR_NOT_ISSUED", "WR_LANDED", "WR_FLIGHT",
-    "FREE", "UNWRITTEN", "NO_TENANT", "owned_by", "kv_of", "owner_request",
+    "FREE", "UNWRITTEN", "NO_TENANT", "owned_by", "kv_of", "owner_request", "request_name", "room_of",
     "WriteTarget", "Codes", "build_fields",
 ]
 
@@ -102,6 +102,19 @@ class WriteTarget:
     owner: str
     dest: Any
     kind: str = "write"
+
+
+def room_of(r: int) -> int:
+    """The bootstrap room of request slot ``r`` (today a slot's room is its own number)."""
+    return r
+
+
+def request_name(number: int, room: int) -> str:
+    """How every rendering names a request: ``R<number>@room<room>``.  ``number`` counts the
+    trace's requests in the order they arrived (the first request of slot ``r`` is ``r``; a
+    room's next request, with request streams, takes the next free number), so two requests that
+    share a room are named apart and a request is never named by its room."""
+    return f"R{number}@room{room}"
 
 
 class Codes:
