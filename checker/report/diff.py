@@ -127,7 +127,8 @@ def render_diff(d: TraceDiff, name_a: str = "A", name_b: str = "B") -> Group:
     if d.fields:
         where = "in the initial state" if k == 0 else f"after step {k}"
         parts.append(Text(f"fields that differ {where}:", style="bold"))
-        parts += [Text(f"  {name}: A {va} · B {vb}") for name, va, vb in d.fields]
+        parts += [Text(f"  {a.shown(name, k)}: A {a.shown(str(va), k)} · B {b.shown(str(vb), k)}")
+                  for name, va, vb in d.fields]
     parts.append(Text(f"then A goes on for {len(a) - k} more step{'s' if len(a) - k != 1 else ''} "
                       f"(last: {_shown_label(a, len(a)) or 'initial state'}) and B for {len(b) - k} "
                       f"(last: {_shown_label(b, len(b)) or 'initial state'})"))
