@@ -207,9 +207,9 @@ MUTANTS: list[Mutant] = [
            "s.read[r] <= READ_OWN + 1", "reading another request's KV of the same tenant is allowed (constant)"),
     Mutant("cl-cross-tenant-eq", C, "no_cross_tenant_read", "s.read[r] != READ_CROSS_TENANT",
            "s.read[r] != READ_CROSS_TENANT - 1", "the claim forbids foreign reads, not cross-tenant ones (constant)"),
-    Mutant("cl-write-into-owned", C, "no_write_after_release", "s.owner[s.dest[r, c]] == owned_by(r)",
-           "s.owner[s.dest[r, c]] != FREE", "a write into a page anyone owns counts as safe",
-           equivalent="kv_transfer_write reads no decode page owner, so a write into a reallocated page can be issued one step earlier, while the page is free, where the weakened claim flags it too"),
+    Mutant("cl-write-into-owned", C, "no_write_after_release", "getattr(s, t.owner)[t.dest] == owned_by(t.request)",
+           "getattr(s, t.owner)[t.dest] != FREE", "a write into a page or slot anyone owns counts as safe",
+           equivalent="no write is issued by reading the owner of its page or slot, so a write into a reallocated one can be issued one step earlier, while it is free, where the weakened claim flags it too"),
     Mutant("cl-source-owned-by-anyone", C, "no_source_free_while_read", "s.src_owner[s.src[r, c]] == owned_by(r)",
            "s.src_owner[s.src[r, c]] != FREE", "a source page owned by anyone counts as held",
            equivalent="a source page is reallocated only from free, and a write still reading it was issued while "
