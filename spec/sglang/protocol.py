@@ -307,31 +307,40 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         if not self.e.aux_held_with_pages:  # the slot goes back at once, held or not
             self.release_aux(s, n, r, when=live)
 
+    def read_targets(self, s, r: int) -> list[tuple]:
+        """What decode's read of ``r`` takes, declared part by part: ``(held, landed)`` per part,
+        ``held`` the content code it finds there and ``landed`` the condition that ``r``'s own
+        writes into it have all landed (``True``: nothing more to wait for).  The base spec declares every shard of every reserved
+        page (``content`` at ``dest``; landed: every write stream's write of that chunk) and,
+        with metadata slots, the request's slot (``aux_content`` at ``aux``; landed: the aux
+        write).  :meth:`classify_read`, and so ``decode_reads_only_own_pages`` and
+        ``no_cross_tenant_read``, covers every part declared here; a variant whose decode reads
+        a pool of its own returns ``super().read_targets(s, r)`` plus its parts."""
+        k = self.k
+        out = []
+        for c in range(self.pages(r)):
+            p = s.dest[r, c]
+            landed = s.ops.all_(s.wr[r, w, c] == WR_LANDED for w in range(k.S))  # (with the first shard)
+            out += [(s.content[u, p], landed if u == 0 else True) for u in range(k.U)]
+        if k.M:
+            out.append((s.aux_content[s.aux[r]], s.aux_wr[r] == WR_LANDED))
+        return out
+
     def classify_read(self, s, r: int):
         """What decode's read of ``r``'s pages (every shard) and aux data finds (a ``READ_*``
         code) and whether everything was written by ``r``'s own transfer (a condition: what the
-        checksum of PR 39500 compares), as the decode forward after ``pop_transferred`` reads."""
+        checksum of PR 39500 compares), as the decode forward after ``pop_transferred`` reads:
+        over every part :meth:`read_targets` declares."""
         o = s.ops
         k = self.k
         found = o.const(READ_OWN)
         intact = o.const(True)
-
-        def see(held):
+        for held, landed in self.read_targets(s, r):
             own = held == kv_of(r)
             cross = (held != UNWRITTEN) & (o.lookup(k.tenant_of_content, held) != k.tenant[r])
-            return own, o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
-
-        for c in range(self.pages(r)):
-            p = s.dest[r, c]
-            for u in range(k.U):
-                own, kind = see(s.content[u, p])
-                found = o.max_(found, kind)
-                intact = o.and_(intact, own)
-            intact = o.and_(intact, *[s.wr[r, w, c] == WR_LANDED for w in range(k.S)])
-        if k.M:
-            own, kind = see(s.aux_content[s.aux[r]])
+            kind = o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
             found = o.max_(found, kind)
-            intact = o.and_(intact, own, s.aux_wr[r] == WR_LANDED)
+            intact = o.and_(intact, own, *([] if landed is True else [landed]))
         return found, intact
 
     # -- prefill: admission and forward ----------------------------------------------------------
