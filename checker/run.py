@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from kvproof.model.machine import Machine
+from kvproof.model.registry import builtin_ancestor
 from kvproof.model.replay import run_actions
 from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
 from kvproof.checker.explicit import Exploration, Limits, Stats, explore
@@ -132,6 +133,10 @@ def check_scenario(
     index = {c.name: i for i, c in enumerate(machine.claims)}
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
     tracked = [index[c] for c in expected if c not in live]
+    base = builtin_ancestor(type(spec))
+    unlisted = [] if only or base is None or base is type(spec) else [
+        i for i, c in enumerate(machine.claims) if c.kind == "witness" and c.name not in expected]
+    tracked += unlisted
     reduction = reduction_for(machine) if symmetry else None
     canon = reduction.canonicaliser if reduction is not None else None
     exploration = graph = None
@@ -168,4 +173,25 @@ def check_scenario(
         report.claims.append(row)
         if report.complete and isinstance(result, Inconclusive):  # the liveness graph stopped short
             report.complete, report.reason = False, result.reason
+    if unlisted and exploration is not None and exploration.complete:
+        report.notes += _vacuous_witnesses(scenario, spec, base, machine,
+                                           [i for i in unlisted if i not in exploration.hit_at], limits)
     return report
+
+
+def _vacuous_witnesses(scenario: Scenario, spec, base: type, machine: Machine, missed: list[int],
+                       limits: Limits) -> list[str]:
+    """One note per witness in ``missed`` (unlisted, never reached by the variant ``spec``'s
+    complete search) that the spec class the variant subclasses reaches on the same
+    configuration: the variant made it unreachable.  A witness the base cannot reach either
+    (a dimension the scenario leaves off) is not the variant's doing and gets no note."""
+    if not missed or limits.expired():
+        return []
+    names = [machine.claims[i].name for i in missed]
+    base_machine = Machine(base(scenario.config))
+    where = {c.name: i for i, c in enumerate(base_machine.claims)}
+    ids = [where[n] for n in names if n in where]
+    found = explore(base_machine, limits, claims=ids, stop_when_all_hit=True)
+    variant = type(spec).__name__
+    return [f"witness {base_machine.claims[i].name} is unreachable in this variant ({variant}) but reachable in "
+            f"{base.__name__}: a verified invariant may be vacuous" for i in ids if i in found.hit_at]

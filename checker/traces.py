@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections import namedtuple
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import itf_py
 
 from kvproof.model.files import read_user_text
 from kvproof.model.machine import Machine
+from kvproof.model.narration import rename
 from kvproof.model.layout import LayoutError
 from kvproof.model.scenario import Scenario, ScenarioError, parse_scenario
 from kvproof.checker.atomic import write_text_atomic
@@ -61,8 +63,24 @@ class Trace:
         return len(self.actions)
 
     def labels(self) -> list[str]:
-        """``action(params)`` of every step."""
+        """``action(params)`` of every step (index labels as the state has them: ``R0``)."""
         return [self.machine.label(a) for a in self.actions]
+
+    @cached_property
+    def names(self) -> list[dict[str, str]]:
+        """Per state, the names renderings show for its index labels
+        (:meth:`~kvproof.model.framework.Spec.display_names`: SGLang's ``R0`` is ``R0@room0``)."""
+        names = self.machine.spec.display_names(self.states, self.actions)
+        return list(names) + [{}] * (len(self.states) - len(names))
+
+    def shown(self, text: str, k: int) -> str:
+        """``text`` (a label, a note, a value) as renderings show it at state ``k`` (the state
+        after step ``k``): its index labels renamed by :attr:`names`."""
+        return rename(text, self.names[k])
+
+    def shown_labels(self) -> list[str]:
+        """:meth:`labels` as renderings show them (step ``k``'s with the names after it)."""
+        return [self.shown(label, k + 1) for k, label in enumerate(self.labels())]
 
 
 def trace_filename(scenario: str, claim: str) -> str:

@@ -334,6 +334,13 @@ class Spec:
         the initial state; default: none)."""
         return []
 
+    def display_names(self, states: Any, actions: Any) -> list[dict[str, str]]:
+        """Per state of a trace (``states[k]``, reached by ``actions[k-1]``), the names every
+        rendering shows for index labels of that state (``{label: name}``), for a protocol
+        whose index slots stand for changing things; labels not renamed stay (default: none
+        is; the state and trace files always keep the labels)."""
+        return [{} for _ in states]
+
     def page_timelines(self, states: Any, actions: Any, include_quiet: bool = False) -> list[PageTimeline]:
         """Each page through a trace (default: none)."""
         return []

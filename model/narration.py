@@ -15,9 +15,21 @@ what they return and know nothing of any protocol.  These are the things returne
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Mapping
 
-__all__ = ["Note", "Lane", "Message", "Cell", "PageMap", "PageEvent", "PageCell", "PageTimeline"]
+__all__ = ["Note", "Lane", "Message", "Cell", "PageMap", "PageEvent", "PageCell", "PageTimeline", "rename"]
+
+
+def rename(text: str, names: Mapping[str, str]) -> str:
+    """``text`` with each label of ``names`` that stands as a word replaced by its name (see
+    :meth:`~.framework.Spec.display_names`): ``R0's KV`` reads ``R0@room0's KV``; ``R10``,
+    ``PR0`` and an already named ``R0@room0`` are left alone."""
+    if not names or not text:
+        return text
+    words = "|".join(re.escape(w) for w in sorted(names, key=len, reverse=True))
+    return re.sub(rf"(?<![\w@])({words})(?![\w@])", lambda m: names[m.group(1)], text)
 
 
 @dataclass(frozen=True)

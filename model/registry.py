@@ -158,6 +158,13 @@ def _family(cls: type) -> Protocol:
     raise ProtocolError(f"{cls.__name__} subclasses no registered protocol's base spec")
 
 
+def builtin_ancestor(cls: type) -> type | None:
+    """The nearest registered spec class that ``cls`` is or subclasses (the class an engine
+    variant was written against), ``None`` when there is none."""
+    specs = [make() for p in protocols() for make in p.specs.values()]
+    return next((klass for klass in cls.__mro__ if klass in specs), None)
+
+
 def _bases() -> tuple[type, ...]:
     return tuple(p.base() for p in protocols())
 

@@ -94,7 +94,7 @@ def test_show_and_replay_a_written_trace(capsys, tmp_path):
     run(capsys, "check", "abort-race", "--traces", str(tmp_path), "--quiet")
     trace = tmp_path / "abort-race__no_cross_tenant_read.itf.json"
     code, out, _ = run(capsys, "show", str(trace))
-    assert code == 0 and "reads p0 holding R0's KV (tenant A)" in out
+    assert code == 0 and "reads p0 holding R0@room0's KV (tenant A)" in out
     code, out, _ = run(capsys, "show", str(trace), "--step", "13")
     assert code == 0 and "late write from R0" in out and "Step 12" not in out
     code, _, err = run(capsys, "show", str(trace), "--step", "99")
@@ -189,11 +189,11 @@ def test_show_formats_and_focus(capsys, tmp_path):
     code, out, _ = run(capsys, "show", trace, "--format", "json", "--step", "13")
     doc = json.loads(out)
     assert code == 0 and [s["step"] for s in doc["steps"]] == [13]
-    assert doc["steps"][0]["messages"][0]["text"] == "late write from R0 lands on p0, now R1's"
+    assert doc["steps"][0]["messages"][0]["text"] == "late write from R0@room0 lands on p0, now R1@room1's"
     code, out, _ = run(capsys, "show", trace, "--format", "mermaid")
-    assert code == 0 and out.startswith("sequenceDiagram\n") and "pool->>decode: ✗ R1 reads p0" in out
+    assert code == 0 and out.startswith("sequenceDiagram\n") and "pool->>decode: ✗ R1@room1 reads p0" in out
     code, out, _ = run(capsys, "show", trace, "--only", "p0", "R1")
-    assert code == 0 and "Step 3  decode_prealloc(req=R0)" in out and "Step 1 " not in out
+    assert code == 0 and "Step 3  decode_prealloc(req=R0@room0)" in out and "Step 1 " not in out
 
 
 def test_diff_exit_codes(capsys, tmp_path):

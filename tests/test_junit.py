@@ -55,7 +55,7 @@ def test_an_unexpected_verdict_is_a_failure_with_the_counterexample(reports):
     assert suite.get("failures") == "1" and suite.get("errors") == "0"
     failure = suite.find("testcase[@name='no_cross_tenant_read']/failure")
     assert failure.get("message") == "expected verified, found violated after 15 steps"
-    assert "decode R1 (tenant B) reads p0 holding R0's KV (tenant A)" in failure.text
+    assert "decode R1@room1 (tenant B) reads p0 holding R0@room0's KV (tenant A)" in failure.text
     assert doc.find("testsuite[@name='abort-race']").get("failures") == "0"
 
 

@@ -19,18 +19,18 @@ def test_participants_steps_and_the_marked_read():
         "participant transfer as transfer engine", "participant decode as decode scheduler",
         "participant pool as page pool"]
     assert sum(1 for ln in lines if ln.strip().startswith("Note over client,pool: Step ")) == 15
-    i = lines.index("    pool->>decode: ✗ R1 reads p0, p0 holds R0's KV (tenant A)")
+    i = lines.index("    pool->>decode: ✗ R1@room1 reads p0, p0 holds R0@room0's KV (tenant A)")
     assert lines[i - 1].strip().startswith("rect rgb(") and "violating read" in lines[i + 1]
     assert lines[i + 2].strip() == "end"
-    assert "transfer->>pool: late write from R0 lands on p0, now R1's" in text
+    assert "transfer->>pool: late write from R0@room0 lands on p0, now R1@room1's" in text
     assert ";" not in text.replace("&#59;", "")  # statement separators would split messages
 
 
 def test_lost_messages_end_in_a_cross_and_focus_filters():
     t = _trace("lost-drain-ack", "quiescent_holds_nothing")
-    assert "prefill-xdecode: drain ack for R0 lost" in trace_mermaid(t)
+    assert "prefill-xdecode: drain ack for R0@room0 lost" in trace_mermaid(t)
     focused = trace_mermaid(t, Focus.of(t, ["R1"]))
-    assert "R1" in focused and "drain ack for R0 lost" not in focused
+    assert "R1@room1" in focused and "drain ack for R0@room0 lost" not in focused
 
 
 def test_real_mermaid_parses_and_renders_the_diagrams(tmp_path):

@@ -70,7 +70,7 @@ def test_project_scenarios_pass_and_a_wrong_expectation_fails(project):
     assert "FAILED scenarios/mine.toml::no_write_after_release" in out
     # a witness reads reached / unreachable ("verified" in GOOD is the old word, read as reached)
     assert "mine: sometimes_abort_mid_transfer was expected unreachable but is reached after" in out
-    assert "! p0 released while R0's chunk 0 write is still in flight" in out  # the counterexample
+    assert "! p0 released while R0@room0's chunk 0 write is still in flight" in out  # the counterexample
     assert "Traceback" not in out
 
 

@@ -27,10 +27,10 @@ def test_the_abort_race_renders_exactly_as_the_golden_text(race):
 
 def test_the_story_shows_the_late_write_and_the_foreign_read(race):
     text = to_text(render_trace(_trace(race, "no_cross_tenant_read")), width=100)
-    assert "! p0 released while R0's chunk 0 write is still in flight" in text
-    assert "! late write from R0 lands on p0, now reserved by R1" in text
-    assert "! decode R1 (tenant B) reads p0 holding R0's KV (tenant A)" in text
-    assert "R0 (A) !!" in text  # another tenant's KV in R1's page, marked without colour
+    assert "! p0 released while R0@room0's chunk 0 write is still in flight" in text
+    assert "! late write from R0@room0 lands on p0, now reserved by R1@room1" in text
+    assert "! decode R1@room1 (tenant B) reads p0 holding R0@room0's KV (tenant A)" in text
+    assert "R0@room0 (A) !!" in text  # another tenant's KV in R1's page, marked without colour
     assert text.rstrip().endswith("No response is computed from another tenant's KV (the incident's 155 responses).")
 
 
@@ -38,7 +38,7 @@ def test_the_incident_shows_a_placeholder_handoff_reading_another_tenants_page()
     rep = check_scenario(builtin("incident"), only=["no_cross_tenant_read"])
     text = to_text(render_trace(rep.claims[0].result.trace), width=100)
     assert "pending error" in text and "one-token placeholder" in text
-    assert "! decode R1 (tenant B) reads p1 holding R0's KV (tenant A)" in text
+    assert "! decode R1@room1 (tenant B) reads p1 holding R0@room0's KV (tenant A)" in text
 
 
 def test_changes_list_only_changed_fields(race):
@@ -49,7 +49,7 @@ def test_changes_list_only_changed_fields(race):
 def test_a_single_step_can_be_shown(race):
     t = _trace(race, "no_write_after_release")
     text = to_text(render_trace(t, step=6), width=100)
-    assert "Step 6  decode_abort(req=R0)" in text and "Step 5" not in text
+    assert "Step 6  decode_abort(req=R0@room0)" in text and "Step 5" not in text
 
 
 def test_the_verdict_table_at_fixed_width(race):

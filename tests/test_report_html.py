@@ -41,15 +41,16 @@ def test_one_section_per_counterexample_with_diagram_timeline_and_steps(page):
     for s in sections:
         assert len(s.xpath(".//svg//g[@class='lane']")) == 5
         assert s.xpath(".//ul[@class='pages']/li") and s.xpath(".//table[@class='grid']")
-        assert "Step 1  prefill_bootstrap_add(req=R0)" in s.xpath("string(.//pre[@class='steps'])")
+        assert "Step 1  prefill_bootstrap_add(req=R0@room0)" in s.xpath("string(.//pre[@class='steps'])")
 
 
 def test_the_foreign_page_read_is_in_the_diagram_and_the_timeline(page):
     s = page.xpath(f"//section[@id='{counterexample_id('incident', 'no_cross_tenant_read')}']")[0]
     reads = s.xpath(f".//svg//g[{_has_class('violating-read')}]")
-    assert len(reads) == 1 and "p1 holds R0's KV (tenant A)" in reads[0].text_content()
+    assert len(reads) == 1 and "p1 holds R0@room0's KV (tenant A)" in reads[0].text_content()
     p1 = [li for li in s.xpath(".//ul[@class='pages']/li") if li.text_content().startswith("p1:")][0]
-    assert [h.text_content() for h in p1.xpath(".//span[@class='hazard']")] == ["read by R1 (holds R0's KV (tenant A))"]
+    assert [h.text_content() for h in p1.xpath(".//span[@class='hazard']")] == [
+        "read by R1@room1 (holds R0@room0's KV (tenant A))"]
     hazard_cells = s.xpath(".//table[@class='grid']//tr[@data-page='p1']/td[contains(@class, 'hazard-event')]")
     assert len(hazard_cells) == 1  # the read at step 18
 
@@ -58,7 +59,7 @@ def test_the_abort_race_highlights_the_foreign_write():
     rep = check_scenario(builtin("abort-race"), only=["no_cross_tenant_read"])
     page = lxml_html.fromstring(report_html([rep]))
     p0 = [li for li in page.xpath("//ul[@class='pages']/li") if li.text_content().startswith("p0:")][0]
-    assert "late write from R0" in [h.text_content() for h in p0.xpath(".//span[@class='hazard']")]
+    assert "late write from R0@room0" in [h.text_content() for h in p0.xpath(".//span[@class='hazard']")]
     write = page.xpath(f"//svg//g[{_has_class('write')} and {_has_class('hazard')}]")
     assert len(write) == 1 and write[0].get("data-step") == "13"
 

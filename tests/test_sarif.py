@@ -76,7 +76,7 @@ def test_one_result_per_unexpected_verdict_at_the_claim_and_the_last_action(wron
     assert action_loc["artifactLocation"]["uri"] == "spec/sglang/protocol.py"
     assert _line("spec/sglang/protocol.py", action_loc["region"]["startLine"]).strip() == "def decode_abort(self, s, n, r):"
     flow = war["codeFlows"][0]["threadFlows"][0]["locations"]
-    assert len(flow) == 6 and flow[-1]["location"]["message"]["text"] == "step 6: decode_abort(req=R0)"
+    assert len(flow) == 6 and flow[-1]["location"]["message"]["text"] == "step 6: decode_abort(req=R0@room0)"
     # expected violated, found verified: no trace, so only the claim's location
     pc = results[1]
     assert len(pc["locations"]) == 1 and "codeFlows" not in pc

@@ -34,13 +34,13 @@ def test_every_step_has_a_message_on_known_lanes(race):
 def test_the_abort_race_story(race):
     by_step = {st.step: st for st in race}
     texts = {st.step: [m.text for m in st.messages] for st in race}
-    assert texts[6] == ["R0 chunk 0: RDMA write q0 → p0"]
+    assert texts[6] == ["R0@room0 chunk 0: RDMA write q0 → p0"]
     release = by_step[7].messages[-1]
     assert (release.src, release.dst, release.kind, release.hazard) == ("decode", "pool", "release", True)
     assert "still written in flight" in release.text
     late = by_step[13].messages[0]
     assert (late.src, late.dst, late.kind, late.hazard) == ("transfer", "pool", "write", True)
-    assert late.text == "late write from R0 lands on p0, now R1's"
+    assert late.text == "late write from R0@room0 lands on p0, now R1@room1's"
     assert not late.violation  # only the last step is the violation
 
 
@@ -49,7 +49,7 @@ def test_the_read_after_which_the_claim_fails_is_marked(race):
     assert len(reads) == 1
     read = reads[0]
     assert (read.step, read.src, read.dst) == (15, "pool", "decode")
-    assert read.text == "R1 reads p0; p0 holds R0's KV (tenant A)"
+    assert read.text == "R1@room1 reads p0; p0 holds R0@room0's KV (tenant A)"
     # the read comes before the release of the same step (decode reads, then finishes)
     kinds = [m.kind for m in race[-1].messages]
     assert kinds.index("read") < kinds.index("release")
@@ -61,9 +61,9 @@ def test_the_incident_placeholder_success_and_stale_read():
     assert len(success) == 1 and success[0].hazard
     last = story[-1]
     read = next(m for m in last.messages if m.kind == "read")
-    assert read.violating_read and "p1 holds R0's KV (tenant A)" in read.text
+    assert read.violating_read and "p1 holds R0@room0's KV (tenant A)" in read.text
     http = next(m for m in last.messages if m.dst == "client")
-    assert http.text == "R1: HTTP 200 (rejected prompt)" and http.hazard
+    assert http.text == "R1@room1: HTTP 200 (rejected prompt)" and http.hazard
 
 
 def test_a_witness_trace_marks_no_violation():
@@ -89,12 +89,12 @@ def test_a_variant_action_is_drawn_from_what_it_changed():
     assert last.label.startswith("decode_release_deferred")
     release = [m for m in last.messages if m.kind == "release"]
     assert len(release) == 1 and release[0].hazard and release[0].violation
-    assert release[0].text.startswith("release p0 (R0) on drain ack")
+    assert release[0].text.startswith("release p0 (R0@room0) on drain ack")
 
 
 def test_a_lost_drain_ack_is_a_lost_message():
     rep = check_scenario(builtin("lost-drain-ack"), only=["quiescent_holds_nothing"])
     story = trace_story(rep.claims[0].result.trace)
     lost = [m for st in story for m in st.messages if m.kind == "lost"]
-    assert [(m.src, m.dst, m.text) for m in lost] == [("prefill", "decode", "drain ack for R0 lost"),
-                                                     ("prefill", "decode", "drain ack for R1 lost")]
+    assert [(m.src, m.dst, m.text) for m in lost] == [("prefill", "decode", "drain ack for R0@room0 lost"),
+                                                     ("prefill", "decode", "drain ack for R1@room1 lost")]

@@ -47,7 +47,7 @@ def test_an_arrow_per_message_and_the_marked_read(race):
     assert len(reads) == 1
     read = reads[0]
     assert (read.get("data-step"), read.get("data-from"), read.get("data-to")) == ("15", "pool", "decode")
-    assert "R1 reads p0; p0 holds R0's KV (tenant A)" in "".join(read.itertext())
+    assert "R1@room1 reads p0; p0 holds R0@room0's KV (tenant A)" in "".join(read.itertext())
     assert read.find("s:line", NS).get("marker-end") == "url(#t-arrow-hazard)"
     late = [g for g in msgs if g.get("data-step") == "13"]
     assert len(late) == 1 and {"write", "hazard"} <= _classes(late[0]) and "violation" not in _classes(late[0])
@@ -56,9 +56,9 @@ def test_an_arrow_per_message_and_the_marked_read(race):
 def test_hazard_notes_are_written_under_their_step(race):
     notes = ["".join(t.itertext()) for t in race.iter("{http://www.w3.org/2000/svg}text")
              if t.get("class") == "hazard-note"]
-    assert notes == ["! p0 released while R0's chunk 0 write is still in flight",
-                     "! late write from R0 lands on p0, now reserved by R1",
-                     "! decode R1 (tenant B) reads p0 holding R0's KV (tenant A)"]
+    assert notes == ["! p0 released while R0@room0's chunk 0 write is still in flight",
+                     "! late write from R0@room0 lands on p0, now reserved by R1@room1",
+                     "! decode R1@room1 (tenant B) reads p0 holding R0@room0's KV (tenant A)"]
 
 
 def test_marker_ids_are_prefixed_so_diagrams_share_a_page():

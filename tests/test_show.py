@@ -10,6 +10,7 @@ from kvproof.checker.cli.commands import EXIT_BAD_INPUT, EXIT_OK, main
 from kvproof.checker.report.render import render_trace, to_text
 from kvproof.checker.traces import Trace
 from kvproof.model.machine import Machine
+from kvproof.model.narration import rename
 from kvproof.model.replay import run_actions
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.simulate import simulation_scenario
@@ -75,13 +76,17 @@ def test_show_full_prints_every_field_of_the_state_at_the_step(capsys):
     rows = [re.split(r"\s{2,}", line.strip()) for line in full.splitlines()]
     values = {r[0]: r[1] for r in rows if len(r) == 2}
     assert len(rows) == len(values) == 36  # every field of the abort race's state, one line each
-    assert values["owner[p0]"] == "R0" and values["wr[R0, P0, chunk 0]"] == "in_flight"  # (p0 once lost its name)
-    assert values["src_owner[q0]"] == "R0" and values["src_owner[q1]"] == "free" and values["d_phase[R1]"] == "new"
+    assert values["owner[p0]"] == "R0@room0" and values["wr[R0@room0, P0, chunk 0]"] == "in_flight"
+    assert values["src_owner[q0]"] == "R0@room0" and values["src_owner[q1]"] == "free"
+    assert values["d_phase[R1@room1]"] == "new"
     code, out, _ = run(capsys, "show", str(RACE), "--step", "6")
     assert "every field" not in out
     code, out, _ = run(capsys, "show", str(RACE), "--step", "6", "--full", "--format", "json")
-    state = json.loads(out)["steps"][0]["state"]
-    assert {k: str(v) for k, v in state.items()} == values and "initial_state" not in json.loads(out)
+    record = json.loads(out)["steps"][0]
+    state, names = record["state"], record["names"]  # JSON keeps the state's labels, and says their names
+    assert state["owner[p0]"] == "R0" and names == {"R0": "R0@room0", "R1": "R1@room1"}
+    assert {rename(k, names): rename(str(v), names) for k, v in state.items()} == values
+    assert "initial_state" not in json.loads(out)
     code, out, err = run(capsys, "show", str(RACE), "--full", "--format", "mermaid")
     assert code == EXIT_BAD_INPUT and "--full applies to --format text and json, not mermaid" in err
 
@@ -101,12 +106,12 @@ def test_a_64_page_map_shows_the_pages_that_matter_and_counts_the_rest(simulated
     assert max(map(len, lines)) <= 100
     step0 = lines[lines.index("Step 0  initial state") + 1]
     assert step0 == "decode pages: all 64 owner free, holds ·"
-    at = lines.index("Step 15  kv_write_lands(req=R3, chunk=0)   [transfer]")
+    at = lines.index("Step 15  kv_write_lands(req=R3@room3, chunk=0)   [transfer]")
     assert lines[at + 4:at + 8] == ["decode pages  p0",
-                                    "owner         R6",
-                                    "holds         R3 (B) !!",
+                                    "owner         R6@room6",
+                                    "holds         R3@room3 (B) !!",
                                     "… 63 other decode pages unchanged by this step"]
-    at = lines.index("Step 1  prefill_bootstrap_add(req=R3)   [prefill]")
+    at = lines.index("Step 1  prefill_bootstrap_add(req=R3@room3)   [prefill]")
     assert lines[at + 2] == "decode pages: none of the 64 changed by this step"
     assert not any(line.strip() in ("…", "·") for line in lines)  # no collapsed columns
 

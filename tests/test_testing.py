@@ -19,7 +19,7 @@ def test_the_incident_is_not_and_the_failure_shows_the_counterexample():
         check("incident").assert_verified()
     text = str(e.value)
     assert "incident: no_cross_tenant_read is violated; counterexample (18 steps)" in text
-    assert "! decode R1 (tenant B) reads p1 holding R0's KV (tenant A)" in text
+    assert "! decode R1@room1 (tenant B) reads p1 holding R0@room0's KV (tenant A)" in text
     assert "no_write_after_release" not in text  # that one holds
 
 

@@ -265,6 +265,7 @@ def json_reports(reports) -> dict[str, Any]:
                     "workers": r.stats.workers,
                     "worker_cpu_seconds": list(r.stats.worker_cpu),
                 },
+                "notes": list(r.notes),
                 "results": [
                     {
                         "invariant": c.claim,

@@ -73,6 +73,12 @@ def _label(trace: Trace, k: int) -> str | None:
     return trace.machine.label(trace.actions[k - 1]) if 1 <= k <= len(trace) else None
 
 
+def _shown_label(trace: Trace, k: int) -> str | None:
+    """Step ``k``'s label as renderings show it (requests named: ``R0@room0``)."""
+    label = _label(trace, k)
+    return None if label is None else trace.shown(label, k)
+
+
 def diff_traces(a: Trace, b: Trace) -> TraceDiff:
     """Compare ``a`` and ``b`` step by step."""
     sa, sb = _settings(a), _settings(b)
@@ -114,15 +120,16 @@ def render_diff(d: TraceDiff, name_a: str = "A", name_b: str = "B") -> Group:
         parts.append(Text("the traces differ from the initial state on", style="bold"))
     else:
         parts.append(Text(f"the same for {d.common} step{'s' if d.common != 1 else ''}"
-                          + (f" (through step {d.common}: {_label(a, d.common)})" if d.common else ""), style="bold"))
+                          + (f" (through step {d.common}: {_shown_label(a, d.common)})" if d.common else ""), style="bold"))
         parts.append(Text(f"first divergence at step {k}:", style="bold red"))
-        parts.append(Text(f"  A: {_label(a, k) or '(ends: ' + str(len(a)) + ' steps)'}"))
-        parts.append(Text(f"  B: {_label(b, k) or '(ends: ' + str(len(b)) + ' steps)'}"))
+        parts.append(Text(f"  A: {_shown_label(a, k) or '(ends: ' + str(len(a)) + ' steps)'}"))
+        parts.append(Text(f"  B: {_shown_label(b, k) or '(ends: ' + str(len(b)) + ' steps)'}"))
     if d.fields:
         where = "in the initial state" if k == 0 else f"after step {k}"
         parts.append(Text(f"fields that differ {where}:", style="bold"))
-        parts += [Text(f"  {name}: A {va} · B {vb}") for name, va, vb in d.fields]
+        parts += [Text(f"  {a.shown(name, k)}: A {a.shown(str(va), k)} · B {b.shown(str(vb), k)}")
+                  for name, va, vb in d.fields]
     parts.append(Text(f"then A goes on for {len(a) - k} more step{'s' if len(a) - k != 1 else ''} "
-                      f"(last: {_label(a, len(a)) or 'initial state'}) and B for {len(b) - k} "
-                      f"(last: {_label(b, len(b)) or 'initial state'})"))
+                      f"(last: {_shown_label(a, len(a)) or 'initial state'}) and B for {len(b) - k} "
+                      f"(last: {_shown_label(b, len(b)) or 'initial state'})"))
     return Group(*parts)

@@ -52,11 +52,13 @@ class Focus:
         words = {name, base, str(old), str(new), *indices}
         return any(t in words for t in self.tokens)
 
-    def text(self, text: str) -> bool:
-        """``text`` mentions a token as a word."""
+    def text(self, text: str, names: dict[str, str] | None = None) -> bool:
+        """``text`` mentions a token as a word, or the name renderings show for it (``names``,
+        the step's :attr:`~kvproof.checker.traces.Trace.names`: ``R0`` is ``R0@room0``)."""
         if not self.tokens:
             return True
-        return any(re.search(rf"(?<![\w\[]){re.escape(t)}(?![\w\]])", text) for t in self.tokens)
+        words = [*self.tokens, *[names[t] for t in self.tokens if t in (names or {})]]
+        return any(re.search(rf"(?<![\w\[]){re.escape(t)}(?![\w\]@])", text) for t in words)
 
 
 def _vocabulary(trace: Trace) -> set[str]:

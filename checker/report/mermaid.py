@@ -38,7 +38,7 @@ def trace_mermaid(trace: Trace, only: Focus | None = None) -> str:
     first, last = lanes[0].key, lanes[-1].key
     out += [f"    participant {ln.key} as {ln.title}" for ln in lanes]
     for st in trace_story(trace):
-        msgs = [m for m in st.messages if only is None or only.text(m.text)]
+        msgs = [m for m in st.messages if only is None or only.text(m.text, trace.names[st.step])]
         if not msgs:
             continue
         out.append(f"    Note over {first},{last}: Step {st.step} · {_clean(st.label)}")

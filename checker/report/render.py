@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvproof.checker.report.focus import Focus
-from kvproof.model.narration import PageMap
+from kvproof.model.narration import Cell, PageMap, rename
 from kvproof.checker.liveness import pending_throughout
 from kvproof.checker.results import ScenarioReport
 from kvproof.checker.traces import Trace
@@ -157,13 +157,23 @@ class PageMapView:
             yield Text(rest, style="dim")
 
 
+def shown_map(pm: PageMap, names: dict[str, str]) -> PageMap:
+    """``pm`` with its row labels and cells as renderings show them (``names``: one state's
+    :attr:`~kvproof.checker.traces.Trace.names`)."""
+    if not names:
+        return pm
+    rows = tuple((rename(label, names), tuple(Cell(rename(c.text, names), c.hazard) for c in cells))
+                 for label, cells in pm.rows)
+    return PageMap(pm.title, pm.columns, rows)
+
+
 def full_state(trace: Trace, k: int) -> Table:
     """Every field of the state after step ``k`` (sentinels hidden), one line each."""
     table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
     table.add_column(no_wrap=True)
     table.add_column()
     for name, value in named_values(trace.machine.spec.layout, trace.states[k]).items():
-        table.add_row(Text(f"  {name}"), Text(str(value)))
+        table.add_row(Text(f"  {trace.shown(name, k)}"), Text(trace.shown(str(value), k)))
     return table
 
 
@@ -190,26 +200,29 @@ def render_trace(trace: Trace, step: int | None = None, only: Focus | None = Non
         else:
             inst = trace.machine.instances[trace.actions[k - 1]]
             line = Text(f"Step {k}  ", style="bold")
-            line.append(trace.machine.label(inst.aid), style="bold cyan")
+            line.append(trace.shown(trace.machine.label(inst.aid), k), style="bold cyan")
             line.append(f"   [{inst.action.actor}]", style="dim")
             block.append(line)
             for name, old, new in changes(trace, k):
                 if only is None or only.change(name, old, new):
-                    block.append(Text(f"  {name}: {old} → {new}"))
+                    block.append(Text(f"  {trace.shown(name, k)}: {trace.shown(str(old), k - 1)} → "
+                                      f"{trace.shown(str(new), k)}"))
             args = {p: v for p, v in zip(inst.action.params, inst.args)}
             for note in spec.story(trace.states[k - 1], inst.name, args, trace.states[k]):
                 if only is not None and not only.text(note.text):
                     continue
                 style = HAZARD if note.level == "hazard" else "italic"
-                block.append(Text(("  ! " if note.level == "hazard" else "  · ") + note.text, style=style))
+                block.append(Text(("  ! " if note.level == "hazard" else "  · ") + trace.shown(note.text, k),
+                                  style=style))
         if only:
             if len(block) > 2:  # something in this step concerns the focus
                 parts += block
             continue
         parts += block
-        before = {pm.title: pm for pm in spec.page_maps(None, trace.states[k - 1])} if k else {}
+        before = {pm.title: shown_map(pm, trace.names[k - 1])
+                  for pm in spec.page_maps(None, trace.states[k - 1])} if k else {}
         for pm in spec.page_maps(trace.states[k - 1] if k else None, trace.states[k]):
-            parts.append(PageMapView(pm, before.get(pm.title)))
+            parts.append(PageMapView(shown_map(pm, trace.names[k]), before.get(pm.title)))
         if full:
             parts += [Text(f"State after step {k} (every field)" if k else "Initial state (every field)",
                            style="bold"), full_state(trace, k)]
@@ -229,7 +242,8 @@ def _verdict_line(trace: Trace) -> Text:
         return Text(f"✓ {trace.claim} holds after step {len(trace)}", style="bold green")
     if trace.loop is None:
         return Text(f"✗ {trace.claim} fails after step {len(trace)}", style=HAZARD)
-    pending = ", ".join(pending_throughout(trace.machine, trace.claim, trace.states[trace.loop:])) or "?"
+    pending = trace.shown(", ".join(pending_throughout(trace.machine, trace.claim, trace.states[trace.loop:])),
+                          len(trace)) or "?"
     if trace.loop == len(trace):
         return Text(f"✗ {trace.claim} fails: after step {trace.loop} nothing can move, with {pending} "
                     "forever", style=HAZARD)
@@ -262,6 +276,7 @@ def render_reports(reports: Iterable[ScenarioReport]) -> Group:
         how = _search_note(rep)
         if how:
             notes.append(Text(f"{rep.scenario.name}: {how}", style="dim"))
+        notes += [Text(f"{rep.scenario.name}: note: {note}", style="yellow") for note in rep.notes]
     parts: list[Any] = [table]
     if written:
         parts += [Text("Counterexamples written:")] + written

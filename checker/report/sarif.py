@@ -84,7 +84,7 @@ def _result(rep: ScenarioReport, c: ClaimReport, rule_index: int, root: Path) ->
     else:
         level = "error"
         text = f"{sc}: {c.claim} was expected {c.expected} but is {c.verdict}"
-        text += f" after {len(trace)} steps, the last {trace.labels()[-1]}." if trace is not None and len(trace) else "."
+        text += f" after {len(trace)} steps, the last {trace.shown_labels()[-1]}." if trace is not None and len(trace) else "."
     locations = [_location(spec, c.claim, root, f"the claim {c.claim}")]
     result: dict[str, Any] = {
         "ruleId": c.claim,
@@ -99,10 +99,11 @@ def _result(rep: ScenarioReport, c: ClaimReport, rule_index: int, root: Path) ->
     }
     if trace is not None and len(trace):
         last = trace.machine.instances[trace.actions[-1]]
-        locations.append(_location(spec, last.name, root, f"the last action: {trace.labels()[-1]}"))
+        locations.append(_location(spec, last.name, root, f"the last action: {trace.shown_labels()[-1]}"))
         steps = []
         for k, aid in enumerate(trace.actions, start=1):
-            loc = _location(spec, trace.machine.instances[aid].name, root, f"step {k}: {trace.machine.label(aid)}")
+            label = trace.shown(trace.machine.label(aid), k)
+            loc = _location(spec, trace.machine.instances[aid].name, root, f"step {k}: {label}")
             if loc is not None:
                 steps.append({"location": loc, "executionOrder": k})
         if steps:

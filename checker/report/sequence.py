@@ -35,7 +35,8 @@ def trace_lanes(trace: Trace) -> tuple[Lane, ...]:
 
 def trace_story(trace: Trace) -> list[StepStory]:
     """Every step of ``trace`` (1..n) as messages; the last step's hazards are marked as the
-    violation when the trace is a counterexample."""
+    violation when the trace is a counterexample.  Labels, notes and messages name what the
+    protocol renames as renderings show it (:meth:`~kvproof.checker.traces.Trace.shown`)."""
     spec = trace.machine.spec
     out = []
     for k in range(1, len(trace.states)):
@@ -43,9 +44,9 @@ def trace_story(trace: Trace) -> list[StepStory]:
         args = dict(zip(inst.action.params, inst.args))
         pre, post = trace.states[k - 1], trace.states[k]
         label = trace.machine.label(inst.aid)
-        notes = tuple(spec.story(pre, inst.name, args, post))
-        msgs = spec.messages(k, pre, inst, post, label)
-        out.append(StepStory(k, label, inst.action.actor, notes, tuple(msgs)))
+        notes = tuple(Note(n.level, trace.shown(n.text, k)) for n in spec.story(pre, inst.name, args, post))
+        msgs = [_with(m, text=trace.shown(m.text, k)) for m in spec.messages(k, pre, inst, post, label)]
+        out.append(StepStory(k, trace.shown(label, k), inst.action.actor, notes, tuple(msgs)))
     if out and trace.kind == "counterexample":
         last = out[-1]
         marked = [m for m in last.messages if m.hazard] or list(last.messages)

@@ -21,5 +21,11 @@ __all__ = ["PageEvent", "PageCell", "PageTimeline", "page_timelines"]
 
 def page_timelines(trace: Trace, include_quiet: bool = False) -> list[PageTimeline]:
     """The protocol's page timelines of ``trace`` (pages nothing happened to only with
-    ``include_quiet``)."""
-    return list(trace.machine.spec.page_timelines(trace.states, trace.actions, include_quiet))
+    ``include_quiet``), requests named as renderings show them (:meth:`~kvproof.checker.traces.Trace.shown`)."""
+    out = []
+    for tl in trace.machine.spec.page_timelines(trace.states, trace.actions, include_quiet):
+        events = tuple(PageEvent(e.step, trace.shown(e.text, e.step), e.hazard) for e in tl.events)
+        cells = tuple(PageCell(trace.shown(c.owner, k), trace.shown(c.content, k), c.foreign)
+                      for k, c in enumerate(tl.cells))
+        out.append(PageTimeline(tl.page, tl.pool, events, cells))
+    return out

@@ -31,7 +31,8 @@ def trace_records(trace: Trace, step: int | None = None, only: Focus | None = No
         st = stories[k]
         rows = [{"field": n, "old": o, "new": v} for n, o, v in changes(trace, k)
                 if only is None or only.change(n, o, v)]
-        notes = [{"level": n.level, "text": n.text} for n in st.notes if only is None or only.text(n.text)]
+        notes = [{"level": n.level, "text": n.text} for n in st.notes
+                 if only is None or only.text(n.text, trace.names[k])]
         if only and not rows and not notes:
             continue
         records.append({
@@ -39,7 +40,8 @@ def trace_records(trace: Trace, step: int | None = None, only: Focus | None = No
             "action": inst.name,
             "actor": inst.action.actor,
             "params": {p: spec.domain(p).label(v) for p, v in zip(inst.action.params, inst.args)},
-            "label": trace.machine.label(inst.aid),
+            "label": st.label,
+            "names": dict(trace.names[k]),
             "changes": rows,
             "notes": notes,
             "messages": [{"from": m.src, "to": m.dst, "text": m.text, "kind": m.kind, "hazard": m.hazard,

@@ -21,6 +21,9 @@ methods of :class:`~kvproof.model.framework.Spec`; :class:`PdNarration` answers 
 * :meth:`PdNarration.page_timelines` - every decode page (``p0..``) and prefill source page
   (``q0..``) through a trace: reserved, written, released (and why), a late write from a
   request that no longer owns it, read - and its owner and content after every step;
+* :meth:`PdNarration.display_names` - every rendering names a request apart from its room
+  (``R0@room0``; a room's next request, with request streams, ``R2@room0``), while the state
+  and trace files keep the slot's label (``R0``);
 * :meth:`PdNarration.shown_params` - a rank or stream parameter is left out of an action's
   label when there is only one.
 """
@@ -33,7 +36,7 @@ from kvproof.model.narration import Cell, Lane, Message, PageCell, PageEvent, Pa
 from kvproof.spec.sglang.state import (
     ABT_NONE, ABT_SENT, ACK_DRAIN, ACK_NONE, ACK_RECEIPT, D_NEW, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE,
     OUT_SUCCESS, P_NEW, PAB_NONE, POLL_NONE, POLL_SUCCESS, READ_FOREIGN, READ_NONE, UNWRITTEN, WR_FLIGHT,
-    WR_LANDED, WR_NOT_ISSUED, kv_of, owned_by, owner_request,
+    WR_LANDED, WR_NOT_ISSUED, kv_of, owned_by, owner_request, request_name, room_of,
 )
 
 __all__ = ["PdNarration", "LANES", "lane_of_actor", "release_reason"]
@@ -67,6 +70,23 @@ _SINGLE = ("prank", "drank", "stream")  # parameters left out of a label when th
 class PdNarration:
     """Mixin of :class:`~.protocol.PdProtocol`: the narration methods of
     :class:`~kvproof.model.framework.Spec` (see the module docstring)."""
+
+    def display_names(self, states: Sequence[bytes], actions: Sequence[int]) -> list[dict[str, str]]:
+        """Per state of a trace, the name of the request each slot label (``R0``) stands for:
+        :func:`~.state.request_name` of its number and room.  Slot ``r`` starts with request
+        ``r``; each step that gives a room a new request (``client_send``, seen as the slot's
+        ``gen`` changing) gives it the next unused number."""
+        k = self.k
+        numbers, fresh = list(range(k.R)), k.R
+        gens = [self.layout.slot("gen", r) for r in range(k.R)] if "gen" in self.layout.by_name else []
+        out = []
+        for i, state in enumerate(states):
+            if i:
+                for r, g in enumerate(gens):
+                    if state[g] != states[i - 1][g]:
+                        numbers[r], fresh = fresh, fresh + 1
+            out.append({k.req.label(r): request_name(numbers[r], room_of(r)) for r in range(k.R)})
+        return out
 
     def shown_params(self, inst) -> tuple[str, ...]:
         """The parameters an action's label shows: a rank or stream only when there are several."""
@@ -259,7 +279,7 @@ def _messages(v: _View, k: int, actor: str, name: str, label: str) -> list[Messa
             else:
                 add(src, "client", f"{R}: error", "message")
         if v.b("p_phase", r) == P_NEW and v.a("p_phase", r) != P_NEW:
-            add("client", "client", f"slot {R} takes the next request", "note")
+            add("client", "client", f"room{room_of(r)} takes its next request: {R}", "note")
     if actor == "clock":
         held = [f"R{r} held {v.b('hold', r)}" for r in range(K.R) if v.changed("hold", r)]
         aged = [f"R{r} chunk {c}{stream(w)} age {v.b('wr', r, w, c) - WR_FLIGHT}"

@@ -34,7 +34,7 @@ from kvproof.spec.sglang.state import (
     D_NEW, D_RESERVED, D_VERIFIED, D_WAITING, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE, OUT_SUCCESS,
     P_ENDED, P_NEW, P_QUEUED, P_SENDING, P_STOPPED, PAB_ACKED, PAB_CLEARED, PAB_NONE,
     PAB_RECEIVED, POLL_FAILED, POLL_NONE, POLL_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN,
-    READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, build_fields, kv_of, owned_by,
+    READ_NONE, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, WR_NOT_ISSUED, Codes, WriteTarget, build_fields, kv_of, owned_by,
 )
 from kvproof.spec.sglang.narration import PdNarration
 from kvproof.spec.sglang.story import PdStory
@@ -238,6 +238,22 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
             flying.append(s.aux_wr[r] >= WR_FLIGHT)
         return o.any_(flying)
 
+    def write_targets(self, s) -> list[WriteTarget]:
+        """Every write the protocol issues into decode memory, declared as a resource
+        (:class:`WriteTarget`: issuing request, in-flight condition, owner field, destination):
+        each write stream's write of each chunk into its decode page (``wr`` into ``dest``,
+        owned in ``owner``), then each request's aux write into its metadata slot (``aux_wr``
+        into ``aux``, owned in ``aux_owner``).  ``no_write_after_release`` iterates over these;
+        a variant that adds a kind of write returns ``super().write_targets(s)`` plus its own,
+        and the base claim checks it."""
+        k = self.k
+        out = [WriteTarget(r, s.wr[r, w, c] >= WR_FLIGHT, "owner", s.dest[r, c], "page")
+               for r in range(k.R) for w in range(k.S) for c in range(self.send_len(r))]
+        if k.M:
+            out += [WriteTarget(r, s.aux_wr[r] >= WR_FLIGHT, "aux_owner", s.aux[r], "aux")
+                    for r in range(k.R)]
+        return out
+
     def writes_in_flight(self, s, r: int):
         """Some write of ``r`` (any rank, any chunk, the aux data) is still in flight (a
         condition): :meth:`rank_writes_in_flight` over every prefill rank."""
@@ -291,31 +307,40 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         if not self.e.aux_held_with_pages:  # the slot goes back at once, held or not
             self.release_aux(s, n, r, when=live)
 
+    def read_targets(self, s, r: int) -> list[tuple]:
+        """What decode's read of ``r`` takes, declared part by part: ``(held, landed)`` per part,
+        ``held`` the content code it finds there and ``landed`` the condition that ``r``'s own
+        writes into it have all landed (``True``: nothing more to wait for).  The base spec declares every shard of every reserved
+        page (``content`` at ``dest``; landed: every write stream's write of that chunk) and,
+        with metadata slots, the request's slot (``aux_content`` at ``aux``; landed: the aux
+        write).  :meth:`classify_read`, and so ``decode_reads_only_own_pages`` and
+        ``no_cross_tenant_read``, covers every part declared here; a variant whose decode reads
+        a pool of its own returns ``super().read_targets(s, r)`` plus its parts."""
+        k = self.k
+        out = []
+        for c in range(self.pages(r)):
+            p = s.dest[r, c]
+            landed = s.ops.all_(s.wr[r, w, c] == WR_LANDED for w in range(k.S))  # (with the first shard)
+            out += [(s.content[u, p], landed if u == 0 else True) for u in range(k.U)]
+        if k.M:
+            out.append((s.aux_content[s.aux[r]], s.aux_wr[r] == WR_LANDED))
+        return out
+
     def classify_read(self, s, r: int):
         """What decode's read of ``r``'s pages (every shard) and aux data finds (a ``READ_*``
         code) and whether everything was written by ``r``'s own transfer (a condition: what the
-        checksum of PR 39500 compares), as the decode forward after ``pop_transferred`` reads."""
+        checksum of PR 39500 compares), as the decode forward after ``pop_transferred`` reads:
+        over every part :meth:`read_targets` declares."""
         o = s.ops
         k = self.k
         found = o.const(READ_OWN)
         intact = o.const(True)
-
-        def see(held):
+        for held, landed in self.read_targets(s, r):
             own = held == kv_of(r)
             cross = (held != UNWRITTEN) & (o.lookup(k.tenant_of_content, held) != k.tenant[r])
-            return own, o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
-
-        for c in range(self.pages(r)):
-            p = s.dest[r, c]
-            for u in range(k.U):
-                own, kind = see(s.content[u, p])
-                found = o.max_(found, kind)
-                intact = o.and_(intact, own)
-            intact = o.and_(intact, *[s.wr[r, w, c] == WR_LANDED for w in range(k.S)])
-        if k.M:
-            own, kind = see(s.aux_content[s.aux[r]])
+            kind = o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
             found = o.max_(found, kind)
-            intact = o.and_(intact, own, s.aux_wr[r] == WR_LANDED)
+            intact = o.and_(intact, own, *([] if landed is True else [landed]))
         return found, intact
 
     # -- prefill: admission and forward ----------------------------------------------------------

@@ -11,6 +11,9 @@ request of a room that took a new one (request streams).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from kvproof.spec.sglang.config import Config
 from kvproof.model.layout import Domain, Field
 
@@ -24,8 +27,8 @@ __all__ = [
     "ABT_NONE", "ABT_SENT", "ABT_DELIVERED",
     "READ_NONE", "READ_OWN", "READ_FOREIGN", "READ_CROSS_TENANT",
     "WR_NOT_ISSUED", "WR_LANDED", "WR_FLIGHT",
-    "FREE", "UNWRITTEN", "NO_TENANT", "owned_by", "kv_of", "owner_request",
-    "Codes", "build_fields",
+    "FREE", "UNWRITTEN", "NO_TENANT", "owned_by", "kv_of", "owner_request", "request_name", "room_of",
+    "WriteTarget", "Codes", "build_fields",
 ]
 
 # prefill scheduler's view of a request (PrefillBootstrapQueue -> forward -> KVSender)
@@ -79,6 +82,39 @@ def owner_request(code: int) -> int | None:
     """The request an owner code names, ``None`` for ``FREE`` (the inverse of :func:`owned_by`,
     for narrators reading concrete states)."""
     return None if code == FREE else code - 1
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """One write a request may have in flight, declared as a resource by
+    :meth:`~kvproof.spec.sglang.protocol.PdProtocol.write_targets`: the write claims
+    (``no_write_after_release``) iterate over every declaration, so a variant's new kind of
+    write is checked by the base claims once it is declared.
+
+    ``request`` is the issuing request; ``in_flight`` the condition under which the write is on
+    its way; ``owner`` the owner field of the pool it lands in (``"owner"`` for decode pages,
+    ``"aux_owner"`` for metadata slots, or a variant's own); ``dest`` the index it lands at in
+    that pool (a state value such as ``s.dest[r, c]``); ``kind`` names the write for readers.
+    """
+
+    request: int
+    in_flight: Any
+    owner: str
+    dest: Any
+    kind: str = "write"
+
+
+def room_of(r: int) -> int:
+    """The bootstrap room of request slot ``r`` (today a slot's room is its own number)."""
+    return r
+
+
+def request_name(number: int, room: int) -> str:
+    """How every rendering names a request: ``R<number>@room<room>``.  ``number`` counts the
+    trace's requests in the order they arrived (the first request of slot ``r`` is ``r``; a
+    room's next request, with request streams, takes the next free number), so two requests that
+    share a room are named apart and a request is never named by its room."""
+    return f"R{number}@room{room}"
 
 
 class Codes:
