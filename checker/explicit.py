@@ -300,6 +300,7 @@ def explore(
 
     def record(mask: int, sid: int) -> None:
         nonlocal open_mask, always_open
+        mask &= open_mask  # a claim keeps its first hit: a level's quiescent hits were all collected while it was open
         for i in range(n_claims):
             if mask >> i & 1:
                 hit_at[i] = sid

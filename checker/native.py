@@ -308,6 +308,7 @@ def explore_native(
 
     def record(mask: int, sid: int) -> None:
         nonlocal open_mask, always_open
+        mask &= open_mask  # a claim keeps its first hit (a level's quiescent hits are collected while it is open)
         for i in range(n_claims):
             if mask >> i & 1:
                 hit_at[i] = sid

@@ -107,3 +107,12 @@ def test_a_started_budget_is_shared_and_counts_from_its_start():
     assert spent.expired() and not Limits(max_seconds=1.0).expired() and spent.time_reason == "time limit 1 s reached"
     ex = explore(Graph({i: [i + 1] for i in range(5000)}), spent)
     assert not ex.complete and ex.reason == "time limit 1 s reached"
+
+
+def test_a_quiescent_claim_keeps_its_first_hit_in_a_level():
+    """Two dead ends at the same depth: the claim's hit is the first found (the one a search
+    tracking only it, or stopping once it hit, reports), not the last of the level."""
+    g = Graph({0: [1, 2], 1: [3], 2: [4]}, bad_rest={3, 4})
+    for claims, stop in ((None, False), ([2], False), ([2], True)):
+        ex = explore(g, claims=claims, stop_when_all_hit=stop)
+        assert ex.path(ex.hit_at[2]) == [1, 3], (claims, stop)
