@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
-from kvproof.model.compiler import CodegenOps, _Emitter, _emit_checks, _module, _value_sizes
+from kvproof.model.compiler import compile_steps, compile_successors_of
 from kvproof.model.framework import Spec
 from kvproof.model.machine import Machine
 
 __all__ = [
-    "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Verdict", "compile_steps",
-    "compile_successors_of", "read_log", "Search", "explain", "rebuild", "run_validate",
+    "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Verdict", "read_log", "Search",
+    "explain", "rebuild", "run_validate",
 ]
 
 LOG_FORMAT = "kvproof-events"
@@ -105,51 +105,6 @@ class Checked:
     def invariants(cls, spec: Spec) -> "Checked":
         """Every always-invariant of ``spec`` (quiescent and liveness claims need the whole run)."""
         return cls(spec, [c for c in spec.claims if c.kind == "invariant" and c.at == "always"])
-
-
-# -- compiled steps -------------------------------------------------------------------------------
-def compile_steps(spec: Spec, aids: Iterable[int]) -> dict[int, Callable[[bytes], bytes | None]]:
-    """``{aid: step}``: ``step(s)`` is the successor of ``s`` by instance ``aid``, ``None`` where
-    it is disabled - one instance's guard and effect, compiled as the engine compiles them."""
-    tables: dict[tuple, str] = {}
-    body: list[str] = []
-    names: dict[int, str] = {}
-    for aid in aids:
-        inst = spec.instances[aid]
-        em = _Emitter(tables)
-        ops = CodegenOps(em, _value_sizes(spec))
-        body.append(f"def step_{aid}(s):")
-        names[aid] = f"step_{aid}"
-        if spec.run_action(inst, ops) and not ops.dead:
-            _emit_checks(em, ops, f"{inst.name}{inst.args}")
-            em.line("t = bytearray(s)")
-            for slot, value in ops.writes:
-                em.line(f"t[{slot}] = {value.src}")
-            em.line("return bytes(t)")
-            body.extend(em.lines)
-        body.append("    return None")
-    ns = _module(tables, body)
-    return {aid: ns[name] for aid, name in names.items()}
-
-
-def compile_successors_of(spec: Spec, aids: Iterable[int]) -> Callable[[bytes], list[tuple[int, bytes]]]:
-    """``successors(s)`` restricted to the instances ``aids``: one function, guards inline."""
-    tables: dict[tuple, str] = {}
-    lines = ["def successors(s):", "    out = []"]
-    for aid in aids:
-        inst = spec.instances[aid]
-        em = _Emitter(tables)
-        ops = CodegenOps(em, _value_sizes(spec))
-        if not spec.run_action(inst, ops) or ops.dead:
-            continue
-        _emit_checks(em, ops, f"{inst.name}{inst.args}")
-        em.line("t = bytearray(s)")
-        for slot, value in ops.writes:
-            em.line(f"t[{slot}] = {value.src}")
-        em.line(f"out.append(({aid}, bytes(t)))")
-        lines.extend(em.lines)
-    lines.append("    return out")
-    return _module(tables, lines)["successors"]
 
 
 # -- reading a log ----------------------------------------------------------------------------------

@@ -12,13 +12,13 @@ time, and every sizeable subexpression is bound to a local once, so the text sta
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from kvproof.model.framework import Claim, Spec, SpecError
 from kvproof.model.ops import Ops
 
 __all__ = ["CodegenOps", "compile_successors", "compile_expand", "compile_hits", "compile_hits_after",
-           "compile_pending"]
+           "compile_pending", "compile_steps", "compile_successors_of"]
 
 _BIND_OVER = 400  # bind a subexpression to a local when its text is longer than this (shorter ones
 # stay inline, so Python's ``and``/``or`` short-circuit them; measured in bench/bench_engine.py)
@@ -407,3 +407,47 @@ def compile_pending(spec: Spec, claim: Claim) -> tuple[Any, list[str]]:
     em.line("return h")
     ns = _module(tables, _localize("def pending(s):", em.lines, spec.layout.size))
     return ns["pending"], labels
+
+
+def compile_steps(spec: Spec, aids: Iterable[int]) -> dict[int, Callable[[bytes], bytes | None]]:
+    """``{aid: step}``: ``step(s)`` is the successor of ``s`` by instance ``aid``, ``None`` where
+    it is disabled - one instance's guard and effect, compiled as the engine compiles them."""
+    tables: dict[tuple, str] = {}
+    body: list[str] = []
+    names: dict[int, str] = {}
+    for aid in aids:
+        inst = spec.instances[aid]
+        em = _Emitter(tables)
+        ops = CodegenOps(em, _value_sizes(spec))
+        body.append(f"def step_{aid}(s):")
+        names[aid] = f"step_{aid}"
+        if spec.run_action(inst, ops) and not ops.dead:
+            _emit_checks(em, ops, f"{inst.name}{inst.args}")
+            em.line("t = bytearray(s)")
+            for slot, value in ops.writes:
+                em.line(f"t[{slot}] = {value.src}")
+            em.line("return bytes(t)")
+            body.extend(em.lines)
+        body.append("    return None")
+    ns = _module(tables, body)
+    return {aid: ns[name] for aid, name in names.items()}
+
+
+def compile_successors_of(spec: Spec, aids: Iterable[int]) -> Callable[[bytes], list[tuple[int, bytes]]]:
+    """``successors(s)`` restricted to the instances ``aids``: one function, guards inline."""
+    tables: dict[tuple, str] = {}
+    lines = ["def successors(s):", "    out = []"]
+    for aid in aids:
+        inst = spec.instances[aid]
+        em = _Emitter(tables)
+        ops = CodegenOps(em, _value_sizes(spec))
+        if not spec.run_action(inst, ops) or ops.dead:
+            continue
+        _emit_checks(em, ops, f"{inst.name}{inst.args}")
+        em.line("t = bytearray(s)")
+        for slot, value in ops.writes:
+            em.line(f"t[{slot}] = {value.src}")
+        em.line(f"out.append(({aid}, bytes(t)))")
+        lines.extend(em.lines)
+    lines.append("    return out")
+    return _module(tables, lines)["successors"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvproof.model.compiler import CodegenOps, _Emitter, compile_successors
+from kvproof.model.compiler import CodegenOps, _Emitter, compile_steps, compile_successors, compile_successors_of
 from kvproof.model.machine import reference_claim, reference_successors
 
 from .conftest import machine_of, reachable
@@ -25,6 +25,20 @@ def test_compiled_successors_equal_the_reference_on_reachable_states(name):
         ref = sorted((a, bytes(t)) for a, t in reference_successors(m.spec, state))
         assert sorted(m.successors(state)) == ref
         assert m.spec.layout.type_errors(state) == []
+
+
+@pytest.mark.parametrize("name", ["abort-race", "tp2x2", "aux-freed-early", "vllm-pull-heartbeat-stall"])
+def test_single_instance_steps_and_restricted_successors_equal_the_reference(name):
+    """``compile_steps`` (one step function per instance) and ``compile_successors_of`` (successors
+    over some instances), which ``kvproof validate`` runs, give the reference's successors."""
+    m = machine_of(name)
+    aids = [i.aid for i in m.spec.instances]
+    odd = aids[1::2]
+    steps, some = compile_steps(m.spec, aids), compile_successors_of(m.spec, odd)
+    for state in _sample(name, 200):
+        ref = {a: bytes(t) for a, t in reference_successors(m.spec, state)}
+        assert {a: t for a in aids if (t := steps[a](state)) is not None} == ref
+        assert sorted(some(state)) == sorted((a, t) for a, t in ref.items() if a in set(odd))
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
