@@ -111,3 +111,33 @@ def test_check_runs_it_once_registered(registered, tmp_path, capsys):
     code = main(["check", str(toml), "--no-traces"])
     captured = capsys.readouterr()
     assert code == 3 and "Traceback" not in captured.err + captured.out
+
+
+def _bench_script():
+    spec = importlib.util.spec_from_file_location("bench_spin", BENCH / "bench_spin.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_benchmark_fails_loudly_when_the_counts_disagree(monkeypatch, capsys):
+    bench = _bench_script()
+    counts = iter([35_717, 35_716])  # the second engine stores one state fewer
+    monkeypatch.setattr(bench, "kvproof_once", lambda *a: {"states": next(counts), "compile": 0.1,
+                                                           "search": 1.0, "rss": 2**20})
+    code = bench.main(["--sizes", "3x4", "--repeat", "1", "--no-spin", "--engines", "python-exact,native-exact"])
+    captured = capsys.readouterr()
+    assert code == 1 and "THE STATE COUNTS DISAGREE at N=3 D=4" in captured.err
+
+
+def test_the_benchmark_says_how_to_get_spin_and_runs_without_it(monkeypatch, capsys):
+    from kvproof.checker.native import c_compiler
+    if c_compiler() is None:
+        pytest.skip("no C compiler")
+    bench = _bench_script()
+    monkeypatch.setattr(bench.shutil, "which", lambda name: None)
+    monkeypatch.setattr(bench, "spin_once", lambda *a: pytest.fail("SPIN run without spin"))
+    code = bench.main(["--sizes", "3x4", "--repeat", "1", "--engines", "spin-dfs,native-exact"])
+    out = capsys.readouterr().out
+    assert code == 0 and "apt-get install spin" in out
+    assert "| native-exact | 35,717 |" in out and "spin-dfs |" not in out
