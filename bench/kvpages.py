@@ -16,8 +16,9 @@ states correspond one to one, so the counts agree.  Two things are written diffe
   (``ADMIT``, ``RELEASE``, ``FINISH``) and holds initially, so it fails in a reachable state iff
   the invariant :meth:`KvPages.pages_owned_once` does.
 
-Named variants (:data:`VARIANTS`, the Promela header's) and reference counts (:data:`REFERENCE`)
-are pinned by ``tests/test_bench_kvpages.py``; ``bench/bench_spin.py`` measures it against SPIN.
+The named variants' verdicts (:data:`VARIANTS`, the Promela header's) and the reference counts
+at N=3 D=4 (:data:`REFERENCE`) are pinned by ``tests/test_bench_kvpages.py``; ``bench/bench_spin.py``
+measures the model against SPIN and checks the larger reference counts.
 The protocol (:data:`KVPAGES`) is registered only by those two, never by the product.
 """
 
