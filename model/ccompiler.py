@@ -177,47 +177,9 @@ class COps(CodegenOps):
     with C's operators, and every index that its static range does not settle clamped (the
     run-time check that reports it runs before any write)."""
 
-    def and_(self, *xs):
-        parts = []
-        for x in map(_c, xs):
-            if x.const is not None:
-                if not x.const:
-                    return _c(False)
-                continue
-            parts.append(x.src)
-        if not parts:
-            return _c(True)
-        if len(parts) == 1:
-            return E(parts[0])
-        return self._bind("(" + " && ".join(parts) + ")")
-
-    def or_(self, *xs):
-        parts = []
-        for x in map(_c, xs):
-            if x.const is not None:
-                if x.const:
-                    return _c(True)
-                continue
-            parts.append(x.src)
-        if not parts:
-            return _c(False)
-        if len(parts) == 1:
-            return E(parts[0])
-        return self._bind("(" + " || ".join(parts) + ")")
-
-    def not_(self, x):
-        x = _c(x)
-        if x.const is not None:
-            return _c(not x.const)
-        return self._bind(f"(!{x.src})")
-
-    def ite(self, c, a, b):
-        c, a, b = _c(c), _c(a), _c(b)
-        if c.const is not None:
-            return a if c.const else b
-        if a.src == b.src:
-            return a
-        return self._bind(f"({c.src} ? {a.src} : {b.src})", min(a.lo, b.lo), max(a.hi, b.hi))
+    AND, OR, NOT = " && ", " || ", "!"
+    ITE = "({c} ? {a} : {b})"
+    MIN, MAX = "kmin", "kmax"
 
     def lookup(self, table, idx):
         idx = _c(idx)
@@ -229,18 +191,6 @@ class COps(CodegenOps):
             self.checks.append((idx.src, len(table), "a table index"))
             at = f"kclamp({idx.src}, {len(table)})"
         return self._bind(f"{name}[{at}]", min(table), max(table))
-
-    def min_(self, a, b):
-        a, b = _c(a), _c(b)
-        if a.const is not None and b.const is not None:
-            return _c(min(a.const, b.const))
-        return self._bind(f"kmin({a.src}, {b.src})", min(a.lo, b.lo), min(a.hi, b.hi))
-
-    def max_(self, a, b):
-        a, b = _c(a), _c(b)
-        if a.const is not None and b.const is not None:
-            return _c(max(a.const, b.const))
-        return self._bind(f"kmax({a.src}, {b.src})", max(a.lo, b.lo), max(a.hi, b.hi))
 
     def read_at(self, base, size, idx):
         idx = _c(idx)

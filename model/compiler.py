@@ -64,6 +64,12 @@ class RangeCheckFailed(SpecError):
 class CodegenOps(Ops):
     """Emits Python source for guards, effects and claims (see the module docstring)."""
 
+    # the target language's syntax; the folding and value ranges of the methods below are shared (the C
+    # backend, :class:`~kvproof.model.ccompiler.COps`, changes only these)
+    AND, OR, NOT = " and ", " or ", "not "
+    ITE = "({a} if {c} else {b})"
+    MIN, MAX = "min", "max"
+
     def __init__(self, emitter: "_Emitter", value_sizes: Sequence[int] = ()):
         self.em = emitter
         self.writes: list[tuple[str, E]] = []
@@ -121,7 +127,7 @@ class CodegenOps(Ops):
             return _c(True)
         if len(parts) == 1:
             return E(parts[0])
-        return self._bind("(" + " and ".join(parts) + ")")
+        return self._bind("(" + self.AND.join(parts) + ")")
 
     def or_(self, *xs):
         parts = []
@@ -135,13 +141,13 @@ class CodegenOps(Ops):
             return _c(False)
         if len(parts) == 1:
             return E(parts[0])
-        return self._bind("(" + " or ".join(parts) + ")")
+        return self._bind("(" + self.OR.join(parts) + ")")
 
     def not_(self, x):
         x = _c(x)
         if x.const is not None:
             return _c(not x.const)
-        return self._bind(f"(not {x.src})")
+        return self._bind(f"({self.NOT}{x.src})")
 
     def ite(self, c, a, b):
         c, a, b = _c(c), _c(a), _c(b)
@@ -149,7 +155,7 @@ class CodegenOps(Ops):
             return a if c.const else b
         if a.src == b.src:
             return a
-        return self._bind(f"({a.src} if {c.src} else {b.src})", min(a.lo, b.lo), max(a.hi, b.hi))
+        return self._bind(self.ITE.format(c=c.src, a=a.src, b=b.src), min(a.lo, b.lo), max(a.hi, b.hi))
 
     def lookup(self, table, idx):
         idx = _c(idx)
@@ -161,13 +167,13 @@ class CodegenOps(Ops):
         a, b = _c(a), _c(b)
         if a.const is not None and b.const is not None:
             return _c(min(a.const, b.const))
-        return self._bind(f"min({a.src}, {b.src})", min(a.lo, b.lo), min(a.hi, b.hi))
+        return self._bind(f"{self.MIN}({a.src}, {b.src})", min(a.lo, b.lo), min(a.hi, b.hi))
 
     def max_(self, a, b):
         a, b = _c(a), _c(b)
         if a.const is not None and b.const is not None:
             return _c(max(a.const, b.const))
-        return self._bind(f"max({a.src}, {b.src})", max(a.lo, b.lo), max(a.hi, b.hi))
+        return self._bind(f"{self.MAX}({a.src}, {b.src})", max(a.lo, b.lo), max(a.hi, b.hi))
 
     # -- state --------------------------------------------------------------------------------
     def read(self, slot):
