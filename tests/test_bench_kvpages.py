@@ -65,6 +65,7 @@ def test_named_variants_get_the_headers_verdicts(backend, name):
     assert got == {"decode_reads_only_own_data": want, "pages_owned_once": "holds"}
 
 
+@pytest.mark.slow  # 168,288 states on the Python engine: about 2 s
 @pytest.mark.parametrize("backend,visited", [("python", "exact"), ("native", "exact"), ("native", "fingerprint")])
 @pytest.mark.parametrize("name", ["fix_ack", "bounded"])
 def test_reference_counts_at_n3_d4(backend, name, visited):

@@ -527,7 +527,7 @@ def _fuzz(kind: str, tier: str):
 
 
 @pytest.mark.filterwarnings("ignore::SyntaxWarning")  # a mutated variant file, compiled
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k == "argv" else k for k in KINDS])  # argv: ~9 s
 def test_fuzz_every_input(kind, sandbox, pool):
     """A few hundred cases in all (each kind's share of CASES), new ones every run."""
     before = sum(v for (t, k, _), v in OUTCOMES.items() if t == "default" and k == kind)

@@ -58,6 +58,7 @@ def test_the_catalogue_runs_as_tests(tmp_path):
     assert f"{len(incident.expectations(incident.build()))} passed" in out
 
 
+@pytest.mark.slow  # a pytest subprocess in a fresh project: about 3.5 s
 def test_project_scenarios_pass_and_a_wrong_expectation_fails(project):
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
     assert code == 0 and "11 passed" in out, out
@@ -110,6 +111,7 @@ def test_a_scenario_naming_a_variant_runs_it_only_when_the_ini_lists_it(project)
     assert (project / "RAN").exists()
 
 
+@pytest.mark.slow  # a pytest subprocess in a fresh project: about 3.5 s
 def test_collect_only_counts_every_item_and_a_node_id_selects_one(project):
     """Catalogue items are counted like a file's (the count once said 11 with 774 listed), have
     ids without a leading ``::``, match ``-k``; a file's node id runs that item alone, without the
@@ -124,6 +126,7 @@ def test_collect_only_counts_every_item_and_a_node_id_selects_one(project):
     assert "scenarios/mine.toml::no_cross_tenant_read PASSED" in out
 
 
+@pytest.mark.slow  # a pytest subprocess in a fresh project: about 3.5 s
 def test_lf_reruns_only_the_items_that_failed(project):
     (project / "scenarios" / "mine.toml").write_text(GOOD.replace('"drain_ack"', '"immediate"'))
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false", cache=True)

@@ -121,6 +121,7 @@ def test_cross_check_proves_what_never_hits_instead_of_searching_the_full_depth(
     assert set(agreement.proved) == never and "sometimes_checksum_mismatch" in never  # a witness never reached
 
 
+@pytest.mark.slow  # about 5 s
 def test_cross_check_catches_an_explicit_engine_that_missed_a_violation():
     explicit = checked("failure-before-pr-41404")
     [row] = [c for c in explicit.claims if c.claim == "no_write_after_release"]
