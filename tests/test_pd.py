@@ -131,6 +131,7 @@ def test_write_streams_cover_every_part_of_a_page_once():
         assert all(k.rank_of_stream(w) == w // layers for w in range(k.S))
 
 
+@pytest.mark.slow  # about 4.5 s
 def test_any_free_pages_reserves_every_free_page_in_any_order_and_matches_the_reference():
     base = machine_of("abort-race").spec.cfg
     cfg = replace(base, decode_pages=3, requests=(Request("A", 2), Request("B", 1)),

@@ -64,6 +64,7 @@ def test_a_failed_k_induction_names_the_state_the_action_and_the_invariant_it_br
     assert all(r.induction == "inconclusive" for r in rep.rows)
 
 
+@pytest.mark.slow  # about 5 s of Z3
 def test_the_three_slot_template_proves_what_the_pairwise_one_leaves_open():
     # ack-before-register: with the pairwise Houdini lemmas the invariants that hold are
     # 4-inductive; the three-slot facts make them 1-inductive
