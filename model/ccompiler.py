@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from kvproof.model.compiler import CodegenOps, E, _c, _value_sizes
+from kvproof.model.compiler import CodegenOps, E, _c, _Emitter, _value_sizes
 from kvproof.model.framework import Claim, Spec
 
 __all__ = ["COps", "CSource", "c_source", "MAX_CLAIMS"]
@@ -133,22 +133,8 @@ void kv_rehash(const uint64_t *okeys, const int32_t *oidx, int64_t ocap, uint64_
 }
 """
 
-class _CEmitter:
+class _CEmitter(_Emitter):
     """Lines of one C function: ``open`` starts a block, ``reset`` closes every open block."""
-
-    def __init__(self, tables: dict[tuple, str]):
-        self.lines: list[str] = []
-        self.depth = 1
-        self.base_depth = 1
-        self.n = 0
-        self.tables = tables
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
-
-    def open(self, header: str) -> None:
-        self.line(header)
-        self.depth += 1
 
     def reset(self) -> None:
         while self.depth > self.base_depth:
@@ -165,11 +151,6 @@ class _CEmitter:
         name = f"v{self.n}"
         self.line(f"int {name} = {src};")
         return name
-
-    def table(self, values: tuple) -> str:
-        if values not in self.tables:
-            self.tables[values] = f"K{len(self.tables)}"
-        return self.tables[values]
 
 
 class COps(CodegenOps):
