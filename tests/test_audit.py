@@ -120,7 +120,7 @@ def test_settings_the_model_does_not_cover_are_named_and_undecidable():
 
 
 @pytest.mark.parametrize("engine,words", [("sglang==0.5.20", "unknown engine version"),
-                                          ("vllm==0.33.0", "vLLM is not modelled yet"),
+                                          ("trtllm==1.0", "trtllm: unknown engine"),
                                           ("sglang", "expected ENGINE==VERSION")])
 def test_unknown_versions_are_refused_with_the_known_ones(capsys, tmp_path, engine, words):
     code, out, err = run(capsys, tmp_path, engine, "--", *DECODE)

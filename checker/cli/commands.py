@@ -538,7 +538,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             args.launch = words[cut + 1:]
     elif words and words[0].startswith("-"):
         raise BadInput(f"audit: {words[0]}: put the launch command after --")
-    run_audit = protocol_command("audit")
+    run_audit = protocol_command("audit", args.engine.partition("==")[0].strip().lower())
     return run_audit(args, _console(), BadInput)
 
 
@@ -696,12 +696,20 @@ def build_parser() -> argparse.ArgumentParser:
     cf.set_defaults(func=cmd_conform)
 
     au = sub.add_parser("audit", help="is a deployment, as launched, exposed? ENGINE==VERSION ... -- COMMAND...")
-    au.add_argument("engine", metavar="ENGINE==VERSION", help="e.g. sglang==0.5.23")
+    au.add_argument("engine", metavar="ENGINE==VERSION", help="e.g. sglang==0.5.23 or vllm==0.33.0")
     au.add_argument("--env", action="append", metavar="NAME=VALUE",
                     help="an environment variable of the deployment (repeatable; kvproof's own environment is not read)")
     au.add_argument("--env-file", action="append", metavar="FILE", help="NAME=VALUE lines (repeatable)")
     au.add_argument("--peer-tp", type=_positive_int, metavar="N",
                     help="the other side's attention-TP size (default: the same as this line's)")
+    au.add_argument("--arrival-bound", metavar="S",
+                    help="vLLM: the longest the router takes to hand a finished prefill to decode, seconds "
+                         "(default: unbounded)")
+    au.add_argument("--transfer-bound", metavar="S",
+                    help="vLLM: the longest from decode receiving a request to the end of its READ (push: WRITE), "
+                         "engine-loop pauses included, seconds (default: unbounded)")
+    au.add_argument("--no-decode-stalls", action="store_true",
+                    help="vLLM: assume decode's engine loop never pauses long enough to miss a heartbeat")
     au.add_argument("--traces", default="traces", metavar="DIR", help="where the hazards' traces go (default: traces)")
     au.add_argument("--no-traces", action="store_true", help="write no trace files")
     au.add_argument("--max-states", type=_positive_int, metavar="N", help="stop each search after N distinct states")

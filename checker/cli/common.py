@@ -285,10 +285,23 @@ def json_reports(reports) -> dict[str, Any]:
     }
 
 
-def protocol_command(name: str):
+def protocol_command(name: str, engine: str | None = None):
     """The callable that implements command ``name``, from the one registered protocol that
-    offers it (:attr:`~kvproof.model.protocol.Protocol.commands`)."""
+    offers it (:attr:`~kvproof.model.protocol.Protocol.commands`); with ``engine``, from the
+    protocol of that name (``audit``: the engine of ``ENGINE==VERSION``).  An engine no protocol
+    offers it for is bad input listing what the offering protocols know (their
+    ``NAME-releases`` command, else their names)."""
     found = [p for p in protocols() if name in p.commands]
+    if engine is not None:
+        mine = [p for p in found if p.name == engine]
+        if len(mine) == 1:
+            return mine[0].command(name)
+        known = []
+        for p in found:
+            listed = p.command(f"{name}-releases")
+            known += listed() if listed is not None else [p.name]
+        what = "expected ENGINE==VERSION" if not engine else f"{engine}: unknown engine"
+        raise BadInput(f"{name}: {what}; known: {', '.join(known) or 'none'}")
     if len(found) != 1:
         offered = ", ".join(p.name for p in found) or "none"
         raise BadInput(f"{name}: expected one protocol to offer it, found {offered}")

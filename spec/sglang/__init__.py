@@ -52,6 +52,12 @@ def _audit():
     return run_audit
 
 
+def _audit_releases():
+    from kvproof.spec.sglang.audit import RELEASES, ENGINE
+
+    return lambda: [f"{ENGINE}=={v}" for v in RELEASES]
+
+
 def _validate():
     from kvproof.spec.sglang import validate
 
@@ -75,6 +81,6 @@ PROTOCOL = Protocol(
     catalogue=lambda: resources.files("kvproof.spec.sglang").joinpath("scenarios"),
     default=True,
     commands={"theorems": _theorems, "conform": _conform, "simulate": _simulate, "audit": _audit,
-              "validate": _validate},
+              "audit-releases": _audit_releases, "validate": _validate},
 )
 """The SGLang protocol, registered under the ``kvproof.protocols`` entry-point group."""

@@ -176,8 +176,6 @@ def parse_engine(text: str, bad) -> Release:
     name, sep, version = text.partition("==")
     if not sep or not name or not version:
         raise bad(f"{text}: expected ENGINE==VERSION, e.g. {ENGINE}==0.5.23 (known: {known})")
-    if name.strip().lower() == "vllm":
-        raise bad(f"{text}: vLLM is not modelled yet; known: {known}")
     if name.strip().lower() != ENGINE or version.strip() not in RELEASES:
         raise bad(f"{text}: unknown engine version; known: {known}")
     return RELEASES[version.strip()]
@@ -697,6 +695,11 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     from kvproof.checker.traces import write_trace
 
     release = parse_engine(args.engine, bad)
+    for opt, given in (("--arrival-bound", getattr(args, "arrival_bound", None)),
+                       ("--transfer-bound", getattr(args, "transfer_bound", None)),
+                       ("--no-decode-stalls", getattr(args, "no_decode_stalls", None) or None)):
+        if given is not None:
+            raise bad(f"{opt}: a vLLM option; SGLang's transfer bound is MC_TRANSFER_TIMEOUT (--env)")
     command = list(args.launch or [])
     if command and command[0] == "--":
         command = command[1:]

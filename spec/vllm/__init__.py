@@ -5,7 +5,8 @@ code (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``, ``vllm/v1/core/sch
 
 :mod:`.config` (the instance, its knobs and the scenario tables), :mod:`.state` (fields and
 codes), :mod:`.protocol` (the actions: :class:`~.protocol.VllmPd`), :mod:`.claims`,
-:mod:`.story` (what a step means in vLLM's terms), ``scenarios/`` (the catalogue).  Conformance
+:mod:`.story` (what a step means in vLLM's terms), ``scenarios/`` (the catalogue), :mod:`.audit`
+(a deployment's launch line mapped to a scenario family and checked: ``kvproof audit vllm==...``).  Conformance
 with vLLM's real code is not done yet.
 
 :data:`PROTOCOL` is what the general layers see (:class:`~kvproof.model.protocol.Protocol`).
@@ -25,6 +26,18 @@ def _base():
     return VllmPd
 
 
+def _audit():
+    from kvproof.spec.vllm.audit import run_audit
+
+    return run_audit
+
+
+def _audit_releases():
+    from kvproof.spec.vllm.audit import known_engines
+
+    return known_engines
+
+
 PROTOCOL = Protocol(
     name="vllm",
     title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull and push mode)",
@@ -33,5 +46,6 @@ PROTOCOL = Protocol(
     parse_config=parse_config,
     config_data=config_data,
     catalogue=lambda: resources.files("kvproof.spec.vllm").joinpath("scenarios"),
+    commands={"audit": _audit, "audit-releases": _audit_releases},
 )
 """The vLLM protocol, registered under the ``kvproof.protocols`` entry-point group."""

@@ -1,0 +1,732 @@
+"""``kvproof audit vllm==0.33.0 [--env NAME=VALUE]... [--env-file FILE] [--arrival-bound S]
+[--transfer-bound S] [--no-decode-stalls] -- vllm serve MODEL ... --kv-transfer-config '{...}'``:
+is a vLLM deployment, as launched, exposed to a KV-isolation hazard?
+
+The launch command (``vllm serve ...`` or ``python -m vllm.entrypoints.openai.api_server ...``,
+with any ``NAME=VALUE`` words in front of it) and the environment given explicitly are mapped
+to the vLLM model's knobs (:class:`~.config.Engine`): ``--kv-transfer-config``'s JSON (read as
+data) gives the connector (``NixlConnector``: pull, ``NixlPushConnector``: push) and
+``kv_connector_extra_config.kv_lease_duration`` (default 30 s; the heartbeat interval,
+``lease // 6``, and its extension, ``2/3 * lease``, are derived from it and cannot be set).
+What vLLM's flags cannot say is the deployment's timing, which decides whether a lease is long
+enough: how long the router may take to hand a finished prefill to decode
+(``--arrival-bound``), how long decode may take from receiving the request to the end of its
+READ (push: of prefill's WRITE), engine-loop pauses included (``--transfer-bound``), and
+whether decode's engine loop may pause at all (``--no-decode-stalls`` says it never pauses long
+enough to miss a heartbeat).  Without a bound the time is unbounded, as nothing in vLLM bounds
+it.  Every flag, JSON key and variable kvproof does not know is listed, not ignored.
+
+The family (:func:`family`): ``lease`` (two tenants' requests through one prefill block, the
+shape of ``vllm-pull-heartbeat-stall`` / ``vllm-push-lease-expiry-stall``) and ``abort`` (a
+client abort on decode while the load is in flight, one block a side).  Each is checked for
+the isolation claims; each hazard is printed with its shortest trace and the settings that
+remove it, each re-checked (a lease above the bounds, the other NIXL mode).
+
+Exit codes: 1 exposed; 0 not exposed; 2 cannot decide (a search cut short, a setting the model
+does not cover, or a KV-transfer key or ``VLLM_NIXL_*`` variable kvproof does not know); 3 bad
+input (raised as the caller's one-line error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvproof.model.scenario import Scenario
+from kvproof.spec.vllm.config import Config, Engine, Request
+
+__all__ = ["run_audit", "known_engines", "RELEASES", "Release", "Settings", "Launch", "Member", "Hazard",
+           "AuditReport", "parse_engine", "parse_launch", "settings_of", "ticks", "mapping", "family", "candidates",
+           "audit", "ENGINE", "CONNECTORS", "FLAGS", "TRANSFER_KEYS", "EXTRA_KEYS", "ENV_VARS", "CLAIMS", "HAZARDS",
+           "LIFECYCLE_PREFIXES", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED", "EXIT_UNDECIDED"]
+
+ENGINE = "vllm"
+EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Release:
+    """One vLLM release as the model sees it."""
+
+    version: str
+    engine: dict[str, Any]
+    """The release's behaviour as :class:`~.config.Engine` knobs."""
+    basis: str
+    """Why the release is modelled this way, and what is assumed rather than read."""
+
+
+RELEASES: dict[str, Release] = {
+    "0.33.0": Release(
+        "0.33.0", dict(delay_free_aborted_load=True, abort_of_finished_frees=False),
+        basis="the `vllm-*` scenarios' engine (spec/vllm/): NIXL pull and push as read in the 0.33.0 wheel "
+              "(shared reference, section 2): leases with #41383's heartbeats, #32255's held aborted loads, "
+              "#25067's ignored abort of a finished request; not replayed on vLLM's code (no conformance yet)"),
+}
+"""The known releases, oldest first."""
+
+
+def known_engines() -> list[str]:
+    """``vllm==VERSION`` for every known release (the CLI lists them for an unknown engine)."""
+    return [f"{ENGINE}=={v}" for v in RELEASES]
+
+
+CONNECTORS = {"NixlConnector": "pull", "NixlPushConnector": "push"}
+"""``kv_connector`` values the model covers, and their mode (vLLM's NIXL docs; shared reference 3.3)."""
+
+# -- names kvproof knows --------------------------------------------------------------------------
+
+FLAGS: dict[str, str] = {
+    "--kv-transfer-config": "the KV connector, its role and kv_connector_extra_config (JSON)",
+    "--tensor-parallel-size": "tensor-parallel size (the model has one rank a side)",
+    "-tp": "tensor-parallel size (the model has one rank a side)",
+    "--pipeline-parallel-size": "pipeline-parallel size (the model has one stage)",
+    "-pp": "pipeline-parallel size (the model has one stage)",
+    "--data-parallel-size": "data-parallel engines, each with its own connector: each audited as this one",
+    "-dp": "data-parallel engines, each with its own connector: each audited as this one",
+}
+"""Launch flags that reach the model, and what they change."""
+
+SIZE_FLAGS = ("--gpu-memory-utilization", "--max-model-len", "--block-size", "--max-num-seqs",
+              "--max-num-batched-tokens", "--num-gpu-blocks-override", "--swap-space")
+"""Known flags the model abstracts: block counts are symbolic (one block a request, reused)."""
+
+INERT_FLAGS = ("--model", "--tokenizer", "--served-model-name", "--host", "--port", "--trust-remote-code",
+               "--dtype", "--seed", "--enforce-eager", "--disable-log-requests", "--disable-log-stats", "--api-key",
+               "--uvicorn-log-level", "--download-dir", "--revision", "--kv-cache-dtype")
+"""Known flags with no part in the KV block lifecycle (which model, where the server listens)."""
+
+BOOLEAN_FLAGS = ("--enforce-eager", "--trust-remote-code", "--disable-log-requests", "--disable-log-stats",
+                 "--enable-prefix-caching", "--no-enable-prefix-caching", "--async-scheduling",
+                 "--enable-chunked-prefill", "--no-enable-chunked-prefill")
+"""Flags that take no value (so the next word is not theirs)."""
+
+TRANSFER_KEYS: dict[str, str] = {
+    "kv_connector": "which connector: NixlConnector (pull) or NixlPushConnector (push)",
+    "kv_role": "kv_producer, kv_consumer or kv_both (NixlConnector does not distinguish them: the router does)",
+    "kv_connector_extra_config": "the connector's own settings (kv_lease_duration, ...)",
+    "kv_load_failure_policy": "fail or recompute after a failed READ (a failed READ is not among the model's faults)",
+    "engine_id": "the engine's id for KV transfers",
+    "kv_buffer_device": "where the connector buffers KV",
+    "kv_buffer_size": "buffer size of other connectors",
+    "kv_rank": "rank in other connectors' groups",
+    "kv_parallel_size": "instances in other connectors' groups",
+    "kv_ip": "address of other connectors",
+    "kv_port": "port of other connectors",
+    "enable_permute_local_kv": "heterogeneous KV layout (a layout, not a lifecycle)",
+}
+"""``--kv-transfer-config`` keys kvproof knows (vLLM's ``KVTransferConfig`` and NIXL docs)."""
+
+EXTRA_KEYS: dict[str, str] = {
+    "kv_lease_duration": "prefill's lease on a finished request's blocks, seconds (default 30)",
+    "decoder_kv_blocks_ttl": "bidirectional mode's TTL of decode-cached blocks (480 s; the mode is not modelled)",
+    "push_registration_timeout": "push: decode's one-shot watchdog, drops a registration only (not modelled)",
+    "backends": "the NIXL transport plugins (UCX, LIBFABRIC, ...): a transport, not a lifecycle",
+    "enable_cross_layers_blocks": "contiguous blocks across layers: a layout, not a lifecycle",
+}
+"""``kv_connector_extra_config`` keys kvproof knows (vLLM's NIXL docs; shared reference 2.4)."""
+
+ENV_VARS: dict[str, str] = {
+    "VLLM_NIXL_SIDE_CHANNEL_PORT": "the NIXL handshake port (no part in the block lifecycle)",
+    "VLLM_NIXL_SIDE_CHANNEL_HOST": "the NIXL handshake host (no part in the block lifecycle)",
+    "VLLM_NIXL_ABORT_REQUEST_TIMEOUT": "not read by 0.33.0 (absent from its envs.py; replaced by kv_lease_duration, "
+                                       "#41383)",
+    "UCX_TLS": "UCX transports (NIXL's default backend): a transport, not a lifecycle",
+    "UCX_NET_DEVICES": "UCX network devices: a transport, not a lifecycle",
+    "CUDA_VISIBLE_DEVICES": "which GPUs the engine uses",
+}
+"""Environment variables kvproof knows; none changes the model in 0.33.0."""
+
+LIFECYCLE_PREFIXES = ("kv_transfer_config.", "kv_connector_extra_config.", "--kv-", "VLLM_NIXL_")
+"""Names that belong to the KV handoff: one of these that kvproof does not know makes a clean
+verdict undecidable."""
+
+CLAIMS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release", "no_source_free_while_read")
+"""The isolation claims the audit checks."""
+
+HAZARDS = {
+    "decode_reads_only_own_pages": "decode computes on KV that was not written for the request it serves",
+    "no_cross_tenant_read": "a response is computed on another tenant's KV",
+    "no_write_after_release": "a transfer writes into a decode block already freed to its next owner",
+    "no_source_free_while_read": "prefill frees (and may reuse) source blocks a transfer is still reading",
+}
+
+# -- reading the input ----------------------------------------------------------------------------
+
+
+def parse_engine(text: str, bad) -> Release:
+    """``vllm==0.33.0`` -> its :class:`Release`; anything else is bad input."""
+    known = ", ".join(known_engines())
+    name, sep, version = text.partition("==")
+    if not sep or not version:
+        raise bad(f"{text}: expected ENGINE==VERSION, e.g. {ENGINE}==0.33.0 (known: {known})")
+    if name.strip().lower() != ENGINE or version.strip() not in RELEASES:
+        raise bad(f"{text}: unknown engine version; known: {known}")
+    return RELEASES[version.strip()]
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    from kvproof.spec.sglang.audit import _assignment as assignment
+
+    return assignment(text)
+
+
+@dataclass
+class Launch:
+    """A launch command split into its environment prefix, its flags (name, value; name ``""``
+    for a positional word) and the program."""
+
+    env: dict[str, str]
+    flags: list[tuple[str, str | None]]
+    program: str
+
+
+def parse_launch(command: list[str], bad) -> Launch:
+    """Split ``[NAME=VALUE ...] vllm serve [MODEL] FLAGS`` (or ``python -m
+    vllm.entrypoints.openai.api_server FLAGS``); anything else is bad input."""
+    words = list(command)
+    if len(words) == 1 and " " in words[0].strip():  # the whole line quoted as one word
+        try:
+            words = shlex.split(words[0])
+        except ValueError as e:
+            raise bad(f"the launch command: {e}") from None
+    env: dict[str, str] = {}
+    while words and (words[0] == "env" or ("=" in words[0] and not words[0].startswith("-"))):
+        if words[0] == "env":
+            words.pop(0)
+            continue
+        try:
+            name, value = _assignment(words[0])
+        except ValueError:
+            break
+        env[name] = value
+        words.pop(0)
+    rest = program = None
+    for i, w in enumerate(words):
+        if (w == "vllm" or w.endswith("/vllm")) and i + 1 < len(words) and words[i + 1] == "serve":
+            rest, program = words[i + 2:], "vllm serve"
+            if rest and not rest[0].startswith("-"):
+                rest = ["--model", *rest]
+            break
+        if w == "-m" and i + 1 < len(words) and words[i + 1] == "vllm.entrypoints.openai.api_server":
+            rest, program = words[i + 2:], "python -m vllm.entrypoints.openai.api_server"
+            break
+    if rest is None or program is None:
+        shown = " ".join(command)[:60]
+        raise bad(f"the launch command {shown!r}: expected a vLLM server launch (vllm serve MODEL ... or "
+                  f"python -m vllm.entrypoints.openai.api_server ...) after --")
+    flags: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(rest):
+        w = rest[i]
+        if not w.startswith("-") or w == "-":
+            flags.append(("", w))
+            i += 1
+            continue
+        name, sep, value = w.partition("=") if w.startswith("--") else (w, "", "")
+        if sep:
+            flags.append((name, value))
+            i += 1
+        elif name in BOOLEAN_FLAGS or i + 1 >= len(rest) or rest[i + 1].startswith("--"):
+            flags.append((name, None))
+            i += 1
+        else:
+            flags.append((name, rest[i + 1]))
+            i += 2
+    return Launch(env, flags, program)
+
+
+# -- settings ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    """The deployment as kvproof reads it: every value with where it came from."""
+
+    release: Release
+    connector: str | None = None
+    role: str | None = None
+    lease: float = 30.0
+    arrival_bound: float | None = None
+    transfer_bound: float | None = None
+    stalls: bool = True
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    source: dict[str, str] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+    abstracted: list[str] = field(default_factory=list)
+    inert: list[str] = field(default_factory=list)
+    unmodelled: list[str] = field(default_factory=list)
+
+    @property
+    def mode(self) -> str | None:
+        """``pull``, ``push``, or ``None`` (no NIXL connector kvproof models)."""
+        return CONNECTORS.get(self.connector or "")
+
+
+def _seconds(name: str, value: Any, bad) -> float:
+    if isinstance(value, bool):
+        raise bad(f"{name}={value}: expected a number of seconds > 0")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise bad(f"{name}={value}: expected a number of seconds") from None
+    if not v > 0 or v == float("inf"):
+        raise bad(f"{name}={value}: expected a number of seconds > 0")
+    return v
+
+
+def _count(flag: str, value: str | None, bad) -> int:
+    try:
+        v = int(value or "")
+    except ValueError:
+        raise bad(f"{flag} {value}: expected a whole number >= 1") from None
+    if v < 1:
+        raise bad(f"{flag} {value}: expected a whole number >= 1")
+    return v
+
+
+def _shown(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+
+
+def _json_value(text: str) -> Any:
+    """A dotted argument's value as vLLM's CLI reads it: JSON where it parses, else the string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _transfer_config(launch: Launch, bad) -> dict[str, Any] | None:
+    """``--kv-transfer-config`` (JSON, parsed as data) with the dotted ``--kv-transfer-config.KEY
+    VALUE`` forms applied on top; ``None`` without either."""
+    cfg: dict[str, Any] | None = None
+    for name, value in launch.flags:
+        if name == "--kv-transfer-config":
+            try:
+                data = json.loads(value or "")
+            except json.JSONDecodeError as e:
+                raise bad(f"--kv-transfer-config: not JSON: {e.msg} (column {e.colno})") from None
+            except RecursionError:
+                raise bad("--kv-transfer-config: not JSON: nested too deeply") from None
+            if not isinstance(data, dict):
+                raise bad(f"--kv-transfer-config: expected a JSON object, got {type(data).__name__}")
+            cfg = {**(cfg or {}), **data}
+        elif name.startswith("--kv-transfer-config."):
+            path = name[len("--kv-transfer-config."):]
+            append = path.endswith("+")
+            keys = path.rstrip("+").split(".")
+            if not all(keys):
+                raise bad(f"{name}: expected --kv-transfer-config.KEY VALUE")
+            cfg = cfg if cfg is not None else {}
+            node = cfg
+            for k in keys[:-1]:
+                nxt = node.setdefault(k, {})
+                if not isinstance(nxt, dict):
+                    raise bad(f"{name}: {k} is not a JSON object")
+                node = nxt
+            v = _json_value(value or "")
+            if append:
+                old = node.get(keys[-1], [])
+                node[keys[-1]] = (old if isinstance(old, list) else [old]) + [v]
+            else:
+                node[keys[-1]] = v
+    return cfg
+
+
+def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]], bad,
+                arrival_bound: float | None = None, transfer_bound: float | None = None,
+                stalls: bool = True) -> Settings:
+    """Map the launch flags, ``--kv-transfer-config`` and the environment (name -> (value, where
+    it came from)) to :class:`Settings`; the process environment is not read."""
+    s = Settings(release, arrival_bound=arrival_bound, transfer_bound=transfer_bound, stalls=stalls)
+    s.source = {"lease": "default", "connector": "command", "tp": "default",
+                "arrival_bound": "--arrival-bound" if arrival_bound is not None else "assumed",
+                "transfer_bound": "--transfer-bound" if transfer_bound is not None else "assumed",
+                "stalls": "--no-decode-stalls" if not stalls else "assumed"}
+    for name, value in launch.flags:
+        shown = name if value is None else f"{name} {value}" if name else value
+        if name == "--kv-transfer-config" or name.startswith("--kv-transfer-config."):
+            continue
+        if name in ("--tensor-parallel-size", "-tp"):
+            s.tp, s.source["tp"] = _count(name, value, bad), "command"
+        elif name in ("--pipeline-parallel-size", "-pp"):
+            s.pp = _count(name, value, bad)
+        elif name in ("--data-parallel-size", "-dp"):
+            s.dp = _count(name, value, bad)
+            s.inert.append(f"{shown} (each data-parallel engine has its own connector: audited as this one)")
+        elif name in SIZE_FLAGS:
+            s.abstracted.append(shown)
+        elif name in INERT_FLAGS:
+            s.inert.append(shown)
+        else:
+            s.unknown.append(shown)
+    cfg = _transfer_config(launch, bad)
+    if cfg is not None:
+        for key, v in cfg.items():
+            if key == "kv_connector":
+                if not isinstance(v, str) or not v:
+                    raise bad(f"--kv-transfer-config: kv_connector: expected a connector's name, got {_shown(v)}")
+                s.connector = v
+            elif key == "kv_role":
+                if v not in ("kv_producer", "kv_consumer", "kv_both"):
+                    raise bad(f"--kv-transfer-config: kv_role: expected kv_producer, kv_consumer or kv_both "
+                              f"(vLLM refuses others), got {_shown(v)}")
+                s.role = v
+            elif key == "kv_connector_extra_config":
+                if not isinstance(v, dict):
+                    raise bad(f"--kv-transfer-config: kv_connector_extra_config: expected a JSON object, "
+                              f"got {_shown(v)}")
+                for k, x in v.items():
+                    if k == "kv_lease_duration":
+                        s.lease = _seconds("kv_connector_extra_config.kv_lease_duration", x, bad)
+                        s.source["lease"] = "command"
+                    elif k in EXTRA_KEYS:
+                        s.inert.append(f"kv_connector_extra_config.{k}={_shown(x)} ({EXTRA_KEYS[k]})")
+                    else:
+                        s.unknown.append(f"kv_connector_extra_config.{k}={_shown(x)}")
+            elif key == "kv_connector_module_path":
+                s.unmodelled.append(f"kv_connector_module_path {_shown(v)}: a connector loaded from other code is "
+                                    f"not modelled")
+            elif key in TRANSFER_KEYS:
+                s.inert.append(f"kv_transfer_config.{key}={_shown(v)}")
+            else:
+                s.unknown.append(f"kv_transfer_config.{key}={_shown(v)}")
+        if s.connector is not None and s.role is None:
+            raise bad("--kv-transfer-config: kv_connector without kv_role (vLLM refuses it): "
+                      "add \"kv_role\": \"kv_producer\", \"kv_consumer\" or \"kv_both\"")
+    for name, (value, where) in env.items():
+        if name in ENV_VARS:
+            s.inert.append(f"{name}={value} ({ENV_VARS[name]})")
+        else:
+            s.unknown.append(f"{name}={value}")
+    if s.connector is not None and s.mode is None:
+        s.unmodelled.append(f"kv_connector {s.connector}: only NixlConnector (pull) and NixlPushConnector (push) "
+                            f"are modelled (checked as pull)")
+    if s.tp > 1:
+        s.unmodelled.append(f"tensor parallel size {s.tp}: one rank a side is modelled (notification counts across "
+                            f"ranks and sibling READs are not; checked with 1)")
+    if s.pp > 1:
+        s.unmodelled.append(f"pipeline parallel size {s.pp}: pipeline stages are not modelled (checked with 1)")
+    return s
+
+
+def _cmp(a: float, b: float) -> int:
+    return (a > b) - (a < b)
+
+
+def ticks(s: Settings) -> tuple[int, int | None, int | None]:
+    """(lease, arrival bound, transfer bound) in ticks, the smallest that keep the order of the
+    lease against the arrival bound and against the arrival plus transfer bounds (``None``: no
+    bound).  The lease is at least 3 ticks so that a heartbeat (every tick: ``lease // 6``)
+    comes well within its extension (``2 * lease // 3`` = 2 ticks and more), as 5 s within 20 s."""
+    a, b = s.arrival_bound, s.transfer_bound
+    best: tuple[int, int, int, int | None, int | None] | None = None
+    for lt in range(3, 7):
+        for at in ([None] if a is None else range(0, 7)):
+            if a is not None and at is not None and ((a == 0) != (at == 0) or _cmp(s.lease, a) != _cmp(lt, at)):
+                continue
+            for bt in ([None] if b is None else range(1, 7)):
+                if b is not None and bt is not None and _cmp(s.lease, (a or 0) + b) != _cmp(lt, (at or 0) + bt):
+                    continue
+                cost = lt + (at or 0) + (bt or 0)
+                if best is None or cost < best[0]:
+                    best = (cost, lt, 0, at, bt)
+    assert best is not None  # lt = 3..6 and at, bt = 0..6 cover every order of three numbers
+    return best[1], best[3], best[4]
+
+
+def _ticks(n: int) -> str:
+    return f"{n} tick" if n == 1 else f"{n} ticks"
+
+
+def mapping(s: Settings) -> list[tuple[str, str, str]]:
+    """(setting = value, where it came from, what it is in the model) for every setting that
+    reaches the model."""
+    lt, at, bt = ticks(s)
+    xfer = "WRITE" if s.mode == "push" else "READ"
+    rows = [(f"kv_connector {s.connector}", "command",
+             f"mode = {s.mode or 'pull'}" + (" (decode READs prefill's blocks)" if s.mode != "push"
+                                             else " (prefill WRITEs into decode's blocks)")),
+            (f"kv_role {s.role}", "command", "none: NixlConnector does not distinguish roles (the router does)"),
+            (f"kv_lease_duration {s.lease:g} s", s.source["lease"],
+             f"kv_lease_duration = {lt} ticks; heartbeats every {s.lease / 6:g} s -> heartbeat_interval = 1 tick, "
+             f"extension {2 * s.lease / 3:g} s -> {max(1, 2 * lt // 3)} ticks (both derived, not settable)"),
+            ("arrival bound " + (f"{s.arrival_bound:g} s" if s.arrival_bound is not None else "none"),
+             s.source["arrival_bound"],
+             f"arrival_latency_bound = {_ticks(at)}" if at is not None else
+             "arrival_latency_bound = unbounded (the router may hand the request to decode at any time)"),
+            ("transfer bound " + (f"{s.transfer_bound:g} s" if s.transfer_bound is not None else "none"),
+             s.source["transfer_bound"],
+             f"read_latency_bound = {_ticks(bt)} (decode receiving the request to its {xfer}'s end)" if bt is not None
+             else f"read_latency_bound = unbounded (a {xfer} may take any time)"),
+            ("decode stalls " + ("possible" if s.stalls else "never"), s.source["stalls"],
+             "decode_may_stall = " + ("true (a long forward pass stops heartbeats)" if s.stalls else "false")),
+            (f"tensor parallel {s.tp}, pipeline parallel {s.pp}", s.source["tp"], "one rank a side, one stage"),
+            ("client aborts", "assumed", "client_aborts = true in the abort member; prefill_aborts = true "
+             "(0.33.0 ignores an abort of a finished request, #25067)")]
+    return rows
+
+
+# -- the scenario family -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Member:
+    """One scenario of the family and the trigger it exercises."""
+
+    key: str
+    trigger: str
+    scenario: Scenario
+
+
+def family(s: Settings) -> list[Member]:
+    """``lease``: tenants A and B through one prefill block (a late hand-off, a slow transfer, a
+    stalled decode: the lease's race); ``abort``: a client abort on decode while the load is in
+    flight, one block a side, the engine loop not stalling (the abort alone)."""
+    lt, at, bt = ticks(s)
+    base = dict(s.release.engine, mode=s.mode or "pull", kv_lease_duration=lt, heartbeat_interval=1,
+                arrival_latency_bound=at, read_latency_bound=bt)
+    tag = f"audit-vllm-{s.release.version}"
+    ab = (Request("A"), Request("B"))
+    xfer = "WRITE" if s.mode == "push" else "READ"
+
+    def member(key: str, trigger: str, prefill: int, decode: int, **engine: Any) -> Member:
+        cfg = Config(ab, prefill_blocks=prefill, decode_blocks=decode, engine=Engine(**{**base, **engine}))
+        title = f"kvproof audit, {ENGINE} {s.release.version}: {trigger}"
+        return Member(key, trigger, Scenario(f"{tag}-{key}", title, title, cfg, {}, None, "<kvproof audit>", ENGINE))
+
+    return [member("lease", f"a late hand-off, a slow {xfer} or a stalled decode against the lease", 1, 2,
+                   decode_may_stall=s.stalls),
+            member("abort", f"a client abort on decode while its {xfer} is in flight", 1, 1,
+                   client_aborts=True, prefill_aborts=True)]
+
+
+# -- checking ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Hazard:
+    """A claim violated in one member of the family, with its shortest trace."""
+
+    claim: str
+    member: Member
+    depth: int
+    trace: Any
+    trace_path: Any = None
+    remedies: list[str] = field(default_factory=list)
+    also: list[str] = field(default_factory=list)
+    """Other members where the same claim is violated."""
+
+
+@dataclass
+class AuditReport:
+    """What the audit found."""
+
+    settings: Settings
+    members: list[Member]
+    states: dict[str, int]
+    hazards: list[Hazard]
+    cut_short: list[str]
+
+    @property
+    def exit_code(self) -> int:
+        """2 when the model checked is not the deployment (a setting it does not cover, an unknown
+        handoff setting); else 1 when a hazard was found; else 2 when a search was cut short;
+        else 0."""
+        if self.settings.unmodelled or self.undecided_unknown():
+            return EXIT_UNDECIDED
+        if self.hazards:
+            return EXIT_EXPOSED
+        return EXIT_UNDECIDED if self.cut_short else EXIT_NOT_EXPOSED
+
+    def undecided_unknown(self) -> list[str]:
+        """Unknown names that belong to the KV handoff (they could change the verdict)."""
+        return [u for u in self.settings.unknown if u.startswith(LIFECYCLE_PREFIXES)]
+
+
+def _check(member: Member, claims, limits):
+    from kvproof.checker.run import check_scenario
+
+    return check_scenario(member.scenario, limits, list(claims))
+
+
+def candidates(s: Settings) -> list[tuple[Settings, str]]:
+    """Changes to try as remedies: a lease above the arrival plus transfer bounds (when both are
+    known) and the other NIXL mode."""
+    out: list[tuple[Settings, str]] = []
+    if s.arrival_bound is not None and s.transfer_bound is not None and s.lease <= s.arrival_bound + s.transfer_bound:
+        longer = math.floor(s.arrival_bound + s.transfer_bound) + 1
+        out.append((dataclasses.replace(s, lease=float(longer)),
+                    f"kv_connector_extra_config.kv_lease_duration={longer} (above the arrival and transfer bounds)"))
+    other = "NixlConnector" if s.mode == "push" else "NixlPushConnector"
+    out.append((dataclasses.replace(s, connector=other), f"kv_connector {other}"))
+    return out
+
+
+def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
+    """Check the family of ``s``; one hazard per claim (the first member's, the others named),
+    and (with ``remedies``) the candidate changes that remove it when re-checked."""
+    from kvproof.checker.explicit import Limits
+
+    limits = limits or Limits()
+    members = family(s)
+    states: dict[str, int] = {}
+    found: dict[str, Hazard] = {}
+    cut: list[str] = []
+    for m in members:
+        rep = _check(m, CLAIMS, limits)
+        states[m.key] = rep.stats.states
+        if not rep.complete:
+            cut.append(f"{m.scenario.name}: {rep.reason}")
+        for c in rep.claims:
+            if c.verdict != "violated":
+                continue
+            if c.claim in found:
+                found[c.claim].also.append(m.trigger)
+            else:
+                found[c.claim] = Hazard(c.claim, m, c.depth or 0, c.result.trace)
+    if "no_cross_tenant_read" in found:  # another tenant's KV says more than another request's
+        found.pop("decode_reads_only_own_pages", None)
+    hazards = sorted(found.values(), key=lambda h: list(HAZARDS).index(h.claim))
+    if remedies and hazards:
+        for cand, label in candidates(s):
+            fam = {m.key: m for m in family(cand)}
+            for h in hazards:
+                keys = [h.member.key] + [m.key for m in members if m.trigger in h.also]
+                ok = True
+                for key in keys:
+                    rep = _check(fam[key], [h.claim], limits)
+                    if not rep.complete or any(c.verdict != "verified" for c in rep.claims):
+                        ok = False
+                        break
+                if ok:
+                    h.remedies.append(label)
+    return AuditReport(s, members, states, hazards, cut)
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def _bound(name: str, value: Any, bad) -> float | None:
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise bad(f"{name} {value}: expected a number of seconds >= 0") from None
+    if not v >= 0 or v == float("inf"):
+        raise bad(f"{name} {value}: expected a number of seconds >= 0")
+    return v
+
+
+def run_audit(args: argparse.Namespace, out, bad) -> int:
+    """``kvproof audit vllm==...``: ``args`` holds ``engine``, ``env``, ``env_file``, ``launch``,
+    ``traces``, ``no_traces``, ``arrival_bound``, ``transfer_bound``, ``no_decode_stalls`` and
+    the limits; ``out`` is a console, ``bad`` builds the CLI's bad-input exception."""
+    from kvproof import STARTED
+    from kvproof.checker.explicit import Limits
+    from kvproof.checker.traces import write_trace
+    from kvproof.spec.sglang.audit import read_env_file
+
+    release = parse_engine(args.engine, bad)
+    if getattr(args, "peer_tp", None) is not None:
+        raise bad("--peer-tp: an SGLang option; vLLM's model has one rank a side")
+    command = list(args.launch or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise bad("audit: expected the launch command after --, e.g. -- vllm serve MODEL --kv-transfer-config '{...}'")
+    arrival = _bound("--arrival-bound", getattr(args, "arrival_bound", None), bad)
+    transfer = _bound("--transfer-bound", getattr(args, "transfer_bound", None), bad)
+    if transfer is not None and transfer == 0:
+        raise bad("--transfer-bound 0: expected a number of seconds > 0 (a transfer takes time)")
+    launch = parse_launch(command, bad)
+    env: dict[str, tuple[str, str]] = {}
+    for path in args.env_file or []:
+        for k, v in read_env_file(path, bad).items():
+            env[k] = (v, "--env-file")
+    for item in args.env or []:
+        try:
+            k, v = _assignment(item)
+        except ValueError:
+            raise bad(f"--env {item}: expected NAME=VALUE") from None
+        env[k] = (v, "--env")
+    for k, v in launch.env.items():
+        env[k] = (v, "command")
+    s = settings_of(release, launch, env, bad, arrival, transfer, not getattr(args, "no_decode_stalls", False))
+    lines = _header(s)
+    if s.connector is None:
+        lines.append("no --kv-transfer-config kv_connector: not a PD-disaggregated launch; no KV handoff to audit")
+        _emit(out, lines)
+        return EXIT_NOT_EXPOSED
+    limits = Limits(args.max_states, args.max_seconds, None, STARTED if args.max_seconds else None)
+    report = audit(s, limits)
+    if not args.no_traces:
+        for h in report.hazards:
+            h.trace_path = write_trace(h.trace, args.traces)
+    lines += _body(report)
+    _emit(out, lines)
+    return report.exit_code
+
+
+def _emit(out, lines: list[str]) -> None:
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _header(s: Settings) -> list[str]:
+    lines = [f"{ENGINE}=={s.release.version}: {s.release.basis}"]
+    if s.connector is not None:
+        lines.append("settings (value, from, in the model):")
+        rows = mapping(s)
+        width = max(len(r[0]) for r in rows)
+        for name, where, meaning in rows:
+            lines.append(f"  {name:<{width}}  {where:<16}  {meaning}")
+    if s.abstracted:
+        lines.append("known, abstracted by the model (block counts are symbolic): " + ", ".join(s.abstracted))
+    if s.inert:
+        lines.append("known, no part in the isolation checks: " + ", ".join(s.inert))
+    if s.unknown:
+        lines.append(f"not known to kvproof, not modelled ({len(s.unknown)}): " + ", ".join(s.unknown))
+    return lines
+
+
+def _body(r: AuditReport) -> list[str]:
+    s = r.settings
+    lines = ["checked: " + ", ".join(f"{m.scenario.name} ({r.states[m.key]:,} states)" for m in r.members)]
+    if r.hazards:
+        lines.append(f"exposed to {len(r.hazards)} {'hazard' if len(r.hazards) == 1 else 'hazards'}:")
+    for i, h in enumerate(r.hazards, 1):
+        where = f", written to {h.trace_path}" if h.trace_path else ""
+        lines.append(f"  {i}. {HAZARDS[h.claim]} ({h.claim}), after {h.member.trigger}"
+                     + (f" (also after {'; '.join(h.also)})" if h.also else ""))
+        lines.append(f"     shortest trace: {h.depth} steps{where}")
+        if h.remedies:
+            fix = "; or ".join(h.remedies)
+        else:
+            fix = "nothing kvproof tried removes it"
+            if s.arrival_bound is None or s.transfer_bound is None:
+                fix += " (with no --arrival-bound and --transfer-bound, no lease is known to outlast the hand-off)"
+        lines.append(f"     removed by: {fix}")
+    for reason in s.unmodelled:
+        lines.append(f"not modelled: {reason}")
+    for c in r.cut_short:
+        lines.append(f"search cut short: {c}")
+    lifecycle = r.undecided_unknown()
+    if lifecycle:
+        lines.append("unknown handoff settings could change the verdict: " + ", ".join(lifecycle))
+    code = r.exit_code
+    verdict = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed", EXIT_UNDECIDED: "cannot decide"}[code]
+    if code == EXIT_UNDECIDED and r.hazards:
+        verdict += f" (the model checked is exposed to {len(r.hazards)})"
+    if code == EXIT_NOT_EXPOSED and s.unknown:
+        verdict += " (assuming the flags kvproof does not know leave the KV handoff alone)"
+    lines.append(f"verdict: {verdict}")
+    return lines
