@@ -6,6 +6,10 @@ function, so it validates clean.  The time is the search alone (the log read and
 frontier closed and advanced per event), not compiling the steps; wall and CPU time are both
 printed (the search is one process, one core).  Run:
 ``.venv/bin/python bench/bench_validate.py [--requests N] [--seeds K]``.
+
+``--engine vllm`` does the same for vLLM logs: a random run of the ``vllm-*`` scenario's engine as
+a stream (:class:`kvproof.spec.vllm.validate.VllmStream`: ``--slots`` request slots, ``--pages``
+blocks in each pool), faults (a stalled decode, a client abort) at weight 0.02.
 """
 
 from __future__ import annotations
@@ -45,6 +49,30 @@ def one(name: str, requests: int, seed: int, slots: int, pages: int) -> tuple[in
     return verdict.events, seconds, cpu, verdict.peak
 
 
+def one_vllm(name: str, requests: int, seed: int, slots: int, pages: int) -> tuple[int, float, float, int]:
+    """(events, wall seconds, CPU seconds, peak frontier) of validating one simulated vLLM log."""
+    from kvproof.spec.vllm import validate as vv
+
+    sc = vv.stream_scenario(builtin(name), slots, pages, pages)
+    spec = sc.build()
+    gen = Machine(spec)
+    text = vv.log_text(sc, vv.to_events(gen, vv.random_run(gen, requests, seed)))
+    machine = Checked.invariants(spec)
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.write(text)
+    try:
+        obs = vv.observation(machine)
+        search = Search(machine, obs, 1_000_000)
+        t0, c0 = time.perf_counter(), time.process_time()
+        _, rows = read_log(f.name)
+        verdict = explain(machine, obs, (obs.decode(no, raw) for no, raw in rows), 1_000_000, search)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        os.unlink(f.name)
+    assert verdict.kind == "explained", (name, seed, verdict.kind, verdict.why)
+    return verdict.events, seconds, cpu, verdict.peak
+
+
 def main() -> None:
     """Print events/s per scenario and seed, and the total."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -52,12 +80,17 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--pages", type=int, default=64)
-    ap.add_argument("--scenarios", default="pr-38935,v0.5.22,sglang-0.5.23-mooncake")
+    ap.add_argument("--scenarios", help="default: pr-38935,v0.5.22,sglang-0.5.23-mooncake (sglang), "
+                                        "vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255 (vllm)")
+    ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
     a = ap.parse_args()
+    vllm = a.engine == "vllm"
+    a.scenarios = a.scenarios or ("vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255" if vllm
+                                  else "pr-38935,v0.5.22,sglang-0.5.23-mooncake")
     total_e, total_s, total_c = 0, 0.0, 0.0
     for name in a.scenarios.split(","):
         for seed in range(a.seeds):
-            e, s, c, peak = one(name, a.requests, seed, a.slots, a.pages)
+            e, s, c, peak = (one_vllm if vllm else one)(name, a.requests, seed, a.slots, a.pages)
             total_e, total_s, total_c = total_e + e, total_s + s, total_c + c
             print(f"{name:28} seed {seed}: {e:6,} events in {s:5.2f} s wall, {c:5.2f} s CPU = "
                   f"{e / s:7,.0f} events/s wall, {e / c:7,.0f} per CPU second; peak frontier {peak}", flush=True)

@@ -6,7 +6,9 @@ code (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``, ``vllm/v1/core/sch
 :mod:`.config` (the instance, its knobs and the scenario tables), :mod:`.state` (fields and
 codes), :mod:`.protocol` (the actions: :class:`~.protocol.VllmPd`), :mod:`.claims`,
 :mod:`.story` (what a step means in vLLM's terms), ``scenarios/`` (the catalogue), :mod:`.audit`
-(a deployment's launch line mapped to a scenario family and checked: ``kvproof audit vllm==...``).  Conformance
+(a deployment's launch line mapped to a scenario family and checked: ``kvproof audit vllm==...``),
+:mod:`.validate` (the event-log schema, what a log shows of each action, and :class:`~.validate.VllmStream`,
+the spec as a stream of requests through reused slots: ``kvproof validate``).  Conformance
 with vLLM's real code is not done yet.
 
 :data:`PROTOCOL` is what the general layers see (:class:`~kvproof.model.protocol.Protocol`).
@@ -26,6 +28,18 @@ def _base():
     return VllmPd
 
 
+def _stream():
+    from kvproof.spec.vllm.validate import VllmStream
+
+    return VllmStream
+
+
+def _validate():
+    from kvproof.spec.vllm import validate
+
+    return validate
+
+
 def _audit():
     from kvproof.spec.vllm.audit import run_audit
 
@@ -41,11 +55,11 @@ def _audit_releases():
 PROTOCOL = Protocol(
     name="vllm",
     title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull and push mode)",
-    specs={"vllm": _base},
+    specs={"vllm": _base, "vllm-stream": _stream},
     config_keys=CONFIG_KEYS,
     parse_config=parse_config,
     config_data=config_data,
     catalogue=lambda: resources.files("kvproof.spec.vllm").joinpath("scenarios"),
-    commands={"audit": _audit, "audit-releases": _audit_releases},
+    commands={"audit": _audit, "audit-releases": _audit_releases, "validate": _validate},
 )
 """The vLLM protocol, registered under the ``kvproof.protocols`` entry-point group."""
