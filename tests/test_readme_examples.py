@@ -46,6 +46,13 @@ EXAMPLES = [
     ("kvproof show traces/vllm-pull-heartbeat-stall__no_cross_tenant_read.itf.json", 0, ["fails after step"]),
     ("kvproof validate examples/validate/v0.5.22-clean.jsonl", 0, ["explained: "]),
     ("kvproof validate examples/validate/incident.jsonl", 1, ["violation: decode_prealloc"]),
+    ("kvproof validate examples/validate/vllm-clean.jsonl", 0, ["explained: ", "249 of 249 events"]),
+    ("kvproof validate examples/validate/vllm-lease-expiry.jsonl", 1,
+     ["vllm-lease-expiry.jsonl:6: violation: decode_start_load_kv"]),
+    ("kvproof audit vllm==0.33.0 --arrival-bound 2 --transfer-bound 60 -- vllm serve Qwen/Qwen3-0.6B --port 8100 "
+     "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'", 1,
+     ["checked: audit-vllm-0.33.0-lease (14,332 states), audit-vllm-0.33.0-abort (8,392 states)",
+      "removed by: kv_connector_extra_config.kv_lease_duration=63", "verdict: exposed"]),
 ]
 
 
