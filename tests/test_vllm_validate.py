@@ -196,15 +196,19 @@ def test_a_bad_stream_header_is_exit_3(tmp_path, capsys):
 
 
 def test_the_stream_reuses_a_slot_only_when_nothing_of_its_request_is_in_flight():
-    base, events = _stream("vllm-pull-abort-32255", 12, 2)
-    sc = vv.stream_scenario(base, 2, 2, 2)
+    sc = vv.stream_scenario(builtin("vllm-pull-heartbeat"), 2, 2, 2)
     spec = sc.build()
-    recycle = [i for i in spec.instances if i.name == "request_recycle"]
-    assert len(recycle) == 2 and "request_recycle" in vv.INTERNAL
     machine = Machine(spec)
-    # R0 finished on prefill and taken by decode: its slot cannot be reused yet
     idx = {(i.name, i.args): i.aid for i in spec.instances}
     s = machine.init
-    for step in [("prefill_request_finished", (0,)), ("decode_on_new_request", (0,))]:
-        s = machine.step(s, idx[step])
-    assert machine.step(s, idx[("request_recycle", (0,))]) is None
+    finish = idx[("prefill_request_finished", (0,))]
+    for name in ["prefill_request_finished", "decode_on_new_request", "decode_start_load_kv",
+                 "nixl_read_take_data", "nixl_read_complete"]:
+        s = machine.step(s, idx[(name, (0,))])
+        assert machine.step(s, finish) is None  # R0 still held by prefill or decode: no reuse
+    s = machine.step(s, idx[("decode_finished_recving", (0,))])
+    assert machine.step(s, finish) is None  # the READ's notification has not reached prefill yet
+    s = machine.step(s, idx[("prefill_get_new_notifs", (0,))])
+    again = machine.step(s, finish)
+    assert again is not None and machine.step(again, finish) is None  # reused once: its next request
+    assert spec.layout.decode(again)["d_phase"][0] == "new" and spec.layout.decode(again)["p_phase"][0] == "held"

@@ -7,8 +7,8 @@ An event log is JSONL.  The first line is the header::
 ``scenario`` is a built-in ``vllm-*`` scenario's name or its data inline (as traces store it).
 With ``slots`` (and optionally ``prefill_blocks``, ``decode_blocks``) the scenario's engine runs
 as a stream: that many request slots, each reused by a new request once its previous one ended
-on both sides (:class:`VllmStream`, an internal ``request_recycle`` step), over the given block
-pools: the sliding window that keeps a long log's search bounded.  Every other line is one
+on both sides (:class:`VllmStream`: the reuse is part of the next ``prefill_request_finished``),
+over the given block pools: the sliding window that keeps a long log's search bounded.  Every other line is one
 event::
 
     {"v": 1, "t": 0.012, "actor": "decode", "event": "decode_start_load_kv", "req": 0,
@@ -18,7 +18,7 @@ event::
   ones and what each adds).  The other actions (:data:`INTERNAL`) are never logged: the clock,
   decode's engine loop stalling and resuming, NIXL's one-sided data movement and completion
   (nobody sees them; decode learns of a completed READ at ``decode_finished_recving``, prefill
-  at ``prefill_get_new_notifs``) and, in a stream, a slot's reuse.
+  at ``prefill_get_new_notifs``).
 * ``t`` the time in seconds (a number; informational), ``actor`` ``prefill`` or ``decode``.
 * ``req`` the request slot (``0..slots-1``), ``rid`` the request's id, ``gen`` the slot's
   request number (0 for its first; each ``prefill_request_finished`` after the first opens the
@@ -40,13 +40,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvproof.checker.validate import LOG_FORMAT, SCHEMA_VERSION, Event
-from kvproof.model.framework import action
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 from kvproof.spec.vllm.config import Request
 from kvproof.spec.vllm.protocol import VllmPd
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_LABELS, D_READING, D_TRACKED, P_FREED, P_HELD, P_LABELS, P_NEW, RD_DONE, RD_LABELS, RD_NONE,
+    D_ENDED, D_HELD, D_LABELS, D_NEW, D_READING, D_TRACKED, P_FREED, P_HELD, P_LABELS, P_NEW, RD_DONE, RD_LABELS,
+    RD_NONE,
 )
 
 __all__ = ["FIELDS", "INTERNAL", "STATUS", "VllmStream", "log_scenario", "stream_scenario", "observation",
@@ -70,7 +70,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
 ``t``, ``actor``, ``req``, ``rid`` and ``gen``."""
 
 INTERNAL = ("clock_tick", "decode_stall", "decode_resume", "nixl_read_take_data", "nixl_read_complete",
-            "nixl_write_land", "nixl_write_complete", "request_recycle")
+            "nixl_write_land", "nixl_write_complete")
 """The actions no log shows."""
 
 STATUS = {"prefill_get_new_notifs": ("finished_sending", "late"),
@@ -80,43 +80,37 @@ STATUS = {"prefill_get_new_notifs": ("finished_sending", "late"),
 
 
 class VllmStream(VllmPd):
-    """The vLLM spec as a stream of requests through a fixed number of slots: a slot whose
-    request ended on both sides (decode ended it, prefill freed its block, no transfer or
-    notification outstanding) is reused by the next request (``request_recycle``, internal), and
-    requests reach prefill in any order.  Within a slot the generations share one content code,
-    which loses nothing: decode only ever computes on a block a transfer filled, and a transfer
-    carries what the source block holds when it moves (the slot's own KV, or another slot's)."""
+    """The vLLM spec as a stream of requests through a fixed number of slots: the next request
+    takes a slot whose request ended on both sides (decode ended it, prefill freed its block, no
+    transfer or notification outstanding) in the same step as prefill finishes it
+    (``prefill_request_finished``, the log's next generation), and requests reach prefill in any
+    order.  Within a slot the generations share one content code, which loses nothing: decode
+    only ever computes on a block a transfer filled, and a transfer carries what the source
+    block holds when it moves (the slot's own KV, or another slot's)."""
+
+    def _reusable(self, s, r):
+        o = s.ops
+        return o.and_(o.eq(s.d_phase[r], D_ENDED), o.is_in(s.p_phase[r], P_FREED),
+                      o.is_in(s.rd[r], (RD_NONE, RD_DONE)), o.eq(s.notif[r], 0))
 
     def prefill_request_finished(self, s, n, r):
-        """As :meth:`VllmPd.prefill_request_finished`, any slot in any order."""
+        """As :meth:`VllmPd.prefill_request_finished`, in any slot that is new or reusable, in
+        any order; reusing a slot resets it first."""
         o = s.ops
-        s.require(o.eq(s.p_phase[r], P_NEW))
+        new = o.eq(s.p_phase[r], P_NEW)
+        s.require(o.or_(new, self._reusable(s, r)))
+        n.d_phase[r] = o.ite(new, s.d_phase[r], D_NEW)
+        n.rd[r] = o.ite(new, s.rd[r], RD_NONE)
+        for name in ("outcome", "read", "late"):
+            getattr(n, name)[r] = o.ite(new, getattr(s, name)[r], 0)
+        n.dest[r] = o.ite(new, s.dest[r], self.k.D)
+        if not self.pull:
+            n.reg[r] = o.ite(new, s.reg[r], 0)
+        if self.k.A is not None:
+            n.age[r] = o.ite(new, s.age[r], 0)
         self._allocate(s, n, r, "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_HELD
         n.lease[r] = self.k.L
-
-    @action("decode", "req")
-    def request_recycle(self, s, n, r):
-        """The slot's request ended on both sides and nothing of it is in flight: the next
-        request takes the slot (the log's next generation)."""
-        o = s.ops
-        s.require(o.eq(s.d_phase[r], D_ENDED))
-        s.require(o.is_in(s.p_phase[r], P_FREED))
-        s.require(o.is_in(s.rd[r], (RD_NONE, RD_DONE)))
-        s.require(o.eq(s.notif[r], 0))
-        n.p_phase[r] = P_NEW
-        n.d_phase[r] = 0
-        n.rd[r] = RD_NONE
-        n.outcome[r] = 0
-        n.read[r] = 0
-        n.late[r] = 0
-        n.lease[r] = 0
-        n.src[r] = self.k.P
-        n.dest[r] = self.k.D
-        if not self.pull:
-            n.reg[r] = 0
-        if self.k.A is not None:
-            n.age[r] = 0
 
 
 def stream_scenario(base: Scenario, slots: int, prefill_blocks: int, decode_blocks: int) -> Scenario:
