@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kvproof.checker.cli import main
 from kvproof.spec.vllm import audit as V
@@ -188,3 +189,28 @@ def test_the_family_uses_the_catalogue_shapes():
     assert abort.engine.client_aborts and not abort.engine.decode_may_stall
     assert lease.engine.delay_free_aborted_load and not lease.engine.abort_of_finished_frees  # #32255, #25067
     assert lease.engine.heartbeat_interval == 1 and lease.engine.arrival_latency_bound is None
+
+
+class _Bad(Exception):
+    pass
+
+
+_WORDS = st.sampled_from(["vllm", "serve", "m", "--kv-transfer-config", '{"kv_connector":"NixlConnector"}',
+                          '{"kv_connector":"NixlPushConnector","kv_role":"kv_both"}', "{", "[]", '{"kv_role":"x"}',
+                          '{"kv_connector_extra_config":{"kv_lease_duration":-1}}', "-tp", "2", "0", "x", "--x=1",
+                          "--kv-transfer-config.kv_role", "kv_both", "--kv-transfer-config.a.b+", "-", "A=1", "env",
+                          "--pipeline-parallel-size", "--enforce-eager", "é", ""])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_WORDS, max_size=12), st.sampled_from([None, 0.0, 2.0, 30.0, 45.5]),
+       st.sampled_from([None, 1.0, 30.0, 60.0, 1e6]))
+def test_any_command_maps_or_is_bad_input_never_a_crash(words, arrival, transfer):
+    rel = V.RELEASES["0.33.0"]
+    try:
+        s = V.settings_of(rel, V.parse_launch(["vllm", "serve", *words], _Bad), {}, _Bad, arrival, transfer)
+    except _Bad:
+        return
+    lt, at, bt = V.ticks(s)
+    assert 3 <= lt <= 6 and (at is None or 0 <= at <= 6) and (bt is None or 1 <= bt <= 6)
+    assert V.mapping(s) and len(V.family(s)) == 2
