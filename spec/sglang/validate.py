@@ -44,7 +44,7 @@ from kvproof.spec.sglang.state import (
     D_LABELS, D_RESERVED, D_VERIFIED, OUT_LABELS, P_LABELS, P_SENDING,
 )
 
-__all__ = ["FIELDS", "INTERNAL", "log_scenario", "observation", "SglangObservation", "to_events", "log_text",
+__all__ = ["FIELDS", "INTERNAL", "PAGES_OPTIONAL", "ANY_PAGES", "log_scenario", "observation", "SglangObservation", "to_events", "log_text",
            "random_run"]
 
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -76,6 +76,30 @@ FIELDS: dict[str, tuple[str, ...]] = {
 }
 """The observable actions, each logged under its own name, and the fields it carries besides
 ``t``, ``actor``, ``rank``, ``room``, ``rid`` and ``gen``."""
+
+PAGES_OPTIONAL = ("decode_prealloc", "prefill_forward")
+"""Events whose ``pages`` may be left out (any pages, or none, then match): the recorder cannot
+see them where it logs these events (``kvproof.spec.sglang.record``); the pages are compared
+from the request's ``decode_commit`` or release on."""
+
+
+class _AnyPages:
+    """What an event without ``pages`` wants: equal to every observation."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return "ANY_PAGES"
+
+
+ANY_PAGES = _AnyPages()
+"""The ``pages`` of an event that leaves them out."""
 
 INTERNAL = ("clock_tick", "net_drop_ack", "net_drop_abort", "prefill_dies", "prefill_drain")
 """The actions no log shows."""
@@ -216,7 +240,9 @@ class SglangObservation:
         rank = _int(raw, "rank", bound)
         want: list[Any] = []
         for f in shown:
-            if f == "pages":
+            if f == "pages" and "pages" not in raw and name in PAGES_OPTIONAL:
+                want.append(ANY_PAGES)
+            elif f == "pages":
                 pages = raw.get("pages")
                 if not isinstance(pages, list) or not all(type(p) is int for p in pages):
                     raise ValueError(f"pages: expected a list of page numbers, got {pages!r}")
@@ -247,9 +273,10 @@ class SglangObservation:
         if self.spec.e.any_free_pages:
             if r not in self._picks:
                 self._picks[r] = {p: i for i, p in enumerate(self.spec.picks(self.npages[r]))}
-            pick = self._picks[r].get(pages)
-            if pick is not None and ("decode_prealloc_pick", (r, pick)) in self.aid:
-                aids.append(self.aid[("decode_prealloc_pick", (r, pick))])
+            picks = self._picks[r].values() if pages is ANY_PAGES else [self._picks[r].get(pages)]
+            for pick in picks:
+                if pick is not None and ("decode_prealloc_pick", (r, pick)) in self.aid:
+                    aids.append(self.aid[("decode_prealloc_pick", (r, pick))])
         return tuple(aids)
 
     @staticmethod
