@@ -7,7 +7,10 @@ arguments, its result and the object's own fields, and appends a line):
 ========================================================  ==================================
 real method                                               event
 ========================================================  ==================================
-``PrefillBootstrapQueue.add`` (prefill attn-TP rank 0)    ``prefill_bootstrap_add``
+``PrefillBootstrapQueue.add`` (prefill attn-TP rank 0)    ``prefill_bootstrap_add`` (not for a
+                                                          request whose ABORT prefill handled
+                                                          before it arrived: the model's
+                                                          ``prefill_handle_abort`` ended it)
 ``DecodePreallocQueue.add`` (decode rank 0)               ``decode_prealloc`` (admitted: no
                                                           ``pages``, the reservation is not
                                                           a call this wraps; retired at the
@@ -21,7 +24,8 @@ real method                                               event
                                                           a destination page); return 0 from
                                                           the chunk's last session:
                                                           ``kv_write_lands``
-``CommonKVSender.poll`` returning Success (first time)    ``prefill_transfer_done``
+``CommonKVSender.poll`` returning Success (first time)    ``prefill_transfer_done`` (not once
+                                                          prefill handled the request's ABORT)
 ``CommonKVManager.conclude_failure`` (prefill)            ``prefill_transfer_failed``
 ``DecodeTransferQueue._commit_transfer_to_req`` (rank 0)  ``decode_commit`` (``pages`` as
                                                           published by ``send_metadata``;
@@ -77,6 +81,7 @@ class SglangRecorder:
         self.once: set = set()
         self.pages: dict[int, list[int]] = {}  # id(receiver) -> published decode pages
         self.client_aborted: set = set()  # (slot, gen)
+        self.prefill_aborted: set = set()  # (slot, gen) whose ABORT a prefill rank handled
         self.chunk_of: dict = {}  # (id(mgr), source pages) -> (slot, gen, first chunk)
         self.next_chunk: dict = {}  # (id(mgr), slot, gen) -> next chunk number
         self.sessions: dict = {}  # (id(mgr), slot, gen, chunk) -> sessions still writing
@@ -148,7 +153,8 @@ class SglangRecorder:
             def add(self, req, *a, **kw):
                 slot, _, gen = rec.see(req)
                 out = orig(self, req, *a, **kw)
-                if self.kv_manager.attn_tp_rank == 0 and rec.first("bootstrap_add", slot, gen):
+                late = (slot, gen) in rec.prefill_aborted  # its ABORT came first: no step of the model
+                if self.kv_manager.attn_tp_rank == 0 and not late and rec.first("bootstrap_add", slot, gen):
                     rec.emit("prefill_bootstrap_add", "prefill", 0, req.bootstrap_room)
                 return out
             return add
@@ -234,7 +240,8 @@ class SglangRecorder:
                 if status == KVPoll.Success:
                     rank = int(self.kv_mgr.attn_tp_rank)
                     slot, _, gen = rec.current(self.bootstrap_room)
-                    if rec.first("done", slot, gen, rank):
+                    # after an ABORT the request is stopped: a Success poll then is no conclusion
+                    if (slot, gen) not in rec.prefill_aborted and rec.first("done", slot, gen, rank):
                         rec.emit("prefill_transfer_done", "prefill", rank, self.bootstrap_room)
                 return status
             return poll
@@ -251,11 +258,11 @@ class SglangRecorder:
 
         def commit(orig):
             def commit_(self, decode_req, *a, **kw):
+                with rec.lock:  # before the call: a failed commit clears the receiver
+                    pages = rec.pages.get(id(decode_req.kv_receiver), [])
                 out = orig(self, decode_req, *a, **kw)
                 if self.tp_rank == 0:
                     status = "error" if isinstance(decode_req.req.finished_reason, FINISH_ABORT) else "success"
-                    with rec.lock:
-                        pages = rec.pages.get(id(decode_req.kv_receiver), [])
                     rec.emit("decode_commit", "decode", 0, decode_req.req.bootstrap_room, pages=pages, status=status)
                 return out
             return commit_
@@ -285,6 +292,8 @@ class SglangRecorder:
                 if msg and msg[0] == common.ABORT_TAG:
                     n = common.AbortNotification.from_zmq(msg)
                     if n is not None:
+                        with rec.lock:
+                            rec.prefill_aborted.add(rec.current(n.room)[::2])
                         rec.emit("prefill_handle_abort", "prefill", int(self.attn_tp_rank), n.room)
                 return orig(self, msg, *a, **kw)
             return handle
