@@ -359,4 +359,7 @@ class SglangRecorder:
 def install(path: str, scenario: Any, room_base: int = 0, **header: Any) -> SglangRecorder:
     """Patch SGLang 0.5.23's classes to log to ``path`` (header naming ``scenario``); call
     ``uninstall()`` on the result to undo, ``log.close()`` to close the file."""
+    from kvproof.spec.sglang.validate import UNSEEN_KEY
+
+    header.setdefault(UNSEEN_KEY, True)  # a failed send's bytes land where no call returns
     return SglangRecorder(EventLog(path, scenario, **header), room_base).install()

@@ -41,10 +41,10 @@ from kvproof.checker.validate import LOG_FORMAT, SCHEMA_VERSION, Event
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 from kvproof.spec.sglang.state import (
-    D_LABELS, D_RESERVED, D_VERIFIED, OUT_LABELS, P_LABELS, P_SENDING,
+    D_LABELS, D_RESERVED, D_VERIFIED, OUT_LABELS, P_LABELS, P_SENDING, POLL_FAILED,
 )
 
-__all__ = ["FIELDS", "INTERNAL", "PAGES_OPTIONAL", "ANY_PAGES", "log_scenario", "observation", "SglangObservation", "to_events", "log_text",
+__all__ = ["FIELDS", "INTERNAL", "PAGES_OPTIONAL", "ANY_PAGES", "UNSEEN_KEY", "log_scenario", "observation", "SglangObservation", "to_events", "log_text",
            "random_run"]
 
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -123,9 +123,18 @@ def log_scenario(base: Scenario, header: dict) -> Scenario:
     return simulation_scenario(base, pages, slots)
 
 
-def observation(machine: Any) -> "SglangObservation":
-    """The observation of ``machine``'s actions (the protocol's ``validate`` command)."""
-    return SglangObservation(machine)
+UNSEEN_KEY = "failed_writes_land_unseen"
+"""The header key of a log that does not show when a failed transfer's writes land (a recorded
+log: SGLang's transfer call has returned failure by then, so no process sees the bytes arrive)."""
+
+
+def observation(machine: Any, header: dict | None = None) -> "SglangObservation":
+    """The observation of ``machine``'s actions (the protocol's ``validate`` command) for a log
+    with ``header``; ``ValueError`` for a header key of the wrong type."""
+    unseen = (header or {}).get(UNSEEN_KEY, False)
+    if not isinstance(unseen, bool):
+        raise ValueError(f"{UNSEEN_KEY}: expected true or false, got {unseen!r}")
+    return SglangObservation(machine, failed_writes_land_unseen=unseen)
 
 
 @dataclass
@@ -137,14 +146,17 @@ class _Room:
 class SglangObservation:
     """What SGLang's event log shows of each action instance (see the module docstring)."""
 
-    def __init__(self, machine: Any):
+    def __init__(self, machine: Any, failed_writes_land_unseen: bool = False):
         """``machine``: anything with the ``spec`` (a :class:`~kvproof.model.machine.Machine`,
-        a :class:`~kvproof.checker.validate.Checked`)."""
+        a :class:`~kvproof.checker.validate.Checked`); ``failed_writes_land_unseen``: the log
+        does not show when the writes of a rank whose transfer failed land (:data:`UNSEEN_KEY`)."""
         self.machine = machine
         spec = self.spec = machine.spec
         self.k = spec.k
         lay = spec.layout
         self.internal = [i.aid for i in spec.instances if i.name in INTERNAL]
+        self.unseen = {i.aid: self._failed_rank(i.args[0], self.k.rank_of_stream(i.args[1]))
+                       for i in spec.instances if i.name == "kv_write_lands" and failed_writes_land_unseen}
         self.aid = {(i.name, i.args): i.aid for i in spec.instances}
         self.params = {i.name: i.action.params for i in spec.instances}
         self.actor = {i.name: _ACTOR.get(i.action.actor, i.action.actor) for i in spec.instances}
@@ -162,6 +174,12 @@ class SglangObservation:
         self.observers = {i.aid: self._observer(i.name, i.args) for i in spec.instances
                           if i.name in FIELDS or i.name == "decode_prealloc_pick"}
         self._plans = {name: self._plan(name) for name in FIELDS if name in self.params or name == "decode_prealloc"}
+
+    def _failed_rank(self, r: int, pr: int):
+        """A write whose rank's transfer failed (``poll`` Failed) may land unseen: its transfer
+        call already returned failure, so no process sees when its bytes arrive."""
+        slot = self.spec.layout.slot("poll", r, pr)
+        return lambda s: s[slot] == POLL_FAILED
 
     # -- what an action shows ------------------------------------------------------------------
     def _observer(self, name: str, args: tuple[int, ...]):
