@@ -12,6 +12,7 @@ changed are rejected at that line; a torn last line is bad input (exit 3).
 import json
 import random
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,16 @@ def _line_of(events, name, room, nth):
     raise AssertionError(f"the log has no {name} #{nth} of room {room}")
 
 
+@lru_cache(maxsize=None)
+def _model(name):
+    """(scenario, machine) of built-in scenario ``name``, built once per module."""
+    from kvproof.model.machine import Machine
+    from kvproof.model.scenario import builtin
+
+    sc = builtin(name)
+    return sc, Machine(sc.build())
+
+
 def _random_actions(machine, seed, steps=30):
     """A random run of the model, without a client abort of a request decode never had: that
     abort calls no SGLang code in the harness (``Scheduler.abort_request`` is not driven), so
@@ -117,11 +128,7 @@ test_a_failed_sends_hazard_is_not_provable_from_a_recorded_log)."""
 
 @pytest.mark.parametrize("name,seed", RUNS)
 def test_recorded_random_runs_get_the_models_verdict(tmp_path, name, seed):
-    from kvproof.model.machine import Machine
-    from kvproof.model.scenario import builtin
-
-    sc = builtin(name)
-    machine = Machine(sc.build())
+    sc, machine = _model(name)
     actions = _random_actions(machine, seed)
     result = _record(sc, machine, actions, tmp_path / "run.jsonl")
     assert result.agrees, result.reason
@@ -141,12 +148,9 @@ def test_recorded_random_runs_get_the_models_verdict(tmp_path, name, seed):
 
 def test_the_random_runs_include_clean_and_hazardous_ones():
     """The parametrization above covers both verdicts (else it would test only one side)."""
-    from kvproof.model.machine import Machine
-    from kvproof.model.scenario import builtin
-
     kinds = Counter()
     for name, seed in RUNS:
-        machine = Machine(builtin(name).build())
+        machine = _model(name)[1]
         kinds[_breaking_step(machine, _random_actions(machine, seed)) is None] += 1
     assert kinds[True] >= 6 and kinds[False] >= 3
 
@@ -306,4 +310,32 @@ def test_nothing_is_patched_without_the_variable(tmp_path):
         assert json.loads((tmp_path / "on.jsonl").read_text())["scenario"] == record.DEFAULT_SCENARIO
     finally:
         record.uninstall()
+    assert cls.__dict__["send_metadata"] is before
+
+
+def test_python_m_kvproof_record_runs_the_module_patched(tmp_path, monkeypatch):
+    import sys
+
+    import kvproof.record as record
+    from kvproof.spec.sglang.conform import load_sglang
+
+    cls = load_sglang()["common"].CommonKVReceiver
+    before = cls.__dict__["send_metadata"]
+    (tmp_path / "probe_mod.py").write_text(
+        "import sys\n"
+        "from sglang.srt.disaggregation.common.conn import CommonKVReceiver\n"
+        "print('patched' if hasattr(CommonKVReceiver.send_metadata, '__wrapped__') else 'plain', sys.argv[1:])\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setenv("KVPROOF_RECORD", str(tmp_path / "m.jsonl"))
+    import io
+    import contextlib
+
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            record.main(["probe_mod", "--flag"])
+    finally:
+        record.uninstall()
+    assert out.getvalue().strip() == "patched ['--flag']"
     assert cls.__dict__["send_metadata"] is before

@@ -28,6 +28,11 @@ decode pages, as ``kvproof simulate`` runs it.  Every other line is one event::
   source pages for ``prefill_forward``; ``[]`` where the request was rejected or retired), ``slot`` the
   metadata slot of an aux write, ``status`` what decode concluded at ``decode_commit``
   (``success``, ``error`` or ``verified``).
+* ``decode_prealloc`` and ``prefill_forward`` may leave ``pages`` out (:data:`PAGES_OPTIONAL`:
+  any pages match; a recorder does not see them there).
+* a header with ``"failed_writes_land_unseen": true`` (:data:`UNSEEN_KEY`) says the log does
+  not show when the writes of a prefill rank whose transfer failed land: the search may take
+  those ``kv_write_lands`` steps between events, unlogged.
 * ``v`` on an event is optional; where present it must be 1.  Unknown keys are ignored.
 """
 
