@@ -118,6 +118,7 @@ def _random_actions(machine, seed, steps=30):
 
 # -- random runs of the real code ---------------------------------------------------------------------
 RUNS = [("sglang-0.5.23-mooncake", s) for s in range(4)] + [("sglang-0.5.23-tp2", s) for s in (0, 1)] + [
+    ("sglang-0.5.23-tp2x2", s) for s in (0, 1)] + [
     ("sglang-0.5.23-admission", 0), ("sglang-0.5.23-failed-send", 2), ("sglang-0.5.23-failed-send", 12)] + [
     ("sglang-0.5.23-deferral-off", s) for s in (0, 4, 5, 10, 13)]
 """Clean in the model except deferral-off's seeds 4, 5, 10 and 13 (a write after release).  The
