@@ -24,6 +24,11 @@ real method                                               event
                                                           a destination page); return 0 from
                                                           the chunk's last session:
                                                           ``kv_write_lands``
+``MooncakeKVManager.send_aux`` returning 0 (rank 0)       ``kv_aux_lands`` (0.5.23 has no
+                                                          separate ``kv_transfer_aux``: the
+                                                          worker issues it after the last
+                                                          chunk's call), only when the log's
+                                                          scenario has metadata slots
 ``CommonKVSender.poll`` returning Success (first time)    ``prefill_transfer_done`` (not once
                                                           prefill handled the request's ABORT)
 ``CommonKVManager.conclude_failure`` (prefill)            ``prefill_transfer_failed``
@@ -72,9 +77,10 @@ MODULES = {
 class SglangRecorder:
     """The patches on SGLang's classes and the bookkeeping that turns calls into events."""
 
-    def __init__(self, log: EventLog, room_base: int = 0):
+    def __init__(self, log: EventLog, room_base: int = 0, aux: bool = True):
         self.log = log
         self.room_base = room_base
+        self.aux = aux  # the scenario models metadata slots: log the metadata write
         self.m = {k: importlib.import_module(v) for k, v in MODULES.items()}
         self.lock = threading.RLock()
         self.rooms: dict[int, list] = {}  # slot -> [rid, gen]
@@ -234,6 +240,14 @@ class SglangRecorder:
                 return ret
             return send
 
+        def send_aux(orig):
+            def send(self, req, *a, **kw):
+                ret = orig(self, req, *a, **kw)
+                if ret == 0 and self.attn_tp_rank == 0 and rec.aux:
+                    rec.emit("kv_aux_lands", "prefill", 0, req.room, slot=int(req.dst_aux_index))
+                return ret
+            return send
+
         def sender_poll(orig):
             def poll(self, *a, **kw):
                 status = orig(self, *a, **kw)
@@ -344,6 +358,7 @@ class SglangRecorder:
         self.wrap(mc.MooncakeKVManager, "add_transfer_request", add_transfer_request)
         self.wrap(mc.MooncakeKVManager, "send_kvcache", send_kv)
         self.wrap(mc.MooncakeKVManager, "send_kvcache_slice", send_kv)
+        self.wrap(mc.MooncakeKVManager, "send_aux", send_aux)
         self.wrap(common.CommonKVSender, "poll", sender_poll)
         self.wrap(common.CommonKVManager, "conclude_failure", conclude_failure)
         self.wrap(dq.DecodeTransferQueue, "_commit_transfer_to_req", commit)
@@ -361,5 +376,8 @@ def install(path: str, scenario: Any, room_base: int = 0, **header: Any) -> Sgla
     ``uninstall()`` on the result to undo, ``log.close()`` to close the file."""
     from kvproof.spec.sglang.validate import UNSEEN_KEY
 
+    from kvproof.model.scenario import builtin, parse_scenario
+
     header.setdefault(UNSEEN_KEY, True)  # a failed send's bytes land where no call returns
-    return SglangRecorder(EventLog(path, scenario, **header), room_base).install()
+    sc = builtin(scenario) if isinstance(scenario, str) else parse_scenario(scenario, "scenario")
+    return SglangRecorder(EventLog(path, scenario, **header), room_base, aux=sc.config.aux_slots > 0).install()
