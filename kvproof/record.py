@@ -43,11 +43,21 @@ def install(environ: dict | None = None) -> Any:
     try:
         room_base = int(base)
     except ValueError:
-        raise SystemExit(f"kvproof: error: KVPROOF_RECORD_ROOM_BASE: expected a whole number, got {base!r}") from None
+        _bad(f"KVPROOF_RECORD_ROOM_BASE: expected a whole number, got {base!r}")
+    from kvproof.model.scenario import ScenarioError
     from kvproof.spec.sglang.record import install as install_sglang
 
-    _active = install_sglang(path, env.get("KVPROOF_RECORD_SCENARIO") or DEFAULT_SCENARIO, room_base)
+    try:
+        _active = install_sglang(path, env.get("KVPROOF_RECORD_SCENARIO") or DEFAULT_SCENARIO, room_base)
+    except (ScenarioError, OSError) as e:
+        _bad(f"KVPROOF_RECORD: {e}")
     return _active
+
+
+def _bad(message: str) -> None:
+    """Bad configuration: one line on stderr, exit 3 (kvproof's bad-input code)."""
+    print(f"kvproof: error: {message}", file=sys.stderr)
+    raise SystemExit(3)
 
 
 def uninstall() -> None:

@@ -341,3 +341,17 @@ def test_python_m_kvproof_record_runs_the_module_patched(tmp_path, monkeypatch):
         record.uninstall()
     assert out.getvalue().strip() == "patched ['--flag']"
     assert cls.__dict__["send_metadata"] is before
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"KVPROOF_RECORD_ROOM_BASE": "ten"}, "KVPROOF_RECORD_ROOM_BASE: expected a whole number, got 'ten'"),
+    ({"KVPROOF_RECORD_SCENARIO": "no-such"}, "unknown scenario 'no-such'"),
+])
+def test_bad_recorder_settings_are_one_line_exit_3(tmp_path, capsys, env, message):
+    import kvproof.record as record
+
+    with pytest.raises(SystemExit) as exit_:
+        record.install({"KVPROOF_RECORD": str(tmp_path / "x.jsonl"), **env})
+    err = capsys.readouterr().err
+    assert exit_.value.code == 3 and message in err and len(err.strip().splitlines()) == 1
+    assert record._active is None and not (tmp_path / "x.jsonl").exists()
