@@ -70,6 +70,10 @@ class Observation(Protocol):
     internal: Sequence[int]
     """Action instances no log shows: closed over between events."""
 
+    unseen: dict[int, Callable[[bytes], bool]]
+    """Optional: visible instances a log may also leave out, in the states where the predicate
+    holds (a step no process can observe there); closed over like the internal ones."""
+
     def decode(self, line: int, raw: dict) -> Event:
         """The event of one parsed line; ``ValueError`` (one line) for bad input."""
 
@@ -210,6 +214,8 @@ class Search:
         self.internal = compile_successors_of(spec, obs.internal)
         internal = set(obs.internal)
         self.steps = compile_steps(spec, [i.aid for i in spec.instances if i.aid not in internal])
+        self.unseen = [(aid, when, self.steps[aid]) for aid, when in getattr(obs, "unseen", {}).items()
+                       if aid in self.steps]
         self.hits = machine.hits
         # only the claims a step can change, where the state before broke none (a clean state)
         self.after = getattr(machine, "hits_after", None) or [machine.hits] * len(spec.instances)
@@ -221,6 +227,12 @@ class Search:
         seen = dict(frontier)
         todo = list(frontier)
         internal, after, cap = self.internal, self.after, self.max_states
+        if self.unseen:
+            plain, unseen = internal, self.unseen
+
+            def internal(s):
+                return plain(s) + [(aid, t) for aid, when, step in unseen
+                                   if when(s) and (t := step(s)) is not None]
         while todo:
             nxt = []
             for s in todo:
@@ -381,7 +393,10 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
             raise LogError(f"{where}: {e}") from None
         machine = Checked.invariants(spec)
         invariants = machine.claims
-        obs = module.observation(machine)
+        try:
+            obs = module.observation(machine, header)
+        except ValueError as e:
+            raise LogError(f"{where}: {e}") from None
         search = Search(machine, obs, args.max_states)  # compiling the steps is not part of the rate
         t0 = time.perf_counter()
         events = _events(obs, path, rows)
@@ -418,7 +433,7 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
             out.print(f"    ... and {len(shown) - 5} more")
     if verdict.kind == "violation" and not args.no_traces and verdict.bad is not None:
         _, rows = read_log(path)
-        obs = module.observation(machine)
+        obs = module.observation(machine, header)
         actions, states = rebuild(machine, obs, _events(obs, path, rows), ev, verdict.bad, args.max_states)
         rows.close()
         claim = verdict.claims[0]

@@ -190,6 +190,28 @@ def test_a_changed_page_is_rejected_at_its_line(tmp_path, capsys):
     assert v.kind == "unexplained" and v.event.line == k + 2
 
 
+def test_a_failed_writes_landing_may_be_unseen_only_where_the_header_says_so(tmp_path, capsys):
+    """The failed-send counterexample's log (the write still in flight at the timeout release):
+    flagged at the release as the spec logs it; with ``failed_writes_land_unseen`` (a recorded
+    log, which cannot show when a failed send's bytes land) it is also the log of a run whose
+    write landed unseen before the release, so it is explained.  A successful write's landing
+    is never unseen: dropped from a clean log, the next event of its room is unexplained."""
+    trace = read_trace("traces/sglang-0.5.23-failed-send__no_write_after_release.itf.json")
+    events = sv.to_events(trace.machine, trace.actions)
+    code, out, _ = run(capsys, write(tmp_path, trace.scenario, events), "--no-traces")
+    assert code == 1 and f"run.jsonl:{len(events) + 1}: violation: decode_release_timeout" in out
+    unseen = write(tmp_path, trace.scenario, events, name="unseen.jsonl", failed_writes_land_unseen=True)
+    assert run(capsys, unseen)[0] == 0
+    sc, clean = _clean("v0.5.22", 1)  # with transfer failures
+    assert any(e["event"] == "prefill_transfer_failed" for e in clean)
+    i = _find(clean, lambda e: e["event"] == "kv_write_lands")
+    mutated = clean[:i] + clean[i + 1:]
+    machine = _invariant_machine(sc.build())
+    obs = sv.observation(machine, {sv.UNSEEN_KEY: True})
+    v = explain(machine, obs, [obs.decode(k + 2, dict(e, v=1)) for k, e in enumerate(mutated)])
+    assert v.kind == "unexplained" and v.event.raw["room"] == clean[i]["room"]
+
+
 def test_a_wrong_generation_or_request_id_is_rejected(tmp_path, capsys):
     sc, events = _clean("v0.5.22", 1)
     i = _find(events, lambda e: e["event"] == "decode_prealloc" and e["gen"] > 0)
@@ -255,6 +277,8 @@ def test_bad_lines_are_one_line_exit_3_naming_file_and_line(tmp_path, capsys, li
     (json.dumps({"v": 1, "log": "kvproof-events", "scenario": "no-such"}), "unknown scenario 'no-such'"),
     (json.dumps({"v": 1, "log": "kvproof-events", "scenario": 5}), "bad.jsonl:header: scenario: expected"),
     (json.dumps({"v": 1, "log": "kvproof-events", "scenario": "v0.5.22", "slots": 0}), "slots: expected"),
+    (json.dumps({"v": 1, "log": "kvproof-events", "scenario": "v0.5.22", "failed_writes_land_unseen": "yes"}),
+     "bad.jsonl:header: failed_writes_land_unseen: expected true or false"),
 ])
 def test_bad_headers_are_exit_3(tmp_path, capsys, header, message):
     code, _, err = _lines(tmp_path, capsys, json.dumps(GOOD), header=header or json.dumps(GOOD))

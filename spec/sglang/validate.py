@@ -28,6 +28,11 @@ decode pages, as ``kvproof simulate`` runs it.  Every other line is one event::
   source pages for ``prefill_forward``; ``[]`` where the request was rejected or retired), ``slot`` the
   metadata slot of an aux write, ``status`` what decode concluded at ``decode_commit``
   (``success``, ``error`` or ``verified``).
+* ``decode_prealloc`` and ``prefill_forward`` may leave ``pages`` out (:data:`PAGES_OPTIONAL`:
+  any pages match; a recorder does not see them there).
+* a header with ``"failed_writes_land_unseen": true`` (:data:`UNSEEN_KEY`) says the log does
+  not show when the writes of a prefill rank whose transfer failed land: the search may take
+  those ``kv_write_lands`` steps between events, unlogged.
 * ``v`` on an event is optional; where present it must be 1.  Unknown keys are ignored.
 """
 
@@ -41,10 +46,10 @@ from kvproof.checker.validate import LOG_FORMAT, SCHEMA_VERSION, Event
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 from kvproof.spec.sglang.state import (
-    D_LABELS, D_RESERVED, D_VERIFIED, OUT_LABELS, P_LABELS, P_SENDING,
+    D_LABELS, D_RESERVED, D_VERIFIED, OUT_LABELS, P_LABELS, P_SENDING, POLL_FAILED,
 )
 
-__all__ = ["FIELDS", "INTERNAL", "log_scenario", "observation", "SglangObservation", "to_events", "log_text",
+__all__ = ["FIELDS", "INTERNAL", "PAGES_OPTIONAL", "ANY_PAGES", "UNSEEN_KEY", "log_scenario", "observation", "SglangObservation", "to_events", "log_text",
            "random_run"]
 
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -77,6 +82,30 @@ FIELDS: dict[str, tuple[str, ...]] = {
 """The observable actions, each logged under its own name, and the fields it carries besides
 ``t``, ``actor``, ``rank``, ``room``, ``rid`` and ``gen``."""
 
+PAGES_OPTIONAL = ("decode_prealloc", "prefill_forward")
+"""Events whose ``pages`` may be left out (any pages, or none, then match): the recorder cannot
+see them where it logs these events (``kvproof.spec.sglang.record``); the pages are compared
+from the request's ``decode_commit`` or release on."""
+
+
+class _AnyPages:
+    """What an event without ``pages`` wants: equal to every observation."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return "ANY_PAGES"
+
+
+ANY_PAGES = _AnyPages()
+"""The ``pages`` of an event that leaves them out."""
+
 INTERNAL = ("clock_tick", "net_drop_ack", "net_drop_abort", "prefill_dies", "prefill_drain")
 """The actions no log shows."""
 
@@ -99,9 +128,18 @@ def log_scenario(base: Scenario, header: dict) -> Scenario:
     return simulation_scenario(base, pages, slots)
 
 
-def observation(machine: Any) -> "SglangObservation":
-    """The observation of ``machine``'s actions (the protocol's ``validate`` command)."""
-    return SglangObservation(machine)
+UNSEEN_KEY = "failed_writes_land_unseen"
+"""The header key of a log that does not show when a failed transfer's writes land (a recorded
+log: SGLang's transfer call has returned failure by then, so no process sees the bytes arrive)."""
+
+
+def observation(machine: Any, header: dict | None = None) -> "SglangObservation":
+    """The observation of ``machine``'s actions (the protocol's ``validate`` command) for a log
+    with ``header``; ``ValueError`` for a header key of the wrong type."""
+    unseen = (header or {}).get(UNSEEN_KEY, False)
+    if not isinstance(unseen, bool):
+        raise ValueError(f"{UNSEEN_KEY}: expected true or false, got {unseen!r}")
+    return SglangObservation(machine, failed_writes_land_unseen=unseen)
 
 
 @dataclass
@@ -113,14 +151,17 @@ class _Room:
 class SglangObservation:
     """What SGLang's event log shows of each action instance (see the module docstring)."""
 
-    def __init__(self, machine: Any):
+    def __init__(self, machine: Any, failed_writes_land_unseen: bool = False):
         """``machine``: anything with the ``spec`` (a :class:`~kvproof.model.machine.Machine`,
-        a :class:`~kvproof.checker.validate.Checked`)."""
+        a :class:`~kvproof.checker.validate.Checked`); ``failed_writes_land_unseen``: the log
+        does not show when the writes of a rank whose transfer failed land (:data:`UNSEEN_KEY`)."""
         self.machine = machine
         spec = self.spec = machine.spec
         self.k = spec.k
         lay = spec.layout
         self.internal = [i.aid for i in spec.instances if i.name in INTERNAL]
+        self.unseen = {i.aid: self._failed_rank(i.args[0], self.k.rank_of_stream(i.args[1]))
+                       for i in spec.instances if i.name == "kv_write_lands" and failed_writes_land_unseen}
         self.aid = {(i.name, i.args): i.aid for i in spec.instances}
         self.params = {i.name: i.action.params for i in spec.instances}
         self.actor = {i.name: _ACTOR.get(i.action.actor, i.action.actor) for i in spec.instances}
@@ -138,6 +179,12 @@ class SglangObservation:
         self.observers = {i.aid: self._observer(i.name, i.args) for i in spec.instances
                           if i.name in FIELDS or i.name == "decode_prealloc_pick"}
         self._plans = {name: self._plan(name) for name in FIELDS if name in self.params or name == "decode_prealloc"}
+
+    def _failed_rank(self, r: int, pr: int):
+        """A write whose rank's transfer failed (``poll`` Failed) may land unseen: its transfer
+        call already returned failure, so no process sees when its bytes arrive."""
+        slot = self.spec.layout.slot("poll", r, pr)
+        return lambda s: s[slot] == POLL_FAILED
 
     # -- what an action shows ------------------------------------------------------------------
     def _observer(self, name: str, args: tuple[int, ...]):
@@ -216,7 +263,9 @@ class SglangObservation:
         rank = _int(raw, "rank", bound)
         want: list[Any] = []
         for f in shown:
-            if f == "pages":
+            if f == "pages" and "pages" not in raw and name in PAGES_OPTIONAL:
+                want.append(ANY_PAGES)
+            elif f == "pages":
                 pages = raw.get("pages")
                 if not isinstance(pages, list) or not all(type(p) is int for p in pages):
                     raise ValueError(f"pages: expected a list of page numbers, got {pages!r}")
@@ -247,9 +296,10 @@ class SglangObservation:
         if self.spec.e.any_free_pages:
             if r not in self._picks:
                 self._picks[r] = {p: i for i, p in enumerate(self.spec.picks(self.npages[r]))}
-            pick = self._picks[r].get(pages)
-            if pick is not None and ("decode_prealloc_pick", (r, pick)) in self.aid:
-                aids.append(self.aid[("decode_prealloc_pick", (r, pick))])
+            picks = self._picks[r].values() if pages is ANY_PAGES else [self._picks[r].get(pages)]
+            for pick in picks:
+                if pick is not None and ("decode_prealloc_pick", (r, pick)) in self.aid:
+                    aids.append(self.aid[("decode_prealloc_pick", (r, pick))])
         return tuple(aids)
 
     @staticmethod

@@ -1,0 +1,85 @@
+"""``kvproof.record``: record an event log for ``kvproof validate`` from a running engine.
+
+Opt-in by environment variable; with ``KVPROOF_RECORD`` unset nothing is patched::
+
+    KVPROOF_RECORD=/tmp/run.jsonl            # the log (appended; the header when it is new)
+    KVPROOF_RECORD_SCENARIO=sglang-0.5.23-mooncake   # the header's scenario (a built-in name)
+    KVPROOF_RECORD_ROOM_BASE=1000            # room = bootstrap_room - base (default 0)
+
+``import kvproof.record; kvproof.record.install()`` patches SGLang 0.5.23's disaggregation
+classes in this process (``kvproof.spec.sglang.record`` lists the methods and their events);
+``python -m kvproof.record MODULE [ARGS...]`` does the same, then runs ``MODULE`` as ``python -m``
+would.  Processes the engine starts itself are not patched.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+__all__ = ["ENV", "DEFAULT_SCENARIO", "install", "uninstall", "main"]
+
+ENV = "KVPROOF_RECORD"
+"""The variable naming the log; recording is off when it is unset or empty."""
+
+DEFAULT_SCENARIO = "sglang-0.5.23-mooncake"
+"""The header's scenario when ``KVPROOF_RECORD_SCENARIO`` is unset."""
+
+_active: Any = None
+
+
+def install(environ: dict | None = None) -> Any:
+    """Patch SGLang's classes when ``KVPROOF_RECORD`` is set (in ``environ``, default
+    ``os.environ``): the recorder, or ``None`` when recording is off.  Idempotent."""
+    global _active
+    env = os.environ if environ is None else environ
+    path = env.get(ENV, "")
+    if not path:
+        return None
+    if _active is not None:
+        return _active
+    base = env.get("KVPROOF_RECORD_ROOM_BASE", "0")
+    try:
+        room_base = int(base)
+    except ValueError:
+        _bad(f"KVPROOF_RECORD_ROOM_BASE: expected a whole number, got {base!r}")
+    from kvproof.model.scenario import ScenarioError
+    from kvproof.spec.sglang.record import install as install_sglang
+
+    try:
+        _active = install_sglang(path, env.get("KVPROOF_RECORD_SCENARIO") or DEFAULT_SCENARIO, room_base)
+    except (ScenarioError, OSError) as e:
+        _bad(f"KVPROOF_RECORD: {e}")
+    return _active
+
+
+def _bad(message: str) -> None:
+    """Bad configuration: one line on stderr, exit 3 (kvproof's bad-input code)."""
+    print(f"kvproof: error: {message}", file=sys.stderr)
+    raise SystemExit(3)
+
+
+def uninstall() -> None:
+    """Undo :func:`install` and close the log."""
+    global _active
+    if _active is not None:
+        _active.uninstall()
+        _active.log.close()
+        _active = None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m kvproof.record MODULE [ARGS...]``: install, then run ``MODULE``."""
+    import runpy
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        raise SystemExit("usage: python -m kvproof.record MODULE [ARGS...]  (records when KVPROOF_RECORD is set)")
+    install()
+    sys.argv = list(args)
+    runpy.run_module(args[0], run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
