@@ -40,7 +40,7 @@ from kvproof.model.ccompiler import MAX_CLAIMS, CSource, c_source
 from kvproof.model.compiler import RangeCheckFailed
 from kvproof.model.machine import Machine
 
-__all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", "cache_dir", "c_compiler", "explore_native"]
+__all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", "native_code", "cache_dir", "c_compiler", "explore_native"]
 
 _FLAGS = ("-std=gnu99", "-shared", "-fPIC")
 _CHUNK = 1 << 15  # states expanded per call between limit checks
@@ -69,35 +69,64 @@ def c_compiler() -> list[str] | None:
     return cmd
 
 
-def _library(text: str, opt: str = "-O1") -> tuple[Path, float]:
-    """The shared library of C source ``text``, compiled (at optimisation level ``opt``) unless
-    cached, and the seconds the compiler took (0 from the cache)."""
-    cc = c_compiler()
-    if cc is None:
-        raise NativeUnavailable(f"no C compiler found ({os.environ.get('CC') or 'cc'} is not on the path): "
-                                "install one (e.g. gcc) or drop --backend native")
-    key = hashlib.sha256("\0".join([*cc, opt, *_FLAGS, text]).encode()).hexdigest()[:24]
-    where = cache_dir()
-    lib = where / f"kv_{key}.so"
-    if lib.exists():
-        return lib, 0.0
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise NativeUnavailable(f"cannot create the native cache {where}: {e.strerror or e}") from None
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=where) as tmp:
+def _compile(cc: list[str], opt: str, text: str, where: Path, lib: Path, timeout: float | None = None) -> None:
+    """Compile ``text`` in a fresh folder under ``where`` and move the library to ``lib`` in one
+    rename (several processes compiling the same model at once each write their own file; the
+    last rename wins and every one of them is whole); ``timeout``: seconds the compiler may take."""
+    with tempfile.TemporaryDirectory(dir=where, prefix="build-") as tmp:
         src, out = Path(tmp) / "model.c", Path(tmp) / "model.so"
         src.write_text(text)
         try:
-            run = subprocess.run([*cc, opt, *_FLAGS, "-o", str(out), str(src)], capture_output=True, text=True)
+            run = subprocess.run([*cc, opt, *_FLAGS, "-o", str(out), str(src)], capture_output=True, text=True,
+                                 timeout=None if timeout is None else max(timeout, 0.01))
+        except subprocess.TimeoutExpired:
+            raise NativeUnavailable(f"the time limit ran out while {cc[0]} compiled the model") from None
         except OSError as e:
             raise NativeUnavailable(f"the C compiler {cc[0]} did not run: {e.strerror or e}") from None
         if run.returncode != 0:
             first = next((ln for ln in run.stderr.splitlines() if "error" in ln), run.stderr.strip()[:200])
             raise NativeUnavailable(f"the C compiler {cc[0]} failed on the generated model: {first}")
         os.replace(out, lib)
-    return lib, time.perf_counter() - started
+
+
+_PRIVATE: list[str] = []  # this process's own build folder, when the cache cannot be written
+
+
+def _private_dir() -> Path:
+    """A build folder of this process alone (removed when it exits), for when the cache folder
+    cannot be created or written: the model is then compiled every time."""
+    if not _PRIVATE:
+        import atexit
+
+        _PRIVATE.append(tempfile.mkdtemp(prefix="kvproof-native-"))
+        atexit.register(shutil.rmtree, _PRIVATE[0], True)
+    return Path(_PRIVATE[0])
+
+
+def _library(text: str, opt: str = "-O1", deadline: float | None = None) -> tuple[Path, float]:
+    """The shared library of C source ``text``, compiled (at optimisation level ``opt``, and
+    stopped at ``deadline``, a ``time.perf_counter()`` reading) unless cached, and the seconds
+    the compiler took (0 from the cache).  A cache folder that cannot
+    be created or written is not an error: the library is then built in a private folder."""
+    cc = c_compiler()
+    if cc is None:
+        raise NativeUnavailable(f"no C compiler found ({os.environ.get('CC') or 'cc'} is not on the path): "
+                                "install one (e.g. gcc) or use --backend python")
+    key = hashlib.sha256("\0".join([*cc, opt, *_FLAGS, text]).encode()).hexdigest()[:24]
+    name = f"kv_{key}.so"
+    where = cache_dir()
+    if (where / name).exists():
+        return where / name, 0.0
+    started = time.perf_counter()
+    timeout = None if deadline is None else deadline - started
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        _compile(cc, opt, text, where, where / name, timeout)
+    except OSError:  # the cache is read-only, full or not a folder: build where this process can
+        where = _private_dir()
+        if not (where / name).exists():
+            _compile(cc, opt, text, where, where / name, None if deadline is None else deadline - time.perf_counter())
+    return where / name, time.perf_counter() - started
 
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
@@ -105,14 +134,15 @@ _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 class NativeCode:
     """A spec's compiled C (:func:`~kvproof.model.ccompiler.c_source`), loaded: its level
-    functions over ``(n, width)`` uint8 arrays; ``opt`` is the compiler's optimisation flag."""
+    functions over ``(n, width)`` uint8 arrays; ``opt`` is the compiler's optimisation flag,
+    ``deadline`` when the compiler is stopped (:class:`NativeUnavailable`)."""
 
-    def __init__(self, source: CSource, opt: str = "-O1"):
+    def __init__(self, source: CSource, opt: str = "-O1", deadline: float | None = None):
         self.source = source
         self.width = source.width
         self.n_actions = source.n_actions
         started = time.perf_counter()
-        self.path, self.compile_seconds = _library(source.text, opt)
+        self.path, self.compile_seconds = _library(source.text, opt, deadline)
         lib = ctypes.CDLL(str(self.path))
         self.load_seconds = time.perf_counter() - started
         self._expand = lib.kv_expand
@@ -239,6 +269,16 @@ class NativeVisited:
         return self.tkeys.nbytes + self.tidx.nbytes + self.size * self.width * self.exact
 
 
+def native_code(machine: Machine, opt: str = "-O1", deadline: float | None = None) -> NativeCode:
+    """The C code of ``machine``'s spec and claims, compiled (or found in the cache; the
+    compiler stopped at ``deadline``) and loaded: what :func:`explore_native` runs for an
+    existing machine; :class:`NativeUnavailable` when that cannot be done here."""
+    if len(machine.claims) > MAX_CLAIMS:
+        raise NativeUnavailable(f"the native backend checks at most {MAX_CLAIMS} claims at once, "
+                                f"not {len(machine.claims)}")
+    return NativeCode(c_source(machine.spec, machine.claims), opt, deadline)
+
+
 @dataclass
 class NativeMachine(Machine):
     """A :class:`~kvproof.model.machine.Machine` with its C code compiled and loaded as well
@@ -250,10 +290,7 @@ class NativeMachine(Machine):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.claims) > MAX_CLAIMS:
-            raise NativeUnavailable(f"the native backend checks at most {MAX_CLAIMS} claims at once, "
-                                    f"not {len(self.claims)}")
-        self.native = NativeCode(c_source(self.spec, self.claims), self.opt)
+        self.native = native_code(self, self.opt)
 
     def search(self, limits: Limits = Limits(), claims: list[int] | None = None, stop_when_all_hit: bool = False,
                progress: Callable[[Stats], None] | None = None, visited: str = "exact",
@@ -269,19 +306,21 @@ def _rows(states: np.ndarray) -> list[bytes]:
 
 
 def explore_native(
-    machine: NativeMachine,
+    machine: Machine,
     limits: Limits = Limits(),
     claims: list[int] | None = None,
     stop_when_all_hit: bool = False,
     progress: Callable[[Stats], None] | None = None,
     visited: str = "exact",
     rows: bool = False,
+    code: NativeCode | None = None,
 ) -> Exploration:
     """:func:`~kvproof.checker.explicit.explore` (without symmetry reduction or the state
-    graph) run by the machine's native code; the same arguments mean the same, and the outcome
+    graph) run by the machine's native code (or ``code``, :func:`native_code` of a plain
+    :class:`~kvproof.model.machine.Machine`); the same arguments mean the same, and the outcome
     is the same."""
     start = time.perf_counter()
-    code: NativeCode = machine.native
+    code = code if code is not None else machine.native
     n_claims = len(machine.claims)
     tracked = range(n_claims) if claims is None else claims
     open_mask = 0

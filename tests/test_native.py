@@ -191,24 +191,182 @@ def test_a_failing_range_check_raises_the_python_engines_error():
     assert str(got.value) == str(ref.value)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", builtin_names())
-def test_the_catalogue_keeps_its_pinned_state_counts_and_safety_verdicts_under_the_native_backend(name):
+def _o0(monkeypatch):
+    """Compile at -O0 in this test (the C is the same; it compiles fastest)."""
+    library = native._library
+    monkeypatch.setattr(native, "_library", lambda text, opt="-O1", deadline=None: library(text, "-O0", deadline))
+
+
+def _catalogue_case(name, tmp_path, monkeypatch):
+    """``check_scenario`` of a catalogue scenario on the native backend: its pinned state counts
+    and verdicts (``traces/expected.toml``), and every trace it writes byte for byte the stored
+    one under ``traces/`` (what ``kvproof check`` with the Python engine wrote)."""
     from pathlib import Path
 
     from kvproof.checker.expected import read_expected
+    from kvproof.checker.run import check_scenario
 
-    stored = read_expected(Path(__file__).resolve().parents[1] / "traces" / "expected.toml")[name]
-    nm = native_of(name)
-    tracked = [i for i, c in enumerate(nm.claims) if c.kind != "liveness" and c.name in stored["verdicts"]]
-    ex = explore(nm, claims=tracked)
-    assert (ex.stats.states, ex.stats.transitions, ex.stats.depth, ex.complete) == \
+    _o0(monkeypatch)
+    root = Path(__file__).resolve().parents[1] / "traces"
+    stored = read_expected(root / "expected.toml")[name]
+    report = check_scenario(builtin(name), traces_dir=tmp_path, backend="native")
+    assert report.backend == "native"
+    s = report.stats
+    assert (s.states, s.transitions, s.depth, report.complete) == \
         (stored["states"], stored["transitions"], stored["depth"], stored["complete"])
-    for i in tracked:
-        c = nm.claims[i]
-        verdict = ("violated" if c.kind == "invariant" else "reached") if i in ex.hit_at else \
-            ("verified" if c.kind == "invariant" else "unreachable")
-        assert verdict == stored["verdicts"][c.name], c.name
+    assert {c.claim: c.verdict for c in report.claims} == stored["verdicts"]
+    written = sorted(tmp_path.iterdir())
+    assert len(written) == sum(c.trace_path is not None for c in report.claims)
+    for path in written:
+        assert path.read_bytes() == (root / path.name).read_bytes(), path.name
+
+
+@pytest.mark.parametrize("name", ["incident", "abort-race", "ack-before-register"])
+def test_native_checks_keep_the_pinned_counts_verdicts_and_traces_of_a_few_scenarios(name, tmp_path, monkeypatch):
+    _catalogue_case(name, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", builtin_names())
+def test_the_catalogue_keeps_its_pinned_counts_verdicts_and_traces_under_the_native_backend(name, tmp_path,
+                                                                                           monkeypatch):
+    _catalogue_case(name, tmp_path, monkeypatch)
+
+
+# -- the default backend: native where it applies, else the Python engine, with the same outcome ---------
+def _report_outcome(r):
+    return (r.stats.states, r.stats.transitions, r.stats.depth, r.complete, r.reason,
+            [(c.claim, c.verdict, c.depth) for c in r.claims])
+
+
+def test_the_default_searches_a_model_past_the_probe_natively_with_the_python_engines_outcome(
+        tmp_path, monkeypatch):
+    from kvproof.checker import run
+
+    _o0(monkeypatch)
+    monkeypatch.setattr(run, "PROBE_STATES", 500)  # abort-race: 2,958 states
+    ref = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path / "py", backend="python")
+    got = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path / "auto")
+    assert (got.backend, got.backend_note, ref.backend) == ("native", "", "python")
+    assert _report_outcome(got) == _report_outcome(ref)
+    py, auto = sorted((tmp_path / "py").iterdir()), sorted((tmp_path / "auto").iterdir())
+    assert [p.name for p in py] == [p.name for p in auto] and py
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(py, auto))
+
+
+def test_the_default_keeps_a_small_model_on_the_python_engine_and_says_why(monkeypatch):
+    from kvproof.checker import run
+
+    monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C for a small model"))
+    got = run.check_scenario(builtin("abort-race"))
+    assert got.backend == "python" and "within 20,000 states" in got.backend_note
+    assert got.stats.states == 2958
+
+
+@pytest.mark.parametrize("limits,states,reason", [
+    (Limits(max_states=700), 700, "state limit 700 reached"),  # at most the probe: the Python engine alone
+    (Limits(max_states=1500), 1500, "state limit 1500 reached"),  # past the probe: native, the user's limit
+    (Limits(max_depth=5), None, "depth limit 5 reached"),
+])
+def test_the_default_under_limits_has_the_python_engines_outcome(limits, states, reason, monkeypatch):
+    from kvproof.checker import run
+
+    _o0(monkeypatch)
+    monkeypatch.setattr(run, "PROBE_STATES", 1000)
+    ref = run.check_scenario(builtin("abort-race"), limits, backend="python")
+    got = run.check_scenario(builtin("abort-race"), limits)
+    assert _report_outcome(got) == _report_outcome(ref)
+    assert got.reason == reason and (states is None or got.stats.states == states)
+
+
+def test_the_default_falls_back_to_the_python_engine_without_a_c_compiler(monkeypatch, tmp_path):
+    from kvproof.checker import run
+
+    monkeypatch.setenv("CC", "no-such-compiler-kvproof")
+    monkeypatch.setattr(run, "PROBE_STATES", 500)
+    got = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path)
+    ref = run.check_scenario(builtin("abort-race"), backend="python")
+    assert got.backend == "python" and got.backend_note.startswith("native backend unavailable: no C compiler")
+    assert _report_outcome(got) == _report_outcome(ref)
+
+
+def test_a_compiler_that_outruns_the_time_limit_is_stopped(monkeypatch, tmp_path):
+    """The budget is the whole command's: a compile still running at the deadline is killed and
+    the claims are inconclusive, as the Python engine leaves them when time is up."""
+    import time
+
+    from kvproof.checker import run
+
+    slow = tmp_path / "slow-cc"
+    slow.write_text("#!/bin/sh\nsleep 20\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("CC", str(slow))
+    monkeypatch.setenv("KVPROOF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(run, "PROBE_STATES", 500)
+    began = time.perf_counter()
+    got = run.check_scenario(builtin("abort-race"), Limits(max_seconds=1.5))
+    assert time.perf_counter() - began < 6
+    assert got.backend == "python" and "time limit ran out" in got.backend_note
+    assert got.reason == "time limit 1.5 s reached" and {c.verdict for c in got.claims} <= {"inconclusive", "violated"}
+
+
+@pytest.mark.parametrize("kw,why", [
+    (dict(symmetry=True), "--symmetry"), (dict(workers=2), "--workers"),
+])
+def test_the_default_runs_the_python_engine_where_native_does_not_apply(kw, why, monkeypatch):
+    from kvproof.checker import run
+
+    monkeypatch.setattr(run, "PROBE_STATES", 10)
+    monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C where native does not apply"))
+    got = run.check_scenario(builtin("incident"), **kw)
+    assert got.backend == "python" and got.backend_note.startswith(why)
+
+
+def test_liveness_claims_stay_on_the_python_engine_with_their_verdicts(monkeypatch):
+    from kvproof.checker import run
+
+    name = next(n for n in ("ack-before-register", "incident") if any(
+        c.kind == "liveness" for c in builtin(n).build().claims))
+    monkeypatch.setattr(run, "PROBE_STATES", 10)
+    monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C for a liveness check"))
+    got = run.check_scenario(builtin(name))
+    assert got.backend == "python" and got.backend_note.startswith("liveness claims")
+    assert _report_outcome(got) == _report_outcome(run.check_scenario(builtin(name), backend="python"))
+
+
+def test_a_cache_folder_that_cannot_be_written_compiles_privately(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("KVPROOF_CACHE_DIR", str(blocker / "cache"))
+    text = c_text("incident")
+    lib, seconds = native._library(text, "-O0")
+    assert seconds > 0 and lib.exists() and not str(lib).startswith(str(tmp_path))
+    import ctypes
+
+    assert ctypes.CDLL(str(lib)).kv_expand  # a whole library
+
+
+def c_text(name: str) -> str:
+    """The C source of a built-in scenario."""
+    from kvproof.model.ccompiler import c_source
+
+    m = Machine(builtin(name).build())
+    return c_source(m.spec, m.claims).text
+
+
+def test_processes_compiling_one_model_at_once_share_one_whole_library(tmp_path, monkeypatch):
+    """Three compiles of one model into one empty cache at once (as xdist workers do): one
+    library, loadable, and no build folder left behind."""
+    import ctypes
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setenv("KVPROOF_CACHE_DIR", str(tmp_path))
+    text = c_text("abort-race")
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda _: native._library(text, "-O0"), range(3)))
+    assert len({lib for lib, _ in got}) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [got[0][0].name]
+    assert ctypes.CDLL(str(got[0][0])).kv_insert
 
 
 # -- the command line ---------------------------------------------------------------------------------------

@@ -604,9 +604,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="explore one state per orbit of the scenario's interchangeable requests")
     ck.add_argument("--workers", type=_positive_int, default=1, metavar="N",
                     help="explore with N processes (or Ray actors), states partitioned by hash (default 1)")
-    ck.add_argument("--backend", choices=("process", "ray", "native"), default="process",
-                    help="where the workers run: forked processes (default) or a Ray cluster (kvproof[ray]); "
-                         "native: one process running the model compiled to C (needs a C compiler)")
+    ck.add_argument("--backend", choices=("auto", "native", "python", "process", "ray"), default="auto",
+                    help="auto (default): the model compiled to C where that applies (a C compiler found, one "
+                         "process, no --symmetry, no liveness claim, over 20,000 states), else the Python engine; "
+                         "native: always C (or an error); python (or process): the Python engine, with --workers "
+                         "in forked processes; ray: workers on a Ray cluster (kvproof[ray])")
     ck.add_argument("--ray-address", metavar="ADDR",
                     help="Ray cluster to join (default: RAY_ADDRESS, else a local cluster of N workers)")
     ck.add_argument("--coverage", action="store_true",
