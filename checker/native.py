@@ -12,9 +12,10 @@ checks, the fingerprints and the visited set (:class:`NativeVisited`, open addre
 C; Python only walks the levels.  The search's outcome (states, transitions, depth,
 quiescent states, which claims hit where, the path to each) is the Python engine's.
 
-Not yet: symmetry reduction, several workers, and keeping the state graph (liveness) - the
-caller refuses the first two and :func:`~kvproof.checker.explicit.explore` runs the Python
-engine for the third.
+Symmetry reduction maps each level's successors to their representatives with the
+canonicaliser's Python function (:func:`explore_native`).  Not yet: several workers, and
+keeping the state graph (liveness) - the caller refuses the first and
+:func:`~kvproof.checker.explicit.explore` runs the Python engine for the second.
 """
 
 from __future__ import annotations
@@ -294,10 +295,12 @@ class NativeMachine(Machine):
 
     def search(self, limits: Limits = Limits(), claims: list[int] | None = None, stop_when_all_hit: bool = False,
                progress: Callable[[Stats], None] | None = None, visited: str = "exact",
-               rows: bool = False) -> Exploration:
+               rows: bool = False, canon: Callable[[bytes], bytes] | None = None,
+               orbit: Callable[[bytes], int] | None = None) -> Exploration:
         """:func:`explore_native` of this machine (what :func:`~kvproof.checker.explicit.explore`
         calls for it)."""
-        return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows)
+        return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows,
+                              canon=canon, orbit=orbit)
 
 
 def _rows(states: np.ndarray) -> list[bytes]:
@@ -314,11 +317,16 @@ def explore_native(
     visited: str = "exact",
     rows: bool = False,
     code: NativeCode | None = None,
+    canon: Callable[[bytes], bytes] | None = None,
+    orbit: Callable[[bytes], int] | None = None,
 ) -> Exploration:
     """:func:`~kvproof.checker.explicit.explore` (without symmetry reduction or the state
     graph) run by the machine's native code (or ``code``, :func:`native_code` of a plain
     :class:`~kvproof.model.machine.Machine`); the same arguments mean the same, and the outcome
-    is the same."""
+    is the same.  With symmetry reduction (``canon``, ``orbit``: the
+    :class:`~kvproof.model.canon.Canonicaliser`'s) the successors are computed in C and mapped to
+    their representatives by the canonicaliser's Python function, between the C expansion and
+    the C visited set: the same representatives as the Python engine, so the same paths."""
     start = time.perf_counter()
     code = code if code is not None else machine.native
     n_claims = len(machine.claims)
@@ -354,6 +362,7 @@ def explore_native(
         open_mask &= ~mask
         always_open &= ~mask
 
+    represented = orbit(machine.init) if orbit is not None else 0
     h = int(code.hits(init)[0]) & always_open
     if h:
         record(h, 0)
@@ -392,6 +401,8 @@ def explore_native(
         stats.transitions += len(cand)
         if timed_out:
             cand, all_codes = cand[:0], all_codes[:0]
+        if canon is not None and len(cand):
+            cand = np.frombuffer(b"".join(map(canon, _rows(cand))), np.uint8).reshape(len(cand), width)
         # -- deduplicate the level against everything seen
         fresh = store.add(cand, code.keys(cand))
         cut = ""
@@ -436,6 +447,8 @@ def explore_native(
         via.frombytes(aid.astype(np.int32).tobytes())
         if kept is not None:
             kept.append(new_states)
+        if orbit is not None:
+            represented += sum(map(orbit, _rows(new_states)))
         lo, n_states = n_states, n_states + len(new_states)
         if timed_out:
             complete, reason = False, limits.time_reason
@@ -446,11 +459,11 @@ def explore_native(
         if len(frontier):
             depth += 1
 
-    ended = _ended(stats, n_states, depth, start, 0, None)
+    ended = _ended(stats, n_states, depth, start, represented, orbit)
     ended.bytes_per_state = (store.nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
     if visited == "fingerprint":
         ended.collision_probability = collision_probability(ended.states)
     found = None
     if rows:
         found = _rows(store.store[:n_states] if store.exact else np.concatenate(kept))
-    return Exploration(ended, complete, reason, hit_at, parent, via, canonical=False, rows=found)
+    return Exploration(ended, complete, reason, hit_at, parent, via, canonical=canon is not None, rows=found)

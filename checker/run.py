@@ -73,11 +73,12 @@ def _out_of_time(scenario: Scenario, spec, expected: dict[str, str], limits: Lim
     return report
 
 
-def _auto(machine, limits: Limits, tracked, stop, progress, visited) -> tuple[Exploration, str, str]:
+def _auto(machine, limits: Limits, tracked, stop, progress, visited, canon) -> tuple[Exploration, str, str]:
     """``backend="auto"``: the Python engine up to :data:`PROBE_STATES` states, then, if the
     search goes on, the native backend from the start (the Python engine again when the native
     backend is unavailable here); the exploration, the backend that ran it and why not native."""
-    args = dict(claims=tracked, stop_when_all_hit=stop, progress=progress, visited=visited)
+    args = dict(claims=tracked, stop_when_all_hit=stop, progress=progress, visited=visited,
+                canon=canon and canon.canon, orbit=canon and canon.orbit)
     cap = PROBE_STATES
     if limits.max_states is not None and limits.max_states <= cap:
         return explore(machine, limits, **args), "python", f"--max-states {limits.max_states:,}: small enough for the Python engine"
@@ -136,9 +137,9 @@ def check_scenario(
     with ``workers`` > 1 the search runs in that many processes (:mod:`.parallel`), or with
     ``backend="ray"`` in that many Ray actors (:mod:`.ray_backend`, on the cluster at
     ``ray_address`` or a local one); ``backend="native"`` runs the search in C compiled from
-    the spec (:mod:`.native`; one process, no reduction), and the graph liveness claims need is
-    then searched apart, by the Python engine.  ``backend="auto"`` (the default) is the native
-    backend where it applies (one process, no reduction, no liveness claim asked for, a C
+    the spec (:mod:`.native`; one process), and the graph liveness claims need is then searched
+    apart, by the Python engine.  ``backend="auto"`` (the default) is the native
+    backend where it applies (one process, no liveness claim asked for, a C
     compiler found, more than :data:`PROBE_STATES` states) and the Python engine elsewhere
     (``"python"``, or its earlier name ``"process"``, always); ``report.backend`` says which ran
     and ``report.backend_note`` why not the native one.  Every backend has the same outcome.
@@ -158,9 +159,8 @@ def check_scenario(
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)
     if backend == "native":
-        if workers > 1 or symmetry:
-            raise ValueError("the native backend runs one process without symmetry reduction (not yet with "
-                             "--workers or --symmetry)")
+        if workers > 1:
+            raise ValueError("the native backend runs one process (not yet with --workers)")
         from kvproof.checker.native import NativeMachine
 
         machine = NativeMachine(spec)
@@ -171,7 +171,6 @@ def check_scenario(
     used, why = {"auto": "python", "process": "python"}.get(backend, backend), ""
     if backend == "auto":
         why = ("liveness claims: one Python search keeps the graph they need" if live else
-               "--symmetry: the native backend does not reduce yet" if symmetry else
                "--workers: the native backend runs one process" if workers > 1 else "")
         if not why:
             used = "auto"
@@ -190,7 +189,7 @@ def check_scenario(
     else:
         if tracked or not live:  # with only liveness claims asked for, the graph's search is the one
             if used == "auto":
-                exploration, used, why = _auto(machine, limits, tracked, bool(only), progress, visited)
+                exploration, used, why = _auto(machine, limits, tracked, bool(only), progress, visited, canon)
             else:
                 exploration = _explore(scenario, machine, limits, tracked, bool(only), progress, visited, canon,
                                        workers, used, ray_address)

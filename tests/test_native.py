@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -310,16 +311,65 @@ def test_a_compiler_that_outruns_the_time_limit_is_stopped(monkeypatch, tmp_path
     assert got.reason == "time limit 1.5 s reached" and {c.verdict for c in got.claims} <= {"inconclusive", "violated"}
 
 
-@pytest.mark.parametrize("kw,why", [
-    (dict(symmetry=True), "--symmetry"), (dict(workers=2), "--workers"),
-])
-def test_the_default_runs_the_python_engine_where_native_does_not_apply(kw, why, monkeypatch):
+def test_the_default_runs_the_python_engine_with_workers(monkeypatch):
     from kvproof.checker import run
 
     monkeypatch.setattr(run, "PROBE_STATES", 10)
     monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C where native does not apply"))
-    got = run.check_scenario(builtin("incident"), **kw)
-    assert got.backend == "python" and got.backend_note.startswith(why)
+    got = run.check_scenario(builtin("incident"), workers=2)
+    assert got.backend == "python" and got.backend_note.startswith("--workers")
+
+
+# -- symmetry reduction: C successors, the canonicaliser's representatives -------------------------------
+def _symmetric_scenarios():
+    from .symmetric import unordered
+
+    pages = unordered("abort-race", "AB")  # a searched second sort (decode pages) as well
+    cfg = pages.config
+    pages = replace(pages, config=replace(cfg, decode_pages=2, engine=replace(cfg.engine, any_free_pages=True,
+                                                                            ordered_arrivals=True)))
+    return {"requests": unordered("abort-race", "AAB"), "requests-and-pages": pages}
+
+
+_REDUCED: dict[str, tuple] = {}
+
+
+def _reduced(which: str):
+    """The machine, canonicaliser and C code of a symmetric scenario (once per test process)."""
+    from kvproof.checker.symmetry import reduction_for
+
+    if which not in _REDUCED:
+        m = Machine(_symmetric_scenarios()[which].build())
+        _REDUCED[which] = m, reduction_for(m).canonicaliser, native.native_code(m, "-O0")
+    return _REDUCED[which]
+
+
+@pytest.mark.parametrize("which,case", [
+    pytest.param("requests", dict(), marks=pytest.mark.slow),  # abort-race AAB: 5-12 s
+    *[("requests-and-pages", c) for c in (dict(), dict(visited="fingerprint"), dict(limits=Limits(max_states=300)),
+                                          dict(claims=[0, 3], stop_when_all_hit=True))]],
+    ids=lambda c: c if isinstance(c, str) else ",".join(c) or "default")
+def test_a_reduced_native_search_has_the_python_engines_outcome(which, case):
+    m, canon, code = _reduced(which)
+    assert canon is not None
+    ref = explore(m, canon=canon.canon, orbit=canon.orbit, **case)
+    got = native.explore_native(m, code=code, canon=canon.canon, orbit=canon.orbit, **case)
+    assert _outcome(got) == _outcome(ref) and got.canonical
+    assert ref.stats.represented > ref.stats.states or case
+
+
+def test_symmetry_under_the_native_backend_keeps_verdicts_and_writes_the_same_traces(tmp_path, monkeypatch):
+    from kvproof.checker import run
+
+    _o0(monkeypatch)
+    sc = _symmetric_scenarios()["requests-and-pages"]
+    ref = run.check_scenario(sc, symmetry=True, traces_dir=tmp_path / "py", backend="python")
+    got = run.check_scenario(sc, symmetry=True, traces_dir=tmp_path / "c", backend="native")
+    assert got.backend == "native" and ref.symmetry == got.symmetry != ""
+    assert _report_outcome(got) == _report_outcome(ref) and got.stats.represented == ref.stats.represented
+    py, c = sorted((tmp_path / "py").iterdir()), sorted((tmp_path / "c").iterdir())
+    assert [p.name for p in py] == [p.name for p in c] and py
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(py, c))
 
 
 def test_liveness_claims_stay_on_the_python_engine_with_their_verdicts(monkeypatch):
@@ -392,8 +442,8 @@ def test_check_with_the_native_backend_prints_the_python_engines_table():
     assert table(c.stdout) == table(python.stdout)
 
 
-@pytest.mark.parametrize("flags", [["--workers", "2"], ["--symmetry"]])
-def test_native_refuses_workers_and_symmetry_in_one_line(flags):
+@pytest.mark.parametrize("flags", [["--workers", "2"], ["--workers", "2", "--symmetry"]])
+def test_native_refuses_workers_in_one_line(flags):
     c = _kvproof("check", "incident", "--no-traces", "--backend", "native", *flags)
     assert c.returncode == 3
     assert c.stderr.count("\n") == 1 and "--backend native" in c.stderr and "Traceback" not in c.stderr
