@@ -160,6 +160,10 @@ class NativeCode:
         self.insert = lib.kv_insert
         self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _P, _I, _P]
         self.insert.restype = _I
+        self.packed_width = source.packed_width
+        self._unpack = lib.kv_unpack
+        self._unpack.argtypes = [_P, _I, _P]
+        self._unpack.restype = None
         self.rehash = lib.kv_rehash
         self.rehash.argtypes = [_P, _P, _I, _P, _P, _I]
         self.rehash.restype = None
@@ -206,6 +210,13 @@ class NativeCode:
         """Per state, the bits of the ``quiescent`` claims that hit (whether or not it has a successor)."""
         return self._masks(self._qhits, states)
 
+    def unpack(self, packed: np.ndarray) -> np.ndarray:
+        """The ``(n, width)`` states of ``(n, packed_width)`` packed ones (the exact store's form)."""
+        out = np.empty((len(packed), max(self.width, 1)), np.uint8)
+        if len(packed):
+            self._unpack(np.ascontiguousarray(packed).ctypes.data, len(packed), out.ctypes.data)
+        return out
+
     def keys(self, states: np.ndarray) -> np.ndarray:
         """A 64-bit fingerprint per state."""
         keys = np.empty(len(states), np.uint64)
@@ -216,9 +227,9 @@ class NativeCode:
 
 class NativeVisited:
     """The visited set in C (``kv_insert``): an open-addressing table of 64-bit fingerprints,
-    at most half full, and in ``exact`` mode the states themselves in ``store``, numbered in
-    discovery order (``store[i]`` is state ``i``; every fingerprint match is confirmed by
-    comparing the states)."""
+    at most half full, and in ``exact`` mode the states themselves in ``store``, packed
+    (:meth:`NativeCode.unpack`) and numbered in discovery order (``store[i]`` is state ``i``;
+    every fingerprint match is confirmed by comparing the states)."""
 
     def __init__(self, code: NativeCode, mode: str, width: int):
         if mode not in ("exact", "fingerprint"):
@@ -226,7 +237,8 @@ class NativeVisited:
         self.code, self.exact, self.width = code, mode == "exact", width
         self.tkeys = np.zeros(1 << 12, np.uint64)
         self.tidx = np.zeros(len(self.tkeys) if self.exact else 0, np.int32)
-        self.store = np.empty((1 << 12 if self.exact else 0, width), np.uint8)
+        self.pw = code.packed_width or width
+        self.store = np.empty((1 << 12 if self.exact else 0, self.pw), np.uint8)
         self.size = 0  # keys in the table (and, exact, states in the store)
 
     def _grow(self, incoming: int) -> None:
@@ -242,8 +254,8 @@ class NativeVisited:
         if self.exact and need > len(self.store):
             cap = len(self.store)
             while need > cap:
-                cap *= 2
-            store = np.empty((cap, self.width), np.uint8)
+                cap += cap // 2  # by half: at most a third of the store is free
+            store = np.empty((cap, self.pw), np.uint8)
             store[: self.size] = self.store[: self.size]
             self.store = store
 
@@ -261,13 +273,16 @@ class NativeVisited:
         m = self.code.insert(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
                              len(self.tkeys) - 1, self.store.ctypes.data if self.exact else None, self.size,
                              cand.ctypes.data, keys.ctypes.data, n, fresh.ctypes.data)
+        if m < 0:
+            raise RuntimeError("the native backend's packed states do not hold a value: a bug, please report it "
+                               "(--backend python searches without packing)")
         self.size += m
         return fresh[:m]
 
     @property
     def nbytes(self) -> int:
         """Bytes the table and the stored states take (allocated, free slots included)."""
-        return self.tkeys.nbytes + self.tidx.nbytes + self.size * self.width * self.exact
+        return self.tkeys.nbytes + self.tidx.nbytes + self.store.nbytes
 
 
 def native_code(machine: Machine, opt: str = "-O1", deadline: float | None = None) -> NativeCode:
@@ -374,15 +389,25 @@ def explore_native(
         if stop_when_all_hit and not open_mask:
             complete, reason = False, "stopped once every claim asked for had hit"
             break
-        # -- expand one level in C: successors, their codes, and the states with none
+        # -- expand one level in C, a chunk at a time, and deduplicate each chunk's successors
+        # against everything seen at once (in order, so the first occurrence of a state is the
+        # one the whole level's deduplication would keep): only the new states and their codes
+        # outlive a chunk, not the level's successors
         quiet_flags = np.zeros(len(frontier), np.uint8)
-        outs: list = []
-        codes_parts: list = []
+        fresh_codes: list = []
+        fresh_states: list = []  # fingerprint mode: the new states (exact: they are in the store)
+        level_fresh = 0
         timed_out = False
         for c0 in range(0, len(frontier), _CHUNK):
-            o, c = code.expand(frontier, c0, min(c0 + _CHUNK, len(frontier)), quiet_flags)
-            outs += o
-            codes_parts += c
+            for o, c in zip(*code.expand(frontier, c0, min(c0 + _CHUNK, len(frontier)), quiet_flags)):
+                stats.transitions += len(o)
+                if canon is not None and len(o):
+                    o = np.frombuffer(b"".join(map(canon, _rows(o))), np.uint8).reshape(len(o), width)
+                f = store.add(o, code.keys(o))
+                fresh_codes.append(c[f])
+                if not store.exact:
+                    fresh_states.append(o[f])
+                level_fresh += f.size
             now = time.perf_counter()
             if deadline is not None and now > deadline:
                 timed_out = True
@@ -396,26 +421,27 @@ def explore_native(
         if open_mask & quiescent_mask and qpos.size:
             qm = code.quiescent_hits(frontier[qpos]) & np.uint64(open_mask & quiescent_mask)
             quiet = [(int(p), int(m)) for p, m in zip(qpos[qm != 0].tolist(), qm[qm != 0].tolist())]
-        cand = np.concatenate(outs) if outs else np.zeros((0, width), np.uint8)
-        all_codes = np.concatenate(codes_parts) if codes_parts else np.zeros(0, np.int64)
-        stats.transitions += len(cand)
-        if timed_out:
-            cand, all_codes = cand[:0], all_codes[:0]
-        if canon is not None and len(cand):
-            cand = np.frombuffer(b"".join(map(canon, _rows(cand))), np.uint8).reshape(len(cand), width)
-        # -- deduplicate the level against everything seen
-        fresh = store.add(cand, code.keys(cand))
+        # time is up part way through the level: end now, keeping none of its successors (the
+        # Python engine does not deduplicate them; the search is incomplete anyway)
+        keep = 0 if timed_out else level_fresh
         cut = ""
-        if fresh.size and max_depth is not None and depth >= max_depth:
+        if keep and max_depth is not None and depth >= max_depth:
             cut = f"depth limit {max_depth} reached"
-            fresh = fresh[:0]
-        if max_states is not None and n_states + fresh.size > max_states:
+            keep = 0
+        if max_states is not None and n_states + keep > max_states:
             cut = f"state limit {max_states} reached"
-            fresh = fresh[: max_states - n_states]
+            keep = max_states - n_states
         if cut:
             complete, reason = False, cut
-        par, aid = np.divmod(all_codes[fresh], n_actions)
-        new_states = store.store[n_states:n_states + fresh.size] if store.exact else cand[fresh]
+        codes_kept = np.concatenate(fresh_codes)[:keep] if fresh_codes else np.zeros(0, np.int64)
+        fresh_codes = []
+        par, aid = np.divmod(codes_kept, n_actions)
+        if store.exact:
+            new_states = code.unpack(store.store[n_states:n_states + keep])
+        else:
+            new_states = np.concatenate(fresh_states)[:keep] if fresh_states else np.zeros((0, width), np.uint8)
+            fresh_states = []
+        fresh = np.arange(keep)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position); the
         # loop runs only on a level where something hits
         masks = code.hits(new_states) & np.uint64(always_open) if always_open else None
@@ -465,5 +491,5 @@ def explore_native(
         ended.collision_probability = collision_probability(ended.states)
     found = None
     if rows:
-        found = _rows(store.store[:n_states] if store.exact else np.concatenate(kept))
+        found = _rows(code.unpack(store.store[:n_states]) if store.exact else np.concatenate(kept))
     return Exploration(ended, complete, reason, hit_at, parent, via, canonical=canon is not None, rows=found)
