@@ -158,7 +158,7 @@ class NativeCode:
         self._keys.argtypes = [_P, _I, _P]
         self._keys.restype = None
         self.insert = lib.kv_insert
-        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _P, _I, _P]
+        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _I, _P]
         self.insert.restype = _I
         self.packed_width = source.packed_width
         self._unpack = lib.kv_unpack
@@ -218,7 +218,7 @@ class NativeCode:
         return out
 
     def keys(self, states: np.ndarray) -> np.ndarray:
-        """A 64-bit fingerprint per state."""
+        """A 64-bit fingerprint per state (of its packed form: the visited set's key)."""
         keys = np.empty(len(states), np.uint64)
         if len(states):
             self._keys(states.ctypes.data, len(states), keys.ctypes.data)
@@ -259,8 +259,8 @@ class NativeVisited:
             store[: self.size] = self.store[: self.size]
             self.store = store
 
-    def add(self, cand: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        """Insert the states ``cand`` (their fingerprints ``keys``) in order; the positions of
+    def add(self, cand: np.ndarray) -> np.ndarray:
+        """Insert the states ``cand`` (keyed by :meth:`NativeCode.keys`, computed in C) in order; the positions of
         those that were not in the set (first occurrences, ascending).  In exact mode they are
         appended to ``store`` in that order."""
         n = len(cand)
@@ -272,7 +272,7 @@ class NativeVisited:
         self._grow(n)
         m = self.code.insert(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
                              len(self.tkeys) - 1, self.store.ctypes.data if self.exact else None, self.size,
-                             cand.ctypes.data, keys.ctypes.data, n, fresh.ctypes.data)
+                             cand.ctypes.data, n, fresh.ctypes.data)
         if m < 0:
             raise RuntimeError("the native backend's packed states do not hold a value: a bug, please report it "
                                "(--backend python searches without packing)")
@@ -359,7 +359,7 @@ def explore_native(
 
     init = np.frombuffer(machine.init, np.uint8).reshape(1, width).copy()
     store = NativeVisited(code, visited, width)
-    store.add(init, code.keys(init))
+    store.add(init)
     kept = [init] if rows and not store.exact else None  # exact: the store keeps them in order
     parent = array("i", [-1])
     via = array("i", [-1])
@@ -403,7 +403,7 @@ def explore_native(
                 stats.transitions += len(o)
                 if canon is not None and len(o):
                     o = np.frombuffer(b"".join(map(canon, _rows(o))), np.uint8).reshape(len(o), width)
-                f = store.add(o, code.keys(o))
+                f = store.add(o)
                 fresh_codes.append(c[f])
                 if not store.exact:
                     fresh_states.append(o[f])

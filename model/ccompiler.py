@@ -83,29 +83,37 @@ static inline uint64_t kmix(uint64_t x) {
     x ^= x >> 31; return x;
 }
 
+static inline uint64_t khash(const uint8_t *s) {  /* of a packed state (PW bytes) */
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)PW;
+    int i = 0;
+    for (; i + 8 <= PW; i += 8) { uint64_t w; memcpy(&w, s + i, 8); h = kmix(h ^ w) + 0x9e3779b97f4a7c15ULL; }
+    if (i < PW) { uint64_t w = 0; memcpy(&w, s + i, (size_t)(PW - i)); h = kmix(h ^ w ^ ((uint64_t)(PW - i) << 56)); }
+    return kmix(h);
+}
+
+/* A 64-bit fingerprint per state: the hash of its packed form (what kv_insert keys it by). */
 void kv_keys(const uint8_t *in, int64_t n, uint64_t *keys) {
+    uint8_t p[PW];
     for (int64_t j = 0; j < n; j++) {
-        const uint8_t *s = in + (size_t)j * W;
-        uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)W;
-        int i = 0;
-        for (; i + 8 <= W; i += 8) { uint64_t w; memcpy(&w, s + i, 8); h = kmix(h ^ w) + 0x9e3779b97f4a7c15ULL; }
-        if (i < W) { uint64_t w = 0; memcpy(&w, s + i, (size_t)(W - i)); h = kmix(h ^ w ^ ((uint64_t)(W - i) << 56)); }
-        keys[j] = kmix(h);
+        pack1(in + (size_t)j * W, p);
+        keys[j] = khash(p);
     }
 }
 
 /* The visited set: open addressing with linear probing over 64-bit keys (0 marks a free slot).
    Exact mode keeps, per slot, the number of the state in `store` (states in discovery order,
    packed: PW bytes each, see kv_pack) and confirms every key match by comparing the packed
-   states; fingerprint mode (`store` NULL) keeps keys only.  -1 when a state does not pack. */
+   states; fingerprint mode (`store` NULL) keeps keys only.  A state's key is kv_keys's (its
+   packed form's hash, 0 read as 1).  -1 when a state does not pack. */
 int64_t kv_insert(uint64_t *tkeys, int32_t *tidx, int64_t mask, uint8_t *store, int64_t stored,
-                  const uint8_t *cand, const uint64_t *keys, int64_t n, int64_t *fresh) {
+                  const uint8_t *cand, int64_t n, int64_t *fresh) {
     int64_t m = 0;
     uint8_t p[PW];
     for (int64_t j = 0; j < n; j++) {
-        uint64_t k = keys[j] ? keys[j] : 1;
         const uint8_t *c = cand + (size_t)j * W;
-        if (store && pack1(c, p)) return -1;
+        if (pack1(c, p)) return -1;
+        uint64_t k = khash(p);
+        if (!k) k = 1;
         int64_t i = (int64_t)(k & (uint64_t)mask);
         for (;;) {
             uint64_t t = tkeys[i];
@@ -268,29 +276,32 @@ def _slots_of(spec: Spec, slot: str) -> range:
 
 def _pack_functions(bits: list[int]) -> tuple[list[str], int]:
     """``pack1`` (a state's slots, ``bits[i]`` bits each, back to back in ``PW`` bytes; nonzero
-    when a slot does not fit) and ``unpack1``, straight-line; and ``PW``."""
-    pack = ["static inline int pack1(const uint8_t *s, uint8_t *p) {", "    uint8_t ov = 0;"]
-    unpack = ["static inline void unpack1(const uint8_t *p, uint8_t *s) {"]
+    when a slot does not fit) and ``unpack1``, straight-line over 64-bit words held in
+    registers; and ``PW``."""
+    total = max(1, (sum(min(b, 8) for b in bits) + 7) // 8)
+    words = (total + 7) // 8
+    pack = ["static inline int pack1(const uint8_t *s, uint8_t *p) {", "    unsigned ov = 0;",
+            f"    uint64_t a[{words}] = {{0}};"]
+    unpack = ["static inline void unpack1(const uint8_t *p, uint8_t *s) {", f"    uint64_t a[{words}] = {{0}};",
+              f"    memcpy(a, p, {total});"]
     pos = 0
-    total = max(1, (sum(bits) + 7) // 8)
-    pack.append(f"    memset(p, 0, {total});")
     for i, b in enumerate(bits):
-        if b >= 8:
-            b = 8
-        else:
+        b = min(b, 8)
+        if b < 8:
             pack.append(f"    ov |= s[{i}] >> {b};")
         if b == 0:
             unpack.append(f"    s[{i}] = 0;")
             continue
-        byte, off = pos >> 3, pos & 7
-        pack.append(f"    p[{byte}] |= (uint8_t)(s[{i}] << {off});")
-        value = f"(p[{byte}] >> {off})"
-        if off + b > 8:
-            pack.append(f"    p[{byte + 1}] |= (uint8_t)(s[{i}] >> {8 - off});")
-            value = f"((p[{byte}] >> {off}) | (p[{byte + 1}] << {8 - off}))"
-        unpack.append(f"    s[{i}] = (uint8_t)({value} & {(1 << b) - 1});")
+        w, off = pos >> 6, pos & 63
+        pack.append(f"    a[{w}] |= (uint64_t)s[{i}] << {off};")
+        value = f"(a[{w}] >> {off})"
+        if off + b > 64:
+            pack.append(f"    a[{w + 1}] |= (uint64_t)s[{i}] >> {64 - off};")
+            value = f"((a[{w}] >> {off}) | (a[{w + 1}] << {64 - off}))"
+        unpack.append(f"    s[{i}] = (uint8_t)({value} & {(1 << b) - 1}u);")
         pos += b
-    return pack + ["    return ov != 0;", "}"] + unpack + ["}"], total
+    pack += [f"    memcpy(p, a, {total});", "    return ov != 0;", "}"]
+    return pack + unpack + ["}"], total
 
 
 def c_source(spec: Spec, claims: Sequence[Claim]) -> CSource:
