@@ -323,6 +323,13 @@ def _rows(states: np.ndarray) -> list[bytes]:
     return [bytes(r) for r in states.view(f"V{states.shape[1]}").ravel().tolist()] if len(states) else []
 
 
+def _canonical(states: np.ndarray, canon: Callable[[bytes], bytes], width: int) -> np.ndarray:
+    """Each row of ``states`` replaced by ``canon`` of it, ``canon`` called once per distinct row."""
+    uniq, back = np.unique(states.view(f"V{width}").ravel(), return_inverse=True)
+    reps = b"".join(map(canon, [bytes(r) for r in uniq.tolist()]))
+    return np.frombuffer(reps, np.uint8).reshape(len(uniq), width)[back.ravel()]
+
+
 def explore_native(
     machine: Machine,
     limits: Limits = Limits(),
@@ -402,7 +409,7 @@ def explore_native(
             for o, c in zip(*code.expand(frontier, c0, min(c0 + _CHUNK, len(frontier)), quiet_flags)):
                 stats.transitions += len(o)
                 if canon is not None and len(o):
-                    o = np.frombuffer(b"".join(map(canon, _rows(o))), np.uint8).reshape(len(o), width)
+                    o = _canonical(o, canon, width)
                 f = store.add(o)
                 fresh_codes.append(c[f])
                 if not store.exact:
