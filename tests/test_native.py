@@ -487,3 +487,23 @@ def test_help_loads_neither_the_native_backend_nor_ctypes():
         done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=heavy)], capture_output=True,
                               text=True, timeout=60, check=True)
         assert done.stdout.split("\n")[-2] == "0 []", done.stdout + done.stderr
+
+
+def test_the_command_says_when_the_default_fell_back_for_want_of_a_compiler(monkeypatch, capsys):
+    import json
+
+    from kvproof.checker import run
+    from kvproof.checker.cli.commands import main
+
+    monkeypatch.setenv("CC", "no-such-compiler-kvproof")
+    monkeypatch.setattr(run, "PROBE_STATES", 500)
+    assert main(["check", "abort-race", "--no-traces"]) == 0
+    assert "Python engine (native backend unavailable: no C compiler found" in capsys.readouterr().out
+    assert main(["check", "abort-race", "--no-traces", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)["scenarios"][0]["stats"]
+    assert stats["backend"] == "python" and stats["backend_note"].startswith("native backend unavailable")
+    monkeypatch.delenv("CC")
+    _o0(monkeypatch)
+    assert main(["check", "abort-race", "--no-traces", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)["scenarios"][0]["stats"]
+    assert (stats["backend"], stats["backend_note"], stats["states"]) == ("native", "", 2958)
