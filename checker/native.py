@@ -218,7 +218,7 @@ class NativeCode:
         return out
 
     def keys(self, states: np.ndarray) -> np.ndarray:
-        """A 64-bit fingerprint per state (of its packed form: the visited set's key)."""
+        """A 64-bit fingerprint per state (the fingerprint visited set's key)."""
         keys = np.empty(len(states), np.uint64)
         if len(states):
             self._keys(states.ctypes.data, len(states), keys.ctypes.data)
@@ -260,7 +260,8 @@ class NativeVisited:
             self.store = store
 
     def add(self, cand: np.ndarray) -> np.ndarray:
-        """Insert the states ``cand`` (keyed by :meth:`NativeCode.keys`, computed in C) in order; the positions of
+        """Insert the states ``cand`` (keyed in C: by :meth:`NativeCode.keys` with fingerprints, by
+        the hash of the packed state in exact mode) in order; the positions of
         those that were not in the set (first occurrences, ascending).  In exact mode they are
         appended to ``store`` in that order."""
         n = len(cand)

@@ -83,36 +83,38 @@ static inline uint64_t kmix(uint64_t x) {
     x ^= x >> 31; return x;
 }
 
-static inline uint64_t khash(const uint8_t *s) {  /* of a packed state (PW bytes) */
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)PW;
+static inline uint64_t khash(const uint8_t *s, int n) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
     int i = 0;
-    for (; i + 8 <= PW; i += 8) { uint64_t w; memcpy(&w, s + i, 8); h = kmix(h ^ w) + 0x9e3779b97f4a7c15ULL; }
-    if (i < PW) { uint64_t w = 0; memcpy(&w, s + i, (size_t)(PW - i)); h = kmix(h ^ w ^ ((uint64_t)(PW - i) << 56)); }
+    for (; i + 8 <= n; i += 8) { uint64_t w; memcpy(&w, s + i, 8); h = kmix(h ^ w) + 0x9e3779b97f4a7c15ULL; }
+    if (i < n) { uint64_t w = 0; memcpy(&w, s + i, (size_t)(n - i)); h = kmix(h ^ w ^ ((uint64_t)(n - i) << 56)); }
     return kmix(h);
 }
 
-/* A 64-bit fingerprint per state: the hash of its packed form (what kv_insert keys it by). */
+/* A 64-bit fingerprint per state: what the fingerprint visited set keys it by (the exact one keys
+   a state by the hash of its packed form instead: it packs every state anyway). */
 void kv_keys(const uint8_t *in, int64_t n, uint64_t *keys) {
-    uint8_t p[PW];
-    for (int64_t j = 0; j < n; j++) {
-        pack1(in + (size_t)j * W, p);
-        keys[j] = khash(p);
-    }
+    for (int64_t j = 0; j < n; j++) keys[j] = khash(in + (size_t)j * W, W);
 }
 
 /* The visited set: open addressing with linear probing over 64-bit keys (0 marks a free slot).
    Exact mode keeps, per slot, the number of the state in `store` (states in discovery order,
    packed: PW bytes each, see kv_pack) and confirms every key match by comparing the packed
-   states; fingerprint mode (`store` NULL) keeps keys only.  A state's key is kv_keys's (its
-   packed form's hash, 0 read as 1).  -1 when a state does not pack. */
+   states; fingerprint mode (`store` NULL) keeps keys only (kv_keys's; 0 read as 1).  -1 when a
+   state does not pack. */
 int64_t kv_insert(uint64_t *tkeys, int32_t *tidx, int64_t mask, uint8_t *store, int64_t stored,
                   const uint8_t *cand, int64_t n, int64_t *fresh) {
     int64_t m = 0;
     uint8_t p[PW];
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *c = cand + (size_t)j * W;
-        if (pack1(c, p)) return -1;
-        uint64_t k = khash(p);
+        uint64_t k;
+        if (store) {
+            if (pack1(c, p)) return -1;
+            k = khash(p, PW);
+        } else {
+            k = khash(c, W);
+        }
         if (!k) k = 1;
         int64_t i = (int64_t)(k & (uint64_t)mask);
         for (;;) {
