@@ -60,6 +60,17 @@ def _agree_on_random_specs(data, states_per_spec: int = 6) -> None:
     drawn = [init] + [data.draw(states(plan, spec), label="state") for _ in range(states_per_spec)]
     problems = native_disagreements(m, [bytes(s) for s in drawn])
     assert not problems, "; ".join(problems[:5])
+    # the search too, exact (the packed store) and fingerprinted: the Python engine's outcome
+    from kvproof.model.compiler import RangeCheckFailed
+
+    for visited in ("exact", "fingerprint"):
+        runs = []
+        for machine in (Machine(spec), m):
+            try:
+                runs.append(_outcome(explore(machine, Limits(max_states=3000), visited=visited)))
+            except RangeCheckFailed as e:
+                runs.append(str(e))
+        assert runs[0] == runs[1], visited
 
 
 @settings(max_examples=10, **_SETTINGS)
