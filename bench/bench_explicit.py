@@ -23,6 +23,13 @@ mode; the C compiler's time is reported apart (a cold cache in a temporary direc
 two engines' state and transition counts must agree::
 
     python bench/bench_explicit.py --native --sizes 3 --scenarios tp2x2-ready-any,sglang-0.5.23-tp2
+
+``--symmetry`` does the same with both engines exploring one representative per orbit (the
+scenario's declared symmetry, checked first; the native backend computes successors in C and
+maps them to representatives with the same Python canonicaliser); a ``--scenarios`` entry may
+be a scenario file::
+
+    python bench/bench_explicit.py --native --symmetry --sizes "" --scenarios bench/standard.toml --visited fingerprint
 """
 
 from __future__ import annotations
@@ -101,9 +108,10 @@ def against(rev: str, machines: list[tuple[str, Machine]], repeat: int) -> None:
             sys.stdout.flush()
 
 
-def native(machines: list[tuple[str, object]], repeat: int, modes: list[str]) -> None:
+def native(machines: list[tuple[str, object]], repeat: int, modes: list[str], symmetry: bool = False) -> None:
     """The Python engine against the native backend, alternately on each machine; medians of
-    ``repeat`` runs.  Compiling (cold cache) is timed apart."""
+    ``repeat`` runs (with ``symmetry``: both reduced by the spec's declared symmetry).
+    Compiling (cold cache) is timed apart."""
     import os
     import tempfile
 
@@ -120,14 +128,24 @@ def native(machines: list[tuple[str, object]], repeat: int, modes: list[str]) ->
         nm = NativeMachine(spec)
         build = time.perf_counter() - t0
         cc = nm.native.compile_seconds
+        red = {}
+        if symmetry:
+            from kvproof.checker.symmetry import reduction_for
+
+            r = reduction_for(py)
+            if r.canonicaliser is None:
+                raise SystemExit(f"{name}: no symmetry reduction: {r.note}")
+            red = dict(canon=r.canonicaliser.canon, orbit=r.canonicaliser.orbit)
+            print(f"{name:>24} symmetry {r.note}")
         for mode in modes:
             t_py, t_nat = [], []
             for _ in range(repeat):
-                c, a = cpu(lambda: explore(py, visited=mode))
+                c, a = cpu(lambda: explore(py, visited=mode, **red))
                 t_py.append(c)
-                c, b = cpu(lambda: explore(nm, visited=mode))
+                c, b = cpu(lambda: explore(nm, visited=mode, **red))
                 t_nat.append(c)
-                if (a.stats.states, a.stats.transitions) != (b.stats.states, b.stats.transitions):
+                if (a.stats.states, a.stats.transitions, a.stats.represented) != \
+                        (b.stats.states, b.stats.transitions, b.stats.represented):
                     raise SystemExit(f"{name}: the engines disagree: {a.stats.states} / {b.stats.states} states")
             p_, n_ = statistics.median(t_py), statistics.median(t_nat)
             st = b.stats.states
@@ -145,11 +163,16 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="with --against or --native: runs of each, alternately (default 3)")
     p.add_argument("--native", action="store_true", help="time the Python engine against the native backend")
     p.add_argument("--visited", default="exact,fingerprint", help="with --native: visited-set modes, comma-separated")
+    p.add_argument("--symmetry", action="store_true", help="with --native: both engines reduced by symmetry")
     args = p.parse_args()
     if args.native:
+        from kvproof.model.scenario import load_scenario
+
         machines = [(f"v0.5.22, {n} requests", PdProtocol(config(int(n)))) for n in args.sizes.split(",") if n]
-        machines += [(n, builtin(n).build()) for n in args.scenarios.split(",") if n]
-        native(machines, args.repeat, args.visited.split(","))
+        machines += [(Path(n).stem if n.endswith(".toml") else n,
+                      (load_scenario(n) if n.endswith(".toml") else builtin(n)).build())
+                     for n in args.scenarios.split(",") if n]
+        native(machines, args.repeat, args.visited.split(","), args.symmetry)
         return
     if args.against:
         machines = [(f"v0.5.22, {n} requests", Machine(PdProtocol(config(int(n))))) for n in args.sizes.split(",")]

@@ -251,14 +251,17 @@ def explore(
     ``reason``, ``hit_at``) is the same with or without ``rows`` and ``edges``.
 
     A machine with a ``search`` method of these arguments (the native backend's
-    :class:`~kvproof.checker.native.NativeMachine`) searches itself, with the same outcome,
-    unless ``canon`` or ``edges`` is asked for (this engine then runs its Python functions).
+    :class:`~kvproof.checker.native.NativeMachine`) searches itself (``canon`` and ``orbit``
+    passed on when given), with the same outcome, unless ``edges`` is asked for (this engine
+    then runs its Python functions).
     """
     if edges and (canon is not None or visited != "exact"):
         raise ValueError("the state graph is kept only by an exact search without symmetry reduction")
     search = getattr(machine, "search", None)  # a machine with native code searches itself
-    if search is not None and canon is None and not edges:
-        return search(limits, claims, stop_when_all_hit, progress, visited, rows)
+    if search is not None and not edges:
+        if canon is None:
+            return search(limits, claims, stop_when_all_hit, progress, visited, rows)
+        return search(limits, claims, stop_when_all_hit, progress, visited, rows, canon=canon, orbit=orbit)
     start = time.perf_counter()
     n_claims = len(machine.claims)
     tracked = range(n_claims) if claims is None else claims

@@ -12,9 +12,10 @@ checks, the fingerprints and the visited set (:class:`NativeVisited`, open addre
 C; Python only walks the levels.  The search's outcome (states, transitions, depth,
 quiescent states, which claims hit where, the path to each) is the Python engine's.
 
-Not yet: symmetry reduction, several workers, and keeping the state graph (liveness) - the
-caller refuses the first two and :func:`~kvproof.checker.explicit.explore` runs the Python
-engine for the third.
+Symmetry reduction maps each level's successors to their representatives with the
+canonicaliser's Python function (:func:`explore_native`).  Not yet: several workers, and
+keeping the state graph (liveness) - the caller refuses the first and
+:func:`~kvproof.checker.explicit.explore` runs the Python engine for the second.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from kvproof.model.ccompiler import MAX_CLAIMS, CSource, c_source
 from kvproof.model.compiler import RangeCheckFailed
 from kvproof.model.machine import Machine
 
-__all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", "cache_dir", "c_compiler", "explore_native"]
+__all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", "native_code", "cache_dir", "c_compiler", "explore_native"]
 
 _FLAGS = ("-std=gnu99", "-shared", "-fPIC")
 _CHUNK = 1 << 15  # states expanded per call between limit checks
@@ -69,35 +70,64 @@ def c_compiler() -> list[str] | None:
     return cmd
 
 
-def _library(text: str, opt: str = "-O1") -> tuple[Path, float]:
-    """The shared library of C source ``text``, compiled (at optimisation level ``opt``) unless
-    cached, and the seconds the compiler took (0 from the cache)."""
-    cc = c_compiler()
-    if cc is None:
-        raise NativeUnavailable(f"no C compiler found ({os.environ.get('CC') or 'cc'} is not on the path): "
-                                "install one (e.g. gcc) or drop --backend native")
-    key = hashlib.sha256("\0".join([*cc, opt, *_FLAGS, text]).encode()).hexdigest()[:24]
-    where = cache_dir()
-    lib = where / f"kv_{key}.so"
-    if lib.exists():
-        return lib, 0.0
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise NativeUnavailable(f"cannot create the native cache {where}: {e.strerror or e}") from None
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=where) as tmp:
+def _compile(cc: list[str], opt: str, text: str, where: Path, lib: Path, timeout: float | None = None) -> None:
+    """Compile ``text`` in a fresh folder under ``where`` and move the library to ``lib`` in one
+    rename (several processes compiling the same model at once each write their own file; the
+    last rename wins and every one of them is whole); ``timeout``: seconds the compiler may take."""
+    with tempfile.TemporaryDirectory(dir=where, prefix="build-") as tmp:
         src, out = Path(tmp) / "model.c", Path(tmp) / "model.so"
         src.write_text(text)
         try:
-            run = subprocess.run([*cc, opt, *_FLAGS, "-o", str(out), str(src)], capture_output=True, text=True)
+            run = subprocess.run([*cc, opt, *_FLAGS, "-o", str(out), str(src)], capture_output=True, text=True,
+                                 timeout=None if timeout is None else max(timeout, 0.01))
+        except subprocess.TimeoutExpired:
+            raise NativeUnavailable(f"the time limit ran out while {cc[0]} compiled the model") from None
         except OSError as e:
             raise NativeUnavailable(f"the C compiler {cc[0]} did not run: {e.strerror or e}") from None
         if run.returncode != 0:
             first = next((ln for ln in run.stderr.splitlines() if "error" in ln), run.stderr.strip()[:200])
             raise NativeUnavailable(f"the C compiler {cc[0]} failed on the generated model: {first}")
         os.replace(out, lib)
-    return lib, time.perf_counter() - started
+
+
+_PRIVATE: list[str] = []  # this process's own build folder, when the cache cannot be written
+
+
+def _private_dir() -> Path:
+    """A build folder of this process alone (removed when it exits), for when the cache folder
+    cannot be created or written: the model is then compiled every time."""
+    if not _PRIVATE:
+        import atexit
+
+        _PRIVATE.append(tempfile.mkdtemp(prefix="kvproof-native-"))
+        atexit.register(shutil.rmtree, _PRIVATE[0], True)
+    return Path(_PRIVATE[0])
+
+
+def _library(text: str, opt: str = "-O1", deadline: float | None = None) -> tuple[Path, float]:
+    """The shared library of C source ``text``, compiled (at optimisation level ``opt``, and
+    stopped at ``deadline``, a ``time.perf_counter()`` reading) unless cached, and the seconds
+    the compiler took (0 from the cache).  A cache folder that cannot
+    be created or written is not an error: the library is then built in a private folder."""
+    cc = c_compiler()
+    if cc is None:
+        raise NativeUnavailable(f"no C compiler found ({os.environ.get('CC') or 'cc'} is not on the path): "
+                                "install one (e.g. gcc) or use --backend python")
+    key = hashlib.sha256("\0".join([*cc, opt, *_FLAGS, text]).encode()).hexdigest()[:24]
+    name = f"kv_{key}.so"
+    where = cache_dir()
+    if (where / name).exists():
+        return where / name, 0.0
+    started = time.perf_counter()
+    timeout = None if deadline is None else deadline - started
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        _compile(cc, opt, text, where, where / name, timeout)
+    except OSError:  # the cache is read-only, full or not a folder: build where this process can
+        where = _private_dir()
+        if not (where / name).exists():
+            _compile(cc, opt, text, where, where / name, None if deadline is None else deadline - time.perf_counter())
+    return where / name, time.perf_counter() - started
 
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
@@ -105,14 +135,15 @@ _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 class NativeCode:
     """A spec's compiled C (:func:`~kvproof.model.ccompiler.c_source`), loaded: its level
-    functions over ``(n, width)`` uint8 arrays; ``opt`` is the compiler's optimisation flag."""
+    functions over ``(n, width)`` uint8 arrays; ``opt`` is the compiler's optimisation flag,
+    ``deadline`` when the compiler is stopped (:class:`NativeUnavailable`)."""
 
-    def __init__(self, source: CSource, opt: str = "-O1"):
+    def __init__(self, source: CSource, opt: str = "-O1", deadline: float | None = None):
         self.source = source
         self.width = source.width
         self.n_actions = source.n_actions
         started = time.perf_counter()
-        self.path, self.compile_seconds = _library(source.text, opt)
+        self.path, self.compile_seconds = _library(source.text, opt, deadline)
         lib = ctypes.CDLL(str(self.path))
         self.load_seconds = time.perf_counter() - started
         self._expand = lib.kv_expand
@@ -127,8 +158,12 @@ class NativeCode:
         self._keys.argtypes = [_P, _I, _P]
         self._keys.restype = None
         self.insert = lib.kv_insert
-        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _P, _I, _P]
+        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _I, _P]
         self.insert.restype = _I
+        self.packed_width = source.packed_width
+        self._unpack = lib.kv_unpack
+        self._unpack.argtypes = [_P, _I, _P]
+        self._unpack.restype = None
         self.rehash = lib.kv_rehash
         self.rehash.argtypes = [_P, _P, _I, _P, _P, _I]
         self.rehash.restype = None
@@ -175,8 +210,15 @@ class NativeCode:
         """Per state, the bits of the ``quiescent`` claims that hit (whether or not it has a successor)."""
         return self._masks(self._qhits, states)
 
+    def unpack(self, packed: np.ndarray) -> np.ndarray:
+        """The ``(n, width)`` states of ``(n, packed_width)`` packed ones (the exact store's form)."""
+        out = np.empty((len(packed), max(self.width, 1)), np.uint8)
+        if len(packed):
+            self._unpack(np.ascontiguousarray(packed).ctypes.data, len(packed), out.ctypes.data)
+        return out
+
     def keys(self, states: np.ndarray) -> np.ndarray:
-        """A 64-bit fingerprint per state."""
+        """A 64-bit fingerprint per state (the fingerprint visited set's key)."""
         keys = np.empty(len(states), np.uint64)
         if len(states):
             self._keys(states.ctypes.data, len(states), keys.ctypes.data)
@@ -185,9 +227,9 @@ class NativeCode:
 
 class NativeVisited:
     """The visited set in C (``kv_insert``): an open-addressing table of 64-bit fingerprints,
-    at most half full, and in ``exact`` mode the states themselves in ``store``, numbered in
-    discovery order (``store[i]`` is state ``i``; every fingerprint match is confirmed by
-    comparing the states)."""
+    at most half full, and in ``exact`` mode the states themselves in ``store``, packed
+    (:meth:`NativeCode.unpack`) and numbered in discovery order (``store[i]`` is state ``i``;
+    every fingerprint match is confirmed by comparing the states)."""
 
     def __init__(self, code: NativeCode, mode: str, width: int):
         if mode not in ("exact", "fingerprint"):
@@ -195,7 +237,8 @@ class NativeVisited:
         self.code, self.exact, self.width = code, mode == "exact", width
         self.tkeys = np.zeros(1 << 12, np.uint64)
         self.tidx = np.zeros(len(self.tkeys) if self.exact else 0, np.int32)
-        self.store = np.empty((1 << 12 if self.exact else 0, width), np.uint8)
+        self.pw = code.packed_width or width
+        self.store = np.empty((1 << 12 if self.exact else 0, self.pw), np.uint8)
         self.size = 0  # keys in the table (and, exact, states in the store)
 
     def _grow(self, incoming: int) -> None:
@@ -211,13 +254,14 @@ class NativeVisited:
         if self.exact and need > len(self.store):
             cap = len(self.store)
             while need > cap:
-                cap *= 2
-            store = np.empty((cap, self.width), np.uint8)
+                cap += cap // 2  # by half: at most a third of the store is free
+            store = np.empty((cap, self.pw), np.uint8)
             store[: self.size] = self.store[: self.size]
             self.store = store
 
-    def add(self, cand: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        """Insert the states ``cand`` (their fingerprints ``keys``) in order; the positions of
+    def add(self, cand: np.ndarray) -> np.ndarray:
+        """Insert the states ``cand`` (keyed in C: by :meth:`NativeCode.keys` with fingerprints, by
+        the hash of the packed state in exact mode) in order; the positions of
         those that were not in the set (first occurrences, ascending).  In exact mode they are
         appended to ``store`` in that order."""
         n = len(cand)
@@ -229,14 +273,27 @@ class NativeVisited:
         self._grow(n)
         m = self.code.insert(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
                              len(self.tkeys) - 1, self.store.ctypes.data if self.exact else None, self.size,
-                             cand.ctypes.data, keys.ctypes.data, n, fresh.ctypes.data)
+                             cand.ctypes.data, n, fresh.ctypes.data)
+        if m < 0:
+            raise RuntimeError("the native backend's packed states do not hold a value: a bug, please report it "
+                               "(--backend python searches without packing)")
         self.size += m
         return fresh[:m]
 
     @property
     def nbytes(self) -> int:
         """Bytes the table and the stored states take (allocated, free slots included)."""
-        return self.tkeys.nbytes + self.tidx.nbytes + self.size * self.width * self.exact
+        return self.tkeys.nbytes + self.tidx.nbytes + self.store.nbytes
+
+
+def native_code(machine: Machine, opt: str = "-O1", deadline: float | None = None) -> NativeCode:
+    """The C code of ``machine``'s spec and claims, compiled (or found in the cache; the
+    compiler stopped at ``deadline``) and loaded: what :func:`explore_native` runs for an
+    existing machine; :class:`NativeUnavailable` when that cannot be done here."""
+    if len(machine.claims) > MAX_CLAIMS:
+        raise NativeUnavailable(f"the native backend checks at most {MAX_CLAIMS} claims at once, "
+                                f"not {len(machine.claims)}")
+    return NativeCode(c_source(machine.spec, machine.claims), opt, deadline)
 
 
 @dataclass
@@ -250,17 +307,16 @@ class NativeMachine(Machine):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.claims) > MAX_CLAIMS:
-            raise NativeUnavailable(f"the native backend checks at most {MAX_CLAIMS} claims at once, "
-                                    f"not {len(self.claims)}")
-        self.native = NativeCode(c_source(self.spec, self.claims), self.opt)
+        self.native = native_code(self, self.opt)
 
     def search(self, limits: Limits = Limits(), claims: list[int] | None = None, stop_when_all_hit: bool = False,
                progress: Callable[[Stats], None] | None = None, visited: str = "exact",
-               rows: bool = False) -> Exploration:
+               rows: bool = False, canon: Callable[[bytes], bytes] | None = None,
+               orbit: Callable[[bytes], int] | None = None) -> Exploration:
         """:func:`explore_native` of this machine (what :func:`~kvproof.checker.explicit.explore`
         calls for it)."""
-        return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows)
+        return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows,
+                              canon=canon, orbit=orbit)
 
 
 def _rows(states: np.ndarray) -> list[bytes]:
@@ -268,20 +324,34 @@ def _rows(states: np.ndarray) -> list[bytes]:
     return [bytes(r) for r in states.view(f"V{states.shape[1]}").ravel().tolist()] if len(states) else []
 
 
+def _canonical(states: np.ndarray, canon: Callable[[bytes], bytes], width: int) -> np.ndarray:
+    """Each row of ``states`` replaced by ``canon`` of it, ``canon`` called once per distinct row."""
+    uniq, back = np.unique(states.view(f"V{width}").ravel(), return_inverse=True)
+    reps = b"".join(map(canon, [bytes(r) for r in uniq.tolist()]))
+    return np.frombuffer(reps, np.uint8).reshape(len(uniq), width)[back.ravel()]
+
+
 def explore_native(
-    machine: NativeMachine,
+    machine: Machine,
     limits: Limits = Limits(),
     claims: list[int] | None = None,
     stop_when_all_hit: bool = False,
     progress: Callable[[Stats], None] | None = None,
     visited: str = "exact",
     rows: bool = False,
+    code: NativeCode | None = None,
+    canon: Callable[[bytes], bytes] | None = None,
+    orbit: Callable[[bytes], int] | None = None,
 ) -> Exploration:
     """:func:`~kvproof.checker.explicit.explore` (without symmetry reduction or the state
-    graph) run by the machine's native code; the same arguments mean the same, and the outcome
-    is the same."""
+    graph) run by the machine's native code (or ``code``, :func:`native_code` of a plain
+    :class:`~kvproof.model.machine.Machine`); the same arguments mean the same, and the outcome
+    is the same.  With symmetry reduction (``canon``, ``orbit``: the
+    :class:`~kvproof.model.canon.Canonicaliser`'s) the successors are computed in C and mapped to
+    their representatives by the canonicaliser's Python function, between the C expansion and
+    the C visited set: the same representatives as the Python engine, so the same paths."""
     start = time.perf_counter()
-    code: NativeCode = machine.native
+    code = code if code is not None else machine.native
     n_claims = len(machine.claims)
     tracked = range(n_claims) if claims is None else claims
     open_mask = 0
@@ -297,7 +367,7 @@ def explore_native(
 
     init = np.frombuffer(machine.init, np.uint8).reshape(1, width).copy()
     store = NativeVisited(code, visited, width)
-    store.add(init, code.keys(init))
+    store.add(init)
     kept = [init] if rows and not store.exact else None  # exact: the store keeps them in order
     parent = array("i", [-1])
     via = array("i", [-1])
@@ -315,6 +385,7 @@ def explore_native(
         open_mask &= ~mask
         always_open &= ~mask
 
+    represented = orbit(machine.init) if orbit is not None else 0
     h = int(code.hits(init)[0]) & always_open
     if h:
         record(h, 0)
@@ -326,15 +397,25 @@ def explore_native(
         if stop_when_all_hit and not open_mask:
             complete, reason = False, "stopped once every claim asked for had hit"
             break
-        # -- expand one level in C: successors, their codes, and the states with none
+        # -- expand one level in C, a chunk at a time, and deduplicate each chunk's successors
+        # against everything seen at once (in order, so the first occurrence of a state is the
+        # one the whole level's deduplication would keep): only the new states and their codes
+        # outlive a chunk, not the level's successors
         quiet_flags = np.zeros(len(frontier), np.uint8)
-        outs: list = []
-        codes_parts: list = []
+        fresh_codes: list = []
+        fresh_states: list = []  # fingerprint mode: the new states (exact: they are in the store)
+        level_fresh = 0
         timed_out = False
         for c0 in range(0, len(frontier), _CHUNK):
-            o, c = code.expand(frontier, c0, min(c0 + _CHUNK, len(frontier)), quiet_flags)
-            outs += o
-            codes_parts += c
+            for o, c in zip(*code.expand(frontier, c0, min(c0 + _CHUNK, len(frontier)), quiet_flags)):
+                stats.transitions += len(o)
+                if canon is not None and len(o):
+                    o = _canonical(o, canon, width)
+                f = store.add(o)
+                fresh_codes.append(c[f])
+                if not store.exact:
+                    fresh_states.append(o[f])
+                level_fresh += f.size
             now = time.perf_counter()
             if deadline is not None and now > deadline:
                 timed_out = True
@@ -348,24 +429,27 @@ def explore_native(
         if open_mask & quiescent_mask and qpos.size:
             qm = code.quiescent_hits(frontier[qpos]) & np.uint64(open_mask & quiescent_mask)
             quiet = [(int(p), int(m)) for p, m in zip(qpos[qm != 0].tolist(), qm[qm != 0].tolist())]
-        cand = np.concatenate(outs) if outs else np.zeros((0, width), np.uint8)
-        all_codes = np.concatenate(codes_parts) if codes_parts else np.zeros(0, np.int64)
-        stats.transitions += len(cand)
-        if timed_out:
-            cand, all_codes = cand[:0], all_codes[:0]
-        # -- deduplicate the level against everything seen
-        fresh = store.add(cand, code.keys(cand))
+        # time is up part way through the level: end now, keeping none of its successors (the
+        # Python engine does not deduplicate them; the search is incomplete anyway)
+        keep = 0 if timed_out else level_fresh
         cut = ""
-        if fresh.size and max_depth is not None and depth >= max_depth:
+        if keep and max_depth is not None and depth >= max_depth:
             cut = f"depth limit {max_depth} reached"
-            fresh = fresh[:0]
-        if max_states is not None and n_states + fresh.size > max_states:
+            keep = 0
+        if max_states is not None and n_states + keep > max_states:
             cut = f"state limit {max_states} reached"
-            fresh = fresh[: max_states - n_states]
+            keep = max_states - n_states
         if cut:
             complete, reason = False, cut
-        par, aid = np.divmod(all_codes[fresh], n_actions)
-        new_states = store.store[n_states:n_states + fresh.size] if store.exact else cand[fresh]
+        codes_kept = np.concatenate(fresh_codes)[:keep] if fresh_codes else np.zeros(0, np.int64)
+        fresh_codes = []
+        par, aid = np.divmod(codes_kept, n_actions)
+        if store.exact:
+            new_states = code.unpack(store.store[n_states:n_states + keep])
+        else:
+            new_states = np.concatenate(fresh_states)[:keep] if fresh_states else np.zeros((0, width), np.uint8)
+            fresh_states = []
+        fresh = np.arange(keep)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position); the
         # loop runs only on a level where something hits
         masks = code.hits(new_states) & np.uint64(always_open) if always_open else None
@@ -397,6 +481,8 @@ def explore_native(
         via.frombytes(aid.astype(np.int32).tobytes())
         if kept is not None:
             kept.append(new_states)
+        if orbit is not None:
+            represented += sum(map(orbit, _rows(new_states)))
         lo, n_states = n_states, n_states + len(new_states)
         if timed_out:
             complete, reason = False, limits.time_reason
@@ -407,11 +493,11 @@ def explore_native(
         if len(frontier):
             depth += 1
 
-    ended = _ended(stats, n_states, depth, start, 0, None)
+    ended = _ended(stats, n_states, depth, start, represented, orbit)
     ended.bytes_per_state = (store.nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
     if visited == "fingerprint":
         ended.collision_probability = collision_probability(ended.states)
     found = None
     if rows:
-        found = _rows(store.store[:n_states] if store.exact else np.concatenate(kept))
-    return Exploration(ended, complete, reason, hit_at, parent, via, canonical=False, rows=found)
+        found = _rows(code.unpack(store.store[:n_states]) if store.exact else np.concatenate(kept))
+    return Exploration(ended, complete, reason, hit_at, parent, via, canonical=canon is not None, rows=found)

@@ -125,6 +125,10 @@ class ScenarioReport:
     claims: list[ClaimReport] = field(default_factory=list)
     symmetry: str = ""
     """With symmetry reduction asked for: what it permuted, or why it was off or refused."""
+    backend: str = "python"
+    """Which engine ran the search: ``python``, ``native`` (the model compiled to C) or ``ray``."""
+    backend_note: str = ""
+    """Under the default backend (``auto``), why the Python engine ran rather than the native one."""
     notes: list[str] = field(default_factory=list)
     """What the run noticed besides the verdicts: for an engine variant, each witness the
     scenario does not list that the variant makes unreachable (reachable in the spec it

@@ -21,7 +21,17 @@ from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, V
 from kvproof.checker.symmetry import Reduction, concrete_path, reduction_for
 from kvproof.checker.traces import Trace, write_trace
 
-__all__ = ["check_scenario", "trace_of"]
+__all__ = ["check_scenario", "trace_of", "BACKENDS", "PROBE_STATES"]
+
+BACKENDS = ("auto", "native", "python", "process", "ray")
+"""Where the explicit search runs: ``auto`` (the default) the native backend where it applies,
+else the Python engine; ``native`` the C backend or an error; ``python`` (``process``, its
+earlier name: with ``--workers``, forked processes) the Python engine; ``ray`` Ray actors."""
+
+PROBE_STATES = 20_000
+"""Under ``auto``, the Python engine searches first with this state limit: a search that ends
+within it (about 0.15 s) is done without compiling C (the C compiler takes 0.5-1 s on a cold
+cache); a larger one is searched again by the native backend, from the start."""
 
 
 def trace_of(scenario: Scenario, machine: Machine, exploration: Exploration, claim_index: int,
@@ -63,6 +73,27 @@ def _out_of_time(scenario: Scenario, spec, expected: dict[str, str], limits: Lim
     return report
 
 
+def _auto(machine, limits: Limits, tracked, stop, progress, visited, canon) -> tuple[Exploration, str, str]:
+    """``backend="auto"``: the Python engine up to :data:`PROBE_STATES` states, then, if the
+    search goes on, the native backend from the start (the Python engine again when the native
+    backend is unavailable here); the exploration, the backend that ran it and why not native."""
+    args = dict(claims=tracked, stop_when_all_hit=stop, progress=progress, visited=visited,
+                canon=canon and canon.canon, orbit=canon and canon.orbit)
+    cap = PROBE_STATES
+    if limits.max_states is not None and limits.max_states <= cap:
+        return explore(machine, limits, **args), "python", f"--max-states {limits.max_states:,}: small enough for the Python engine"
+    ex = explore(machine, Limits(cap, limits.max_seconds, limits.max_depth, limits.started), **args)
+    if ex.complete or ex.reason != f"state limit {cap} reached":
+        return ex, "python", f"the search ended within {cap:,} states: small enough for the Python engine"
+    from kvproof.checker.native import NativeUnavailable, explore_native, native_code  # numpy, ctypes: only now
+
+    try:
+        code = native_code(machine, deadline=limits.deadline())
+    except NativeUnavailable as e:
+        return explore(machine, limits, **args), "python", f"native backend unavailable: {e}"
+    return explore_native(machine, limits, code=code, **args), "native", ""
+
+
 def _explore(scenario, machine, limits, tracked, stop, progress, visited, canon, workers, backend, ray_address):
     """The breadth-first search of the safety claims and witnesses, on the engine asked for."""
     if backend == "ray":
@@ -84,7 +115,7 @@ def check_scenario(
     visited: str = "exact",
     symmetry: bool = False,
     workers: int = 1,
-    backend: str = "process",
+    backend: str = "auto",
     ray_address: str | None = None,
 ) -> ScenarioReport:
     """Check ``scenario``'s claims (or ``only`` those named) with the explicit engine.
@@ -106,9 +137,15 @@ def check_scenario(
     with ``workers`` > 1 the search runs in that many processes (:mod:`.parallel`), or with
     ``backend="ray"`` in that many Ray actors (:mod:`.ray_backend`, on the cluster at
     ``ray_address`` or a local one); ``backend="native"`` runs the search in C compiled from
-    the spec (:mod:`.native`; one process, no reduction), and the graph liveness claims need is
-    then searched apart, by the Python engine.
+    the spec (:mod:`.native`; one process), and the graph liveness claims need is then searched
+    apart, by the Python engine.  ``backend="auto"`` (the default) is the native
+    backend where it applies (one process, no liveness claim asked for, a C
+    compiler found, more than :data:`PROBE_STATES` states) and the Python engine elsewhere
+    (``"python"``, or its earlier name ``"process"``, always); ``report.backend`` says which ran
+    and ``report.backend_note`` why not the native one.  Every backend has the same outcome.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     limits = limits.shared()
     spec = scenario.build()
     expected = scenario.expectations(spec)
@@ -122,9 +159,8 @@ def check_scenario(
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)
     if backend == "native":
-        if workers > 1 or symmetry:
-            raise ValueError("the native backend runs one process without symmetry reduction (not yet with "
-                             "--workers or --symmetry)")
+        if workers > 1:
+            raise ValueError("the native backend runs one process (not yet with --workers)")
         from kvproof.checker.native import NativeMachine
 
         machine = NativeMachine(spec)
@@ -132,6 +168,12 @@ def check_scenario(
         machine = Machine(spec)
     index = {c.name: i for i, c in enumerate(machine.claims)}
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
+    used, why = {"auto": "python", "process": "python"}.get(backend, backend), ""
+    if backend == "auto":
+        why = ("liveness claims: one Python search keeps the graph they need" if live else
+               "--workers: the native backend runs one process" if workers > 1 else "")
+        if not why:
+            used = "auto"
     tracked = [index[c] for c in expected if c not in live]
     base = builtin_ancestor(type(spec))
     unlisted = [] if only or base is None or base is type(spec) else [
@@ -140,14 +182,17 @@ def check_scenario(
     reduction = reduction_for(machine) if symmetry else None
     canon = reduction.canonicaliser if reduction is not None else None
     exploration = graph = None
-    if live and canon is None and visited == "exact" and workers <= 1 and backend not in ("ray", "native"):
+    if live and canon is None and visited == "exact" and workers <= 1 and used == "python":
         # one search decides the safety claims and keeps the graph the liveness claims need
         both = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress, edges=True)
         exploration, graph = (both if tracked else None), both.graph
     else:
         if tracked or not live:  # with only liveness claims asked for, the graph's search is the one
-            exploration = _explore(scenario, machine, limits, tracked, bool(only), progress, visited, canon, workers,
-                                   backend, ray_address)
+            if used == "auto":
+                exploration, used, why = _auto(machine, limits, tracked, bool(only), progress, visited, canon)
+            else:
+                exploration = _explore(scenario, machine, limits, tracked, bool(only), progress, visited, canon,
+                                       workers, used, ray_address)
         graph = build_graph(machine, limits) if live and not limits.expired() else None
     if exploration is not None:
         report = ScenarioReport(scenario, exploration.stats, exploration.complete, exploration.reason)
@@ -156,6 +201,7 @@ def check_scenario(
     else:
         report = ScenarioReport(scenario, Stats(), False, limits.time_reason)
     report.symmetry = reduction.note if reduction is not None else ""
+    report.backend, report.backend_note = ("python" if used == "auto" else used), why
     for name, want in expected.items():
         i = index[name]
         claim = machine.claims[i]

@@ -13,7 +13,9 @@ points over *packed* states (``width`` bytes each, one byte per slot, states bac
 * ``kv_qhits``: the same for the ``quiescent`` claims;
 * ``kv_keys``: a 64-bit fingerprint per state;
 * ``kv_insert`` / ``kv_rehash``: an open-addressing visited set of those fingerprints (and, in
-  exact mode, of the states themselves, kept in discovery order).
+  exact mode, of the states themselves, packed, kept in discovery order);
+* ``kv_pack`` / ``kv_unpack``: states to and from that packed form (each slot in as many bits as
+  the largest value it can hold: its initial value or a write's static bound).
 
 A run-time range check that fails (a write or an index outside its field's codes) stops the
 call and reports which check and what value; :func:`c_source` returns the checks' messages so
@@ -81,26 +83,39 @@ static inline uint64_t kmix(uint64_t x) {
     x ^= x >> 31; return x;
 }
 
+static inline uint64_t khash(const uint8_t *s, int n) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) { uint64_t w; memcpy(&w, s + i, 8); h = kmix(h ^ w) + 0x9e3779b97f4a7c15ULL; }
+    if (i < n) { uint64_t w = 0; memcpy(&w, s + i, (size_t)(n - i)); h = kmix(h ^ w ^ ((uint64_t)(n - i) << 56)); }
+    return kmix(h);
+}
+
+/* A 64-bit fingerprint per state: what the fingerprint visited set keys it by (the exact one keys
+   a state by the hash of its packed form instead: it packs every state anyway). */
 void kv_keys(const uint8_t *in, int64_t n, uint64_t *keys) {
-    for (int64_t j = 0; j < n; j++) {
-        const uint8_t *s = in + (size_t)j * W;
-        uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)W;
-        int i = 0;
-        for (; i + 8 <= W; i += 8) { uint64_t w; memcpy(&w, s + i, 8); h = kmix(h ^ w) + 0x9e3779b97f4a7c15ULL; }
-        if (i < W) { uint64_t w = 0; memcpy(&w, s + i, (size_t)(W - i)); h = kmix(h ^ w ^ ((uint64_t)(W - i) << 56)); }
-        keys[j] = kmix(h);
-    }
+    for (int64_t j = 0; j < n; j++) keys[j] = khash(in + (size_t)j * W, W);
 }
 
 /* The visited set: open addressing with linear probing over 64-bit keys (0 marks a free slot).
-   Exact mode keeps, per slot, the number of the state in `store` (states in discovery order) and
-   confirms every key match by comparing the states; fingerprint mode (`store` NULL) keeps keys only. */
+   Exact mode keeps, per slot, the number of the state in `store` (states in discovery order,
+   packed: PW bytes each, see kv_pack) and confirms every key match by comparing the packed
+   states; fingerprint mode (`store` NULL) keeps keys only (kv_keys's; 0 read as 1).  -1 when a
+   state does not pack. */
 int64_t kv_insert(uint64_t *tkeys, int32_t *tidx, int64_t mask, uint8_t *store, int64_t stored,
-                  const uint8_t *cand, const uint64_t *keys, int64_t n, int64_t *fresh) {
+                  const uint8_t *cand, int64_t n, int64_t *fresh) {
     int64_t m = 0;
+    uint8_t p[PW];
     for (int64_t j = 0; j < n; j++) {
-        uint64_t k = keys[j] ? keys[j] : 1;
         const uint8_t *c = cand + (size_t)j * W;
+        uint64_t k;
+        if (store) {
+            if (pack1(c, p)) return -1;
+            k = khash(p, PW);
+        } else {
+            k = khash(c, W);
+        }
+        if (!k) k = 1;
         int64_t i = (int64_t)(k & (uint64_t)mask);
         for (;;) {
             uint64_t t = tkeys[i];
@@ -108,16 +123,26 @@ int64_t kv_insert(uint64_t *tkeys, int32_t *tidx, int64_t mask, uint8_t *store, 
                 tkeys[i] = k;
                 if (store) {
                     tidx[i] = (int32_t)(stored + m);
-                    memcpy(store + (size_t)(stored + m) * W, c, W);
+                    memcpy(store + (size_t)(stored + m) * PW, p, PW);
                 }
                 fresh[m++] = j;
                 break;
             }
-            if (t == k && (!store || memcmp(store + (size_t)tidx[i] * W, c, W) == 0)) break;
+            if (t == k && (!store || memcmp(store + (size_t)tidx[i] * PW, p, PW) == 0)) break;
             i = (i + 1) & mask;
         }
     }
     return m;
+}
+
+int64_t kv_pack(const uint8_t *in, int64_t n, uint8_t *out) {
+    for (int64_t j = 0; j < n; j++)
+        if (pack1(in + (size_t)j * W, out + (size_t)j * PW)) return -1 - j;
+    return n;
+}
+
+void kv_unpack(const uint8_t *in, int64_t n, uint8_t *out) {
+    for (int64_t j = 0; j < n; j++) unpack1(in + (size_t)j * PW, out + (size_t)j * W);
 }
 
 void kv_rehash(const uint64_t *okeys, const int32_t *oidx, int64_t ocap, uint64_t *nkeys, int32_t *nidx,
@@ -202,6 +227,9 @@ class CSource:
     width: int
     n_actions: int
     max_successors: int
+    packed_width: int = 0
+    """Bytes of a state packed (every slot in as many bits as its largest value needs): how the
+    exact visited set stores states."""
 
 
 def _emit_checks(em: _CEmitter, ops: COps, where: str, messages: list[str], fail: str) -> None:
@@ -234,6 +262,50 @@ def _hits_function(spec: Spec, claims: Sequence[Claim | None], name: str, tables
     return [f"static uint64_t {name}(const uint8_t *s, int64_t *err) {{"] + em.lines + ["}"]
 
 
+def _slots_of(spec: Spec, slot: str) -> range:
+    """The slots a write to ``slot`` (a number, or ``"base + index"``) may change: that slot, or
+    every slot of the field holding ``base``."""
+    head = slot.split(" + ", 1)
+    at = int(head[0])
+    if len(head) == 1:
+        return range(at, at + 1)
+    for f in spec.layout.fields:
+        base = spec.layout.base[f.name]
+        if base <= at < base + f.width:
+            return range(base, base + f.width)
+    return range(0, spec.layout.size)  # pragma: no cover - a base outside every field
+
+
+def _pack_functions(bits: list[int]) -> tuple[list[str], int]:
+    """``pack1`` (a state's slots, ``bits[i]`` bits each, back to back in ``PW`` bytes; nonzero
+    when a slot does not fit) and ``unpack1``, straight-line over 64-bit words held in
+    registers; and ``PW``."""
+    total = max(1, (sum(min(b, 8) for b in bits) + 7) // 8)
+    words = (total + 7) // 8
+    pack = ["static inline int pack1(const uint8_t *s, uint8_t *p) {", "    unsigned ov = 0;",
+            f"    uint64_t a[{words}] = {{0}};"]
+    unpack = ["static inline void unpack1(const uint8_t *p, uint8_t *s) {", f"    uint64_t a[{words}] = {{0}};",
+              f"    memcpy(a, p, {total});"]
+    pos = 0
+    for i, b in enumerate(bits):
+        b = min(b, 8)
+        if b < 8:
+            pack.append(f"    ov |= s[{i}] >> {b};")
+        if b == 0:
+            unpack.append(f"    s[{i}] = 0;")
+            continue
+        w, off = pos >> 6, pos & 63
+        pack.append(f"    a[{w}] |= (uint64_t)s[{i}] << {off};")
+        value = f"(a[{w}] >> {off})"
+        if off + b > 64:
+            pack.append(f"    a[{w + 1}] |= (uint64_t)s[{i}] >> {64 - off};")
+            value = f"((a[{w}] >> {off}) | (a[{w + 1}] << {64 - off}))"
+        unpack.append(f"    s[{i}] = (uint8_t)({value} & {(1 << b) - 1}u);")
+        pos += b
+    pack += [f"    memcpy(p, a, {total});", "    return ov != 0;", "}"]
+    return pack + unpack + ["}"], total
+
+
 def c_source(spec: Spec, claims: Sequence[Claim]) -> CSource:
     """The C translation unit of ``spec`` with ``claims`` (at most :data:`MAX_CLAIMS`; the
     bits of ``kv_hits``/``kv_qhits`` follow their order)."""
@@ -246,6 +318,7 @@ def c_source(spec: Spec, claims: Sequence[Claim]) -> CSource:
     em = _CEmitter(tables)
     em.line("int n = 0; uint8_t *t;")
     live = 0
+    slot_hi = list(spec.init_state())  # the largest value each slot can hold: the initial one or a write's bound
     for inst in spec.instances:
         em.reset()
         mark = len(em.lines)
@@ -263,6 +336,8 @@ def c_source(spec: Spec, claims: Sequence[Claim]) -> CSource:
         em.line("memcpy(t, s, W);")
         for slot, value in ops.writes:
             em.line(f"t[{slot}] = (uint8_t)({value.src});")
+            for k in _slots_of(spec, slot):
+                slot_hi[k] = max(slot_hi[k], min(value.hi, 255))
         em.line(f"codes[n++] = base + {inst.aid};")
     em.reset()
     em.line("return n;")
@@ -272,8 +347,9 @@ def c_source(spec: Spec, claims: Sequence[Claim]) -> CSource:
     quiescent = [c if c.at == "quiescent" else None for c in claims]
     hits1 = _hits_function(spec, always, "hits1", tables, messages)
     qhits1 = _hits_function(spec, quiescent, "qhits1", tables, messages)
-    head = [_PRELUDE, f"#define W {max(width, 1)}", f"#define N_ACTIONS {len(spec.instances)}LL",
+    packing, packed = _pack_functions([hi.bit_length() for hi in slot_hi] or [1])
+    head = [_PRELUDE, f"#define W {max(width, 1)}", f"#define PW {packed}", f"#define N_ACTIONS {len(spec.instances)}LL",
             f"#define MAX_SUCC {max(live, 1)}"]
     head += [f"static const int {name}[] = {{{', '.join(map(str, values))}}};" for values, name in tables.items()]
-    text = "\n".join(head + expand1 + hits1 + qhits1 + [_LEVEL])
-    return CSource(text, messages, width, len(spec.instances), max(live, 1))
+    text = "\n".join(head + packing + expand1 + hits1 + qhits1 + [_LEVEL])
+    return CSource(text, messages, width, len(spec.instances), max(live, 1), packed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -59,6 +60,17 @@ def _agree_on_random_specs(data, states_per_spec: int = 6) -> None:
     drawn = [init] + [data.draw(states(plan, spec), label="state") for _ in range(states_per_spec)]
     problems = native_disagreements(m, [bytes(s) for s in drawn])
     assert not problems, "; ".join(problems[:5])
+    # the search too, exact (the packed store) and fingerprinted: the Python engine's outcome
+    from kvproof.model.compiler import RangeCheckFailed
+
+    for visited in ("exact", "fingerprint"):
+        runs = []
+        for machine in (Machine(spec), m):
+            try:
+                runs.append(_outcome(explore(machine, Limits(max_states=3000), visited=visited)))
+            except RangeCheckFailed as e:
+                runs.append(str(e))
+        assert runs[0] == runs[1], visited
 
 
 @settings(max_examples=10, **_SETTINGS)
@@ -191,14 +203,55 @@ def test_a_failing_range_check_raises_the_python_engines_error():
     assert str(got.value) == str(ref.value)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", builtin_names())
-def test_the_catalogue_keeps_its_pinned_state_counts_and_safety_verdicts_under_the_native_backend(name):
+def _o0(monkeypatch):
+    """Compile at -O0 in this test (the C is the same; it compiles fastest)."""
+    library = native._library
+    monkeypatch.setattr(native, "_library", lambda text, opt="-O1", deadline=None: library(text, "-O0", deadline))
+
+
+def _catalogue_case(name, tmp_path, monkeypatch):
+    """``check_scenario`` of a catalogue scenario on the native backend: its pinned state counts
+    and verdicts (``traces/expected.toml``), and every trace it writes byte for byte the stored
+    one under ``traces/`` (what ``kvproof check`` with the Python engine wrote)."""
     from pathlib import Path
 
     from kvproof.checker.expected import read_expected
+    from kvproof.checker.run import check_scenario
 
-    stored = read_expected(Path(__file__).resolve().parents[1] / "traces" / "expected.toml")[name]
+    _o0(monkeypatch)
+    root = Path(__file__).resolve().parents[1] / "traces"
+    stored = read_expected(root / "expected.toml")[name]
+    report = check_scenario(builtin(name), traces_dir=tmp_path, backend="native")
+    assert report.backend == "native"
+    s = report.stats
+    assert (s.states, s.transitions, s.depth, report.complete) == \
+        (stored["states"], stored["transitions"], stored["depth"], stored["complete"])
+    assert {c.claim: c.verdict for c in report.claims} == stored["verdicts"]
+    written = sorted(tmp_path.iterdir())
+    assert len(written) == sum(c.trace_path is not None for c in report.claims)
+    for path in written:
+        assert path.read_bytes() == (root / path.name).read_bytes(), path.name
+
+
+@pytest.mark.parametrize("name", ["incident", "abort-race", "ack-before-register"])
+def test_native_checks_keep_the_pinned_counts_verdicts_and_traces_of_a_few_scenarios(name, tmp_path, monkeypatch):
+    _catalogue_case(name, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", builtin_names())
+def test_the_catalogue_keeps_its_pinned_counts_verdicts_and_traces_under_the_native_backend(name, tmp_path):
+    """The native search of every scenario's safety claims and witnesses (the liveness claims'
+    graph is the Python engine's on every backend): the pinned counts and verdicts, and every
+    counterexample written byte for byte as stored."""
+    from pathlib import Path
+
+    from kvproof.checker.expected import read_expected
+    from kvproof.checker.run import trace_of
+    from kvproof.checker.traces import write_trace
+
+    root = Path(__file__).resolve().parents[1] / "traces"
+    stored = read_expected(root / "expected.toml")[name]
     nm = native_of(name)
     tracked = [i for i, c in enumerate(nm.claims) if c.kind != "liveness" and c.name in stored["verdicts"]]
     ex = explore(nm, claims=tracked)
@@ -206,9 +259,198 @@ def test_the_catalogue_keeps_its_pinned_state_counts_and_safety_verdicts_under_t
         (stored["states"], stored["transitions"], stored["depth"], stored["complete"])
     for i in tracked:
         c = nm.claims[i]
-        verdict = ("violated" if c.kind == "invariant" else "reached") if i in ex.hit_at else \
+        hit = i in ex.hit_at
+        verdict = ("violated" if c.kind == "invariant" else "reached") if hit else \
             ("verified" if c.kind == "invariant" else "unreachable")
         assert verdict == stored["verdicts"][c.name], c.name
+        if hit and c.kind == "invariant":
+            path = write_trace(trace_of(builtin(name), nm, ex, i), tmp_path)
+            assert path.read_bytes() == (root / path.name).read_bytes(), path.name
+
+
+# -- the default backend: native where it applies, else the Python engine, with the same outcome ---------
+def _report_outcome(r):
+    return (r.stats.states, r.stats.transitions, r.stats.depth, r.complete, r.reason,
+            [(c.claim, c.verdict, c.depth) for c in r.claims])
+
+
+def test_the_default_searches_a_model_past_the_probe_natively_with_the_python_engines_outcome(
+        tmp_path, monkeypatch):
+    from kvproof.checker import run
+
+    _o0(monkeypatch)
+    monkeypatch.setattr(run, "PROBE_STATES", 500)  # abort-race: 2,958 states
+    ref = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path / "py", backend="python")
+    got = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path / "auto")
+    assert (got.backend, got.backend_note, ref.backend) == ("native", "", "python")
+    assert _report_outcome(got) == _report_outcome(ref)
+    py, auto = sorted((tmp_path / "py").iterdir()), sorted((tmp_path / "auto").iterdir())
+    assert [p.name for p in py] == [p.name for p in auto] and py
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(py, auto))
+
+
+def test_the_default_keeps_a_small_model_on_the_python_engine_and_says_why(monkeypatch):
+    from kvproof.checker import run
+
+    monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C for a small model"))
+    got = run.check_scenario(builtin("abort-race"))
+    assert got.backend == "python" and "within 20,000 states" in got.backend_note
+    assert got.stats.states == 2958
+
+
+@pytest.mark.parametrize("limits,states,reason", [
+    (Limits(max_states=700), 700, "state limit 700 reached"),  # at most the probe: the Python engine alone
+    (Limits(max_states=1500), 1500, "state limit 1500 reached"),  # past the probe: native, the user's limit
+    (Limits(max_depth=5), None, "depth limit 5 reached"),
+])
+def test_the_default_under_limits_has_the_python_engines_outcome(limits, states, reason, monkeypatch):
+    from kvproof.checker import run
+
+    _o0(monkeypatch)
+    monkeypatch.setattr(run, "PROBE_STATES", 1000)
+    ref = run.check_scenario(builtin("abort-race"), limits, backend="python")
+    got = run.check_scenario(builtin("abort-race"), limits)
+    assert _report_outcome(got) == _report_outcome(ref)
+    assert got.reason == reason and (states is None or got.stats.states == states)
+
+
+def test_the_default_falls_back_to_the_python_engine_without_a_c_compiler(monkeypatch, tmp_path):
+    from kvproof.checker import run
+
+    monkeypatch.setenv("CC", "no-such-compiler-kvproof")
+    monkeypatch.setattr(run, "PROBE_STATES", 500)
+    got = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path)
+    ref = run.check_scenario(builtin("abort-race"), backend="python")
+    assert got.backend == "python" and got.backend_note.startswith("native backend unavailable: no C compiler")
+    assert _report_outcome(got) == _report_outcome(ref)
+
+
+def test_a_compiler_that_outruns_the_time_limit_is_stopped(monkeypatch, tmp_path):
+    """The budget is the whole command's: a compile still running at the deadline is killed and
+    the claims are inconclusive, as the Python engine leaves them when time is up."""
+    import time
+
+    from kvproof.checker import run
+
+    slow = tmp_path / "slow-cc"
+    slow.write_text("#!/bin/sh\nsleep 20\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("CC", str(slow))
+    monkeypatch.setenv("KVPROOF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(run, "PROBE_STATES", 500)
+    began = time.perf_counter()
+    got = run.check_scenario(builtin("abort-race"), Limits(max_seconds=1.5))
+    assert time.perf_counter() - began < 6
+    assert got.backend == "python" and "time limit ran out" in got.backend_note
+    assert got.reason == "time limit 1.5 s reached" and {c.verdict for c in got.claims} <= {"inconclusive", "violated"}
+
+
+def test_the_default_runs_the_python_engine_with_workers(monkeypatch):
+    from kvproof.checker import run
+
+    monkeypatch.setattr(run, "PROBE_STATES", 10)
+    monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C where native does not apply"))
+    got = run.check_scenario(builtin("incident"), workers=2)
+    assert got.backend == "python" and got.backend_note.startswith("--workers")
+
+
+# -- symmetry reduction: C successors, the canonicaliser's representatives -------------------------------
+def _symmetric_scenarios():
+    from .symmetric import unordered
+
+    pages = unordered("abort-race", "AB")  # a searched second sort (decode pages) as well
+    cfg = pages.config
+    pages = replace(pages, config=replace(cfg, decode_pages=2, engine=replace(cfg.engine, any_free_pages=True,
+                                                                            ordered_arrivals=True)))
+    return {"requests": unordered("abort-race", "AAB"), "requests-and-pages": pages}
+
+
+_REDUCED: dict[str, tuple] = {}
+
+
+def _reduced(which: str):
+    """The machine, canonicaliser and C code of a symmetric scenario (once per test process)."""
+    from kvproof.checker.symmetry import reduction_for
+
+    if which not in _REDUCED:
+        m = Machine(_symmetric_scenarios()[which].build())
+        _REDUCED[which] = m, reduction_for(m).canonicaliser, native.native_code(m, "-O0")
+    return _REDUCED[which]
+
+
+@pytest.mark.parametrize("which,case", [
+    pytest.param("requests", dict(), marks=pytest.mark.slow),  # abort-race AAB: 5-12 s
+    *[("requests-and-pages", c) for c in (dict(), dict(visited="fingerprint"), dict(limits=Limits(max_states=300)),
+                                          dict(claims=[0, 3], stop_when_all_hit=True))]],
+    ids=lambda c: c if isinstance(c, str) else ",".join(c) or "default")
+def test_a_reduced_native_search_has_the_python_engines_outcome(which, case):
+    m, canon, code = _reduced(which)
+    assert canon is not None
+    ref = explore(m, canon=canon.canon, orbit=canon.orbit, **case)
+    got = native.explore_native(m, code=code, canon=canon.canon, orbit=canon.orbit, **case)
+    assert _outcome(got) == _outcome(ref) and got.canonical
+    assert ref.stats.represented > ref.stats.states or case
+
+
+def test_symmetry_under_the_native_backend_keeps_verdicts_and_writes_the_same_traces(tmp_path, monkeypatch):
+    from kvproof.checker import run
+
+    _o0(monkeypatch)
+    sc = _symmetric_scenarios()["requests-and-pages"]
+    ref = run.check_scenario(sc, symmetry=True, traces_dir=tmp_path / "py", backend="python")
+    got = run.check_scenario(sc, symmetry=True, traces_dir=tmp_path / "c", backend="native")
+    assert got.backend == "native" and ref.symmetry == got.symmetry != ""
+    assert _report_outcome(got) == _report_outcome(ref) and got.stats.represented == ref.stats.represented
+    py, c = sorted((tmp_path / "py").iterdir()), sorted((tmp_path / "c").iterdir())
+    assert [p.name for p in py] == [p.name for p in c] and py
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(py, c))
+
+
+def test_liveness_claims_stay_on_the_python_engine_with_their_verdicts(monkeypatch):
+    from kvproof.checker import run
+
+    name = next(n for n in ("ack-before-register", "incident") if any(
+        c.kind == "liveness" for c in builtin(n).build().claims))
+    monkeypatch.setattr(run, "PROBE_STATES", 10)
+    monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C for a liveness check"))
+    got = run.check_scenario(builtin(name))
+    assert got.backend == "python" and got.backend_note.startswith("liveness claims")
+    assert _report_outcome(got) == _report_outcome(run.check_scenario(builtin(name), backend="python"))
+
+
+def test_a_cache_folder_that_cannot_be_written_compiles_privately(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("KVPROOF_CACHE_DIR", str(blocker / "cache"))
+    text = c_text("incident")
+    lib, seconds = native._library(text, "-O0")
+    assert seconds > 0 and lib.exists() and not str(lib).startswith(str(tmp_path))
+    import ctypes
+
+    assert ctypes.CDLL(str(lib)).kv_expand  # a whole library
+
+
+def c_text(name: str) -> str:
+    """The C source of a built-in scenario."""
+    from kvproof.model.ccompiler import c_source
+
+    m = Machine(builtin(name).build())
+    return c_source(m.spec, m.claims).text
+
+
+def test_processes_compiling_one_model_at_once_share_one_whole_library(tmp_path, monkeypatch):
+    """Three compiles of one model into one empty cache at once (as xdist workers do): one
+    library, loadable, and no build folder left behind."""
+    import ctypes
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setenv("KVPROOF_CACHE_DIR", str(tmp_path))
+    text = c_text("abort-race")
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda _: native._library(text, "-O0"), range(3)))
+    assert len({lib for lib, _ in got}) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [got[0][0].name]
+    assert ctypes.CDLL(str(got[0][0])).kv_insert
 
 
 # -- the command line ---------------------------------------------------------------------------------------
@@ -234,8 +476,8 @@ def test_check_with_the_native_backend_prints_the_python_engines_table():
     assert table(c.stdout) == table(python.stdout)
 
 
-@pytest.mark.parametrize("flags", [["--workers", "2"], ["--symmetry"]])
-def test_native_refuses_workers_and_symmetry_in_one_line(flags):
+@pytest.mark.parametrize("flags", [["--workers", "2"], ["--workers", "2", "--symmetry"]])
+def test_native_refuses_workers_in_one_line(flags):
     c = _kvproof("check", "incident", "--no-traces", "--backend", "native", *flags)
     assert c.returncode == 3
     assert c.stderr.count("\n") == 1 and "--backend native" in c.stderr and "Traceback" not in c.stderr
@@ -256,3 +498,23 @@ def test_help_loads_neither_the_native_backend_nor_ctypes():
         done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=heavy)], capture_output=True,
                               text=True, timeout=60, check=True)
         assert done.stdout.split("\n")[-2] == "0 []", done.stdout + done.stderr
+
+
+def test_the_command_says_when_the_default_fell_back_for_want_of_a_compiler(monkeypatch, capsys):
+    import json
+
+    from kvproof.checker import run
+    from kvproof.checker.cli.commands import main
+
+    monkeypatch.setenv("CC", "no-such-compiler-kvproof")
+    monkeypatch.setattr(run, "PROBE_STATES", 500)
+    assert main(["check", "abort-race", "--no-traces"]) == 0
+    assert "Python engine (native backend unavailable: no C compiler found" in capsys.readouterr().out
+    assert main(["check", "abort-race", "--no-traces", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)["scenarios"][0]["stats"]
+    assert stats["backend"] == "python" and stats["backend_note"].startswith("native backend unavailable")
+    monkeypatch.delenv("CC")
+    _o0(monkeypatch)
+    assert main(["check", "abort-race", "--no-traces", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)["scenarios"][0]["stats"]
+    assert (stats["backend"], stats["backend_note"], stats["states"]) == ("native", "", 2958)

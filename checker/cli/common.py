@@ -264,6 +264,8 @@ def json_reports(reports) -> dict[str, Any]:
                     "reduction": round(r.stats.reduction, 3),
                     "workers": r.stats.workers,
                     "worker_cpu_seconds": list(r.stats.worker_cpu),
+                    "backend": r.backend,
+                    "backend_note": r.backend_note,
                 },
                 "notes": list(r.notes),
                 "results": [

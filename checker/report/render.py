@@ -294,4 +294,6 @@ def _search_note(rep: ScenarioReport) -> str:
         out.append(f"fingerprints, {s.bytes_per_state:.0f} bytes a state, collision bound {s.collision_probability:.1e}")
     if s.workers > 1:
         out.append(f"{s.workers} workers")
+    if rep.backend_note.startswith("native backend unavailable"):  # the default fell back: say so
+        out.append(f"Python engine ({rep.backend_note})")
     return "; ".join(out)
