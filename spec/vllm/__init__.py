@@ -6,7 +6,7 @@ code (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``, ``vllm/v1/core/sch
 :mod:`.config` (the instance, its knobs and the scenario tables), :mod:`.state` (fields and
 codes), :mod:`.protocol` (the actions: :class:`~.protocol.VllmPd`), :mod:`.claims`,
 :mod:`.story` (what a step means in vLLM's terms), ``scenarios/`` (the catalogue).  Conformance
-with vLLM's real code is not done yet.
+with vLLM's real code: :mod:`.conform` (``kvproof conform``, pull mode on vLLM 0.33.0).
 
 :data:`PROTOCOL` is what the general layers see (:class:`~kvproof.model.protocol.Protocol`).
 """
@@ -25,6 +25,12 @@ def _base():
     return VllmPd
 
 
+def _conform():
+    from kvproof.spec.vllm.conform.command import run_conform
+
+    return run_conform
+
+
 PROTOCOL = Protocol(
     name="vllm",
     title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull and push mode)",
@@ -33,5 +39,6 @@ PROTOCOL = Protocol(
     parse_config=parse_config,
     config_data=config_data,
     catalogue=lambda: resources.files("kvproof.spec.vllm").joinpath("scenarios"),
+    commands={"conform": _conform},
 )
 """The vLLM protocol, registered under the ``kvproof.protocols`` entry-point group."""

@@ -64,7 +64,7 @@ def run_conform(args: argparse.Namespace, resolve: Callable[[str], Scenario], ou
     """Run the command; ``resolve`` names a scenario, ``out`` is a rich console, ``bad`` builds
     the CLI's bad-input exception, ``progress`` (optional) has ``start(label)``, called as each
     trace or scenario begins.  Returns how it ended (:class:`Conformed`)."""
-    if args.engine != ENGINE:
+    if args.engine not in (None, ENGINE):
         raise bad(f"--engine {args.engine}: only {ENGINE} is supported")
     traces, scenarios = _targets(args, resolve, bad)
     for sc in scenarios + [read_trace(path).scenario for path in traces]:  # bad input first, before the slow import
