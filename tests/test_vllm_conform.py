@@ -4,8 +4,9 @@ which ``.ci/run`` sets after installing it, so CI cannot skip these silently.
 
 The stored pull-mode counterexamples of the scenarios that describe 0.33.0 must reproduce on
 the real code; those of a vLLM before a fix must diverge where 0.33.0's fix acts; a wrong model
-step must be caught at that step; random sequences must agree (a few per scenario here: ``kvproof
-conform --random 300 'vllm-pull-*'`` runs the issue's 300).
+step must be caught at that step; 300 random sequences per pull scenario must agree
+(``KVPROOF_VLLM_RANDOM=N`` runs N instead; ``kvproof conform --random 300 'vllm-pull-*'`` is the
+same from the command line).
 """
 
 import os
@@ -24,7 +25,7 @@ TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat"]
-RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "25"))  # sequences per scenario in this file
+RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
 
 
 def _traces(names):
@@ -159,7 +160,9 @@ def test_cli_replays_a_trace_and_runs_random_sequences(capsys):
     assert "vllm-pull-ttl-expiry: 3 random sequences" in out and "1 matched, 0 mismatched, 1 inconclusive" in out
     before = str(TRACES / "vllm-pull-abort-before-32255__no_write_after_release.itf.json")
     assert main(["conform", before]) == 1
-    assert "diverged    vllm-pull-abort-before-32255__no_write_after_release.itf.json at step" in capsys.readouterr().out
+    out = capsys.readouterr().out  # both sides shown as they are (brackets are not console markup)
+    assert ("diverged    vllm-pull-abort-before-32255__no_write_after_release.itf.json at step 4: decode_abort(req=R0): "
+            "decode: model [ended, new], vLLM [held, new]") in out
 
 
 def test_cli_refuses_a_push_trace_in_one_line(capsys):

@@ -105,13 +105,13 @@ def _random(args: argparse.Namespace, scenarios: list[Scenario], out, progress=N
         with _bar_paused(progress):
             if rep.agrees:
                 out.print(f"{sc.name}: {rep.sequences:,} random sequences ({rep.steps:,} steps) agree "
-                          f"with {ENGINE} ({rep.seconds:.1f} s)")
+                          f"with {ENGINE} ({rep.seconds:.1f} s)", markup=False)
                 continue
             code = 1
-            out.print(f"{sc.name}: disagreement after {rep.sequences:,} sequences; minimal sequence:")
+            out.print(f"{sc.name}: disagreement after {rep.sequences:,} sequences; minimal sequence:", markup=False)
             for k, label in enumerate(rep.disagreement, 1):
-                out.print(f"  {k:3}  {label}")
-            out.print(f"  {rep.result.reason}", soft_wrap=True)
+                out.print(f"  {k:3}  {label}", markup=False)
+            out.print(f"  {rep.result.reason}", soft_wrap=True, markup=False)
     ran = (f"{len(scenarios)} scenario{'s' * (len(scenarios) != 1)}, {args.random:,} random sequences each "
            f"(seed {args.seed}) on {ENGINE}")
     meaning = (f"every scenario's sequences agree with {ENGINE}" if code == 0
@@ -140,11 +140,11 @@ def _replay(traces: list[Path], out, bad, progress=None) -> Conformed:
         v = replay_trace(path)
         with _bar_paused(progress):
             if v.verdict == "reproduced":
-                out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True)
+                out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True, markup=False)
                 reproduced += 1
             else:
                 code = 1
-                out.print(f"diverged    {path.name} at step {v.step}: {v.reason}", soft_wrap=True)
+                out.print(f"diverged    {path.name} at step {v.step}: {v.reason}", soft_wrap=True, markup=False)
     ran = f"{len(traces)} trace{'s' * (len(traces) != 1)} replayed on {ENGINE}"
     meaning = f"every trace reproduces on {ENGINE}" if code == 0 else f"a trace diverges on {ENGINE}"
     return Conformed(code, ran, reproduced, len(traces) - reproduced, meaning, _runnable.skipped)
@@ -158,7 +158,7 @@ def _runnable(items: list, check, name, out) -> list:
         try:
             check(item)
         except ConformError as e:
-            out.print(f"not run     {name(item)}: {e}", soft_wrap=True)
+            out.print(f"not run     {name(item)}: {e}", soft_wrap=True, markup=False)
             first = first or e
             continue
         keep.append(item)

@@ -250,8 +250,7 @@ class Harness:
         self.pw.start_load_kv(so.kv_connector_metadata)
 
     def _free_on_prefill(self, done: set[str]) -> None:
-        so, _ = self._step(self.P, finished_sending=done)
-        self._prefill_worker_step(so)
+        self._step(self.P, finished_sending=done, after_schedule=self._prefill_worker_step)
 
     # -- prefill ------------------------------------------------------------------------------
     def prefill_request_finished(self, r: int) -> None:
@@ -276,8 +275,7 @@ class Harness:
                     self.slots[r].params = dict(o.kv_transfer_params)
         if self.slots[r].params is None:
             raise Divergent(f"vLLM's prefill returned no kv_transfer_params for {pid}")
-        so, _ = self._step(self.P)
-        self._prefill_worker_step(so)
+        self._step(self.P, after_schedule=self._prefill_worker_step)
 
     def prefill_get_new_notifs(self, r: int) -> None:
         """Prefill's worker polls NIXL and gets ``r``'s READ notification (``_get_new_notifs``);
