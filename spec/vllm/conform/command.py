@@ -10,13 +10,12 @@ caller's one-line error type before the slow import of vLLM.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fnmatch
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from kvproof.checker.conform import bar_paused, conform_targets
 from kvproof.checker.traces import read_trace
-from kvproof.model.scenario import Scenario, builtin, builtins
+from kvproof.model.scenario import Scenario
 from kvproof.spec.vllm.conform.engine import ENGINE, EngineUnavailable, load_vllm
 from kvproof.spec.vllm.conform.replay import ConformError
 
@@ -39,37 +38,13 @@ class Conformed(NamedTuple):
     skipped: int = 0
 
 
-def _targets(args: argparse.Namespace, resolve: Callable[[str], Scenario], bad) -> tuple[list[Path], list[Scenario]]:
-    traces: list[Path] = []
-    scenarios: list[Scenario] = []
-    for t in args.targets or [DEFAULT_TARGET]:
-        p = Path(t)
-        if p.is_dir():
-            traces += sorted(p.glob("*.itf.json"))
-        elif t.endswith(".json"):
-            if not p.is_file():
-                raise bad(f"{t}: no such trace file")
-            traces.append(p)
-        elif "*" in t:
-            names = [s.name for s in builtins() if fnmatch.fnmatch(s.name, t)]
-            if not names:
-                raise bad(f"{t}: no built-in scenario matches")
-            scenarios += [builtin(n) for n in names]
-            traces += [q for n in names for q in sorted(Path(args.traces).glob(f"{n}__*.itf.json"))]
-        else:
-            sc = resolve(t)
-            scenarios.append(sc)
-            traces += sorted(Path(args.traces).glob(f"{sc.name}__*.itf.json"))
-    return traces, scenarios
-
-
 def run_conform(args: argparse.Namespace, resolve: Callable[[str], Scenario], out, bad, progress=None) -> Conformed:
     """Run the command; ``resolve`` names a scenario, ``out`` is a rich console, ``bad`` builds
     the CLI's bad-input exception, ``progress`` (optional) has ``start(label)``, called as each
     trace or scenario begins.  Returns how it ended (:class:`Conformed`)."""
     if args.engine not in (None, ENGINE):
         raise bad(f"--engine {args.engine}: only {ENGINE} is supported for vLLM scenarios")
-    traces, scenarios = _targets(args, resolve, bad)
+    traces, scenarios = conform_targets(args, DEFAULT_TARGET, resolve, bad)
     for sc in scenarios + [read_trace(path).scenario for path in traces]:  # bad input first, before the slow import
         if sc.family != "vllm":
             raise bad(f"conform: {sc.name} is a scenario of the {sc.family or 'sglang'} protocol; "
@@ -93,8 +68,8 @@ def _random(args: argparse.Namespace, scenarios: list[Scenario], out, progress=N
     from kvproof.spec.vllm.conform.replay import harness_for
 
     code = agreed = 0
-    scenarios = _runnable(scenarios, lambda sc: harness_for(sc, sc.build(), random=True).close(),
-                          lambda sc: sc.name, out)
+    scenarios, skipped = _runnable(scenarios, lambda sc: harness_for(sc, sc.build(), random=True).close(),
+                                   lambda sc: sc.name, out)
     if progress is not None:
         progress.total, progress.unit = len(scenarios), "scenarios"
     for sc in scenarios:
@@ -102,7 +77,7 @@ def _random(args: argparse.Namespace, scenarios: list[Scenario], out, progress=N
             progress.start(f"{sc.name}: {args.random:,} random sequences on {ENGINE}")
         rep = fuzz_scenario(sc, args.random, seed=args.seed)
         agreed += rep.agrees
-        with _bar_paused(progress):
+        with bar_paused(progress):
             if rep.agrees:
                 out.print(f"{sc.name}: {rep.sequences:,} random sequences ({rep.steps:,} steps) agree "
                           f"with {ENGINE} ({rep.seconds:.1f} s)", markup=False)
@@ -116,7 +91,7 @@ def _random(args: argparse.Namespace, scenarios: list[Scenario], out, progress=N
            f"(seed {args.seed}) on {ENGINE}")
     meaning = (f"every scenario's sequences agree with {ENGINE}" if code == 0
                else f"a sequence disagrees with {ENGINE}")
-    return Conformed(code, ran, agreed, len(scenarios) - agreed, meaning, _runnable.skipped)
+    return Conformed(code, ran, agreed, len(scenarios) - agreed, meaning, skipped)
 
 
 def _replay(traces: list[Path], out, bad, progress=None) -> Conformed:
@@ -130,7 +105,7 @@ def _replay(traces: list[Path], out, bad, progress=None) -> Conformed:
         trace = read_trace(path)
         harness_for(trace.scenario, trace.machine.spec).close()
 
-    traces = _runnable(traces, check, lambda p: p.name, out)
+    traces, skipped = _runnable(traces, check, lambda p: p.name, out)
     code = reproduced = 0
     if progress is not None:
         progress.total, progress.unit = len(traces), "traces"
@@ -138,7 +113,7 @@ def _replay(traces: list[Path], out, bad, progress=None) -> Conformed:
         if progress is not None:
             progress.start(f"{path.name} on {ENGINE}")
         v = replay_trace(path)
-        with _bar_paused(progress):
+        with bar_paused(progress):
             if v.verdict == "reproduced":
                 out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True, markup=False)
                 reproduced += 1
@@ -147,12 +122,12 @@ def _replay(traces: list[Path], out, bad, progress=None) -> Conformed:
                 out.print(f"diverged    {path.name} at step {v.step}: {v.reason}", soft_wrap=True, markup=False)
     ran = f"{len(traces)} trace{'s' * (len(traces) != 1)} replayed on {ENGINE}"
     meaning = f"every trace reproduces on {ENGINE}" if code == 0 else f"a trace diverges on {ENGINE}"
-    return Conformed(code, ran, reproduced, len(traces) - reproduced, meaning, _runnable.skipped)
+    return Conformed(code, ran, reproduced, len(traces) - reproduced, meaning, skipped)
 
 
-def _runnable(items: list, check, name, out) -> list:
-    """The items ``check`` accepts; a ``not run`` line for each it refuses (``ConformError``),
-    which :class:`ConformError` re-raises when it refuses them all."""
+def _runnable(items: list, check, name, out) -> tuple[list, int]:
+    """The items ``check`` accepts and how many it refused; a ``not run`` line for each refused
+    one (``ConformError``), which is re-raised when it refuses them all."""
     keep, first = [], None
     for item in items:
         try:
@@ -162,12 +137,6 @@ def _runnable(items: list, check, name, out) -> list:
             first = first or e
             continue
         keep.append(item)
-    _runnable.skipped = len(items) - len(keep)
     if first is not None and not keep:
         raise first
-    return keep
-
-
-def _bar_paused(progress):
-    """The caller's progress display out of the way while a result line is printed."""
-    return progress.paused() if progress is not None else contextlib.nullcontext()
+    return keep, len(items) - len(keep)

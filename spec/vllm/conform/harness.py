@@ -49,7 +49,7 @@ delivered: 0.33.0's prefill then behaves as a bare TTL.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
