@@ -28,11 +28,13 @@ def test_list(capsys):
     assert "no_cross_tenant_read  (invariant)" in vllm
 
 
-def test_conform_refuses_a_protocol_it_has_no_harness_for(capsys, tmp_path):
-    for target in ("vllm-pull-ttl-expiry", str(ROOT / "traces" / "vllm-pull-ttl-expiry__no_cross_tenant_read.itf.json")):
-        code, _, err = run(capsys, "conform", target)
-        assert code == 3 and err.startswith("kvproof: error: conform: vllm-pull-ttl-expiry is a scenario of the "
-                                            "vllm protocol; conform replays traces on sglang==0.5.23's code only")
+def test_conform_runs_one_protocols_targets_at_a_time(capsys):
+    """Each protocol has its own harness (SGLang 0.5.23, vLLM 0.33.0): mixed targets are refused
+    in one line, and a vLLM target is not run on SGLang's engine (both before any import)."""
+    code, _, err = run(capsys, "conform", "vllm-pull-ttl-expiry", "sglang-0.5.23-mooncake")
+    assert code == 3 and err.startswith("kvproof: error: conform: targets of 2 protocols (sglang, vllm)")
+    code, _, err = run(capsys, "conform", "--engine", "sglang==0.5.23", "vllm-pull-ttl-expiry")
+    assert code == 3 and err.startswith("kvproof: error: --engine sglang==0.5.23: only vllm==0.33.0 is supported")
 
 
 def test_check_json_shape_and_exit_code(capsys, tmp_path):
@@ -70,7 +72,8 @@ def test_a_truncated_search_exits_2(capsys):
     (["show", "/no/such/file.json"], "cannot read"),
     (["simulate", "incident", "--pages", "1000"], "at most 200 pages"),
     (["check", "abort-race", "--invariant", "no_cross_tenant_read", "--write-expected", "x.toml"], "cannot be combined"),
-    (["conform", "--engine", "vllm==0.9"], "only sglang==0.5.23 is supported"),
+    (["conform", "--engine", "vllm==0.9"], "only vllm==0.33.0 is supported"),
+    (["conform", "--engine", "sglang==0.4"], "only sglang==0.5.23 is supported"),
     (["conform", "/no/such/trace.itf.json"], "no such trace file"),
     (["conform", "no-such-family-*"], "no built-in scenario matches"),
 ])

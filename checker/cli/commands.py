@@ -513,12 +513,53 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
-    """Run traces (replay) or random event sequences (``--random N``) on SGLang 0.5.23's code."""
-    run_conform = protocol_command("conform")
+    """Run traces (replay) or random event sequences (``--random N``) on the real engine of the
+    targets' protocol (SGLang 0.5.23, vLLM 0.33.0)."""
+    run_conform = _conform_protocol(args).command("conform")
     out = _console()
     with Progress(True, None, "") as progress:
         done = run_conform(args, _resolve, out, BadInput, progress=progress)
-    return Summary("conform", done.ran, done.matched, done.mismatched, 0, done.exit_code, done.meaning).print(out)
+    skipped = getattr(done, "skipped", 0)
+    return Summary("conform", done.ran, done.matched, done.mismatched, skipped, done.exit_code,
+                   done.meaning).print(out)
+
+
+def _conform_protocol(args: argparse.Namespace):
+    """The protocol whose conformance harness runs ``args.targets``: the one their scenarios
+    belong to (a target that cannot be read counts for none: the harness reports it), else the
+    one protocol named by ``--engine`` (``vllm==...``), else the default protocol's."""
+    from fnmatch import fnmatch
+
+    from kvproof.checker.traces import read_trace
+    from kvproof.model.registry import protocol_named, protocols
+
+    families = set()
+    for t in args.targets or []:
+        try:
+            p = Path(t)
+            if p.is_dir():
+                first = sorted(p.glob("*.itf.json"))[:1]
+                families |= {read_trace(q).scenario.family for q in first}
+            elif t.endswith(".json"):
+                families.add(read_trace(p).scenario.family)
+            elif "*" in t:
+                families |= {s.family for s in builtins() if fnmatch(s.name, t)}
+            else:
+                families.add(_resolve(t).family)
+        except Exception:  # the harness reports it as bad input, in its own words
+            continue
+    families = {f or "sglang" for f in families}
+    if len(families) > 1:
+        raise BadInput(f"conform: targets of {len(families)} protocols ({', '.join(sorted(families))}); "
+                       "run each protocol's separately")
+    if not families and args.engine:
+        families = {p.name for p in protocols() if args.engine.split("==")[0] == p.name and "conform" in p.commands}
+    if not families:
+        return protocol_named("sglang")
+    found = protocol_named(families.pop())
+    if "conform" not in found.commands:
+        raise BadInput(f"conform: the {found.name} protocol has no conformance harness")
+    return found
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -685,10 +726,13 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     sm.set_defaults(func=cmd_simulate)
 
-    cf = sub.add_parser("conform", help="replay traces or random sequences on SGLang 0.5.23's own code")
+    cf = sub.add_parser("conform", help="replay traces or random sequences on SGLang 0.5.23's or vLLM 0.33.0's "
+                                        "own code")
     cf.add_argument("targets", nargs="*", metavar="TRACE|SCENARIO",
-                    help="trace files, a directory of traces, or scenarios (default: sglang-0.5.23-*)")
-    cf.add_argument("--engine", default="sglang==0.5.23", help="the real engine (only sglang==0.5.23)")
+                    help="trace files, a directory of traces, or scenarios of one protocol (default: "
+                         "sglang-0.5.23-*; with --engine vllm==0.33.0: vllm-*)")
+    cf.add_argument("--engine", default=None,
+                    help="the real engine: sglang==0.5.23 (SGLang scenarios) or vllm==0.33.0 (vLLM scenarios)")
     cf.add_argument("--random", type=_positive_int, metavar="N",
                     help="run N random event sequences per scenario instead of replaying traces")
     cf.add_argument("--seed", type=int, default=0, metavar="S")

@@ -9,7 +9,7 @@ codes), :mod:`.protocol` (the actions: :class:`~.protocol.VllmPd`), :mod:`.claim
 (a deployment's launch line mapped to a scenario family and checked: ``kvproof audit vllm==...``),
 :mod:`.validate` (the event-log schema, what a log shows of each action, and :class:`~.validate.VllmStream`,
 the spec as a stream of requests through reused slots: ``kvproof validate``).  Conformance
-with vLLM's real code is not done yet.
+with vLLM's real code: :mod:`.conform` (``kvproof conform``, pull mode on vLLM 0.33.0).
 
 :data:`PROTOCOL` is what the general layers see (:class:`~kvproof.model.protocol.Protocol`).
 """
@@ -52,6 +52,12 @@ def _audit_releases():
     return known_engines
 
 
+def _conform():
+    from kvproof.spec.vllm.conform.command import run_conform
+
+    return run_conform
+
+
 PROTOCOL = Protocol(
     name="vllm",
     title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull and push mode)",
@@ -60,6 +66,7 @@ PROTOCOL = Protocol(
     parse_config=parse_config,
     config_data=config_data,
     catalogue=lambda: resources.files("kvproof.spec.vllm").joinpath("scenarios"),
-    commands={"audit": _audit, "audit-releases": _audit_releases, "validate": _validate},
+    commands={"audit": _audit, "audit-releases": _audit_releases, "validate": _validate,
+              "conform": _conform},
 )
 """The vLLM protocol, registered under the ``kvproof.protocols`` entry-point group."""

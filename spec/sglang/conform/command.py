@@ -10,12 +10,11 @@ input is raised as the caller's one-line error type before the slow import of SG
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fnmatch
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from kvproof.model.scenario import Scenario, builtin, builtins
+from kvproof.model.scenario import Scenario
+from kvproof.checker.conform import bar_paused, conform_targets
 from kvproof.checker.traces import read_trace
 from kvproof.spec.sglang.conform.errors import ConformError
 from kvproof.spec.sglang.conform.stubs import ENGINE, EngineUnavailable, load_sglang
@@ -36,41 +35,17 @@ class Conformed(NamedTuple):
     meaning: str
 
 
-def _targets(args: argparse.Namespace, resolve: Callable[[str], Scenario], bad) -> tuple[list[Path], list[Scenario]]:
-    traces: list[Path] = []
-    scenarios: list[Scenario] = []
-    for t in args.targets or [DEFAULT_TARGET]:
-        p = Path(t)
-        if p.is_dir():
-            traces += sorted(p.glob("*.itf.json"))
-        elif t.endswith(".json"):
-            if not p.is_file():
-                raise bad(f"{t}: no such trace file")
-            traces.append(p)
-        elif "*" in t:
-            names = [s.name for s in builtins() if fnmatch.fnmatch(s.name, t)]
-            if not names:
-                raise bad(f"{t}: no built-in scenario matches")
-            scenarios += [builtin(n) for n in names]
-            traces += [q for n in names for q in sorted(Path(args.traces).glob(f"{n}__*.itf.json"))]
-        else:
-            sc = resolve(t)
-            scenarios.append(sc)
-            traces += sorted(Path(args.traces).glob(f"{sc.name}__*.itf.json"))
-    return traces, scenarios
-
-
 def run_conform(args: argparse.Namespace, resolve: Callable[[str], Scenario], out, bad, progress=None) -> Conformed:
     """Run the command; ``resolve`` names a scenario, ``out`` is a rich console, ``bad`` builds
     the CLI's bad-input exception, ``progress`` (optional) has ``start(label)``, called as each
     trace or scenario begins.  Returns how it ended (:class:`Conformed`)."""
-    if args.engine != ENGINE:
+    if args.engine not in (None, ENGINE):
         raise bad(f"--engine {args.engine}: only {ENGINE} is supported")
-    traces, scenarios = _targets(args, resolve, bad)
+    traces, scenarios = conform_targets(args, DEFAULT_TARGET, resolve, bad)
     for sc in scenarios + [read_trace(path).scenario for path in traces]:  # bad input first, before the slow import
         if sc.family and sc.family != "sglang":
-            raise bad(f"conform: {sc.name} is a scenario of the {sc.family} protocol; conform replays traces on "
-                      f"{ENGINE}'s code only (the {sc.family} protocol has no conformance harness yet)")
+            raise bad(f"conform: {sc.name} is a scenario of the {sc.family} protocol; run it separately from "
+                      f"the {ENGINE} targets")
     if progress is not None:
         progress.note(f"importing {ENGINE}")
     try:
@@ -96,7 +71,7 @@ def _random(args: argparse.Namespace, scenarios: list[Scenario], out, progress=N
             progress.start(f"{sc.name}: {args.random:,} random sequences on {ENGINE}")
         rep = fuzz_scenario(sc, args.random, seed=args.seed)
         agreed += rep.agrees
-        with _bar_paused(progress):
+        with bar_paused(progress):
             if rep.agrees:
                 out.print(f"{sc.name}: {rep.sequences:,} random sequences ({rep.steps:,} steps) agree "
                           f"with {ENGINE} ({rep.seconds:.1f} s)")
@@ -125,7 +100,7 @@ def _replay(traces: list[Path], out, bad, progress=None) -> Conformed:
         if progress is not None:
             progress.start(f"{path.name} on {ENGINE}")
         v = replay_trace(path)
-        with _bar_paused(progress):
+        with bar_paused(progress):
             if v.verdict == "reproduced":
                 out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True)
                 reproduced += 1
@@ -135,8 +110,3 @@ def _replay(traces: list[Path], out, bad, progress=None) -> Conformed:
     ran = f"{len(traces)} trace{'s' * (len(traces) != 1)} replayed on {ENGINE}"
     meaning = f"every trace reproduces on {ENGINE}" if code == 0 else f"a trace diverges on {ENGINE}"
     return Conformed(code, ran, reproduced, len(traces) - reproduced, meaning)
-
-
-def _bar_paused(progress):
-    """The caller's progress display out of the way while a result line is printed."""
-    return progress.paused() if progress is not None else contextlib.nullcontext()

@@ -1,0 +1,115 @@
+"""What every protocol's ``kvproof conform`` shares: its targets (:func:`conform_targets`), the
+progress display out of the way of a result line (:func:`bar_paused`), and random conformance
+(:func:`random_sequences`): hypothesis draws event sequences the model allows, a protocol's
+harness runs each on the real engine, and a disagreement is shrunk to a minimal sequence.
+
+A sequence is built step by step from the model's enabled events (so every sequence is one the
+model allows); ``run(actions)`` runs it on the real code and returns something with
+``agrees``, ``diverged_at`` (1-based) and ``reason``.  Hypothesis shrinks a disagreeing sequence
+by dropping and lowering choices; the last disagreement it reports is the minimal one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fnmatch
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import Scenario, builtin, builtins
+
+__all__ = ["FuzzReport", "random_sequences", "conform_targets", "bar_paused"]
+
+
+def conform_targets(args: argparse.Namespace, default: str, resolve: Callable[[str], Scenario],
+                    bad) -> tuple[list[Path], list[Scenario]]:
+    """The trace files and scenarios ``args.targets`` name (``default`` when none): trace files,
+    directories of traces, built-in scenario names or globs of them (a scenario brings its
+    stored traces from ``args.traces``); ``bad`` builds the one-line error."""
+    traces: list[Path] = []
+    scenarios: list[Scenario] = []
+    for t in args.targets or [default]:
+        p = Path(t)
+        if p.is_dir():
+            traces += sorted(p.glob("*.itf.json"))
+        elif t.endswith(".json"):
+            if not p.is_file():
+                raise bad(f"{t}: no such trace file")
+            traces.append(p)
+        elif "*" in t:
+            names = [s.name for s in builtins() if fnmatch.fnmatch(s.name, t)]
+            if not names:
+                raise bad(f"{t}: no built-in scenario matches")
+            scenarios += [builtin(n) for n in names]
+            traces += [q for n in names for q in sorted(Path(args.traces).glob(f"{n}__*.itf.json"))]
+        else:
+            sc = resolve(t)
+            scenarios.append(sc)
+            traces += sorted(Path(args.traces).glob(f"{sc.name}__*.itf.json"))
+    return traces, scenarios
+
+
+def bar_paused(progress):
+    """The caller's progress display out of the way while a result line is printed."""
+    return progress.paused() if progress is not None else contextlib.nullcontext()
+
+
+@dataclass
+class FuzzReport:
+    """``sequences`` run, their steps, the time taken, and the minimal disagreement (if any)."""
+
+    scenario: str
+    sequences: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+    disagreement: list[str] = field(default_factory=list)
+    result: Any = None
+
+    @property
+    def agrees(self) -> bool:
+        """No sequence disagreed."""
+        return not self.disagreement
+
+
+def random_sequences(name: str, machine: Machine, run: Callable[[Sequence[int]], Any], sequences: int,
+                     max_steps: int = 40, seed: int = 0) -> FuzzReport:
+    """Run ``sequences`` random event sequences of ``machine`` through ``run``."""
+    report = FuzzReport(name)
+    failing: list = []
+    t0 = time.perf_counter()
+
+    @settings(max_examples=sequences, deadline=None, database=None, derandomize=True,
+              phases=(Phase.generate, Phase.shrink), suppress_health_check=list(HealthCheck),
+              print_blob=False)
+    @given(st.data())
+    def agrees(data):
+        state, actions = machine.init, []
+        for _ in range(max_steps):
+            enabled = machine.successors(state)
+            if not enabled:
+                break
+            aid, state = enabled[data.draw(st.integers(0, len(enabled) - 1))]
+            actions.append(aid)
+        result = run(actions)
+        report.sequences += 1
+        report.steps += len(actions)
+        if not result.agrees:
+            failing[:] = [actions[: result.diverged_at], result]
+            raise AssertionError(result.reason)
+
+    agrees._hypothesis_internal_use_seed = seed
+    try:
+        agrees()
+    except AssertionError:
+        actions, result = failing
+        report.disagreement = [machine.label(a) for a in actions]
+        report.result = result
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,417 @@
+"""vLLM 0.33.0's own prefill and decode engines (pull mode), wired up in one process and driven
+one kvproof event at a time.
+
+What runs as real vLLM code (``vllm/v1/core/sched/scheduler.py`` and
+``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``):
+
+* both engines' ``Scheduler`` (``add_request``, ``schedule``, ``update_from_output`` with a
+  ``KVConnectorOutput``, ``finish_requests``, ``_update_from_kv_xfer_finished``,
+  ``_free_request`` and its ``delay_free_blocks``), their ``KVCacheManager`` and block pool (the
+  block ids below are the real allocator's);
+* both engines' scheduler-side connector ``NixlPullConnectorScheduler``: ``request_finished``
+  (the lease start ``_reqs_need_send[req] = now + kv_lease_duration``, the
+  ``kv_transfer_params`` decode gets), ``get_num_new_matched_tokens`` (the async load),
+  ``update_state_after_alloc``, ``build_connector_meta`` (``reqs_to_send``, ``reqs_in_batch``,
+  ``reqs_to_recv``, the heartbeat packaging throttled by ``kv_lease_duration // 6``),
+  ``on_new_request`` / ``_stop_heartbeat`` (which requests decode heartbeats for);
+* prefill's worker-side lease bookkeeping, methods of the real ``NixlPullConnectorWorker``:
+  ``start_load_kv`` (``_reqs_to_process``, the rebased ``_reqs_to_send`` deadlines),
+  ``_get_new_notifs`` (a READ's ``"{req}:{n}"`` notification, ``HB:`` heartbeats through
+  ``_handle_heartbeat``, the "unrecognized request" branch and its
+  ``record_notification_after_expiry``) and ``_reap_expired_send_leases``.
+
+What the harness stands in for, and nothing else:
+
+* the clock: ``time`` in the four NIXL modules reads a fake clock that moves only on
+  ``clock_tick``, by ``TICK_SECONDS`` (a tick is 10 s, so a 3-tick lease is 0.33.0's default 30 s
+  and a heartbeat every ``30 // 6`` = 5 s fits in a tick); no real sleep is needed for a lease to
+  expire;
+* the workers' construction: prefill's worker object is created without ``__init__`` (which
+  needs a device, a collective world and a NIXL agent) and given the attributes its
+  ``__init__`` sets for the methods above; decode's worker is not run: the harness posts the
+  READ of the ``reqs_to_recv`` entry the real decode scheduler emitted (its ``local_block_ids``
+  and ``remote.block_ids``), sends the ``HB:`` notifications of the ``heartbeat_by_engine`` the
+  real scheduler packaged, as ``_send_heartbeats`` does, and reports ``finished_recving`` when
+  the READ completed, as ``get_transfer_results`` does;
+* NIXL: a stand-in agent holds notifications until the event that delivers them (one request's
+  at a time); a READ copies the source block's tag into the destination block when its data
+  moves (``nixl_read_take_data``), whoever owns either block then;
+* the model runner: ``ModelRunnerOutput`` is fabricated (one sampled token per scheduled
+  request); a block's KV is a tag (the request's slot + 1) that prefill's forward pass writes.
+
+Heartbeats: the model sends and applies one in a single step.  At that step the real decode
+scheduler must have packaged heartbeats in the same tick (its throttle, ``kv_lease_duration //
+6`` = 5 s, is shorter than a tick), and the ``HB:`` notification names the requests its
+heartbeat tracking holds at that step; heartbeats packaged at other steps are not sent.  With ``heartbeat_interval = "none"`` (before #41383) no heartbeat is ever
+delivered: 0.33.0's prefill then behaves as a bare TTL.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+from unittest import mock
+
+from kvproof.spec.vllm.conform.engine import load_vllm, vllm_config
+
+__all__ = ["Harness", "HarnessError", "Divergent", "Shape", "TICK_SECONDS", "PROMPT_TOKENS"]
+
+TICK_SECONDS = 10
+"""Seconds of the fake clock per kvproof tick."""
+PROMPT_TOKENS = 8
+"""Prompt length of every request (one block of ``BLOCK_SIZE`` tokens)."""
+_EPOCH = 1000.0
+
+
+class Divergent(Exception):
+    """The real code cannot take the step the model takes (the message says why)."""
+
+
+class HarnessError(RuntimeError):
+    """The harness itself cannot go on (a bug or an unsupported shape, not a verdict)."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The sizes and knobs of one run."""
+
+    tenants: tuple[int, ...]
+    """Tenant index of each request slot."""
+    prefill_blocks: int
+    decode_blocks: int
+    lease_ticks: int
+
+
+class _Clock:
+    """The fake ``time`` module of the NIXL connector modules."""
+
+    def __init__(self) -> None:
+        self.now = _EPOCH
+
+    def perf_counter(self) -> float:
+        """The fake time in seconds."""
+        return self.now
+
+    time = monotonic = perf_counter
+
+    def sleep(self, seconds: float) -> None:
+        """Never needed: nothing the harness calls sleeps."""
+
+
+class _Agent:
+    """The stand-in NIXL agent of prefill: notifications wait here until delivered."""
+
+    def __init__(self) -> None:
+        self.inbox: list[bytes] = []
+        self.deliver: list[bytes] = []
+
+    def get_new_notifs(self) -> dict[str, list[bytes]]:
+        """What the event delivers now (``nixl_agent.get_new_notifs``)."""
+        out, self.deliver = self.deliver, []
+        return {"decode": out} if out else {}
+
+
+@dataclass
+class _Slot:
+    """What the harness knows of one request slot."""
+
+    params: dict | None = None  # prefill's kv_transfer_params, for decode
+    recv: Any = None  # the ReqMeta decode's scheduler emitted in reqs_to_recv
+    read: str = "none"  # none | posted | taken | done (the READ)
+    outcome: str = "none"
+    seen: str = "none"  # what decode computed on
+
+
+class Harness:
+    """vLLM 0.33.0's prefill and decode engines (pull mode).  Every public event method is one
+    kvproof action with the action's parameters; :meth:`observe` reads what the code did."""
+
+    def __init__(self, shape: Shape):
+        self.m = m = load_vllm()
+        self.shape = shape
+        self.R = len(shape.tenants)
+        self.clock = _Clock()
+        self.patches: list = []
+        for mod in ("base_scheduler", "pull_scheduler", "base_worker", "pull_worker"):
+            p = mock.patch.object(m[mod], "time", self.clock)
+            p.start()
+            self.patches.append(p)
+        lease = shape.lease_ticks * TICK_SECONDS
+        try:
+            self.P = self._scheduler(vllm_config("kv_producer", lease, shape.prefill_blocks), shape.prefill_blocks)
+            self.D = self._scheduler(vllm_config("kv_consumer", lease, shape.decode_blocks), shape.decode_blocks)
+            self.agent = _Agent()
+            self.pw = self._prefill_worker(lease)
+        except BaseException:
+            self.close()
+            raise
+        self.p_tag = [0] * (shape.prefill_blocks + 1)  # block id -> tag (0: unwritten)
+        self.d_tag = [0] * (shape.decode_blocks + 1)
+        self.slots = [_Slot() for _ in range(self.R)]
+        self.hb_packaged = False  # decode's scheduler packaged heartbeats in this tick
+        self.stalled = False
+
+    # -- construction -----------------------------------------------------------------------
+    def _scheduler(self, vc, blocks: int):
+        m = self.m
+        ki = m["kv_cache_interface"]
+        spec = ki.FullAttentionSpec(block_size=vc.cache_config.block_size, num_kv_heads=2, head_size=32,
+                                    dtype=m["torch"].float32)
+        kcc = ki.KVCacheConfig(num_blocks=blocks + 1, kv_cache_tensors=[],
+                               kv_cache_groups=[ki.KVCacheGroupSpec(["layer0"], spec)])
+        return m["scheduler"].Scheduler(vllm_config=vc, kv_cache_config=kcc,
+                                        structured_output_manager=m["structured_output"].StructuredOutputManager(vc),
+                                        block_size=vc.cache_config.block_size, log_stats=False)
+
+    def _prefill_worker(self, lease: int):
+        """``NixlPullConnectorWorker`` without ``__init__``: the attributes ``__init__`` sets
+        (base_worker.py) for ``start_load_kv``'s prefill part, ``_get_new_notifs``,
+        ``_handle_heartbeat`` and ``_reap_expired_send_leases``."""
+        import queue
+
+        m = self.m
+
+        class PrefillWorker(m["pull_worker"].NixlPullConnectorWorker):
+            """The real class; only ``__del__`` (which shuts a NIXL agent down) is not run."""
+
+            def __del__(self):
+                pass
+
+        w = object.__new__(PrefillWorker)
+        w._reqs_to_send = {}
+        w._reqs_to_process = set()
+        w._replicated_pcp_done_sending = set()
+        w._ready_requests = queue.Queue()
+        w._recving_metadata = {}
+        w.pcp_rank, w.pcp_dcp_sharded = 0, False
+        w.consumer_notification_counts_by_req = defaultdict(int)
+        w.expected_consumer_notifications_by_req = {}
+        w.xfer_stats = m["stats"].NixlKVConnectorStats()
+        w._lease_extension = lease * 2 // 3
+        w.transfer_topo = object()  # asserted not None by _get_new_notifs; not read on prefill
+        w.nixl_wrapper = self.agent
+        return w
+
+    # -- helpers ------------------------------------------------------------------------------
+    @staticmethod
+    def pid(r: int) -> str:
+        """Prefill's request id of slot ``r``."""
+        return f"R{r}"
+
+    @staticmethod
+    def did(r: int) -> str:
+        """Decode's request id of slot ``r``."""
+        return f"d-R{r}"
+
+    def _request(self, rid: str, params: dict):
+        m = self.m
+        sp = m["sampling_params"].SamplingParams(max_tokens=1, temperature=0.0)
+        req = m["request"].Request(request_id=rid, prompt_token_ids=list(range(1, PROMPT_TOKENS + 1)),
+                                   sampling_params=sp, pooling_params=None)
+        req.kv_transfer_params = params
+        return req
+
+    def _step(self, sched, finished_sending=(), finished_recving=(), after_schedule=None):
+        """One engine step: ``schedule()``, a fabricated ``ModelRunnerOutput`` (one token per
+        scheduled request) with the worker's ``KVConnectorOutput``, ``update_from_output``.
+        ``after_schedule(so)`` sees the step's output before the update (as the workers do).
+        Returns (scheduler output, engine core outputs)."""
+        m = self.m
+        so = sched.schedule()
+        if after_schedule is not None:
+            after_schedule(so)
+        ids = list(so.num_scheduled_tokens)
+        kv = m["outputs"].KVConnectorOutput(finished_sending=set(finished_sending) or None,
+                                            finished_recving=set(finished_recving) or None)
+        mro = m["outputs"].ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                                             sampled_token_ids=[[7] for _ in ids], kv_connector_output=kv)
+        return so, sched.update_from_output(so, mro)
+
+    def _blocks(self, sched, rid: str) -> list[int]:
+        if rid not in sched.requests:
+            return []
+        return [b for group in sched.kv_cache_manager.get_block_ids(rid) for b in group]
+
+    def _decode_step(self, finished_recving=()):
+        if self.stalled:
+            raise Divergent("the harness was asked to step a stalled decode engine")
+
+        def worker(so):  # what decode's worker takes from the step's metadata
+            meta = so.kv_connector_metadata
+            for rid, rm in meta.reqs_to_recv.items():
+                self.slots[int(rid.removeprefix("d-R"))].recv = rm
+            if meta.heartbeat_by_engine:
+                self.hb_packaged = True
+
+        return self._step(self.D, finished_recving=finished_recving, after_schedule=worker)
+
+    def _prefill_worker_step(self, so) -> None:
+        self.pw.start_load_kv(so.kv_connector_metadata)
+
+    def _free_on_prefill(self, done: set[str]) -> None:
+        self._step(self.P, finished_sending=done, after_schedule=self._prefill_worker_step)
+
+    # -- prefill ------------------------------------------------------------------------------
+    def prefill_request_finished(self, r: int) -> None:
+        """``add_request`` with ``do_remote_decode``, one step (allocation, the forward pass
+        writes the tag, ``max_tokens=1`` finishes the request: ``request_finished`` keeps its
+        blocks and starts the lease), one more step (``build_connector_meta`` ships
+        ``reqs_to_send`` to the worker)."""
+        pid = self.pid(r)
+        self.P.add_request(self._request(pid, {"do_remote_decode": True}))
+        so = self.P.schedule()
+        if pid not in so.num_scheduled_tokens:
+            raise Divergent(f"vLLM's prefill scheduler did not schedule {pid} (no free block?)")
+        for b in self._blocks(self.P, pid):
+            self.p_tag[b] = r + 1
+        self._prefill_worker_step(so)
+        m = self.m
+        mro = m["outputs"].ModelRunnerOutput(req_ids=[pid], req_id_to_index={pid: 0}, sampled_token_ids=[[7]])
+        outs = self.P.update_from_output(so, mro)
+        for eco in outs.values():
+            for o in eco.outputs:
+                if o.request_id == pid and o.kv_transfer_params:
+                    self.slots[r].params = dict(o.kv_transfer_params)
+        if self.slots[r].params is None:
+            raise Divergent(f"vLLM's prefill returned no kv_transfer_params for {pid}")
+        self._step(self.P, after_schedule=self._prefill_worker_step)
+
+    def prefill_get_new_notifs(self, r: int) -> None:
+        """Prefill's worker polls NIXL and gets ``r``'s READ notification (``_get_new_notifs``);
+        a request it reports done is freed in the next prefill step."""
+        msg = f"{self.pid(r)}:1".encode()
+        if msg not in self.agent.inbox:
+            raise HarnessError(f"no notification of {self.pid(r)} is on its way")
+        self.agent.inbox.remove(msg)
+        self.agent.deliver = [msg]
+        done = self.pw._get_new_notifs()
+        if done:
+            self._free_on_prefill(done)
+
+    def prefill_reap_expired_lease(self, r: int) -> None:
+        """``_reap_expired_send_leases`` for ``r`` (the other leases are set aside for the call:
+        the model reaps one request per step), then a prefill step frees what it reported."""
+        pid = self.pid(r)
+        aside = {k: v for k, v in self.pw._reqs_to_send.items() if k != pid}
+        for k in aside:
+            del self.pw._reqs_to_send[k]
+        done: set[str] = set()
+        try:
+            self.pw._reap_expired_send_leases(done)
+        finally:
+            self.pw._reqs_to_send.update(aside)
+        if done != {pid}:
+            raise Divergent(f"vLLM's _reap_expired_send_leases reported {sorted(done)}, not {pid} "
+                            f"(deadline {self.pw._reqs_to_send.get(pid)}, now {self.clock.now})")
+        self._free_on_prefill(done)
+
+    def prefill_abort_finished(self, r: int) -> None:
+        """The client's abort reaches prefill after the request finished there:
+        ``finish_requests(..., FINISHED_ABORTED)``."""
+        self.P.finish_requests([self.pid(r)], self.m["request"].RequestStatus.FINISHED_ABORTED)
+
+    # -- decode ---------------------------------------------------------------------------------
+    def decode_on_new_request(self, r: int) -> None:
+        """``add_request`` with prefill's ``kv_transfer_params`` and one decode step: the async
+        load parks the request in ``WAITING_FOR_REMOTE_KVS`` with its block allocated."""
+        s = self.slots[r]
+        if s.params is None:
+            raise HarnessError(f"R{r} reaches decode before prefill finished it")
+        self.D.add_request(self._request(self.did(r), dict(s.params)))
+        self._decode_step()
+        status = self.D.requests[self.did(r)].status
+        if status.name != "WAITING_FOR_REMOTE_KVS" or s.recv is None:
+            raise Divergent(f"vLLM's decode put {self.did(r)} in {status.name}, not WAITING_FOR_REMOTE_KVS "
+                            "with a reqs_to_recv entry")
+
+    def decode_start_load_kv(self, r: int) -> None:
+        """Decode's worker posts the READ of the ``reqs_to_recv`` entry (``_read_blocks``)."""
+        self.slots[r].read = "posted"
+
+    def nixl_read_take_data(self, r: int) -> None:
+        """The READ moves its data: each destination block gets its source block's tag now."""
+        s = self.slots[r]
+        src = [b for g in s.recv.remote.block_ids for b in g]
+        dst = [b for g in s.recv.local_block_ids for b in g]
+        for a, b in zip(src, dst):
+            self.d_tag[b] = self.p_tag[a]
+        s.read = "taken"
+
+    def nixl_read_complete(self, r: int) -> None:
+        """The READ completes; its ``notif_msg`` ``"{remote_request_id}:{n}"`` is on its way."""
+        s = self.slots[r]
+        s.read = "done"
+        self.agent.inbox.append(f"{s.recv.remote.request_id}:1".encode())
+
+    def decode_finished_recving(self, r: int) -> None:
+        """A decode step with ``finished_recving``; a loading request then runs one step (the
+        harness records the tag of its block: what decode computed on) and finishes
+        (``max_tokens=1``), an aborted one is freed."""
+        did = self.did(r)
+        req = self.D.requests.get(did)
+        loading = req is not None and req.status.name == "WAITING_FOR_REMOTE_KVS"
+        so, outs = self._decode_step(finished_recving={did})
+        if loading:
+            blocks = self._blocks(self.D, did)
+            so, outs = self._decode_step()
+            if did not in so.num_scheduled_tokens:
+                raise Divergent(f"vLLM's decode did not run {did} after finished_recving")
+            s = self.slots[r]
+            s.seen = self._kind([self.d_tag[b] for b in blocks], r)
+            s.outcome = "success"
+
+    def _kind(self, tags: list[int], r: int) -> str:
+        if all(t == r + 1 for t in tags):
+            return "own"
+        if any(t and self.shape.tenants[t - 1] != self.shape.tenants[r] for t in tags):
+            return "cross_tenant"
+        return "foreign"
+
+    def decode_abort(self, r: int) -> None:
+        """The client aborts on decode: ``finish_requests(..., FINISHED_ABORTED)``."""
+        self.D.finish_requests([self.did(r)], self.m["request"].RequestStatus.FINISHED_ABORTED)
+        self.slots[r].outcome = "aborted"
+
+    def decode_send_heartbeats(self) -> None:
+        """A decode step; the scheduler must have packaged heartbeats in this tick
+        (``build_connector_meta``, throttled by ``kv_lease_duration // 6``).  The ``HB:``
+        notification naming the requests its heartbeat tracking holds now
+        (``_heartbeat_by_engine``, as ``_send_heartbeats`` formats it) reaches prefill's worker,
+        whose ``_get_new_notifs`` applies it (``_handle_heartbeat``)."""
+        self._decode_step()
+        if not self.hb_packaged:
+            raise Divergent("vLLM's decode scheduler packaged no heartbeat in this tick")
+        tracking = self.D.connector.connector_scheduler._heartbeat_by_engine
+        self.agent.deliver = [("HB:" + ",".join(sorted(info.req_ids))).encode() for info in tracking.values()]
+        if not self.agent.deliver:
+            raise Divergent("vLLM's decode scheduler tracks no request to heartbeat")
+        done = self.pw._get_new_notifs()
+        if done:
+            raise HarnessError(f"a heartbeat completed {sorted(done)}")
+
+    def decode_stall(self) -> None:
+        """Decode's engine loop stops stepping."""
+        self.stalled = True
+
+    def decode_resume(self) -> None:
+        """Decode's engine loop steps again."""
+        self.stalled = False
+
+    def clock_tick(self) -> None:
+        """The fake clock moves one tick."""
+        self.clock.now += TICK_SECONDS
+        self.hb_packaged = False
+
+    # -- what the code did ------------------------------------------------------------------------
+    def observe(self):
+        """The code's state in the model's terms (:class:`~.observation.Observation`)."""
+        from kvproof.spec.vllm.conform.observation import code_observation
+
+        return code_observation(self)
+
+    def close(self) -> None:
+        """Undo the clock patches."""
+        for p in reversed(self.patches):
+            p.stop()
+        self.patches.clear()

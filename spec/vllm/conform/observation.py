@@ -1,0 +1,147 @@
+"""What is compared between the model and vLLM's code after every step, in the model's terms:
+one :class:`Observation` from each side (:func:`model_observation` reads a model state,
+:func:`code_observation` reads the harness's vLLM objects).
+
+Block ids are not compared (the model takes the lowest free block, vLLM's block pool the head of
+its free queue); what each request holds, how many blocks are free on each side (so every free
+is seen), whose KV each held decode block carries and what decode computed on are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kvproof.spec.vllm.state import (
+    D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_LABELS, P_EXPIRED, P_HELD, P_NEW,
+    RD_POSTED, READ_LABELS,
+)
+
+__all__ = ["Observation", "model_observation", "code_observation"]
+
+_D_VIEW = {D_NEW: "new", D_WAITING: "waiting_for_remote_kvs", D_READING: "waiting_for_remote_kvs",
+           D_HELD: "held", D_ENDED: "ended"}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One side's state after a step.
+
+    ``prefill``: per request ``new`` / ``held`` (finished, blocks kept under a lease) /
+    ``freed``; ``decode``: per request ``new`` / ``waiting_for_remote_kvs`` / ``held``
+    (aborted, blocks kept until ``finished_recving``) / ``ended``; ``prefill_free`` and
+    ``decode_free``: free blocks per side; ``kv``: per request, whose KV its decode block holds
+    (0 unwritten, ``s + 1`` slot ``s``'s, ``-1`` no block); ``tracked``: the requests decode
+    heartbeats for; ``outcome`` and ``read`` per request; ``expired``: leases reaped;
+    ``late``: completion notifications prefill found after the lease expired;
+    ``source_freed_under_read`` / ``dest_freed_under_read``: the requests whose READ is posted
+    (data not yet moved) while prefill no longer holds the source block / decode no longer holds
+    the destination block.
+    """
+
+    prefill: tuple[str, ...] = ()
+    decode: tuple[str, ...] = ()
+    prefill_free: int = 0
+    decode_free: int = 0
+    kv: tuple[int, ...] = ()
+    tracked: frozenset[int] = frozenset()
+    outcome: tuple[str, ...] = ()
+    read: tuple[str, ...] = ()
+    expired: int = 0
+    late: int = 0
+    source_freed_under_read: tuple[int, ...] = ()
+    dest_freed_under_read: tuple[int, ...] = ()
+
+    def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
+        """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
+        out = []
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if a != b:
+                out.append(f"{f.name}: model {_show(a)}, {engine} {_show(b)}")
+        return out
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, frozenset):
+        return "{" + ", ".join(f"R{r}" for r in sorted(v)) + "}"
+    if isinstance(v, tuple):
+        return "[" + ", ".join(str(x) for x in v) + "]"
+    return str(v)
+
+
+def model_observation(machine, state: bytes) -> Observation:
+    """The model's state in the harness's terms."""
+    spec = machine.spec
+    lay, k = spec.layout, spec.k
+
+    def get(name, *idx):
+        return state[lay.slot(name, *idx)]
+
+    def p_view(r):
+        ph = get("p_phase", r)
+        return "new" if ph == P_NEW else "held" if ph == P_HELD else "freed"
+
+    kv = []
+    for r in range(k.R):
+        ph = get("d_phase", r)
+        kv.append(get("content", get("dest", r)) if ph in (D_WAITING, D_READING, D_HELD) else -1)
+    return Observation(
+        prefill=tuple(p_view(r) for r in range(k.R)),
+        decode=tuple(_D_VIEW[get("d_phase", r)] for r in range(k.R)),
+        prefill_free=sum(get("src_owner", b) == FREE for b in range(k.P)),
+        decode_free=sum(get("owner", b) == FREE for b in range(k.D)),
+        kv=tuple(kv),
+        tracked=frozenset(r for r in range(k.R) if get("d_phase", r) in D_TRACKED),
+        outcome=tuple(OUT_LABELS[get("outcome", r)] for r in range(k.R)),
+        read=tuple(READ_LABELS[get("read", r)] for r in range(k.R)),
+        expired=sum(get("p_phase", r) == P_EXPIRED for r in range(k.R)),
+        late=sum(get("late", r) for r in range(k.R)),
+        source_freed_under_read=tuple(r for r in range(k.R) if get("rd", r) == RD_POSTED
+                                      and get("src_owner", get("src", r)) != r + 1),
+        dest_freed_under_read=tuple(r for r in range(k.R) if get("rd", r) == RD_POSTED
+                                    and get("owner", get("dest", r)) != r + 1),
+    )
+
+
+def code_observation(h) -> Observation:
+    """What harness ``h``'s vLLM objects did, in the model's terms."""
+    prefill, decode, kv = [], [], []
+    for r in range(h.R):
+        pid, did = h.pid(r), h.did(r)
+        preq = h.P.requests.get(pid)
+        if h.slots[r].params is None and preq is None:
+            prefill.append("new")
+        elif preq is not None and pid in h.pw._reqs_to_send:
+            prefill.append("held")
+        elif preq is None and pid not in h.pw._reqs_to_send:
+            prefill.append("freed")
+        else:
+            prefill.append("scheduler and worker disagree")
+        dreq = h.D.requests.get(did)
+        if dreq is None:
+            decode.append("ended" if h.slots[r].recv is not None else "new")
+        elif dreq.status.name == "WAITING_FOR_REMOTE_KVS":
+            decode.append("waiting_for_remote_kvs")
+        elif dreq.is_finished():
+            decode.append("held")
+        else:
+            decode.append(dreq.status.name.lower())
+        blocks = h._blocks(h.D, did)
+        kv.append(h.d_tag[blocks[0]] if len(blocks) == 1 else -1 if not blocks else -2)
+    hb = h.D.connector.connector_scheduler._heartbeat_req_engine
+    stats = h.pw.xfer_stats.data
+    return Observation(
+        prefill=tuple(prefill), decode=tuple(decode),
+        prefill_free=h.P.kv_cache_manager.block_pool.get_num_free_blocks(),
+        decode_free=h.D.kv_cache_manager.block_pool.get_num_free_blocks(),
+        kv=tuple(kv),
+        tracked=frozenset(int(d.removeprefix("d-R")) for d in hb),
+        outcome=tuple(s.outcome for s in h.slots), read=tuple(s.seen for s in h.slots),
+        expired=len(stats.get("num_kv_expired_reqs", ())),
+        late=len(stats.get("num_notifications_after_expiry", ())),
+        source_freed_under_read=tuple(r for r in range(h.R) if h.slots[r].read == "posted"
+                                      and h.pid(r) not in h.P.requests),
+        dest_freed_under_read=tuple(r for r in range(h.R) if h.slots[r].read == "posted"
+                                    and not h._blocks(h.D, h.did(r))),
+    )

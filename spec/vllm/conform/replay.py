@@ -1,0 +1,112 @@
+"""Replay: run a kvproof event sequence on vLLM 0.33.0's code and compare every step.
+
+After each event the model's state and the harness are reduced to the same
+:class:`~.observation.Observation`; the first step where they differ, or where the code cannot
+take the step (or raises), is the divergence, reported with both sides.  A sequence whose every
+step matches *agrees* with the real code.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import Scenario
+from kvproof.spec.vllm.conform.harness import TICK_SECONDS, Divergent, Harness, HarnessError, Shape
+from kvproof.spec.vllm.conform.observation import model_observation
+
+__all__ = ["ConformError", "StepResult", "Conformance", "harness_for", "run_on_code", "FIXED_IN_0_33"]
+
+
+class ConformError(ValueError):
+    """A trace or scenario the harness cannot run (one line: which knob, and why)."""
+
+
+FIXED_IN_0_33 = {
+    "delay_free_aborted_load": (False, "#32255 (0.33.0 holds an aborted load's blocks until finished_recving)"),
+    "abort_of_finished_frees": (True, "#25067 (0.33.0's finish_requests skips a finished request)"),
+}
+"""Engine knobs whose value describes a vLLM before a fix 0.33.0 has: knob -> (value, fix).
+Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences refuse them."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step: its label, and what differed (empty when model and code agree)."""
+
+    step: int
+    label: str
+    differences: tuple[str, ...] = ()
+
+
+@dataclass
+class Conformance:
+    """The outcome of running a sequence on the code: ``diverged_at`` is the first step (1-based)
+    that differs (``None`` when every step matched)."""
+
+    steps: list[StepResult] = field(default_factory=list)
+    diverged_at: int | None = None
+    reason: str = ""
+
+    @property
+    def agrees(self) -> bool:
+        """Every step matched."""
+        return self.diverged_at is None
+
+
+def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
+    """A harness configured like ``scenario``'s engine; :class:`ConformError` for knobs the
+    harness has no counterpart of (``random``: also for knobs of a vLLM before 0.33.0's fixes)."""
+    e, k = scenario.config.engine, spec.k
+    if e.mode != "pull":
+        raise ConformError(f"scenario {scenario.name}: push mode (NixlPushConnector) is not driven yet; "
+                           "only pull mode replays on vLLM 0.33.0's code")
+    if random:
+        for knob, (value, fix) in FIXED_IN_0_33.items():
+            if getattr(e, knob) == value:
+                raise ConformError(f"scenario {scenario.name} sets engine.{knob} = {str(value).lower()}: the "
+                                   f"behaviour before {fix}; replay its traces instead")
+    if k.I is not None and k.X * TICK_SECONDS != (k.L * TICK_SECONDS) * 2 // 3:
+        raise ConformError(f"scenario {scenario.name}: kv_lease_duration = {k.L} ticks: a heartbeat extends "
+                           f"0.33.0's lease by {k.L * TICK_SECONDS * 2 // 3} s, the model's by {k.X} ticks")
+    if k.I is not None and k.I != 1:
+        raise ConformError(f"scenario {scenario.name}: heartbeat_interval = {k.I} ticks: 0.33.0 heartbeats "
+                           "every kv_lease_duration // 6 s, within every tick")
+    return Harness(Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L))
+
+
+def run_on_code(machine: Machine, harness: Harness, actions: Sequence[int]) -> Conformance:
+    """Run ``actions`` from the model's initial state on both the model and ``harness``,
+    comparing after every step; stops at the first divergence."""
+    out = Conformance()
+    state = machine.init
+    for n, aid in enumerate(actions, 1):
+        label = machine.label(aid)
+        nxt = machine.step(state, aid)
+        if nxt is None:
+            raise ConformError(f"step {n} ({label}) is not enabled in the model")
+        inst = machine.instances[aid]
+        event = getattr(harness, inst.name, None)
+        if event is None:
+            out.diverged_at, out.reason = n, f"{label}: the harness has no counterpart of {inst.name}"
+            return out
+        try:
+            event(*inst.args)
+        except (Divergent, HarnessError) as e:
+            out.diverged_at, out.reason = n, f"{label}: {e}"
+            return out
+        except Exception as e:  # vLLM itself raised: that is what the code did
+            if os.environ.get("KVPROOF_CONFORM_DEBUG"):
+                traceback.print_exc()
+            out.diverged_at, out.reason = n, f"{label}: vLLM raised {type(e).__name__}: {e}"
+            return out
+        diffs = model_observation(machine, nxt).differences(harness.observe())
+        out.steps.append(StepResult(n, label, tuple(diffs)))
+        if diffs:
+            out.diverged_at, out.reason = n, f"{label}: " + "; ".join(diffs)
+            return out
+        state = nxt
+    return out

@@ -1,0 +1,173 @@
+"""Conformance with vLLM 0.33.0's own code (the ``vllm`` extra and ``pip install --no-deps
+vllm==0.33.0``).  Skipped where vLLM is not installed, except under ``KVPROOF_REQUIRE_VLLM=1``,
+which ``.ci/run`` sets after installing it, so CI cannot skip these silently.
+
+The stored pull-mode counterexamples of the scenarios that describe 0.33.0 must reproduce on
+the real code; those of a vLLM before a fix must diverge where 0.33.0's fix acts; a wrong model
+step must be caught at that step; 300 random sequences per pull scenario must agree
+(``KVPROOF_VLLM_RANDOM=N`` runs N instead; ``kvproof conform --random 300 'vllm-pull-*'`` is the
+same from the command line).
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kvproof.spec.vllm.conform import engine_problem
+
+if os.environ.get("KVPROOF_REQUIRE_VLLM") != "1" and engine_problem() is not None:
+    pytest.skip(f"conformance needs the vllm extra: {engine_problem()}", allow_module_level=True)
+
+pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two shared cores
+
+TRACES = Path(__file__).resolve().parent.parent / "traces"
+AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall"]
+AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
+            "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat"]
+RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
+
+
+def _traces(names):
+    return sorted(p for n in names for p in TRACES.glob(f"{n}__*.itf.json"))
+
+
+def _run(spec_cls, scenario, labels):
+    """Run the model actions named ``labels`` on a machine of ``spec_cls`` and on vLLM."""
+    from kvproof.model.machine import Machine
+    from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+
+    machine = Machine(spec_cls(scenario.config))
+    ids = {machine.label(a): a for a in range(len(machine.instances))}
+    h = harness_for(scenario, machine.spec)
+    try:
+        return run_on_code(machine, h, [ids[x] for x in labels]), h
+    finally:
+        h.close()
+
+
+def test_the_as_shipped_scenarios_have_stored_counterexamples():
+    assert {p.name.split("__")[0] for p in _traces(AS_SHIPPED)} == set(AS_SHIPPED)
+
+
+@pytest.mark.parametrize("path", _traces(AS_SHIPPED), ids=lambda p: p.name.removesuffix(".itf.json"))
+def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
+    from kvproof.spec.vllm.conform.report import replay_trace
+
+    v = replay_trace(path)
+    assert v.verdict == "reproduced", getattr(v, "reason", "")
+    assert "fails in the code" in v.how  # the claim fails in what vLLM did, not only in the model
+    if "read" in v.claim and "source" not in v.claim:
+        assert "R0: cross_tenant" in v.how  # decode ran R0 on R1's (tenant B's) KV
+
+
+@pytest.mark.parametrize("name, step, what", [
+    ("vllm-pull-abort-before-32255", "decode_abort(req=R0)", "decode: model [ended, new], vLLM [held, new]"),
+    ("vllm-pull-abort-finished-before-25067", "prefill_abort_finished(req=R0)",
+     "prefill: model [freed, new], vLLM [held, new]"),
+])
+def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
+    from kvproof.checker.traces import read_trace
+    from kvproof.spec.vllm.conform.report import replay_trace
+
+    for path in _traces([name]):
+        v = replay_trace(path)
+        assert v.verdict == "diverged"
+        assert read_trace(path).labels()[v.step - 1] == step and what in v.reason
+
+
+def test_a_wrong_model_step_is_caught_at_that_step():
+    """A mutant whose lease expiry keeps prefill's block: vLLM's reaper reports the request in
+    finished_sending and the scheduler frees the block, so the free-block count differs."""
+    from kvproof.model.scenario import builtin
+    from kvproof.model.framework import action
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    class KeepsBlockOnExpiry(VllmPd):
+        @action("prefill", "req", fair=True)
+        def prefill_reap_expired_lease(self, s, n, r):
+            s.require(s.ops.eq(s.p_phase[r], 1))
+            s.require(s.ops.eq(s.lease[r], 0))
+            n.p_phase[r] = 3
+
+    sc = builtin("vllm-pull-ttl-expiry")
+    path = ["prefill_request_finished(req=R0)", "clock_tick()", "prefill_reap_expired_lease(req=R0)"]
+    result, _ = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    result, _ = _run(KeepsBlockOnExpiry, sc, path)
+    assert result.diverged_at == 3 and "prefill_free: model 0, vLLM 1" in result.reason
+
+
+def test_finding_an_abort_before_the_read_is_posted_is_held_by_0_33():
+    """The model frees a request aborted in WAITING_FOR_REMOTE_KVS before its READ is posted;
+    0.33.0's finish_requests cannot tell (the worker got reqs_to_recv in the same step) and
+    holds the block until finished_recving (delay_free_blocks)."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-abort-32255")
+    result, h = _run(VllmPd, sc, ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)",
+                                  "decode_abort(req=R0)"])
+    assert result.diverged_at == 3
+    assert "decode: model [ended, new], vLLM [held, new]" in result.reason and "decode_free: model 1, vLLM 0" in result.reason
+
+
+def test_heartbeats_are_the_real_schedulers_and_extend_the_real_lease():
+    """Along a heartbeat-stall path: 0.33.0's decode scheduler tracks R0 for heartbeats, and
+    prefill's _handle_heartbeat moves R0's deadline to now + 20 s (2/3 of the 30 s lease)."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-heartbeat-stall")
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "clock_tick()",
+            "decode_send_heartbeats()", "clock_tick()", "decode_send_heartbeats()"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert h.pw._reqs_to_send["R0"] == h.clock.now + 20
+    assert set(h.D.connector.connector_scheduler._heartbeat_req_engine) == {"d-R0"}
+
+
+@pytest.mark.parametrize("name", AGREEING)
+def test_random_sequences_agree(name):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin(name), RANDOM)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == RANDOM and rep.steps > RANDOM
+
+
+def test_random_sequences_refuse_a_scenario_of_a_vllm_before_a_fix():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+    from kvproof.spec.vllm.conform.replay import ConformError
+
+    with pytest.raises(ConformError, match="delay_free_aborted_load = false: the behaviour before #32255"):
+        fuzz_scenario(builtin("vllm-pull-abort-before-32255"), 5)
+
+
+def test_cli_replays_a_trace_and_runs_random_sequences(capsys):
+    from kvproof.checker.cli.commands import main
+
+    trace = str(TRACES / "vllm-pull-ttl-expiry__no_cross_tenant_read.itf.json")
+    assert main(["conform", trace]) == 0
+    out = capsys.readouterr().out
+    assert "reproduced  vllm-pull-ttl-expiry__no_cross_tenant_read.itf.json" in out
+    assert out.splitlines()[-1].endswith("exit 0: every trace reproduces on vllm==0.33.0")
+    assert main(["conform", "--random", "3", "vllm-pull-ttl-expiry", "vllm-push-heartbeat"]) == 0
+    out = capsys.readouterr().out
+    assert "not run     vllm-push-heartbeat: scenario vllm-push-heartbeat: push mode" in out
+    assert "vllm-pull-ttl-expiry: 3 random sequences" in out and "1 matched, 0 mismatched, 1 inconclusive" in out
+    before = str(TRACES / "vllm-pull-abort-before-32255__no_write_after_release.itf.json")
+    assert main(["conform", before]) == 1
+    out = capsys.readouterr().out  # both sides shown as they are (brackets are not console markup)
+    assert ("diverged    vllm-pull-abort-before-32255__no_write_after_release.itf.json at step 4: decode_abort(req=R0): "
+            "decode: model [ended, new], vLLM [held, new]") in out
+
+
+def test_cli_refuses_a_push_trace_in_one_line(capsys):
+    from kvproof.checker.cli.commands import main
+
+    assert main(["conform", str(TRACES / "vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json")]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("kvproof: error: conform: scenario vllm-push-lease-expiry-stall: push mode") and err.count("\n") == 1
