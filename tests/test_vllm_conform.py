@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two share
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
-            "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat"]
+            "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
 
 
@@ -98,16 +98,35 @@ def test_a_wrong_model_step_is_caught_at_that_step():
     assert result.diverged_at == 3 and "prefill_free: model 0, vLLM 1" in result.reason
 
 
-def test_finding_an_abort_before_the_read_is_posted_is_held_by_0_33():
-    """The model frees a request aborted in WAITING_FOR_REMOTE_KVS before its READ is posted;
-    0.33.0's finish_requests cannot tell (the worker got reqs_to_recv in the same step) and
-    holds the block until finished_recving (delay_free_blocks)."""
+def test_an_abort_before_the_read_is_posted_is_held_as_0_33_holds_it():
+    """Found by random sequences: 0.33.0's finish_requests cannot tell whether the worker posted
+    the READ (it got reqs_to_recv in the allocating step), so it holds the block until
+    finished_recving (delay_free_blocks).  The model did free it at once; now both hold it, the
+    worker posts the READ all the same, and finished_recving frees it.  The model as it was
+    diverges at the abort."""
+    from kvproof.model.framework import action
     from kvproof.model.scenario import builtin
     from kvproof.spec.vllm.protocol import VllmPd
+    from kvproof.spec.vllm.state import D_ENDED, D_HELD, D_TRACKED, OUT_ABORTED, RD_POSTED, RD_TAKEN
+
+    class FreesUnpostedAbortAtOnce(VllmPd):  # the model before the finding
+        @action("decode", "req")
+        def decode_abort(self, s, n, r):
+            o = s.ops
+            s.require(o.is_in(s.d_phase[r], D_TRACKED))
+            s.require(self._running(s))
+            hold = o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN))
+            n.outcome[r] = OUT_ABORTED
+            n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
+            self._free(s, n, r, "owner", "dest", when=o.not_(hold))
 
     sc = builtin("vllm-pull-abort-32255")
-    result, h = _run(VllmPd, sc, ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)",
-                                  "decode_abort(req=R0)"])
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_abort(req=R0)",
+            "decode_start_load_kv(req=R0)", "nixl_read_take_data(req=R0)", "nixl_read_complete(req=R0)",
+            "decode_finished_recving(req=R0)"]
+    result, _ = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    result, _ = _run(FreesUnpostedAbortAtOnce, sc, path[:3])
     assert result.diverged_at == 3
     assert "decode: model [ended, new], vLLM [held, new]" in result.reason and "decode_free: model 1, vLLM 0" in result.reason
 

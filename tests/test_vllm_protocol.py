@@ -26,7 +26,7 @@ CATALOGUE = {
     "vllm-pull-heartbeat-stall": (2050, ISOLATION | {"no_source_free_while_read"}),
     "vllm-pull-heartbeat": (221, set()),
     "vllm-pull-abort-before-32255": (2987, ISOLATION | {"no_write_after_release"}),
-    "vllm-pull-abort-32255": (2849, set()),
+    "vllm-pull-abort-32255": (2217, set()),
     "vllm-pull-abort-finished-before-25067": (2539, ISOLATION | {"no_source_free_while_read"}),
     "vllm-push-lease-expiry-stall": (1656, ISOLATION | {"no_source_free_while_read"}),
     "vllm-push-heartbeat": (197, set()),

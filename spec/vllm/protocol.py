@@ -214,12 +214,15 @@ class VllmPd(VllmClaims, VllmStory, Spec):
         """Decode's worker ``start_load_kv`` (pull_worker.py:49-125) -> ``_read_blocks_for_req``
         -> ``_read_blocks``: ``make_prepped_xfer("READ", ..., notif_msg="{req}:{n}")`` and
         ``transfer`` (pull_worker.py:450-567).  The READ reads prefill's block ids from the
-        parameters, whoever owns that block now (V1)."""
+        parameters, whoever owns that block now (V1).  The worker got the load in
+        ``reqs_to_recv`` of the step that allocated it, so it posts the READ of a request aborted
+        since (held by ``delay_free_blocks``) all the same."""
         o = s.ops
         s.require(self.pull)
-        s.require(o.eq(s.d_phase[r], D_WAITING))
+        waiting = o.eq(s.d_phase[r], D_WAITING)
+        s.require(o.or_(waiting, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE))))
         s.require(self._running(s))
-        n.d_phase[r] = D_READING
+        n.d_phase[r] = o.ite(waiting, D_READING, D_HELD)
         n.rd[r] = RD_POSTED
 
     @action("decode", "req", fair=True)
@@ -249,8 +252,11 @@ class VllmPd(VllmClaims, VllmStory, Spec):
         """The client aborts the request on decode in ``WAITING_FOR_REMOTE_KVS``:
         ``finish_requests`` (scheduler.py:3014-3027).  With #32255 a request whose READ is in
         flight is held (``delay_free_blocks``) until ``finished_recving``; before it the blocks
-        are freed at once and the READ still writes into them (V4).  A READ never posted, or
-        already complete, frees at once.  Push: a request whose ``PUSH_REG`` went out is held
+        are freed at once and the READ still writes into them (V4).  0.33.0 cannot tell whether
+        the worker has posted the READ (it got the load with the allocating step), so a request
+        in ``WAITING_FOR_REMOTE_KVS`` is held whether its READ is posted, in flight or complete,
+        until ``finished_recving`` (found by ``kvproof conform --random``: the model freed an
+        unposted one at once).  Push: a request whose ``PUSH_REG`` went out is held
         until the WRITE's notification, which may never come (V5, #46283).  Heartbeats for the
         request stop."""
         o = s.ops
@@ -258,7 +264,7 @@ class VllmPd(VllmClaims, VllmStory, Spec):
         s.require(o.is_in(s.d_phase[r], D_TRACKED))
         s.require(self._running(s))
         if self.pull:
-            flying = o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN))
+            flying = o.const(True)  # WAITING_FOR_REMOTE_KVS until finished_recving, posted or not
         else:  # decode cannot see prefill's WRITE: once registered, it waits for the notification
             flying = o.and_(o.eq(s.d_phase[r], D_READING), o.eq(s.notif[r], 0))
         hold = flying if self.e.delay_free_aborted_load else o.const(False)
@@ -406,6 +412,8 @@ class VllmPd(VllmClaims, VllmStory, Spec):
             if e.read_latency_bound is not None:
                 loading = o.or_(o.and_(o.is_in(s.d_phase[r], D_TRACKED), o.ne(s.rd[r], RD_DONE)),
                                 o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN)))
+                if self.pull:  # an aborted load's READ is posted by the worker all the same
+                    loading = o.or_(loading, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE)))
                 counting.append(o.and_(loading, o.lt(s.age[r], e.read_latency_bound)))
                 blocks.append(o.and_(loading, o.ge(s.age[r], e.read_latency_bound)))
             n.age[r] = advance(s.age[r], o.any_(counting))

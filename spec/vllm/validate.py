@@ -138,8 +138,9 @@ def log_scenario(base: Scenario, header: dict) -> Scenario:
     return stream_scenario(base, slots, pb, db)
 
 
-def observation(machine: Any) -> "VllmObservation":
-    """The observation of ``machine``'s actions (the protocol's ``validate`` command)."""
+def observation(machine: Any, header: dict | None = None) -> "VllmObservation":
+    """The observation of ``machine``'s actions (the protocol's ``validate`` command) for a log
+    with ``header`` (no header key changes what a vLLM log shows)."""
     return VllmObservation(machine)
 
 
