@@ -99,6 +99,9 @@ class Shape:
     prefill_ranks: int = 1
     decode_ranks: int = 1
     aux_slots: int = 0
+    rooms: tuple[int, ...] | None = None
+    """Each request slot's client room (``room_policy = "client"``: two slots may share one);
+    ``None``: slot ``r``'s room is ``r``."""
 
 
 @dataclass
@@ -278,10 +281,10 @@ class Harness:
             p.worker_error = e
 
     # -- addresses --------------------------------------------------------------------------
-    @staticmethod
-    def room(r: int) -> int:
-        """The ``bootstrap_room`` of request slot ``r``."""
-        return ROOM_BASE + r
+    def room(self, r: int) -> int:
+        """The ``bootstrap_room`` of request slot ``r``: ``1000 +`` the client's room with
+        client rooms (two slots may share it), ``1000 + r`` otherwise."""
+        return ROOM_BASE + (r if self.shape.rooms is None else self.shape.rooms[r])
 
     @staticmethod
     def session(d: int) -> str:
@@ -537,7 +540,9 @@ class Harness:
         metadata write, when the model has aux slots)."""
         i = self.current[r]
         p = self.pranks[w]
-        page = self.instances[i].dest[c]
+        # with client rooms the write goes where transfer_infos[room] addressed it (possibly
+        # another request's page): the request's writes are found wherever they go
+        page = None if self.shape.rooms is not None else self.instances[i].dest[c]
         flying = self._writes(p.rank, i, page)
         if not flying:
             raise Divergent(f"no write of R{r} chunk {c} from P{p.rank} is in flight")
@@ -934,7 +939,8 @@ class Harness:
             if any(w.drank == d and page in w.pages for w in self.wire.in_flight):
                 return True
         for pr, call in self.in_call.items():
-            if call is not None and self.instances[call[0]].dest[call[1]] == page:
+            dest = self.instances[call[0]].dest if call is not None else None
+            if dest is not None and dest[call[1]] == page:
                 return True
         return False
 
