@@ -244,6 +244,9 @@ class _ClientRooms:
                   "each prefill instance's transfer_infos[room]: whose metadata slot (dst_aux_index) it names"),
             Field("md", (k.req,), Domain("metadata", 2, ("empty", "written")), 0,
                   "the request's metadata slot on decode: its bootstrap_room is still 0, or send_aux wrote it"),
+            Field("wr_md", (k.req,), Domain("request_or_none", k.R + 1, k.req.labels + ("none",)), k.R,
+                  "whose metadata slot the request's last chunk's send_aux will write (the TransferInfo the "
+                  "worker took from transfer_infos[room] with that chunk)"),
             Field("d_concl", (k.req,), Domain("conclusion", 3, ("none", "success", "failed")), 0,
                   "the decode receiver's conclude_state: what its poll cached"),
         ]
@@ -346,6 +349,8 @@ class _ClientRooms:
         s.require((s.p_status[i, x] != RS_ABSENT) & (s.p_status[i, x] != RS_FAILED))
         s.require(s.p_dst[i, x, c] != self.k.D)
         n.wr_dst[r, w, c] = s.p_dst[i, x, c]
+        if c == self.send_len(r) - 1:
+            n.wr_md[r] = s.p_md[i, x]
 
     def kv_write_lands(self, s, n, r, w, c):
         """With client rooms the write lands in the page it was addressed to (``wr_dst``); when
@@ -375,9 +380,11 @@ class _ClientRooms:
             n.p_dst[i, x, c2] = o.ite(done, self.k.D, s.p_dst[i, x, c2])
         n.p_md[i, x] = o.ite(done, self.k.R, s.p_md[i, x])
         # send_aux follows the last chunk in the same worker thread (no latency without aux
-        # slots in the scenario): it writes the metadata slot transfer_infos[room] names
+        # slots in the scenario), with the TransferInfo the worker took for that chunk: it
+        # writes the metadata slot that publication named (wr_md), even if the room was
+        # published again meanwhile
         for r2 in range(self.k.R):
-            hit = done & (s.p_md[i, x] == r2)
+            hit = done & (s.wr_md[r] == r2)
             n.md[r2] = o.ite(hit, 1, s.md[r2])
 
     def prefill_transfer_done(self, s, n, r, pr):

@@ -109,14 +109,12 @@ def harness_for(scenario: Scenario, spec) -> Harness:
                            "their gcd, SGLang's _resolve_rank_mapping in contiguous blocks")
     opts = Options(deferred_release=e.release_policy != "immediate", timeout_ticks=e.timeout)
     reqs = tuple((spec.k.tenant[r], spec.pages(r), spec.over_long(r)) for r in range(spec.k.R))
-    rooms = None
+    rooms = instances = None
     if e.room_policy == "client":
-        if cfg.prefill_instances > 1:
-            raise ConformError(f"scenario {scenario.name}: requests on two prefill instances: the harness wires "
-                               "one prefill instance (one bootstrap address)")
         rooms = tuple(cfg.room_of(r) for r in range(spec.k.R))
+        instances = tuple(q.prefill_instance for q in cfg.requests)
     shape = Shape(reqs, cfg.decode_pages, cfg.prefill_pages, cfg.prefill_ranks, cfg.decode_ranks, cfg.aux_slots,
-                  rooms)
+                  rooms, instances)
     return Harness(shape, opts)
 
 
