@@ -157,7 +157,8 @@ class _Sglang0523Base(PdProtocol):
 # -- client rooms: 0.5.23's maps keyed by bootstrap_room ------------------------------------------
 # With ``room_policy = "client"`` two requests may carry one ``bootstrap_room``.  Per request (one
 # object each) stay what the code keeps per object: the ``Req`` in its queues, the sender's and
-# receiver's ``conclude_state``, the reserved pages.  Keyed by the room, shared by every request
+# receiver's ``conclude_state`` (``poll``, ``d_concl``), the reserved pages, the metadata slot
+# and its gate (``md``).  Keyed by the room, shared by every request
 # that carries it, are (``disaggregation/common/conn.py`` ``CommonKVManager``):
 #
 # * decode's ``request_status[room]`` (``d_status``): created Bootstrapping by the receiver's
@@ -173,13 +174,31 @@ class _Sglang0523Base(PdProtocol):
 # * each prefill instance's ``transfer_infos[room][session]`` (``p_dst``): the destination
 #   ``send_metadata`` last published for the room; ``add_transfer_request`` and
 #   ``transfer_worker`` address every chunk of the room by it (``wr_dst`` records where each
-#   issued write goes); popped by ``CommonKVSender.clear``.
+#   issued write goes, ``wr_md`` whose metadata slot its ``send_aux`` writes); popped by the
+#   worker when it concludes the room and by ``CommonKVSender.clear``;
+# * each prefill instance's ``_staging_outstanding[room]``: chunks of the room dequeued by the
+#   worker and not finished (the sender's ``poll`` holds Success back while it is positive).
 #
-# Not modelled with client rooms (``Config.problems`` refuses the scenarios): the room-keyed
-# deferred-abort tracker ``_deferred_abort_ack_tracker[room]`` (one armed generation per room),
-# prefill's ``_deferred_ack_targets[room]`` / ``_deferred_ack_poisoned_rooms``, client aborts,
-# transfer failures, several ranks per instance and metadata slots; of
-# ``--disaggregation-decode-allocation-policy prefill_complete`` only its duplicate-room guard.
+# Keyed by (room, generation) or remembering one, the abort bookkeeping, which the scenarios with
+# client rooms do not reach (``Config.problems`` refuses aborts and failures with them):
+#
+# * decode's ``_deferred_abort_ack_tracker[room]`` = ``DeferredAbortAckState(generation,
+#   prefill_ranks)``: ONE armed generation per room (``register_deferred_abort_room`` replaces
+#   it), ``note_abort_ack(room, rank, generation)`` records an ack only for that generation,
+#   ``is_abort_release_safe(room, k)`` counts its ranks, ``clear_deferred_abort_state(room)``
+#   pops it at the release;
+# * a held entry of ``_deferred_releases`` (``decode.py`` ``_defer_release``) remembers the
+#   request, its start, its deadline, its metadata slot and ``required_acks``; it is resolved by
+#   ``is_abort_release_safe(req.bootstrap_room, required_acks)``: by ROOM, not by generation;
+# * prefill's ``_deferred_ack_targets[room][(decode ip, port)] = AckTarget(ip, port,
+#   generation)`` and ``_deferred_ack_poisoned_rooms``, dropped with ``_staging_outstanding[room]``
+#   when a new lifecycle of the room opens (``update_status`` creating the entry).
+#
+# So two requests sharing a room while the first is held after an abort is not checked.  Nor are
+# several ranks per instance and metadata slots with client rooms; of
+# ``--disaggregation-decode-allocation-policy prefill_complete`` only its decode-side
+# duplicate-room check is modelled (``decode_duplicate_room``), not its prefill-side check
+# (``common/bootstrap.py`` ``DeferredBootstrap.open``) nor its deferred allocation.
 
 RS_ABSENT, RS_FAILED, RS_BOOTSTRAPPING, RS_WAITING, RS_SUCCESS = range(5)
 RS_LABELS = ("absent", "failed", "bootstrapping", "waiting_for_input", "success")
@@ -326,7 +345,6 @@ class _ClientRooms:
         if not self.client_rooms:
             super().prefill_forward(s, n, r)
             return
-        o = s.ops
         s.require(s.p_phase[r] == P_QUEUED)
         s.require(s.p_status[self.instance(r), self.room(r)] == RS_WAITING)
         if self.pending_error(r) and self.e.retire_pending_error_prefill:
@@ -336,7 +354,6 @@ class _ClientRooms:
             return
         self.allocate(s, n, r, self.send_len(r), "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_SENDING
-        del o
 
     def kv_transfer_write(self, s, n, r, w, c):
         """``add_transfer_request`` skips a room that is absent or Failed; the worker addresses
