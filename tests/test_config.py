@@ -41,3 +41,40 @@ def test_any_free_pages_bounds_the_allocation_choices():
     big = Config((Request("A", 3),), decode_pages=12, prefill_pages=3, context_limit=3, engine=Engine(any_free_pages=True))
     assert big.problems() == ["engine.any_free_pages: 12 decode pages give 1320 allocation choices for one request; "
                               "at most 720"]
+
+
+def test_room_policies_and_the_guard_are_checked():
+    client = Engine(room_policy="client", client_aborts=False)
+    shared = (Request("A", 1, room=0), Request("B", 1, room=0))
+    assert Config(shared, 2, 2, 1, client).problems() == []
+    assert Config(shared, 2, 2, 1, client).room_of(1) == 0 and Config(shared[:1], 1, 1, 1).room_of(0) == 0
+    # a room named without client rooms, distinct rooms reused, aborts with client rooms
+    assert any(p.startswith("requests[0].room") for p in Config(shared, 2, 2, 1).problems())
+    assert any(p.startswith("engine.room_policy") for p in Config(
+        (Request("A", 1),), 1, 1, 1, Engine(room_policy="distinct", request_streams=True,
+                                           ordered_arrivals=False)).problems())
+    assert any("aborts" in p for p in Config(shared, 2, 2, 1, Engine(room_policy="client")).problems())
+    # the guard: only with client rooms, and not for one room twice on one prefill instance
+    guard = replace(client, decode_allocation_policy="prefill_complete")
+    assert any("DeferredBootstrap" in p for p in Config(shared, 2, 2, 1, guard).problems())
+    apart = (Request("A", 1, room=0), Request("B", 1, room=0, prefill_instance=1))
+    assert Config(apart, 2, 2, 1, guard).problems() == [] and Config(apart, 2, 2, 1, guard).prefill_instances == 2
+    assert any(p.startswith("engine.decode_allocation_policy") for p in Config(
+        (Request("A", 1),), 1, 1, 1, Engine(decode_allocation_policy="prefill_complete")).problems())
+    assert any(p.startswith("engine.room_policy") for p in Config(
+        (Request("A", 1),), 1, 1, 1, Engine(room_policy="shared")).problems())
+
+
+def test_room_values_are_data_only_when_a_scenario_sets_them():
+    """A scenario without client rooms writes the same data as before they existed (so its stored
+    traces and certificates are unchanged); one with them round-trips."""
+    from kvproof.spec.sglang.scenario_data import config_data, parse_config
+
+    plain = config_data(Config((Request("A", 1),), 1, 1, 1))
+    assert "room_policy" not in plain["engine"] and "decode_allocation_policy" not in plain["engine"]
+    assert plain["requests"] == [{"tenant": "A", "pages": 1}]
+    cfg = Config((Request("A", 1, room=0), Request("B", 1, room=0, prefill_instance=1)), 2, 2, 1,
+                 Engine(room_policy="client", client_aborts=False, decode_allocation_policy="prefill_complete"))
+    data = config_data(cfg)
+    assert data["requests"][1] == {"tenant": "B", "pages": 1, "room": 0, "prefill_instance": 1}
+    assert parse_config(data, lambda key, what, got=None: ValueError(key)) == cfg

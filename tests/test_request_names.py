@@ -62,3 +62,11 @@ def test_sarif_names_the_last_action_by_the_request():
     doc = json.loads(json.dumps(sarif_log([rep])))
     text = json.dumps(doc)
     assert "the last action: decode_release_deferred(req=R1@room0)" in text
+
+
+def test_two_requests_of_one_client_room_are_named_apart():
+    t = read_trace(REUSE.parent / "sglang-0.5.23-shared-room__no_cross_tenant_read.itf.json")
+    assert t.names[0] == {"R0": "R0@room0", "R1": "R1@room0"}  # both carry the client's room 0
+    text = to_text(render_trace(t), width=120)
+    assert "! decode R0@room0 (tenant A) reads p0 holding R1@room0's KV (tenant B)" in text
+    assert "late write from R1@room0 lands on p0, now reserved by R0@room0" in text

@@ -54,7 +54,8 @@ AGREEMENT = ["incident", "pr-36988", "abort-race", "pr-35049-drain-ack", "timeou
              "aux-held", "layerwise-abort-race", "sglang-0.5.23-failed-send", "sglang-0.5.23-room-reuse",
              "sglang-0.5.23-aux-failed-send-unbounded", "failure-source-reuse", "placeholder-fresh-pages",
              "prefill-abort-waiting-timeout", "checksum-unsupported", "ack-target-cleared", "tp2-first-ack",
-             "tp2x2-ready-any", "room-reuse-legacy-ack", "aux-freed-early", "pr-35049-any-free-pages"]
+             "tp2x2-ready-any", "room-reuse-legacy-ack", "aux-freed-early", "pr-35049-any-free-pages",
+             "sglang-0.5.23-shared-room-2p-guard"]
 
 
 # The same for vLLM's pull-mode protocol: between them every knob of its Engine at every value the

@@ -43,7 +43,8 @@ def test_v0_5_22_expects_every_safety_invariant_verified():
     ({"sizes": {"decode_pages": 0, "prefill_pages": 1, "context_limit": 1}}, "[sizes].decode_pages: expected a whole number in 1..64, got 0"),
     ({"sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1, "gpus": 8}}, "[sizes].gpus: expected one of"),
     ({"requests": [{"tenant": "A", "pages": 2}]}, "requests[0].pages: expected a whole number in 1..1 (context_limit), got 2"),
-    ({"requests": [{"tenant": "A"}]}, "requests[0]: expected a table with exactly tenant and pages"),
+    ({"requests": [{"tenant": "A"}]}, "requests[0]: expected a table with tenant and pages (and optionally room, prefill_instance)"),
+    ({"requests": [{"tenant": "A", "pages": 1, "room": -1}]}, "requests[0].room: expected a whole number in 0..31"),
     ({"engine": {"release_policy": "sometimes"}}, "[engine].release_policy: expected one of immediate, drain_ack, drain_ack_or_timeout, got 'sometimes'"),
     ({"engine": {"warp_drive": True}}, "[engine].warp_drive: expected one of"),
     ({"engine": {"checksum": "yes"}}, "[engine].checksum: expected true or false, got 'yes'"),
@@ -204,7 +205,7 @@ def test_optional_sizes_default_and_are_checked():
 @pytest.mark.parametrize("patch,message", [
     ({"engine": {"relase_policy": "drain_ack"}}, "[engine].relase_policy: expected one of"),
     ({"sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limits": 1}}, "[sizes].context_limits: expected one of"),
-    ({"requests": [{"tenant": "A", "pages": 1, "teannt": "B"}]}, "requests[0].teannt: expected only tenant and pages"),
+    ({"requests": [{"tenant": "A", "pages": 1, "teannt": "B"}]}, "requests[0].teannt: expected only tenant, pages, room and prefill_instance in a request"),
     ({"titel": "x"}, "titel: expected one of the keys"),
 ])
 def test_near_misses_get_a_suggestion(patch, message):

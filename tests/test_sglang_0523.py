@@ -3,6 +3,8 @@ hand-driven runs, each against the base protocol so that every test can fail."""
 
 from functools import lru_cache
 
+import pytest
+
 from kvproof.model.machine import Machine
 from kvproof.spec.sglang.config import Config, Engine, Request
 from kvproof.spec.sglang.protocol import PdProtocol
@@ -121,3 +123,40 @@ def test_the_held_metadata_slot_is_freed_at_the_deadline_under_its_write():
            if s[lay.slot("aux_wr", 0)] >= WR_FLIGHT and s[lay.slot("aux_owner", 0)] != 1]
     assert hit  # the violation is the aux write, not only the pages
     assert all(s[lay.slot("d_phase", 0)] != D_HELD for s in hit)
+
+
+# -- client rooms ------------------------------------------------------------------------------
+def _shared(**engine):
+    cfg = Config((Request("A", 1, room=0), Request("B", 1, room=0, prefill_instance=engine.pop("instance", 0))),
+                 2, 2, 1, Engine(**{**SHIPPED.__dict__, "room_policy": "client", "client_aborts": False, **engine}))
+    return Machine(Sglang0523(cfg))
+
+
+def test_client_rooms_add_room_keyed_fields_only_when_asked():
+    base, _ = _pair(1, 1)
+    assert "d_status" not in base.spec.layout.by_name and "p_dst" not in base.spec.layout.by_name
+    m = _shared()
+    assert {"d_status", "p_status", "p_dst", "wr_dst", "p_md", "md", "wr_md", "d_concl"} <= set(m.spec.layout.by_name)
+    with pytest.raises(ValueError, match="does not model client-chosen rooms"):
+        PdProtocol(m.spec.cfg)
+
+
+def test_one_prefill_instance_sends_a_requests_kv_into_the_other_requests_pages():
+    """transfer_infos is keyed by the room: R1's prefill, never seen by decode, writes into R0's page,
+    and R0 reads tenant B's KV."""
+    m = _shared()
+    lay = m.spec.layout
+    bad = [s for s in states_of(m) if s[lay.slot("read", 0)] == 3]  # READ_CROSS_TENANT
+    assert bad and any(s[lay.slot("d_phase", 1)] == 0 for s in bad)  # R1 need never reach decode
+
+
+def test_two_instances_keep_the_pages_apart_and_the_guard_keeps_the_room_entry():
+    """On two prefill instances transfer_infos are separate, so no read is foreign; decode's shared
+    request_status can be popped under a waiting receiver (KeyError in the code) without the guard only."""
+    for guard, popped in (("early", True), ("prefill_complete", False)):
+        m = _shared(instance=1, decode_allocation_policy=guard)
+        lay = m.spec.layout
+        states = states_of(m)
+        assert all(s[lay.slot("read", r)] <= 1 for s in states for r in (0, 1))
+        found = any(m.claim_hits("sometimes_decode_polls_cleared_room", s) for s in states)
+        assert found is popped

@@ -20,6 +20,8 @@ CHOICES = {
     "required_acks": ("every_prefill_rank", "first_ack"),
     "hold_combine": ("max", "min"),
     "ready_combine": ("min", "max"),
+    "room_policy": ("reused_after_end", "distinct", "client"),
+    "decode_allocation_policy": ("early", "prefill_complete"),
 }
 """The string-valued flags and their allowed values (the first is the fixed engine's)."""
 
@@ -29,10 +31,18 @@ MAX_ALLOCATION_CHOICES = 720  # ordered page choices of one reservation under an
 
 @dataclass(frozen=True)
 class Request:
-    """One request: its tenant (who owns its data) and its prompt length in KV pages."""
+    """One request: its tenant (who owns its data), its prompt length in KV pages and, with
+    ``room_policy = "client"``, the ``bootstrap_room`` the client gave it and the prefill
+    instance (bootstrap address) the router sent it to."""
 
     tenant: str
     pages: int
+    room: int | None = None
+    """The client's ``bootstrap_room`` (only with ``room_policy = "client"``; two requests may
+    name the same room).  ``None``: the request slot's own room."""
+    prefill_instance: int = 0
+    """The prefill instance (``bootstrap_host``/``bootstrap_port``) serving the request (only
+    with ``room_policy = "client"``)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,21 @@ class Engine:
     """Requests reach each admission door in id order (a FIFO queue); fewer interleavings."""
     request_streams: bool = False
     """A finished request's slot (its bootstrap room) takes a new request (``client_send``)."""
+    room_policy: str = "reused_after_end"
+    """How bootstrap rooms are drawn.  ``reused_after_end`` (the default, and every scenario
+    before client rooms): a request slot is its room, and with ``request_streams`` the room takes
+    the client's next request only after the previous one ended with nothing in flight;
+    ``distinct``: every request has a room of its own, never reused (no ``request_streams``);
+    ``client``: the client chooses (``room`` of each request), so two live requests may carry
+    the same room and 0.5.23's room-keyed maps are shared (see :mod:`kvproof.spec.sglang.v0523`)."""
+    decode_allocation_policy: str = "early"
+    """``--disaggregation-decode-allocation-policy``: ``early`` (0.5.23's default: no duplicate
+    check) or ``prefill_complete``, which turns on the duplicate-room guard of
+    ``CommonKVReceiver.__init__`` ("Duplicate decode bootstrap room": a receiver whose room is
+    still in decode's ``request_status`` fails, and marks the room Failed).  Only the guard is
+    modelled (decode side: :meth:`~.v0523.Sglang0523.decode_duplicate_room`), not the deferred page
+    allocation that policy also brings nor its prefill-side check (``DeferredBootstrap.open``);
+    scenarios keep two requests of one room on different prefill instances with it."""
     any_free_pages: bool = False
     """Decode's allocator may hand out any free pages, in any order (a free list kept unsorted),
     modelled as a choice (``decode_prealloc_pick``); ``false``: the lowest-numbered free pages,
@@ -175,6 +200,44 @@ class Config:
             v = getattr(e, key)
             if v is not None and v < 0:
                 out.append(f"engine.{key}: expected a whole number >= 0")
+        if e.room_policy == "distinct" and e.request_streams:
+            out.append("engine.room_policy: distinct rooms are never reused (needs request_streams = false)")
+        if e.room_policy != "client":
+            for i, r in enumerate(self.requests):
+                if r.room is not None or r.prefill_instance != 0:
+                    out.append(f"requests[{i}].room: a request names its room and prefill instance only with "
+                               "room_policy = \"client\"")
+                    break
+        else:
+            if e.request_streams:
+                out.append("engine.room_policy: client rooms need request_streams = false (the client's requests "
+                           "are the scenario's requests)")
+            if self.prefill_ranks != 1 or self.decode_ranks != 1 or self.aux_slots or self.layers != 1:
+                out.append("engine.room_policy: client rooms are modelled for one prefill rank, one decode rank, "
+                           "one layer and no aux slots per instance")
+            if e.client_aborts or e.prefill_aborts or e.transfer_failures or e.peer_death or e.lossy_aborts:
+                out.append("engine.room_policy: client rooms are modelled without aborts, failures and deaths "
+                           "(the room-keyed ack tracker is not modelled yet)")
+            for i, r in enumerate(self.requests):
+                if r.room is not None and not 0 <= r.room < len(self.requests):
+                    out.append(f"requests[{i}].room: expected 0..{len(self.requests) - 1}")
+                    break
+                if not 0 <= r.prefill_instance <= 1:
+                    out.append(f"requests[{i}].prefill_instance: expected 0 or 1")
+                    break
+            if e.decode_allocation_policy == "prefill_complete":
+                seen = set()
+                for i, r in enumerate(self.requests):
+                    key = (self.room_of(i), r.prefill_instance)
+                    if key in seen:
+                        out.append(f"requests[{i}].prefill_instance: with prefill_complete two requests of one room "
+                                   "on one prefill instance meet its prefill-side check (DeferredBootstrap), which "
+                                   "is not modelled")
+                        break
+                    seen.add(key)
+        if e.decode_allocation_policy != "early" and e.room_policy != "client":
+            out.append("engine.decode_allocation_policy: the duplicate-room guard is modelled only with "
+                       "room_policy = \"client\"")
         if e.heartbeat_detection and not e.peer_death:
             out.append("engine.heartbeat_detection: needs peer_death = true")
         if e.any_free_pages:
@@ -197,6 +260,22 @@ class Config:
         """Independently written parts of a page: one per (prefill rank, decode rank) pairing
         (``max`` of the two) and per layer."""
         return max(self.prefill_ranks, self.decode_ranks) * self.layers
+
+    def room_of(self, r: int) -> int:
+        """The ``bootstrap_room`` of request ``r``: the client's choice with ``room_policy =
+        "client"``, the request slot's own number otherwise."""
+        room = self.requests[r].room
+        return r if room is None else room
+
+    @property
+    def rooms(self) -> int:
+        """How many room numbers the requests may name (``0..rooms-1``)."""
+        return len(self.requests)
+
+    @property
+    def prefill_instances(self) -> int:
+        """Prefill instances the requests are routed to (1 unless a request names instance 1)."""
+        return 1 + max(r.prefill_instance for r in self.requests)
 
     def linked(self, prefill_rank: int, decode_rank: int) -> bool:
         """Prefill rank and decode rank exchange a shard (TP fan-in / fan-out)."""

@@ -85,7 +85,7 @@ class PdNarration:
                 for r, g in enumerate(gens):
                     if state[g] != states[i - 1][g]:
                         numbers[r], fresh = fresh, fresh + 1
-            out.append({k.req.label(r): request_name(numbers[r], room_of(r)) for r in range(k.R)})
+            out.append({k.req.label(r): request_name(numbers[r], self.cfg.room_of(r)) for r in range(k.R)})
         return out
 
     def shown_params(self, inst) -> tuple[str, ...]:
@@ -178,7 +178,7 @@ def _messages(v: _View, k: int, actor: str, name: str, label: str) -> list[Messa
 
     # writes in flight before the step: (request, stream, chunk) -> (decode page, source page)
     flying = {
-        (r, w, c): (v.a("dest", r, c), v.a("src", r, c))
+        (r, w, c): (v.a(*_wd(spec, r, w, c)), v.a("src", r, c))
         for r in range(K.R) for w in range(K.S) for c in range(spec.send_len(r)) if v.a("wr", r, w, c) >= WR_FLIGHT
     }
     if K.M:
@@ -227,9 +227,9 @@ def _messages(v: _View, k: int, actor: str, name: str, label: str) -> list[Messa
                 a, b = v.a("wr", r, w, c), v.b("wr", r, w, c)
                 if a == WR_NOT_ISSUED and b >= WR_FLIGHT:
                     add("prefill", "transfer",
-                        f"{R} chunk {c}{stream(w)}: RDMA write q{v.a('src', r, c)} → p{v.a('dest', r, c)}", "message")
+                        f"{R} chunk {c}{stream(w)}: RDMA write q{v.a('src', r, c)} → p{v.b(*_wd(spec, r, w, c))}", "message")
                 elif a >= WR_FLIGHT and b == WR_LANDED:
-                    p, q = v.a("dest", r, c), v.a("src", r, c)
+                    p, q = v.a(*_wd(spec, r, w, c)), v.a("src", r, c)
                     owner, sent = v.a("owner", p), v.a("src_content", q)
                     text = f"{R} chunk {c}{stream(w)} lands on p{p}"
                     hazard = False
@@ -430,7 +430,7 @@ def _page_timelines(spec, states, actions, include_quiet: bool = False) -> list[
             if before == FREE and after != FREE:
                 add("decode", p, k, f"R{owner_request(after)} reserved")
             elif before != FREE and after == FREE:
-                busy = any(get(a, "dest", r, c) == p and r == owner_request(before) for r, _, c in in_flight)
+                busy = any(get(a, *_wd(spec, r, w, c)) == p and r == owner_request(before) for r, w, c in in_flight)
                 add("decode", p, k, f"released {release_reason(inst.name)}"
                     + (f" while R{owner_request(before)}'s write is in flight" if busy else ""), busy)
         for q in range(K.P):
@@ -445,7 +445,7 @@ def _page_timelines(spec, states, actions, include_quiet: bool = False) -> list[
         for r, w, c in in_flight:
             if get(k, "wr", r, w, c) != WR_LANDED:
                 continue
-            p, q = get(a, "dest", r, c), get(a, "src", r, c)
+            p, q = get(a, *_wd(spec, r, w, c)), get(a, "src", r, c)
             owner, sent = get(a, "owner", p), get(a, "src_content", q)
             carrying = "" if sent == kv_of(r) else f" carrying {_held(spec, sent)}"
             if owner == owned_by(r):
@@ -481,3 +481,9 @@ def _cell(spec, owner: int, contents: list[int]) -> PageCell:
     content_label = labels[0] if len(set(labels)) == 1 else "|".join(labels)
     foreign = owner != FREE and any(c not in (UNWRITTEN, owner) for c in contents)
     return PageCell(owner_label, content_label, foreign)
+
+
+def _wd(spec, r: int, w: int, c: int) -> tuple:
+    """``(field, *index)`` of where write ``(r, w, c)`` lands (:meth:`~.protocol.PdProtocol.write_dest`)."""
+    name, idx = spec.write_dest(r, w, c)
+    return (name, *idx)

@@ -78,8 +78,15 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
             if old in vars(cls):
                 raise SpecError(f"{cls.__name__}.{old}: the helper is public now: override {new} instead")
 
+    models_client_rooms = False
+    """Whether the protocol models client-chosen rooms (the room-keyed maps two requests of one
+    room share); the base protocol does not, :class:`~.v0523.Sglang0523` does."""
+
     def __init__(self, cfg: Config):
         problems = cfg.problems()
+        if cfg.engine.room_policy == "client" and not self.models_client_rooms:
+            problems.append(f"engine.room_policy: {type(self).__name__} does not model client-chosen rooms "
+                            "(protocol = \"sglang-0.5.23\" does)")
         if problems:
             raise ValueError(problems[0])
         self.cfg = cfg
@@ -253,6 +260,13 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
             out += [WriteTarget(r, s.aux_wr[r] >= WR_FLIGHT, "aux_owner", s.aux[r], "aux")
                     for r in range(k.R)]
         return out
+
+    def write_dest(self, r: int, w: int, c: int) -> tuple[str, tuple[int, ...]]:
+        """Where write stream ``w``'s write of ``r``'s chunk ``c`` lands, as (field, index) for
+        narrators reading concrete states: ``dest[r, c]``, the request's own reserved page (a
+        protocol whose writes are addressed otherwise, such as 0.5.23 with client rooms,
+        answers its own field)."""
+        return "dest", (r, c)
 
     def writes_in_flight(self, s, r: int):
         """Some write of ``r`` (any rank, any chunk, the aux data) is still in flight (a

@@ -61,18 +61,23 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
     if not isinstance(reqs, list) or not 1 <= len(reqs) <= _MAX_REQUESTS:
         raise fail("[[requests]]", f"1..{_MAX_REQUESTS} request tables")
     requests = []
+    allowed_keys = ("tenant", "pages", "room", "prefill_instance")
     for i, r in enumerate(reqs):
-        if isinstance(r, dict) and set(r) > {"tenant", "pages"}:
-            key = sorted(set(r) - {"tenant", "pages"})[0]
-            raise fail(f"requests[{i}].{key}", "only tenant and pages in a request" + did_you_mean(key, ("tenant", "pages")))
-        if not isinstance(r, dict) or set(r) != {"tenant", "pages"}:
-            raise fail(f"requests[{i}]", "a table with exactly tenant and pages", r)
+        if isinstance(r, dict) and set(r) - set(allowed_keys):
+            key = sorted(set(r) - set(allowed_keys))[0]
+            raise fail(f"requests[{i}].{key}", "only tenant, pages, room and prefill_instance in a request"
+                       + did_you_mean(key, allowed_keys))
+        if not isinstance(r, dict) or not {"tenant", "pages"} <= set(r):
+            raise fail(f"requests[{i}]", "a table with tenant and pages (and optionally room, prefill_instance)", r)
+        for key in ("room", "prefill_instance"):
+            if key in r and (not _is_int(r[key]) or not 0 <= r[key] < _MAX_REQUESTS):
+                raise fail(f"requests[{i}].{key}", f"a whole number in 0..{_MAX_REQUESTS - 1}", r[key])
         if not isinstance(r["tenant"], str) or not r["tenant"]:
             raise fail(f"requests[{i}].tenant", "a non-empty string", r["tenant"])
         if not _is_int(r["pages"]) or not 1 <= r["pages"] <= size_values["context_limit"]:
             raise fail(f"requests[{i}].pages", f"a whole number in 1..{size_values['context_limit']} (context_limit)",
                        r["pages"])
-        requests.append(Request(r["tenant"], r["pages"]))
+        requests.append(Request(r["tenant"], r["pages"], r.get("room"), r.get("prefill_instance", 0)))
 
     engine = _engine(data.get("engine", {}), fail)
     config = Config(tuple(requests), engine=engine, **size_values)
@@ -95,9 +100,24 @@ def config_data(cfg: Config) -> dict[str, Any]:
             "aux_slots": cfg.aux_slots,
             "layers": cfg.layers,
         },
-        "requests": [{"tenant": r.tenant, "pages": r.pages} for r in cfg.requests],
-        "engine": {k: v for k, v in asdict(cfg.engine).items() if v is not None},
+        "requests": [_request_data(r) for r in cfg.requests],
+        # the room flags appear only when a scenario sets them, so the data (and every stored
+        # trace and certificate that embeds it) of the scenarios before them is unchanged
+        "engine": {k: v for k, v in asdict(cfg.engine).items()
+                   if v is not None and not (k in _ROOM_FLAGS and v == _ROOM_FLAGS[k])},
     }
+
+
+_ROOM_FLAGS = {"room_policy": "reused_after_end", "decode_allocation_policy": "early"}
+
+
+def _request_data(r: Request) -> dict[str, Any]:
+    out: dict[str, Any] = {"tenant": r.tenant, "pages": r.pages}
+    if r.room is not None:
+        out["room"] = r.room
+    if r.prefill_instance:
+        out["prefill_instance"] = r.prefill_instance
+    return out
 
 
 def _engine(table: Any, fail) -> Engine:

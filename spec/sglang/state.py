@@ -105,7 +105,9 @@ class WriteTarget:
 
 
 def room_of(r: int) -> int:
-    """The bootstrap room of request slot ``r`` (today a slot's room is its own number)."""
+    """The bootstrap room of request slot ``r`` when the scenario's rooms are not the client's
+    (``room_policy`` ``reused_after_end`` or ``distinct``: a slot's room is its own number);
+    :meth:`~.config.Config.room_of` answers for every policy."""
     return r
 
 

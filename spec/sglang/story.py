@@ -93,7 +93,8 @@ class PdStory:
         return notes
 
     def _landing_notes(self, pre: Sequence[int], r: int, w: int, c: int) -> list[Note]:
-        p = self._get(pre, "dest", r, c)
+        name, idx = self.write_dest(r, w, c)
+        p = self._get(pre, name, *idx)
         owner = self._get(pre, "owner", p)
         q = self._get(pre, "src", r, c)
         sent = self._get(pre, "src_content", q)
@@ -129,7 +130,8 @@ class PdStory:
                 if self._get(pre, "wr", r, w, c) < WR_FLIGHT:
                     continue
                 rank = "" if self.k.S == 1 else f" ({self.k.stream.label(w)})"
-                p = self._get(pre, "dest", r, c)
+                name, idx = self.write_dest(r, w, c)
+                p = self._get(pre, name, *idx)
                 if self._get(pre, "owner", p) == owned_by(r) and self._get(post, "owner", p) == FREE:
                     notes.append(Note("hazard", f"p{p} released while R{r}'s chunk {c} write{rank} is still in flight"))
                 q = self._get(pre, "src", r, c)

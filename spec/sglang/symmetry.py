@@ -1,6 +1,6 @@
 """The symmetry of the PD protocol: requests of the same shape are interchangeable.
 
-Two requests are interchangeable when they have the same tenant and the same prompt length
+Two requests are interchangeable when they have the same tenant, prompt length, client room and prefill instance
 (everything the protocol reads about a request - over-long, pages to reserve, chunks to send -
 follows from those), *and* arrivals are unordered: with ``ordered_arrivals`` (FIFO doors,
 the default) request ``r`` reaches a door only after ``r - 1``, which tells them apart.
@@ -32,7 +32,7 @@ class PdSymmetry:
             pages = Symmetry(Sort(k.page, (tuple(range(k.D)),)), {k.page_ref.name: refs})
         shapes: dict[tuple, list[int]] = {}
         for r, req in enumerate(self.cfg.requests):
-            shapes.setdefault((req.tenant, req.pages), []).append(r)
+            shapes.setdefault((req.tenant, req.pages, req.room, req.prefill_instance), []).append(r)
         classes = tuple(tuple(c) for c in shapes.values())
         if self.e.ordered_arrivals or all(len(c) < 2 for c in classes):
             return pages

@@ -45,11 +45,14 @@ from kvproof.spec.sglang.state import (
     WR_NOT_ISSUED, kv_of, owned_by,
 )
 
-__all__ = ["Sglang0523"]
+from kvproof.spec.sglang.v0523_rooms import RS_LABELS, _ClientRooms, update_status
+
+__all__ = ["Sglang0523", "update_status", "RS_LABELS"]
 
 
-class Sglang0523(PdProtocol):
-    """SGLang 0.5.23's Mooncake prefill worker and decode scheduler on top of the base protocol."""
+class _Sglang0523Base(PdProtocol):
+    """SGLang 0.5.23's Mooncake prefill worker and decode scheduler on top of the base protocol
+    (the behaviours listed in the module docstring)."""
 
     def _calls_running(self, s, pr: int, but=None):
         """Transfer calls of prefill rank ``pr``'s worker that have not returned: its in-flight
@@ -148,3 +151,8 @@ class Sglang0523(PdProtocol):
         n.read[r] = o.ite(mine, found, READ_NONE)
         n.d_phase[r] = D_ENDED
         self.release_decode(s, n, r)
+
+
+class Sglang0523(_ClientRooms, _Sglang0523Base):
+    """SGLang 0.5.23's Mooncake prefill worker and decode scheduler on top of the base protocol,
+    with its room-keyed bookkeeping when the scenario's rooms are the client's."""

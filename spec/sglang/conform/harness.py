@@ -99,6 +99,12 @@ class Shape:
     prefill_ranks: int = 1
     decode_ranks: int = 1
     aux_slots: int = 0
+    rooms: tuple[int, ...] | None = None
+    """Each request slot's client room (``room_policy = "client"``: two slots may share one);
+    ``None``: slot ``r``'s room is ``r``."""
+    instances: tuple[int, ...] | None = None
+    """Each request slot's prefill instance (a bootstrap address of its own, ``prefill_ranks``
+    ranks each); ``None``: one instance."""
 
 
 @dataclass
@@ -133,6 +139,7 @@ class Harness:
         self.D, self.P = shape.decode_pages, shape.prefill_pages
         self.PR, self.DR, self.M = shape.prefill_ranks, shape.decode_ranks, shape.aux_slots
         self.heads = max(self.PR, self.DR)
+        self.NI = 1 + max(shape.instances) if shape.instances else 1  # prefill instances
         self.n_meta = self.M if self.M else max(4, self.R + 1)
         self.clock = FakeClock()
         self.patches: list = []
@@ -143,7 +150,7 @@ class Harness:
         self.aux_holder: list[list[int]] = []  # per decode rank: metadata slot -> instance tag
         self.wire = Wire(self._locate, aux_latency=self.M > 0)
         self.collective = Collective(self.DR)
-        self.to_prefill: list[list[tuple[int, list[bytes]]]] = [[] for _ in range(self.PR)]  # (from decode rank, frames)
+        self.to_prefill: list[list[tuple[int, list[bytes]]]] = [[] for _ in range(self.PR * self.NI)]  # (from decode rank, frames)
         self.to_decode: list[list[tuple[int, list[bytes]]]] = [[] for _ in range(self.DR)]  # (from prefill rank, frames)
         self.abort_log: list[tuple[int, int, int, int | None]] = []  # (instance, prefill rank, decode rank, generation)
         self.armed: dict[tuple[int, int], int] = {}  # (instance, decode rank) -> generation of its ABORT
@@ -201,7 +208,8 @@ class Harness:
         for dr in self.dranks:
             self._on_rank(dr.rank, dr.mgr.start_decode_thread)
             dr.inbox.wait_ready()
-        self.pranks: list[PrefillRank] = [build_prefill_rank(self, pr) for pr in range(self.PR)]
+        # prefill ranks of every instance: instance n's rank pr is pranks[n * PR + pr]
+        self.pranks: list[PrefillRank] = [build_prefill_rank(self, g) for g in range(self.PR * self.NI)]
         for p in self.pranks:
             self._on_rank(p.rank, p.mgr.start_prefill_thread, prefill=True)
             p.inbox.wait_ready()
@@ -214,7 +222,7 @@ class Harness:
     def _get_parallel(self):
         """``get_parallel()`` for the rank the calling thread acts for."""
         side, rank = getattr(self.parallel, "who", ("decode", 0))
-        return parallel_of(rank, self.PR if side == "prefill" else self.DR)
+        return parallel_of(rank % self.PR if side == "prefill" else rank, self.PR if side == "prefill" else self.DR)
 
     def _on_rank(self, rank: int, fn: Callable, *args, prefill: bool = False):
         """Run ``fn`` as rank ``rank`` (its ``get_parallel()``), in this thread."""
@@ -243,7 +251,8 @@ class Harness:
                 return sock, threading.Lock()
 
             def _get_bootstrap_info_from_server(self, prefill_dp_rank, cp_rank, target_tp_rank, pp_rank):
-                return {"rank_ip": PREFILL_HOST, "rank_port": PREFILL_PORT + int(target_tp_rank)}
+                inst = harness.instance_of_addr(self.bootstrap_addr)
+                return {"rank_ip": PREFILL_HOST, "rank_port": PREFILL_PORT + inst * harness.PR + int(target_tp_rank)}
 
             def _register_kv_args(self):
                 return True  # the registration is constructed on the prefill side
@@ -278,10 +287,32 @@ class Harness:
             p.worker_error = e
 
     # -- addresses --------------------------------------------------------------------------
+    def room(self, r: int) -> int:
+        """The ``bootstrap_room`` of request slot ``r``: ``1000 +`` the client's room with
+        client rooms (two slots may share it), ``1000 + r`` otherwise."""
+        return ROOM_BASE + (r if self.shape.rooms is None else self.shape.rooms[r])
+
+    def instance(self, r: int) -> int:
+        """The prefill instance serving request slot ``r``."""
+        return 0 if self.shape.instances is None else self.shape.instances[r]
+
+    def g(self, r: int, pr: int) -> int:
+        """The index in :attr:`pranks` of prefill rank ``pr`` of slot ``r``'s instance."""
+        return self.instance(r) * self.PR + pr
+
+    def instance_ranks(self, r: int) -> list[PrefillRank]:
+        """The prefill ranks of slot ``r``'s instance."""
+        return [self.pranks[self.g(r, pr)] for pr in range(self.PR)]
+
     @staticmethod
-    def room(r: int) -> int:
-        """The ``bootstrap_room`` of request slot ``r``."""
-        return ROOM_BASE + r
+    def bootstrap_port(inst: int) -> int:
+        """The bootstrap port of prefill instance ``inst`` (its rank ports follow ``PREFILL_PORT``)."""
+        return PREFILL_PORT + 500 * inst
+
+    @staticmethod
+    def instance_of_addr(addr: str) -> int:
+        """Which prefill instance a bootstrap address ``host:port`` names."""
+        return (int(str(addr).rsplit(":", 1)[1]) - PREFILL_PORT) // 500
 
     @staticmethod
     def session(d: int) -> str:
@@ -335,7 +366,8 @@ class Harness:
         req = m["schedule_batch"].Req(
             rid=self.rid(i), origin_input_text="", origin_input_ids=array("q", list(range(1, x.pages + 1))),
             sampling_params=m["sampling"].SamplingParams(max_new_tokens=8),
-            bootstrap_host=PREFILL_HOST, bootstrap_port=PREFILL_PORT, bootstrap_room=self.room(x.slot),
+            bootstrap_host=PREFILL_HOST, bootstrap_port=self.bootstrap_port(self.instance(x.slot)),
+            bootstrap_room=self.room(x.slot),
         )
         req.time_stats.trace_ctx = mock.MagicMock()
         if x.over_long:  # validate_input_length failed at the tokenizer: pending error + stub
@@ -421,7 +453,7 @@ class Harness:
         """``PrefillBootstrapQueue.add`` on every prefill rank: the door, then
         ``create_sender`` (a real ``MooncakeKVSender``)."""
         i = self.current[r]
-        for p in self.pranks:
+        for p in self.instance_ranks(r):
             req = self._req(i, "prefill", p.rank)
             p.senders[i] = req
             self._on_rank(p.rank, p.pbq.add, req, 1, prefill=True)
@@ -477,8 +509,8 @@ class Harness:
         dr.pq._num_published_destinations += 1
         dr.tq.extend([dreq])
         abort = self.m["common"].ABORT_TAG
-        for pr in range(self.PR):
-            self._deliver_to_prefill(pr, lambda src, f: src == d and f[0] != abort and f[0] == str(self.room(r)).encode())
+        for p in self.instance_ranks(r):
+            self._deliver_to_prefill(p.rank, lambda src, f: src == d and f[0] != abort and f[0] == str(self.room(r)).encode())
 
     def prefill_forward(self, r: int) -> None:
         """Bootstrap done on every prefill rank (its sender polls ``WaitingForInput``), a metadata
@@ -493,7 +525,7 @@ class Harness:
         for q in pages:
             self.src_owner[q] = self.tag(i)
         x.src, x.forwarded = pages, True
-        for p in self.pranks:
+        for p in self.instance_ranks(r):
             req = p.senders[i]
             sender = req.disagg_kv_sender
             status = self._on_rank(p.rank, sender.poll, prefill=True)
@@ -513,7 +545,7 @@ class Harness:
         """``MooncakeKVSender.send`` of chunk ``c`` on the prefill rank of write stream ``w``; its
         transfer worker dequeues it and starts the KV write (or skips it, for a failed room)."""
         i = self.current[r]
-        p = self.pranks[w]
+        p = self.pranks[self.g(r, w)]
         req = p.senders[i]
         with self.wire.cond:
             before, issued = p.queue.gets, self.wire.issued.get(p.rank, 0)
@@ -536,8 +568,10 @@ class Harness:
         last chunk, accounting and status, until it is back at its queue (or blocked on the
         metadata write, when the model has aux slots)."""
         i = self.current[r]
-        p = self.pranks[w]
-        page = self.instances[i].dest[c]
+        p = self.pranks[self.g(r, w)]
+        # with client rooms the write goes where transfer_infos[room] addressed it (possibly
+        # another request's page): the request's writes are found wherever they go
+        page = None if self.shape.rooms is not None else self.instances[i].dest[c]
         flying = self._writes(p.rank, i, page)
         if not flying:
             raise Divergent(f"no write of R{r} chunk {c} from P{p.rank} is in flight")
@@ -570,8 +604,8 @@ class Harness:
         """The metadata write lands in the slot it was addressed to; the worker concludes the
         transfer (status to decode), its accounting and a pending drain ack."""
         i = self.current[r]
-        p = self.pranks[0]
-        flying = self._writes(0, i, aux=True)
+        p = self.pranks[self.g(r, 0)]
+        flying = self._writes(p.rank, i, aux=True)
         if not flying:
             raise Divergent(f"no metadata write of R{r} is in flight")
         before = p.queue.gets
@@ -580,7 +614,7 @@ class Harness:
             self.wire.land(x)
         if not returned:
             self._wait_worker(p, before + 1)
-            self.in_call[0] = None
+            self.in_call[p.rank] = None
         self._check_workers()
 
     def prefill_transfer_done(self, r: int, pr: int) -> None:
@@ -588,13 +622,13 @@ class Harness:
         (``apply_prefill_status``).  When every rank concluded, the prefill scheduler frees the
         source pages and clears the senders."""
         i = self.current[r]
-        p = self.pranks[pr]
-        status = self._on_rank(pr, p.senders[i].disagg_kv_sender.poll, prefill=True)
+        p = self.pranks[self.g(r, pr)]
+        status = self._on_rank(p.rank, p.senders[i].disagg_kv_sender.poll, prefill=True)
         if status != self.m["base"].KVPoll.Success:
             raise Divergent(f"R{r}: the sender of P{pr} polls {status!r}, not Success")
         self._deliver_status(r, pr)
         p.concluded.add(i)
-        if all(i in q.concluded for q in self.pranks):
+        if all(i in q.concluded for q in self.instance_ranks(r)):
             self._end_on_prefill(i)
 
     def prefill_transfer_failed(self, r: int, pr: int) -> None:
@@ -603,15 +637,16 @@ class Harness:
         runs ``_poison_unsettled_send`` and ``conclude_failure``); otherwise the worker's
         ``conclude_failure``.  The Failed status reaches decode."""
         i = self.current[r]
-        p = self.pranks[pr]
-        flying = self._writes(pr, i, returned=False) + (self._writes(pr, i, aux=True, returned=False) if self.M else [])
+        p = self.pranks[self.g(r, pr)]
+        flying = (self._writes(p.rank, i, returned=False)
+                  + (self._writes(p.rank, i, aux=True, returned=False) if self.M else []))
         if flying:
             before = p.queue.gets
             for w in flying:
                 w.result = -1
                 w.landed.set()  # the call returns; the bytes stay in flight until they land
             self._wait_worker(p, before + 1)
-            self.in_call[pr] = None
+            self.in_call[p.rank] = None
             for d in range(self.DR):
                 p.mgr._unblacklist_session(self.session(d))  # the failed-session probe succeeds
         else:
@@ -633,7 +668,7 @@ class Harness:
             return
         x.prefill_ended = True
         failed = self.m["base"].KVPoll.Failed
-        for p in self.pranks:
+        for p in self.instance_ranks(x.slot):
             if i not in p.senders:  # aborted before it reached prefill: it arrives, already aborted
                 req = self._req(i, "prefill", p.rank)
                 p.senders[i] = req
@@ -758,13 +793,14 @@ class Harness:
         i = self.current[r]
         abort = self.m["common"].ABORT_TAG
         mine = lambda src, f: f[0] == abort and int(f[1]) == self.room(r)  # noqa: E731
-        if any(mine(src, f) for src, f in self.to_prefill[pr]):
-            self._deliver_to_prefill(pr, mine)
+        g = self.g(r, pr)
+        if any(mine(src, f) for src, f in self.to_prefill[g]):
+            self._deliver_to_prefill(g, mine)
         else:
-            req = self.pranks[pr].senders.get(i)
+            req = self.pranks[g].senders.get(i)
             sender = getattr(req, "disagg_kv_sender", None) if req is not None else None
             if sender is not None:
-                self._on_rank(pr, sender.abort, prefill=True)
+                self._on_rank(g, sender.abort, prefill=True)
         if not self.instances[i].forwarded:
             self._end_on_prefill(i)
 
@@ -776,8 +812,9 @@ class Harness:
         i = self.current[r]
         targets = self._ack_targets(i, pr)
         ack = self.m["common"].ABORT_ACK_TAG
+        src_rank = self.g(r, pr)
         for d, g in targets:
-            if not any(src == pr and f[0] == ack and int(f[1]) == self.room(r) and len(f) > 3 and int(f[3]) == g
+            if not any(src == src_rank and f[0] == ack and int(f[1]) == self.room(r) and len(f) > 3 and int(f[3]) == g
                        for src, f in self.to_decode[d]):
                 raise Divergent(f"SGLang's P{pr} sent no ABORT_ACK with generation {g} to D{d} for R{r}'s room")
         self.model_ack[(r, pr)] = (i, targets)
@@ -795,8 +832,9 @@ class Harness:
             raise Divergent(f"no ABORT_ACK from P{pr} for R{r}'s room is on its way")
         _, targets = msg
         ack = self.m["common"].ABORT_ACK_TAG
+        src_rank = self.g(r, pr)
         for d, g in targets:
-            mine = lambda src, f: (src == pr and f[0] == ack and int(f[1]) == self.room(r)  # noqa: E731
+            mine = lambda src, f: (src == src_rank and f[0] == ack and int(f[1]) == self.room(r)  # noqa: E731
                                    and len(f) > 3 and int(f[3]) == g)
             if not any(mine(src, f) for src, f in self.to_decode[d]):
                 raise Divergent(f"the ABORT_ACK from P{pr} to D{d} for R{r}'s room is no longer on its way")
@@ -806,16 +844,18 @@ class Harness:
         """The drain ack of prefill rank ``pr`` is lost on its way to decode (every ABORT_ACK
         frame of the room from that rank still queued)."""
         ack = self.m["common"].ABORT_ACK_TAG
+        src_rank = self.g(r, pr)
         for d in range(self.DR):
             self.to_decode[d] = [(src, f) for src, f in self.to_decode[d]
-                                 if not (src == pr and f[0] == ack and int(f[1]) == self.room(r))]
+                                 if not (src == src_rank and f[0] == ack and int(f[1]) == self.room(r))]
         self.model_ack.pop((r, pr), None)
 
     def net_drop_abort(self, r: int, pr: int) -> None:
         """An ABORT is lost on its way to prefill rank ``pr``."""
         abort = self.m["common"].ABORT_TAG
-        self.to_prefill[pr] = [(src, f) for src, f in self.to_prefill[pr]
-                               if not (f[0] == abort and int(f[1]) == self.room(r))]
+        g = self.g(r, pr)
+        self.to_prefill[g] = [(src, f) for src, f in self.to_prefill[g]
+                              if not (f[0] == abort and int(f[1]) == self.room(r))]
 
     def decode_release_deferred(self, r: int) -> None:
         """``resolve_deferred_releases`` on every decode rank, on this request's entry: each
@@ -874,8 +914,9 @@ class Harness:
     def _deliver_status(self, r: int, pr: int) -> None:
         ack = self.m["common"].ABORT_ACK_TAG
         room = str(self.room(r)).encode()
+        src_rank = self.g(r, pr)
         for d in range(self.DR):
-            self._deliver_to_decode(d, lambda src, f: src == pr and f[0] != ack and f[0] == room)
+            self._deliver_to_decode(d, lambda src, f: src == src_rank and f[0] != ack and f[0] == room)
 
     def _on_abort_sent(self, d: int, pr: int, frames: list[bytes]) -> None:
         """An ABORT leaving decode rank ``d`` for prefill rank ``pr``: record it; a generation
@@ -884,8 +925,8 @@ class Harness:
         if not frames or frames[0] != common.ABORT_TAG:
             return
         n = common.AbortNotification.from_zmq(frames)
-        r = n.room - ROOM_BASE
-        i = self.current[r]
+        i = self._sender_of_abort(d, n.room, n.generation)
+        pr %= self.PR  # the rank within the request's prefill instance
         self.abort_log.append((i, pr, d, n.generation))
         if n.generation is not None:
             self.armed[(i, d)] = n.generation
@@ -899,10 +940,28 @@ class Harness:
         room when it carries that request's armed generation."""
         if not frames or frames[0] != self.m["common"].ABORT_ACK_TAG or len(frames) < 4:
             return
-        r = int(frames[1]) - ROOM_BASE
-        i = self.current[r]
-        if self.armed.get((i, d)) == int(frames[3]):
-            self.acks_seen.add((i, pr))
+        for r in self._slots_of_room(int(frames[1])):
+            i = self.current[r]
+            if self.armed.get((i, d)) == int(frames[3]):
+                self.acks_seen.add((i, pr % self.PR))
+
+    def _slots_of_room(self, room: int) -> list[int]:
+        """The request slots whose ``bootstrap_room`` is ``room`` (several with client rooms)."""
+        return [r for r in range(self.R) if self.room(r) == room]
+
+    def _sender_of_abort(self, d: int, room: int, generation) -> int:
+        """The request instance whose decode receiver on rank ``d`` sends an ABORT for ``room``:
+        the one slot of the room, or with client rooms the one whose receiver armed
+        ``generation`` (or, unarmed, the one that has notified)."""
+        slots = self._slots_of_room(room)
+        if len(slots) > 1:
+            for r in slots:
+                dreq = self.dranks[d].reqs.get(self.current[r])
+                rcv = getattr(dreq, "kv_receiver", None)
+                if rcv is not None and (rcv._abort_generation == generation if generation is not None
+                                        else rcv.abort_notified):
+                    return self.current[r]
+        return self.current[slots[0]]
 
     def acks_sent(self) -> set[tuple[int, int]]:
         """(slot, prefill rank) of the drain acks SGLang has sent for each slot's current request."""
@@ -934,7 +993,8 @@ class Harness:
             if any(w.drank == d and page in w.pages for w in self.wire.in_flight):
                 return True
         for pr, call in self.in_call.items():
-            if call is not None and self.instances[call[0]].dest[call[1]] == page:
+            dest = self.instances[call[0]].dest if call is not None else None
+            if dest is not None and dest[call[1]] == page:
                 return True
         return False
 

@@ -44,6 +44,8 @@ CHOICE_FLAGS = {
     "required_acks": ("every_prefill_rank", "SGLang 0.5.23 waits for len(bootstrap_infos) acks"),
     "hold_combine": ("max", "SGLang 0.5.23 MAX-reduces the hold decision"),
     "ready_combine": ("min", "SGLang 0.5.23 MIN-reduces readiness"),
+    "decode_allocation_policy": ("early", "the harness runs 0.5.23's default allocation policy; "
+                                 "prefill_complete's deferred allocation is not wired"),
 }
 """String flags whose value must be 0.5.23's: flag -> (value, why)."""
 
@@ -107,7 +109,12 @@ def harness_for(scenario: Scenario, spec) -> Harness:
                            "their gcd, SGLang's _resolve_rank_mapping in contiguous blocks")
     opts = Options(deferred_release=e.release_policy != "immediate", timeout_ticks=e.timeout)
     reqs = tuple((spec.k.tenant[r], spec.pages(r), spec.over_long(r)) for r in range(spec.k.R))
-    shape = Shape(reqs, cfg.decode_pages, cfg.prefill_pages, cfg.prefill_ranks, cfg.decode_ranks, cfg.aux_slots)
+    rooms = instances = None
+    if e.room_policy == "client":
+        rooms = tuple(cfg.room_of(r) for r in range(spec.k.R))
+        instances = tuple(q.prefill_instance for q in cfg.requests)
+    shape = Shape(reqs, cfg.decode_pages, cfg.prefill_pages, cfg.prefill_ranks, cfg.decode_ranks, cfg.aux_slots,
+                  rooms, instances)
     return Harness(shape, opts)
 
 
@@ -117,7 +124,8 @@ def _write_after_release(machine: Machine, state: bytes) -> bool:
         for w in range(k.S):
             for c in range(spec.send_len(r)):
                 if state[lay.slot("wr", r, w, c)] >= WR_FLIGHT:
-                    if state[lay.slot("owner", state[lay.slot("dest", r, c)])] != r + 1:
+                    name, idx = spec.write_dest(r, w, c)
+                    if state[lay.slot("owner", state[lay.slot(name, *idx)])] != r + 1:
                         return True
         if k.M and state[lay.slot("aux_wr", r)] >= WR_FLIGHT:
             if state[lay.slot("aux_owner", state[lay.slot("aux", r)])] != r + 1:

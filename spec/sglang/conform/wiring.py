@@ -148,9 +148,11 @@ def _scheduler(m: dict, stream_output) -> SimpleNamespace:
     return sched
 
 
-def build_prefill_rank(h, pr: int) -> PrefillRank:
-    """Prefill rank ``pr`` of harness ``h``: the manager (its real bootstrap thread is started
-    by the caller), the bootstrap queue, the worker queue and the pools."""
+def build_prefill_rank(h, g: int) -> PrefillRank:
+    """Prefill rank ``g`` of harness ``h`` (rank ``g % prefill_ranks`` of instance
+    ``g // prefill_ranks``; one instance unless the scenario routes requests to two): the
+    manager (its real bootstrap thread is started by the caller), the bootstrap queue, the
+    worker queue and the pools."""
     import torch
 
     from kvproof.spec.sglang.conform.fakes import FakeTransferEngine, Inbox, WorkerQueue
@@ -162,10 +164,11 @@ def build_prefill_rank(h, pr: int) -> PrefillRank:
     k_pool = torch.zeros((h.P, item), dtype=torch.uint8)
     v_pool = torch.zeros((h.P, item), dtype=torch.uint8)
     meta, meta_alloc = _metadata(m, max(4, h.R + 1))  # prefill's own slots: not modelled, never short
+    pr, inst = g % h.PR, g // h.PR
     mgr = make_manager(m, utils.DisaggregationMode.PREFILL, pr, h.PR, h.opt.deferred_release)
-    mgr.local_ip, mgr.rank_port = PREFILL_HOST, PREFILL_PORT + pr
-    mgr.bootstrap_port = PREFILL_PORT
-    inbox = Inbox(f"prefill rank {pr} bootstrap")
+    mgr.local_ip, mgr.rank_port = PREFILL_HOST, PREFILL_PORT + g
+    mgr.bootstrap_port = h.bootstrap_port(inst)
+    inbox = Inbox(f"prefill rank {g} bootstrap")
     mgr.server_socket = inbox
     mgr.transfer_infos = {}
     mgr.req_to_decode_prefix_len = {}
@@ -197,10 +200,10 @@ def build_prefill_rank(h, pr: int) -> PrefillRank:
             dst_kv_item_len=dr.heads * HEAD_BYTES, dst_attn_tp_size=h.DR, dst_tp_rank=d, requires_dcp_relayout=False,
             dst_kv_layer_ids=None, dst_state_data_ptrs=[], staging_base_ptr=0, staging_total_size=0,
         )
-    mgr._send_multipart_locked = lambda endpoint, parts, is_ipv6=False: h.route_to_decode(pr, endpoint, parts)
+    mgr._send_multipart_locked = lambda endpoint, parts, is_ipv6=False: h.route_to_decode(g, endpoint, parts)
     mgr._validate_envelope_kv_layout = lambda *a, **kw: None
     mgr._get_dsa_cache_transfer_skip_flags = lambda info: (False, False)
-    engine = FakeTransferEngine(h.wire, pr, h.decode_rank_of_session)
+    engine = FakeTransferEngine(h.wire, g, h.decode_rank_of_session)
     mgr.engine = engine
     queue = WorkerQueue(h.wire)
     mgr.transfer_queues = [queue]
@@ -211,10 +214,10 @@ def build_prefill_rank(h, pr: int) -> PrefillRank:
     pbq.queue = []
     pbq.kv_manager = mgr
     pbq.transfer_backend = utils.TransferBackend.MOONCAKE
-    pbq.bootstrap_port = PREFILL_PORT
+    pbq.bootstrap_port = h.bootstrap_port(inst)
     pbq.max_input_len = 1 << 30
     pbq.req_to_metadata_buffer_idx_allocator = meta_alloc
-    return PrefillRank(pr, mgr, pbq, k_pool, v_pool, meta, meta_alloc, inbox, queue, engine, executor, sched, heads)
+    return PrefillRank(g, mgr, pbq, k_pool, v_pool, meta, meta_alloc, inbox, queue, engine, executor, sched, heads)
 
 
 def build_decode_rank(h, d: int) -> DecodeRank:
@@ -243,7 +246,7 @@ def build_decode_rank(h, d: int) -> DecodeRank:
     info = common.PrefillServerInfo(attn_tp_size=h.PR, attn_cp_size=1, dp_size=1, pp_size=1, page_size=1,
                                     kv_cache_dtype="auto", follow_bootstrap_room=True)
     mgr._resolve_rank_mapping(info)  # SGLang's own TP rank mapping: target ranks, response counts
-    mgr.prefill_info_table = {f"{PREFILL_HOST}:{PREFILL_PORT}": info}
+    mgr.prefill_info_table = {f"{PREFILL_HOST}:{h.bootstrap_port(n)}": info for n in range(h.NI)}
     mgr.addr_to_rooms_tracker = defaultdict(set)
     mgr.prefill_response_tracker = {}
     mgr._deferred_abort_ack_tracker = {}
