@@ -43,6 +43,24 @@ class ReleaseWithoutAck(PdProtocol):
         self.release_decode(s, n, r)
 
 
+class AckNamesTheRoom(PdProtocol):
+    """The fan-out's ack target is the room, not the rank: decode records one prefill rank's drain
+    ack for every prefill rank of the room, so the other ranks' writes are never waited for."""
+
+    def decode_handle_abort_ack(self, s, n, r, pr):
+        super().decode_handle_abort_ack(s, n, r, pr)
+        o = s.ops
+        for x in self.prs:
+            n.acked[r, x] = o.ite(n.acked[r, pr] == 1, 1, s.acked[r, x])
+
+
+class DeferredReleaseAsWritten(PdProtocol):
+    """Adds nothing: the deferred release through ``super()``."""
+
+    def decode_release_deferred(self, s, n, r):
+        super().decode_release_deferred(s, n, r)
+
+
 class FreeSourceOnFailure(PdProtocol):
     """Prefill frees source pages on failure whatever the flag says."""
 
@@ -132,6 +150,13 @@ MUTANTS = [
      "success_implies_full_coverage"),
     ("no timeout after a lost ack", "lost-drain-ack-timeout",
      PdProtocol(_flag("lost-drain-ack-timeout", release_policy="drain_ack")), "quiescent_holds_nothing"),
+    ("release without the ack check (release_justified)", "pr-35049-drain-ack",
+     ReleaseWithoutAck(builtin("pr-35049-drain-ack").config), "release_justified"),
+    ("fan-out: one rank's ack recorded for the room", "tp2-every-rank",
+     AckNamesTheRoom(builtin("tp2-every-rank").config), "release_justified"),
+    ("the cleared-room fix under a deadline", "pr-40645",
+     PdProtocol(_flag("pr-40645", release_policy="drain_ack_or_timeout", write_latency_bound=1)),
+     "release_justified"),
     ("a landing carries the writer's own KV (H8's data effect)", "failure-source-reuse",
      LandingCarriesWritersKV(builtin("failure-source-reuse").config), "no_cross_tenant_read"),
 ]
@@ -161,6 +186,20 @@ def test_the_unmutated_engine_holds_the_same_claim(name, scenario, spec, claim):
 def test_the_catalogue_gate_expects_the_claim_the_mutant_breaks(name, scenario, spec, claim):
     sc = builtin(scenario)
     assert sc.expectations(sc.build())[claim] == "verified"  # so `kvproof check` flags the mutant
+
+
+def test_a_variant_that_adds_nothing_keeps_release_justified():
+    base = builtin("pr-40645")
+    ex_base, hit_base = _hit(base.build(), "release_justified", stop=False)
+    ex, hit = _hit(DeferredReleaseAsWritten(base.config), "release_justified", stop=False)
+    assert ex.complete and not hit and not hit_base
+    assert ex.stats.states == ex_base.stats.states
+
+
+def test_the_fan_out_mutant_releases_on_one_rank_s_ack_only_with_a_write_left():
+    # release_justified fails where the base claims fail too (a write of the other rank lands after)
+    _, hit = _hit(AckNamesTheRoom(builtin("tp2-every-rank").config), "no_write_after_release", stop=True)
+    assert hit
 
 
 # failure-source-reuse: R0 fails with its write in flight; decode and prefill free its pages at
