@@ -15,6 +15,7 @@ import pytest
 
 from kvproof.checker.explicit import explore
 from kvproof.model.machine import Machine
+from kvproof.spec.sglang.config import Request
 from kvproof.spec.sglang.protocol import PdProtocol
 from kvproof.spec.sglang.state import (
     ACK_DRAIN, D_ENDED, D_HELD, FREE, OUT_SUCCESS, P_ENDED, PAB_ACKED, PAB_RECEIVED, READ_OWN, WR_FLIGHT, WR_LANDED,
@@ -227,6 +228,45 @@ def test_the_writers_own_kv_on_the_same_steps_is_a_cross_tenant_read():
     named = m.spec.layout.decode(m.run(*LATE_LANDING))
     assert named["content"] == [["R0"]]
     assert named["read"] == ["none", "cross_tenant"]
+
+
+class OnlyR1Fails:
+    """A transfer that fails for one request only (R1; a bad destination session, say), so the
+    tenants of the requests that can meet its late write are fixed by the order of arrival."""
+
+    def prefill_transfer_failed(self, s, n, r, pr):
+        s.require(r == 1)
+        super().prefill_transfer_failed(s, n, r, pr)
+
+
+class OnlyR1FailsSpec(OnlyR1Fails, PdProtocol):
+    """:class:`OnlyR1Fails` on the base protocol."""
+
+
+class OnlyR1FailsWritersKV(OnlyR1Fails, LandingCarriesWritersKV):
+    """:class:`OnlyR1Fails` with H8's data effect dropped."""
+
+
+def _third_tenant_reads(spec_class, held: bool) -> bool:
+    # R0 (tenant B), R1 and R2 (tenant A), FIFO at the doors; R1 fails with its write in flight and
+    # decode frees its page at once (H7), so only R2 can reserve it; only R0 can forward onto the
+    # source page R1 freed early (H8).  Is a cross-tenant read reachable?
+    c = builtin("failure-source-reuse").config
+    cfg = replace(c, decode_pages=2, prefill_pages=2, requests=(Request("B", 1), Request("A", 1), Request("A", 1)),
+                  engine=replace(c.engine, hold_source_until_drained=held))
+    ex, hit = _hit(spec_class(cfg), "no_cross_tenant_read", stop=False)
+    assert ex.complete
+    return hit
+
+
+def test_a_reused_source_page_s_content_at_landing_time_reaches_a_read_only_before_the_h8_fix():
+    # before the fix R1's late write carries R0's KV (tenant B) out of the reused source page into
+    # R2's page: a cross-tenant read; with the source held it carries R1's own KV (tenant A): R2
+    # still reads a foreign page (H7), never another tenant's
+    assert _third_tenant_reads(OnlyR1FailsSpec, held=False)
+    assert not _third_tenant_reads(OnlyR1FailsSpec, held=True)
+    # and it is the content at landing time that does it: a landing with the writer's own KV
+    assert not _third_tenant_reads(OnlyR1FailsWritersKV, held=False)
 
 
 # -- the mutation gate (bench/mutation.py): its list still applies, and a few of its mutants ---------
