@@ -67,3 +67,18 @@ def test_certify_against_a_scenario_file(tmp_path, capsys):
     capsys.readouterr()
     assert main(["certify", str(cert), "--scenario", str(other)]) == 1
     assert f"the stored scenario differs from {SMALL} ({other}) in engine.timeout" in capsys.readouterr()[0]
+
+
+def test_only_the_expectations_of_proved_invariants_are_part_of_the_stored_scenario(tmp_path):
+    # a claim the certificate does not prove (a witness here, or an invariant a scenario expects
+    # violated) may change its expectation; one it proves may not
+    data = builtin(SMALL).to_data()
+    cert = read_certificate(committed())
+    assert "no_write_after_release" in cert.proves and "sometimes_request_succeeds" not in cert.proves
+    witness = tmp_path / "witness.toml"
+    witness.write_text(tomli_w.dumps({**data, "expect": {**data["expect"], "sometimes_request_succeeds": "unreachable"}}))
+    assert match_catalogue(cert, load_scenario(witness)).problems == []
+    proved = tmp_path / "proved.toml"
+    proved.write_text(tomli_w.dumps({**data, "expect": {**data["expect"], "no_write_after_release": "violated"}}))
+    problems = match_catalogue(cert, load_scenario(proved)).problems
+    assert f"the stored scenario differs from {SMALL} ({proved}) in expect.no_write_after_release" in problems

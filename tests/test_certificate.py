@@ -32,7 +32,7 @@ def test_the_writer_reproduces_a_committed_certificate_byte_for_byte(tmp_path):
 def test_a_committed_certificate_checks_in_both_solvers_and_against_the_catalogue(tmp_path):
     rc = recheck(fresh_copy(tmp_path))
     assert rc.ok, rc.problems
-    assert rc.scenario == SMALL and len(rc.invariants) == 9
+    assert rc.scenario == SMALL and len(rc.invariants) == 10
     assert rc.solvers == {s: {"init_implies_inv": "unsat", "inv_is_inductive": "unsat", "inv_implies_safe": "unsat"}
                           for s in ("z3", "cvc5")}
     assert rc.equivalence == {"init": "unsat", "typed": "unsat", "trans": "unsat", "safe": "unsat"}
@@ -173,7 +173,7 @@ def test_certify_exits_1_naming_each_failure_on_its_own_line(tmp_path, capsys):
     out, _ = capsys.readouterr()
     assert code == 1
     lines = out.splitlines()
-    assert lines[0].startswith("FAILED ") and lines[0].endswith("(ack-target-cleared: 9 invariants)")
+    assert lines[0].startswith("FAILED ") and lines[0].endswith("(ack-target-cleared: 10 invariants)")
     assert lines[1] == "       trans is not today's encoding of ack-target-cleared (a state where they differ exists)"
     assert lines[2].startswith("ok ")
     assert lines[3] == "1 of 2 certificates check"

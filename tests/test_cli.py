@@ -155,7 +155,7 @@ def test_check_writes_junit_sarif_and_html_together(capsys, tmp_path):
     assert code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j.xml", "r.html", "s.sarif"]
     assert json.loads((tmp_path / "s.sarif").read_text())["runs"][0]["results"] == []
-    assert 'tests="13"' in (tmp_path / "j.xml").read_text()  # abort-race: 10 invariants, 3 witnesses
+    assert 'tests="14"' in (tmp_path / "j.xml").read_text()  # abort-race: 11 invariants, 3 witnesses
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -292,6 +292,7 @@ ordered_arrivals = false
 decode_reads_only_own_pages = "violated"
 no_cross_tenant_read = "violated"
 no_write_after_release = "violated"
+release_justified = "violated"
 """
 
 
@@ -339,8 +340,8 @@ def test_prove_refutes_with_a_trace_and_proves_the_rest(capsys, tmp_path):
     assert rows["rejected_never_reserves"]["verdict"] == "refuted" and rows["rejected_never_reserves"]["length"] == 1
     assert code == 0 and {r["verdict"] for r in rows.values()} == {"proved", "refuted"}
     assert rows["no_cross_tenant_read"]["verdict"] == "proved" and rows["no_write_after_release"]["verdict"] == "proved"
-    assert doc["summary"] == {"command": "prove", "ran": "1 scenario, 10 invariants (inductive invariant and k-induction)",
-                              "matched": 10, "mismatched": 0, "inconclusive": 0, "exit_code": 0,
+    assert doc["summary"] == {"command": "prove", "ran": "1 scenario, 11 invariants (inductive invariant and k-induction)",
+                              "matched": 11, "mismatched": 0, "inconclusive": 0, "exit_code": 0,
                               "meaning": "every invariant is proved or refuted as expected"}  # the closing line's
     assert (tmp_path / "placeholder-fresh-pages.smt2").is_file()
     assert any(p.name.startswith("placeholder-fresh-pages") and "decode_reads_only_own_pages" in p.name

@@ -48,11 +48,11 @@ def test_check_ends_with_the_closing_line_and_its_json_has_the_summary(capsys, m
     monkeypatch.setenv("TERM", "xterm-256color")  # a pipe gets no colour whatever the terminal type
     code, out, _ = run(capsys, "check", "incident", "--no-traces")
     assert code == 0 and "\x1b[" not in out
-    assert out.splitlines()[-1] == ("kvproof check: 1 scenario, 12 claims (explicit search): 12 matched, "
+    assert out.splitlines()[-1] == ("kvproof check: 1 scenario, 13 claims (explicit search): 13 matched, "
                                     "0 mismatched, 0 inconclusive; exit 0: every verdict matches its expectation")
     code, out, _ = run(capsys, "check", "incident", "--no-traces", "--json")
     assert code == 0 and json.loads(out)["summary"] == {
-        "command": "check", "ran": "1 scenario, 12 claims (explicit search)", "matched": 12, "mismatched": 0,
+        "command": "check", "ran": "1 scenario, 13 claims (explicit search)", "matched": 13, "mismatched": 0,
         "inconclusive": 0, "exit_code": 0, "meaning": "every verdict matches its expectation"}
     code, out, _ = run(capsys, "check", "incident", "--no-traces", "--quiet")
     assert code == 0 and out == ""  # --quiet prints nothing, the closing line included
@@ -72,15 +72,15 @@ def test_the_closing_line_counts_mismatches_and_inconclusive_claims(capsys, tmp_
     assert doc["summary"]["meaning"] == "a verdict does not match its expectation"
     code, out, _ = run(capsys, "check", "v0.5.22", "--max-states", "100", "--no-traces")
     assert code == 2 and out.splitlines()[-1] == (
-        "kvproof check: 1 scenario, 14 claims (explicit search): 0 matched, 0 mismatched, 14 inconclusive; "
+        "kvproof check: 1 scenario, 15 claims (explicit search): 0 matched, 0 mismatched, 15 inconclusive; "
         "exit 2: a result is inconclusive (a limit cut the work short)")
 
 
 def test_the_z3_engines_close_with_the_line(capsys):
     code, out, _ = run(capsys, "check", "abort-race", "--engine", "bmc", "--depth", "3", "--no-traces", "--json")
-    assert code == 2 and json.loads(out)["summary"]["ran"] == "1 scenario, 13 claims (bounded model checking to depth 3)"
+    assert code == 2 and json.loads(out)["summary"]["ran"] == "1 scenario, 14 claims (bounded model checking to depth 3)"
     code, out, _ = run(capsys, "check", "pr-41404", "--engine", "both", "--depth", "3", "--no-traces")
-    assert code == 2 and out.splitlines()[-1].startswith("kvproof check: 1 scenario, 12 claims (explicit search "
+    assert code == 2 and out.splitlines()[-1].startswith("kvproof check: 1 scenario, 13 claims (explicit search "
                                                          "and Z3 compared: 0 disagreements, ")
     assert out.splitlines()[-1].endswith("; exit 2: agreement not established")
     # prove's summary when it proves: tests/test_cli.py::test_prove_refutes_with_a_trace_and_proves_the_rest
@@ -88,7 +88,7 @@ def test_the_z3_engines_close_with_the_line(capsys):
 
 def test_report_replay_and_diff_close_with_the_line(capsys, tmp_path):
     code, out, _ = run(capsys, "report", "incident", "-o", str(tmp_path / "r.html"))
-    assert code == 0 and out.splitlines()[-1].startswith("kvproof report: 1 scenario, 12 claims (explicit search): 12 ")
+    assert code == 0 and out.splitlines()[-1].startswith("kvproof report: 1 scenario, 13 claims (explicit search): 13 ")
     code, out, _ = run(capsys, "replay", str(TRACE))
     assert code == 0 and out.splitlines()[-1] == (
         "kvproof replay: 1 trace of 18 steps (incident, no_cross_tenant_read): 1 matched, 0 mismatched, "
@@ -102,7 +102,7 @@ def test_report_replay_and_diff_close_with_the_line(capsys, tmp_path):
 def test_prove_with_a_state_limit_is_inconclusive(capsys):
     code, out, _ = run(capsys, "prove", "placeholder-fresh-pages", "--max-states", "5", "--no-certificates",
                        "--no-traces", "--json")
-    assert code == 2 and json.loads(out)["summary"]["inconclusive"] == 10
+    assert code == 2 and json.loads(out)["summary"]["inconclusive"] == 11
 
 
 def test_certify_closes_with_how_many_certificates_check(capsys):

@@ -15,6 +15,7 @@ import pytest
 
 from kvproof.checker.explicit import explore
 from kvproof.model.machine import Machine
+from kvproof.spec.sglang.config import Request
 from kvproof.spec.sglang.protocol import PdProtocol
 from kvproof.spec.sglang.state import (
     ACK_DRAIN, D_ENDED, D_HELD, FREE, OUT_SUCCESS, P_ENDED, PAB_ACKED, PAB_RECEIVED, READ_OWN, WR_FLIGHT, WR_LANDED,
@@ -41,6 +42,24 @@ class ReleaseWithoutAck(PdProtocol):
         s.require(o.eq(s.d_phase[r], D_HELD))
         n.d_phase[r] = D_ENDED
         self.release_decode(s, n, r)
+
+
+class AckNamesTheRoom(PdProtocol):
+    """The fan-out's ack target is the room, not the rank: decode records one prefill rank's drain
+    ack for every prefill rank of the room, so the other ranks' writes are never waited for."""
+
+    def decode_handle_abort_ack(self, s, n, r, pr):
+        super().decode_handle_abort_ack(s, n, r, pr)
+        o = s.ops
+        for x in self.prs:
+            n.acked[r, x] = o.ite(n.acked[r, pr] == 1, 1, s.acked[r, x])
+
+
+class DeferredReleaseAsWritten(PdProtocol):
+    """Adds nothing: the deferred release through ``super()``."""
+
+    def decode_release_deferred(self, s, n, r):
+        super().decode_release_deferred(s, n, r)
 
 
 class FreeSourceOnFailure(PdProtocol):
@@ -132,6 +151,13 @@ MUTANTS = [
      "success_implies_full_coverage"),
     ("no timeout after a lost ack", "lost-drain-ack-timeout",
      PdProtocol(_flag("lost-drain-ack-timeout", release_policy="drain_ack")), "quiescent_holds_nothing"),
+    ("release without the ack check (release_justified)", "pr-35049-drain-ack",
+     ReleaseWithoutAck(builtin("pr-35049-drain-ack").config), "release_justified"),
+    ("fan-out: one rank's ack recorded for the room", "tp2-every-rank",
+     AckNamesTheRoom(builtin("tp2-every-rank").config), "release_justified"),
+    ("the cleared-room fix under a deadline", "pr-40645",
+     PdProtocol(_flag("pr-40645", release_policy="drain_ack_or_timeout", write_latency_bound=1)),
+     "release_justified"),
     ("a landing carries the writer's own KV (H8's data effect)", "failure-source-reuse",
      LandingCarriesWritersKV(builtin("failure-source-reuse").config), "no_cross_tenant_read"),
 ]
@@ -163,6 +189,20 @@ def test_the_catalogue_gate_expects_the_claim_the_mutant_breaks(name, scenario, 
     assert sc.expectations(sc.build())[claim] == "verified"  # so `kvproof check` flags the mutant
 
 
+def test_a_variant_that_adds_nothing_keeps_release_justified():
+    base = builtin("pr-40645")
+    ex_base, hit_base = _hit(base.build(), "release_justified", stop=False)
+    ex, hit = _hit(DeferredReleaseAsWritten(base.config), "release_justified", stop=False)
+    assert ex.complete and not hit and not hit_base
+    assert ex.stats.states == ex_base.stats.states
+
+
+def test_the_fan_out_mutant_releases_on_one_rank_s_ack_only_with_a_write_left():
+    # release_justified fails where the base claims fail too (a write of the other rank lands after)
+    _, hit = _hit(AckNamesTheRoom(builtin("tp2-every-rank").config), "no_write_after_release", stop=True)
+    assert hit
+
+
 # failure-source-reuse: R0 fails with its write in flight; decode and prefill free its pages at
 # once (H7, H8); R1 takes both, and R0's write lands after R1's own write, before R1's read.
 LATE_LANDING = [
@@ -188,6 +228,45 @@ def test_the_writers_own_kv_on_the_same_steps_is_a_cross_tenant_read():
     named = m.spec.layout.decode(m.run(*LATE_LANDING))
     assert named["content"] == [["R0"]]
     assert named["read"] == ["none", "cross_tenant"]
+
+
+class OnlyR1Fails:
+    """A transfer that fails for one request only (R1; a bad destination session, say), so the
+    tenants of the requests that can meet its late write are fixed by the order of arrival."""
+
+    def prefill_transfer_failed(self, s, n, r, pr):
+        s.require(r == 1)
+        super().prefill_transfer_failed(s, n, r, pr)
+
+
+class OnlyR1FailsSpec(OnlyR1Fails, PdProtocol):
+    """:class:`OnlyR1Fails` on the base protocol."""
+
+
+class OnlyR1FailsWritersKV(OnlyR1Fails, LandingCarriesWritersKV):
+    """:class:`OnlyR1Fails` with H8's data effect dropped."""
+
+
+def _third_tenant_reads(spec_class, held: bool) -> bool:
+    # R0 (tenant B), R1 and R2 (tenant A), FIFO at the doors; R1 fails with its write in flight and
+    # decode frees its page at once (H7), so only R2 can reserve it; only R0 can forward onto the
+    # source page R1 freed early (H8).  Is a cross-tenant read reachable?
+    c = builtin("failure-source-reuse").config
+    cfg = replace(c, decode_pages=2, prefill_pages=2, requests=(Request("B", 1), Request("A", 1), Request("A", 1)),
+                  engine=replace(c.engine, hold_source_until_drained=held))
+    ex, hit = _hit(spec_class(cfg), "no_cross_tenant_read", stop=False)
+    assert ex.complete
+    return hit
+
+
+def test_a_reused_source_page_s_content_at_landing_time_reaches_a_read_only_before_the_h8_fix():
+    # before the fix R1's late write carries R0's KV (tenant B) out of the reused source page into
+    # R2's page: a cross-tenant read; with the source held it carries R1's own KV (tenant A): R2
+    # still reads a foreign page (H7), never another tenant's
+    assert _third_tenant_reads(OnlyR1FailsSpec, held=False)
+    assert not _third_tenant_reads(OnlyR1FailsSpec, held=True)
+    # and it is the content at landing time that does it: a landing with the writer's own KV
+    assert not _third_tenant_reads(OnlyR1FailsWritersKV, held=False)
 
 
 # -- the mutation gate (bench/mutation.py): its list still applies, and a few of its mutants ---------

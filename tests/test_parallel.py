@@ -44,7 +44,8 @@ def test_workers_with_symmetry_and_fingerprints_equal_one_process():
 def test_limits_end_a_parallel_search_incomplete():
     rep = check_scenario(builtin("v0.5.22"), Limits(max_states=5000), workers=2)
     assert not rep.complete and rep.stats.states == 5000 and "state limit" in rep.reason
-    assert {c.verdict for c in rep.claims if c.kind != "witness"} == {"inconclusive"}
+    # release_justified's deadline release is found before the limit (a real violation); the rest stops short
+    assert {c.verdict for c in rep.claims if c.kind != "witness" and c.claim != "release_justified"} == {"inconclusive"}
     assert {c.verdict for c in rep.claims if c.kind == "witness"} <= {"inconclusive", "reached"}
     rep = check_scenario(builtin("v0.5.22"), Limits(max_depth=4), workers=2)
     assert not rep.complete and "depth limit 4" in rep.reason and rep.stats.depth == 4

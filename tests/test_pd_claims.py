@@ -2,7 +2,8 @@
 
 from kvproof.model.machine import reference_claim
 from kvproof.spec.sglang.state import (
-    D_ENDED, D_HELD, D_WAITING, OUT_SUCCESS, P_ENDED, P_STOPPED, READ_CROSS_TENANT, READ_FOREIGN, WR_FLIGHT,
+    D_ENDED, D_HELD, D_WAITING, OUT_SUCCESS, P_ENDED, P_STOPPED, PAB_ACKED, PAB_CLEARED, PAB_RECEIVED, POLL_FAILED,
+    POLL_SUCCESS, READ_CROSS_TENANT, READ_FOREIGN, WR_FLIGHT,
 )
 
 from .conftest import machine_of
@@ -39,6 +40,24 @@ def test_source_freed_under_a_write():
     freed = _state(spec, wr__0__0__0=WR_FLIGHT, src__0__0=0, src_owner__0=0, p_phase__0=P_STOPPED)
     assert reference_claim(spec, "no_source_free_while_read", ok)
     assert not reference_claim(spec, "no_source_free_while_read", freed)
+
+
+def test_a_release_needs_every_writer_s_drain_ack_once_a_write_may_target_the_page():
+    spec = machine_of("pr-40645").spec  # one request, one page, one prefill rank
+
+    def released(**cells):  # R0 ended on decode and p0 is free again
+        return _state(spec, d_phase__0=D_ENDED, dest__0__0=0, meta__0__0=1, **cells)
+
+    assert reference_claim(spec, "release_justified", released(src__0__0=0, p_abort__0__0=PAB_ACKED))
+    assert not reference_claim(spec, "release_justified", released(src__0__0=0, p_abort__0__0=PAB_RECEIVED))
+    assert not reference_claim(spec, "release_justified", released(src__0__0=0, p_abort__0__0=PAB_CLEARED))
+    assert not reference_claim(spec, "release_justified", released(src__0__0=0, poll__0__0=POLL_FAILED))
+    assert reference_claim(spec, "release_justified", released(src__0__0=0, poll__0__0=POLL_SUCCESS))
+    # not forwarded: a write may still come while prefill may forward, none once it ended
+    assert not reference_claim(spec, "release_justified", released())
+    assert reference_claim(spec, "release_justified", released(p_phase__0=P_ENDED))
+    # still owned: nothing was released
+    assert reference_claim(spec, "release_justified", released(src__0__0=0, owner__0=1))
 
 
 def test_page_accounting():

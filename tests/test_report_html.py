@@ -29,10 +29,10 @@ def _has_class(cls):
 
 def test_the_verdict_table_has_a_row_per_claim_linking_counterexamples(page, incident):
     rows = page.xpath("//table[@class='verdicts']/tbody/tr")
-    assert len(rows) == len(incident.claims) == 12
+    assert len(rows) == len(incident.claims) == 13
     links = page.xpath("//table[@class='verdicts']//a/@href")
     assert links == [f"#{counterexample_id('incident', c)}" for c in INCIDENT_CX]
-    assert "all 12 verdicts match" in page.xpath("string(//p[contains(@class, 'summary')])")
+    assert "all 13 verdicts match" in page.xpath("string(//p[contains(@class, 'summary')])")
 
 
 def test_one_section_per_counterexample_with_diagram_timeline_and_steps(page):

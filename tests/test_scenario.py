@@ -35,7 +35,10 @@ def test_every_builtin_lists_every_invariant_and_at_least_one_witness():
 def test_v0_5_22_expects_every_safety_invariant_verified():
     sc = builtin("v0.5.22")
     kinds = {c.name: c.kind for c in sc.build().claims}
-    assert all(v == ("reached" if kinds[c] == "witness" else "verified") for c, v in sc.expect.items())
+    # every one but release_justified: its deadline is safe by timing, not by a drain proof
+    assert all(v == ("reached" if kinds[c] == "witness" else "verified") for c, v in sc.expect.items()
+               if c != "release_justified")
+    assert sc.expect["release_justified"] == "violated"
 
 
 @pytest.mark.parametrize("patch,message", [

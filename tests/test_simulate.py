@@ -1,5 +1,7 @@
 """Random simulation of long workloads."""
 
+from dataclasses import replace
+
 from kvproof.model.machine import Machine
 from kvproof.model.replay import run_actions
 from kvproof.spec.sglang.simulate import simulate, simulation_scenario
@@ -73,3 +75,18 @@ def test_the_simulation_keeps_every_dimension_of_the_scenario():
     one_rank = replace(tp, config=replace(tp.config, prefill_ranks=1, decode_ranks=1))
     runs = [simulate(Machine(simulation_scenario(s, 16, 4).build()), 300, seed=4) for s in (tp, one_rank)]
     assert runs[0].steps != runs[1].steps  # the ranks' own steps (each rank's writes and acks) are simulated
+
+
+def _on_a_deadline(name):
+    sc = builtin(name)
+    engine = replace(sc.config.engine, release_policy="drain_ack_or_timeout", timeout=2, write_latency_bound=1)
+    return Machine(simulation_scenario(replace(sc, config=replace(sc.config, engine=engine)), 8, 4).build())
+
+
+def test_the_cleared_room_fix_shows_in_the_share_of_releases_on_the_deadline():
+    # under a deadline both engines verify every isolation claim; only the deadline share tells them apart
+    buggy = simulate(_on_a_deadline("ack-target-cleared"), 60, seed=1, fault_weight=0.5)
+    fixed = simulate(_on_a_deadline("pr-40645"), 60, seed=1, fault_weight=0.5)
+    assert buggy.held_releases > 0 and buggy.deadline_share == 1.0
+    assert fixed.held_releases > 0 and 0 < fixed.deadline_share < 1.0
+    assert simulate(_machine("pr-35049-drain-ack"), 60, seed=1, fault_weight=0.5).deadline_releases == 0

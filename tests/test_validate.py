@@ -326,7 +326,7 @@ def test_search_counts_every_event_and_keeps_a_small_frontier():
 
 def test_the_readme_examples_give_their_documented_verdicts(tmp_path, capsys):
     code, out, _ = run(capsys, "examples/validate/v0.5.22-clean.jsonl")
-    assert code == 0 and "284 of 284 events" in out and "breaks no invariant (9 checked)" in out
+    assert code == 0 and "284 of 284 events" in out and "breaks no invariant (10 checked)" in out
     code, out, _ = run(capsys, "examples/validate/incident.jsonl", "--traces", tmp_path)
     assert code == 1 and out.startswith("examples/validate/incident.jsonl:13: violation: decode_prealloc")
     assert (tmp_path / "incident__rejected_never_reserves.itf.json").is_file()

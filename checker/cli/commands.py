@@ -484,6 +484,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out.print(f"  {exp.responses:,} successful responses, {exp.errors:,} errors, {exp.aborted:,} aborted")
     out.print(f"  {exp.foreign_reads:,} {_plural(exp.foreign_reads, 'response')} read another request's KV; "
               f"{exp.cross_tenant_reads:,} read another tenant's")
+    held = getattr(exp, "held_releases", 0)
+    if held:
+        out.print(f"  {held:,} held {_plural(held, 'release')}: {exp.deadline_releases:,} on a deadline "
+                  f"({exp.deadline_releases / held:.0%}), the rest on drain acks")
     if exp.stuck:
         out.print("  the run got stuck: requests left unfinished with nothing enabled")
     if exp.first_bad_run is not None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.sglang.state import (
-    ACK_NONE, D_ENDED, D_HELD, D_LIVE, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ENDED, P_SENDING,
-    P_STOPPED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, owned_by,
+    ACK_NONE, D_ENDED, D_HELD, D_LIVE, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ENDED, P_NEW, P_QUEUED, P_SENDING,
+    P_STOPPED, PAB_ACKED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, owned_by,
 )
 
 __all__ = ["PdClaims"]
@@ -67,6 +67,44 @@ class PdClaims:
             for r in range(self.k.R)
             for w, c in self._chunk_writes(r)
         )
+
+    @invariant
+    def release_justified(self, s):
+        """Every release of a page or aux slot that a write may still target is justified by a
+        drain proof, not by a deadline: once a request no longer owns one of its write targets
+        (every target ``write_targets`` declares, a variant's own included) and a write may
+        target them - prefill ran its forward (the transfer may start), or may still run it
+        (alive, and bootstrap done: every decode rank published its metadata,
+        ``send_metadata``) - every
+        prefill rank that has not concluded ``KVPoll.Success`` (which it reaches only after its
+        writes landed) has drained and sent its drain ack for this request
+        (``_maybe_ack_drained_abort``; ``p_abort`` is reset with the room's next request, so
+        the ack is this generation's).  The hazard is the H6 path: ``resolve_deferred_releases``
+        "releasing anyway" past ``SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT``
+        (or a heartbeat deadline), which is safe only under a timing assumption; so it is
+        violated wherever a deadline release is reachable, even where ``no_write_after_release``
+        holds, and wherever a release needs no ack at all (H2's immediate release, H7's release
+        on Failed, H3's receipt ack, a partial or stale ack, an aux slot freed before its
+        write).  Checked on the state after the release: the release clears decode's own ack
+        record, the prefill rank's ABORT state stays."""
+        o = s.ops
+        k = self.k
+        targets: dict[int, list] = {r: [] for r in range(k.R)}
+        for t in self.write_targets(s):
+            targets[t.request].append(t)
+        parts = []
+        for r in range(k.R):
+            released = o.any_(getattr(s, t.owner)[t.dest] != owned_by(r) for t in targets[r])
+            # a write may target r's memory once prefill ran its forward (source pages allocated),
+            # or while it still may: alive, not ended, and every decode rank published
+            forwarded = s.src[r, 0] != k.P
+            may_forward = o.and_(self.prefill_alive(s), o.is_in(s.p_phase[r], (P_NEW, P_QUEUED)),
+                                 *[s.meta[r, d] == 1 for d in range(k.DR)])
+            writable = o.or_(forwarded, may_forward)
+            for pr in self.prs:
+                unproved = (s.poll[r, pr] != POLL_SUCCESS) & (s.p_abort[r, pr] != PAB_ACKED)
+                parts.append(o.not_(o.and_(released, writable, unproved)))
+        return o.all_(parts)
 
     # -- page accounting -----------------------------------------------------------------------
     @invariant

@@ -6,7 +6,8 @@ concurrent request slots (cycled), each slot taking the client's next request wh
 one has fully ended (``client_send``, request streams).  Every step picks uniformly among the
 enabled actions, so aborts, failures, message losses and write latencies happen as often as the
 scenario allows.  A response that read another request's data is counted, in the incident's
-terms; the run up to the first such response is kept as a trace.
+terms; the run up to the first such response is kept as a trace.  Held requests' releases are
+counted by what justified them: a drain proof or a deadline (``release_justified``'s two paths).
 """
 
 from __future__ import annotations
@@ -22,14 +23,18 @@ from kvproof.spec.sglang.state import (
 from kvproof.model.scenario import Scenario
 from kvproof.model.machine import Machine
 
-__all__ = ["Exposure", "simulation_scenario", "simulate", "slice_exposure"]
+__all__ = ["Exposure", "simulation_scenario", "simulate", "slice_exposure", "RELEASES_ON_PROOF",
+           "RELEASES_ON_DEADLINE"]
 
 
 @dataclass
 class Exposure:
     """What a simulation saw, counted per finished request (``responses`` are successes, of which
     ``foreign_reads`` read another request's data and ``cross_tenant_reads`` another tenant's).
-    ``first_bad_run`` holds the action ids up to the first such response (``None``: none)."""
+    ``first_bad_run`` holds the action ids up to the first such response (``None``: none).
+    ``held_releases`` counts the releases that need a drain proof (:data:`RELEASES_ON_PROOF`) or
+    are made without one on a deadline (:data:`RELEASES_ON_DEADLINE`: a held request's timeout, a
+    live request's on the heartbeat deadline), ``deadline_releases`` the latter."""
 
     requests: int = 0
     responses: int = 0
@@ -41,6 +46,13 @@ class Exposure:
     stuck: bool = False
     first_bad_run: list[int] | None = None
     first_bad_pre: bytes | None = None
+    held_releases: int = 0
+    deadline_releases: int = 0
+
+    @property
+    def deadline_share(self) -> float | None:
+        """The share of held requests' releases made on a deadline (``None``: no release)."""
+        return self.deadline_releases / self.held_releases if self.held_releases else None
 
 
 def simulation_scenario(scenario: Scenario, pages: int, slots: int) -> Scenario:
@@ -57,6 +69,11 @@ def simulation_scenario(scenario: Scenario, pages: int, slots: int) -> Scenario:
 FAULTS = ("decode_abort", "prefill_transfer_failed", "net_drop_ack", "net_drop_abort", "prefill_abort",
           "prefill_dies")
 READS = ("decode_commit", "decode_forward")  # the actions that read a request's pages
+RELEASES_ON_PROOF = ("decode_release_deferred",)
+"""Releases of a held request justified by its drain acks (``is_abort_release_safe``)."""
+RELEASES_ON_DEADLINE = ("decode_release_timeout", "decode_peer_dead_release")
+"""Releases of a held request on a deadline: the release timeout, or the heartbeat deadline that
+declares the prefill dead (``release_justified`` fails on both)."""
 """Actions that are faults rather than progress: they get ``fault_weight`` in the random choice."""
 
 
@@ -107,6 +124,9 @@ def simulate(
         out.steps += 1
         if out.first_bad_run is None:
             run.append(aid)
+        if names[aid] in RELEASES_ON_PROOF or names[aid] in RELEASES_ON_DEADLINE:
+            out.held_releases += 1
+            out.deadline_releases += names[aid] in RELEASES_ON_DEADLINE
         if names[aid] == "client_send":
             out.requests += 1
             tally(state, args[aid][0])
