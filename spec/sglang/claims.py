@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.sglang.state import (
-    ACK_NONE, D_ENDED, D_HELD, D_LIVE, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ENDED, P_NEW, P_QUEUED, P_SENDING,
+    ACK_NONE, D_ENDED, D_HELD, D_LIVE, D_NEW, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ENDED, P_NEW, P_QUEUED, P_SENDING,
     P_STOPPED, PAB_ACKED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, owned_by,
 )
 
@@ -72,7 +72,8 @@ class PdClaims:
     def release_justified(self, s):
         """Every release of a page or aux slot that a write may still target is justified by a
         drain proof, not by a deadline: once a request no longer owns one of its write targets
-        (every target ``write_targets`` declares, a variant's own included) and a write may
+        (every target ``reserved_targets`` names: by default what ``write_targets`` declares, a
+        variant's own included) and a write may
         target them - prefill ran its forward (the transfer may start), or may still run it
         (alive, and bootstrap done: every decode rank published its metadata,
         ``send_metadata``) - every
@@ -90,11 +91,14 @@ class PdClaims:
         o = s.ops
         k = self.k
         targets: dict[int, list] = {r: [] for r in range(k.R)}
-        for t in self.write_targets(s):
+        for t in self.reserved_targets(s):
             targets[t.request].append(t)
         parts = []
         for r in range(k.R):
-            released = o.any_(getattr(s, t.owner)[t.dest] != owned_by(r) for t in targets[r])
+            # nothing was released by a request that reserved nothing yet (decode still ``new``:
+            # with client rooms prefill may forward a request of a shared room before that)
+            released = o.and_(s.d_phase[r] != D_NEW,
+                              o.any_(getattr(s, t.owner)[t.dest] != owned_by(r) for t in targets[r]))
             # a write may target r's memory once prefill ran its forward (source pages allocated),
             # or while it still may: alive, not ended, and every decode rank published
             forwarded = s.src[r, 0] != k.P

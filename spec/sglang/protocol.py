@@ -261,6 +261,12 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
                     for r in range(k.R)]
         return out
 
+    def reserved_targets(self, s) -> list[WriteTarget]:
+        """The memory each request reserved that its writes may target, for
+        ``release_justified`` (a release of it needs a drain proof): by default every declared
+        write target (:meth:`write_targets`, a variant's own included)."""
+        return self.write_targets(s)
+
     def write_dest(self, r: int, w: int, c: int) -> tuple[str, tuple[int, ...]]:
         """Where write stream ``w``'s write of ``r``'s chunk ``c`` lands, as (field, index) for
         narrators reading concrete states: ``dest[r, c]``, the request's own reserved page (a

@@ -148,6 +148,14 @@ class _ClientRooms:
         return [WriteTarget(r, s.wr[r, w, c] >= WR_FLIGHT, "owner", s.wr_dst[r, w, c], "page")
                 for r in range(k.R) for w in range(k.S) for c in range(self.send_len(r))]
 
+    def reserved_targets(self, s):
+        """With client rooms a write's address (``wr_dst``) is unset until the write is issued
+        and may be another request's page, so ``release_justified`` looks at what each request
+        reserved itself: its pages (``dest``) and aux slot, as without client rooms.  A release of
+        a page that another request's write of the same room targets is
+        ``no_write_after_release``'s to catch."""
+        return super().write_targets(s)
+
     def prefill_bootstrap_add(self, s, n, r):
         """``CommonKVSender.__init__`` opens the room on its prefill instance
         (``update_status(room, Bootstrapping)``: a live entry of another request stays)."""
