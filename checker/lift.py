@@ -47,6 +47,7 @@ from kvproof.model.scenario import Scenario
 from kvproof.checker.certificate import write_certificate
 from kvproof.checker.cti import InductionFailure
 from kvproof.checker.explicit import Limits, explore
+from kvproof.checker.kinduction import k_induction
 from kvproof.checker.lemmas import Clause, _Checker, clause_term, explore_all, houdini, mine
 from kvproof.checker.report.render import named_values, state_changes
 from kvproof.checker.transition import TransitionSystem
@@ -83,7 +84,8 @@ class Lifter:
     value domains; only the index sorts (:meth:`~kvproof.model.framework.Spec.index_sorts`) may
     differ in size.  Raises :class:`LiftError` otherwise."""
 
-    def __init__(self, small: Spec, large: Spec):
+    def __init__(self, small: Spec, large: Spec, across_kinds: bool = False):
+        self.across_kinds = across_kinds
         if type(small) is not type(large):
             raise LiftError(f"the two instances are of different protocols ({type(small).__name__} and "
                             f"{type(large).__name__})")
@@ -163,11 +165,13 @@ class Lifter:
 
     def renamings(self, clause: Clause) -> Iterable[dict[str, dict[int, int]]]:
         """Every injective renaming of the elements ``clause`` mentions into the larger
-        instance, each element to one of its own kind."""
+        instance, each element to one of its own kind (to any element with ``across_kinds``:
+        a fact about two requests of different kinds is then also tried on two of one kind)."""
         per_sort = []
         for name, es in self.mentioned(clause).items():
             kinds = self.ss[name].kinds
-            choices = [self.kinds_large[name].get(kinds[e], []) for e in es]
+            every = list(range(self.sl[name].domain.size))
+            choices = [every if self.across_kinds else self.kinds_large[name].get(kinds[e], []) for e in es]
             per_sort.append([(name, dict(zip(es, images)))
                              for images in _injective(choices)])
         for combo in itertools.product(*per_sort):
@@ -310,6 +314,8 @@ class LiftBudget:
     sample_walks: int = 200
     sample_walk_len: int = 200
     closure: int = 2000
+    max_k: int = 10
+    across_kinds: bool = False
 
 
 @dataclass
@@ -348,6 +354,9 @@ class LiftReport:
     failures: list[InductionFailure] = field(default_factory=list)
     certificate: Path | None = None
     lemmas: list[Clause] = field(default_factory=list)
+    by_induction: list[str] = field(default_factory=list)
+    induction_k: int = 0
+    induction_reason: str = ""
 
     @property
     def proved(self) -> list[str]:
@@ -363,7 +372,7 @@ def prove_lifted(scenario: Scenario, source: Scenario, budget: LiftBudget = Lift
     Raises :class:`LiftError` when the two cannot be lifted between."""
     say = progress or (lambda text: None)
     small, large = source.build(), scenario.build()
-    lifter = Lifter(small, large)
+    lifter = Lifter(small, large, budget.across_kinds)
     ts = TransitionSystem(large)
     names = ts.invariants()
     expected = scenario.expectations(large)
@@ -430,6 +439,25 @@ def prove_lifted(scenario: Scenario, source: Scenario, budget: LiftBudget = Lift
     for row in report.rows:
         if row.invariant in proved:
             row.verdict = "proved"
+    rest = [n for n in names if n not in proved]
+    if rest and budget.max_k > 1:
+        t0 = time.perf_counter()
+        say(f"{scenario.name}: k-induction (k <= {budget.max_k}) of {len(rest)} invariants, "
+            f"its step assuming the kept lemmas and the invariants proved")
+        assume = z3.And(*[clause_term(ts.pre, c) for c in kept], *[ts.safe(n, ts.pre) for n in proved])
+        ind = k_induction(ts, rest, budget.max_k, budget.claim_seconds, assume=assume)
+        clock["k_induction"] = time.perf_counter() - t0
+        report.induction_k = ind.k
+        if ind.status == "proved":
+            report.by_induction = rest
+            for row in report.rows:
+                if row.invariant in rest:
+                    row.verdict = "proved"
+            failures = []
+        else:
+            report.induction_reason = (ind.reason if ind.status == "inconclusive" else
+                                       f"a state breaking one of them is reached in {ind.k} steps from Init "
+                                       "(the base case; no trace is kept by this method)")
     if failures:
         machine = Machine(large)
         layout = large.layout
@@ -438,7 +466,8 @@ def prove_lifted(scenario: Scenario, source: Scenario, budget: LiftBudget = Lift
                 "lifted lemmas", named_values(layout, pre), None if aid is None else machine.label(aid),
                 [] if post is None else state_changes(layout, pre, post), broken, [], []))
         report.reason = (f"the {len(kept)} lifted lemmas Houdini kept do not make "
-                         f"{', '.join(n for n in names if n not in proved)} inductive")
+                         f"{', '.join(n for n in names if n not in proved)} inductive"
+                         + (f"; k-induction: {report.induction_reason}" if report.induction_reason else ""))
     if proved and certificates_dir is not None:
         inv = z3.And(*[clause_term(ts.pre, c) for c in kept], *[ts.safe(n, ts.pre) for n in proved])
         report.certificate = write_certificate(certificates_dir, scenario, ts, inv, proved, method="lifted-lemmas")

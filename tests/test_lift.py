@@ -116,3 +116,35 @@ def test_a_buggy_scenarios_larger_instance_is_never_proved():
     assert r.kept > 0 and r.failures  # Houdini finished; each drop left its step
     broken = {n for f in r.failures for n in f.breaks}
     assert broken & set(EXPECT_BUGGY)
+
+
+@pytest.mark.slow
+def test_a_fixed_scenarios_larger_instance_is_proved_from_a_small_one_with_a_pair_of_each_kind():
+    """Three requests (two of one kind) on two pages, lifted to three pages: every invariant
+    proved, one Houdini round, and the inductive invariant is a certificate."""
+    small = scenario("fixed-s", LARGE, 2, FIXED)
+    large = scenario("fixed-l", LARGE, 3, FIXED)
+    r = prove_lifted(large, small, LiftBudget(max_k=1))
+    assert r.proved == [row.invariant for row in r.rows] and len(r.rows) == 10
+    assert not r.by_induction and r.kept > 0
+
+
+def _toml(path, name, requests, decode_pages, engine):
+    lines = [f'name = "{name}"', "[sizes]", f"decode_pages = {decode_pages}", "prefill_pages = 1", "context_limit = 2"]
+    for t, p in requests:
+        lines += ["[[requests]]", f'tenant = "{t}"', f"pages = {p}"]
+    lines += ["[engine]"] + [f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in engine.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_cli_lift_from_an_instance_of_another_engine_is_bad_input(tmp_path, capsys):
+    from kvproof.checker.cli.commands import main
+
+    base = dict(FIXED, timeout=2, release_policy='"drain_ack_or_timeout"')
+    small = _toml(tmp_path / "s.toml", "s", SMALL, 2, base)
+    large = _toml(tmp_path / "l.toml", "l", LARGE, 3, dict(base, timeout=3))
+    assert main(["prove", large, "--lift-from", small, "--no-certificates"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "hold" in err[0] and "Traceback" not in err[0]
+    assert main(["prove", large, small, "--lift-from", small]) == 3

@@ -220,7 +220,7 @@ def _prove_lifted(args: argparse.Namespace) -> int:
     large, small = _resolve(args.scenarios[0]), _resolve(args.lift_from)
     budget = LiftBudget(max_states=args.max_states, template_arity=args.template_arity,
                         small_seconds=args.induction_seconds, large_seconds=args.lemma_seconds,
-                        claim_seconds=args.induction_seconds)
+                        claim_seconds=args.induction_seconds, max_k=args.max_k)
     # a certificate of a scenario outside the catalogue goes only where --certificates says
     explicit = "--certificates" in sys.argv or any(a.startswith("--certificates=") for a in sys.argv)
     catalogue = large.name in {s.name for s in builtins()}
@@ -246,6 +246,7 @@ def _prove_lifted(args: argparse.Namespace) -> int:
                "small_candidates": r.small_candidates, "small_kept": r.small_kept, "lifted": r.lifted,
                "sampled_states": r.sampled, "after_sampling": r.after_sampling, "kept": r.kept,
                "houdini_rounds": r.houdini_rounds, "claim_rounds": r.claim_rounds,
+               "by_k_induction": r.by_induction, "k": r.induction_k,
                "seconds": {k: round(v, 3) for k, v in r.seconds.items()}, "reason": r.reason,
                "certificate": str(r.certificate) if r.certificate else None,
                "counterexamples_to_induction": [f.to_json() for f in r.failures],
@@ -264,7 +265,9 @@ def _prove_lifted(args: argparse.Namespace) -> int:
               f"in {r.houdini_rounds} rounds; {total:.1f} s")
     if proved:
         out.print(Text(f"{large.name}: proved without enumeration: {', '.join(row.invariant for row in proved)} "
-                       f"(Init => Inv, Inv and Next => Inv', Inv => Safe: unsat)", style="green"))
+                       f"(Init => Inv, Inv and Next => Inv', Inv => Safe: unsat"
+                       + (f"; by k-induction at k = {r.induction_k}, its step assuming the lifted lemmas: "
+                          f"{', '.join(r.by_induction)}" if r.by_induction else "") + ")", style="green"))
     if r.certificate is not None:
         out.print(f"{large.name}: certificate {r.certificate}")
     if r.reason:
