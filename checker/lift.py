@@ -15,13 +15,25 @@ enumerate without enumerating it:
    label;
 3. **Houdini on the larger instance** (Z3, its transition relation built from the spec as for
    every other proof; no state of it is enumerated) keeps the greatest inductive subset of the
-   lifted candidates;
+   lifted candidates.  Two shortcuts only drop candidates sooner, never keep one: a candidate
+   that a *sampled* reachable state breaks (a short breadth-first prefix and seeded random walks
+   of the compiled machine) is dropped first, and after each counterexample to induction Z3
+   returns, the states the compiled machine reaches from its post-state (and from renamings of
+   it that are steps from states satisfying the candidates) drop the candidates they break;
+   the loop still ends only on unsat;
 4. the invariants are then cut down the same way, on top of the kept lemmas: the greatest set
    ``P`` of invariants with ``Init ⇒ Lemmas ∧ Safe_P`` and ``Lemmas ∧ Safe_P ∧ Next ⇒ Safe_P′``
    (each an unsat answer).  Every invariant of ``P`` is **proved** for the larger instance, at
    every depth: ``Lemmas ∧ Safe_P`` is an inductive invariant that implies it.  An invariant
-   dropped is **inconclusive**, with the step that broke it (a state satisfying the lemmas and
-   the other invariants, an action, the invariant it breaks).
+   dropped is then tried by k-induction (:func:`~.kinduction.k_induction`) whose step assumes
+   the kept lemmas and the invariants proved; one that neither closes is **inconclusive**, with
+   the step that broke it (a state satisfying the lemmas and the other invariants, an action,
+   the invariant it breaks).
+
+A small instance must show what the invariant relates: with one request of a kind, no fact
+about two requests of that kind is mined, and the larger instance's invariants that need one
+stay inconclusive (two requests of one kind on two pages, lifted to three pages, proved every
+invariant of the fixed admission scenario in one Houdini round; one of each kind proved 8 of 10).
 
 Renaming is only a way to pick candidates: a renamed fact need not hold in the larger instance
 (arrivals in order and lowest-free allocation tell elements apart), and Houdini drops those that
@@ -52,7 +64,8 @@ from kvproof.checker.lemmas import Clause, _Checker, clause_term, explore_all, h
 from kvproof.checker.report.render import named_values, state_changes
 from kvproof.checker.transition import TransitionSystem
 
-__all__ = ["LiftError", "Lifter", "LiftBudget", "LiftRow", "LiftReport", "prove_lifted", "field_slots"]
+__all__ = ["LiftError", "Lifter", "LiftBudget", "LiftRow", "LiftReport", "prove_lifted", "field_slots", "sample_states",
+           "refuted_by"]
 
 
 class LiftError(ValueError):
@@ -303,7 +316,10 @@ def _injective(choices: list[list[int]]) -> Iterable[tuple[int, ...]]:
 @dataclass(frozen=True)
 class LiftBudget:
     """Budgets: the small instance's enumeration and the template's arity; Houdini's seconds on
-    each instance; the seconds for cutting down the invariants."""
+    each instance; the seconds for cutting down the invariants (and for k-induction, up to
+    ``max_k``); the sampled states of the larger instance (a breadth-first prefix and random
+    walks) and the states explored from each counterexample to induction (``closure``);
+    ``across_kinds`` renames an element to any element of its sort, not only its kind."""
 
     max_states: int = 2_000_000
     template_arity: int = 3
@@ -545,7 +561,8 @@ def _houdini(ts: TransitionSystem, ck: _Checker, candidates: Sequence[Clause], d
         if r == z3.unsat:
             break
         if r != z3.sat:
-            raise TimeoutError(f"Houdini: solver gave up ({ck.s.reason_unknown().splitlines()[0][:120]})")
+            raise TimeoutError(f"Houdini: solver gave up ({ck.s.reason_unknown().splitlines()[0][:120]}) in round "
+                               f"{rounds}, {len(alive)} of {len(candidates)} lemmas left")
         model = ck.s.model()
         before = len(alive)
         pre_state, post = ts.decode_state(model, ck.xs), ts.decode_state(model, ck.ys)
