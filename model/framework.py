@@ -309,6 +309,11 @@ class Spec:
         ``None`` (the default: no symmetry reduction)."""
         return None
 
+    def index_sorts(self) -> tuple[Any, ...]:
+        """The index domains a lemma may be renamed over from a smaller instance to a larger one
+        (:class:`~.symmetry.IndexSort`, one per domain; default: none, so nothing is lifted)."""
+        return ()
+
     # -- narration (optional): how the general layers tell this protocol's traces ---------------
     # The defaults narrate nothing protocol-specific; a protocol overrides what it can tell
     # (:mod:`.narration` has the vocabulary).

@@ -14,10 +14,11 @@ refuses to reduce when it fails (:mod:`kvproof.checker.symmetry`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Hashable
 
 from kvproof.model.layout import Domain
 
-__all__ = ["Sort", "Symmetry"]
+__all__ = ["Sort", "Symmetry", "IndexSort"]
 
 
 @dataclass(frozen=True)
@@ -66,3 +67,25 @@ class Symmetry:
         for x in self.also:
             n *= x.order
         return n
+
+
+@dataclass(frozen=True)
+class IndexSort:
+    """One index domain whose elements a ground fact may be *renamed* over, from one instance of
+    a protocol to a larger one (:mod:`kvproof.checker.lift`).
+
+    Unlike :class:`Symmetry` this claims nothing: it says which elements exist (``domain``),
+    which of them are of the same kind (``kinds``: one hashable per element; a renaming maps an
+    element only to an element of the same kind, in the larger instance too), and which value
+    codes name an element (``refs``, as in :class:`Symmetry`: per value domain, one entry per
+    code, ``None`` or ``(element, role)``).  A renamed fact is only a *candidate*; whether it
+    holds in the larger instance is for a solver to decide.
+    """
+
+    domain: Domain
+    kinds: tuple[Hashable, ...]
+    refs: dict[str, tuple[tuple[int, int] | None, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.kinds) != self.domain.size:
+            raise ValueError(f"{self.domain.name}: {len(self.kinds)} kinds for {self.domain.size} elements")

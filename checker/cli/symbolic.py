@@ -154,6 +154,8 @@ def _prove(args: argparse.Namespace) -> int:
                     out.print(f"         {line}")
             summary.print(out)
         return summary.exit_code
+    if args.lift_from is not None:
+        return _prove_lifted(args)
     names = args.scenarios or [s.name for s in builtins()]
     scenarios = [_resolve(n) for n in names]
     for sc in scenarios:
@@ -200,6 +202,80 @@ def _prove(args: argparse.Namespace) -> int:
                 out.print(Text(f"{r.scenario.name}: engine error: {e}", style="bold red"))
         summary.print(out)
     return summary.exit_code
+
+
+def _prove_lifted(args: argparse.Namespace) -> int:
+    """``prove SCENARIO --lift-from SMALL``: the invariants of SCENARIO proved with lemmas
+    mined on SMALL and lifted by renaming (:mod:`~kvproof.checker.lift`); SCENARIO is never
+    enumerated.  Exit 0 when every invariant expected verified is proved, 1 when one expected
+    violated is proved, 2 otherwise (inconclusive: this method never refutes), 3 on bad input."""
+    from rich.text import Text
+
+    from kvproof.checker.cli.common import BadInput
+    from kvproof.checker.cti import render_failure
+    from kvproof.checker.lift import LiftBudget, LiftError, prove_lifted
+
+    if len(args.scenarios) != 1:
+        raise BadInput("prove --lift-from takes exactly one SCENARIO (the larger instance)")
+    large, small = _resolve(args.scenarios[0]), _resolve(args.lift_from)
+    budget = LiftBudget(max_states=args.max_states, template_arity=args.template_arity,
+                        small_seconds=args.induction_seconds, large_seconds=args.lemma_seconds,
+                        claim_seconds=args.induction_seconds, max_k=args.max_k)
+    # a certificate of a scenario outside the catalogue goes only where --certificates says
+    explicit = "--certificates" in sys.argv or any(a.startswith("--certificates=") for a in sys.argv)
+    catalogue = large.name in {s.name for s in builtins()}
+    certs = None if args.no_certificates or not (explicit or catalogue) else Path(args.certificates)
+    out = _console()
+    with Progress(not args.quiet and not args.json, 1) as progress:
+        progress.start(large.name)
+        try:
+            r = prove_lifted(large, small, budget, certs, progress.note)
+        except LiftError as e:
+            raise BadInput(f"{large.name} from {small.name}: {e}") from None
+    total = sum(r.seconds.values())
+    proved = [row for row in r.rows if row.verdict == "proved"]
+    wrong = [row for row in proved if row.expected != "verified"]
+    matched = sum(row.matches for row in r.rows)
+    code = EXIT_MISMATCH if wrong else EXIT_OK if matched == len(r.rows) else EXIT_INCONCLUSIVE
+    summary = Summary("prove", f"{large.name}, {plural(len(r.rows), 'invariant')} (lemmas lifted from "
+                               f"{small.name}, no enumeration)", matched, len(wrong),
+                      len(r.rows) - matched - len(wrong), code,
+                      "every invariant is proved without enumeration" if code == EXIT_OK else "")
+    if args.json:
+        doc = {"scenario": large.name, "lifted_from": small.name, "small_states": r.small_states,
+               "small_candidates": r.small_candidates, "small_kept": r.small_kept, "lifted": r.lifted,
+               "sampled_states": r.sampled, "after_sampling": r.after_sampling, "kept": r.kept,
+               "houdini_rounds": r.houdini_rounds, "claim_rounds": r.claim_rounds,
+               "by_k_induction": r.by_induction, "k": r.induction_k,
+               "seconds": {k: round(v, 3) for k, v in r.seconds.items()}, "reason": r.reason,
+               "certificate": str(r.certificate) if r.certificate else None,
+               "counterexamples_to_induction": [f.to_json() for f in r.failures],
+               "results": [{"invariant": row.invariant, "expected": row.expected, "verdict": row.verdict}
+                           for row in r.rows]}
+        print(json.dumps({**doc, "summary": summary.to_json()}, indent=2))
+        return code
+    if args.quiet:
+        return code
+    for row in r.rows:
+        style = "green" if row.matches else "bold red" if row in wrong else "yellow"
+        out.print(Text(f"{row.verdict:<13} {row.invariant} (expected {row.expected})", style=style))
+    out.print(f"{small.name}: {r.small_states:,} states enumerated, Houdini kept {r.small_kept:,} of "
+              f"{r.small_candidates:,} template facts; lifted to {large.name}: {r.lifted:,} renamed facts, "
+              f"{r.after_sampling:,} after {r.sampled:,} sampled states, Houdini (Z3) kept {r.kept:,} "
+              f"in {r.houdini_rounds} rounds; {total:.1f} s")
+    if proved:
+        out.print(Text(f"{large.name}: proved without enumeration: {', '.join(row.invariant for row in proved)} "
+                       f"(Init => Inv, Inv and Next => Inv', Inv => Safe: unsat"
+                       + (f"; by k-induction at k = {r.induction_k}, its step assuming the lifted lemmas: "
+                          f"{', '.join(r.by_induction)}" if r.by_induction else "") + ")", style="green"))
+    if r.certificate is not None:
+        out.print(f"{large.name}: certificate {r.certificate}")
+    if r.reason:
+        out.print(Text(f"{large.name}: INCONCLUSIVE: {r.reason}", style="yellow"))
+    for failure in r.failures[-3:]:
+        out.print(render_failure(large.name, failure))
+    summary.print(out)
+    return code
 
 
 def _table(reports):
@@ -341,6 +417,10 @@ def add_commands(sub, positive_int, positive_float) -> None:
     pv.add_argument("--max-states", type=positive_int, default=2_000_000, metavar="N",
                     help="enumerate at most N reachable states, the lemmas' source; past it the scenario's "
                          "invariants are inconclusive (default 2000000)")
+    pv.add_argument("--lift-from", metavar="SMALL",
+                    help="prove SCENARIO (a configuration too large to enumerate) without enumerating it: "
+                         "lemmas mined on the smaller instance SMALL (same protocol and engine), renamed into "
+                         "SCENARIO and kept by Houdini (Z3); --lemma-seconds bounds that Houdini")
     pv.add_argument("--certificates", default="traces/proofs", metavar="DIR",
                     help="where certificates go (default traces/proofs)")
     pv.add_argument("--no-certificates", action="store_true", help="write no certificate")

@@ -13,7 +13,7 @@ since permutations keep tenants.
 
 from __future__ import annotations
 
-from kvproof.model.symmetry import Sort, Symmetry
+from kvproof.model.symmetry import IndexSort, Sort, Symmetry
 
 __all__ = ["PdSymmetry"]
 
@@ -40,3 +40,21 @@ class PdSymmetry:
         content = (None,) + tuple((r, 0) for r in range(k.R)) + (None,) * k.T
         also = (pages,) if pages is not None else ()
         return Symmetry(Sort(k.req, classes), {k.owner.name: owner, k.content.name: content}, also)
+
+    def index_sorts(self) -> tuple[IndexSort, ...]:
+        """Requests (of one kind when they have the same tenant and prompt length), decode pages,
+        prefill pages and aux slots, with the codes that name them (owners and contents name a
+        request; ``dest``, ``src`` and ``aux`` values a page or slot).  Unlike :meth:`symmetry`
+        this holds whatever the arrival order or the allocation policy: it only says what a
+        renaming of a lemma must rename (:mod:`kvproof.checker.lift`)."""
+        k = self.k
+        owner = (None,) + tuple((r, 0) for r in range(k.R))
+        content = (None,) + tuple((r, 0) for r in range(k.R)) + (None,) * k.T
+        out = [IndexSort(k.req, tuple((req.tenant, req.pages) for req in self.cfg.requests),
+                         {k.owner.name: owner, k.content.name: content}),
+               IndexSort(k.page, (None,) * k.D, {k.page_ref.name: tuple((p, 0) for p in range(k.D)) + (None,)}),
+               IndexSort(k.ppage, (None,) * k.P, {k.ppage_ref.name: tuple((q, 0) for q in range(k.P)) + (None,)})]
+        if k.M:
+            out.append(IndexSort(k.slot, (None,) * k.slot.size,
+                                 {k.slot_ref.name: tuple((m, 0) for m in range(k.slot.size)) + (None,)}))
+        return tuple(out)
