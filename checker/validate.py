@@ -303,9 +303,16 @@ def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
             return Verdict("undecided", count, event, f"more than {max_states:,} states could follow this event "
                            f"(--max-states)", peak=peak, explored=search.explored)
         if all(nxt.values()):
-            bad, mask = next(iter(nxt.items()))
-            names = [c.name for i, c in enumerate(machine.claims) if mask >> i & 1]
-            return Verdict("violation", count, event, "every behaviour that explains the log up to here breaks "
+            common = any_ = 0
+            for mask in nxt.values():
+                common = mask if not any_ else common & mask
+                any_ |= mask
+            # the claims every explanation breaks; if none is common to all, those that some break
+            names = [c.name for i, c in enumerate(machine.claims) if (common or any_) >> i & 1]
+            bad = next(st for st, mask in nxt.items() if mask & (common or any_) == (common or any_)) \
+                if common else next(iter(nxt))
+            how = "breaks " if common else "breaks one of "
+            return Verdict("violation", count, event, "every behaviour that explains the log up to here " + how
                            + ", ".join(names), list(closed), names, bad, peak, search.explored)
         frontier = nxt
     return Verdict("explained", count, peak=peak, explored=search.explored)

@@ -194,14 +194,17 @@ def test_a_failed_writes_landing_may_be_unseen_only_where_the_header_says_so(tmp
     """The failed-send counterexample's log (the write still in flight at the timeout release):
     flagged at the release as the spec logs it; with ``failed_writes_land_unseen`` (a recorded
     log, which cannot show when a failed send's bytes land) it is also the log of a run whose
-    write landed unseen before the release, so it is explained.  A successful write's landing
+    write landed unseen before the release, so only the deadline release's ``release_justified``
+    is flagged.  A successful write's landing
     is never unseen: dropped from a clean log, the next event of its room is unexplained."""
     trace = read_trace("traces/sglang-0.5.23-failed-send__no_write_after_release.itf.json")
     events = sv.to_events(trace.machine, trace.actions)
     code, out, _ = run(capsys, write(tmp_path, trace.scenario, events), "--no-traces")
     assert code == 1 and f"run.jsonl:{len(events) + 1}: violation: decode_release_timeout" in out
+    assert "no_write_after_release" in out.splitlines()[0]
     unseen = write(tmp_path, trace.scenario, events, name="unseen.jsonl", failed_writes_land_unseen=True)
-    assert run(capsys, unseen)[0] == 0
+    code, out, _ = run(capsys, unseen, "--no-traces")
+    assert code == 1 and out.splitlines()[0].endswith("breaks release_justified")  # the deadline release, nothing else
     sc, clean = _clean("v0.5.22", 1)  # with transfer failures
     assert any(e["event"] == "prefill_transfer_failed" for e in clean)
     i = _find(clean, lambda e: e["event"] == "kv_write_lands")

@@ -95,10 +95,9 @@ class PdClaims:
             targets[t.request].append(t)
         parts = []
         for r in range(k.R):
-            # nothing was released by a request that reserved nothing yet (decode still ``new``:
-            # with client rooms prefill may forward a request of a shared room before that)
-            released = o.and_(s.d_phase[r] != D_NEW,
-                              o.any_(getattr(s, t.owner)[t.dest] != owned_by(r) for t in targets[r]))
+            released = o.any_(getattr(s, t.owner)[t.dest] != owned_by(r) for t in targets[r])
+            if self.release_needs_reservation():
+                released = o.and_(s.d_phase[r] != D_NEW, released)
             # a write may target r's memory once prefill ran its forward (source pages allocated),
             # or while it still may: alive, not ended, and every decode rank published
             forwarded = s.src[r, 0] != k.P

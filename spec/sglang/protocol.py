@@ -267,6 +267,13 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
         write target (:meth:`write_targets`, a variant's own included)."""
         return self.write_targets(s)
 
+    def release_needs_reservation(self) -> bool:
+        """Whether ``release_justified`` must skip a request decode has not reserved for yet
+        (still ``new``): not in the base protocol, where prefill forwards a request only after
+        decode reserved and published its metadata; a variant where it may forward earlier says
+        so."""
+        return False
+
     def write_dest(self, r: int, w: int, c: int) -> tuple[str, tuple[int, ...]]:
         """Where write stream ``w``'s write of ``r``'s chunk ``c`` lands, as (field, index) for
         narrators reading concrete states: ``dest[r, c]``, the request's own reserved page (a

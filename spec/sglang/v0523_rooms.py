@@ -156,6 +156,12 @@ class _ClientRooms:
         ``no_write_after_release``'s to catch."""
         return super().write_targets(s)
 
+    def release_needs_reservation(self) -> bool:
+        """With client rooms prefill may forward a request of a shared room on another
+        request's metadata, before decode reserved anything for it: a request still ``new`` on
+        decode has released nothing."""
+        return self.client_rooms or super().release_needs_reservation()
+
     def prefill_bootstrap_add(self, s, n, r):
         """``CommonKVSender.__init__`` opens the room on its prefill instance
         (``update_status(room, Bootstrapping)``: a live entry of another request stays)."""
