@@ -318,7 +318,7 @@ def test_check_engine_bmc_finds_the_shortest_violation_and_stays_inconclusive_ot
 def test_check_engine_both_agrees(capsys):
     code, out, _ = run(capsys, "check", "pr-41404", "--engine", "both", "--no-traces")
     assert code == 0 and "agree on 1 scenario" in out
-    assert "pr-41404: bounded model checking to depth 9; 10 claim(s) never hit, proved so for all depths" in out
+    assert "pr-41404: bounded model checking to depth 9; 11 claim(s) never hit, proved so for all depths" in out
 
 
 def test_check_engine_both_too_shallow_is_inconclusive_in_json(capsys):
@@ -400,6 +400,7 @@ heartbeat_timeout = 2
 [expect]
 held_pages_are_released = "verified"
 requests_end = "verified"
+release_justified = "violated"
 sometimes_timeout_release = "reached"
 """
 

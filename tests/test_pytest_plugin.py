@@ -61,13 +61,13 @@ def test_the_catalogue_runs_as_tests(tmp_path):
 @pytest.mark.slow  # a pytest subprocess in a fresh project: about 3.5 s
 def test_project_scenarios_pass_and_a_wrong_expectation_fails(project):
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
-    assert code == 0 and "11 passed" in out, out
+    assert code == 0 and "12 passed" in out, out
     wrong = project / "scenarios" / "mine.toml"
     wrong.write_text(GOOD.replace('release_policy = "drain_ack"', 'release_policy = "immediate"')
                      .replace('sometimes_abort_mid_transfer = "verified"', 'sometimes_abort_mid_transfer = "unreachable"'))
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false")
     assert code == 1, out
-    assert "4 failed, 7 passed" in out
+    assert "5 failed, 7 passed" in out
     assert "FAILED scenarios/mine.toml::no_write_after_release" in out
     # a witness reads reached / unreachable ("verified" in GOOD is the old word, read as reached)
     assert "mine: sometimes_abort_mid_transfer was expected unreachable but is reached after" in out
@@ -107,7 +107,7 @@ def test_a_scenario_naming_a_variant_runs_it_only_when_the_ini_lists_it(project)
     assert not (project / "RAN").exists()
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false",
                         "-o", "kvproof_variants=scenarios/engine.py")
-    assert code == 0 and "11 passed" in out, out
+    assert code == 0 and "12 passed" in out, out
     assert (project / "RAN").exists()
 
 
@@ -116,7 +116,7 @@ def test_collect_only_counts_every_item_and_a_node_id_selects_one(project):
     """Catalogue items are counted like a file's (the count once said 11 with 774 listed), have
     ids without a leading ``::``, match ``-k``; a file's node id runs that item alone, without the
     catalogue (it once ran all of it)."""
-    n = sum(len(sc.expectations(sc.build())) for sc in builtins()) + 11
+    n = sum(len(sc.expectations(sc.build())) for sc in builtins()) + 12
     code, out = _pytest(project, "--kvproof", "-q", "--collect-only", "-k", "incident and no_cross_tenant_read")
     ids = [line for line in out.splitlines() if "::" in line]
     assert ids == ["kvproof-catalogue/incident::no_cross_tenant_read"], out[-800:]
@@ -130,7 +130,7 @@ def test_collect_only_counts_every_item_and_a_node_id_selects_one(project):
 def test_lf_reruns_only_the_items_that_failed(project):
     (project / "scenarios" / "mine.toml").write_text(GOOD.replace('"drain_ack"', '"immediate"'))
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false", cache=True)
-    assert code == 1 and "3 failed, 8 passed" in out, out[-800:]
+    assert code == 1 and "4 failed, 8 passed" in out, out[-800:]
     code, out = _pytest(project, "--kvproof", "-q", "--lf", cache=True)  # the catalogue's items are deselected too
-    assert code == 1 and "3 failed" in out and "passed" not in out, out[-800:]
+    assert code == 1 and "4 failed" in out and "passed" not in out, out[-800:]
     assert "FAILED scenarios/mine.toml::no_cross_tenant_read" in out

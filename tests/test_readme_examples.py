@@ -51,7 +51,7 @@ EXAMPLES = [
      ["vllm-lease-expiry.jsonl:6: violation: decode_start_load_kv"]),
     ("kvproof audit vllm==0.33.0 --arrival-bound 2 --transfer-bound 60 -- vllm serve Qwen/Qwen3-0.6B --port 8100 "
      "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'", 1,
-     ["checked: audit-vllm-0.33.0-lease (14,332 states), audit-vllm-0.33.0-abort (8,392 states)",
+     ["checked: audit-vllm-0.33.0-lease (14,332 states), audit-vllm-0.33.0-abort (7,042 states)",
       "removed by: kv_connector_extra_config.kv_lease_duration=63", "verdict: exposed"]),
 ]
 
