@@ -47,6 +47,7 @@ def test_the_worker_queue_counts_gets():
     assert q.get() == "chunk" and q.gets == 1
 
 
+@pytest.mark.slow  # inner loop: over 2.5 s (the README's test command runs it)
 def test_the_collective_combines_every_ranks_flags():
     torch = pytest.importorskip("torch")
     import torch.distributed as dist

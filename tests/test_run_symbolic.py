@@ -131,6 +131,7 @@ def test_cross_check_catches_an_explicit_engine_that_missed_a_violation():
     assert any("no_write_after_release" in p and "bounded hit: True" in p for p in agreement.problems)
 
 
+@pytest.mark.slow  # inner loop: over 2.5 s (the README's test command runs it)
 def test_cross_check_catches_a_wrong_shortest_length():
     explicit = checked("failure-before-pr-41404")
     [row] = [c for c in explicit.claims if c.claim == "no_write_after_release"]

@@ -41,6 +41,7 @@ def test_successor_sets_agree_on_sampled_reachable_states(name):
         assert z3_successors(ts, state) == set(m.successors(state))
 
 
+@pytest.mark.slow  # inner loop: over 2.5 s (the README's test command runs it)
 def test_claims_as_terms_agree_with_the_machine():
     m = machine_of("timeout-equals-latency")
     ts = TransitionSystem(m.spec)

@@ -90,6 +90,7 @@ def _verdicts(capsys, tmp_path):
     return [run(capsys, tmp_path, "vllm==0.33.0", "--no-traces", *o, "--", *line)[0] for _, o, line, *_ in LINES]
 
 
+@pytest.mark.slow  # inner loop: over 2.5 s (the README's test command runs it)
 def test_an_audit_that_ignores_the_lease_value_gives_wrong_verdicts(capsys, tmp_path, monkeypatch):
     """The mutant: the lease read from kv_connector_extra_config is dropped (30 s always).  The
     long-lease lines then audit as exposed, against their documented verdicts."""
