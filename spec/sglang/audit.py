@@ -14,18 +14,22 @@ re-checked by the same search, never assumed).
 
 Exit codes: 1 exposed; 0 not exposed; 2 cannot decide (a search cut short by a limit, a setting
 the model does not cover, or a lifecycle flag kvproof does not know); 3 bad input (raised as
-the caller's one-line error).
+the caller's one-line error).  What is not SGLang's (reading ``NAME=VALUE`` words and files,
+splitting flags, the report's records, checking the family, printing) is
+:mod:`kvproof.checker.audit`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
+from kvproof.checker import audit as core
+from kvproof.checker.audit import (
+    EXIT_EXPOSED, EXIT_NOT_EXPOSED, EXIT_UNDECIDED, AuditReport, Hazard, Launch, Member, read_env_file,
+)
 from kvproof.model.scenario import Scenario
 from kvproof.spec.sglang.config import Config, Engine, Request
 
@@ -35,7 +39,6 @@ __all__ = ["run_audit", "RELEASES", "Release", "Settings", "Launch", "Member", "
            "EXIT_UNDECIDED"]
 
 ENGINE = "sglang"
-EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = 0, 1, 2
 
 # -- what kvproof knows of each release ---------------------------------------------------------
 
@@ -120,6 +123,7 @@ INERT_FLAGS = ("--model-path", "--model", "--tokenizer-path", "--served-model-na
 """Known flags with no part in the KV page lifecycle (where the process runs, which model)."""
 
 BOOLEAN_FLAGS = ("--enable-dp-attention", "--disaggregation-enable-kv-checksum", "--trust-remote-code")
+"""Flags that take no value (so the next word is not theirs)."""
 
 ENV_VARS: dict[str, str] = {
     "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE": "deferred decode release on abort (PR 35049)",
@@ -172,96 +176,17 @@ HAZARDS = {  # claim -> what it means for the deployment
 
 def parse_engine(text: str, bad) -> Release:
     """``sglang==0.5.23`` -> its :class:`Release`; anything else is bad input."""
-    known = ", ".join(f"{ENGINE}=={v}" for v in RELEASES)
-    name, sep, version = text.partition("==")
-    if not sep or not name or not version:
-        raise bad(f"{text}: expected ENGINE==VERSION, e.g. {ENGINE}==0.5.23 (known: {known})")
-    if name.strip().lower() != ENGINE or version.strip() not in RELEASES:
-        raise bad(f"{text}: unknown engine version; known: {known}")
-    return RELEASES[version.strip()]
-
-
-def read_env_file(path: str, bad) -> dict[str, str]:
-    """``NAME=VALUE`` lines (``export`` in front, quotes around the value, blank lines and
-    ``#`` comments allowed); a line that is none of these is one line of bad input naming the
-    file and line."""
-    from kvproof.model.files import read_user_text
-
-    class _Bad(Exception):
-        pass
-
-    try:
-        text = read_user_text(Path(path), _Bad, "an environment file (NAME=VALUE lines)")
-    except _Bad as e:
-        raise bad(f"--env-file {e}") from None
-    out: dict[str, str] = {}
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[len("export "):].strip()
-        try:
-            name, value = _assignment(line)
-        except ValueError:
-            shown = raw if len(raw) <= 60 else raw[:57] + "..."
-            raise bad(f"{path}:{n}: expected NAME=VALUE, got {shown!r}") from None
-        out[name] = value
-    return out
-
-
-def _assignment(text: str) -> tuple[str, str]:
-    """``NAME=VALUE`` (the value may be quoted) -> (name, value); ``ValueError`` otherwise."""
-    name, sep, value = text.partition("=")
-    if not sep or not _is_name(name):
-        raise ValueError(text)
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        value = value[1:-1]
-    elif value[:1] in ("'", '"'):
-        raise ValueError(text)
-    return name, value
-
-
-def _is_name(word: str) -> bool:
-    return bool(word) and (word[0].isalpha() or word[0] == "_") and all(c.isalnum() or c == "_" for c in word)
-
-
-@dataclass
-class Launch:
-    """A launch command split into its environment prefix, its flags and what kvproof makes of
-    them."""
-
-    env: dict[str, str]
-    flags: list[tuple[str, str | None]]
-    program: str
+    return core.parse_engine(text, ENGINE, RELEASES, "0.5.23", bad)
 
 
 def parse_launch(command: list[str], bad) -> Launch:
-    """Split ``[NAME=VALUE ...] python -m sglang.launch_server FLAGS``; a command that is not
-    an SGLang server launch is bad input."""
-    words = list(command)
-    if len(words) == 1 and " " in words[0].strip():  # the whole line quoted as one word
-        try:
-            words = shlex.split(words[0])
-        except ValueError as e:
-            raise bad(f"the launch command: {e}") from None
-    env: dict[str, str] = {}
-    while words and "=" in words[0] and not words[0].startswith("-"):
-        try:
-            name, value = _assignment(words[0])
-        except ValueError:
-            break
-        env[name] = value
-        words.pop(0)
+    """Split ``[NAME=VALUE ...] [env NAME=VALUE ...] python -m sglang.launch_server FLAGS``; a
+    command that is not an SGLang server launch is bad input."""
+    words = core.command_words(command, bad)
+    env = core.take_assignments(words)
     if words and words[0] == "env":
         words.pop(0)
-        while words and "=" in words[0] and not words[0].startswith("-"):
-            try:
-                name, value = _assignment(words[0])
-            except ValueError:
-                break
-            env[name] = value
-            words.pop(0)
+        env.update(core.take_assignments(words))
     rest = None
     for i, w in enumerate(words):
         if w == "-m" and i + 1 < len(words) and words[i + 1] == "sglang.launch_server":
@@ -271,33 +196,17 @@ def parse_launch(command: list[str], bad) -> Launch:
         shown = " ".join(command)[:60]
         raise bad(f"the launch command {shown!r}: expected an SGLang server launch "
                   f"(python -m sglang.launch_server ...) after --")
-    flags: list[tuple[str, str | None]] = []
-    i = 0
-    while i < len(rest):
-        w = rest[i]
-        if not w.startswith("-") or w == "-":
-            flags.append(("", w))  # a positional word: listed as unknown
-            i += 1
-            continue
-        name, sep, value = w.partition("=")
-        if sep:
-            flags.append((name, value))
-            i += 1
-        elif name in BOOLEAN_FLAGS or i + 1 >= len(rest) or (rest[i + 1].startswith("--")):
-            flags.append((name, None))
-            i += 1
-        else:
-            flags.append((name, rest[i + 1]))
-            i += 2
-    return Launch(env, flags, program)
+    return Launch(env, core.split_flags(rest, BOOLEAN_FLAGS), program)
 
 
 # -- settings ------------------------------------------------------------------------------------
 
 
 @dataclass
-class Settings:
-    """The deployment as kvproof reads it: every value with where it came from."""
+class Settings(core.SettingsBase):
+    """The deployment as kvproof reads it: every value with where it came from (and, from
+    :class:`~kvproof.checker.audit.SettingsBase`, ``source``, ``unknown``, ``abstracted``,
+    ``inert`` and ``unmodelled``)."""
 
     release: Release
     mode: str | None = None
@@ -312,17 +221,6 @@ class Settings:
     deferred: bool = False
     release_timeout: float = 30.0
     transfer_timeout: float = 30.0
-    source: dict[str, str] = field(default_factory=dict)
-    """Setting name -> ``command``, ``--env``, ``--env-file``, ``default``, ``assumed``."""
-    unknown: list[str] = field(default_factory=list)
-    """Flags and variables kvproof does not know, as given."""
-    abstracted: list[str] = field(default_factory=list)
-    """Known flags whose values the model abstracts."""
-    inert: list[str] = field(default_factory=list)
-    """Known flags with no part in the KV page lifecycle."""
-    unmodelled: list[str] = field(default_factory=list)
-    """Settings the model does not cover: the search ran on the nearest modelled configuration,
-    so a clean result cannot be claimed."""
 
     @property
     def attn_tp(self) -> int:
@@ -371,26 +269,6 @@ def _bool(name: str, value: str, bad) -> bool:
     raise bad(f"{name}={value}: expected a boolean as SGLang reads it (true/1/yes/y or false/0/no/n)")
 
 
-def _seconds(name: str, value: str, bad) -> float:
-    try:
-        v = float(value)
-    except ValueError:
-        raise bad(f"{name}={value}: expected a number of seconds") from None
-    if not v > 0 or v != v or v == float("inf"):
-        raise bad(f"{name}={value}: expected a number of seconds > 0")
-    return v
-
-
-def _count(flag: str, value: str | None, bad) -> int:
-    try:
-        v = int(value or "")
-    except ValueError:
-        raise bad(f"{flag} {value}: expected a whole number >= 1") from None
-    if v < 1:
-        raise bad(f"{flag} {value}: expected a whole number >= 1")
-    return v
-
-
 def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]], bad,
                 peer_tp: int | None = None) -> Settings:
     """Map the launch flags and the environment (name -> (value, where it came from)) to
@@ -408,13 +286,13 @@ def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]
         elif name == "--disaggregation-transfer-backend":
             s.backend, s.source["backend"] = (value or "").lower(), "command"
         elif name in ("--tp-size", "--tensor-parallel-size", "--tp"):
-            s.tp, s.source["tp"] = _count(name, value, bad), "command"
+            s.tp, s.source["tp"] = core.count(name, value, bad), "command"
         elif name == "--dp-size":
-            s.dp = _count(name, value, bad)
+            s.dp = core.count(name, value, bad)
         elif name == "--enable-dp-attention":
             s.dp_attention = True
         elif name in ("--pp-size", "--pipeline-parallel-size"):
-            s.pp = _count(name, value, bad)
+            s.pp = core.count(name, value, bad)
         elif name == "--disaggregation-decode-allocation-policy":
             s.allocation_policy = value or ""
         elif name == "--disaggregation-enable-kv-checksum" and release.checksum_flag:
@@ -429,13 +307,13 @@ def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]
         if name == "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE" and release.deferred_release:
             s.deferred, s.source["deferred"] = _bool(name, value, bad), where
         elif name == "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT" and release.deferred_release:
-            s.release_timeout, s.source["release_timeout"] = _seconds(name, value, bad), where
+            s.release_timeout, s.source["release_timeout"] = core.seconds(name, value, bad), where
         elif name == "MC_TRANSFER_TIMEOUT":
-            s.transfer_timeout, s.source["transfer_timeout"] = _seconds(name, value, bad), where
+            s.transfer_timeout, s.source["transfer_timeout"] = core.seconds(name, value, bad), where
         elif name in INERT_ENV:
             s.inert.append(f"{name}={value}")
         elif name in _SUBSUMED:
-            _seconds(name, value, bad)
+            core.seconds(name, value, bad)
             s.inert.append(f"{name}={value} ({_SUBSUMED[name]})")
         else:
             s.unknown.append(f"{name}={value}")
@@ -509,15 +387,6 @@ def _relation(s: Settings) -> str:
 # -- the scenario family -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Member:
-    """One scenario of the family and the trigger it exercises."""
-
-    key: str
-    trigger: str
-    scenario: Scenario
-
-
 def family(s: Settings) -> list[Member]:
     """The small scenarios that stand for this deployment, from the catalogue's shapes:
     ``abort`` (a client abort mid-transfer: ``sglang-0.5.23-mooncake``'s shape, ``-tp2x2``'s
@@ -561,50 +430,6 @@ def family(s: Settings) -> list[Member]:
 # -- checking ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Hazard:
-    """A claim violated in one member of the family, with its shortest trace."""
-
-    claim: str
-    member: Member
-    depth: int
-    trace: Any
-    trace_path: Path | None = None
-    remedies: list[str] = field(default_factory=list)
-
-
-@dataclass
-class AuditReport:
-    """What the audit found."""
-
-    settings: Settings
-    members: list[Member]
-    states: dict[str, int]
-    hazards: list[Hazard]
-    cut_short: list[str]
-
-    @property
-    def exit_code(self) -> int:
-        """2 when the checked model is not the deployment (a setting it does not cover, an unknown
-        handoff setting); else 1 when a hazard was found (a violation found stands even if another
-        search was cut short); else 2 when a search was cut short; else 0."""
-        if self.settings.unmodelled or self.undecided_unknown():
-            return EXIT_UNDECIDED
-        if self.hazards:
-            return EXIT_EXPOSED
-        return EXIT_UNDECIDED if self.cut_short else EXIT_NOT_EXPOSED
-
-    def undecided_unknown(self) -> list[str]:
-        """Unknown names that belong to the KV handoff (they could change the verdict)."""
-        return [u for u in self.settings.unknown if u.startswith(LIFECYCLE_PREFIXES)]
-
-
-def _check(member: Member, claims, limits):
-    from kvproof.checker.run import check_scenario
-
-    return check_scenario(member.scenario, limits, list(claims))
-
-
 def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
     """Check the family of ``s``; each hazard keeps the shortest trace over the family, and
     (with ``remedies``) the candidate changes that remove it when re-checked."""
@@ -612,21 +437,12 @@ def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
 
     limits = limits or Limits()
     members = family(s)
-    states: dict[str, int] = {}
+    states, cut, violated = core.check_family(members, CLAIMS, limits)
     found: dict[str, Hazard] = {}
-    cut: list[str] = []
     per_member: dict[str, list[str]] = {}
-    for m in members:
-        rep = _check(m, CLAIMS, limits)
-        states[m.key] = rep.stats.states
-        if not rep.complete:
-            cut.append(f"{m.scenario.name}: {rep.reason}")
-        for c in rep.claims:
-            if c.verdict != "violated":
-                continue
-            per_member.setdefault(m.key, []).append(c.claim)
-            key = f"{c.claim}/{m.key}"
-            found[key] = Hazard(c.claim, m, c.depth or 0, c.result.trace)
+    for h in violated:
+        per_member.setdefault(h.member.key, []).append(h.claim)
+        found[f"{h.claim}/{h.member.key}"] = h
     for key, claims in per_member.items():  # another tenant's KV says more than another request's
         if "no_cross_tenant_read" in claims:
             found.pop(f"decode_reads_only_own_pages/{key}", None)
@@ -644,7 +460,7 @@ def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
                     claims = [c for c in claims if c in READS]
                     if not claims:
                         continue
-                rep = _check(fam[key], claims, limits)
+                rep = core.check(fam[key], claims, limits)
                 if not rep.complete:
                     continue
                 removed = {c.claim for c in rep.claims if c.verdict == "verified"}
@@ -652,7 +468,7 @@ def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
                     if h.member.key == key and h.claim in removed and \
                             not any(label.startswith(f"{r} with ") for r in h.remedies):
                         h.remedies.append(label)
-    return AuditReport(s, members, states, hazards, cut)
+    return AuditReport(s, members, states, hazards, cut, LIFECYCLE_PREFIXES)
 
 
 def candidates(s: Settings) -> list[tuple[Settings, str]]:
@@ -687,99 +503,23 @@ def candidates(s: Settings) -> list[tuple[Settings, str]]:
 
 
 def run_audit(args: argparse.Namespace, out, bad) -> int:
-    """``kvproof audit``: ``args`` holds ``engine``, ``env``, ``env_file``, ``command``,
+    """``kvproof audit``: ``args`` holds ``engine``, ``env``, ``env_file``, ``launch``,
     ``traces``, ``no_traces``, ``peer_tp`` and the limits; ``out`` is a console, ``bad`` builds the
     CLI's bad-input exception.  Returns the exit code."""
-    from kvproof import STARTED
-    from kvproof.checker.explicit import Limits
-    from kvproof.checker.traces import write_trace
-
     release = parse_engine(args.engine, bad)
     for opt, given in (("--arrival-bound", getattr(args, "arrival_bound", None)),
                        ("--transfer-bound", getattr(args, "transfer_bound", None)),
                        ("--no-decode-stalls", getattr(args, "no_decode_stalls", None) or None)):
         if given is not None:
             raise bad(f"{opt}: a vLLM option; SGLang's transfer bound is MC_TRANSFER_TIMEOUT (--env)")
-    command = list(args.launch or [])
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise bad("audit: expected the launch command after --, e.g. -- python -m sglang.launch_server ...")
+    command = core.launch_command(args, "python -m sglang.launch_server ...", bad)
     launch = parse_launch(command, bad)
-    env: dict[str, tuple[str, str]] = {}
-    for path in args.env_file or []:
-        for k, v in read_env_file(path, bad).items():
-            env[k] = (v, "--env-file")
-    for item in args.env or []:
-        try:
-            k, v = _assignment(item)
-        except ValueError:
-            raise bad(f"--env {item}: expected NAME=VALUE") from None
-        env[k] = (v, "--env")
-    for k, v in launch.env.items():
-        env[k] = (v, "command")
+    env = core.environment(args, launch, bad)
     s = settings_of(release, launch, env, bad, getattr(args, "peer_tp", None))
-    lines = _header(s, launch)
+    lines = core.header(ENGINE, s, mapping(s) if s.mode is not None else [], 10,
+                        "sizes are symbolic; a prompt may exceed the pool")
     if s.mode is None:
-        lines.append("no --disaggregation-mode prefill|decode: not a PD-disaggregated launch; no KV handoff to audit")
-        _emit(out, lines)
-        return EXIT_NOT_EXPOSED
-    limits = Limits(args.max_states, args.max_seconds, None, STARTED if args.max_seconds else None)
-    report = audit(s, limits)
-    if not args.no_traces:
-        for h in report.hazards:
-            h.trace_path = write_trace(h.trace, args.traces)
-    lines += _body(report)
-    _emit(out, lines)
-    return report.exit_code
-
-
-def _emit(out, lines: list[str]) -> None:
-    for line in lines:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def _header(s: Settings, launch: Launch) -> list[str]:
-    lines = [f"{ENGINE}=={s.release.version}: {s.release.basis}", "settings (value, from, in the model):"]
-    rows = mapping(s) if s.mode is not None else []
-    width = max((len(r[0]) for r in rows), default=0)
-    for name, where, meaning in rows:
-        lines.append(f"  {name:<{width}}  {where:<10}  {meaning}")
-    if s.abstracted:
-        lines.append("known, abstracted by the model (sizes are symbolic; a prompt may exceed the pool): "
-                     + ", ".join(s.abstracted))
-    if s.inert:
-        lines.append("known, no part in the isolation checks: " + ", ".join(s.inert))
-    if s.unknown:
-        lines.append(f"not known to kvproof, not modelled ({len(s.unknown)}): " + ", ".join(s.unknown))
-    return lines
-
-
-def _body(r: AuditReport) -> list[str]:
-    s = r.settings
-    lines = ["checked: " + ", ".join(f"{m.scenario.name} ({r.states[m.key]:,} states)" for m in r.members)]
-    if r.hazards:
-        lines.append(f"exposed to {len(r.hazards)} {'hazard' if len(r.hazards) == 1 else 'hazards'}:")
-    for i, h in enumerate(r.hazards, 1):
-        where = f", written to {h.trace_path}" if h.trace_path else ""
-        lines.append(f"  {i}. {HAZARDS[h.claim]} ({h.claim}), after {h.member.trigger}")
-        lines.append(f"     shortest trace: {h.depth} steps{where}")
-        fix = "; or ".join(h.remedies) if h.remedies else \
-            "nothing kvproof tried removes it (no setting it knows, no known release)"
-        lines.append(f"     removed by: {fix}")
-    for reason in s.unmodelled:
-        lines.append(f"not modelled: {reason}")
-    for c in r.cut_short:
-        lines.append(f"search cut short: {c}")
-    lifecycle = r.undecided_unknown()
-    if lifecycle:
-        lines.append("unknown handoff settings could change the verdict: " + ", ".join(lifecycle))
-    code = r.exit_code
-    verdict = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed", EXIT_UNDECIDED: "cannot decide"}[code]
-    if code == EXIT_UNDECIDED and r.hazards:
-        verdict += f" (the model checked is exposed to {len(r.hazards)})"
-    if code == EXIT_NOT_EXPOSED and s.unknown:
-        verdict += " (assuming the flags kvproof does not know leave the KV handoff alone)"
-    lines.append(f"verdict: {verdict}")
-    return lines
-
+        return core.nothing_to_audit(out, lines, "no --disaggregation-mode prefill|decode: not a PD-disaggregated "
+                                                 "launch; no KV handoff to audit")
+    return core.conclude(args, out, lines, lambda limits: audit(s, limits), HAZARDS,
+                         "nothing kvproof tried removes it (no setting it knows, no known release)")

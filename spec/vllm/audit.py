@@ -24,7 +24,9 @@ remove it, each re-checked (a lease above the bounds, the other NIXL mode).
 
 Exit codes: 1 exposed; 0 not exposed; 2 cannot decide (a search cut short, a setting the model
 does not cover, or a KV-transfer key or ``VLLM_NIXL_*`` variable kvproof does not know); 3 bad
-input (raised as the caller's one-line error).
+input (raised as the caller's one-line error).  What is not vLLM's (reading ``NAME=VALUE`` words
+and files, splitting flags, the report's records, checking the family, printing) is
+:mod:`kvproof.checker.audit`'s.
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ import argparse
 import dataclasses
 import json
 import math
-import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from kvproof.checker import audit as core
+from kvproof.checker.audit import (
+    EXIT_EXPOSED, EXIT_NOT_EXPOSED, EXIT_UNDECIDED, AuditReport, Hazard, Launch, Member,
+)
 from kvproof.model.scenario import Scenario
 from kvproof.spec.vllm.config import Config, Engine, Request
 
@@ -46,7 +51,6 @@ __all__ = ["run_audit", "known_engines", "RELEASES", "Release", "Settings", "Lau
            "LIFECYCLE_PREFIXES", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED", "EXIT_UNDECIDED"]
 
 ENGINE = "vllm"
-EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -160,51 +164,17 @@ HAZARDS = {
 
 def parse_engine(text: str, bad) -> Release:
     """``vllm==0.33.0`` -> its :class:`Release`; anything else is bad input."""
-    known = ", ".join(known_engines())
-    name, sep, version = text.partition("==")
-    if not sep or not version:
-        raise bad(f"{text}: expected ENGINE==VERSION, e.g. {ENGINE}==0.33.0 (known: {known})")
-    if name.strip().lower() != ENGINE or version.strip() not in RELEASES:
-        raise bad(f"{text}: unknown engine version; known: {known}")
-    return RELEASES[version.strip()]
-
-
-def _assignment(text: str) -> tuple[str, str]:
-    from kvproof.spec.sglang.audit import _assignment as assignment
-
-    return assignment(text)
-
-
-@dataclass
-class Launch:
-    """A launch command split into its environment prefix, its flags (name, value; name ``""``
-    for a positional word) and the program."""
-
-    env: dict[str, str]
-    flags: list[tuple[str, str | None]]
-    program: str
+    return core.parse_engine(text, ENGINE, RELEASES, "0.33.0", bad)
 
 
 def parse_launch(command: list[str], bad) -> Launch:
-    """Split ``[NAME=VALUE ...] vllm serve [MODEL] FLAGS`` (or ``python -m
+    """Split ``[NAME=VALUE | env ...] vllm serve [MODEL] FLAGS`` (or ``python -m
     vllm.entrypoints.openai.api_server FLAGS``); anything else is bad input."""
-    words = list(command)
-    if len(words) == 1 and " " in words[0].strip():  # the whole line quoted as one word
-        try:
-            words = shlex.split(words[0])
-        except ValueError as e:
-            raise bad(f"the launch command: {e}") from None
-    env: dict[str, str] = {}
-    while words and (words[0] == "env" or ("=" in words[0] and not words[0].startswith("-"))):
-        if words[0] == "env":
-            words.pop(0)
-            continue
-        try:
-            name, value = _assignment(words[0])
-        except ValueError:
-            break
-        env[name] = value
+    words = core.command_words(command, bad)
+    env = core.take_assignments(words)
+    while words and words[0] == "env":
         words.pop(0)
+        env.update(core.take_assignments(words))
     rest = program = None
     for i, w in enumerate(words):
         if (w == "vllm" or w.endswith("/vllm")) and i + 1 < len(words) and words[i + 1] == "serve":
@@ -219,33 +189,17 @@ def parse_launch(command: list[str], bad) -> Launch:
         shown = " ".join(command)[:60]
         raise bad(f"the launch command {shown!r}: expected a vLLM server launch (vllm serve MODEL ... or "
                   f"python -m vllm.entrypoints.openai.api_server ...) after --")
-    flags: list[tuple[str, str | None]] = []
-    i = 0
-    while i < len(rest):
-        w = rest[i]
-        if not w.startswith("-") or w == "-":
-            flags.append(("", w))
-            i += 1
-            continue
-        name, sep, value = w.partition("=") if w.startswith("--") else (w, "", "")
-        if sep:
-            flags.append((name, value))
-            i += 1
-        elif name in BOOLEAN_FLAGS or i + 1 >= len(rest) or rest[i + 1].startswith("--"):
-            flags.append((name, None))
-            i += 1
-        else:
-            flags.append((name, rest[i + 1]))
-            i += 2
-    return Launch(env, flags, program)
+    return Launch(env, core.split_flags(rest, BOOLEAN_FLAGS, joined="--"), program)
 
 
 # -- settings ------------------------------------------------------------------------------------
 
 
 @dataclass
-class Settings:
-    """The deployment as kvproof reads it: every value with where it came from."""
+class Settings(core.SettingsBase):
+    """The deployment as kvproof reads it: every value with where it came from (and, from
+    :class:`~kvproof.checker.audit.SettingsBase`, ``source``, ``unknown``, ``abstracted``,
+    ``inert`` and ``unmodelled``)."""
 
     release: Release
     connector: str | None = None
@@ -257,38 +211,11 @@ class Settings:
     tp: int = 1
     pp: int = 1
     dp: int = 1
-    source: dict[str, str] = field(default_factory=dict)
-    unknown: list[str] = field(default_factory=list)
-    abstracted: list[str] = field(default_factory=list)
-    inert: list[str] = field(default_factory=list)
-    unmodelled: list[str] = field(default_factory=list)
 
     @property
     def mode(self) -> str | None:
         """``pull``, ``push``, or ``None`` (no NIXL connector kvproof models)."""
         return CONNECTORS.get(self.connector or "")
-
-
-def _seconds(name: str, value: Any, bad) -> float:
-    if isinstance(value, bool):
-        raise bad(f"{name}={value}: expected a number of seconds > 0")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise bad(f"{name}={value}: expected a number of seconds") from None
-    if not v > 0 or v == float("inf"):
-        raise bad(f"{name}={value}: expected a number of seconds > 0")
-    return v
-
-
-def _count(flag: str, value: str | None, bad) -> int:
-    try:
-        v = int(value or "")
-    except ValueError:
-        raise bad(f"{flag} {value}: expected a whole number >= 1") from None
-    if v < 1:
-        raise bad(f"{flag} {value}: expected a whole number >= 1")
-    return v
 
 
 def _shown(v: Any) -> str:
@@ -355,11 +282,11 @@ def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]
         if name == "--kv-transfer-config" or name.startswith("--kv-transfer-config."):
             continue
         if name in ("--tensor-parallel-size", "-tp"):
-            s.tp, s.source["tp"] = _count(name, value, bad), "command"
+            s.tp, s.source["tp"] = core.count(name, value, bad), "command"
         elif name in ("--pipeline-parallel-size", "-pp"):
-            s.pp = _count(name, value, bad)
+            s.pp = core.count(name, value, bad)
         elif name in ("--data-parallel-size", "-dp"):
-            s.dp = _count(name, value, bad)
+            s.dp = core.count(name, value, bad)
             s.inert.append(f"{shown} (each data-parallel engine has its own connector: audited as this one)")
         elif name in SIZE_FLAGS:
             s.abstracted.append(shown)
@@ -385,7 +312,7 @@ def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]
                               f"got {_shown(v)}")
                 for k, x in v.items():
                     if k == "kv_lease_duration":
-                        s.lease = _seconds("kv_connector_extra_config.kv_lease_duration", x, bad)
+                        s.lease = core.seconds("kv_connector_extra_config.kv_lease_duration", x, bad)
                         s.source["lease"] = "command"
                     elif k in EXTRA_KEYS:
                         s.inert.append(f"kv_connector_extra_config.{k}={_shown(x)} ({EXTRA_KEYS[k]})")
@@ -477,15 +404,6 @@ def mapping(s: Settings) -> list[tuple[str, str, str]]:
 # -- the scenario family -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Member:
-    """One scenario of the family and the trigger it exercises."""
-
-    key: str
-    trigger: str
-    scenario: Scenario
-
-
 def family(s: Settings) -> list[Member]:
     """``lease``: tenants A and B through one prefill block (a late hand-off, a slow transfer, a
     stalled decode: the lease's race); ``abort``: a client abort on decode while the load is in
@@ -511,52 +429,6 @@ def family(s: Settings) -> list[Member]:
 # -- checking ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Hazard:
-    """A claim violated in one member of the family, with its shortest trace."""
-
-    claim: str
-    member: Member
-    depth: int
-    trace: Any
-    trace_path: Any = None
-    remedies: list[str] = field(default_factory=list)
-    also: list[str] = field(default_factory=list)
-    """Other members where the same claim is violated."""
-
-
-@dataclass
-class AuditReport:
-    """What the audit found."""
-
-    settings: Settings
-    members: list[Member]
-    states: dict[str, int]
-    hazards: list[Hazard]
-    cut_short: list[str]
-
-    @property
-    def exit_code(self) -> int:
-        """2 when the model checked is not the deployment (a setting it does not cover, an unknown
-        handoff setting); else 1 when a hazard was found; else 2 when a search was cut short;
-        else 0."""
-        if self.settings.unmodelled or self.undecided_unknown():
-            return EXIT_UNDECIDED
-        if self.hazards:
-            return EXIT_EXPOSED
-        return EXIT_UNDECIDED if self.cut_short else EXIT_NOT_EXPOSED
-
-    def undecided_unknown(self) -> list[str]:
-        """Unknown names that belong to the KV handoff (they could change the verdict)."""
-        return [u for u in self.settings.unknown if u.startswith(LIFECYCLE_PREFIXES)]
-
-
-def _check(member: Member, claims, limits):
-    from kvproof.checker.run import check_scenario
-
-    return check_scenario(member.scenario, limits, list(claims))
-
-
 def candidates(s: Settings) -> list[tuple[Settings, str]]:
     """Changes to try as remedies: a lease above the arrival plus transfer bounds (when both are
     known) and the other NIXL mode."""
@@ -577,21 +449,13 @@ def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
 
     limits = limits or Limits()
     members = family(s)
-    states: dict[str, int] = {}
+    states, cut, violated = core.check_family(members, CLAIMS, limits)
     found: dict[str, Hazard] = {}
-    cut: list[str] = []
-    for m in members:
-        rep = _check(m, CLAIMS, limits)
-        states[m.key] = rep.stats.states
-        if not rep.complete:
-            cut.append(f"{m.scenario.name}: {rep.reason}")
-        for c in rep.claims:
-            if c.verdict != "violated":
-                continue
-            if c.claim in found:
-                found[c.claim].also.append(m.trigger)
-            else:
-                found[c.claim] = Hazard(c.claim, m, c.depth or 0, c.result.trace)
+    for h in violated:
+        if h.claim in found:
+            found[h.claim].also.append(h.member.trigger)
+        else:
+            found[h.claim] = h
     if "no_cross_tenant_read" in found:  # another tenant's KV says more than another request's
         found.pop("decode_reads_only_own_pages", None)
     hazards = sorted(found.values(), key=lambda h: list(HAZARDS).index(h.claim))
@@ -602,13 +466,13 @@ def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
                 keys = [h.member.key] + [m.key for m in members if m.trigger in h.also]
                 ok = True
                 for key in keys:
-                    rep = _check(fam[key], [h.claim], limits)
+                    rep = core.check(fam[key], [h.claim], limits)
                     if not rep.complete or any(c.verdict != "verified" for c in rep.claims):
                         ok = False
                         break
                 if ok:
                     h.remedies.append(label)
-    return AuditReport(s, members, states, hazards, cut)
+    return AuditReport(s, members, states, hazards, cut, LIFECYCLE_PREFIXES)
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -630,103 +494,23 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     """``kvproof audit vllm==...``: ``args`` holds ``engine``, ``env``, ``env_file``, ``launch``,
     ``traces``, ``no_traces``, ``arrival_bound``, ``transfer_bound``, ``no_decode_stalls`` and
     the limits; ``out`` is a console, ``bad`` builds the CLI's bad-input exception."""
-    from kvproof import STARTED
-    from kvproof.checker.explicit import Limits
-    from kvproof.checker.traces import write_trace
-    from kvproof.spec.sglang.audit import read_env_file
-
     release = parse_engine(args.engine, bad)
     if getattr(args, "peer_tp", None) is not None:
         raise bad("--peer-tp: an SGLang option; vLLM's model has one rank a side")
-    command = list(args.launch or [])
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise bad("audit: expected the launch command after --, e.g. -- vllm serve MODEL --kv-transfer-config '{...}'")
+    command = core.launch_command(args, "vllm serve MODEL --kv-transfer-config '{...}'", bad)
     arrival = _bound("--arrival-bound", getattr(args, "arrival_bound", None), bad)
     transfer = _bound("--transfer-bound", getattr(args, "transfer_bound", None), bad)
     if transfer is not None and transfer == 0:
         raise bad("--transfer-bound 0: expected a number of seconds > 0 (a transfer takes time)")
     launch = parse_launch(command, bad)
-    env: dict[str, tuple[str, str]] = {}
-    for path in args.env_file or []:
-        for k, v in read_env_file(path, bad).items():
-            env[k] = (v, "--env-file")
-    for item in args.env or []:
-        try:
-            k, v = _assignment(item)
-        except ValueError:
-            raise bad(f"--env {item}: expected NAME=VALUE") from None
-        env[k] = (v, "--env")
-    for k, v in launch.env.items():
-        env[k] = (v, "command")
+    env = core.environment(args, launch, bad)
     s = settings_of(release, launch, env, bad, arrival, transfer, not getattr(args, "no_decode_stalls", False))
-    lines = _header(s)
+    lines = core.header(ENGINE, s, mapping(s) if s.connector is not None else None, 16,
+                        "block counts are symbolic")
     if s.connector is None:
-        lines.append("no --kv-transfer-config kv_connector: not a PD-disaggregated launch; no KV handoff to audit")
-        _emit(out, lines)
-        return EXIT_NOT_EXPOSED
-    limits = Limits(args.max_states, args.max_seconds, None, STARTED if args.max_seconds else None)
-    report = audit(s, limits)
-    if not args.no_traces:
-        for h in report.hazards:
-            h.trace_path = write_trace(h.trace, args.traces)
-    lines += _body(report)
-    _emit(out, lines)
-    return report.exit_code
-
-
-def _emit(out, lines: list[str]) -> None:
-    for line in lines:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def _header(s: Settings) -> list[str]:
-    lines = [f"{ENGINE}=={s.release.version}: {s.release.basis}"]
-    if s.connector is not None:
-        lines.append("settings (value, from, in the model):")
-        rows = mapping(s)
-        width = max(len(r[0]) for r in rows)
-        for name, where, meaning in rows:
-            lines.append(f"  {name:<{width}}  {where:<16}  {meaning}")
-    if s.abstracted:
-        lines.append("known, abstracted by the model (block counts are symbolic): " + ", ".join(s.abstracted))
-    if s.inert:
-        lines.append("known, no part in the isolation checks: " + ", ".join(s.inert))
-    if s.unknown:
-        lines.append(f"not known to kvproof, not modelled ({len(s.unknown)}): " + ", ".join(s.unknown))
-    return lines
-
-
-def _body(r: AuditReport) -> list[str]:
-    s = r.settings
-    lines = ["checked: " + ", ".join(f"{m.scenario.name} ({r.states[m.key]:,} states)" for m in r.members)]
-    if r.hazards:
-        lines.append(f"exposed to {len(r.hazards)} {'hazard' if len(r.hazards) == 1 else 'hazards'}:")
-    for i, h in enumerate(r.hazards, 1):
-        where = f", written to {h.trace_path}" if h.trace_path else ""
-        lines.append(f"  {i}. {HAZARDS[h.claim]} ({h.claim}), after {h.member.trigger}"
-                     + (f" (also after {'; '.join(h.also)})" if h.also else ""))
-        lines.append(f"     shortest trace: {h.depth} steps{where}")
-        if h.remedies:
-            fix = "; or ".join(h.remedies)
-        else:
-            fix = "nothing kvproof tried removes it"
-            if s.arrival_bound is None or s.transfer_bound is None:
-                fix += " (with no --arrival-bound and --transfer-bound, no lease is known to outlast the hand-off)"
-        lines.append(f"     removed by: {fix}")
-    for reason in s.unmodelled:
-        lines.append(f"not modelled: {reason}")
-    for c in r.cut_short:
-        lines.append(f"search cut short: {c}")
-    lifecycle = r.undecided_unknown()
-    if lifecycle:
-        lines.append("unknown handoff settings could change the verdict: " + ", ".join(lifecycle))
-    code = r.exit_code
-    verdict = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed", EXIT_UNDECIDED: "cannot decide"}[code]
-    if code == EXIT_UNDECIDED and r.hazards:
-        verdict += f" (the model checked is exposed to {len(r.hazards)})"
-    if code == EXIT_NOT_EXPOSED and s.unknown:
-        verdict += " (assuming the flags kvproof does not know leave the KV handoff alone)"
-    lines.append(f"verdict: {verdict}")
-    return lines
+        return core.nothing_to_audit(out, lines, "no --kv-transfer-config kv_connector: not a PD-disaggregated "
+                                                 "launch; no KV handoff to audit")
+    no_fix = "nothing kvproof tried removes it"
+    if s.arrival_bound is None or s.transfer_bound is None:
+        no_fix += " (with no --arrival-bound and --transfer-bound, no lease is known to outlast the hand-off)"
+    return core.conclude(args, out, lines, lambda limits: audit(s, limits), HAZARDS, no_fix)
