@@ -35,6 +35,7 @@ from kvproof.model.ops import Disabled, Ops
 __all__ = [
     "SpecError",
     "Spec",
+    "ConfiguredSpec",
     "Pre",
     "Post",
     "ActionDef",
@@ -415,6 +416,43 @@ class Spec:
         if isinstance(value, list):
             return [(label, _condition(v, f"{name}: obligation {label}")) for label, v in value]
         return _condition(value, name)
+
+
+class ConfiguredSpec(Spec):
+    """A spec built from one configuration object, as the shipped protocols are.
+
+    The configuration's ``problems()`` and then :meth:`config_problems` list what makes it
+    unusable; the first is raised as ``ValueError``, so an instance exists only for a usable
+    configuration.  The instance keeps the configuration as ``cfg``, its ``engine`` (the engine
+    variant's flags) as ``e``, and ``codes(cfg)`` (the value codes and domains that depend on
+    the instance's sizes) as ``k``; its fields are ``fields_of(k)``.  A protocol sets the two
+    class attributes::
+
+        codes = Codes
+        fields_of = staticmethod(build_fields)
+    """
+
+    codes: Callable[[Any], Any]
+    """Configuration -> the codes object kept as ``k`` (a protocol's ``Codes`` class)."""
+    fields_of: Callable[[Any], list[Field]]
+    """``k`` -> the state's fields, in layout order (a ``staticmethod``)."""
+
+    def __init__(self, cfg: Any):
+        problems = [*cfg.problems(), *self.config_problems(cfg)]
+        if problems:
+            raise ValueError(problems[0])
+        self.cfg = cfg
+        self.e = cfg.engine
+        self.k = self.codes(cfg)
+
+    def config_problems(self, cfg: Any) -> list[str]:
+        """What makes ``cfg`` unusable for this class in particular, beyond ``cfg.problems()``
+        (default: nothing)."""
+        return []
+
+    def build_fields(self) -> list[Field]:
+        """The state's fields: ``fields_of(k)``."""
+        return self.fields_of(self.k)
 
 
 def _condition(value: Any, what: str) -> Any:

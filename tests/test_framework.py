@@ -3,7 +3,7 @@
 import pytest
 
 from kvproof.model.machine import Machine, reference_successors
-from kvproof.model.framework import Spec, action, invariant, witness
+from kvproof.model.framework import ConfiguredSpec, Spec, action, invariant, witness
 from kvproof.model.layout import Domain, Field
 
 IDX = Domain("i", 2)
@@ -198,3 +198,55 @@ def test_widen_takes_a_condition():
 
     with pytest.raises(SpecError, match=r"test_framework\.py:\d+: widen: expected a condition, got a number"):
         Machine(Bad())
+
+
+# -- ConfiguredSpec: a spec built from one configuration object -------------------------------------
+class _Cfg:
+    def __init__(self, n, problems=(), engine="flags"):
+        self.n, self._problems, self.engine = n, list(problems), engine
+
+    def problems(self):
+        return list(self._problems)
+
+
+class _Codes:
+    def __init__(self, cfg):
+        self.idx = Domain("i", cfg.n)
+
+
+def _fields(k):
+    return [Field("x", (k.idx,), VAL)]
+
+
+class Configured(ConfiguredSpec):
+    """A counter per index; a configuration of more than 3 indices is refused by the class."""
+
+    codes = _Codes
+    fields_of = staticmethod(_fields)
+
+    def config_problems(self, cfg):
+        return [f"n: {cfg.n} > 3"] if cfg.n > 3 else []
+
+    def domain(self, name):
+        return self.k.idx
+
+    @action("counter", "i")
+    def bump(self, s, n, i):
+        """Increase counter i below 2."""
+        s.require(s.ops.lt(s.x[i], 2))
+        n.x[i] = s.ops.add(s.x[i], 1)
+
+
+def test_a_configured_spec_keeps_cfg_engine_and_codes_and_builds_its_fields_from_the_codes():
+    cfg = _Cfg(3)
+    spec = Configured(cfg)
+    assert (spec.cfg, spec.e, spec.k.idx.size) == (cfg, "flags", 3)
+    assert [f.name for f in spec.build_fields()] == ["x"] and len(spec.instances) == 3
+    assert len(reference_successors(spec, Machine(spec).init)) == 3
+
+
+def test_a_configured_spec_refuses_the_configurations_first_problem_then_the_classes():
+    with pytest.raises(ValueError, match=r"^a: bad$"):
+        Configured(_Cfg(5, ["a: bad", "b: worse"]))
+    with pytest.raises(ValueError, match=r"^n: 5 > 3$"):
+        Configured(_Cfg(5))

@@ -25,8 +25,8 @@ from functools import cached_property
 from itertools import permutations, product
 
 from kvproof.spec.sglang.config import Config
-from kvproof.model.framework import Spec, SpecError, action
-from kvproof.model.layout import Domain, Field
+from kvproof.model.framework import ConfiguredSpec, SpecError, action
+from kvproof.model.layout import Domain
 from kvproof.model.ops import ConcreteOps
 from kvproof.spec.sglang.claims import PdClaims
 from kvproof.spec.sglang.state import (
@@ -66,9 +66,14 @@ def exceeds_input_limit(o, pages, context_limit, prefill_pool):
     return o.gt(pages, o.min_(context_limit, prefill_pool))
 
 
-class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
-    """The protocol instance for one :class:`Config`.  Subclass and override one action or
-    helper to describe another engine's behaviour (see the README)."""
+class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
+    """The protocol instance for one :class:`Config` (refused with ``ValueError`` when the
+    configuration has a problem; kept as ``cfg``, its engine as ``e``, its :class:`~.state.Codes`
+    as ``k``).  Subclass and override one action or helper to describe another engine's
+    behaviour (see the README)."""
+
+    codes = Codes
+    fields_of = staticmethod(build_fields)
 
     def __init_subclass__(cls, **kwargs):
         """Refuse a variant that overrides a helper under its old private name (the override
@@ -82,22 +87,15 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, Spec):
     """Whether the protocol models client-chosen rooms (the room-keyed maps two requests of one
     room share); the base protocol does not, :class:`~.v0523.Sglang0523` does."""
 
-    def __init__(self, cfg: Config):
-        problems = cfg.problems()
+    def config_problems(self, cfg: Config) -> list[str]:
+        """Client-chosen rooms (``engine.room_policy = "client"``) on a class that does not
+        model them."""
         if cfg.engine.room_policy == "client" and not self.models_client_rooms:
-            problems.append(f"engine.room_policy: {type(self).__name__} does not model client-chosen rooms "
-                            "(protocol = \"sglang-0.5.23\" does)")
-        if problems:
-            raise ValueError(problems[0])
-        self.cfg = cfg
-        self.e = cfg.engine
-        self.k = Codes(cfg)
+            return [f"engine.room_policy: {type(self).__name__} does not model client-chosen rooms "
+                    "(protocol = \"sglang-0.5.23\" does)"]
+        return []
 
     # -- structure ---------------------------------------------------------------------------
-    def build_fields(self) -> list[Field]:
-        """See :func:`.pd_state.build_fields`."""
-        return build_fields(self.k)
-
     def domain(self, name: str) -> Domain:
         """Parameter domains: ``req``, ``chunk``, ``prank`` (prefill rank), ``drank``,
         ``stream`` (a prefill rank's write stream for one layer), ``pick`` (an allocation

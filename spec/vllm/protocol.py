@@ -33,10 +33,9 @@ Modelling choices, each stated once here:
 
 from __future__ import annotations
 
-from kvproof.model.framework import Spec, action
-from kvproof.model.layout import Domain, Field
+from kvproof.model.framework import ConfiguredSpec, action
+from kvproof.model.layout import Domain
 from kvproof.spec.vllm.claims import VllmClaims
-from kvproof.spec.vllm.config import Config
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_ABORTED, OUT_SUCCESS,
     P_ABORTED, P_EXPIRED, P_HELD, P_NEW, P_SENT, RD_DONE, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT,
@@ -47,23 +46,16 @@ from kvproof.spec.vllm.story import VllmStory
 __all__ = ["VllmPd"]
 
 
-class VllmPd(VllmClaims, VllmStory, Spec):
-    """The protocol instance (pull or push mode) for one :class:`~.config.Config`.  Subclass and override
-    one action or helper to describe another engine's behaviour."""
+class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
+    """The protocol instance (pull or push mode) for one :class:`~.config.Config` (refused with
+    ``ValueError`` when the configuration has a problem; kept as ``cfg``, its engine as ``e``,
+    its :class:`~.state.Codes` as ``k``).  Subclass and override one action or helper to describe
+    another engine's behaviour."""
 
-    def __init__(self, cfg: Config):
-        problems = cfg.problems()
-        if problems:
-            raise ValueError(problems[0])
-        self.cfg = cfg
-        self.e = cfg.engine
-        self.k = Codes(cfg)
+    codes = Codes
+    fields_of = staticmethod(build_fields)
 
     # -- structure ---------------------------------------------------------------------------
-    def build_fields(self) -> list[Field]:
-        """See :func:`.state.build_fields`."""
-        return build_fields(self.k)
-
     def domain(self, name: str) -> Domain:
         """The only parameter domain: ``req``."""
         return {"req": self.k.req}[name]
