@@ -39,7 +39,7 @@ from kvproof.model.machine import Machine
 
 __all__ = [
     "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Verdict", "read_log", "Search",
-    "explain", "rebuild", "run_validate",
+    "explain", "rebuild", "run_validate", "log_text",
 ]
 
 LOG_FORMAT = "kvproof-events"
@@ -458,3 +458,14 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
     out.print(f"  {stats}")
     return 1
 
+
+
+def log_text(base: Any, events: list[dict], **header: Any) -> str:
+    """The JSONL text of an event log: the header (the scenario ``base`` inline unless
+    ``scenario`` names a built-in, plus ``header``) and one line per event (each given the schema
+    version); what a protocol's ``to_events`` returns, written as :func:`read_log` reads it."""
+    head = {"v": SCHEMA_VERSION, "log": LOG_FORMAT, "scenario": header.pop("scenario", None) or base.to_data()}
+    head.update(header)
+    lines = [json.dumps(head, separators=(",", ":"))]
+    lines += [json.dumps({"v": SCHEMA_VERSION, **e}, separators=(",", ":")) for e in events]
+    return "\n".join(lines) + "\n"

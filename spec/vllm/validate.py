@@ -35,11 +35,10 @@ event::
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvproof.checker.validate import LOG_FORMAT, SCHEMA_VERSION, Event
+from kvproof.checker.validate import Event, log_text
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 from kvproof.spec.vllm.config import Request
@@ -316,16 +315,6 @@ def to_events(machine: Machine, actions: list[int], dt: float = 0.001) -> list[d
             out.append(ev)
         state = nxt
     return out
-
-
-def log_text(base: Scenario, events: list[dict], **header: Any) -> str:
-    """The JSONL text of an event log: the header (the scenario inline unless ``scenario`` names
-    a built-in, plus ``header``) and one line per event."""
-    head = {"v": SCHEMA_VERSION, "log": LOG_FORMAT, "scenario": header.pop("scenario", None) or base.to_data()}
-    head.update(header)
-    lines = [json.dumps(head, separators=(",", ":"))]
-    lines += [json.dumps({"v": SCHEMA_VERSION, **e}, separators=(",", ":")) for e in events]
-    return "\n".join(lines) + "\n"
 
 
 def random_run(machine: Machine, requests: int, seed: int, fault_weight: float = 0.02,
