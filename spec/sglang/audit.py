@@ -35,10 +35,12 @@ from kvproof.spec.sglang.config import Config, Engine, Request
 
 __all__ = ["run_audit", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
            "read_env_file", "settings_of", "mapping", "family", "candidates", "audit", "AuditReport", "Hazard",
-           "ENGINE", "FLAGS", "ENV_VARS", "INERT_ENV", "CLAIMS", "READS", "HAZARDS", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED",
-           "EXIT_UNDECIDED"]
+           "ENGINE", "FLAGS", "SIZE_FLAGS", "INERT_FLAGS", "BOOLEAN_FLAGS", "BACKENDS_DEFERRING", "ENV_VARS",
+           "INERT_ENV", "LIFECYCLE_PREFIXES", "CLAIMS", "READS", "CHECKSUM", "HAZARDS", "EXIT_EXPOSED",
+           "EXIT_NOT_EXPOSED", "EXIT_UNDECIDED"]
 
 ENGINE = "sglang"
+"""The engine's name in ``ENGINE==VERSION``."""
 
 # -- what kvproof knows of each release ---------------------------------------------------------
 
@@ -161,6 +163,8 @@ READS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "rejected_never_
          "success_implies_full_coverage")
 """The claims about what a response is computed on (the ones a checksum can catch)."""
 CHECKSUM = "--disaggregation-enable-kv-checksum"
+"""The checksum's flag as a remedy: it detects a bad read, it cannot stop a write (so it is
+tried on the :data:`READS` claims only)."""
 
 HAZARDS = {  # claim -> what it means for the deployment
     "decode_reads_only_own_pages": "decode reads KV that was not written for the request it serves",
@@ -170,6 +174,7 @@ HAZARDS = {  # claim -> what it means for the deployment
     "rejected_never_succeeds": "a request rejected at admission is served (HTTP 200)",
     "success_implies_full_coverage": "a request succeeds with pages its transfer never wrote",
 }
+"""Each checked claim, violated, as a hazard of the deployment (the order hazards are listed in)."""
 
 # -- reading the input ----------------------------------------------------------------------------
 

@@ -47,10 +47,12 @@ from kvproof.spec.vllm.config import Config, Engine, Request
 
 __all__ = ["run_audit", "known_engines", "RELEASES", "Release", "Settings", "Launch", "Member", "Hazard",
            "AuditReport", "parse_engine", "parse_launch", "settings_of", "ticks", "mapping", "family", "candidates",
-           "audit", "ENGINE", "CONNECTORS", "FLAGS", "TRANSFER_KEYS", "EXTRA_KEYS", "ENV_VARS", "CLAIMS", "HAZARDS",
-           "LIFECYCLE_PREFIXES", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED", "EXIT_UNDECIDED"]
+           "audit", "ENGINE", "CONNECTORS", "FLAGS", "SIZE_FLAGS", "INERT_FLAGS", "BOOLEAN_FLAGS", "TRANSFER_KEYS",
+           "EXTRA_KEYS", "ENV_VARS", "CLAIMS", "HAZARDS", "LIFECYCLE_PREFIXES", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED",
+           "EXIT_UNDECIDED"]
 
 ENGINE = "vllm"
+"""The engine's name in ``ENGINE==VERSION``."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ HAZARDS = {
     "no_write_after_release": "a transfer writes into a decode block already freed to its next owner",
     "no_source_free_while_read": "prefill frees (and may reuse) source blocks a transfer is still reading",
 }
+"""Each checked claim, violated, as a hazard of the deployment (the order hazards are listed in)."""
 
 # -- reading the input ----------------------------------------------------------------------------
 
