@@ -10,7 +10,9 @@ fingerprinted visited set), :mod:`.symmetry` (checked symmetry reduction), :mod:
 :mod:`.run_symbolic` (``check --engine bmc|both``), :mod:`.watchdog` and :mod:`.interrupts`
 (time limits and Ctrl-C inside Z3).  Results and files: :mod:`.results`, :mod:`.run` (scenario
 -> report), :mod:`.traces` (ITF), :mod:`.expected` (the expected-verdict table),
-:mod:`.atomic` (whole-or-nothing writes).  :mod:`.report` renders; :mod:`.cli` is the command
+:mod:`.atomic` (whole-or-nothing writes).  Protocol commands' protocol-neutral halves:
+:mod:`.validate` (trace validation of event logs), :mod:`.audit` (a launch line's settings, a
+scenario family's hazards and the verdict).  :mod:`.report` renders; :mod:`.cli` is the command
 line.
 """
 
