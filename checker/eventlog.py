@@ -2,8 +2,8 @@
 process: one JSON object a line, appended under a lock so that threads never interleave lines.
 
 This is the protocol-free half of the recorder: a protocol's recorder (for SGLang,
-``kvproof.spec.sglang.record``) decides which calls are which events and hands them to
-:meth:`EventLog.emit`.
+``kvproof.spec.sglang.record``; for vLLM, ``kvproof.spec.vllm.record``) decides which calls are which events and hands them to
+:meth:`EventLog.emit` (or :meth:`EventLog.write`).
 """
 
 from __future__ import annotations
@@ -41,12 +41,16 @@ class EventLog:
             self.file.flush()
 
     def emit(self, event: str, actor: str, rank: int, room: int, rid: str, gen: int, **fields: Any) -> None:
-        """Append one event line (``fields``: pages, chunk, page, status, ... as the schema has them)."""
+        """Append one event line of a room's request (SGLang's fields; ``fields``: pages, chunk,
+        page, status, ... as the schema has them)."""
+        self.write(actor=actor, rank=rank, event=event, room=room, rid=rid, gen=gen, **fields)
+
+    def write(self, **fields: Any) -> None:
+        """Append one event line: ``v``, ``t`` and ``fields`` in order (a protocol's own keys)."""
         with self.lock:
             if self.file.closed:
                 return
-            line = {"v": SCHEMA_VERSION, "t": round(self._perf() - self.t0, 6), "actor": actor, "rank": rank,
-                    "event": event, "room": room, "rid": rid, "gen": gen, **fields}
+            line = {"v": SCHEMA_VERSION, "t": round(self._perf() - self.t0, 6), **fields}
             self.file.write(json.dumps(line, separators=(",", ":")) + "\n")
             self.file.flush()
             self.count += 1
