@@ -39,7 +39,7 @@ from kvproof.model.machine import Machine
 
 __all__ = [
     "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Verdict", "read_log", "Search",
-    "explain", "rebuild", "run_validate",
+    "explain", "rebuild", "make_search", "run_validate",
 ]
 
 LOG_FORMAT = "kvproof-events"
@@ -351,6 +351,24 @@ def rebuild(machine: Machine, obs: Observation, events: Iterable[Event], last: E
 
 
 # -- the command ------------------------------------------------------------------------------------
+def make_search(machine: Any, obs: Observation, max_states: int, backend: str = "auto") -> Search:
+    """The search ``kvproof validate`` runs: ``python`` the reference :class:`Search`; ``native``
+    its successors in C (:class:`~kvproof.checker.validate_native.NativeSearch`, the same
+    frontiers; :class:`~kvproof.checker.native.NativeUnavailable` where it cannot run);
+    ``auto`` native where it can run, else the reference."""
+    if backend == "python":
+        return Search(machine, obs, max_states)
+    from kvproof.checker.native import NativeUnavailable
+    from kvproof.checker.validate_native import native_search
+
+    try:
+        return native_search(machine, obs, max_states)
+    except NativeUnavailable:
+        if backend == "native":
+            raise
+        return Search(machine, obs, max_states)
+
+
 def _events(obs: Observation, path: str, rows: Iterator[tuple[int, dict]]) -> Iterator[Event]:
     for no, raw in rows:
         try:
@@ -404,7 +422,12 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
             obs = module.observation(machine, header)
         except ValueError as e:
             raise LogError(f"{where}: {e}") from None
-        search = Search(machine, obs, args.max_states)  # compiling the steps is not part of the rate
+        from kvproof.checker.native import NativeUnavailable
+
+        try:  # compiling the steps is not part of the rate
+            search = make_search(machine, obs, args.max_states, getattr(args, "backend", "auto"))
+        except NativeUnavailable as e:
+            raise LogError(f"--backend native: {e}") from None
         t0 = time.perf_counter()
         events = _events(obs, path, rows)
         verdict = explain(machine, obs, events, args.max_states, search)
