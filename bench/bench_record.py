@@ -1,8 +1,8 @@
 """Overhead of ``kvproof.record``: the conformance harness driving SGLang 0.5.23's real code along
 the same random event sequences, with and without the recorder installed.
 
-Each round runs every sequence once plain and once recorded (the order alternating between
-rounds, so warm-up and load drift fall on both sides); the time is ``run_on_code`` (the real
+After an untimed warm-up round, each round runs every sequence once plain and once recorded (the
+order alternating between rounds, so load drift falls on both sides); the time is ``run_on_code`` (the real
 code's work, the harness's thread hand-offs and the model comparison), not building the harness.
 The ratio is recorded time over plain time, summed over all runs; the cost of writing one line
 (``EventLog.emit``: format, append, flush) is timed alone over 10,000 lines.  Needs the sglang extra.  Run:
@@ -89,10 +89,12 @@ def main() -> None:
     sc = builtin(args.scenario)
     machine = Machine(sc.build())
     runs = sequences(machine, args.sequences, args.steps)
-    timed(sc, machine, runs[0], None)  # warm-up: the first harness pays for imports
     plain = recorded = 0.0
     events = 0
     with tempfile.TemporaryDirectory() as tmp:
+        for i, actions in enumerate(runs):  # a warm-up round, untimed: the first run of each code path
+            timed(sc, machine, actions, None)  # pays for imports and caches (vLLM: 2-3 times a later run)
+            timed(sc, machine, actions, os.path.join(tmp, f"warm-{i}.jsonl"))
         for k in range(args.rounds):
             p = r = 0.0
             for i, actions in enumerate(runs):
