@@ -25,7 +25,7 @@ import numpy as np
 
 from kvproof.checker.validate import Event, Observation, Search
 
-__all__ = ["BATCH", "NativeSearch", "native_search"]
+__all__ = ["BATCH", "NativeSearch", "native_search", "make_search"]
 
 BATCH = 64
 """Levels (and frontiers to advance) of fewer states run the reference's Python steps: a C call
@@ -147,3 +147,20 @@ def native_search(machine: Any, obs: Observation, max_states: int) -> NativeSear
         raise NativeUnavailable("the log's observation has unseen steps (a Python predicate)")
     code = native_code(SimpleNamespace(spec=machine.spec, claims=list(machine.claims)), "-O2")
     return NativeSearch(machine, obs, max_states, code)
+
+
+def make_search(machine: Any, obs: Observation, max_states: int, backend: str = "auto") -> Search:
+    """The search ``kvproof validate`` runs: ``python`` the reference :class:`Search`; ``native``
+    its successors in C (:class:`NativeSearch`, the same
+    frontiers; :class:`~kvproof.checker.native.NativeUnavailable` where it cannot run);
+    ``auto`` native where it can run, else the reference."""
+    if backend == "python":
+        return Search(machine, obs, max_states)
+    from kvproof.checker.native import NativeUnavailable
+
+    try:
+        return native_search(machine, obs, max_states)
+    except NativeUnavailable:
+        if backend == "native":
+            raise
+        return Search(machine, obs, max_states)

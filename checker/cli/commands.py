@@ -589,7 +589,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Search for a behaviour of the spec that explains an engine's event log (the protocol the
     log's header names supplies the ``validate`` command)."""
-    from kvproof.checker.validate import run_validate
+    from kvproof.checker.validate_command import run_validate
 
     return run_validate(args, _console(), BadInput)
 
