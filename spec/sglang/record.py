@@ -374,10 +374,11 @@ class SglangRecorder:
 def install(path: str, scenario: Any, room_base: int = 0, **header: Any) -> SglangRecorder:
     """Patch SGLang 0.5.23's classes to log to ``path`` (header naming ``scenario``); call
     ``uninstall()`` on the result to undo, ``log.close()`` to close the file."""
-    from kvproof.spec.sglang.validate import UNSEEN_KEY
+    from kvproof.spec.sglang.validate import ACKS_UNSEEN_KEY, UNSEEN_KEY
 
     from kvproof.model.scenario import builtin, parse_scenario
 
     header.setdefault(UNSEEN_KEY, True)  # a failed send's bytes land where no call returns
+    header.setdefault(ACKS_UNSEEN_KEY, True)  # no ABORT_ACK for an ABORT decode did not arm for
     sc = builtin(scenario) if isinstance(scenario, str) else parse_scenario(scenario, "scenario")
     return SglangRecorder(EventLog(path, scenario, **header), room_base, aux=sc.config.aux_slots > 0).install()
