@@ -8,15 +8,16 @@ This is the protocol-free half of the recorder: a protocol's recorder (for SGLan
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kvproof.checker.validate import LOG_FORMAT, SCHEMA_VERSION
 
-__all__ = ["EventLog"]
+__all__ = ["EventLog", "Patches"]
 
 
 class EventLog:
@@ -59,3 +60,27 @@ class EventLog:
         """Close the file; later events are dropped."""
         with self.lock:
             self.file.close()
+
+
+class Patches:
+    """Methods of a running engine's classes replaced by wrappers, and put back: what a
+    protocol's recorder patches.  ``undo`` (set by the subclass, initially empty) lists what
+    :meth:`uninstall` restores."""
+
+    undo: list
+
+    def wrap(self, cls: Any, name: str, make: Callable[[Callable], Callable]) -> None:
+        """Replace ``cls.name`` by ``make(original)`` (undone by :meth:`uninstall`)."""
+        had = name in vars(cls)
+        orig = getattr(cls, name)
+        setattr(cls, name, functools.wraps(orig)(make(orig)))
+        self.undo.append((cls, name, orig if had else None))
+
+    def uninstall(self) -> None:
+        """Put every original method back."""
+        for cls, name, orig in reversed(self.undo):
+            if orig is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, orig)
+        self.undo.clear()

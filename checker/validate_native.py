@@ -71,34 +71,24 @@ class NativeSearch(Search):
         while todo:
             nxt: list[bytes] = []
             get = seen.get
-            if len(todo) < BATCH:
-                for s in todo:
-                    mask = seen[s]
-                    for aid, t in internal(s):
-                        m = mask or after[aid](t)
-                        old = get(t)
-                        if old is None:
-                            seen[t] = m
-                            nxt.append(t)
-                        elif old and not m:
-                            seen[t] = 0
-                            nxt.append(t)
+            if len(todo) < BATCH:  # the reference's steps: (successor, parent position, claims hit)
+                found = [(t, p, after[aid](t)) for p, s in enumerate(todo) for aid, t in internal(s)]
             else:
                 out, pos, aid = self._expand(todo)
                 keep = self.is_internal[aid]
                 out, pos = out[keep], pos[keep]
-                if len(out):
-                    hits = self.code.hits(out).tolist()
-                    rows = out.view(f"V{W}").ravel().tolist() if W else [b""] * len(out)
-                    for t, p, h in zip(rows, pos.tolist(), hits):
-                        m = seen[todo[p]] or h  # read now: this level may have cleaned the parent
-                        old = get(t)
-                        if old is None:
-                            seen[t] = m
-                            nxt.append(t)
-                        elif old and not m:
-                            seen[t] = 0
-                            nxt.append(t)
+                hits = self.code.hits(out).tolist() if len(out) else []
+                rows = out.view(f"V{W}").ravel().tolist() if W else [b""] * len(out)
+                found = zip(rows, pos.tolist(), hits)
+            for t, p, h in found:
+                m = seen[todo[p]] or h  # read now: this level may have cleaned the parent
+                old = get(t)
+                if old is None:
+                    seen[t] = m
+                    nxt.append(t)
+                elif old and not m:
+                    seen[t] = 0
+                    nxt.append(t)
             if len(seen) > cap:
                 return None
             todo = nxt

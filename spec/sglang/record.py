@@ -53,12 +53,11 @@ next generation (logged when the new ``Req`` first reaches either admission door
 
 from __future__ import annotations
 
-import functools
 import importlib
 import threading
-from typing import Any, Callable
+from typing import Any
 
-from kvproof.checker.eventlog import EventLog
+from kvproof.checker.eventlog import EventLog, Patches
 
 __all__ = ["MODULES", "SglangRecorder", "install"]
 
@@ -74,7 +73,7 @@ MODULES = {
 """The SGLang 0.5.23 modules whose classes are patched (or read)."""
 
 
-class SglangRecorder:
+class SglangRecorder(Patches):
     """The patches on SGLang's classes and the bookkeeping that turns calls into events."""
 
     def __init__(self, log: EventLog, room_base: int = 0, aux: bool = True):
@@ -91,7 +90,7 @@ class SglangRecorder:
         self.chunk_of: dict = {}  # (id(mgr), source pages) -> (slot, gen, first chunk)
         self.next_chunk: dict = {}  # (id(mgr), slot, gen) -> next chunk number
         self.sessions: dict = {}  # (id(mgr), slot, gen, chunk) -> sessions still writing
-        self.undo: list[tuple[Any, str, Any]] = []
+        self.undo: list[tuple[Any, str, Any]] = []  # (class, name, original) for uninstall
 
     # -- rooms and requests ----------------------------------------------------------------------
     def slot(self, bootstrap_room: int) -> int:
@@ -132,22 +131,6 @@ class SglangRecorder:
         self.log.emit(event, actor, rank, slot, rid, gen, **fields)
 
     # -- patching --------------------------------------------------------------------------------
-    def wrap(self, cls: Any, name: str, make: Callable[[Callable], Callable]) -> None:
-        """Replace ``cls.name`` by ``make(original)`` (undone by :meth:`uninstall`)."""
-        had = name in vars(cls)
-        orig = getattr(cls, name)
-        setattr(cls, name, functools.wraps(orig)(make(orig)))
-        self.undo.append((cls, name, orig if had else None))
-
-    def uninstall(self) -> None:
-        """Put every original method back."""
-        for cls, name, orig in reversed(self.undo):
-            if orig is None:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, orig)
-        self.undo.clear()
-
     def install(self) -> "SglangRecorder":
         """Wrap the methods listed in the module docstring."""
         m, rec = self.m, self

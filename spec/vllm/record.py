@@ -61,12 +61,11 @@ prefill ranks (one ``HB:`` per event, one consumer per notification).
 
 from __future__ import annotations
 
-import functools
 import importlib
 import threading
-from typing import Any, Callable
+from typing import Any
 
-from kvproof.checker.eventlog import EventLog
+from kvproof.checker.eventlog import EventLog, Patches
 
 __all__ = ["MODULES", "VllmRecorder", "install"]
 
@@ -131,7 +130,7 @@ class _Notifs:
         return getattr(self._agent, name)
 
 
-class VllmRecorder:
+class VllmRecorder(Patches):
     """The patches on vLLM's classes and the bookkeeping that turns calls into events."""
 
     def __init__(self, log: EventLog, slots: int, stream: bool = False):
@@ -144,7 +143,7 @@ class VllmRecorder:
         self.remote: dict[str, str] = {}  # decode's request id -> prefill's
         self.pools = {"prefill": _Pool(), "decode": _Pool()}
         self.labels: dict[tuple[str, str], int] = {}  # (side, prefill rid) -> block number it got
-        self.undo: list[tuple[Any, str, Any]] = []
+        self.undo: list[tuple[Any, str, Any]] = []  # (class, name, original) for uninstall
 
     # -- requests and events ----------------------------------------------------------------------
     def open(self, rid: str) -> int:
@@ -214,22 +213,6 @@ class VllmRecorder:
         return self.labels.get((side, rid), 0)
 
     # -- patching --------------------------------------------------------------------------------
-    def wrap(self, cls: Any, name: str, make: Callable[[Callable], Callable]) -> None:
-        """Replace ``cls.name`` by ``make(original)`` (undone by :meth:`uninstall`)."""
-        had = name in vars(cls)
-        orig = getattr(cls, name)
-        setattr(cls, name, functools.wraps(orig)(make(orig)))
-        self.undo.append((cls, name, orig if had else None))
-
-    def uninstall(self) -> None:
-        """Put every original method back."""
-        for cls, name, orig in reversed(self.undo):
-            if orig is None:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, orig)
-        self.undo.clear()
-
     def install(self) -> "VllmRecorder":
         """Wrap the methods listed in the module docstring."""
         m, rec = self.m, self
