@@ -115,3 +115,22 @@ def test_sglang_random_and_mutated_logs(monkeypatch, name):
         events = sv.to_events(gen, sv.random_run(gen, 4, seed))
         kinds.add(_same_search(machine, sv.observation, _mutate(events, rng) if seed else events, monkeypatch, 1))
     assert "explained" in kinds
+
+
+def test_the_command_gives_the_same_answer_and_refuses_native_without_a_compiler(monkeypatch, capsys):
+    """``kvproof validate --backend``: native and python print the same verdict; ``native`` with no
+    C compiler is one line, exit 3; ``auto`` then runs the reference."""
+    from kvproof.checker.cli import main
+
+    log = "examples/validate/vllm-lease-expiry.jsonl"
+    firsts = []
+    for backend in ("native", "python"):
+        assert main(["validate", log, "--no-traces", "--backend", backend]) == 1
+        firsts.append(capsys.readouterr().out.splitlines()[:4])
+    assert firsts[0] == firsts[1] and firsts[0][0].startswith(f"{log}:6: violation: decode_start_load_kv")
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    assert main(["validate", log, "--no-traces", "--backend", "native"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--backend native: no C compiler found" in err[0]
+    assert main(["validate", log, "--no-traces"]) == 1
+    assert capsys.readouterr().out.splitlines()[:4] == firsts[0]
