@@ -140,6 +140,21 @@ def test_the_random_runs_include_clean_flagged_and_unprovable_ones():
     assert kinds == {(False, "explained"), (True, "violation"), (True, "explained")}
 
 
+def test_the_random_runs_exercise_every_recorded_event():
+    """Every wrapper writes in the runs above: each event and status 0.33.0 pull can log (its
+    ``decode_abort`` always holds a load, #32255, so ``freed`` does not occur)."""
+    from kvproof.spec.vllm import validate as vv
+
+    seen = set()
+    for name, seed in RUNS:
+        sc, machine = _model(name)
+        seen |= {(e["event"], e.get("status")) for e in vv.to_events(machine, _random_actions(machine, seed))}
+    want = {(n, s) for n in vv.FIELDS for s in vv.STATUS.get(n, (None,))}
+    push_or_prefix = {"prefill_push_write", "prefill_get_transfer_results", "decode_send_push_reg",
+                      "prefill_abort_finished"}
+    assert want - seen == {(n, s) for n, s in want if n in push_or_prefix} | {("decode_abort", "freed")}
+
+
 # -- the lease-expiry hazard ----------------------------------------------------------------------------
 HAZARD = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_stall()", "clock_tick()",
           "clock_tick()", "clock_tick()", "decode_resume()", "prefill_reap_expired_lease(req=R0)",
