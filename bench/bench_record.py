@@ -1,12 +1,16 @@
 """Overhead of ``kvproof.record``: the conformance harness driving SGLang 0.5.23's real code along
 the same random event sequences, with and without the recorder installed.
 
-Each round runs every sequence once plain and once recorded (the order alternating between
-rounds, so warm-up and load drift fall on both sides); the time is ``run_on_code`` (the real
+After an untimed warm-up round, each round runs every sequence once plain and once recorded (the
+order alternating between rounds, so load drift falls on both sides); the time is ``run_on_code`` (the real
 code's work, the harness's thread hand-offs and the model comparison), not building the harness.
 The ratio is recorded time over plain time, summed over all runs; the cost of writing one line
 (``EventLog.emit``: format, append, flush) is timed alone over 10,000 lines.  Needs the sglang extra.  Run:
 ``.venv/bin/python bench/bench_record.py [--scenario NAME] [--sequences N] [--rounds K]``.
+
+``--engine vllm`` does the same on vLLM 0.33.0's real scheduler and NIXL connector classes (pull
+mode; the vllm extra), default scenario ``vllm-pull-heartbeat``, with the recorder of
+``kvproof.spec.vllm.record``.
 """
 
 from __future__ import annotations
@@ -40,12 +44,21 @@ def sequences(machine, count: int, steps: int) -> list[list[int]]:
 
 def timed(scenario, machine, actions, log: str | None) -> tuple[float, int]:
     """(seconds of ``run_on_code``, events logged) for one run, recorded to ``log`` if given."""
-    from kvproof.spec.sglang.conform.replay import harness_for, run_on_code
-    from kvproof.spec.sglang.conform.wiring import ROOM_BASE
-    from kvproof.spec.sglang.record import install
+    if scenario.family == "vllm":
+        from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+        from kvproof.spec.vllm.record import install as install_vllm
 
-    harness = harness_for(scenario, machine.spec)
-    rec = install(log, scenario.name, room_base=ROOM_BASE) if log else None
+        harness = harness_for(scenario, machine.spec)
+        rec = install_vllm(log, scenario.name) if log else None
+        if rec is not None:
+            harness.on_read_posted.append(rec.read_posted)  # the harness stands in for decode's worker
+    else:
+        from kvproof.spec.sglang.conform.replay import harness_for, run_on_code
+        from kvproof.spec.sglang.conform.wiring import ROOM_BASE
+        from kvproof.spec.sglang.record import install
+
+        harness = harness_for(scenario, machine.spec)
+        rec = install(log, scenario.name, room_base=ROOM_BASE) if log else None
     try:
         t0 = time.perf_counter()
         result = run_on_code(machine, harness, actions)
@@ -66,18 +79,22 @@ def main() -> None:
     from kvproof.model.scenario import builtin
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scenario", default="sglang-0.5.23-mooncake")
+    ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
+    ap.add_argument("--scenario", help="default: sglang-0.5.23-mooncake (sglang), vllm-pull-heartbeat (vllm)")
     ap.add_argument("--sequences", type=int, default=20)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    args.scenario = args.scenario or ("vllm-pull-heartbeat" if args.engine == "vllm" else "sglang-0.5.23-mooncake")
     sc = builtin(args.scenario)
     machine = Machine(sc.build())
     runs = sequences(machine, args.sequences, args.steps)
-    timed(sc, machine, runs[0], None)  # warm-up: the first harness pays for imports
     plain = recorded = 0.0
     events = 0
     with tempfile.TemporaryDirectory() as tmp:
+        for i, actions in enumerate(runs):  # a warm-up round, untimed: the first run of each code path
+            timed(sc, machine, actions, None)  # pays for imports and caches (vLLM: 2-3 times a later run)
+            timed(sc, machine, actions, os.path.join(tmp, f"warm-{i}.jsonl"))
         for k in range(args.rounds):
             p = r = 0.0
             for i, actions in enumerate(runs):

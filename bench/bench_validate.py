@@ -19,11 +19,16 @@ import os
 import tempfile
 import time
 
-from kvproof.checker.validate import Checked, Search, explain, read_log
+from kvproof.checker.validate import Checked, explain, read_log
+from kvproof.checker.validate_native import make_search
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang import validate as sv
 from kvproof.spec.sglang.simulate import simulation_scenario
+
+
+BACKEND = "auto"
+"""The search's steps (``--backend``): ``auto``/``native`` in C, ``python`` the reference."""
 
 
 def one(name: str, requests: int, seed: int, slots: int, pages: int) -> tuple[int, float, float, int]:
@@ -38,7 +43,7 @@ def one(name: str, requests: int, seed: int, slots: int, pages: int) -> tuple[in
         f.write(text)
     try:
         obs = sv.observation(machine)
-        search = Search(machine, obs, 100_000)
+        search = make_search(machine, obs, 100_000, BACKEND)
         t0, c0 = time.perf_counter(), time.process_time()
         _, rows = read_log(f.name)
         verdict = explain(machine, obs, (obs.decode(no, raw) for no, raw in rows), 100_000, search)
@@ -62,7 +67,7 @@ def one_vllm(name: str, requests: int, seed: int, slots: int, pages: int) -> tup
         f.write(text)
     try:
         obs = vv.observation(machine)
-        search = Search(machine, obs, 1_000_000)
+        search = make_search(machine, obs, 1_000_000, BACKEND)
         t0, c0 = time.perf_counter(), time.process_time()
         _, rows = read_log(f.name)
         verdict = explain(machine, obs, (obs.decode(no, raw) for no, raw in rows), 1_000_000, search)
@@ -83,19 +88,27 @@ def main() -> None:
     ap.add_argument("--scenarios", help="default: pr-38935,v0.5.22,sglang-0.5.23-mooncake (sglang), "
                                         "vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255 (vllm)")
     ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
+    ap.add_argument("--backend", default="auto", help="the search's steps: auto (C where possible), native, python, "
+                                                     "or both (each log with python, then native)")
     a = ap.parse_args()
     vllm = a.engine == "vllm"
     a.scenarios = a.scenarios or ("vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255" if vllm
                                   else "pr-38935,v0.5.22,sglang-0.5.23-mooncake")
-    total_e, total_s, total_c = 0, 0.0, 0.0
+    global BACKEND
+    backends = ("python", "native") if a.backend == "both" else (a.backend,)
+    totals = {b: [0, 0.0, 0.0] for b in backends}
     for name in a.scenarios.split(","):
         for seed in range(a.seeds):
-            e, s, c, peak = (one_vllm if vllm else one)(name, a.requests, seed, a.slots, a.pages)
-            total_e, total_s, total_c = total_e + e, total_s + s, total_c + c
-            print(f"{name:28} seed {seed}: {e:6,} events in {s:5.2f} s wall, {c:5.2f} s CPU = "
-                  f"{e / s:7,.0f} events/s wall, {e / c:7,.0f} per CPU second; peak frontier {peak}", flush=True)
-    print(f"total: {total_e:,} events in {total_s:.2f} s wall ({total_e / total_s:,.0f} events/s), "
-          f"{total_c:.2f} s CPU ({total_e / total_c:,.0f} events per CPU second)")
+            for backend in backends:
+                BACKEND = backend
+                e, s, c, peak = (one_vllm if vllm else one)(name, a.requests, seed, a.slots, a.pages)
+                t = totals[backend]
+                t[0], t[1], t[2] = t[0] + e, t[1] + s, t[2] + c
+                print(f"{name:28} seed {seed} {backend:6}: {e:6,} events in {s:5.2f} s wall, {c:5.2f} s CPU = "
+                      f"{e / s:7,.0f} events/s wall, {e / c:7,.0f} per CPU second; peak frontier {peak}", flush=True)
+    for backend, (total_e, total_s, total_c) in totals.items():
+        print(f"total {backend}: {total_e:,} events in {total_s:.2f} s wall ({total_e / total_s:,.0f} events/s), "
+              f"{total_c:.2f} s CPU ({total_e / total_c:,.0f} events per CPU second)")
 
 
 if __name__ == "__main__":

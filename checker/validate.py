@@ -23,7 +23,9 @@ decide*); the path to a state is not kept while searching - a violation's trace 
 second pass over the log up to that event, which keeps each event's parents.
 
 Nothing here knows a protocol: the protocol's ``validate`` command supplies the observation
-(``kvproof.spec.sglang.validate`` for SGLang).
+(``kvproof.spec.sglang.validate`` for SGLang).  The command itself (read the log, pick the
+search, print the answer) is :mod:`kvproof.checker.validate_command`; the search with its steps
+in C, :mod:`kvproof.checker.validate_native`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from kvproof.model.compiler import compile_steps, compile_successors_of
 from kvproof.model.framework import Spec
@@ -39,7 +41,7 @@ from kvproof.model.machine import Machine
 
 __all__ = [
     "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Verdict", "read_log", "Search",
-    "explain", "rebuild", "run_validate", "log_text",
+    "explain", "rebuild", "log_text",
 ]
 
 LOG_FORMAT = "kvproof-events"
@@ -348,116 +350,6 @@ def rebuild(machine: Machine, obs: Observation, events: Iterable[Event], last: E
             states.append(s)
     assert s == machine.init
     return actions[::-1], states[::-1]
-
-
-# -- the command ------------------------------------------------------------------------------------
-def _events(obs: Observation, path: str, rows: Iterator[tuple[int, dict]]) -> Iterator[Event]:
-    for no, raw in rows:
-        try:
-            yield obs.decode(no, raw)
-        except ValueError as e:
-            raise LogError(f"{path}:{no}: {e}") from None
-
-
-def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
-    """``kvproof validate LOG``: read the header, find the protocol's ``validate`` command and
-    search, reading the log once; where the search stops early the rest of the log is still
-    read, so bad input is exit 3 wherever it is.  Exit 0 explained, 1 unexplained or a
-    violation (its trace written), 2 cannot decide."""
-    import time
-
-    from kvproof.checker.traces import Trace, to_itf
-    from kvproof.checker.atomic import write_text_atomic
-    from kvproof.model.scenario import ScenarioError, builtin, parse_scenario
-
-    path = args.log
-    opened: list[_Rows] = []
-    try:
-        header, rows = read_log(path)
-        opened.append(rows)
-        where = f"{path}:header"
-        scenario_ref = header.get("scenario")
-        if isinstance(scenario_ref, str):
-            if scenario_ref.endswith(".toml") or "/" in scenario_ref:
-                raise LogError(f"{where}: scenario: a built-in scenario's name or the scenario's data, "
-                               f"not a file ({scenario_ref!r})")
-            try:
-                base = builtin(scenario_ref)
-            except ScenarioError as e:
-                raise LogError(f"{where}: scenario: {e}") from None
-        elif isinstance(scenario_ref, dict):
-            base = parse_scenario(scenario_ref, f"{where}.scenario")
-        else:
-            raise LogError(f"{where}: scenario: expected a built-in scenario's name or the scenario's data, "
-                           f"got {scenario_ref!r}")
-        module = base.family_protocol().command("validate")
-        if module is None:
-            raise LogError(f"{where}: the {base.family} protocol has no event-log validation")
-        try:
-            scenario = module.log_scenario(base, header)
-            spec = scenario.build()
-        except ValueError as e:
-            raise LogError(f"{where}: {e}") from None
-        machine = Checked.invariants(spec)
-        invariants = machine.claims
-        try:
-            obs = module.observation(machine, header)
-        except ValueError as e:
-            raise LogError(f"{where}: {e}") from None
-        search = Search(machine, obs, args.max_states)  # compiling the steps is not part of the rate
-        t0 = time.perf_counter()
-        events = _events(obs, path, rows)
-        verdict = explain(machine, obs, events, args.max_states, search)
-        seconds = time.perf_counter() - t0
-        count = verdict.events + sum(1 for _ in events)  # the rest, if it stopped early: bad input is exit 3
-    except (LogError, ScenarioError) as e:
-        raise bad_input(str(e)) from None
-    finally:
-        for rows in opened:
-            rows.close()
-    rate = f"{verdict.events / seconds:,.0f} events/s" if seconds > 0 else ""
-    stats = (f"{verdict.events:,} of {count:,} events in {seconds:.2f} s ({rate}); "
-             f"at most {verdict.peak:,} possible {'state' if verdict.peak == 1 else 'states'} at once")
-    if verdict.kind == "explained":
-        out.print(f"{path}: explained: a behaviour of {scenario.name} produces every event "
-                  f"and breaks no invariant ({len(invariants)} checked)", soft_wrap=True)
-        out.print(f"  {stats}")
-        return 0
-    ev = verdict.event
-    assert ev is not None
-    out.print(f"{path}:{ev.line}: {verdict.kind}: {ev.raw.get('event')} - {verdict.why}", soft_wrap=True)
-    out.print(f"  {json.dumps(ev.raw, separators=(',', ':'))}", soft_wrap=True, markup=False)
-    if verdict.kind == "undecided":
-        out.print(f"  {stats}")
-        return 2
-    if verdict.possible:
-        shown = sorted({obs.describe(s, ev) for s in verdict.possible})
-        out.print(f"  {len(verdict.possible):,} possible {'state' if len(verdict.possible) == 1 else 'states'} "
-                  f"before it; what the event is about in them:")
-        for line in shown[:5]:
-            out.print(f"    {line}", soft_wrap=True, markup=False)
-        if len(shown) > 5:
-            out.print(f"    ... and {len(shown) - 5} more")
-    if verdict.kind == "violation" and not args.no_traces and verdict.bad is not None:
-        _, rows = read_log(path)
-        obs = module.observation(machine, header)
-        actions, states = rebuild(machine, obs, _events(obs, path, rows), ev, verdict.bad, args.max_states)
-        rows.close()
-        claim = verdict.claims[0]
-        full = Machine(spec)
-        first = next((k for k, st in enumerate(states) if full.claim_hits(claim, st)), len(states) - 1)
-        actions, states = actions[:first], states[:first + 1]  # up to the state that breaks it
-        trace = Trace(scenario, full, claim, "counterexample", actions, states)
-        directory = Path(args.traces) if args.traces else Path(path).parent
-        target = directory / f"{Path(path).name.split('.')[0]}__{claim}.itf.json"
-        try:
-            written = write_text_atomic(target, json.dumps(to_itf(trace), indent=1) + "\n")
-        except OSError as e:
-            raise bad_input(f"{target}: cannot write the trace: {e.strerror or e}") from None
-        out.print(f"  the explanation ({len(actions)} steps) written to {written}", soft_wrap=True)
-    out.print(f"  {stats}")
-    return 1
-
 
 
 def log_text(base: Any, events: list[dict], **header: Any) -> str:

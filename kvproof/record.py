@@ -5,9 +5,12 @@ Opt-in by environment variable; with ``KVPROOF_RECORD`` unset nothing is patched
     KVPROOF_RECORD=/tmp/run.jsonl            # the log (appended; the header when it is new)
     KVPROOF_RECORD_SCENARIO=sglang-0.5.23-mooncake   # the header's scenario (a built-in name)
     KVPROOF_RECORD_ROOM_BASE=1000            # room = bootstrap_room - base (default 0)
+    KVPROOF_RECORD_SLOTS=8                   # vLLM: the log is a stream over 8 request slots
 
 ``import kvproof.record; kvproof.record.install()`` patches SGLang 0.5.23's disaggregation
-classes in this process (``kvproof.spec.sglang.record`` lists the methods and their events);
+classes in this process (``kvproof.spec.sglang.record`` lists the methods and their events), or,
+when the scenario is a ``vllm-*`` one, vLLM 0.33.0's NIXL connector (pull mode) and scheduler
+classes (``kvproof.spec.vllm.record``);
 ``python -m kvproof.record MODULE [ARGS...]`` does the same, then runs ``MODULE`` as ``python -m``
 would.  Processes the engine starts itself are not patched.
 """
@@ -30,7 +33,8 @@ _active: Any = None
 
 
 def install(environ: dict | None = None) -> Any:
-    """Patch SGLang's classes when ``KVPROOF_RECORD`` is set (in ``environ``, default
+    """Patch the engine's classes (SGLang's, or vLLM's for a ``vllm-*`` scenario) when
+    ``KVPROOF_RECORD`` is set (in ``environ``, default
     ``os.environ``): the recorder, or ``None`` when recording is off.  Idempotent."""
     global _active
     env = os.environ if environ is None else environ
@@ -44,11 +48,21 @@ def install(environ: dict | None = None) -> Any:
         room_base = int(base)
     except ValueError:
         _bad(f"KVPROOF_RECORD_ROOM_BASE: expected a whole number, got {base!r}")
-    from kvproof.model.scenario import ScenarioError
-    from kvproof.spec.sglang.record import install as install_sglang
+    slots = env.get("KVPROOF_RECORD_SLOTS", "")
+    if slots and not (slots.isdigit() and 1 <= int(slots) <= 64):
+        _bad(f"KVPROOF_RECORD_SLOTS: expected a whole number in 1..64, got {slots!r}")
+    from kvproof.model.scenario import ScenarioError, builtin
 
+    scenario = env.get("KVPROOF_RECORD_SCENARIO") or DEFAULT_SCENARIO
     try:
-        _active = install_sglang(path, env.get("KVPROOF_RECORD_SCENARIO") or DEFAULT_SCENARIO, room_base)
+        if builtin(scenario).family == "vllm":
+            from kvproof.spec.vllm.record import install as install_vllm
+
+            _active = install_vllm(path, scenario, **({"slots": int(slots)} if slots else {}))
+        else:
+            from kvproof.spec.sglang.record import install as install_sglang
+
+            _active = install_sglang(path, scenario, room_base)
     except (ScenarioError, OSError) as e:
         _bad(f"KVPROOF_RECORD: {e}")
     return _active

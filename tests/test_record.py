@@ -64,7 +64,7 @@ def _verdict(scenario, events):
     from kvproof.spec.sglang import validate as sv
 
     machine = _compared(scenario.build())
-    obs = sv.observation(machine, {sv.UNSEEN_KEY: True})
+    obs = sv.observation(machine, {sv.UNSEEN_KEY: True, sv.ACKS_UNSEEN_KEY: True})
     return explain(machine, obs, [obs.decode(i + 2, dict(e)) for i, e in enumerate(events)])
 
 
@@ -132,9 +132,10 @@ def _random_actions(machine, seed, steps=30):
 RUNS = [("sglang-0.5.23-mooncake", s) for s in range(4)] + [("sglang-0.5.23-tp2", s) for s in (0, 1)] + [
     ("sglang-0.5.23-tp2x2", s) for s in (0, 1)] + [("sglang-0.5.23-aux", s) for s in (0, 1)] + [
     ("sglang-0.5.23-admission", 0), ("sglang-0.5.23-failed-send", 2), ("sglang-0.5.23-failed-send", 12)] + [
-    ("sglang-0.5.23-deferral-off", s) for s in (0, 4, 5, 10, 13)]
+    ("sglang-0.5.23-deferral-off", s) for s in (0, 4, 5, 10, 13)] + [
+    ("sglang-0.5.23-room-reuse", s) for s in range(12)]
 """Clean in the model except aux's seed 0 and deferral-off's seeds 4, 5, 10 and 13 (a write after
-release).  The
+release); room-reuse's twelve runs reuse the room for up to four requests.  The
 failed-send runs are clean ones: a failed send's landing is unseen in a recorded log, so a run
 whose hazard is that write (seed 10) cannot be told from the log of a clean run (see
 test_a_failed_sends_hazard_is_not_provable_from_a_recorded_log)."""
@@ -147,7 +148,8 @@ def test_recorded_random_runs_get_the_models_verdict(tmp_path, name, seed):
     result = _record(sc, machine, actions, tmp_path / "run.jsonl")
     assert result.agrees, result.reason
     header, events = _events(tmp_path / "run.jsonl")
-    assert header == {"v": 1, "log": "kvproof-events", "scenario": name, "failed_writes_land_unseen": True}
+    assert header == {"v": 1, "log": "kvproof-events", "scenario": name, "failed_writes_land_unseen": True,
+                      "unarmed_acks_unseen": True}
     assert len(events) >= 5
     verdict = _verdict(sc, events)
     broken = _breaking_step(machine, actions)
@@ -167,6 +169,30 @@ def test_the_random_runs_include_clean_and_hazardous_ones():
         machine = _model(name)[1]
         kinds[_breaking_step(machine, _random_actions(machine, seed)) is None] += 1
     assert kinds[True] >= 6 and kinds[False] >= 3
+
+
+def test_an_ack_sglang_never_sends_is_not_demanded(tmp_path):
+    """room-reuse seed 0: the room's second request is aborted before decode sent its metadata,
+    so decode does not arm the room and SGLang sends no ABORT_ACK, while the model's run takes
+    ``prefill_drain_ack`` (an ack that carries nothing).  The recorder's header says such acks
+    are unseen (``unarmed_acks_unseen``); read without it, the log is unexplained where the
+    room's third request starts (the model cannot take the unlogged ack)."""
+    from kvproof.checker.validate import explain
+    from kvproof.spec.sglang import validate as sv
+
+    sc, machine = _model("sglang-0.5.23-room-reuse")
+    actions = _random_actions(machine, 0)
+    assert any(machine.instances[a].name == "prefill_drain_ack" for a in actions)
+    assert _record(sc, machine, actions, tmp_path / "reuse.jsonl").agrees
+    header, events = _events(tmp_path / "reuse.jsonl")
+    assert header[sv.ACKS_UNSEEN_KEY] is True
+    assert _verdict(sc, events).kind == "explained"
+    checked = _compared(sc.build())
+    obs = sv.observation(checked, {sv.UNSEEN_KEY: True})
+    v = explain(checked, obs, [obs.decode(i + 2, dict(e)) for i, e in enumerate(events)])
+    assert v.kind == "unexplained" and v.event.raw["event"] == "client_send" and v.event.raw["gen"] == 2
+    drains = [e["gen"] for e in events if e["event"] == "prefill_drain_ack"]
+    assert 1 not in drains  # no ack of the second request was sent, so none is logged
 
 
 # -- the stored counterexamples, replayed on the real code ----------------------------------------------

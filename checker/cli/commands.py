@@ -589,7 +589,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Search for a behaviour of the spec that explains an engine's event log (the protocol the
     log's header names supplies the ``validate`` command)."""
-    from kvproof.checker.validate import run_validate
+    from kvproof.checker.validate_command import run_validate
 
     return run_validate(args, _console(), BadInput)
 
@@ -772,6 +772,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="cannot decide (exit 2) past N possible states at one event (default 100000)")
     va.add_argument("--traces", metavar="DIR", help="where a violation's trace goes (default: the log's directory)")
     va.add_argument("--no-traces", action="store_true", help="write no trace file")
+    va.add_argument("--backend", choices=("auto", "native", "python"), default="auto",
+                    help="the search's steps: in C where a C compiler is found (auto, the default), "
+                         "always in C (native), or the reference in Python (python); the same answer")
     va.set_defaults(func=cmd_validate)
 
     co = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")

@@ -53,12 +53,11 @@ next generation (logged when the new ``Req`` first reaches either admission door
 
 from __future__ import annotations
 
-import functools
 import importlib
 import threading
-from typing import Any, Callable
+from typing import Any
 
-from kvproof.checker.eventlog import EventLog
+from kvproof.checker.eventlog import EventLog, Patches
 
 __all__ = ["MODULES", "SglangRecorder", "install"]
 
@@ -74,7 +73,7 @@ MODULES = {
 """The SGLang 0.5.23 modules whose classes are patched (or read)."""
 
 
-class SglangRecorder:
+class SglangRecorder(Patches):
     """The patches on SGLang's classes and the bookkeeping that turns calls into events."""
 
     def __init__(self, log: EventLog, room_base: int = 0, aux: bool = True):
@@ -91,7 +90,7 @@ class SglangRecorder:
         self.chunk_of: dict = {}  # (id(mgr), source pages) -> (slot, gen, first chunk)
         self.next_chunk: dict = {}  # (id(mgr), slot, gen) -> next chunk number
         self.sessions: dict = {}  # (id(mgr), slot, gen, chunk) -> sessions still writing
-        self.undo: list[tuple[Any, str, Any]] = []
+        self.undo: list[tuple[Any, str, Any]] = []  # (class, name, original) for uninstall
 
     # -- rooms and requests ----------------------------------------------------------------------
     def slot(self, bootstrap_room: int) -> int:
@@ -132,22 +131,6 @@ class SglangRecorder:
         self.log.emit(event, actor, rank, slot, rid, gen, **fields)
 
     # -- patching --------------------------------------------------------------------------------
-    def wrap(self, cls: Any, name: str, make: Callable[[Callable], Callable]) -> None:
-        """Replace ``cls.name`` by ``make(original)`` (undone by :meth:`uninstall`)."""
-        had = name in vars(cls)
-        orig = getattr(cls, name)
-        setattr(cls, name, functools.wraps(orig)(make(orig)))
-        self.undo.append((cls, name, orig if had else None))
-
-    def uninstall(self) -> None:
-        """Put every original method back."""
-        for cls, name, orig in reversed(self.undo):
-            if orig is None:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, orig)
-        self.undo.clear()
-
     def install(self) -> "SglangRecorder":
         """Wrap the methods listed in the module docstring."""
         m, rec = self.m, self
@@ -374,10 +357,11 @@ class SglangRecorder:
 def install(path: str, scenario: Any, room_base: int = 0, **header: Any) -> SglangRecorder:
     """Patch SGLang 0.5.23's classes to log to ``path`` (header naming ``scenario``); call
     ``uninstall()`` on the result to undo, ``log.close()`` to close the file."""
-    from kvproof.spec.sglang.validate import UNSEEN_KEY
+    from kvproof.spec.sglang.validate import ACKS_UNSEEN_KEY, UNSEEN_KEY
 
     from kvproof.model.scenario import builtin, parse_scenario
 
     header.setdefault(UNSEEN_KEY, True)  # a failed send's bytes land where no call returns
+    header.setdefault(ACKS_UNSEEN_KEY, True)  # no ABORT_ACK for an ABORT decode did not arm for
     sc = builtin(scenario) if isinstance(scenario, str) else parse_scenario(scenario, "scenario")
     return SglangRecorder(EventLog(path, scenario, **header), room_base, aux=sc.config.aux_slots > 0).install()

@@ -33,6 +33,10 @@ decode pages, as ``kvproof simulate`` runs it.  Every other line is one event::
 * a header with ``"failed_writes_land_unseen": true`` (:data:`UNSEEN_KEY`) says the log does
   not show when the writes of a prefill rank whose transfer failed land: the search may take
   those ``kv_write_lands`` steps between events, unlogged.
+* a header with ``"unarmed_acks_unseen": true`` (:data:`ACKS_UNSEEN_KEY`) says the log does not
+  show a ``prefill_drain_ack`` or ``decode_handle_abort_ack`` while decode has not armed the
+  room for acks (SGLang sends no ``ABORT_ACK`` for an ABORT it did not arm for): the search may
+  take those steps there unlogged.
 * ``v`` on an event is optional; where present it must be 1.  Unknown keys are ignored.
 """
 
@@ -49,7 +53,7 @@ from kvproof.spec.sglang.state import (
     D_LABELS, D_RESERVED, D_VERIFIED, OUT_LABELS, P_LABELS, P_SENDING, POLL_FAILED,
 )
 
-__all__ = ["FIELDS", "INTERNAL", "PAGES_OPTIONAL", "ANY_PAGES", "UNSEEN_KEY", "log_scenario", "observation", "SglangObservation", "to_events", "log_text",
+__all__ = ["FIELDS", "INTERNAL", "PAGES_OPTIONAL", "ANY_PAGES", "UNSEEN_KEY", "ACKS_UNSEEN_KEY", "log_scenario", "observation", "SglangObservation", "to_events", "log_text",
            "random_run"]
 
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -131,15 +135,22 @@ def log_scenario(base: Scenario, header: dict) -> Scenario:
 UNSEEN_KEY = "failed_writes_land_unseen"
 """The header key of a log that does not show when a failed transfer's writes land (a recorded
 log: SGLang's transfer call has returned failure by then, so no process sees the bytes arrive)."""
+ACKS_UNSEEN_KEY = "unarmed_acks_unseen"
+"""The header key of a log that does not show a drain ack, or its receipt, while decode has no
+room armed for acks (a recorded log: SGLang sends no ``ABORT_ACK`` for an ABORT it did not arm
+for, where the model's ack is a message that carries nothing)."""
 
 
 def observation(machine: Any, header: dict | None = None) -> "SglangObservation":
     """The observation of ``machine``'s actions (the protocol's ``validate`` command) for a log
     with ``header``; ``ValueError`` for a header key of the wrong type."""
-    unseen = (header or {}).get(UNSEEN_KEY, False)
-    if not isinstance(unseen, bool):
-        raise ValueError(f"{UNSEEN_KEY}: expected true or false, got {unseen!r}")
-    return SglangObservation(machine, failed_writes_land_unseen=unseen)
+    flags = {}
+    for key in (UNSEEN_KEY, ACKS_UNSEEN_KEY):
+        flags[key] = (header or {}).get(key, False)
+        if not isinstance(flags[key], bool):
+            raise ValueError(f"{key}: expected true or false, got {flags[key]!r}")
+    return SglangObservation(machine, failed_writes_land_unseen=flags[UNSEEN_KEY],
+                             unarmed_acks_unseen=flags[ACKS_UNSEEN_KEY])
 
 
 @dataclass
@@ -151,10 +162,12 @@ class _Room:
 class SglangObservation:
     """What SGLang's event log shows of each action instance (see the module docstring)."""
 
-    def __init__(self, machine: Any, failed_writes_land_unseen: bool = False):
+    def __init__(self, machine: Any, failed_writes_land_unseen: bool = False, unarmed_acks_unseen: bool = False):
         """``machine``: anything with the ``spec`` (a :class:`~kvproof.model.machine.Machine`,
         a :class:`~kvproof.checker.validate.Checked`); ``failed_writes_land_unseen``: the log
-        does not show when the writes of a rank whose transfer failed land (:data:`UNSEEN_KEY`)."""
+        does not show when the writes of a rank whose transfer failed land (:data:`UNSEEN_KEY`);
+        ``unarmed_acks_unseen``: nor a drain ack sent or taken while the room is not armed
+        (:data:`ACKS_UNSEEN_KEY`)."""
         self.machine = machine
         spec = self.spec = machine.spec
         self.k = spec.k
@@ -162,6 +175,9 @@ class SglangObservation:
         self.internal = [i.aid for i in spec.instances if i.name in INTERNAL]
         self.unseen = {i.aid: self._failed_rank(i.args[0], self.k.rank_of_stream(i.args[1]))
                        for i in spec.instances if i.name == "kv_write_lands" and failed_writes_land_unseen}
+        if unarmed_acks_unseen:
+            self.unseen.update({i.aid: self._unarmed(i.args[0]) for i in spec.instances
+                                if i.name in ("prefill_drain_ack", "decode_handle_abort_ack")})
         self.aid = {(i.name, i.args): i.aid for i in spec.instances}
         self.params = {i.name: i.action.params for i in spec.instances}
         self.actor = {i.name: _ACTOR.get(i.action.actor, i.action.actor) for i in spec.instances}
@@ -185,6 +201,13 @@ class SglangObservation:
         call already returned failure, so no process sees when its bytes arrive."""
         slot = self.spec.layout.slot("poll", r, pr)
         return lambda s: s[slot] == POLL_FAILED
+
+    def _unarmed(self, r: int):
+        """A drain ack (sent or taken) while decode has not armed ``r``'s room for acks may be
+        unseen: SGLang sends none for an ABORT it did not arm for (the model's ack then carries
+        nothing; ``spec/sglang/conform/harness.py``, ``prefill_drain_ack``)."""
+        slot = self.spec.layout.slot("armed", r)
+        return lambda s: s[slot] == 0
 
     # -- what an action shows ------------------------------------------------------------------
     def _observer(self, name: str, args: tuple[int, ...]):

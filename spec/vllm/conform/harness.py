@@ -151,6 +151,7 @@ class Harness:
         self.slots = [_Slot() for _ in range(self.R)]
         self.hb_packaged = False  # decode's scheduler packaged heartbeats in this tick
         self.stalled = False
+        self.on_read_posted: list = []  # hooks (decode's request id, ReqMeta): where the worker posts
 
     # -- construction -----------------------------------------------------------------------
     def _scheduler(self, vc, blocks: int):
@@ -326,8 +327,12 @@ class Harness:
                             "with a reqs_to_recv entry")
 
     def decode_start_load_kv(self, r: int) -> None:
-        """Decode's worker posts the READ of the ``reqs_to_recv`` entry (``_read_blocks``)."""
+        """Decode's worker posts the READ of the ``reqs_to_recv`` entry (``_read_blocks``); the
+        ``on_read_posted`` hooks see the entry (decode's worker is not run, so a recorder of
+        ``start_load_kv`` learns of the post here)."""
         self.slots[r].read = "posted"
+        for hook in self.on_read_posted:
+            hook(self.did(r), self.slots[r].recv)
 
     def nixl_read_take_data(self, r: int) -> None:
         """The READ moves its data: each destination block gets its source block's tag now."""
