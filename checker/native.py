@@ -45,7 +45,8 @@ __all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", 
 
 _FLAGS = ("-std=gnu99", "-shared", "-fPIC")
 _CHUNK = 1 << 15  # states expanded per call between limit checks
-_BUFFER = 1 << 16  # successors one call may write (at least one state's worth)
+_BUFFER = 1 << 16  # successors a thread's buffer first holds (at least one state's worth)
+_MAX_BUFFER = 1 << 18  # successors it may grow to hold: past that a chunk's successors are copied out
 
 
 class NativeUnavailable(Exception):
@@ -167,52 +168,76 @@ class NativeCode:
         self.rehash = lib.kv_rehash
         self.rehash.argtypes = [_P, _P, _I, _P, _P, _I]
         self.rehash.restype = None
-        self._err = np.zeros(2, np.int64)
-        self._made = np.zeros(1, np.int64)
-        cap = max(_BUFFER, source.max_successors)
-        self._out = np.empty((cap, max(self.width, 1)), np.uint8)
-        self._codes = np.empty(cap, np.int64)
+        self.prep = lib.kv_prep  # the sharded visited set's (kvproof.checker.native_workers)
+        self.prep.argtypes = [_P, _I, _I, _P, _P, _P, _I]
+        self.prep.restype = _I
+        self.insert_shard = lib.kv_insert_shard
+        self.insert_shard.argtypes = [_P, _P, _I, _P, _P, _P, _P, _I, _I, _P, _P]
+        self.insert_shard.restype = _I
+        self.number_shard = lib.kv_number_shard
+        self.number_shard.argtypes = [_P, _P, _P, _P, _I, _I, _I, _P, _P]
+        self.number_shard.restype = None
+        self._scratch = self.scratch()
 
-    def _fail(self) -> None:
-        k, value = int(self._err[0]), int(self._err[1])
-        self._err[:] = 0
+    def scratch(self) -> "Scratch":
+        """Buffers for one thread's calls (each thread running these functions at once needs its own)."""
+        return Scratch(max(_BUFFER, self.source.max_successors), max(self.width, 1))
+
+    def _fail(self, scratch: "Scratch") -> None:
+        k, value = int(scratch.err[0]), int(scratch.err[1])
+        scratch.err[:] = 0
         raise RangeCheckFailed(self.source.checks[k - 1], value)
 
-    def expand(self, states: np.ndarray, start: int, stop: int, quiet: np.ndarray) -> tuple[list, list]:
+    def expand(self, states: np.ndarray, start: int, stop: int, quiet: np.ndarray,
+               scratch: "Scratch | None" = None) -> tuple[list, list]:
         """Successors of ``states[start:stop]``: lists of ``(m, width)`` successor arrays and of
         their codes (``position * n_actions + action id``, positions in ``states``); ``quiet``
-        gets 1 at every position with no successor."""
+        gets 1 at every position with no successor.  ``scratch``: this thread's buffers; the
+        last arrays are views of them, valid until the next call with the same buffers."""
+        b = scratch or self._scratch
         outs, codes = [], []
-        j = start
+        j, made, w, room = start, 0, b.out.shape[1], self.source.max_successors
         while j < stop:
-            nxt = self._expand(states.ctypes.data, stop, j, self._out.ctypes.data, len(self._out),
-                               self._codes.ctypes.data, quiet.ctypes.data, self._made.ctypes.data,
-                               self._err.ctypes.data)
+            if len(b.out) - made < room:  # full: grow the buffers, or copy their successors out
+                if len(b.out) < _MAX_BUFFER:
+                    b.grow(made)
+                else:
+                    outs.append(b.out[:made].copy())
+                    codes.append(b.codes[:made].copy())
+                    made = 0
+            nxt = self._expand(states.ctypes.data, stop, j, b.out.ctypes.data + made * w, len(b.out) - made,
+                               b.codes.ctypes.data + made * 8, quiet.ctypes.data, b.made.ctypes.data,
+                               b.err.ctypes.data)
             if nxt < 0:
-                self._fail()
-            made = int(self._made[0])
-            outs.append(self._out[:made].copy())
-            codes.append(self._codes[:made].copy())
+                self._fail(b)
+            made += int(b.made[0])
             j = nxt
+        if made or not outs:
+            outs.append(b.out[:made])
+            codes.append(b.codes[:made])
         return outs, codes
 
-    def _masks(self, f: Callable, states: np.ndarray) -> np.ndarray:
-        masks = np.zeros(len(states), np.uint64)
-        if len(states) and f(states.ctypes.data, len(states), masks.ctypes.data, self._err.ctypes.data) < 0:
-            self._fail()
+    def _masks(self, f: Callable, states: np.ndarray, out: np.ndarray | None, scratch: "Scratch | None") -> np.ndarray:
+        b = scratch or self._scratch
+        masks = np.zeros(len(states), np.uint64) if out is None else out
+        if len(states) and f(states.ctypes.data, len(states), masks.ctypes.data, b.err.ctypes.data) < 0:
+            self._fail(b)
         return masks
 
-    def hits(self, states: np.ndarray) -> np.ndarray:
-        """Per state, the bits of the ``always`` claims that hit."""
-        return self._masks(self._hits, states)
+    def hits(self, states: np.ndarray, out: np.ndarray | None = None, scratch: "Scratch | None" = None) -> np.ndarray:
+        """Per state, the bits of the ``always`` claims that hit (written to ``out`` when given)."""
+        return self._masks(self._hits, states, out, scratch)
 
-    def quiescent_hits(self, states: np.ndarray) -> np.ndarray:
+    def quiescent_hits(self, states: np.ndarray, out: np.ndarray | None = None,
+                       scratch: "Scratch | None" = None) -> np.ndarray:
         """Per state, the bits of the ``quiescent`` claims that hit (whether or not it has a successor)."""
-        return self._masks(self._qhits, states)
+        return self._masks(self._qhits, states, out, scratch)
 
-    def unpack(self, packed: np.ndarray) -> np.ndarray:
-        """The ``(n, width)`` states of ``(n, packed_width)`` packed ones (the exact store's form)."""
-        out = np.empty((len(packed), max(self.width, 1)), np.uint8)
+    def unpack(self, packed: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The ``(n, width)`` states of ``(n, packed_width)`` packed ones (the exact store's form;
+        written to ``out`` when given)."""
+        if out is None:
+            out = np.empty((len(packed), max(self.width, 1)), np.uint8)
         if len(packed):
             self._unpack(np.ascontiguousarray(packed).ctypes.data, len(packed), out.ctypes.data)
         return out
@@ -223,6 +248,36 @@ class NativeCode:
         if len(states):
             self._keys(states.ctypes.data, len(states), keys.ctypes.data)
         return keys
+
+
+class Scratch:
+    """One thread's buffers for :class:`NativeCode`'s calls: successors, their codes, counts, errors."""
+
+    def __init__(self, cap: int, width: int):
+        self.err = np.zeros(2, np.int64)
+        self.made = np.zeros(1, np.int64)
+        self.out = np.empty((cap, width), np.uint8)
+        self.codes = np.empty(cap, np.int64)
+
+    def grow(self, keep: int) -> None:
+        """Twice the room for successors, the first ``keep`` kept."""
+        out, codes = np.empty((2 * len(self.out), self.out.shape[1]), np.uint8), np.empty(2 * len(self.codes), np.int64)
+        out[:keep], codes[:keep] = self.out[:keep], self.codes[:keep]
+        self.out, self.codes = out, codes
+
+
+def grown_table(code: NativeCode, tkeys: np.ndarray, tidx: np.ndarray | None, need: int) -> tuple:
+    """An open-addressing table (``tkeys``, and ``tidx`` in exact mode) rehashed to hold ``need``
+    keys at most half full (the same arrays when they already can)."""
+    if need * 2 <= len(tkeys):
+        return tkeys, tidx
+    cap = len(tkeys)
+    while need * 2 > cap:
+        cap *= 2
+    keys, idx = np.zeros(cap, np.uint64), (None if tidx is None else np.zeros(cap, np.int32))
+    code.rehash(tkeys.ctypes.data, None if tidx is None else tidx.ctypes.data, len(tkeys), keys.ctypes.data,
+                None if idx is None else idx.ctypes.data, cap - 1)
+    return keys, idx
 
 
 class NativeVisited:
@@ -243,14 +298,13 @@ class NativeVisited:
 
     def _grow(self, incoming: int) -> None:
         need = self.size + incoming
-        if need * 2 > len(self.tkeys):
-            cap = len(self.tkeys)
-            while need * 2 > cap:
-                cap *= 2
-            keys, idx = np.zeros(cap, np.uint64), np.zeros(cap if self.exact else 0, np.int32)
-            self.code.rehash(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
-                             len(self.tkeys), keys.ctypes.data, idx.ctypes.data if self.exact else None, cap - 1)
-            self.tkeys, self.tidx = keys, idx
+        self.tkeys, tidx = grown_table(self.code, self.tkeys, self.tidx if self.exact else None, need)
+        if self.exact:
+            self.tidx = tidx
+        self._grow_store(need)
+
+    def _grow_store(self, need: int) -> None:
+        """Room in ``store`` (exact mode) for ``need`` states."""
         if self.exact and need > len(self.store):
             cap = len(self.store)
             while need > cap:
@@ -279,6 +333,14 @@ class NativeVisited:
                                "(--backend python searches without packing)")
         self.size += m
         return fresh[:m]
+
+    def add_all(self, pieces: list[np.ndarray]) -> np.ndarray:
+        """:meth:`add` of the pieces joined, in order: positions among them all."""
+        out, at = [], 0
+        for o in pieces:
+            out.append(self.add(o) + at)
+            at += len(o)
+        return np.concatenate(out) if len(out) != 1 else out[0]
 
     @property
     def nbytes(self) -> int:
@@ -312,11 +374,24 @@ class NativeMachine(Machine):
     def search(self, limits: Limits = Limits(), claims: list[int] | None = None, stop_when_all_hit: bool = False,
                progress: Callable[[Stats], None] | None = None, visited: str = "exact",
                rows: bool = False, canon: Callable[[bytes], bytes] | None = None,
-               orbit: Callable[[bytes], int] | None = None) -> Exploration:
+               orbit: Callable[[bytes], int] | None = None, workers: int = 1) -> Exploration:
         """:func:`explore_native` of this machine (what :func:`~kvproof.checker.explicit.explore`
         calls for it)."""
         return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows,
-                              canon=canon, orbit=orbit)
+                              canon=canon, orbit=orbit, workers=workers)
+
+
+def _take(pieces: list[np.ndarray], positions: np.ndarray) -> np.ndarray:
+    """The rows at ``positions`` (ascending) of the pieces joined, without joining them."""
+    if len(pieces) == 1:
+        return pieces[0][positions]
+    ends = np.cumsum([len(p) for p in pieces])
+    cut = np.searchsorted(positions, ends).tolist()
+    parts, lo, at = [], 0, 0
+    for p, hi, end in zip(pieces, cut, ends.tolist()):
+        parts.append(p[positions[lo:hi] - at])
+        lo, at = hi, end
+    return np.concatenate(parts)
 
 
 def _rows(states: np.ndarray) -> list[bytes]:
@@ -342,6 +417,7 @@ def explore_native(
     code: NativeCode | None = None,
     canon: Callable[[bytes], bytes] | None = None,
     orbit: Callable[[bytes], int] | None = None,
+    workers: int = 1,
 ) -> Exploration:
     """:func:`~kvproof.checker.explicit.explore` (without symmetry reduction or the state
     graph) run by the machine's native code (or ``code``, :func:`native_code` of a plain
@@ -349,9 +425,38 @@ def explore_native(
     is the same.  With symmetry reduction (``canon``, ``orbit``: the
     :class:`~kvproof.model.canon.Canonicaliser`'s) the successors are computed in C and mapped to
     their representatives by the canonicaliser's Python function, between the C expansion and
-    the C visited set: the same representatives as the Python engine, so the same paths."""
+    the C visited set: the same representatives as the Python engine, so the same paths.
+    With ``workers`` > 1 that many threads run the C functions at once
+    (:mod:`.native_workers`), with the same outcome (the same state numbers too)."""
     start = time.perf_counter()
     code = code if code is not None else machine.native
+    if workers > 1:
+        from kvproof.checker.native_workers import Crew
+
+        crew = Crew(code, workers)
+        try:
+            return _explore(machine, limits, claims, stop_when_all_hit, progress, visited, rows, code, canon, orbit,
+                            start, crew)
+        finally:
+            crew.close()
+    return _explore(machine, limits, claims, stop_when_all_hit, progress, visited, rows, code, canon, orbit, start,
+                    None)
+
+
+def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_when_all_hit: bool,
+             progress: Callable[[Stats], None] | None, visited: str, rows: bool, code: NativeCode,
+             canon: Callable[[bytes], bytes] | None, orbit: Callable[[bytes], int] | None, start: float,
+             crew: Any) -> Exploration:
+    """:func:`explore_native`'s search, its C calls made by ``crew`` (``None``: this thread)."""
+    if crew is None:
+        store = NativeVisited(code, visited, max(code.width, 1))
+        expand, hits, qhits, unpack, chunk = code.expand, code.hits, code.quiescent_hits, code.unpack, _CHUNK
+    else:
+        from kvproof.checker.native_workers import ShardedVisited
+
+        store = ShardedVisited(code, visited, max(code.width, 1), crew)
+        expand, hits, qhits, unpack = crew.expand, crew.hits, crew.quiescent_hits, crew.unpack
+        chunk = _CHUNK * crew.workers
     n_claims = len(machine.claims)
     tracked = range(n_claims) if claims is None else claims
     open_mask = 0
@@ -366,13 +471,12 @@ def explore_native(
     width = max(code.width, 1)
 
     init = np.frombuffer(machine.init, np.uint8).reshape(1, width).copy()
-    store = NativeVisited(code, visited, width)
     store.add(init)
     kept = [init] if rows and not store.exact else None  # exact: the store keeps them in order
     parent = array("i", [-1])
     via = array("i", [-1])
     hit_at: dict[int, int] = {}
-    stats = Stats(visited=visited)
+    stats = Stats(visited=visited, workers=1 if crew is None else crew.workers)
     max_states, max_depth = limits.max_states, limits.max_depth
     deadline = limits.deadline(start)
 
@@ -386,7 +490,7 @@ def explore_native(
         always_open &= ~mask
 
     represented = orbit(machine.init) if orbit is not None else 0
-    h = int(code.hits(init)[0]) & always_open
+    h = int(hits(init)[0]) & always_open
     if h:
         record(h, 0)
 
@@ -406,28 +510,28 @@ def explore_native(
         fresh_states: list = []  # fingerprint mode: the new states (exact: they are in the store)
         level_fresh = 0
         timed_out = False
-        for c0 in range(0, len(frontier), _CHUNK):
-            for o, c in zip(*code.expand(frontier, c0, min(c0 + _CHUNK, len(frontier)), quiet_flags)):
-                stats.transitions += len(o)
-                if canon is not None and len(o):
-                    o = _canonical(o, canon, width)
-                f = store.add(o)
-                fresh_codes.append(c[f])
-                if not store.exact:
-                    fresh_states.append(o[f])
-                level_fresh += f.size
+        for c0 in range(0, len(frontier), chunk):
+            outs, cs = expand(frontier, c0, min(c0 + chunk, len(frontier)), quiet_flags)
+            stats.transitions += sum(map(len, outs))
+            if canon is not None:
+                outs = [_canonical(o, canon, width) if len(o) else o for o in outs]
+            f = store.add_all(outs)
+            fresh_codes.append(_take(cs, f))
+            if not store.exact:
+                fresh_states.append(_take(outs, f))
+            level_fresh += f.size
             now = time.perf_counter()
             if deadline is not None and now > deadline:
                 timed_out = True
                 break
-            if progress is not None and len(frontier) > _CHUNK:
+            if progress is not None and len(frontier) > chunk:
                 stats.states, stats.depth, stats.seconds = n_states, depth, now - start
                 progress(stats)
         qpos = np.flatnonzero(quiet_flags)
         stats.quiescent += int(qpos.size)
         quiet: list[tuple[int, int]] = []
         if open_mask & quiescent_mask and qpos.size:
-            qm = code.quiescent_hits(frontier[qpos]) & np.uint64(open_mask & quiescent_mask)
+            qm = qhits(frontier[qpos]) & np.uint64(open_mask & quiescent_mask)
             quiet = [(int(p), int(m)) for p, m in zip(qpos[qm != 0].tolist(), qm[qm != 0].tolist())]
         # time is up part way through the level: end now, keeping none of its successors (the
         # Python engine does not deduplicate them; the search is incomplete anyway)
@@ -445,14 +549,14 @@ def explore_native(
         fresh_codes = []
         par, aid = np.divmod(codes_kept, n_actions)
         if store.exact:
-            new_states = code.unpack(store.store[n_states:n_states + keep])
+            new_states = unpack(store.store[n_states:n_states + keep])
         else:
             new_states = np.concatenate(fresh_states)[:keep] if fresh_states else np.zeros((0, width), np.uint8)
             fresh_states = []
         fresh = np.arange(keep)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position); the
         # loop runs only on a level where something hits
-        masks = code.hits(new_states) & np.uint64(always_open) if always_open else None
+        masks = hits(new_states) & np.uint64(always_open) if always_open else None
         if quiet or (masks is not None and masks.any()):
             keep = fresh.size
             qi = 0
@@ -493,6 +597,8 @@ def explore_native(
         if len(frontier):
             depth += 1
 
+    if crew is not None:
+        stats.worker_cpu = tuple(round(c, 3) for c in crew.cpu)
     ended = _ended(stats, n_states, depth, start, represented, orbit)
     ended.bytes_per_state = (store.nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
     if visited == "fingerprint":

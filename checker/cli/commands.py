@@ -115,8 +115,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
     if args.write_expected and args.symmetry:
         raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
-    if args.backend == "native" and args.workers > 1:
-        raise BadInput("--backend native runs one process: it cannot be combined with --workers yet")
     limits = _limits(args)
     if args.engine != "explicit":
         if args.coverage:
@@ -647,10 +645,11 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--symmetry", action="store_true",
                     help="explore one state per orbit of the scenario's interchangeable requests")
     ck.add_argument("--workers", type=_positive_int, default=1, metavar="N",
-                    help="explore with N processes (or Ray actors), states partitioned by hash (default 1)")
+                    help="explore with N workers (default 1): threads of the native backend, else processes "
+                         "(or Ray actors) with states partitioned by hash")
     ck.add_argument("--backend", choices=("auto", "native", "python", "process", "ray"), default="auto",
-                    help="auto (default): the model compiled to C where that applies (a C compiler found, one "
-                         "process, no liveness claim, over 20,000 states), else the Python engine; "
+                    help="auto (default): the model compiled to C where that applies (a C compiler found, "
+                         "no liveness claim, over 20,000 states), else the Python engine; "
                          "native: always C (or an error); python (or process): the Python engine, with --workers "
                          "in forked processes; ray: workers on a Ray cluster (kvproof[ray])")
     ck.add_argument("--ray-address", metavar="ADDR",
