@@ -42,6 +42,7 @@ from kvproof.checker.visited import VisitedSet, collision_probability
 __all__ = ["Limits", "Stats", "StateGraph", "Exploration", "explore", "claim_checks", "expander"]
 
 _CHECK_EVERY = 2048  # expansions between limit checks and progress reports
+_AFTER_FROM = 20_000  # states found from which the per-action claim checks (``hits_after``) repay compiling them
 _MAX_TEST_ACTIONS = 1 << 16  # action ids of a machine without ``instances`` (hand-built graphs)
 
 
@@ -277,7 +278,7 @@ def explore(
     expand = expander(machine)
     n_actions = len(machine.instances) if hasattr(machine, "instances") else _MAX_TEST_ACTIONS
     hits = machine.hits
-    hits_after = getattr(machine, "hits_after", None)
+    hits_after: Any = False  # looked up (compiled, for a Machine) once the search is large enough to repay it
     quiescent_hits = machine.quiescent_hits
     init = machine.init
 
@@ -378,7 +379,9 @@ def explore(
             keep = fresh.size
             qi = 0
             new_states = _pick(cand, fresh)
-            checks = claim_checks(hits, hits_after, aid)
+            if hits_after is False and n_states + fresh.size >= _AFTER_FROM:
+                hits_after = getattr(machine, "hits_after", None)
+            checks = claim_checks(hits, hits_after or None, aid)
             for n, t in enumerate(new_states):
                 p = int(par[n])
                 while qi < len(quiet) and quiet[qi][0] < p:

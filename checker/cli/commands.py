@@ -97,7 +97,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
     from kvproof.checker.expected import write_expected
-    from kvproof.checker.report.render import render_reports
     from kvproof.checker.results import exit_code
     from kvproof.model.scenario import did_you_mean
 
@@ -140,6 +139,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             entry["coverage"] = cov.to_json()
         print(json.dumps({**doc, "summary": summary.to_json()}, indent=2))
     elif not args.quiet:
+        from kvproof.checker.report.render import render_reports  # rich: only to print the table
+
         out = _console()
         out.print(render_reports(reports))
         for sc, cov in zip(scenarios, coverage or ()):
@@ -268,16 +269,16 @@ def _trust_variants(args: argparse.Namespace) -> None:
 
 
 def _write_outputs(args: argparse.Namespace, reports) -> None:
-    """Write the --junit, --sarif and --html files asked for."""
-    from kvproof.checker.report.html import write_report
-    from kvproof.checker.report.junit import write_junit
-    from kvproof.checker.report.sarif import write_sarif
+    """Write the --junit, --sarif and --html files asked for (each writer imported only then:
+    the HTML one loads rich)."""
+    import importlib
 
-    writers = (("junit", write_junit), ("sarif", write_sarif), ("html", write_report))
-    for flag, write in writers:
+    writers = (("junit", "junit", "write_junit"), ("sarif", "sarif", "write_sarif"), ("html", "html", "write_report"))
+    for flag, module, name in writers:
         path = getattr(args, flag, None)
         if path is None:
             continue
+        write = getattr(importlib.import_module(f"kvproof.checker.report.{module}"), name)
         try:
             write(path, reports)
         except OSError as e:
