@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kvproof.checker.explicit import Exploration, Limits, Stats, _ended
+from kvproof.checker.explicit import ClaimBook, Exploration, Limits, Stats, _ended
 from kvproof.checker.visited import collision_probability
 from kvproof.model.ccompiler import MAX_CLAIMS, CSource, c_source
 from kvproof.model.compiler import RangeCheckFailed
@@ -457,16 +457,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         store = ShardedVisited(code, visited, max(code.width, 1), crew)
         expand, hits, qhits, unpack = crew.expand, crew.hits, crew.quiescent_hits, crew.unpack
         chunk = _CHUNK * crew.workers
-    n_claims = len(machine.claims)
-    tracked = range(n_claims) if claims is None else claims
-    open_mask = 0
-    for i in tracked:
-        open_mask |= 1 << i
-    quiescent_mask = 0
-    for i, c in enumerate(machine.claims):
-        if c.at == "quiescent":
-            quiescent_mask |= 1 << i
-    always_open = open_mask & ~quiescent_mask
+    book = ClaimBook(machine.claims, claims)
     n_actions = code.n_actions
     width = max(code.width, 1)
 
@@ -475,30 +466,20 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     kept = [init] if rows and not store.exact else None  # exact: the store keeps them in order
     parent = array("i", [-1])
     via = array("i", [-1])
-    hit_at: dict[int, int] = {}
     stats = Stats(visited=visited, workers=1 if crew is None else crew.workers)
     max_states, max_depth = limits.max_states, limits.max_depth
     deadline = limits.deadline(start)
 
-    def record(mask: int, sid: int) -> None:
-        nonlocal open_mask, always_open
-        mask &= open_mask  # a claim keeps its first hit (a level's quiescent hits are collected while it is open)
-        for i in range(n_claims):
-            if mask >> i & 1:
-                hit_at[i] = sid
-        open_mask &= ~mask
-        always_open &= ~mask
-
     represented = orbit(machine.init) if orbit is not None else 0
-    h = int(hits(init)[0]) & always_open
+    h = int(hits(init)[0]) & book.always
     if h:
-        record(h, 0)
+        book.record(h, 0)
 
     complete, reason = True, ""
     frontier = init
     lo, n_states, depth = 0, 1, 0
     while len(frontier):
-        if stop_when_all_hit and not open_mask:
+        if stop_when_all_hit and not book.open:
             complete, reason = False, "stopped once every claim asked for had hit"
             break
         # -- expand one level in C, a chunk at a time, and deduplicate each chunk's successors
@@ -530,8 +511,8 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         qpos = np.flatnonzero(quiet_flags)
         stats.quiescent += int(qpos.size)
         quiet: list[tuple[int, int]] = []
-        if open_mask & quiescent_mask and qpos.size:
-            qm = qhits(frontier[qpos]) & np.uint64(open_mask & quiescent_mask)
+        if book.open & book.quiescent and qpos.size:
+            qm = qhits(frontier[qpos]) & np.uint64(book.open & book.quiescent)
             quiet = [(int(p), int(m)) for p, m in zip(qpos[qm != 0].tolist(), qm[qm != 0].tolist())]
         # time is up part way through the level: end now, keeping none of its successors (the
         # Python engine does not deduplicate them; the search is incomplete anyway)
@@ -556,28 +537,10 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         fresh = np.arange(keep)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position); the
         # loop runs only on a level where something hits
-        masks = hits(new_states) & np.uint64(always_open) if always_open else None
+        masks = hits(new_states) & np.uint64(book.always) if book.always else None
         if quiet or (masks is not None and masks.any()):
-            keep = fresh.size
-            qi = 0
-            par_l = par.tolist()
-            mask_l = masks.tolist() if masks is not None else None
-            for n in range(fresh.size):
-                p = par_l[n]
-                while qi < len(quiet) and quiet[qi][0] < p:
-                    record(quiet[qi][1], lo + quiet[qi][0])
-                    qi += 1
-                if stop_when_all_hit and not open_mask and n and p != par_l[n - 1]:
-                    keep = n
-                    break
-                if always_open:
-                    h = mask_l[n] & always_open
-                    if h:
-                        record(h, n_states + n)
-            else:
-                while qi < len(quiet) and not (stop_when_all_hit and not open_mask):
-                    record(quiet[qi][1], lo + quiet[qi][0])
-                    qi += 1
+            mask_l = masks.tolist() if masks is not None else []
+            keep = book.level(par.tolist(), quiet, mask_l.__getitem__, n_states, lo, stop_when_all_hit)
             if keep < fresh.size:
                 complete, reason = False, "stopped once every claim asked for had hit"
                 fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
@@ -606,4 +569,4 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     found = None
     if rows:
         found = _rows(code.unpack(store.store[:n_states]) if store.exact else np.concatenate(kept))
-    return Exploration(ended, complete, reason, hit_at, parent, via, canonical=canon is not None, rows=found)
+    return Exploration(ended, complete, reason, book.hit_at, parent, via, canonical=canon is not None, rows=found)

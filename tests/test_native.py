@@ -172,16 +172,16 @@ def test_quiescent_claims_and_stopping_once_all_hit_match_the_python_engine():
         assert _outcome(got) == _outcome(ref), c.name
 
 
-def test_a_failing_range_check_raises_the_python_engines_error():
-    from kvproof.model.compiler import RangeCheckFailed
+def overflow_spec(codes: int = 2):
+    """A spec whose one action counts x up past its ``codes`` codes: a range check fails."""
     from kvproof.model.framework import Spec, action, invariant
     from kvproof.model.layout import Domain, Field
 
     class Overflow(Spec):
-        """x counts up past its two codes."""
+        """x counts up past its codes."""
 
         def build_fields(self):
-            return [Field("x", (), Domain("v", 2))]
+            return [Field("x", (), Domain("v", codes))]
 
         def domain(self, name):  # pragma: no cover - no parameters
             raise KeyError(name)
@@ -196,10 +196,16 @@ def test_a_failing_range_check_raises_the_python_engines_error():
             """Always."""
             return s.ops.const(True)
 
+    return Overflow()
+
+
+def test_a_failing_range_check_raises_the_python_engines_error():
+    from kvproof.model.compiler import RangeCheckFailed
+
     with pytest.raises(RangeCheckFailed) as ref:
-        explore(Machine(Overflow()))
+        explore(Machine(overflow_spec()))
     with pytest.raises(RangeCheckFailed) as got:
-        explore(native.NativeMachine(Overflow(), opt="-O0"))
+        explore(native.NativeMachine(overflow_spec(), opt="-O0"))
     assert str(got.value) == str(ref.value)
 
 

@@ -16,7 +16,8 @@ from kvproof.checker.explicit import Limits, explore
 from kvproof.model.machine import Machine
 
 from .randspec import build, specs
-from .test_native import _SETTINGS, CASES, _outcome, _reduced, cache, native, native_of  # noqa: F401 - cache: fixture
+from .test_native import (_SETTINGS, CASES, _outcome, _reduced, cache, native, native_of,  # noqa: F401 - cache: fixture
+                          overflow_spec)
 
 workers_mod = pytest.importorskip("kvproof.checker.native_workers")
 
@@ -85,32 +86,11 @@ def test_a_reduced_search_with_workers_has_the_python_engines_outcome():
 
 def test_a_failing_range_check_under_workers_raises_the_python_engines_error():
     from kvproof.model.compiler import RangeCheckFailed
-    from kvproof.model.framework import Spec, action, invariant
-    from kvproof.model.layout import Domain, Field
-
-    class Overflow(Spec):
-        """x counts up past its four codes."""
-
-        def build_fields(self):
-            return [Field("x", (), Domain("v", 4))]
-
-        def domain(self, name):  # pragma: no cover - no parameters
-            raise KeyError(name)
-
-        @action("up")
-        def up(self, s, n):
-            """x + 1."""
-            n.x = s.x + 1
-
-        @invariant()
-        def fine(self, s):
-            """Always."""
-            return s.ops.const(True)
 
     with pytest.raises(RangeCheckFailed) as ref:
-        explore(Machine(Overflow()))
+        explore(Machine(overflow_spec(4)))
     with pytest.raises(RangeCheckFailed) as got:
-        native.explore_native(native.NativeMachine(Overflow(), opt="-O0"), workers=2)
+        native.explore_native(native.NativeMachine(overflow_spec(4), opt="-O0"), workers=2)
     assert str(got.value) == str(ref.value)
 
 
