@@ -394,6 +394,11 @@ def _take(pieces: list[np.ndarray], positions: np.ndarray) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def _join(arrays: list[np.ndarray], keep: int) -> np.ndarray:
+    """The first ``keep`` rows of the arrays joined."""
+    return np.concatenate(arrays)[:keep]
+
+
 def _rows(states: np.ndarray) -> list[bytes]:
     """Each row of a ``(n, width)`` array as ``bytes``."""
     return [bytes(r) for r in states.view(f"V{states.shape[1]}").ravel().tolist()] if len(states) else []
@@ -451,11 +456,13 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     if crew is None:
         store = NativeVisited(code, visited, max(code.width, 1))
         expand, hits, qhits, unpack, chunk = code.expand, code.hits, code.quiescent_hits, code.unpack, _CHUNK
+        take, join = _take, _join
     else:
         from kvproof.checker.native_workers import ShardedVisited
 
         store = ShardedVisited(code, visited, max(code.width, 1), crew)
         expand, hits, qhits, unpack = crew.expand, crew.hits, crew.quiescent_hits, crew.unpack
+        take, join = crew.take, crew.join
         chunk = _CHUNK * crew.workers
     book = ClaimBook(machine.claims, claims)
     n_actions = code.n_actions
@@ -497,9 +504,9 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
             if canon is not None:
                 outs = [_canonical(o, canon, width) if len(o) else o for o in outs]
             f = store.add_all(outs)
-            fresh_codes.append(_take(cs, f))
+            fresh_codes.append(take(cs, f))
             if not store.exact:
-                fresh_states.append(_take(outs, f))
+                fresh_states.append(take(outs, f))
             level_fresh += f.size
             now = time.perf_counter()
             if deadline is not None and now > deadline:
@@ -532,7 +539,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         if store.exact:
             new_states = unpack(store.store[n_states:n_states + keep])
         else:
-            new_states = np.concatenate(fresh_states)[:keep] if fresh_states else np.zeros((0, width), np.uint8)
+            new_states = join(fresh_states, keep) if fresh_states else np.zeros((0, width), np.uint8)
             fresh_states = []
         fresh = np.arange(keep)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position); the

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kvproof.checker.native import NativeCode, NativeVisited, grown_table
+from kvproof.checker.native import NativeCode, NativeVisited, _join, _take, grown_table
 
 __all__ = ["Crew", "ShardedVisited", "SMALL"]
 
@@ -75,6 +75,39 @@ class Crew:
         parts = self.bounds(start, stop)
         got = self.run(lambda i: self.code.expand(states, *parts[i], quiet, self.scratch[i]), stop - start)
         return [o for r in got for o in r[0]], [c for r in got for c in r[1]]
+
+    def take(self, pieces: list[np.ndarray], positions: np.ndarray) -> np.ndarray:
+        """The rows at ``positions`` (ascending) of the pieces joined (as the native module's
+        ``_take``), each piece's rows gathered by one thread."""
+        n = sum(map(len, pieces))
+        if len(positions) < SMALL or len(pieces) < 2:
+            return _take(pieces, positions)
+        ends = np.cumsum([len(p) for p in pieces]).tolist()
+        cut = np.searchsorted(positions, ends).tolist()
+        starts, lo_rows = [0] + cut[:-1], [0] + ends[:-1]
+        out = np.empty((len(positions),) + pieces[0].shape[1:], pieces[0].dtype)
+
+        def gather(i: int) -> None:
+            for k in range(i, len(pieces), self.workers):
+                np.take(pieces[k], positions[starts[k]:cut[k]] - lo_rows[k], axis=0, out=out[starts[k]:cut[k]])
+
+        self.run(gather, n)
+        return out
+
+    def join(self, arrays: list[np.ndarray], keep: int) -> np.ndarray:
+        """The first ``keep`` rows of the arrays joined, the copies spread over the threads."""
+        if keep < SMALL or len(arrays) < 2:
+            return _join(arrays, keep)
+        out = np.empty((keep,) + arrays[0].shape[1:], arrays[0].dtype)
+        at = np.cumsum([0] + [len(a) for a in arrays]).tolist()
+
+        def copy(i: int) -> None:
+            for k in range(i, len(arrays), self.workers):
+                if at[k] < keep:
+                    out[at[k]:min(at[k + 1], keep)] = arrays[k][:keep - at[k]]
+
+        self.run(copy, keep)
+        return out
 
     def _per_row(self, f: Callable, states: np.ndarray, out: np.ndarray) -> np.ndarray:
         parts = self.bounds(0, len(states))

@@ -110,3 +110,15 @@ def test_workers_have_the_python_engines_outcome_on_random_specs(data):
             except RangeCheckFailed as e:
                 runs.append(str(e))
         assert runs[0] == runs[1], visited
+
+
+@pytest.mark.parametrize("visited", ["exact", "fingerprint"])
+def test_levels_of_many_chunks_have_the_python_engines_outcome(visited, monkeypatch):
+    """Chunks of 50 states: every level is expanded, deduplicated, gathered and joined in many
+    pieces across the threads."""
+    monkeypatch.setattr(native, "_CHUNK", 25)
+    nm = native_of("abort-race")
+    for case in (dict(), dict(claims=[0, 3], stop_when_all_hit=True), dict(limits=Limits(max_states=700))):
+        ref = explore(Machine(nm.spec), visited=visited, **case)
+        got = native.explore_native(nm, visited=visited, workers=2, **case)
+        assert _outcome(got) == _outcome(ref), case
