@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kvproof.checker.native import NativeCode, NativeVisited, _join, _take, grown_table
+from kvproof.checker.native_store import NativeVisited, grown_table, join_rows, take_rows
 
 __all__ = ["Crew", "ShardedVisited", "SMALL"]
 
@@ -33,7 +33,7 @@ class Crew:
     """``workers`` threads calling ``code``'s functions at once, each with its own buffers;
     ``cpu[i]`` sums the CPU seconds of the tasks given thread slot ``i``."""
 
-    def __init__(self, code: NativeCode, workers: int):
+    def __init__(self, code: Any, workers: int):
         self.code, self.workers = code, workers
         self.pool = ThreadPoolExecutor(workers - 1, thread_name_prefix="kvproof-native")
         self.scratch = [code.scratch() for _ in range(workers)]
@@ -77,11 +77,11 @@ class Crew:
         return [o for r in got for o in r[0]], [c for r in got for c in r[1]]
 
     def take(self, pieces: list[np.ndarray], positions: np.ndarray) -> np.ndarray:
-        """The rows at ``positions`` (ascending) of the pieces joined (as the native module's
-        ``_take``), each piece's rows gathered by one thread."""
+        """The rows at ``positions`` (ascending) of the pieces joined (as
+        :func:`~.native_store.take_rows`), each piece's rows gathered by one thread."""
         n = sum(map(len, pieces))
         if len(positions) < SMALL or len(pieces) < 2:
-            return _take(pieces, positions)
+            return take_rows(pieces, positions)
         ends = np.cumsum([len(p) for p in pieces]).tolist()
         cut = np.searchsorted(positions, ends).tolist()
         starts, lo_rows = [0] + cut[:-1], [0] + ends[:-1]
@@ -97,7 +97,7 @@ class Crew:
     def join(self, arrays: list[np.ndarray], keep: int) -> np.ndarray:
         """The first ``keep`` rows of the arrays joined, the copies spread over the threads."""
         if keep < SMALL or len(arrays) < 2:
-            return _join(arrays, keep)
+            return join_rows(arrays, keep)
         out = np.empty((keep,) + arrays[0].shape[1:], arrays[0].dtype)
         at = np.cumsum([0] + [len(a) for a in arrays]).tolist()
 
@@ -154,7 +154,7 @@ class ShardedVisited(NativeVisited):
     """:class:`~.native.NativeVisited` split by key into one table per thread of ``crew`` (the
     exact store stays one array, ``store[i]`` state ``i``): :meth:`add` has the same answer."""
 
-    def __init__(self, code: NativeCode, mode: str, width: int, crew: Crew):
+    def __init__(self, code: Any, mode: str, width: int, crew: Crew):
         super().__init__(code, mode, width)
         self.crew = crew
         n = crew.workers
