@@ -170,7 +170,7 @@ class NativeCode:
         self.rehash.argtypes = [_P, _P, _I, _P, _P, _I]
         self.rehash.restype = None
         self.prep = lib.kv_prep  # the sharded visited set's (kvproof.checker.native_workers)
-        self.prep.argtypes = [_P, _I, _I, _P, _P, _P, _I]
+        self.prep.argtypes = [_P, _I, _I, _P, _P, _P, _I, _P]
         self.prep.restype = _I
         self.insert_shard = lib.kv_insert_shard
         self.insert_shard.argtypes = [_P, _P, _I, _P, _P, _P, _P, _I, _I, _P, _P]

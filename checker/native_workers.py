@@ -178,19 +178,22 @@ class ShardedVisited(NativeVisited):
         keys, shard = np.empty(n, np.uint64), np.empty(n, np.uint8)
         pk = np.empty((n, self.pw), np.uint8) if self.exact else None
         pk_at = pk.ctypes.data if pk is not None else None
-        segments = _segments(pieces, crew.bounds(0, n))
+        parts = crew.bounds(0, n)
+        segments = _segments(pieces, parts)
+        per_range = np.zeros((crew.workers, crew.workers), np.int64)  # candidates per shard, per range
 
         def prep(i: int) -> bool:
             for piece, lo, hi, at in segments[i]:
                 if code.prep(piece.ctypes.data, lo, hi, None if pk_at is None else pk_at + (at - lo) * self.pw,
-                             keys.ctypes.data + (at - lo) * 8, shard.ctypes.data + at - lo, crew.workers) < 0:
+                             keys.ctypes.data + (at - lo) * 8, shard.ctypes.data + at - lo, crew.workers,
+                             per_range[i].ctypes.data) < 0:
                     return False
             return True
 
         if not all(crew.run(prep, n)):
             raise RuntimeError("the native backend's packed states do not hold a value: a bug, please report it "
                                "(--backend python searches without packing)")
-        counts = np.bincount(shard, minlength=crew.workers).tolist()
+        counts = per_range.sum(axis=0).tolist()
         flags = np.zeros(n, np.uint8)
         slot = np.empty(n, np.int64) if self.exact else None
         store_at = self.store.ctypes.data if self.exact else None
@@ -203,7 +206,8 @@ class ShardedVisited(NativeVisited):
                                                None if slot is None else slot.ctypes.data)
 
         crew.run(insert, n)
-        fresh = np.flatnonzero(flags)
+        found = crew.run(lambda i: np.flatnonzero(flags[parts[i][0]:parts[i][1]]) + parts[i][0], n)
+        fresh = np.concatenate(found) if len(found) > 1 else found[0]
         if self.exact:
             self._grow_store(self.size + fresh.size)
             crew.run(lambda s: code.number_shard(self.tables[s][1].ctypes.data, slot.ctypes.data, shard.ctypes.data,

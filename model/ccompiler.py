@@ -155,7 +155,7 @@ void kv_unpack(const uint8_t *in, int64_t n, uint8_t *out) {
    state its number (the position of its flag among all flags: discovery order, as kv_insert).
    Until then a table slot holds -1 - j for candidate j (its packed form is pk[j]). */
 int64_t kv_prep(const uint8_t *cand, int64_t lo, int64_t hi, uint8_t *pk, uint64_t *keys, uint8_t *shard,
-                int64_t nshards) {
+                int64_t nshards, int64_t *counts) {
     for (int64_t j = lo; j < hi; j++) {
         const uint8_t *c = cand + (size_t)j * W;
         uint64_t k;
@@ -168,6 +168,7 @@ int64_t kv_prep(const uint8_t *cand, int64_t lo, int64_t hi, uint8_t *pk, uint64
         if (!k) k = 1;
         keys[j] = k;
         shard[j] = (uint8_t)((k >> 40) % (uint64_t)nshards);
+        counts[shard[j]]++;
     }
     return hi;
 }
