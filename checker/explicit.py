@@ -39,9 +39,10 @@ import numpy as np
 
 from kvproof.checker.visited import VisitedSet, collision_probability
 
-__all__ = ["Limits", "Stats", "StateGraph", "Exploration", "explore", "claim_checks", "expander"]
+__all__ = ["Limits", "Stats", "StateGraph", "Exploration", "ClaimBook", "explore", "claim_checks", "expander"]
 
 _CHECK_EVERY = 2048  # expansions between limit checks and progress reports
+_AFTER_FROM = 20_000  # states found from which the per-action claim checks (``hits_after``) repay compiling them
 _MAX_TEST_ACTIONS = 1 << 16  # action ids of a machine without ``instances`` (hand-built graphs)
 
 
@@ -221,6 +222,65 @@ class Exploration:
         return out
 
 
+class ClaimBook:
+    """The claims a search tracks, shared by the Python engine and the native backend: the
+    bits still open (``open``; ``always``: those of them checked in every state;
+    ``quiescent``: every claim checked only where no action is enabled) and where each claim
+    first hit (``hit_at``: claim index to state number)."""
+
+    def __init__(self, claims: list, tracked: Any = None):
+        self.n = len(claims)
+        self.open = 0
+        for i in range(self.n) if tracked is None else tracked:
+            self.open |= 1 << i
+        self.quiescent = 0
+        for i, c in enumerate(claims):
+            if c.at == "quiescent":
+                self.quiescent |= 1 << i
+        self.always = self.open & ~self.quiescent
+        self.hit_at: dict[int, int] = {}
+
+    def record(self, mask: int, sid: int) -> None:
+        """Claims ``mask`` hit at state ``sid``: each open one keeps it as its first hit and closes
+        (a level's quiescent hits are all collected while it is open)."""
+        mask &= self.open
+        for i in range(self.n):
+            if mask >> i & 1:
+                self.hit_at[i] = sid
+        self.open &= ~mask
+        self.always &= ~mask
+
+    def close(self) -> None:
+        """Track no claim any more (the graph of a search goes on without them)."""
+        self.open = self.always = 0
+
+    def level(self, par: list[int], quiet: list[tuple[int, int]], hit_of: Callable[[int], int], first: int,
+              lo: int, stop: bool) -> int:
+        """Record one level's hits in discovery order: new state ``n`` is number ``first + n``,
+        found from the state at position ``par[n]`` of the expanded level (number ``lo`` plus
+        it), and ``hit_of(n)`` gives its claim bits (asked only while an ``always`` claim is
+        open); ``quiet`` holds ``(position, bits)`` of the expanded states with no successor,
+        ascending, interleaved by position.  How many new states the search keeps: all of them,
+        or with ``stop`` (the search ends once every tracked claim hit) those found before the
+        first expanded state after the one where the last claim hit."""
+        qi, nq = 0, len(quiet)
+        for n in range(len(par)):
+            p = par[n]
+            while qi < nq and quiet[qi][0] < p:
+                self.record(quiet[qi][1], lo + quiet[qi][0])
+                qi += 1
+            if stop and not self.open and n and p != par[n - 1]:
+                return n
+            if self.always:
+                h = hit_of(n) & self.always
+                if h:
+                    self.record(h, first + n)
+        while qi < nq and not (stop and not self.open):
+            self.record(quiet[qi][1], lo + quiet[qi][0])
+            qi += 1
+        return len(par)
+
+
 def explore(
     machine: Any,
     limits: Limits = Limits(),
@@ -263,21 +323,12 @@ def explore(
             return search(limits, claims, stop_when_all_hit, progress, visited, rows)
         return search(limits, claims, stop_when_all_hit, progress, visited, rows, canon=canon, orbit=orbit)
     start = time.perf_counter()
-    n_claims = len(machine.claims)
-    tracked = range(n_claims) if claims is None else claims
-    open_mask = 0
-    for i in tracked:
-        open_mask |= 1 << i
-    quiescent_mask = 0
-    for i, c in enumerate(machine.claims):
-        if c.at == "quiescent":
-            quiescent_mask |= 1 << i
-    always_open = open_mask & ~quiescent_mask
-
+    book = ClaimBook(machine.claims, claims)
+    record = book.record
     expand = expander(machine)
     n_actions = len(machine.instances) if hasattr(machine, "instances") else _MAX_TEST_ACTIONS
     hits = machine.hits
-    hits_after = getattr(machine, "hits_after", None)
+    hits_after: Any = False  # looked up (compiled, for a Machine) once the search is large enough to repay it
     quiescent_hits = machine.quiescent_hits
     init = machine.init
 
@@ -294,23 +345,13 @@ def explore(
     kept = [init] if rows or edges else None
     parent = array("i", [-1])
     via = array("i", [-1])
-    hit_at: dict[int, int] = {}
     stats = Stats(visited=visited)
     max_states = limits.max_states
     max_depth = limits.max_depth
     deadline = limits.deadline(start)
     represented = orbit(init) if orbit is not None else 0
 
-    def record(mask: int, sid: int) -> None:
-        nonlocal open_mask, always_open
-        mask &= open_mask  # a claim keeps its first hit: a level's quiescent hits were all collected while it was open
-        for i in range(n_claims):
-            if mask >> i & 1:
-                hit_at[i] = sid
-        open_mask &= ~mask
-        always_open &= ~mask
-
-    h = hits(init) & always_open
+    h = hits(init) & book.always
     if h:
         record(h, 0)
 
@@ -320,7 +361,7 @@ def explore(
     frontier: list[bytes] = [init]
     lo, n_states, depth = 0, 1, 0
     while frontier:
-        if ended is None and stop_when_all_hit and not open_mask:
+        if ended is None and stop_when_all_hit and not book.open:
             complete, reason = False, "stopped once every claim asked for had hit"
             if index is None:
                 break
@@ -335,8 +376,8 @@ def explore(
             for j in range(c0, min(c0 + _CHECK_EVERY, len(frontier))):
                 if expand(frontier[j], j * n_actions, add_action, add_state) is None:
                     stats.quiescent += 1
-                    if open_mask & quiescent_mask:
-                        qh = quiescent_hits(frontier[j]) & open_mask & quiescent_mask
+                    if book.open & book.quiescent:
+                        qh = quiescent_hits(frontier[j]) & book.open & book.quiescent
                         if qh:
                             quiet.append((j, qh))
             now = time.perf_counter()
@@ -374,27 +415,13 @@ def explore(
         par, aid = np.divmod(all_codes[fresh], n_actions)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position)
         stop_at = None
-        if always_open or quiet:
-            keep = fresh.size
-            qi = 0
+        if book.always or quiet:
             new_states = _pick(cand, fresh)
-            checks = claim_checks(hits, hits_after, aid)
-            for n, t in enumerate(new_states):
-                p = int(par[n])
-                while qi < len(quiet) and quiet[qi][0] < p:
-                    record(quiet[qi][1], lo + quiet[qi][0])
-                    qi += 1
-                if stop_when_all_hit and not open_mask and n and p != par[n - 1]:
-                    keep = n
-                    break
-                if always_open:
-                    h = checks[n](t) & always_open
-                    if h:
-                        record(h, n_states + n)
-            else:
-                while qi < len(quiet) and not (stop_when_all_hit and not open_mask):
-                    record(quiet[qi][1], lo + quiet[qi][0])
-                    qi += 1
+            if hits_after is False and n_states + fresh.size >= _AFTER_FROM:
+                hits_after = getattr(machine, "hits_after", None)
+            checks = claim_checks(hits, hits_after or None, aid)
+            keep = book.level(par.tolist(), quiet, lambda n: checks[n](new_states[n]), n_states, lo,
+                              stop_when_all_hit)
             if keep < fresh.size:
                 complete, reason = False, "stopped once every claim asked for had hit"
                 if index is None:
@@ -428,7 +455,7 @@ def explore(
                 break
             ended = _ended(stats, n_states if stop_at is None else stop_at, depth, start, represented, orbit)
             outcome = complete, reason
-            open_mask = always_open = 0  # the graph goes on without the claims
+            book.close()  # the graph goes on without the claims
         frontier = new_states
         if frontier:
             depth += 1
@@ -454,7 +481,7 @@ def explore(
             s.bytes_per_state = (nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
     if visited == "fingerprint":
         ended.collision_probability = collision_probability(ended.states)
-    return Exploration(ended, *outcome, hit_at, parent, via, canonical=canon is not None,
+    return Exploration(ended, *outcome, book.hit_at, parent, via, canonical=canon is not None,
                        rows=kept if rows else None, graph=graph)
 
 

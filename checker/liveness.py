@@ -10,7 +10,8 @@ lasso whose loop is that state repeated.
 The reachable graph (edges as flat arrays) comes from the explicit engine's search keeping its
 edges (:func:`~kvproof.checker.explicit.explore`; :func:`build_graph` runs it alone); for each
 obligation the search takes the subgraph of states where it is pending and its strongly connected
-components (``scipy.sparse.csgraph``, C speed).  A component has a fair cycle exactly when every
+components (``scipy.sparse.csgraph``, C speed; Tarjan's algorithm in Python for a small
+graph).  A component has a fair cycle exactly when every
 fair action enabled throughout it is taken inside it: a cycle through all its edges is then
 fair, and if it is not, no cycle inside it is fair either.  The lasso written is a shorter
 cycle of that component that, for every fair action enabled somewhere in the component, either
@@ -116,6 +117,67 @@ def _lasso_for(graph: StateGraph, nodes: list[int], fair: set[int], label: str,
     return _lasso_at(graph, found[0], found[1], fair, label, deadline, why)
 
 
+_SMALL_GRAPH = 20_000
+"""States under which :func:`strong_components` runs in Python rather than loading scipy
+(whose import costs more than such a graph's components)."""
+
+
+def strong_components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """A component number (``0 .. n - 1``) per state of the directed graph of ``n`` states and
+    edges ``src[k] -> dst[k]``: equal exactly for states in the same strongly connected component
+    (``scipy.sparse.csgraph``; a graph under :data:`_SMALL_GRAPH` states by Tarjan's algorithm
+    in Python, without importing scipy)."""
+    if n >= _SMALL_GRAPH:
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        _, comp = connected_components(csr_matrix((np.ones(src.size, np.int8), (src, dst)), shape=(n, n)),
+                                       directed=True, connection="strong")
+        return comp.astype(np.int64)
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for u, v in zip(src.tolist(), dst.tolist()):
+        adj[u].append(v)
+    index, low, on, comp = [-1] * n, [0] * n, [False] * n, [-1] * n
+    stack: list[int] = []
+    count = c = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        index[root] = low[root] = count
+        count += 1
+        stack.append(root)
+        on[root] = True
+        work = [(root, 0)]
+        while work:
+            v, k = work[-1]
+            if k < len(adj[v]):
+                work[-1] = (v, k + 1)
+                w = adj[v][k]
+                if index[w] < 0:
+                    index[w] = low[w] = count
+                    count += 1
+                    stack.append(w)
+                    on[w] = True
+                    work.append((w, 0))
+                elif on[w] and index[w] < low[v]:
+                    low[v] = index[w]
+                continue
+            work.pop()
+            if work:
+                u = work[-1][0]
+                if low[v] < low[u]:
+                    low[u] = low[v]
+            if low[v] == index[v]:
+                while True:
+                    w = stack.pop()
+                    on[w] = False
+                    comp[w] = c
+                    if w == v:
+                        break
+                c += 1
+    return np.array(comp, np.int64)
+
+
 def _fair_entry(graph: StateGraph, member: np.ndarray, fair: set[int], deadline: float | None,
                 why: str) -> tuple[int, set[int] | None] | None:
     """Where the shortest-prefix fair lasso inside ``member`` starts: ``(entry, component)``,
@@ -125,9 +187,6 @@ def _fair_entry(graph: StateGraph, member: np.ndarray, fair: set[int], deadline:
     member = member & expanded  # a state expanded only in part has an incomplete enabled set
     if not member.any():
         return None
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
     width = int(max(int(aid.max(initial=-1)), max(fair, default=-1))) + 1
     fair_aid = np.zeros(width, bool)
     fair_aid[sorted(fair)] = True
@@ -136,10 +195,8 @@ def _fair_entry(graph: StateGraph, member: np.ndarray, fair: set[int], deadline:
     keep = member[src] & member[dst]
     ks, kd, ka = src[keep], dst[keep], aid[keep]
     _check(deadline, why)
-    _, comp = connected_components(csr_matrix((np.ones(ks.size, np.int8), (ks, kd)), shape=(n, n)),
-                                   directed=True, connection="strong")
+    comp = strong_components(n, ks, kd)
     _check(deadline, why)
-    comp = comp.astype(np.int64)
     size = np.bincount(comp[member], minlength=n)
     inside = comp[ks] == comp[kd]
     cyclic = size > 1

@@ -35,7 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kvproof.checker.explicit import Exploration, Limits, Stats, _ended
+from kvproof.checker.explicit import ClaimBook, Exploration, Limits, Stats, _ended
+from kvproof.checker.native_store import NativeVisited, Scratch, grown_table, join_rows, take_rows  # noqa: F401 - re-exported
 from kvproof.checker.visited import collision_probability
 from kvproof.model.ccompiler import MAX_CLAIMS, CSource, c_source
 from kvproof.model.compiler import RangeCheckFailed
@@ -45,7 +46,8 @@ __all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", 
 
 _FLAGS = ("-std=gnu99", "-shared", "-fPIC")
 _CHUNK = 1 << 15  # states expanded per call between limit checks
-_BUFFER = 1 << 16  # successors one call may write (at least one state's worth)
+_BUFFER = 1 << 16  # successors a thread's buffer first holds (at least one state's worth)
+_MAX_BUFFER = 1 << 18  # successors it may grow to hold: past that a chunk's successors are copied out
 
 
 class NativeUnavailable(Exception):
@@ -167,52 +169,76 @@ class NativeCode:
         self.rehash = lib.kv_rehash
         self.rehash.argtypes = [_P, _P, _I, _P, _P, _I]
         self.rehash.restype = None
-        self._err = np.zeros(2, np.int64)
-        self._made = np.zeros(1, np.int64)
-        cap = max(_BUFFER, source.max_successors)
-        self._out = np.empty((cap, max(self.width, 1)), np.uint8)
-        self._codes = np.empty(cap, np.int64)
+        self.prep = lib.kv_prep  # the sharded visited set's (kvproof.checker.native_workers)
+        self.prep.argtypes = [_P, _I, _I, _P, _P, _P, _I, _P]
+        self.prep.restype = _I
+        self.insert_shard = lib.kv_insert_shard
+        self.insert_shard.argtypes = [_P, _P, _I, _P, _P, _P, _P, _I, _I, _P, _P]
+        self.insert_shard.restype = _I
+        self.number_shard = lib.kv_number_shard
+        self.number_shard.argtypes = [_P, _P, _P, _P, _I, _I, _I, _P, _P]
+        self.number_shard.restype = None
+        self._scratch = self.scratch()
 
-    def _fail(self) -> None:
-        k, value = int(self._err[0]), int(self._err[1])
-        self._err[:] = 0
+    def scratch(self) -> "Scratch":
+        """Buffers for one thread's calls (each thread running these functions at once needs its own)."""
+        return Scratch(max(_BUFFER, self.source.max_successors), max(self.width, 1))
+
+    def _fail(self, scratch: "Scratch") -> None:
+        k, value = int(scratch.err[0]), int(scratch.err[1])
+        scratch.err[:] = 0
         raise RangeCheckFailed(self.source.checks[k - 1], value)
 
-    def expand(self, states: np.ndarray, start: int, stop: int, quiet: np.ndarray) -> tuple[list, list]:
+    def expand(self, states: np.ndarray, start: int, stop: int, quiet: np.ndarray,
+               scratch: "Scratch | None" = None) -> tuple[list, list]:
         """Successors of ``states[start:stop]``: lists of ``(m, width)`` successor arrays and of
         their codes (``position * n_actions + action id``, positions in ``states``); ``quiet``
-        gets 1 at every position with no successor."""
+        gets 1 at every position with no successor.  ``scratch``: this thread's buffers; the
+        last arrays are views of them, valid until the next call with the same buffers."""
+        b = scratch or self._scratch
         outs, codes = [], []
-        j = start
+        j, made, w, room = start, 0, b.out.shape[1], self.source.max_successors
         while j < stop:
-            nxt = self._expand(states.ctypes.data, stop, j, self._out.ctypes.data, len(self._out),
-                               self._codes.ctypes.data, quiet.ctypes.data, self._made.ctypes.data,
-                               self._err.ctypes.data)
+            if len(b.out) - made < room:  # full: grow the buffers, or copy their successors out
+                if len(b.out) < _MAX_BUFFER:
+                    b.grow(made)
+                else:
+                    outs.append(b.out[:made].copy())
+                    codes.append(b.codes[:made].copy())
+                    made = 0
+            nxt = self._expand(states.ctypes.data, stop, j, b.out.ctypes.data + made * w, len(b.out) - made,
+                               b.codes.ctypes.data + made * 8, quiet.ctypes.data, b.made.ctypes.data,
+                               b.err.ctypes.data)
             if nxt < 0:
-                self._fail()
-            made = int(self._made[0])
-            outs.append(self._out[:made].copy())
-            codes.append(self._codes[:made].copy())
+                self._fail(b)
+            made += int(b.made[0])
             j = nxt
+        if made or not outs:
+            outs.append(b.out[:made])
+            codes.append(b.codes[:made])
         return outs, codes
 
-    def _masks(self, f: Callable, states: np.ndarray) -> np.ndarray:
-        masks = np.zeros(len(states), np.uint64)
-        if len(states) and f(states.ctypes.data, len(states), masks.ctypes.data, self._err.ctypes.data) < 0:
-            self._fail()
+    def _masks(self, f: Callable, states: np.ndarray, out: np.ndarray | None, scratch: "Scratch | None") -> np.ndarray:
+        b = scratch or self._scratch
+        masks = np.zeros(len(states), np.uint64) if out is None else out
+        if len(states) and f(states.ctypes.data, len(states), masks.ctypes.data, b.err.ctypes.data) < 0:
+            self._fail(b)
         return masks
 
-    def hits(self, states: np.ndarray) -> np.ndarray:
-        """Per state, the bits of the ``always`` claims that hit."""
-        return self._masks(self._hits, states)
+    def hits(self, states: np.ndarray, out: np.ndarray | None = None, scratch: "Scratch | None" = None) -> np.ndarray:
+        """Per state, the bits of the ``always`` claims that hit (written to ``out`` when given)."""
+        return self._masks(self._hits, states, out, scratch)
 
-    def quiescent_hits(self, states: np.ndarray) -> np.ndarray:
+    def quiescent_hits(self, states: np.ndarray, out: np.ndarray | None = None,
+                       scratch: "Scratch | None" = None) -> np.ndarray:
         """Per state, the bits of the ``quiescent`` claims that hit (whether or not it has a successor)."""
-        return self._masks(self._qhits, states)
+        return self._masks(self._qhits, states, out, scratch)
 
-    def unpack(self, packed: np.ndarray) -> np.ndarray:
-        """The ``(n, width)`` states of ``(n, packed_width)`` packed ones (the exact store's form)."""
-        out = np.empty((len(packed), max(self.width, 1)), np.uint8)
+    def unpack(self, packed: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The ``(n, width)`` states of ``(n, packed_width)`` packed ones (the exact store's form;
+        written to ``out`` when given)."""
+        if out is None:
+            out = np.empty((len(packed), max(self.width, 1)), np.uint8)
         if len(packed):
             self._unpack(np.ascontiguousarray(packed).ctypes.data, len(packed), out.ctypes.data)
         return out
@@ -223,67 +249,6 @@ class NativeCode:
         if len(states):
             self._keys(states.ctypes.data, len(states), keys.ctypes.data)
         return keys
-
-
-class NativeVisited:
-    """The visited set in C (``kv_insert``): an open-addressing table of 64-bit fingerprints,
-    at most half full, and in ``exact`` mode the states themselves in ``store``, packed
-    (:meth:`NativeCode.unpack`) and numbered in discovery order (``store[i]`` is state ``i``;
-    every fingerprint match is confirmed by comparing the states)."""
-
-    def __init__(self, code: NativeCode, mode: str, width: int):
-        if mode not in ("exact", "fingerprint"):
-            raise ValueError(f"visited-set mode {mode!r}: expected one of exact, fingerprint")
-        self.code, self.exact, self.width = code, mode == "exact", width
-        self.tkeys = np.zeros(1 << 12, np.uint64)
-        self.tidx = np.zeros(len(self.tkeys) if self.exact else 0, np.int32)
-        self.pw = code.packed_width or width
-        self.store = np.empty((1 << 12 if self.exact else 0, self.pw), np.uint8)
-        self.size = 0  # keys in the table (and, exact, states in the store)
-
-    def _grow(self, incoming: int) -> None:
-        need = self.size + incoming
-        if need * 2 > len(self.tkeys):
-            cap = len(self.tkeys)
-            while need * 2 > cap:
-                cap *= 2
-            keys, idx = np.zeros(cap, np.uint64), np.zeros(cap if self.exact else 0, np.int32)
-            self.code.rehash(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
-                             len(self.tkeys), keys.ctypes.data, idx.ctypes.data if self.exact else None, cap - 1)
-            self.tkeys, self.tidx = keys, idx
-        if self.exact and need > len(self.store):
-            cap = len(self.store)
-            while need > cap:
-                cap += cap // 2  # by half: at most a third of the store is free
-            store = np.empty((cap, self.pw), np.uint8)
-            store[: self.size] = self.store[: self.size]
-            self.store = store
-
-    def add(self, cand: np.ndarray) -> np.ndarray:
-        """Insert the states ``cand`` (keyed in C: by :meth:`NativeCode.keys` with fingerprints, by
-        the hash of the packed state in exact mode) in order; the positions of
-        those that were not in the set (first occurrences, ascending).  In exact mode they are
-        appended to ``store`` in that order."""
-        n = len(cand)
-        fresh = np.empty(n, np.int64)
-        if not n:
-            return fresh
-        if self.exact and self.size + n >= 1 << 31:
-            raise MemoryError("the native exact visited set holds at most 2**31 states")
-        self._grow(n)
-        m = self.code.insert(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
-                             len(self.tkeys) - 1, self.store.ctypes.data if self.exact else None, self.size,
-                             cand.ctypes.data, n, fresh.ctypes.data)
-        if m < 0:
-            raise RuntimeError("the native backend's packed states do not hold a value: a bug, please report it "
-                               "(--backend python searches without packing)")
-        self.size += m
-        return fresh[:m]
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the table and the stored states take (allocated, free slots included)."""
-        return self.tkeys.nbytes + self.tidx.nbytes + self.store.nbytes
 
 
 def native_code(machine: Machine, opt: str = "-O1", deadline: float | None = None) -> NativeCode:
@@ -312,11 +277,11 @@ class NativeMachine(Machine):
     def search(self, limits: Limits = Limits(), claims: list[int] | None = None, stop_when_all_hit: bool = False,
                progress: Callable[[Stats], None] | None = None, visited: str = "exact",
                rows: bool = False, canon: Callable[[bytes], bytes] | None = None,
-               orbit: Callable[[bytes], int] | None = None) -> Exploration:
+               orbit: Callable[[bytes], int] | None = None, workers: int = 1) -> Exploration:
         """:func:`explore_native` of this machine (what :func:`~kvproof.checker.explicit.explore`
         calls for it)."""
         return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows,
-                              canon=canon, orbit=orbit)
+                              canon=canon, orbit=orbit, workers=workers)
 
 
 def _rows(states: np.ndarray) -> list[bytes]:
@@ -342,6 +307,7 @@ def explore_native(
     code: NativeCode | None = None,
     canon: Callable[[bytes], bytes] | None = None,
     orbit: Callable[[bytes], int] | None = None,
+    workers: int = 1,
 ) -> Exploration:
     """:func:`~kvproof.checker.explicit.explore` (without symmetry reduction or the state
     graph) run by the machine's native code (or ``code``, :func:`native_code` of a plain
@@ -349,52 +315,63 @@ def explore_native(
     is the same.  With symmetry reduction (``canon``, ``orbit``: the
     :class:`~kvproof.model.canon.Canonicaliser`'s) the successors are computed in C and mapped to
     their representatives by the canonicaliser's Python function, between the C expansion and
-    the C visited set: the same representatives as the Python engine, so the same paths."""
+    the C visited set: the same representatives as the Python engine, so the same paths.
+    With ``workers`` > 1 that many threads run the C functions at once
+    (:mod:`.native_workers`), with the same outcome (the same state numbers too)."""
     start = time.perf_counter()
     code = code if code is not None else machine.native
-    n_claims = len(machine.claims)
-    tracked = range(n_claims) if claims is None else claims
-    open_mask = 0
-    for i in tracked:
-        open_mask |= 1 << i
-    quiescent_mask = 0
-    for i, c in enumerate(machine.claims):
-        if c.at == "quiescent":
-            quiescent_mask |= 1 << i
-    always_open = open_mask & ~quiescent_mask
+    if workers > 1:
+        from kvproof.checker.native_workers import Crew
+
+        crew = Crew(code, workers)
+        try:
+            return _explore(machine, limits, claims, stop_when_all_hit, progress, visited, rows, code, canon, orbit,
+                            start, crew)
+        finally:
+            crew.close()
+    return _explore(machine, limits, claims, stop_when_all_hit, progress, visited, rows, code, canon, orbit, start,
+                    None)
+
+
+def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_when_all_hit: bool,
+             progress: Callable[[Stats], None] | None, visited: str, rows: bool, code: NativeCode,
+             canon: Callable[[bytes], bytes] | None, orbit: Callable[[bytes], int] | None, start: float,
+             crew: Any) -> Exploration:
+    """:func:`explore_native`'s search, its C calls made by ``crew`` (``None``: this thread)."""
+    if crew is None:
+        store = NativeVisited(code, visited, max(code.width, 1))
+        expand, hits, qhits, unpack, chunk = code.expand, code.hits, code.quiescent_hits, code.unpack, _CHUNK
+        take, join = take_rows, join_rows
+    else:
+        from kvproof.checker.native_workers import ShardedVisited
+
+        store = ShardedVisited(code, visited, max(code.width, 1), crew)
+        expand, hits, qhits, unpack = crew.expand, crew.hits, crew.quiescent_hits, crew.unpack
+        take, join = crew.take, crew.join
+        chunk = _CHUNK * crew.workers
+    book = ClaimBook(machine.claims, claims)
     n_actions = code.n_actions
     width = max(code.width, 1)
 
     init = np.frombuffer(machine.init, np.uint8).reshape(1, width).copy()
-    store = NativeVisited(code, visited, width)
     store.add(init)
     kept = [init] if rows and not store.exact else None  # exact: the store keeps them in order
     parent = array("i", [-1])
     via = array("i", [-1])
-    hit_at: dict[int, int] = {}
-    stats = Stats(visited=visited)
+    stats = Stats(visited=visited, workers=1 if crew is None else crew.workers)
     max_states, max_depth = limits.max_states, limits.max_depth
     deadline = limits.deadline(start)
 
-    def record(mask: int, sid: int) -> None:
-        nonlocal open_mask, always_open
-        mask &= open_mask  # a claim keeps its first hit (a level's quiescent hits are collected while it is open)
-        for i in range(n_claims):
-            if mask >> i & 1:
-                hit_at[i] = sid
-        open_mask &= ~mask
-        always_open &= ~mask
-
     represented = orbit(machine.init) if orbit is not None else 0
-    h = int(code.hits(init)[0]) & always_open
+    h = int(hits(init)[0]) & book.always
     if h:
-        record(h, 0)
+        book.record(h, 0)
 
     complete, reason = True, ""
     frontier = init
     lo, n_states, depth = 0, 1, 0
     while len(frontier):
-        if stop_when_all_hit and not open_mask:
+        if stop_when_all_hit and not book.open:
             complete, reason = False, "stopped once every claim asked for had hit"
             break
         # -- expand one level in C, a chunk at a time, and deduplicate each chunk's successors
@@ -406,28 +383,28 @@ def explore_native(
         fresh_states: list = []  # fingerprint mode: the new states (exact: they are in the store)
         level_fresh = 0
         timed_out = False
-        for c0 in range(0, len(frontier), _CHUNK):
-            for o, c in zip(*code.expand(frontier, c0, min(c0 + _CHUNK, len(frontier)), quiet_flags)):
-                stats.transitions += len(o)
-                if canon is not None and len(o):
-                    o = _canonical(o, canon, width)
-                f = store.add(o)
-                fresh_codes.append(c[f])
-                if not store.exact:
-                    fresh_states.append(o[f])
-                level_fresh += f.size
+        for c0 in range(0, len(frontier), chunk):
+            outs, cs = expand(frontier, c0, min(c0 + chunk, len(frontier)), quiet_flags)
+            stats.transitions += sum(map(len, outs))
+            if canon is not None:
+                outs = [_canonical(o, canon, width) if len(o) else o for o in outs]
+            f = store.add_all(outs)
+            fresh_codes.append(take(cs, f))
+            if not store.exact:
+                fresh_states.append(take(outs, f))
+            level_fresh += f.size
             now = time.perf_counter()
             if deadline is not None and now > deadline:
                 timed_out = True
                 break
-            if progress is not None and len(frontier) > _CHUNK:
+            if progress is not None and len(frontier) > chunk:
                 stats.states, stats.depth, stats.seconds = n_states, depth, now - start
                 progress(stats)
         qpos = np.flatnonzero(quiet_flags)
         stats.quiescent += int(qpos.size)
         quiet: list[tuple[int, int]] = []
-        if open_mask & quiescent_mask and qpos.size:
-            qm = code.quiescent_hits(frontier[qpos]) & np.uint64(open_mask & quiescent_mask)
+        if book.open & book.quiescent and qpos.size:
+            qm = qhits(frontier[qpos]) & np.uint64(book.open & book.quiescent)
             quiet = [(int(p), int(m)) for p, m in zip(qpos[qm != 0].tolist(), qm[qm != 0].tolist())]
         # time is up part way through the level: end now, keeping none of its successors (the
         # Python engine does not deduplicate them; the search is incomplete anyway)
@@ -445,35 +422,17 @@ def explore_native(
         fresh_codes = []
         par, aid = np.divmod(codes_kept, n_actions)
         if store.exact:
-            new_states = code.unpack(store.store[n_states:n_states + keep])
+            new_states = unpack(store.store[n_states:n_states + keep])
         else:
-            new_states = np.concatenate(fresh_states)[:keep] if fresh_states else np.zeros((0, width), np.uint8)
+            new_states = join(fresh_states, keep) if fresh_states else np.zeros((0, width), np.uint8)
             fresh_states = []
         fresh = np.arange(keep)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position); the
         # loop runs only on a level where something hits
-        masks = code.hits(new_states) & np.uint64(always_open) if always_open else None
+        masks = hits(new_states) & np.uint64(book.always) if book.always else None
         if quiet or (masks is not None and masks.any()):
-            keep = fresh.size
-            qi = 0
-            par_l = par.tolist()
-            mask_l = masks.tolist() if masks is not None else None
-            for n in range(fresh.size):
-                p = par_l[n]
-                while qi < len(quiet) and quiet[qi][0] < p:
-                    record(quiet[qi][1], lo + quiet[qi][0])
-                    qi += 1
-                if stop_when_all_hit and not open_mask and n and p != par_l[n - 1]:
-                    keep = n
-                    break
-                if always_open:
-                    h = mask_l[n] & always_open
-                    if h:
-                        record(h, n_states + n)
-            else:
-                while qi < len(quiet) and not (stop_when_all_hit and not open_mask):
-                    record(quiet[qi][1], lo + quiet[qi][0])
-                    qi += 1
+            mask_l = masks.tolist() if masks is not None else []
+            keep = book.level(par.tolist(), quiet, mask_l.__getitem__, n_states, lo, stop_when_all_hit)
             if keep < fresh.size:
                 complete, reason = False, "stopped once every claim asked for had hit"
                 fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
@@ -493,6 +452,8 @@ def explore_native(
         if len(frontier):
             depth += 1
 
+    if crew is not None:
+        stats.worker_cpu = tuple(round(c, 3) for c in crew.cpu)
     ended = _ended(stats, n_states, depth, start, represented, orbit)
     ended.bytes_per_state = (store.nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
     if visited == "fingerprint":
@@ -500,4 +461,4 @@ def explore_native(
     found = None
     if rows:
         found = _rows(code.unpack(store.store[:n_states]) if store.exact else np.concatenate(kept))
-    return Exploration(ended, complete, reason, hit_at, parent, via, canonical=canon is not None, rows=found)
+    return Exploration(ended, complete, reason, book.hit_at, parent, via, canonical=canon is not None, rows=found)

@@ -73,16 +73,23 @@ def _out_of_time(scenario: Scenario, spec, expected: dict[str, str], limits: Lim
     return report
 
 
-def _auto(machine, limits: Limits, tracked, stop, progress, visited, canon) -> tuple[Exploration, str, str]:
-    """``backend="auto"``: the Python engine up to :data:`PROBE_STATES` states, then, if the
-    search goes on, the native backend from the start (the Python engine again when the native
-    backend is unavailable here); the exploration, the backend that ran it and why not native."""
-    args = dict(claims=tracked, stop_when_all_hit=stop, progress=progress, visited=visited,
-                canon=canon and canon.canon, orbit=canon and canon.orbit)
+def _auto(machine, limits: Limits, tracked, stop, progress, visited, canon,
+          workers: int = 1) -> tuple[Exploration, str, str]:
+    """``backend="auto"``: the Python engine (in ``workers`` processes) up to
+    :data:`PROBE_STATES` states, then, if the search goes on, the native backend (with
+    ``workers`` threads) from the start (the Python engine again when the native backend is
+    unavailable here); the exploration, the backend that ran it and why not native."""
+    args = dict(claims=tracked, stop_when_all_hit=stop, progress=progress, visited=visited)
+
+    def python(lim: Limits) -> Exploration:
+        if workers > 1:
+            return explore_parallel(machine, workers, lim, canonicaliser=canon, **args)
+        return explore(machine, lim, canon=canon and canon.canon, orbit=canon and canon.orbit, **args)
+
     cap = PROBE_STATES
     if limits.max_states is not None and limits.max_states <= cap:
-        return explore(machine, limits, **args), "python", f"--max-states {limits.max_states:,}: small enough for the Python engine"
-    ex = explore(machine, Limits(cap, limits.max_seconds, limits.max_depth, limits.started), **args)
+        return python(limits), "python", f"--max-states {limits.max_states:,}: small enough for the Python engine"
+    ex = python(Limits(cap, limits.max_seconds, limits.max_depth, limits.started))
     if ex.complete or ex.reason != f"state limit {cap} reached":
         return ex, "python", f"the search ended within {cap:,} states: small enough for the Python engine"
     from kvproof.checker.native import NativeUnavailable, explore_native, native_code  # numpy, ctypes: only now
@@ -90,8 +97,9 @@ def _auto(machine, limits: Limits, tracked, stop, progress, visited, canon) -> t
     try:
         code = native_code(machine, deadline=limits.deadline())
     except NativeUnavailable as e:
-        return explore(machine, limits, **args), "python", f"native backend unavailable: {e}"
-    return explore_native(machine, limits, code=code, **args), "native", ""
+        return python(limits), "python", f"native backend unavailable: {e}"
+    return (explore_native(machine, limits, code=code, workers=workers, canon=canon and canon.canon,
+                           orbit=canon and canon.orbit, **args), "native", "")
 
 
 def _explore(scenario, machine, limits, tracked, stop, progress, visited, canon, workers, backend, ray_address):
@@ -99,6 +107,12 @@ def _explore(scenario, machine, limits, tracked, stop, progress, visited, canon,
     if backend == "ray":
         return explore_ray(scenario, machine, workers, limits, claims=tracked, stop_when_all_hit=stop,
                            progress=progress, visited=visited, symmetric=canon is not None, address=ray_address)
+    if workers > 1 and backend == "native":
+        from kvproof.checker.native import explore_native
+
+        return explore_native(machine, limits, claims=tracked, stop_when_all_hit=stop, progress=progress,
+                              visited=visited, canon=canon and canon.canon, orbit=canon and canon.orbit,
+                              workers=workers)
     if workers > 1:
         return explore_parallel(machine, workers, limits, claims=tracked, stop_when_all_hit=stop,
                                 progress=progress, visited=visited, canonicaliser=canon)
@@ -137,9 +151,10 @@ def check_scenario(
     with ``workers`` > 1 the search runs in that many processes (:mod:`.parallel`), or with
     ``backend="ray"`` in that many Ray actors (:mod:`.ray_backend`, on the cluster at
     ``ray_address`` or a local one); ``backend="native"`` runs the search in C compiled from
-    the spec (:mod:`.native`; one process), and the graph liveness claims need is then searched
+    the spec (:mod:`.native`; with ``workers`` > 1 in that many threads,
+    :mod:`.native_workers`), and the graph liveness claims need is then searched
     apart, by the Python engine.  ``backend="auto"`` (the default) is the native
-    backend where it applies (one process, no liveness claim asked for, a C
+    backend where it applies (no liveness claim asked for, a C
     compiler found, more than :data:`PROBE_STATES` states) and the Python engine elsewhere
     (``"python"``, or its earlier name ``"process"``, always); ``report.backend`` says which ran
     and ``report.backend_note`` why not the native one.  Every backend has the same outcome.
@@ -159,8 +174,6 @@ def check_scenario(
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)
     if backend == "native":
-        if workers > 1:
-            raise ValueError("the native backend runs one process (not yet with --workers)")
         from kvproof.checker.native import NativeMachine
 
         machine = NativeMachine(spec)
@@ -170,8 +183,7 @@ def check_scenario(
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
     used, why = {"auto": "python", "process": "python"}.get(backend, backend), ""
     if backend == "auto":
-        why = ("liveness claims: one Python search keeps the graph they need" if live else
-               "--workers: the native backend runs one process" if workers > 1 else "")
+        why = "liveness claims: one Python search keeps the graph they need" if live else ""
         if not why:
             used = "auto"
     tracked = [index[c] for c in expected if c not in live]
@@ -189,7 +201,8 @@ def check_scenario(
     else:
         if tracked or not live:  # with only liveness claims asked for, the graph's search is the one
             if used == "auto":
-                exploration, used, why = _auto(machine, limits, tracked, bool(only), progress, visited, canon)
+                exploration, used, why = _auto(machine, limits, tracked, bool(only), progress, visited, canon,
+                                               workers)
             else:
                 exploration = _explore(scenario, machine, limits, tracked, bool(only), progress, visited, canon,
                                        workers, used, ray_address)

@@ -14,6 +14,9 @@ points over *packed* states (``width`` bytes each, one byte per slot, states bac
 * ``kv_keys``: a 64-bit fingerprint per state;
 * ``kv_insert`` / ``kv_rehash``: an open-addressing visited set of those fingerprints (and, in
   exact mode, of the states themselves, packed, kept in discovery order);
+* ``kv_prep`` / ``kv_insert_shard`` / ``kv_number_shard``: the same visited set split in shards
+  by key, each shard's table filled by its own thread (``--workers`` with the native backend),
+  numbering the new states in the same order;
 * ``kv_pack`` / ``kv_unpack``: states to and from that packed form (each slot in as many bits as
   the largest value it can hold: its initial value or a write's static bound).
 
@@ -143,6 +146,70 @@ int64_t kv_pack(const uint8_t *in, int64_t n, uint8_t *out) {
 
 void kv_unpack(const uint8_t *in, int64_t n, uint8_t *out) {
     for (int64_t j = 0; j < n; j++) unpack1(in + (size_t)j * PW, out + (size_t)j * W);
+}
+
+/* The sharded visited set of several workers (kvproof.checker.native_workers): the keys of a
+   batch of candidates are computed by kv_prep over ranges (in parallel), then each shard's table
+   takes the candidates whose key falls to it, in order (kv_insert_shard, one thread per shard:
+   the tables are disjoint), flagging the first occurrences; kv_number_shard then gives each new
+   state its number (the position of its flag among all flags: discovery order, as kv_insert).
+   Until then a table slot holds -1 - j for candidate j (its packed form is pk[j]). */
+int64_t kv_prep(const uint8_t *cand, int64_t lo, int64_t hi, uint8_t *pk, uint64_t *keys, uint8_t *shard,
+                int64_t nshards, int64_t *counts) {
+    for (int64_t j = lo; j < hi; j++) {
+        const uint8_t *c = cand + (size_t)j * W;
+        uint64_t k;
+        if (pk) {
+            if (pack1(c, pk + (size_t)j * PW)) return -1 - j;
+            k = khash(pk + (size_t)j * PW, PW);
+        } else {
+            k = khash(c, W);
+        }
+        if (!k) k = 1;
+        keys[j] = k;
+        shard[j] = (uint8_t)((k >> 40) % (uint64_t)nshards);
+        counts[shard[j]]++;
+    }
+    return hi;
+}
+
+int64_t kv_insert_shard(uint64_t *tkeys, int32_t *tidx, int64_t mask, const uint8_t *store, const uint8_t *pk,
+                        const uint64_t *keys, const uint8_t *shard, int64_t n, int64_t s, uint8_t *flags,
+                        int64_t *slot) {
+    int64_t m = 0;
+    for (int64_t j = 0; j < n; j++) {
+        if (shard[j] != s) continue;
+        uint64_t k = keys[j];
+        int64_t i = (int64_t)(k & (uint64_t)mask);
+        for (;;) {
+            uint64_t t = tkeys[i];
+            if (t == 0) {
+                tkeys[i] = k;
+                if (pk) { tidx[i] = (int32_t)(-1 - j); slot[j] = i; }
+                flags[j] = 1;
+                m++;
+                break;
+            }
+            if (t == k) {
+                if (!pk) break;
+                int32_t x = tidx[i];
+                const uint8_t *q = x >= 0 ? store + (size_t)x * PW : pk + (size_t)(-1 - (int64_t)x) * PW;
+                if (memcmp(q, pk + (size_t)j * PW, PW) == 0) break;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+    return m;
+}
+
+void kv_number_shard(int32_t *tidx, const int64_t *slot, const uint8_t *shard, const int64_t *fresh, int64_t m,
+                     int64_t base, int64_t s, uint8_t *store, const uint8_t *pk) {
+    for (int64_t r = 0; r < m; r++) {
+        int64_t j = fresh[r];
+        if (shard[j] != s) continue;
+        tidx[slot[j]] = (int32_t)(base + r);
+        memcpy(store + (size_t)(base + r) * PW, pk + (size_t)j * PW, PW);
+    }
 }
 
 void kv_rehash(const uint64_t *okeys, const int32_t *oidx, int64_t ocap, uint64_t *nkeys, int32_t *nidx,

@@ -29,7 +29,8 @@ class Machine:
     ``expand(s, base, add_action, add_state)`` is ``successors`` in the form the engine drives
     (see :func:`~kvproof.model.compiler.compile_expand`), and ``hits_after[aid]`` checks only
     the claims action instance ``aid`` can change (see
-    :func:`~kvproof.model.compiler.compile_hits_after`).
+    :func:`~kvproof.model.compiler.compile_hits_after`).  ``successors`` and ``hits_after`` are
+    compiled the first time they are used: a small search needs neither.
     """
 
     spec: Spec
@@ -40,11 +41,29 @@ class Machine:
             self.claims = list(self.spec.claims)
         always = [c if c.at == "always" else None for c in self.claims]
         quiescent = [c if c.at == "quiescent" else None for c in self.claims]
-        self.successors, self.successors_source = compile_successors(self.spec)
         self.expand, _ = compile_expand(self.spec)
         self.hits, _ = compile_hits(self.spec, always)
-        self.hits_after = compile_hits_after(self.spec, always)
         self.quiescent_hits, _ = compile_hits(self.spec, quiescent)
+
+    @cached_property
+    def _compiled_successors(self) -> tuple:
+        return compile_successors(self.spec)
+
+    @cached_property
+    def successors(self):
+        """``successors(s)``: ``[(action id, successor), ...]`` of state ``s`` (compiled on first use)."""
+        return self._compiled_successors[0]
+
+    @cached_property
+    def successors_source(self) -> str:
+        """The Python source of :attr:`successors`."""
+        return self._compiled_successors[1]
+
+    @cached_property
+    def hits_after(self) -> list:
+        """``hits_after[aid](s)``: the claim bits of ``s`` that action instance ``aid`` can change
+        (compiled on first use; see :func:`~kvproof.model.compiler.compile_hits_after`)."""
+        return compile_hits_after(self.spec, [c if c.at == "always" else None for c in self.claims])
 
     @cached_property
     def init(self) -> bytes:
@@ -57,8 +76,12 @@ class Machine:
         return self.spec.instances
 
     def step(self, state: bytes, aid: int) -> bytes | None:
-        """The successor of ``state`` by action instance ``aid``, or ``None`` if it is disabled."""
-        for a, nxt in self.successors(state):
+        """The successor of ``state`` by action instance ``aid``, or ``None`` if it is disabled
+        (by :attr:`expand`, which the search compiled already)."""
+        aids: list[int] = []
+        succ: list[bytes] = []
+        self.expand(state, 0, aids.append, succ.append)
+        for a, nxt in zip(aids, succ):
             if a == aid:
                 return nxt
         return None

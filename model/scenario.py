@@ -277,8 +277,28 @@ def builtin_names() -> list[str]:
     return [sc.name for sc in builtins()]
 
 
+def _builtin_file(name: str) -> Scenario | None:
+    """The built-in scenario ``name`` read from its own file (``NN-name.toml`` in its protocol's
+    catalogue) without parsing the whole catalogue, or ``None`` when no file is named so."""
+    for p in protocols():
+        if p.catalogue is None:
+            continue
+        folder = p.catalogue()
+        for f in sorted(folder.iterdir(), key=lambda f: f.name):
+            stem = f.name[:-5] if f.name.endswith(".toml") else ""
+            if stem == name or (stem.endswith("-" + name) and stem[: -len(name) - 1].isdigit()):
+                sc = parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/{p.name}/scenarios/{f.name}", p)
+                if sc.name == name:
+                    return sc
+    return None
+
+
 def builtin(name: str) -> Scenario:
-    """A built-in scenario by name; :class:`ScenarioError` if there is none."""
+    """A built-in scenario by name (read from its own file when the file is named after it:
+    names are unique across the catalogue); :class:`ScenarioError` if there is none."""
+    found = _builtin_file(name)
+    if found is not None:
+        return found
     for sc in builtins():
         if sc.name == name:
             return sc

@@ -189,3 +189,26 @@ def test_the_lasso_search_stops_at_its_deadline():
     with pytest.raises(OutOfTime, match="time limit 1 s reached"):
         find_lasso(m, g, "held_pages_are_released", time.perf_counter() - 1, "time limit 1 s reached")
     assert find_lasso(m, g, "held_pages_are_released", time.perf_counter() + 60) is not None
+
+
+def test_small_graph_components_are_scipys():
+    """Tarjan's algorithm in Python (small graphs) groups states exactly as scipy's strongly
+    connected components do, on random graphs with self-loops, isolated states and cycles."""
+    import numpy as np
+
+    from kvproof.checker import liveness
+
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        n = int(rng.integers(1, 80))
+        m = int(rng.integers(0, 3 * n))
+        src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+        small = liveness.strong_components(n, src, dst)
+        old, liveness._SMALL_GRAPH = liveness._SMALL_GRAPH, 0
+        try:
+            big = liveness.strong_components(n, src, dst)
+        finally:
+            liveness._SMALL_GRAPH = old
+        same_small = small[:, None] == small[None, :]
+        assert (same_small == (big[:, None] == big[None, :])).all(), trial
+        assert small.min(initial=0) >= 0 and small.max(initial=0) < n

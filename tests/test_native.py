@@ -172,16 +172,16 @@ def test_quiescent_claims_and_stopping_once_all_hit_match_the_python_engine():
         assert _outcome(got) == _outcome(ref), c.name
 
 
-def test_a_failing_range_check_raises_the_python_engines_error():
-    from kvproof.model.compiler import RangeCheckFailed
+def overflow_spec(codes: int = 2):
+    """A spec whose one action counts x up past its ``codes`` codes: a range check fails."""
     from kvproof.model.framework import Spec, action, invariant
     from kvproof.model.layout import Domain, Field
 
     class Overflow(Spec):
-        """x counts up past its two codes."""
+        """x counts up past its codes."""
 
         def build_fields(self):
-            return [Field("x", (), Domain("v", 2))]
+            return [Field("x", (), Domain("v", codes))]
 
         def domain(self, name):  # pragma: no cover - no parameters
             raise KeyError(name)
@@ -196,10 +196,16 @@ def test_a_failing_range_check_raises_the_python_engines_error():
             """Always."""
             return s.ops.const(True)
 
+    return Overflow()
+
+
+def test_a_failing_range_check_raises_the_python_engines_error():
+    from kvproof.model.compiler import RangeCheckFailed
+
     with pytest.raises(RangeCheckFailed) as ref:
-        explore(Machine(Overflow()))
+        explore(Machine(overflow_spec()))
     with pytest.raises(RangeCheckFailed) as got:
-        explore(native.NativeMachine(Overflow(), opt="-O0"))
+        explore(native.NativeMachine(overflow_spec(), opt="-O0"))
     assert str(got.value) == str(ref.value)
 
 
@@ -345,13 +351,17 @@ def test_a_compiler_that_outruns_the_time_limit_is_stopped(monkeypatch, tmp_path
     assert got.reason == "time limit 1.5 s reached" and {c.verdict for c in got.claims} <= {"inconclusive", "violated"}
 
 
-def test_the_default_runs_the_python_engine_with_workers(monkeypatch):
-    from kvproof.checker import run
+def test_the_default_with_workers_probes_in_processes_then_searches_natively_in_threads(monkeypatch):
+    from kvproof.checker import parallel, run
 
+    _o0(monkeypatch)
+    probes = []
+    monkeypatch.setattr(run, "explore_parallel", lambda *a, **k: probes.append(a[1]) or parallel.explore_parallel(*a, **k))
     monkeypatch.setattr(run, "PROBE_STATES", 10)
-    monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C where native does not apply"))
     got = run.check_scenario(builtin("incident"), workers=2)
-    assert got.backend == "python" and got.backend_note.startswith("--workers")
+    assert probes == [2] and (got.backend, got.backend_note) == ("native", "")
+    assert got.stats.workers == 2
+    assert _report_outcome(got) == _report_outcome(run.check_scenario(builtin("incident"), backend="python"))
 
 
 # -- symmetry reduction: C successors, the canonicaliser's representatives -------------------------------
@@ -476,11 +486,18 @@ def test_check_with_the_native_backend_prints_the_python_engines_table():
     assert table(c.stdout) == table(python.stdout)
 
 
-@pytest.mark.parametrize("flags", [["--workers", "2"], ["--workers", "2", "--symmetry"]])
-def test_native_refuses_workers_in_one_line(flags):
-    c = _kvproof("check", "incident", "--no-traces", "--backend", "native", *flags)
-    assert c.returncode == 3
-    assert c.stderr.count("\n") == 1 and "--backend native" in c.stderr and "Traceback" not in c.stderr
+def test_check_with_native_workers_prints_the_python_engines_table():
+    import json
+
+    def table(out):
+        return [(r["name"], r["complete"], r["stats"]["states"], r["stats"]["transitions"], r["stats"]["depth"],
+                 r["stats"]["workers"], [(x["invariant"], x["verdict"], x["depth"]) for x in r["results"]])
+                for r in json.loads(out)["scenarios"]]
+
+    python = _kvproof("check", "incident", "--no-traces", "--json", "--workers", "2", "--backend", "python")
+    c = _kvproof("check", "incident", "--no-traces", "--json", "--workers", "2", "--backend", "native")
+    assert c.returncode == python.returncode == 0, c.stderr
+    assert table(c.stdout) == table(python.stdout) and table(c.stdout)[0][5] == 2
 
 
 def test_no_c_compiler_is_one_line_not_a_traceback(tmp_path):

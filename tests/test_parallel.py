@@ -36,7 +36,7 @@ def test_two_workers_equal_one_process(name):
 def test_workers_with_symmetry_and_fingerprints_equal_one_process():
     sc = unordered("receipt-ack", "AAB")
     one = check_scenario(sc, symmetry=True)
-    three = check_scenario(sc, symmetry=True, workers=3, visited="fingerprint")
+    three = check_scenario(sc, symmetry=True, workers=3, visited="fingerprint", backend="python")  # processes
     assert _summary(three) == _summary(one)
     assert three.stats.collision_probability > 0 and three.stats.bytes_per_state < 30
 

@@ -353,3 +353,16 @@ def test_an_installation_without_protocols_is_one_line_never_an_empty_pass(monke
         assert main(argv) == 3, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "the catalogue is empty: no protocol is registered" in err
+
+
+def test_a_builtin_read_from_its_own_file_is_the_catalogues():
+    """``builtin(name)`` reads only the scenario's file: it gives what the whole catalogue gives."""
+    from kvproof.model.scenario import _builtin_file
+
+    for sc in builtins():
+        own = _builtin_file(sc.name)
+        assert own is not None and own == sc, sc.name
+        assert builtin(sc.name) == sc
+    assert _builtin_file("no-such-scenario") is None
+    with pytest.raises(ScenarioError):
+        builtin("no-such-scenario")

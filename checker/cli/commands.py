@@ -97,7 +97,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
     from kvproof.checker.expected import write_expected
-    from kvproof.checker.report.render import render_reports
     from kvproof.checker.results import exit_code
     from kvproof.model.scenario import did_you_mean
 
@@ -115,8 +114,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
     if args.write_expected and args.symmetry:
         raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
-    if args.backend == "native" and args.workers > 1:
-        raise BadInput("--backend native runs one process: it cannot be combined with --workers yet")
     limits = _limits(args)
     if args.engine != "explicit":
         if args.coverage:
@@ -142,6 +139,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             entry["coverage"] = cov.to_json()
         print(json.dumps({**doc, "summary": summary.to_json()}, indent=2))
     elif not args.quiet:
+        from kvproof.checker.report.render import render_reports  # rich: only to print the table
+
         out = _console()
         out.print(render_reports(reports))
         for sc, cov in zip(scenarios, coverage or ()):
@@ -270,16 +269,16 @@ def _trust_variants(args: argparse.Namespace) -> None:
 
 
 def _write_outputs(args: argparse.Namespace, reports) -> None:
-    """Write the --junit, --sarif and --html files asked for."""
-    from kvproof.checker.report.html import write_report
-    from kvproof.checker.report.junit import write_junit
-    from kvproof.checker.report.sarif import write_sarif
+    """Write the --junit, --sarif and --html files asked for (each writer imported only then:
+    the HTML one loads rich)."""
+    import importlib
 
-    writers = (("junit", write_junit), ("sarif", write_sarif), ("html", write_report))
-    for flag, write in writers:
+    writers = (("junit", "junit", "write_junit"), ("sarif", "sarif", "write_sarif"), ("html", "html", "write_report"))
+    for flag, module, name in writers:
         path = getattr(args, flag, None)
         if path is None:
             continue
+        write = getattr(importlib.import_module(f"kvproof.checker.report.{module}"), name)
         try:
             write(path, reports)
         except OSError as e:
@@ -647,10 +646,11 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--symmetry", action="store_true",
                     help="explore one state per orbit of the scenario's interchangeable requests")
     ck.add_argument("--workers", type=_positive_int, default=1, metavar="N",
-                    help="explore with N processes (or Ray actors), states partitioned by hash (default 1)")
+                    help="explore with N workers (default 1): threads of the native backend, else processes "
+                         "(or Ray actors) with states partitioned by hash")
     ck.add_argument("--backend", choices=("auto", "native", "python", "process", "ray"), default="auto",
-                    help="auto (default): the model compiled to C where that applies (a C compiler found, one "
-                         "process, no liveness claim, over 20,000 states), else the Python engine; "
+                    help="auto (default): the model compiled to C where that applies (a C compiler found, "
+                         "no liveness claim, over 20,000 states), else the Python engine; "
                          "native: always C (or an error); python (or process): the Python engine, with --workers "
                          "in forked processes; ray: workers on a Ray cluster (kvproof[ray])")
     ck.add_argument("--ray-address", metavar="ADDR",
