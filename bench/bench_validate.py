@@ -85,7 +85,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--pages", type=int, default=64)
-    ap.add_argument("--scenarios", help="default: pr-38935,v0.5.22,sglang-0.5.23-mooncake (sglang), "
+    ap.add_argument("--scenarios", help="default: pr-38935,pr-41404,pr-35049-drain-ack (sglang: scenarios whose random runs break no invariant), "
                                         "vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255 (vllm)")
     ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
     ap.add_argument("--backend", default="auto", help="the search's steps: auto (C where possible), native, python, "
@@ -93,7 +93,7 @@ def main() -> None:
     a = ap.parse_args()
     vllm = a.engine == "vllm"
     a.scenarios = a.scenarios or ("vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255" if vllm
-                                  else "pr-38935,v0.5.22,sglang-0.5.23-mooncake")
+                                  else "pr-38935,pr-41404,pr-35049-drain-ack")
     global BACKEND
     backends = ("python", "native") if a.backend == "both" else (a.backend,)
     totals = {b: [0, 0.0, 0.0] for b in backends}
