@@ -79,6 +79,9 @@ def load_vllm() -> dict[str, types.ModuleType]:
         "pull_scheduler": nixl + "pull_scheduler",
         "base_worker": nixl + "base_worker",
         "pull_worker": nixl + "pull_worker",
+        "push_scheduler": nixl + "push_scheduler",
+        "push_worker": nixl + "push_worker",
+        "metadata": nixl + "metadata",
         "stats": nixl + "stats",
         "torch": "torch",
     }

@@ -136,7 +136,7 @@ def code_observation(h) -> Observation:
         prefill_free=h.P.kv_cache_manager.block_pool.get_num_free_blocks(),
         decode_free=h.D.kv_cache_manager.block_pool.get_num_free_blocks(),
         kv=tuple(kv),
-        tracked=frozenset(int(d.removeprefix("d-R")) for d in hb),
+        tracked=frozenset(h.slot_of(d) for d in hb),
         outcome=tuple(s.outcome for s in h.slots), read=tuple(s.seen for s in h.slots),
         expired=len(stats.get("num_kv_expired_reqs", ())),
         late=len(stats.get("num_notifications_after_expiry", ())),

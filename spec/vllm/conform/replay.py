@@ -61,9 +61,6 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     """A harness configured like ``scenario``'s engine; :class:`ConformError` for knobs the
     harness has no counterpart of (``random``: also for knobs of a vLLM before 0.33.0's fixes)."""
     e, k = scenario.config.engine, spec.k
-    if e.mode != "pull":
-        raise ConformError(f"scenario {scenario.name}: push mode (NixlPushConnector) is not driven yet; "
-                           "only pull mode replays on vLLM 0.33.0's code")
     if random:
         for knob, (value, fix) in FIXED_IN_0_33.items():
             if getattr(e, knob) == value:
@@ -75,7 +72,12 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if k.I is not None and k.I != 1:
         raise ConformError(f"scenario {scenario.name}: heartbeat_interval = {k.I} ticks: 0.33.0 heartbeats "
                            "every kv_lease_duration // 6 s, within every tick")
-    return Harness(Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L))
+    shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L)
+    if e.mode == "push":
+        from kvproof.spec.vllm.conform.push import PushHarness
+
+        return PushHarness(shape)
+    return Harness(shape)
 
 
 def run_on_code(machine: Machine, harness: Harness, actions: Sequence[int]) -> Conformance:
