@@ -30,7 +30,7 @@ CATALOGUE = {
     "vllm-pull-abort-finished-before-25067": (2539, ISOLATION | {"no_source_free_while_read"}),
     "vllm-push-lease-expiry-stall": (1656, ISOLATION | {"no_source_free_while_read"}),
     "vllm-push-heartbeat": (197, set()),
-    "vllm-push-abort-unanswered": (3600, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+    "vllm-push-abort-unanswered": (2630, {"no_source_free_while_read", "quiescent_holds_nothing"}),
 }
 
 
