@@ -384,6 +384,11 @@ class Harness:
         ``r``, as ``_pop_done_transfers`` does once no READ handle remains)."""
         return {self.did(r)}
 
+    def stranded(self, r: int) -> bool:
+        """No transfer into ``r``'s held decode block can come any more (pull: never so, decode's
+        worker posts the READ of an aborted load all the same)."""
+        return False
+
     def _kind(self, tags: list[int], r: int) -> str:
         if all(t == r + 1 for t in tags):
             return "own"

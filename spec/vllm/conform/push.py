@@ -327,6 +327,12 @@ class PushHarness(Harness):
         if done:
             raise HarnessError(f"a heartbeat completed {sorted(done)}")
 
+    def stranded(self, r: int) -> bool:
+        """Prefill no longer holds ``r`` (no lease) and its writer dropped ``r``'s finished
+        blocks, so no ``PUSH_REG`` can match them and no WRITE will come (V5)."""
+        pid = self.pid(r)
+        return pid not in self.pw._reqs_to_send and pid not in self.pw._push_finished_blocks
+
     # -- the NIXL WRITE ----------------------------------------------------------------------------------
     def nixl_write_land(self, r: int) -> None:
         """The WRITE moves its data: each decode block gets its prefill block's tag now."""

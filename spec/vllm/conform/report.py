@@ -17,6 +17,9 @@ REAL_CLAIMS = {
     "no_cross_tenant_read": lambda o: "cross_tenant" in o.read,
     "no_source_free_while_read": lambda o: bool(o.source_freed_under_read),
     "no_write_after_release": lambda o: bool(o.dest_freed_under_read),
+    "held_pages_are_released": lambda o: bool(o.stranded),
+    "requests_end": lambda o: bool(o.stranded),
+    "quiescent_holds_nothing": lambda o: bool(o.stranded),
 }
 
 
@@ -60,12 +63,16 @@ def replay_trace(path: str | Path) -> Reproduced | Diverged:
         return Reproduced(p, trace.claim, len(trace), "every step's observation equal")
     if not check(observed):
         return Diverged(p, trace.claim, len(trace), f"{trace.claim} does not fail in the code at the last step")
+    xfer = "READ" if trace.scenario.config.engine.mode == "pull" else "WRITE"
     detail = {"decode_reads_only_own_pages": f"decode read {_reads(observed)}",
               "no_cross_tenant_read": f"decode read {_reads(observed)}",
-              "no_source_free_while_read": "prefill freed the source of the posted READ of "
+              "no_source_free_while_read": f"prefill freed the source of the posted {xfer} of "
               + ", ".join(f"R{r}" for r in observed.source_freed_under_read),
-              "no_write_after_release": "decode freed the destination of the posted READ of "
-              + ", ".join(f"R{r}" for r in observed.dest_freed_under_read)}[trace.claim]
+              "no_write_after_release": f"decode freed the destination of the posted {xfer} of "
+              + ", ".join(f"R{r}" for r in observed.dest_freed_under_read)}.get(trace.claim)
+    if detail is None:  # a liveness or quiescence claim: an aborted push load nothing will answer
+        detail = ("decode holds the aborted load of " + ", ".join(f"R{r}" for r in observed.stranded)
+                  + " while prefill's writer dropped its blocks: no WRITE will come")
     return Reproduced(p, trace.claim, len(trace), f"{trace.claim} fails in the code ({detail})")
 
 
