@@ -1,5 +1,8 @@
 """What every protocol's ``kvproof conform`` shares: its targets (:func:`conform_targets`), the
-progress display out of the way of a result line (:func:`bar_paused`), and random conformance
+progress display out of the way of a result line (:func:`bar_paused`), the outcome of a run on
+the code (:class:`Conformance`), the replay of a stored counterexample and its verdict
+(:func:`replay_stored`: :class:`Reproduced` or :class:`Diverged`, given the protocol's table of
+how each claim's failure shows in what the code did), and random conformance
 (:func:`random_sequences`): hypothesis draws event sequences the model allows, a protocol's
 harness runs each on the real engine, and a disagreement is shrunk to a minimal sequence.
 
@@ -22,10 +25,12 @@ from typing import Any, Callable, Sequence
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from kvproof.checker.traces import read_trace
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario, builtin, builtins
 
-__all__ = ["FuzzReport", "random_sequences", "conform_targets", "bar_paused"]
+__all__ = ["FuzzReport", "random_sequences", "conform_targets", "bar_paused", "StepResult", "Conformance",
+           "Reproduced", "Diverged", "replay_stored"]
 
 
 def conform_targets(args: argparse.Namespace, default: str, resolve: Callable[[str], Scenario],
@@ -113,3 +118,81 @@ def random_sequences(name: str, machine: Machine, run: Callable[[Sequence[int]],
         report.result = result
     report.seconds = time.perf_counter() - t0
     return report
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step: its label, and what differed (empty when model and code agree)."""
+
+    step: int
+    label: str
+    differences: tuple[str, ...] = ()
+
+
+@dataclass
+class Conformance:
+    """The outcome of running a sequence of events on the code: ``diverged_at`` is the first
+    step (1-based) that differs (``None`` when every step matched)."""
+
+    steps: list[StepResult] = field(default_factory=list)
+    diverged_at: int | None = None
+    reason: str = ""
+
+    @property
+    def agrees(self) -> bool:
+        """Every step matched."""
+        return self.diverged_at is None
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    """Every step matched and the claim fails in the code too (``how`` says how that was seen)."""
+
+    path: Path
+    claim: str
+    steps: int
+    how: str
+    verdict: str = "reproduced"
+
+
+@dataclass(frozen=True)
+class Diverged:
+    """The code differs from the model at ``step`` (1-based); ``reason`` names what differed."""
+
+    path: Path
+    claim: str
+    step: int
+    reason: str
+    verdict: str = "diverged"
+
+
+ClaimCheck = Callable[[Any, Any], "str | None"]
+"""How one claim's failure shows in the code: ``check(observation, trace)`` is ``None`` when the
+claim does not fail in what the code did, else a detail of how it fails (``""`` for none)."""
+
+
+def replay_stored(path: str | Path, harness_for: Callable, run_on_code: Callable,
+                  claims: dict[str, ClaimCheck]) -> Reproduced | Diverged:
+    """Replay a stored counterexample on a protocol's real code: ``harness_for(scenario, spec)``
+    builds the harness (with ``observe()`` and ``close()``), ``run_on_code(machine, harness,
+    actions)`` runs and compares every step (a :class:`Conformance`), and ``claims`` says how each
+    claim's failure shows in the code's last observation (a claim it does not name reproduces
+    when every step's observation is equal).  Raises the trace reader's and the harness's errors
+    for input they cannot use."""
+    trace = read_trace(path)
+    harness = harness_for(trace.scenario, trace.machine.spec)
+    try:
+        result = run_on_code(trace.machine, harness, trace.actions)
+        observed = harness.observe()
+    finally:
+        harness.close()
+    p = Path(path)
+    if not result.agrees:
+        return Diverged(p, trace.claim, result.diverged_at, result.reason)
+    check = claims.get(trace.claim)
+    if check is None:
+        return Reproduced(p, trace.claim, len(trace), "every step's observation equal")
+    detail = check(observed, trace)
+    if detail is None:
+        return Diverged(p, trace.claim, len(trace), f"{trace.claim} does not fail in the code at the last step")
+    return Reproduced(p, trace.claim, len(trace), f"{trace.claim} fails in the code" + (f" ({detail})" if detail else ""))

@@ -20,7 +20,8 @@ Modelling choices, each stated once here:
   completes.  The completion notification (``notif_msg``) is created by the completion itself:
   it proves the data moved.  The peer (pull: prefill, push: decode) consumes it later.
 * Push: one prefill rank and one decode rank, so one notification completes the count
-  (``pp_size * producers_per_consumer`` = 1); registrations match by exact id; the handshake is
+  (``pp_size * producers_per_consumer`` = 1); registrations match by exact id (0.33.0's writer
+  matches by exact, then base id: with one registration per request both pair the same); the handshake is
   instantaneous, a WRITE is posted only while prefill still holds the request (the deferred
   WRITE after retirement, #55470, is not modelled); the watchdog is not modelled.
 * Decode's scheduler steps (taking a request, posting a READ, heartbeats, ``finished_recving``,

@@ -27,8 +27,8 @@ DEFAULT_TARGET = "vllm-*"
 class Conformed(NamedTuple):
     """How a ``conform`` run ended: its exit code (0 or 1), what ran, how many traces or
     scenarios agreed with the real engine and how many did not, what the code means, and how
-    many the harness cannot run (push mode; for ``--random``, knobs of a vLLM before 0.33.0's
-    fixes): each is named in a ``not run`` line, and the run fails if nothing could run."""
+    many the harness cannot run (knobs it has no counterpart of; for ``--random``, knobs of a
+    vLLM before 0.33.0's fixes): each is named in a ``not run`` line, and the run fails if nothing could run."""
 
     exit_code: int
     ran: str

@@ -1,5 +1,5 @@
 """vLLM 0.33.0's own prefill and decode engines (pull mode), wired up in one process and driven
-one kvproof event at a time.
+one kvproof event at a time (push mode: :mod:`.push`, a subclass).
 
 What runs as real vLLM code (``vllm/v1/core/sched/scheduler.py`` and
 ``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``):

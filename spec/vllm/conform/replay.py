@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import traceback
-from dataclasses import dataclass, field
 from typing import Sequence
 
+from kvproof.checker.conform import Conformance, StepResult
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 from kvproof.spec.vllm.conform.harness import TICK_SECONDS, Divergent, Harness, HarnessError, Shape
@@ -33,32 +33,9 @@ FIXED_IN_0_33 = {
 Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences refuse them."""
 
 
-@dataclass(frozen=True)
-class StepResult:
-    """One step: its label, and what differed (empty when model and code agree)."""
-
-    step: int
-    label: str
-    differences: tuple[str, ...] = ()
-
-
-@dataclass
-class Conformance:
-    """The outcome of running a sequence on the code: ``diverged_at`` is the first step (1-based)
-    that differs (``None`` when every step matched)."""
-
-    steps: list[StepResult] = field(default_factory=list)
-    diverged_at: int | None = None
-    reason: str = ""
-
-    @property
-    def agrees(self) -> bool:
-        """Every step matched."""
-        return self.diverged_at is None
-
-
 def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
-    """A harness configured like ``scenario``'s engine; :class:`ConformError` for knobs the
+    """A harness configured like ``scenario``'s engine (push mode: :class:`~.push.PushHarness`);
+    :class:`ConformError` for knobs the
     harness has no counterpart of (``random``: also for knobs of a vLLM before 0.33.0's fixes)."""
     e, k = scenario.config.engine, spec.k
     if random:
