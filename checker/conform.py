@@ -1,6 +1,10 @@
 """What every protocol's ``kvproof conform`` shares: its targets (:func:`conform_targets`), the
-progress display out of the way of a result line (:func:`bar_paused`), and random conformance
-(:func:`random_sequences`): hypothesis draws event sequences the model allows, a protocol's
+progress display out of the way of a result line (:func:`bar_paused`), the outcome of a run on
+the code (:class:`Conformance`), the replay of a stored counterexample and its verdict
+(:func:`replay_stored`: :class:`Reproduced` or :class:`Diverged`, given the protocol's table of
+how each claim's failure shows in what the code did), the two ways a protocol's ``conform`` command runs
+(:func:`run_replays`, :func:`run_random`, given the protocol's :class:`Driver`), and random
+conformance (:func:`random_sequences`): hypothesis draws event sequences the model allows, a protocol's
 harness runs each on the real engine, and a disagreement is shrunk to a minimal sequence.
 
 A sequence is built step by step from the model's enabled events (so every sequence is one the
@@ -17,15 +21,17 @@ import fnmatch
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from kvproof.checker.traces import read_trace
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario, builtin, builtins
 
-__all__ = ["FuzzReport", "random_sequences", "conform_targets", "bar_paused"]
+__all__ = ["FuzzReport", "random_sequences", "conform_targets", "bar_paused", "StepResult", "Conformance",
+           "Reproduced", "Diverged", "replay_stored", "Conformed", "Driver", "run_random", "run_replays"]
 
 
 def conform_targets(args: argparse.Namespace, default: str, resolve: Callable[[str], Scenario],
@@ -113,3 +119,186 @@ def random_sequences(name: str, machine: Machine, run: Callable[[Sequence[int]],
         report.result = result
     report.seconds = time.perf_counter() - t0
     return report
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step: its label, and what differed (empty when model and code agree)."""
+
+    step: int
+    label: str
+    differences: tuple[str, ...] = ()
+
+
+@dataclass
+class Conformance:
+    """The outcome of running a sequence of events on the code: ``diverged_at`` is the first
+    step (1-based) that differs (``None`` when every step matched)."""
+
+    steps: list[StepResult] = field(default_factory=list)
+    diverged_at: int | None = None
+    reason: str = ""
+
+    @property
+    def agrees(self) -> bool:
+        """Every step matched."""
+        return self.diverged_at is None
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    """Every step matched and the claim fails in the code too (``how`` says how that was seen)."""
+
+    path: Path
+    claim: str
+    steps: int
+    how: str
+    verdict: str = "reproduced"
+
+
+@dataclass(frozen=True)
+class Diverged:
+    """The code differs from the model at ``step`` (1-based); ``reason`` names what differed."""
+
+    path: Path
+    claim: str
+    step: int
+    reason: str
+    verdict: str = "diverged"
+
+
+ClaimCheck = Callable[[Any, Any], "str | None"]
+"""How one claim's failure shows in the code: ``check(observation, trace)`` is ``None`` when the
+claim does not fail in what the code did, else a detail of how it fails (``""`` for none)."""
+
+
+def replay_stored(path: str | Path, harness_for: Callable, run_on_code: Callable,
+                  claims: dict[str, ClaimCheck]) -> Reproduced | Diverged:
+    """Replay a stored counterexample on a protocol's real code: ``harness_for(scenario, spec)``
+    builds the harness (with ``observe()`` and ``close()``), ``run_on_code(machine, harness,
+    actions)`` runs and compares every step (a :class:`Conformance`), and ``claims`` says how each
+    claim's failure shows in the code's last observation (a claim it does not name reproduces
+    when every step's observation is equal).  Raises the trace reader's and the harness's errors
+    for input they cannot use."""
+    trace = read_trace(path)
+    harness = harness_for(trace.scenario, trace.machine.spec)
+    try:
+        result = run_on_code(trace.machine, harness, trace.actions)
+        observed = harness.observe()
+    finally:
+        harness.close()
+    p = Path(path)
+    if not result.agrees:
+        return Diverged(p, trace.claim, result.diverged_at, result.reason)
+    check = claims.get(trace.claim)
+    if check is None:
+        return Reproduced(p, trace.claim, len(trace), "every step's observation equal")
+    detail = check(observed, trace)
+    if detail is None:
+        return Diverged(p, trace.claim, len(trace), f"{trace.claim} does not fail in the code at the last step")
+    return Reproduced(p, trace.claim, len(trace), f"{trace.claim} fails in the code" + (f" ({detail})" if detail else ""))
+
+
+class Conformed(NamedTuple):
+    """How a ``conform`` run ended: its exit code (0 or 1), what ran, how many traces or
+    scenarios agreed with the real engine and how many did not, what the code means, and how
+    many the harness cannot run (each named in a ``not run`` line; the run fails if nothing
+    could run)."""
+
+    exit_code: int
+    ran: str
+    matched: int
+    mismatched: int
+    meaning: str
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class Driver:
+    """What a protocol gives the shared ``conform`` loops: the engine's name, how to replay one
+    stored trace (:class:`Reproduced` or :class:`Diverged`), how to run ``n`` random sequences
+    of a scenario with a seed (a :class:`FuzzReport`), and, optionally, checks that raise one of
+    ``refusals`` for a trace or scenario the harness cannot run (reported ``not run``)."""
+
+    engine: str
+    replay: Callable[[Path], Any]
+    fuzz: Callable[[Scenario, int, int], FuzzReport]
+    can_replay: Callable[[Path], None] | None = None
+    can_fuzz: Callable[[Scenario], None] | None = None
+    refusals: tuple[type[Exception], ...] = ()
+
+
+def _runnable(items: list, check, name, refusals, out) -> tuple[list, int]:
+    """The items ``check`` accepts and how many it refused; a ``not run`` line for each refused
+    one, whose error is re-raised when it refuses them all."""
+    if check is None:
+        return items, 0
+    keep, first = [], None
+    for item in items:
+        try:
+            check(item)
+        except refusals as e:
+            out.print(f"not run     {name(item)}: {e}", soft_wrap=True, markup=False)
+            first = first or e
+            continue
+        keep.append(item)
+    if first is not None and not keep:
+        raise first
+    return keep, len(items) - len(keep)
+
+
+def run_random(driver: Driver, args: argparse.Namespace, scenarios: list[Scenario], out, progress=None) -> Conformed:
+    """``conform --random N``: N random sequences per scenario on the real engine; a line per
+    scenario (the minimal disagreement when one disagrees)."""
+    engine = driver.engine
+    code = agreed = 0
+    scenarios, skipped = _runnable(scenarios, driver.can_fuzz, lambda sc: sc.name, driver.refusals, out)
+    if progress is not None:
+        progress.total, progress.unit = len(scenarios), "scenarios"
+    for sc in scenarios:
+        if progress is not None:
+            progress.start(f"{sc.name}: {args.random:,} random sequences on {engine}")
+        rep = driver.fuzz(sc, args.random, args.seed)
+        agreed += rep.agrees
+        with bar_paused(progress):
+            if rep.agrees:
+                out.print(f"{sc.name}: {rep.sequences:,} random sequences ({rep.steps:,} steps) agree "
+                          f"with {engine} ({rep.seconds:.1f} s)", markup=False)
+                continue
+            code = 1
+            out.print(f"{sc.name}: disagreement after {rep.sequences:,} sequences; minimal sequence:", markup=False)
+            for k, label in enumerate(rep.disagreement, 1):
+                out.print(f"  {k:3}  {label}", markup=False)
+            out.print(f"  {rep.result.reason}", soft_wrap=True, markup=False)
+    ran = (f"{len(scenarios)} scenario{'s' * (len(scenarios) != 1)}, {args.random:,} random sequences each "
+           f"(seed {args.seed}) on {engine}")
+    meaning = (f"every scenario's sequences agree with {engine}" if code == 0
+               else f"a sequence disagrees with {engine}")
+    return Conformed(code, ran, agreed, len(scenarios) - agreed, meaning, skipped)
+
+
+def run_replays(driver: Driver, traces: list[Path], out, bad, progress=None) -> Conformed:
+    """``conform`` on stored counterexamples: each replayed on the real engine, a line per trace
+    (``reproduced`` with how, or ``diverged`` at a step with why); ``bad`` builds the one-line
+    error when there is nothing to replay."""
+    engine = driver.engine
+    if not traces:
+        raise bad("conform: no stored counterexample to replay (kvproof check writes them)")
+    traces, skipped = _runnable(traces, driver.can_replay, lambda p: p.name, driver.refusals, out)
+    code = reproduced = 0
+    if progress is not None:
+        progress.total, progress.unit = len(traces), "traces"
+    for path in traces:
+        if progress is not None:
+            progress.start(f"{path.name} on {engine}")
+        v = driver.replay(path)
+        with bar_paused(progress):
+            if v.verdict == "reproduced":
+                out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True, markup=False)
+                reproduced += 1
+            else:
+                code = 1
+                out.print(f"diverged    {path.name} at step {v.step}: {v.reason}", soft_wrap=True, markup=False)
+    ran = f"{len(traces)} trace{'s' * (len(traces) != 1)} replayed on {engine}"
+    meaning = f"every trace reproduces on {engine}" if code == 0 else f"a trace diverges on {engine}"
+    return Conformed(code, ran, reproduced, len(traces) - reproduced, meaning, skipped)

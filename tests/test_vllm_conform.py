@@ -2,11 +2,12 @@
 vllm==0.33.0``).  Skipped where vLLM is not installed, except under ``KVPROOF_REQUIRE_VLLM=1``,
 which ``.ci/run`` sets after installing it, so CI cannot skip these silently.
 
-The stored pull-mode counterexamples of the scenarios that describe 0.33.0 must reproduce on
-the real code; those of a vLLM before a fix must diverge where 0.33.0's fix acts; a wrong model
-step must be caught at that step; 300 random sequences per pull scenario must agree
-(``KVPROOF_VLLM_RANDOM=N`` runs N instead; ``kvproof conform --random 300 'vllm-pull-*'`` is the
-same from the command line).
+The stored counterexamples (pull and push mode) of the scenarios that describe 0.33.0 must
+reproduce on the real code; those of a vLLM before a fix must diverge where 0.33.0's fix acts; a
+wrong model step must be caught at that step; 300 random sequences per scenario that describes
+0.33.0 must agree (``KVPROOF_VLLM_RANDOM=N`` runs N instead; ``kvproof conform --random 300
+'vllm-pull-*' 'vllm-push-*'`` is the same from the command line, less the pre-fix scenarios it
+refuses).
 """
 
 import os
@@ -22,9 +23,11 @@ if os.environ.get("KVPROOF_REQUIRE_VLLM") != "1" and engine_problem() is not Non
 pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two shared cores
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
-AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall"]
+AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
+              "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
-            "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255"]
+            "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
+            "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
 
 
@@ -59,6 +62,8 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     assert "fails in the code" in v.how  # the claim fails in what vLLM did, not only in the model
     if "read" in v.claim and "source" not in v.claim:
         assert "R0: cross_tenant" in v.how  # decode ran R0 on R1's (tenant B's) KV
+    if v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing"):
+        assert "no WRITE will come" in v.how  # V5: the real writer dropped the aborted load's blocks
 
 
 @pytest.mark.parametrize("name, step, what", [
@@ -131,6 +136,89 @@ def test_an_abort_before_the_read_is_posted_is_held_as_0_33_holds_it():
     assert "decode: model [ended, new], vLLM [held, new]" in result.reason and "decode_free: model 1, vLLM 0" in result.reason
 
 
+_PUSH_LOAD = ["decode_send_push_reg(req=R0)", "prefill_push_write(req=R0)", "nixl_write_land(req=R0)",
+              "nixl_write_complete(req=R0)", "decode_finished_recving(req=R0)"]
+
+
+def test_a_push_abort_before_push_reg_is_held_as_0_33_holds_it():
+    """Found by replaying the push traces: 0.33.0 holds an aborted push load in
+    WAITING_FOR_REMOTE_KVS until finished_recving whether or not its PUSH_REG went out (the
+    worker got the registration in the allocating step and sends it all the same).  The model
+    freed it at once; now both hold it, the real writer sends the registration, prefill's
+    matches it and WRITEs, and the WRITE's notification frees the block.  The model as it was
+    diverges at the abort."""
+    from kvproof.model.framework import action
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+    from kvproof.spec.vllm.state import D_ENDED, D_HELD, D_READING, D_TRACKED, OUT_ABORTED
+
+    class FreesUnregisteredAbortAtOnce(VllmPd):  # the model before the finding
+        @action("decode", "req")
+        def decode_abort(self, s, n, r):
+            o = s.ops
+            s.require(o.is_in(s.d_phase[r], D_TRACKED))
+            hold = o.and_(o.eq(s.d_phase[r], D_READING), o.eq(s.notif[r], 0))
+            n.outcome[r] = OUT_ABORTED
+            n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
+            self._free(s, n, r, "owner", "dest", when=o.not_(hold))
+
+    sc = builtin("vllm-push-abort-unanswered")
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_abort(req=R0)"] + _PUSH_LOAD
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert h.D.kv_cache_manager.block_pool.get_num_free_blocks() == 2 and not h.D.requests
+    result, _ = _run(FreesUnregisteredAbortAtOnce, sc, path[:3])
+    assert result.diverged_at == 3
+    assert "decode: model [ended, new], vLLM [held, new]" in result.reason and "decode_free: model 2, vLLM 1" in result.reason
+
+
+def test_a_push_write_done_after_the_lease_ran_out_is_reported_expired():
+    """Found by random push sequences: the base worker's get_transfer_results reaps expired
+    leases before the push part polls the WRITE handles, so a request whose lease ran out is
+    counted in num_kv_expired_reqs even when its WRITE is done.  The model counted it as sent;
+    now prefill_get_transfer_results needs a running lease and the reap takes the other case."""
+    from kvproof.model.framework import action
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+    from kvproof.spec.vllm.state import P_HELD, P_SENT, RD_DONE
+
+    class SentAfterExpiry(VllmPd):  # the model before the finding
+        @action("prefill", "req", fair=True)
+        def prefill_get_transfer_results(self, s, n, r):
+            o = s.ops
+            s.require(o.eq(s.rd[r], RD_DONE))
+            s.require(o.eq(s.p_phase[r], P_HELD))
+            n.p_phase[r] = P_SENT
+            n.lease[r] = 0
+            self._free(s, n, r, "src_owner", "src")
+
+    sc = builtin("vllm-push-heartbeat")
+    head = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)"] + _PUSH_LOAD
+    path = head + ["clock_tick()", "clock_tick()", "clock_tick()"]
+    result, h = _run(VllmPd, sc, path + ["prefill_reap_expired_lease(req=R0)"])
+    assert result.agrees, result.reason
+    assert len(h.pw.xfer_stats.data["num_kv_expired_reqs"]) == 1 and h.slots[0].seen == "own"
+    result, _ = _run(SentAfterExpiry, sc, path + ["prefill_get_transfer_results(req=R0)"])
+    assert result.diverged_at == len(path) + 1 and "expired: model 0, vLLM 1" in result.reason
+
+
+def test_push_registrations_match_by_base_id_in_the_real_writer():
+    """Decode's PUSH_REG names decode's request id (R0-dddd0000); prefill's real writer matches
+    it to the finished blocks of R0-aaaa0000 by base id and WRITEs with the code's notif_msg."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-push-heartbeat")
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)"] + _PUSH_LOAD[:2]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert h.pid(0) == "R0-aaaa0000" and h.did(0) == "R0-dddd0000"
+    assert not h.pw._pending_d_registrations and not h.pw._push_finished_blocks
+    handle, src, dst, msg = h.writes[0]
+    assert h.pw._sending_transfers == {"R0-aaaa0000": [handle]} and msg == b"R0-dddd0000:1"
+    assert dst == h._blocks(h.D, "R0-dddd0000") and src == h._blocks(h.P, "R0-aaaa0000")
+
+
 def test_heartbeats_are_the_real_schedulers_and_extend_the_real_lease():
     """Along a heartbeat-stall path: 0.33.0's decode scheduler tracks R0 for heartbeats, and
     prefill's _handle_heartbeat moves R0's deadline to now + 20 s (2/3 of the 30 s lease)."""
@@ -175,8 +263,8 @@ def test_cli_replays_a_trace_and_runs_random_sequences(capsys):
     assert out.splitlines()[-1].endswith("exit 0: every trace reproduces on vllm==0.33.0")
     assert main(["conform", "--random", "3", "vllm-pull-ttl-expiry", "vllm-push-heartbeat"]) == 0
     out = capsys.readouterr().out
-    assert "not run     vllm-push-heartbeat: scenario vllm-push-heartbeat: push mode" in out
-    assert "vllm-pull-ttl-expiry: 3 random sequences" in out and "1 matched, 0 mismatched, 1 inconclusive" in out
+    assert "vllm-pull-ttl-expiry: 3 random sequences" in out and "vllm-push-heartbeat: 3 random sequences" in out
+    assert "2 matched, 0 mismatched" in out and "not run" not in out
     before = str(TRACES / "vllm-pull-abort-before-32255__no_write_after_release.itf.json")
     assert main(["conform", before]) == 1
     out = capsys.readouterr().out  # both sides shown as they are (brackets are not console markup)
@@ -184,9 +272,10 @@ def test_cli_replays_a_trace_and_runs_random_sequences(capsys):
             "decode: model [ended, new], vLLM [held, new]") in out
 
 
-def test_cli_refuses_a_push_trace_in_one_line(capsys):
+def test_cli_replays_a_push_trace(capsys):
     from kvproof.checker.cli.commands import main
 
-    assert main(["conform", str(TRACES / "vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json")]) == 3
-    err = capsys.readouterr().err
-    assert err.startswith("kvproof: error: conform: scenario vllm-push-lease-expiry-stall: push mode") and err.count("\n") == 1
+    assert main(["conform", str(TRACES / "vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json")]) == 0
+    out = capsys.readouterr().out
+    assert ("reproduced  vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json: 14 steps, no_cross_tenant_read "
+            "fails in the code (decode read R0: cross_tenant, R1: none)") in out

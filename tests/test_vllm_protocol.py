@@ -30,7 +30,7 @@ CATALOGUE = {
     "vllm-pull-abort-finished-before-25067": (2539, ISOLATION | {"no_source_free_while_read"}),
     "vllm-push-lease-expiry-stall": (1656, ISOLATION | {"no_source_free_while_read"}),
     "vllm-push-heartbeat": (197, set()),
-    "vllm-push-abort-unanswered": (3600, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+    "vllm-push-abort-unanswered": (2630, {"no_source_free_while_read", "quiescent_holds_nothing"}),
 }
 
 
@@ -210,6 +210,32 @@ def test_push_decode_finishes_the_load_on_the_writes_notification_only():
     assert m.step(s, _aid(m, "decode_finished_recving(req=R0)")) is None
     s = m.run("nixl_write_complete(req=R0)", "decode_finished_recving(req=R0)", state=s)
     assert s[spec.layout.slot("read", 0)] == READ_OWN and s[spec.layout.slot("notif", 0)] == 0  # own KV, count consumed
+
+
+def test_push_abort_holds_the_block_before_push_reg_and_the_registration_still_goes_out():
+    """0.33.0 (found by kvproof conform): an aborted push load is held until finished_recving
+    whether or not its PUSH_REG went out; the worker sends the registration all the same."""
+    spec = builtin("vllm-push-abort-unanswered").build()
+    m = Machine(spec)
+    s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_abort(req=R0)")
+    assert s[spec.layout.slot("owner", s[spec.layout.slot("dest", 0)])] == 1  # still R0's
+    s = m.run("decode_send_push_reg(req=R0)", "prefill_push_write(req=R0)", "nixl_write_land(req=R0)",
+              "nixl_write_complete(req=R0)", "decode_finished_recving(req=R0)", state=s)
+    assert s[spec.layout.slot("d_phase", 0)] == D_ENDED and s[spec.layout.slot("owner", 0)] == 0
+
+
+def test_push_write_done_after_the_lease_ran_out_is_reaped_not_sent():
+    """0.33.0 (found by kvproof conform): get_transfer_results reaps an expired lease before it
+    polls the WRITE handles, so only the reap is enabled once the lease is 0."""
+    spec = builtin("vllm-push-heartbeat").build()
+    m = Machine(spec)
+    s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_send_push_reg(req=R0)",
+              "prefill_push_write(req=R0)", "nixl_write_land(req=R0)", "nixl_write_complete(req=R0)")
+    assert m.step(s, _aid(m, "prefill_get_transfer_results(req=R0)")) is not None  # lease running: sent
+    s = m.run("decode_finished_recving(req=R0)", "clock_tick()", "clock_tick()", "clock_tick()", state=s)
+    assert s[spec.layout.slot("lease", 0)] == 0
+    assert m.step(s, _aid(m, "prefill_get_transfer_results(req=R0)")) is None
+    assert m.step(s, _aid(m, "prefill_reap_expired_lease(req=R0)")) is not None
 
 
 def _aid(m, label):

@@ -71,7 +71,9 @@ RELEASES: dict[str, Release] = {
         "0.33.0", dict(delay_free_aborted_load=True, abort_of_finished_frees=False),
         basis="the `vllm-*` scenarios' engine (spec/vllm/): NIXL pull and push as read in the 0.33.0 wheel "
               "(shared reference, section 2): leases with #41383's heartbeats, #32255's held aborted loads, "
-              "#25067's ignored abort of a finished request; pull mode replayed on vLLM 0.33.0's scheduler and NIXL pull connector (kvproof conform), push mode not"),
+              "#25067's ignored abort of a finished request; both modes replayed on vLLM 0.33.0's scheduler and NIXL "
+              "connector (kvproof conform: pull's connector scheduler and lease bookkeeping, push's connector "
+              "scheduler and both push workers)"),
 }
 """The known releases, oldest first."""
 

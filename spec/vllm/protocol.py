@@ -20,7 +20,8 @@ Modelling choices, each stated once here:
   completes.  The completion notification (``notif_msg``) is created by the completion itself:
   it proves the data moved.  The peer (pull: prefill, push: decode) consumes it later.
 * Push: one prefill rank and one decode rank, so one notification completes the count
-  (``pp_size * producers_per_consumer`` = 1); registrations match by exact id; the handshake is
+  (``pp_size * producers_per_consumer`` = 1); registrations match by exact id (0.33.0's writer
+  matches by exact, then base id: with one registration per request both pair the same); the handshake is
   instantaneous, a WRITE is posted only while prefill still holds the request (the deferred
   WRITE after retirement, #55470, is not modelled); the watchdog is not modelled.
 * Decode's scheduler steps (taking a request, posting a READ, heartbeats, ``finished_recving``,
@@ -248,18 +249,18 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         the worker has posted the READ (it got the load with the allocating step), so a request
         in ``WAITING_FOR_REMOTE_KVS`` is held whether its READ is posted, in flight or complete,
         until ``finished_recving`` (found by ``kvproof conform --random``: the model freed an
-        unposted one at once).  Push: a request whose ``PUSH_REG`` went out is held
-        until the WRITE's notification, which may never come (V5, #46283).  Heartbeats for the
+        unposted one at once).  Push likewise (found by replaying the push traces on 0.33.0:
+        the model freed a request whose ``PUSH_REG`` had not gone out, or whose WRITE
+        notification had reached decode's agent but not its scheduler): the registration is
+        already with decode's worker, which sends it all the same, and the block is held until
+        the WRITE's notification, which may never come (V5, #46283).  Heartbeats for the
         request stop."""
         o = s.ops
         s.require(self.e.client_aborts)
         s.require(o.is_in(s.d_phase[r], D_TRACKED))
         s.require(self._running(s))
-        if self.pull:
-            flying = o.const(True)  # WAITING_FOR_REMOTE_KVS until finished_recving, posted or not
-        else:  # decode cannot see prefill's WRITE: once registered, it waits for the notification
-            flying = o.and_(o.eq(s.d_phase[r], D_READING), o.eq(s.notif[r], 0))
-        hold = flying if self.e.delay_free_aborted_load else o.const(False)
+        # WAITING_FOR_REMOTE_KVS until finished_recving, READ posted or not, PUSH_REG sent or not
+        hold = o.const(self.e.delay_free_aborted_load)
         n.outcome[r] = OUT_ABORTED
         n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
         self._free(s, n, r, "owner", "dest", when=o.not_(hold))
@@ -324,12 +325,15 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         """Push: ``update_state_after_alloc`` (push_scheduler.py:128-205) stashed a registration
         of the request's blocks; decode's ``nixl-push-writer`` thread sends it to prefill as
         ``PUSH_REG:<msgpack>`` (``_send_registration_to_p`` 337, ``_do_send_reg_notif`` 384).
-        From here decode waits for the WRITE's notification."""
+        From here decode waits for the WRITE's notification.  The worker got the registration in
+        the step that allocated the block (``meta.push_registrations``), so it sends the
+        registration of a request aborted since (held by ``delay_free_blocks``) all the same."""
         o = s.ops
         s.require(not self.pull)
-        s.require(o.eq(s.d_phase[r], D_WAITING))
+        waiting = o.eq(s.d_phase[r], D_WAITING)
+        s.require(o.or_(waiting, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.reg[r], 0))))
         s.require(self._running(s))
-        n.d_phase[r] = D_READING
+        n.d_phase[r] = o.ite(waiting, D_READING, D_HELD)
         n.reg[r] = 1
 
     @action("prefill", "req", fair=True)
@@ -368,11 +372,17 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         self._sending_transfers)``) and reports ``finished_sending`` when they are all done
         (push_worker.py:809-847): the blocks are freed after the WRITE (a drain proof).  A
         request whose lease expired was already reported ("Expired requests were already
-        reported, even if their WRITEs finish later")."""
+        reported, even if their WRITEs finish later").  The base worker's
+        ``get_transfer_results`` runs ``_reap_expired_send_leases`` before the push part polls
+        the WRITE handles, so once the lease has run out the same call reports the request as
+        expired (``num_kv_expired_reqs``), WRITE done or not: that is
+        :meth:`prefill_reap_expired_lease`, and this step needs the lease still running (found
+        by replaying push on 0.33.0: the model counted such a request as sent)."""
         o = s.ops
         s.require(not self.pull)
         s.require(o.eq(s.rd[r], RD_DONE))
         s.require(o.eq(s.p_phase[r], P_HELD))
+        s.require(o.gt(s.lease[r], 0))
         n.p_phase[r] = P_SENT
         n.lease[r] = 0
         self._free(s, n, r, "src_owner", "src")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import traceback
-from dataclasses import dataclass, field
 from typing import Sequence
 
+from kvproof.checker.conform import Conformance, StepResult
 from kvproof.model.machine import Machine
 from kvproof.spec.sglang.state import ABT_SENT, ACK_NONE, D_NEW, PAB_ACKED, WR_FLIGHT
 from kvproof.model.scenario import Scenario
@@ -48,30 +48,6 @@ CHOICE_FLAGS = {
                                  "prefill_complete's deferred allocation is not wired"),
 }
 """String flags whose value must be 0.5.23's: flag -> (value, why)."""
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """One step: its label, and what differed (empty when model and code agree)."""
-
-    step: int
-    label: str
-    differences: tuple[str, ...] = ()
-
-
-@dataclass
-class Conformance:
-    """The outcome of running a sequence of events on the code: ``diverged_at`` is the first
-    step that differs (``None`` when every step matched)."""
-
-    steps: list[StepResult] = field(default_factory=list)
-    diverged_at: int | None = None
-    reason: str = ""
-
-    @property
-    def agrees(self) -> bool:
-        """Every step matched."""
-        return self.diverged_at is None
 
 
 def harness_for(scenario: Scenario, spec) -> Harness:

@@ -1,62 +1,26 @@
-"""Verdicts of conformance runs, as nouns: a trace is :class:`Reproduced` on the real code or
-:class:`Diverged` at a step; a random run agrees or names its minimal disagreement."""
+"""Verdicts of conformance runs on SGLang 0.5.23: a stored counterexample replayed by the core's
+:func:`~kvproof.checker.conform.replay_stored` with SGLang's harness and :data:`REAL_CLAIMS`, the
+table of how each claim's failure shows in what SGLang's code did."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from kvproof.checker.traces import Trace, read_trace
-from kvproof.spec.sglang.conform.replay import Conformance, harness_for, run_on_code
+from kvproof.checker.conform import Diverged, Reproduced, replay_stored
+from kvproof.spec.sglang.conform.replay import harness_for, run_on_code
 
 __all__ = ["Reproduced", "Diverged", "replay_trace", "REAL_CLAIMS"]
 
-# how each claim's failure shows in what the code did (the rest: observations equal at every step)
 REAL_CLAIMS = {
-    "decode_reads_only_own_pages": lambda o: any(x in ("foreign", "cross_tenant") for x in o.read),
-    "no_cross_tenant_read": lambda o: "cross_tenant" in o.read,
-    "no_write_after_release": lambda o: o.write_after_release,
+    "decode_reads_only_own_pages": lambda o, t: "" if any(x in ("foreign", "cross_tenant") for x in o.read) else None,
+    "no_cross_tenant_read": lambda o, t: "" if "cross_tenant" in o.read else None,
+    "no_write_after_release": lambda o, t: "" if o.write_after_release else None,
 }
-
-
-@dataclass(frozen=True)
-class Reproduced:
-    """Every step matched and the claim fails in the code too (``how`` says how that was seen)."""
-
-    path: Path
-    claim: str
-    steps: int
-    how: str
-    verdict: str = "reproduced"
-
-
-@dataclass(frozen=True)
-class Diverged:
-    """The code differs from the model at ``step`` (1-based); ``reason`` names what differed."""
-
-    path: Path
-    claim: str
-    step: int
-    reason: str
-    verdict: str = "diverged"
+"""How each claim's failure shows in what SGLang's code did (``""``: it fails, no detail), or
+``None`` when it does not; a claim not named reproduces when every step's observation is equal."""
 
 
 def replay_trace(path: str | Path) -> Reproduced | Diverged:
     """Replay a stored counterexample on SGLang's code (raises ``TraceError``/``ConformError``
     for input it cannot use)."""
-    trace: Trace = read_trace(path)
-    harness = harness_for(trace.scenario, trace.machine.spec)
-    try:
-        result: Conformance = run_on_code(trace.machine, harness, trace.actions)
-        observed = harness.observe()
-    finally:
-        harness.close()
-    p = Path(path)
-    if not result.agrees:
-        return Diverged(p, trace.claim, result.diverged_at, result.reason)
-    check = REAL_CLAIMS.get(trace.claim)
-    if check is None:
-        return Reproduced(p, trace.claim, len(trace), "every step's observation equal")
-    if not check(observed):
-        return Diverged(p, trace.claim, len(trace), f"{trace.claim} does not fail in the code at the last step")
-    return Reproduced(p, trace.claim, len(trace), f"{trace.claim} fails in the code")
+    return replay_stored(path, harness_for, run_on_code, REAL_CLAIMS)

@@ -14,6 +14,7 @@ is missing, so the CLI and the tests can report it instead of a traceback.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.metadata
 import importlib.util
@@ -37,6 +38,7 @@ class EngineUnavailable(RuntimeError):
 
 _loaded: dict[str, types.ModuleType] = {}
 _model_dir: list[str] = []
+_model_configs: list = []
 
 
 def engine_problem() -> str | None:
@@ -79,6 +81,9 @@ def load_vllm() -> dict[str, types.ModuleType]:
         "pull_scheduler": nixl + "pull_scheduler",
         "base_worker": nixl + "base_worker",
         "pull_worker": nixl + "pull_worker",
+        "push_scheduler": nixl + "push_scheduler",
+        "push_worker": nixl + "push_worker",
+        "metadata": nixl + "metadata",
         "stats": nixl + "stats",
         "torch": "torch",
     }
@@ -107,6 +112,16 @@ def _model() -> str:
     return _model_dir[0]
 
 
+def _model_config():
+    """The one-layer Llama's ``ModelConfig``, built once per process (building one reads and
+    validates ``config.json`` through transformers: 30 ms); callers get a deep copy (1 ms)."""
+    if not _model_configs:
+        c = load_vllm()["config"]
+        _model_configs.append(c.ModelConfig(model=_model(), skip_tokenizer_init=True, max_model_len=128,
+                                            dtype="float32", seed=0))
+    return _model_configs[0]
+
+
 def vllm_config(role: str, lease_seconds: int, blocks: int, connector: str = "NixlConnector"):
     """A ``VllmConfig`` of one engine (``kv_producer`` or ``kv_consumer``) with the real NIXL
     connector, ``kv_lease_duration = lease_seconds`` and ``blocks`` usable KV blocks (plus
@@ -114,7 +129,7 @@ def vllm_config(role: str, lease_seconds: int, blocks: int, connector: str = "Ni
     inspects the model architecture once per process), later ones milliseconds."""
     m = load_vllm()
     c = m["config"]
-    mc = c.ModelConfig(model=_model(), skip_tokenizer_init=True, max_model_len=128, dtype="float32", seed=0)
+    mc = copy.deepcopy(_model_config())
     vc = c.VllmConfig(
         model_config=mc,
         cache_config=c.CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=False),

@@ -1,5 +1,5 @@
 """vLLM 0.33.0's own prefill and decode engines (pull mode), wired up in one process and driven
-one kvproof event at a time.
+one kvproof event at a time (push mode: :mod:`.push`, a subclass).
 
 What runs as real vLLM code (``vllm/v1/core/sched/scheduler.py`` and
 ``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``):
@@ -125,7 +125,13 @@ class _Slot:
 
 class Harness:
     """vLLM 0.33.0's prefill and decode engines (pull mode).  Every public event method is one
-    kvproof action with the action's parameters; :meth:`observe` reads what the code did."""
+    kvproof action with the action's parameters; :meth:`observe` reads what the code did.
+    :class:`~.push.PushHarness` is the push-mode subclass."""
+
+    CONNECTOR = "NixlConnector"
+    """The ``kv_connector`` both engines are configured with."""
+    TIMED_MODULES = ("base_scheduler", "pull_scheduler", "base_worker", "pull_worker")
+    """The NIXL modules whose ``time`` reads the fake clock."""
 
     def __init__(self, shape: Shape):
         self.m = m = load_vllm()
@@ -133,16 +139,17 @@ class Harness:
         self.R = len(shape.tenants)
         self.clock = _Clock()
         self.patches: list = []
-        for mod in ("base_scheduler", "pull_scheduler", "base_worker", "pull_worker"):
+        for mod in self.TIMED_MODULES:
             p = mock.patch.object(m[mod], "time", self.clock)
             p.start()
             self.patches.append(p)
         lease = shape.lease_ticks * TICK_SECONDS
         try:
-            self.P = self._scheduler(vllm_config("kv_producer", lease, shape.prefill_blocks), shape.prefill_blocks)
-            self.D = self._scheduler(vllm_config("kv_consumer", lease, shape.decode_blocks), shape.decode_blocks)
-            self.agent = _Agent()
-            self.pw = self._prefill_worker(lease)
+            self.P = self._scheduler(vllm_config("kv_producer", lease, shape.prefill_blocks, self.CONNECTOR),
+                                     shape.prefill_blocks)
+            self.D = self._scheduler(vllm_config("kv_consumer", lease, shape.decode_blocks, self.CONNECTOR),
+                                     shape.decode_blocks)
+            self._workers(lease)
         except BaseException:
             self.close()
             raise
@@ -164,6 +171,11 @@ class Harness:
         return m["scheduler"].Scheduler(vllm_config=vc, kv_cache_config=kcc,
                                         structured_output_manager=m["structured_output"].StructuredOutputManager(vc),
                                         block_size=vc.cache_config.block_size, log_stats=False)
+
+    def _workers(self, lease: int) -> None:
+        """The worker-side objects the harness drives (pull: prefill's lease bookkeeping)."""
+        self.agent = _Agent()
+        self.pw = self._prefill_worker(lease)
 
     def _prefill_worker(self, lease: int):
         """``NixlPullConnectorWorker`` without ``__init__``: the attributes ``__init__`` sets
@@ -195,15 +207,17 @@ class Harness:
         return w
 
     # -- helpers ------------------------------------------------------------------------------
-    @staticmethod
-    def pid(r: int) -> str:
+    def pid(self, r: int) -> str:
         """Prefill's request id of slot ``r``."""
         return f"R{r}"
 
-    @staticmethod
-    def did(r: int) -> str:
+    def did(self, r: int) -> str:
         """Decode's request id of slot ``r``."""
         return f"d-R{r}"
+
+    def slot_of(self, did: str) -> int:
+        """The slot of decode's request id ``did``."""
+        return next(r for r in range(self.R) if self.did(r) == did)
 
     def _request(self, rid: str, params: dict):
         m = self.m
@@ -241,11 +255,15 @@ class Harness:
         def worker(so):  # what decode's worker takes from the step's metadata
             meta = so.kv_connector_metadata
             for rid, rm in meta.reqs_to_recv.items():
-                self.slots[int(rid.removeprefix("d-R"))].recv = rm
+                self.slots[self.slot_of(rid)].recv = rm
             if meta.heartbeat_by_engine:
                 self.hb_packaged = True
+            self._decode_worker_step(so)
 
         return self._step(self.D, finished_recving=finished_recving, after_schedule=worker)
+
+    def _decode_worker_step(self, so) -> None:
+        """What decode's worker does with a step's metadata (pull: nothing is run)."""
 
     def _prefill_worker_step(self, so) -> None:
         self.pw.start_load_kv(so.kv_connector_metadata)
@@ -356,7 +374,7 @@ class Harness:
         did = self.did(r)
         req = self.D.requests.get(did)
         loading = req is not None and req.status.name == "WAITING_FOR_REMOTE_KVS"
-        so, outs = self._decode_step(finished_recving={did})
+        so, outs = self._decode_step(finished_recving=self._finished_recving(r))
         if loading:
             blocks = self._blocks(self.D, did)
             so, outs = self._decode_step()
@@ -365,6 +383,16 @@ class Harness:
             s = self.slots[r]
             s.seen = self._kind([self.d_tag[b] for b in blocks], r)
             s.outcome = "success"
+
+    def _finished_recving(self, r: int) -> set[str]:
+        """What decode's worker reports in ``finished_recving`` when ``r``'s READ is done (pull:
+        ``r``, as ``_pop_done_transfers`` does once no READ handle remains)."""
+        return {self.did(r)}
+
+    def stranded(self, r: int) -> bool:
+        """No transfer into ``r``'s held decode block can come any more (pull: never so, decode's
+        worker posts the READ of an aborted load all the same)."""
+        return False
 
     def _kind(self, tags: list[int], r: int) -> str:
         if all(t == r + 1 for t in tags):
@@ -388,9 +416,14 @@ class Harness:
         if not self.hb_packaged:
             raise Divergent("vLLM's decode scheduler packaged no heartbeat in this tick")
         tracking = self.D.connector.connector_scheduler._heartbeat_by_engine
-        self.agent.deliver = [("HB:" + ",".join(sorted(info.req_ids))).encode() for info in tracking.values()]
-        if not self.agent.deliver:
+        msgs = [("HB:" + ",".join(sorted(info.req_ids))).encode() for info in tracking.values()]
+        if not msgs:
             raise Divergent("vLLM's decode scheduler tracks no request to heartbeat")
+        self._deliver_heartbeats(msgs)
+
+    def _deliver_heartbeats(self, msgs: list[bytes]) -> None:
+        """Prefill's worker gets the ``HB:`` notifications and applies them (``_get_new_notifs``)."""
+        self.agent.deliver = msgs
         done = self.pw._get_new_notifs()
         if done:
             raise HarnessError(f"a heartbeat completed {sorted(done)}")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_LABELS, P_EXPIRED, P_HELD, P_NEW,
-    RD_POSTED, READ_LABELS,
+    D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_LABELS, P_EXPIRED, P_FREED, P_HELD, P_NEW,
+    RD_NONE, RD_POSTED, READ_LABELS,
 )
 
 __all__ = ["Observation", "model_observation", "code_observation"]
@@ -36,7 +36,9 @@ class Observation:
     ``late``: completion notifications prefill found after the lease expired;
     ``source_freed_under_read`` / ``dest_freed_under_read``: the requests whose READ is posted
     (data not yet moved) while prefill no longer holds the source block / decode no longer holds
-    the destination block.
+    the destination block; ``stranded``: push only, the aborted requests decode holds (until
+    ``finished_recving``) for which no WRITE is posted and none can be any more (prefill freed
+    the request: its writer dropped the finished blocks), V5.
     """
 
     prefill: tuple[str, ...] = ()
@@ -51,6 +53,7 @@ class Observation:
     late: int = 0
     source_freed_under_read: tuple[int, ...] = ()
     dest_freed_under_read: tuple[int, ...] = ()
+    stranded: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
         """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
@@ -70,13 +73,23 @@ def _show(v: Any) -> str:
     return str(v)
 
 
+_SLOTS: dict[int, tuple[Any, dict]] = {}  # id(layout) -> (layout, {(field, *idx): slot}): slot lookups memoised
+
+
 def model_observation(machine, state: bytes) -> Observation:
     """The model's state in the harness's terms."""
     spec = machine.spec
     lay, k = spec.layout, spec.k
+    entry = _SLOTS.get(id(lay))
+    if entry is None or entry[0] is not lay:
+        entry = _SLOTS[id(lay)] = (lay, {})
+    table = entry[1]
 
     def get(name, *idx):
-        return state[lay.slot(name, *idx)]
+        key = (name, *idx)
+        if key not in table:
+            table[key] = lay.slot(name, *idx)
+        return state[table[key]]
 
     def p_view(r):
         ph = get("p_phase", r)
@@ -101,6 +114,8 @@ def model_observation(machine, state: bytes) -> Observation:
                                       and get("src_owner", get("src", r)) != r + 1),
         dest_freed_under_read=tuple(r for r in range(k.R) if get("rd", r) == RD_POSTED
                                     and get("owner", get("dest", r)) != r + 1),
+        stranded=tuple(r for r in range(k.R) if not spec.pull and get("d_phase", r) == D_HELD
+                       and get("rd", r) == RD_NONE and get("p_phase", r) in P_FREED),
     )
 
 
@@ -136,7 +151,7 @@ def code_observation(h) -> Observation:
         prefill_free=h.P.kv_cache_manager.block_pool.get_num_free_blocks(),
         decode_free=h.D.kv_cache_manager.block_pool.get_num_free_blocks(),
         kv=tuple(kv),
-        tracked=frozenset(int(d.removeprefix("d-R")) for d in hb),
+        tracked=frozenset(h.slot_of(d) for d in hb),
         outcome=tuple(s.outcome for s in h.slots), read=tuple(s.seen for s in h.slots),
         expired=len(stats.get("num_kv_expired_reqs", ())),
         late=len(stats.get("num_notifications_after_expiry", ())),
@@ -144,4 +159,6 @@ def code_observation(h) -> Observation:
                                       and h.pid(r) not in h.P.requests),
         dest_freed_under_read=tuple(r for r in range(h.R) if h.slots[r].read == "posted"
                                     and not h._blocks(h.D, h.did(r))),
+        stranded=tuple(r for r in range(h.R) if decode[r] == "held" and h.slots[r].read == "none"
+                       and h.stranded(r)),
     )

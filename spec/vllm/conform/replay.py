@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import traceback
-from dataclasses import dataclass, field
 from typing import Sequence
 
+from kvproof.checker.conform import Conformance, StepResult
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 from kvproof.spec.vllm.conform.harness import TICK_SECONDS, Divergent, Harness, HarnessError, Shape
@@ -33,37 +33,11 @@ FIXED_IN_0_33 = {
 Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences refuse them."""
 
 
-@dataclass(frozen=True)
-class StepResult:
-    """One step: its label, and what differed (empty when model and code agree)."""
-
-    step: int
-    label: str
-    differences: tuple[str, ...] = ()
-
-
-@dataclass
-class Conformance:
-    """The outcome of running a sequence on the code: ``diverged_at`` is the first step (1-based)
-    that differs (``None`` when every step matched)."""
-
-    steps: list[StepResult] = field(default_factory=list)
-    diverged_at: int | None = None
-    reason: str = ""
-
-    @property
-    def agrees(self) -> bool:
-        """Every step matched."""
-        return self.diverged_at is None
-
-
 def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
-    """A harness configured like ``scenario``'s engine; :class:`ConformError` for knobs the
+    """A harness configured like ``scenario``'s engine (push mode: :class:`~.push.PushHarness`);
+    :class:`ConformError` for knobs the
     harness has no counterpart of (``random``: also for knobs of a vLLM before 0.33.0's fixes)."""
     e, k = scenario.config.engine, spec.k
-    if e.mode != "pull":
-        raise ConformError(f"scenario {scenario.name}: push mode (NixlPushConnector) is not driven yet; "
-                           "only pull mode replays on vLLM 0.33.0's code")
     if random:
         for knob, (value, fix) in FIXED_IN_0_33.items():
             if getattr(e, knob) == value:
@@ -75,7 +49,12 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if k.I is not None and k.I != 1:
         raise ConformError(f"scenario {scenario.name}: heartbeat_interval = {k.I} ticks: 0.33.0 heartbeats "
                            "every kv_lease_duration // 6 s, within every tick")
-    return Harness(Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L))
+    shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L)
+    if e.mode == "push":
+        from kvproof.spec.vllm.conform.push import PushHarness
+
+        return PushHarness(shape)
+    return Harness(shape)
 
 
 def run_on_code(machine: Machine, harness: Harness, actions: Sequence[int]) -> Conformance:

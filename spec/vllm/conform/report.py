@@ -1,73 +1,55 @@
-"""Verdicts of conformance runs on vLLM 0.33.0, as nouns: a trace is :class:`Reproduced` on the
-real code or :class:`Diverged` at a step."""
+"""Verdicts of conformance runs on vLLM 0.33.0: a stored counterexample replayed by the core's
+:func:`~kvproof.checker.conform.replay_stored` with vLLM's harness and :data:`REAL_CLAIMS`, the
+table of how each claim's failure shows in what vLLM's code did."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from kvproof.checker.traces import Trace, read_trace
-from kvproof.spec.vllm.conform.replay import Conformance, harness_for, run_on_code
+from kvproof.checker.conform import Diverged, Reproduced, replay_stored
+from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
 
 __all__ = ["Reproduced", "Diverged", "replay_trace", "REAL_CLAIMS"]
 
-# how each claim's failure shows in what the code did (the rest: observations equal at every step)
+
+def _reads(o, trace) -> str | None:
+    return "decode read " + ", ".join(f"R{r}: {x}" for r, x in enumerate(o.read))
+
+
+def _xfer(trace) -> str:
+    return "READ" if trace.scenario.config.engine.mode == "pull" else "WRITE"
+
+
+def _requests(rs) -> str:
+    return ", ".join(f"R{r}" for r in rs)
+
+
+def _stranded(o, trace) -> str | None:
+    if not o.stranded:
+        return None
+    return (f"decode holds the aborted load of {_requests(o.stranded)} while prefill's writer dropped its "
+            "blocks: no WRITE will come")
+
+
 REAL_CLAIMS = {
-    "decode_reads_only_own_pages": lambda o: any(x in ("foreign", "cross_tenant") for x in o.read),
-    "no_cross_tenant_read": lambda o: "cross_tenant" in o.read,
-    "no_source_free_while_read": lambda o: bool(o.source_freed_under_read),
-    "no_write_after_release": lambda o: bool(o.dest_freed_under_read),
+    "decode_reads_only_own_pages": lambda o, t: _reads(o, t) if any(x in ("foreign", "cross_tenant") for x in o.read)
+    else None,
+    "no_cross_tenant_read": lambda o, t: _reads(o, t) if "cross_tenant" in o.read else None,
+    "no_source_free_while_read": lambda o, t: (f"prefill freed the source of the posted {_xfer(t)} of "
+                                               f"{_requests(o.source_freed_under_read)}"
+                                               if o.source_freed_under_read else None),
+    "no_write_after_release": lambda o, t: (f"decode freed the destination of the posted {_xfer(t)} of "
+                                            f"{_requests(o.dest_freed_under_read)}"
+                                            if o.dest_freed_under_read else None),
+    "held_pages_are_released": _stranded,
+    "requests_end": _stranded,
+    "quiescent_holds_nothing": _stranded,
 }
-
-
-@dataclass(frozen=True)
-class Reproduced:
-    """Every step matched and the claim fails in the code too (``how`` says how that was seen)."""
-
-    path: Path
-    claim: str
-    steps: int
-    how: str
-    verdict: str = "reproduced"
-
-
-@dataclass(frozen=True)
-class Diverged:
-    """The code differs from the model at ``step`` (1-based); ``reason`` names what differed."""
-
-    path: Path
-    claim: str
-    step: int
-    reason: str
-    verdict: str = "diverged"
+"""How each claim's failure shows in what vLLM's code did (the detail of the verdict line), or
+``None`` when it does not; a claim not named reproduces when every step's observation is equal."""
 
 
 def replay_trace(path: str | Path) -> Reproduced | Diverged:
     """Replay a stored counterexample on vLLM's code (raises ``TraceError``/``ConformError``
     for input it cannot use)."""
-    trace: Trace = read_trace(path)
-    harness = harness_for(trace.scenario, trace.machine.spec)
-    try:
-        result: Conformance = run_on_code(trace.machine, harness, trace.actions)
-        observed = harness.observe()
-    finally:
-        harness.close()
-    p = Path(path)
-    if not result.agrees:
-        return Diverged(p, trace.claim, result.diverged_at, result.reason)
-    check = REAL_CLAIMS.get(trace.claim)
-    if check is None:
-        return Reproduced(p, trace.claim, len(trace), "every step's observation equal")
-    if not check(observed):
-        return Diverged(p, trace.claim, len(trace), f"{trace.claim} does not fail in the code at the last step")
-    detail = {"decode_reads_only_own_pages": f"decode read {_reads(observed)}",
-              "no_cross_tenant_read": f"decode read {_reads(observed)}",
-              "no_source_free_while_read": "prefill freed the source of the posted READ of "
-              + ", ".join(f"R{r}" for r in observed.source_freed_under_read),
-              "no_write_after_release": "decode freed the destination of the posted READ of "
-              + ", ".join(f"R{r}" for r in observed.dest_freed_under_read)}[trace.claim]
-    return Reproduced(p, trace.claim, len(trace), f"{trace.claim} fails in the code ({detail})")
-
-
-def _reads(o) -> str:
-    return ", ".join(f"R{r}: {x}" for r, x in enumerate(o.read))
+    return replay_stored(path, harness_for, run_on_code, REAL_CLAIMS)
