@@ -7,8 +7,9 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
    a target claim broken there is reported *violated* with the shortest counterexample, replayed
    (exit 1); nothing is proved for a scenario that is unsafe at its own size.
 2. **Candidates found, not written**: the reachable states of the model's small instance are
-   enumerated, the template facts of at most ``arity`` slot values that no reachable state shows
-   together are mined (:func:`~.lemmas.mine`), and each is lifted to a ``∀``-formula over the
+   enumerated, the template facts of at most two slot values that no reachable state shows
+   together are mined (:func:`~.lemmas.mine`), with ``arity`` 3 also the three-value facts of
+   one element (:func:`one_element_triples`), and each is lifted to a ``∀``-formula over the
    sorts by the protocol's correspondence (its concrete requests, pages and chunks become
    distinct variables).
 3. **Houdini** (:func:`~.quantified.houdini`) over the lifted candidates and the target claims,
@@ -133,7 +134,10 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     say(f"{scenario.name}: mining the small instance")
     states, _ = explore_all(Machine(hook.small))
     report.small_states = len(states)
-    clauses = mine(TransitionSystem(hook.small), states, arity=arity)
+    small_ts = TransitionSystem(hook.small)
+    clauses = list(mine(small_ts, states, arity=min(arity, 2)))
+    if arity == 3:
+        clauses += one_element_triples(hook.small, mine(small_ts, states, arity=3))
     report.mined = len(clauses)
     cands: dict[str, Candidate] = {}
     for cl in clauses:
@@ -177,6 +181,27 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
         report.certificate = path
         report.seconds["certificate"] = time.perf_counter() - t0
     return report
+
+
+def one_element_triples(spec: Any, clauses: Sequence[tuple]) -> list[tuple]:
+    """The facts of three slot values that all belong to one element: every slot's field is
+    indexed first by the same sort (the protocol's :meth:`~kvproof.model.framework.Spec.index_sorts`)
+    at the same element, e.g. three fields of one request.  What ``--template-arity 3`` adds to
+    the pairs: the full three-value template is too many candidates for the quantified Houdini."""
+    from kvproof.checker.lift import field_slots
+    sorts = {s.domain.name for s in spec.index_sorts()}
+    slots = field_slots(spec.layout)
+    owner = []
+    for fname, idx in slots:
+        f = spec.layout.by_name[fname]
+        owner.append((f.dims[0].name, idx[0]) if f.dims and f.dims[0].name in sorts else None)
+    out = []
+    for c in clauses:
+        if len(c) == 3:
+            heads = {owner[s] for s, _ in c}
+            if len(heads) == 1 and None not in heads:
+                out.append(c)
+    return out
 
 
 def proved_lemmas(report: AllSizesReport) -> Sequence[Candidate]:

@@ -607,16 +607,16 @@ def small_config(cfg: Any) -> Any:
                                prefill_pages=1, context_limit=max(cfg.context_limit, 1))
 
 
-def model_for(spec: Any) -> Any:
-    """The :class:`~kvproof.checker.allsizes.AllSizesModel` of ``spec`` (a
-    :class:`~.protocol.PdProtocol` instance) or ``None`` when the model does not describe it."""
+def model_for(spec: Any, protocol: type) -> Any:
+    """The :class:`~kvproof.checker.allsizes.AllSizesModel` of ``spec`` (an instance of the base
+    protocol class ``protocol``, which builds the small instance) or ``None`` when the model does
+    not describe its engine."""
     from kvproof.checker.allsizes import AllSizesModel
-    from kvproof.spec.sglang.protocol import PdProtocol
-    if type(spec) is not PdProtocol or supported(spec.cfg) is not None:
+    if supported(spec.cfg) is not None:
         return None
     e = spec.cfg.engine
     system = SglangAllSizes(e.timeout, e.write_latency_bound)
-    small = PdProtocol(small_config(spec.cfg))
+    small = protocol(small_config(spec.cfg))
     corr = Correspondence(system, small)
     fixed = (*FIXED_LINES, f"deadline (timeout) {e.timeout} ticks, write latency bound {e.write_latency_bound} tick(s)")
     return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES)

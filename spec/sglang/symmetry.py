@@ -58,10 +58,3 @@ class PdSymmetry:
             out.append(IndexSort(k.slot, (None,) * k.slot.size,
                                  {k.slot_ref.name: tuple((m, 0) for m in range(k.slot.size)) + (None,)}))
         return tuple(out)
-
-    def all_sizes(self):
-        """The all-sizes model (:mod:`.allsizes`) when this is the base protocol with the fixed
-        engine it describes (a variant overrides actions the model does not know: ``None``)."""
-        from kvproof.spec.sglang.allsizes import model_for
-        return model_for(self)
-
