@@ -222,3 +222,15 @@ def test_a_scenario_without_a_model_is_inconclusive():
     r = prove_all_sizes(builtin("pr-35049-drain-ack"), 300)
     assert r.exit_code == 2
     assert "no all-sizes model" in r.reason
+
+
+def test_one_element_triples_keep_only_facts_of_one_request():
+    """``--template-arity 3`` adds the three-value facts whose slots all belong to one request
+    (or one page): a triple over two requests is left out, one over one request kept."""
+    from kvproof.checker.allsizes import one_element_triples
+    spec = small_spec((("A", 1), ("A", 1)), 2, 1)
+    lay = spec.layout
+    one = ((lay.slot("p_phase", 0), 2), (lay.slot("p_abort", 0, 0), 0), (lay.slot("d_phase", 0), 5))
+    two = ((lay.slot("p_phase", 0), 2), (lay.slot("p_abort", 0, 0), 0), (lay.slot("d_phase", 1), 5))
+    pair = ((lay.slot("p_phase", 0), 2), (lay.slot("d_phase", 0), 5))
+    assert one_element_triples(spec, [one, two, pair]) == [one]
