@@ -92,7 +92,7 @@ FILTER_SIZES = {"Req": 4, "Page": 4, "PPage": 3, "Chunk": 2, "Tenant": 2}
 filter that drops most candidates with ground queries; only the unbounded run proves."""
 
 
-def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 2,
+def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
                     certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
                     progress: Callable[[str], None] | None = None) -> AllSizesReport:
     """Run the four steps of the module docstring on ``scenario``."""

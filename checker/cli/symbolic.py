@@ -225,9 +225,7 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
     out = _console()
     with Progress(not args.quiet and not args.json, 1) as progress:
         progress.start(sc.name)
-        explicit = any(a == "--template-arity" or a.startswith("--template-arity=") for a in sys.argv)
-        r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity if explicit else 2, certs, traces,
-                            progress.note)
+        r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity, certs, traces, progress.note)
     code = r.exit_code
     if args.json:
         h = r.houdini
