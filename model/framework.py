@@ -315,6 +315,12 @@ class Spec:
         (:class:`~.symmetry.IndexSort`, one per domain; default: none, so nothing is lifted)."""
         return ()
 
+    def all_sizes(self) -> Any:
+        """The protocol's parametric model of this instance's engine for ``prove --all-sizes``
+        (a :class:`kvproof.checker.allsizes.AllSizesModel`), or ``None`` (the default: the
+        protocol has none for this engine)."""
+        return None
+
     # -- narration (optional): how the general layers tell this protocol's traces ---------------
     # The defaults narrate nothing protocol-specific; a protocol overrides what it can tell
     # (:mod:`.narration` has the vocabulary).

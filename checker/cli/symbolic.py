@@ -154,6 +154,8 @@ def _prove(args: argparse.Namespace) -> int:
                     out.print(f"         {line}")
             summary.print(out)
         return summary.exit_code
+    if args.all_sizes:
+        return _prove_all_sizes(args)
     if args.lift_from is not None:
         return _prove_lifted(args)
     names = args.scenarios or [s.name for s in builtins()]
@@ -202,6 +204,69 @@ def _prove(args: argparse.Namespace) -> int:
                 out.print(Text(f"{r.scenario.name}: engine error: {e}", style="bold red"))
         summary.print(out)
     return summary.exit_code
+
+
+def _prove_all_sizes(args: argparse.Namespace) -> int:
+    """``prove --all-sizes SCENARIO``: the safety claims for every number of requests and pages
+    (:mod:`~kvproof.checker.allsizes`).  Exit 0 when every target claim is proved, 1 when one is
+    violated at the scenario's own size (its shortest trace shown), 2 when one is inconclusive,
+    3 on bad input."""
+    from rich.text import Text
+
+    from kvproof.checker.allsizes import prove_all_sizes
+    from kvproof.checker.cli.common import BadInput
+
+    if len(args.scenarios) != 1 or args.lift_from is not None:
+        raise BadInput("prove --all-sizes takes exactly one SCENARIO (and no --lift-from)")
+    sc = _resolve(args.scenarios[0])
+    sc.build()
+    certs = None if args.no_certificates else Path(args.certificates)
+    traces = None if args.no_traces else Path(args.traces)
+    out = _console()
+    with Progress(not args.quiet and not args.json, 1) as progress:
+        progress.start(sc.name)
+        r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity, certs, traces, progress.note)
+    code = r.exit_code
+    if args.json:
+        h = r.houdini
+        doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
+               "abstractions": list(r.abstractions), "small_states": r.small_states, "mined": r.mined,
+               "candidates": r.candidates, "kept": None if h is None else len(h.kept),
+               "houdini_rounds": None if h is None else h.rounds,
+               "seconds": {k: round(v, 3) for k, v in r.seconds.items()},
+               "certificate": str(r.certificate) if r.certificate else None,
+               "traces": {n: t.trace.labels() for n, t in r.traces.items() if getattr(t, "trace", None)},
+               "counterexamples_to_induction": {} if h is None else h.counterexamples}
+        print(json.dumps(doc, indent=2))
+        return code
+    if args.quiet:
+        return code
+    for name, verdict in r.verdicts.items():
+        style = "green" if verdict == "proved" else "bold red" if verdict == "violated" else "yellow"
+        scope = " for every size" if verdict == "proved" else " at the scenario's own size" if verdict == "violated" else ""
+        out.print(Text(f"{verdict:<13} {name}{scope}", style=style))
+        result = r.traces.get(name)
+        if result is not None and getattr(result, "trace", None) is not None:
+            for k, label in enumerate(result.trace.shown_labels(), 1):
+                out.print(f"    {k:>2}. {label}")
+    for line in r.fixed:
+        out.print(f"fixed: {line}")
+    for line in r.abstractions:
+        out.print(f"over-approximated: {line}")
+    if r.houdini is not None:
+        h = r.houdini
+        out.print(f"{sc.name}: {r.small_states:,} states of the small instance, {r.mined:,} facts mined, "
+                  f"{r.candidates:,} quantified candidates; Houdini (Z3) kept {len(h.kept):,} in {h.rounds} rounds; "
+                  + ", ".join(f"{k} {v:.1f} s" for k, v in r.seconds.items()))
+    if r.certificate is not None:
+        out.print(f"{sc.name}: certificate {r.certificate} (check with `z3 FILE` and cvc5: every answer unsat)")
+    if r.reason:
+        out.print(Text(f"{sc.name}: {'VIOLATED' if code == 1 else 'INCONCLUSIVE'}: {r.reason}",
+                       style="bold red" if code == 1 else "yellow"))
+    if r.houdini is not None:
+        for name, text in list(r.houdini.counterexamples.items())[:2]:
+            out.print(f"{name}: counterexample to induction (a state of the parametric model; the step after):\n{text}")
+    return code
 
 
 def _prove_lifted(args: argparse.Namespace) -> int:
@@ -421,6 +486,10 @@ def add_commands(sub, positive_int, positive_float) -> None:
                     help="prove SCENARIO (a configuration too large to enumerate) without enumerating it: "
                          "lemmas mined on the smaller instance SMALL (same protocol and engine), renamed into "
                          "SCENARIO and kept by Houdini (Z3); --lemma-seconds bounds that Houdini")
+    pv.add_argument("--all-sizes", action="store_true",
+                    help="prove SCENARIO's safety claims for every number of requests, decode pages and prefill "
+                         "pages (quantified invariant found by Houdini over lemmas lifted from a small instance); "
+                         "a claim broken at the scenario's own size is shown with its shortest trace (exit 1)")
     pv.add_argument("--certificates", default="traces/proofs", metavar="DIR",
                     help="where certificates go (default traces/proofs)")
     pv.add_argument("--no-certificates", action="store_true", help="write no certificate")

@@ -117,6 +117,15 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         size = max([len(self.picks(r.pages)) for r in self.cfg.requests] + [1])
         return Domain("pick", size)
 
+    def all_sizes(self):
+        """The all-sizes model (:mod:`.allsizes`) when this is the base protocol with the fixed
+        engine it describes; ``None`` for a variant (it overrides actions the model does not
+        know) or another engine."""
+        if type(self) is not PdProtocol:
+            return None
+        from kvproof.spec.sglang.allsizes import model_for
+        return model_for(self, PdProtocol)
+
     # -- static facts (plain Python: configuration, not state) ---------------------------------
     @cached_property
     def max_input_pages(self) -> int:

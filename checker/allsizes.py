@@ -1,0 +1,209 @@
+"""``kvproof prove --all-sizes SCENARIO``: safety claims for every number of requests and pages.
+
+The protocol supplies a parametric model of the scenario's engine (``Spec.all_sizes()``: an
+:class:`AllSizesModel`, or ``None`` when it has none for that engine).  Then:
+
+1. **The scenario's own size first**, with the explicit engine (:func:`~.run.check_scenario`):
+   a target claim broken there is reported *violated* with the shortest counterexample, replayed
+   (exit 1); nothing is proved for a scenario that is unsafe at its own size.
+2. **Candidates found, not written**: the reachable states of the model's small instance are
+   enumerated, the template facts of at most two slot values that no reachable state shows
+   together are mined (:func:`~.lemmas.mine`), with ``arity`` 3 also the three-value facts of
+   one element (:func:`one_element_triples`), and each is lifted to a ``∀``-formula over the
+   sorts by the protocol's correspondence (its concrete requests, pages and chunks become
+   distinct variables).
+3. **Houdini** (:func:`~.quantified.houdini`) over the lifted candidates and the target claims,
+   first on a bounded instance of the parametric model (:data:`FILTER_SIZES`: ground queries, a
+   filter only), then on the parametric model itself (quantified, every size) over what the
+   filter kept.  A claim that survives is **proved for every size**; one that
+   is dropped is *inconclusive* (exit 2), with the counterexample to induction Z3 gave, a state
+   of some small size.
+4. A **certificate** (``<scenario>.allsizes.smt2``): the invariant and its obligations as one
+   SMT-LIB script that stock z3 and cvc5 each answer ``unsat`` to, obligation by obligation
+   (:func:`~.quantified.check_certificate`).
+
+This module knows no protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from kvproof.checker.lemmas import explore_all, mine
+from kvproof.checker.quantified import Candidate, HoudiniResult, ParametricSystem, certificate_text, houdini
+from kvproof.checker.transition import TransitionSystem
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import Scenario
+
+__all__ = ["AllSizesModel", "AllSizesReport", "prove_all_sizes"]
+
+
+@dataclass
+class AllSizesModel:
+    """What a protocol hands :func:`prove_all_sizes` for one engine: the parametric ``system``;
+    the ``targets`` (claim names it states); ``small``, a spec instance to mine candidates
+    from; ``lift(clause)``, a ground clause of ``small`` as a candidate (``None``: not
+    expressible); and ``fixed``/``abstractions``, lines saying what stays fixed and what is
+    over-approximated."""
+
+    system: ParametricSystem
+    targets: tuple[str, ...]
+    small: Any
+    lift: Callable[[tuple], Candidate | None]
+    fixed: tuple[str, ...] = ()
+    abstractions: tuple[str, ...] = ()
+
+
+@dataclass
+class AllSizesReport:
+    """The outcome: per target claim ``proved`` / ``violated`` / ``inconclusive``, the trace of
+    each violated one (at the scenario's size), Houdini's figures and counterexamples to
+    induction, the certificate, and seconds per phase."""
+
+    scenario: Scenario
+    verdicts: dict[str, str] = field(default_factory=dict)
+    traces: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    small_states: int = 0
+    mined: int = 0
+    candidates: int = 0
+    filtered: int = 0
+    houdini: HoudiniResult | None = None
+    certificate: Path | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    fixed: tuple[str, ...] = ()
+    abstractions: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a target is violated, 2 when one is inconclusive, 0 when all are proved."""
+        if any(v == "violated" for v in self.verdicts.values()):
+            return 1
+        if not self.verdicts or any(v != "proved" for v in self.verdicts.values()):
+            return 2
+        return 0
+
+
+FILTER_SIZES = {"Req": 4, "Page": 4, "PPage": 3, "Chunk": 2, "Tenant": 2}
+"""The bounded instance Houdini runs on first (each sort's size, its sentinel included): a fast
+filter that drops most candidates with ground queries; only the unbounded run proves."""
+
+
+def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
+                    certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
+                    progress: Callable[[str], None] | None = None) -> AllSizesReport:
+    """Run the four steps of the module docstring on ``scenario``."""
+    from kvproof.checker.explicit import Limits
+    from kvproof.checker.run import check_scenario
+
+    say = progress or (lambda text: None)
+    spec = scenario.build()
+    hook = getattr(spec, "all_sizes", lambda: None)()
+    report = AllSizesReport(scenario)
+    targets = hook.targets if hook is not None else tuple(
+        n for n in ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
+                    "no_source_free_while_read", "exclusive_ownership") if n in {c.name for c in Machine(spec).claims})
+    t0 = time.perf_counter()
+    say(f"{scenario.name}: the explicit engine at the scenario's own size")
+    explicit = check_scenario(scenario, Limits(max_seconds=max_seconds), only=list(targets), traces_dir=traces_dir)
+    report.seconds["explicit"] = time.perf_counter() - t0
+    for c in explicit.claims:
+        if c.verdict == "violated":
+            report.verdicts[c.claim] = "violated"
+            report.traces[c.claim] = c.result
+    if report.verdicts:
+        for n in targets:
+            report.verdicts.setdefault(n, "inconclusive")
+        report.reason = (f"violated at the scenario's own size: {', '.join(n for n, v in report.verdicts.items() if v == 'violated')}"
+                         "; nothing is proved for a protocol unsafe at one size")
+        return report
+    if not explicit.complete:
+        report.reason = f"the explicit engine did not finish at the scenario's size: {explicit.reason}"
+        report.verdicts = {n: "inconclusive" for n in targets}
+        return report
+    if hook is None:
+        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the README)"
+        report.verdicts = {n: "inconclusive" for n in targets}
+        return report
+    report.fixed, report.abstractions = hook.fixed, hook.abstractions
+
+    t0 = time.perf_counter()
+    say(f"{scenario.name}: mining the small instance")
+    states, _ = explore_all(Machine(hook.small))
+    report.small_states = len(states)
+    small_ts = TransitionSystem(hook.small)
+    clauses = list(mine(small_ts, states, arity=min(arity, 2)))
+    if arity == 3:
+        clauses += one_element_triples(hook.small, mine(small_ts, states, arity=3))
+    report.mined = len(clauses)
+    cands: dict[str, Candidate] = {}
+    for cl in clauses:
+        cand = hook.lift(cl)
+        if cand is not None:
+            cands.setdefault(cand.name, cand)
+    claims = [c for c in hook.system.claims() if c.name in targets]
+    report.candidates = len(cands)
+    report.seconds["mine"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    say(f"{scenario.name}: Houdini over {len(cands)} lifted candidates and {len(claims)} claims, bounded instance")
+    budget = lambda: max(max_seconds - sum(report.seconds.values()) - (time.perf_counter() - t0), 1.0)
+    pre = houdini(hook.system, [*cands.values(), *claims], budget(), say, sizes=FILTER_SIZES)
+    report.filtered = len(pre.kept)
+    report.seconds["bounded"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    say(f"{scenario.name}: Houdini over the {len(pre.kept)} it kept, every size (Z3, quantified)")
+    res = houdini(hook.system, pre.kept, budget(), say) if pre.status == "done" else pre
+    for name, why in pre.counterexamples.items():
+        res.counterexamples.setdefault(name, f"(bounded instance) {why}")
+    report.houdini = res
+    report.seconds["houdini"] = time.perf_counter() - t0
+    kept = {c.name for c in res.kept}
+    for c in claims:
+        report.verdicts[c.name] = "proved" if res.status == "done" and c.name in kept else "inconclusive"
+    if res.status != "done":
+        report.reason = f"Houdini stopped: {res.status}"
+    elif any(v != "proved" for v in report.verdicts.values()):
+        report.reason = "the lifted candidates do not make " + ", ".join(
+            n for n, v in report.verdicts.items() if v != "proved") + " inductive"
+    if res.status == "done" and any(v == "proved" for v in report.verdicts.values()) and certificates_dir is not None:
+        t0 = time.perf_counter()
+        header = [f"kvproof all-sizes certificate: scenario {scenario.name}",
+                  "proves: " + " ".join(n for n, v in report.verdicts.items() if v == "proved"),
+                  *[f"fixed: {line}" for line in hook.fixed], *[f"abstraction: {line}" for line in hook.abstractions],
+                  "every (check-sat) below must answer unsat"]
+        path = Path(certificates_dir) / f"{scenario.name}.allsizes.smt2"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(certificate_text(hook.system, res.kept, header), encoding="utf-8")
+        report.certificate = path
+        report.seconds["certificate"] = time.perf_counter() - t0
+    return report
+
+
+def one_element_triples(spec: Any, clauses: Sequence[tuple]) -> list[tuple]:
+    """The facts of three slot values that all belong to one element: every slot's field is
+    indexed first by the same sort (the protocol's :meth:`~kvproof.model.framework.Spec.index_sorts`)
+    at the same element, e.g. three fields of one request.  What ``--template-arity 3`` adds to
+    the pairs: the full three-value template is too many candidates for the quantified Houdini."""
+    from kvproof.checker.lift import field_slots
+    sorts = {s.domain.name for s in spec.index_sorts()}
+    slots = field_slots(spec.layout)
+    owner = []
+    for fname, idx in slots:
+        f = spec.layout.by_name[fname]
+        owner.append((f.dims[0].name, idx[0]) if f.dims and f.dims[0].name in sorts else None)
+    out = []
+    for c in clauses:
+        if len(c) == 3:
+            heads = {owner[s] for s, _ in c}
+            if len(heads) == 1 and None not in heads:
+                out.append(c)
+    return out
+
+
+def proved_lemmas(report: AllSizesReport) -> Sequence[Candidate]:
+    """The invariant's conjuncts (lemmas and claims) of a finished run."""
+    return [] if report.houdini is None else report.houdini.kept

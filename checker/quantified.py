@@ -1,0 +1,517 @@
+"""Quantified inductive invariants over uninterpreted sorts: proofs for every size.
+
+A protocol hands this module a :class:`ParametricSystem`: sorts (uninterpreted, so a model may
+have any number of elements of each), state symbols (Z3 functions over the sorts), rigid symbols
+(fixed for a run: a request's tenant, which chunks a request has), ``Init``, actions (a guard over
+the pre-state and, per changed symbol, its new value as a function of its arguments, with
+existentially chosen action parameters and *choice functions* such as "which free pages"), and
+claims.  A *candidate* is a universally quantified formula ``∀ vars. body``.
+
+:func:`houdini` keeps the greatest subset of candidates that is inductive for the system (every
+survivor holds in ``Init`` and is preserved by every action from any state satisfying all the
+survivors): one incremental solver per action, pre-state candidates behind assumption literals,
+and the negation of each post-state candidate Skolemized (fresh constants for its variables), so
+that a model names exactly which candidates the step breaks; those are dropped and the loop runs
+until every action answers **unsat**.  A solver that answers *unknown* stops the loop: nothing is
+proved then.  Claims are candidates too: a claim that survives is proved for every size of every
+sort, since the survivors' conjunction is an inductive invariant implying it.
+
+:func:`certificate_text` writes the invariant and the obligations (Init ⇒ Inv, one
+Inv ∧ guard ∧ update ⇒ Inv′ per action, Inv ⇒ claim per claim) as a standalone SMT-LIB script
+that stock z3 and cvc5 each answer with one ``unsat`` per obligation (:func:`check_certificate`).
+
+This module knows no protocol.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import z3
+
+__all__ = ["Symbol", "QState", "Step", "Action", "Candidate", "ParametricSystem", "HoudiniResult",
+           "houdini", "certificate_text", "check_certificate", "CertificateCheck", "render_model"]
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A state or rigid symbol: ``name`` over argument sorts ``args`` (names) to sort ``result``."""
+
+    name: str
+    args: tuple[str, ...]
+    result: str
+
+
+class QState:
+    """One state of the parametric system: ``st.owner(p)`` is the term of ``owner`` at ``p``.
+    Built from Z3 functions (a pre-state) or from update closures over another state."""
+
+    def __init__(self, funcs: dict[str, Callable[..., Any]]):
+        self._funcs = funcs
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        try:
+            return self.__dict__["_funcs"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def with_updates(self, updates: dict[str, Callable[..., Any]]) -> "QState":
+        """This state with ``updates`` in place of the symbols they name (the frame is the rest)."""
+        return QState({**self._funcs, **updates})
+
+
+@dataclass
+class Step:
+    """One action from a pre-state: its ``guard`` (a condition, which may constrain the choice
+    functions) and the new value of each symbol it changes."""
+
+    guard: Any
+    updates: dict[str, Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class Action:
+    """An action: parameters ``params`` (name, sort), choice functions ``choices`` (symbols whose
+    value the step picks freely, subject to the guard), and ``step(state, params, choices)``."""
+
+    name: str
+    params: tuple[tuple[str, str], ...]
+    choices: tuple[Symbol, ...]
+    step: Callable[[QState, dict[str, Any], dict[str, Any]], Step]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """``∀ vars. body(state, *vars)``; ``name`` identifies it (a claim's name, or the lemma's text)."""
+
+    name: str
+    vars: tuple[tuple[str, str], ...]
+    body: Callable[..., Any]
+    claim: bool = False
+
+
+class ParametricSystem:
+    """What a protocol provides (see the module docstring); subclasses fill the attributes."""
+
+    sorts: dict[str, Any]
+    """Sort name to Z3 sort: uninterpreted sorts and enumeration datatypes."""
+    uninterpreted: tuple[str, ...]
+    """The names of the uninterpreted sorts (any number of elements)."""
+    enums: dict[str, tuple[str, ...]]
+    """Enumeration sort name to its constant names (in code order)."""
+    symbols: tuple[Symbol, ...]
+    rigid: tuple[Symbol, ...]
+    constants: tuple[tuple[str, str], ...]
+    """Rigid constants (name, sort), e.g. the ``none`` element of a sort."""
+    actions: tuple[Action, ...]
+    universe: dict[str, list[Any]] | None = None
+    """Set while a bounded instance is checked: :meth:`forall` and :meth:`exists` then expand
+    over these elements (no quantifier reaches the solver)."""
+
+    def forall(self, xs: Sequence[Any], body: Any) -> Any:
+        """``∀ xs. body`` (Z3 constants ``xs``), expanded over :attr:`universe` when it is set."""
+        if self.universe is None:
+            return z3.ForAll(list(xs), body)
+        import itertools
+        sorts = [x.sort().name() for x in xs]
+        return z3.And([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.universe[s] for s in sorts])])
+
+    def exists(self, xs: Sequence[Any], body: Any) -> Any:
+        """``∃ xs. body``, expanded over :attr:`universe` when it is set."""
+        if self.universe is None:
+            return z3.Exists(list(xs), body)
+        import itertools
+        sorts = [x.sort().name() for x in xs]
+        return z3.Or([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.universe[s] for s in sorts])])
+
+    def init(self, st: QState) -> Any:  # pragma: no cover - abstract
+        """``Init`` over state ``st``."""
+        raise NotImplementedError
+
+    def background(self, st: QState) -> Any:
+        """Axioms over the rigid symbols (default: none)."""
+        return z3.BoolVal(True)
+
+    def claims(self) -> list[Candidate]:  # pragma: no cover - abstract
+        """The safety claims, as candidates marked ``claim``."""
+        raise NotImplementedError
+
+    # -- built from the above ------------------------------------------------------------------
+    def sort(self, name: str) -> Any:
+        """The Z3 sort named ``name`` (``Bool`` included)."""
+        return z3.BoolSort() if name == "Bool" else self.sorts[name]
+
+    def function(self, sym: Symbol, suffix: str = "") -> Any:
+        """The Z3 function (or constant) of ``sym``, its name suffixed."""
+        sorts = [self.sort(a) for a in sym.args] + [self.sort(sym.result)]
+        if not sym.args:
+            return z3.Const(sym.name + suffix, sorts[-1])
+        return z3.Function(sym.name + suffix, *sorts)
+
+    def state(self, suffix: str = "") -> QState:
+        """A state of Z3 functions named after the symbols (rigid ones and constants unsuffixed)."""
+        funcs: dict[str, Callable[..., Any]] = {}
+        for sym in (*self.symbols, *self.rigid):
+            f = self.function(sym, suffix if sym in self.symbols else "")
+            funcs[sym.name] = (lambda f=f: f) if not sym.args else f
+        for name, sort in self.constants:
+            c = z3.Const(name, self.sort(sort))
+            funcs[name] = lambda c=c: c
+        return QState(funcs)
+
+    def instantiate(self, cand: Candidate, st: QState, prefix: str) -> tuple[Any, list[Any]]:
+        """``cand``'s body at fresh constants named ``prefix``+var (its Skolemized negation's
+        witnesses) and those constants."""
+        consts = [z3.Const(f"{prefix}{v}", self.sort(s)) for v, s in cand.vars]
+        return cand.body(st, *consts), consts
+
+    def formula(self, cand: Candidate, st: QState, universe: dict[str, list[Any]] | None = None) -> Any:
+        """``∀ vars. body`` over ``st``; with ``universe`` (sort name to its elements, a bounded
+        instance), the conjunction of ``body`` at every tuple of elements instead."""
+        if not cand.vars:
+            return cand.body(st)
+        if universe is not None:
+            import itertools
+            body = cand.body(st, *[z3.Var(i, self.sort(s)) for i, (_, s) in enumerate(cand.vars)])
+            return z3.And([z3.substitute_vars(body, *xs)
+                           for xs in itertools.product(*[universe[s] for _, s in cand.vars])])
+        consts = [z3.Const(v, self.sort(s)) for v, s in cand.vars]
+        return z3.ForAll(consts, cand.body(st, *consts))
+
+    def bounded(self, sizes: dict[str, int]) -> tuple[dict[str, list[Any]], Any]:
+        """A bounded instance: ``sizes[sort]`` distinct elements of each uninterpreted sort (the
+        rigid constants among them) and the axioms saying they are all of it."""
+        universe, axioms = {}, []
+        named = {}
+        for name, sort in self.constants:
+            named.setdefault(sort, []).append(z3.Const(name, self.sort(sort)))
+        for name in self.uninterpreted:
+            own = named.get(name, [])
+            extra = [z3.Const(f"{name}!e{i}", self.sorts[name]) for i in range(max(sizes.get(name, 1) - len(own), 0))]
+            elems = own + extra
+            universe[name] = elems
+            x = z3.Const(f"{name}!x", self.sorts[name])
+            if len(elems) > 1:
+                axioms.append(z3.Distinct(*elems))
+        return universe, z3.And(axioms)
+
+
+@dataclass
+class HoudiniResult:
+    """What :func:`houdini` kept, what it dropped and why (the first counterexample to induction
+    of each dropped claim), and its seconds."""
+
+    kept: list[Candidate]
+    dropped: dict[str, str] = field(default_factory=dict)
+    counterexamples: dict[str, str] = field(default_factory=dict)
+    rounds: int = 0
+    seconds: float = 0.0
+    status: str = "done"  # "done" or "unknown: <reason>"
+
+
+def _solver(seconds: float) -> Any:
+    s = z3.Solver()
+    s.set("timeout", max(1, int(seconds * 1000)))
+    return s
+
+
+def houdini(system: ParametricSystem, candidates: Sequence[Candidate], max_seconds: float = 600.0,
+            progress: Callable[[str], None] | None = None, sizes: dict[str, int] | None = None) -> HoudiniResult:
+    """The greatest inductive subset of ``candidates`` (see the module docstring).  With
+    ``sizes``, of the bounded instance of those sizes instead (:meth:`ParametricSystem.bounded`):
+    a fast filter only, never a proof for every size."""
+    say = progress or (lambda text: None)
+    pre = system.state()
+    universe, axioms = system.bounded(sizes) if sizes else (None, z3.BoolVal(True))
+    system.universe = universe
+    try:
+        return _houdini(system, candidates, max_seconds, say, universe, axioms, pre)
+    finally:
+        system.universe = None
+
+
+def _houdini(system, candidates, max_seconds, say, universe, axioms, pre) -> HoudiniResult:
+    t0 = time.perf_counter()
+    deadline = t0 + max_seconds
+    res = HoudiniResult(kept=[])
+    alive = {c.name: c for c in candidates}
+    bg = z3.And(system.background(pre), axioms, *_closed(system, pre, universe, []))
+    claims = {c.name for c in candidates if c.claim}
+    post_of: dict[str, QState] = {}
+
+    def record(name: str, why: str, model: Any, where: str) -> None:
+        alive.pop(name, None)
+        res.dropped[name] = why
+        if model is not None and name in claims:
+            res.counterexamples.setdefault(name, f"{where}\n{render_model(system, model, pre, post_of.get(where))}")
+
+    # each candidate's body built once over the pre-state: the formula (assumed in the pre-state)
+    # and its Skolemized instance (negated in the post-state, after substituting the updates)
+    pre_formula = {c.name: system.formula(c, pre, universe) for c in candidates}
+    instance = {c.name: pre_formula[c.name] if universe is not None else system.instantiate(c, pre, f"k{i}!")[0]
+                for i, c in enumerate(candidates)}
+
+    def after(step: Step) -> Callable[[Any], Any]:
+        pairs = []
+        for sym in system.symbols:
+            if sym.name in step.updates:
+                xs = [z3.Var(i, system.sort(s)) for i, s in enumerate(sym.args)]
+                pairs.append((system.function(sym), step.updates[sym.name](*xs)))
+        return lambda term: z3.substitute_funs(term, *pairs) if pairs else term
+
+    # Init: drop what Init breaks
+    s = _solver(max(deadline - time.perf_counter(), 1))
+    s.add(bg, system.init(pre))
+    goals = {}
+    for c in candidates:
+        goals[c.name] = instance[c.name]
+    while alive:
+        lit = z3.FreshBool("round")
+        s.add(z3.Implies(lit, z3.Or([z3.Not(goals[n]) for n in alive])))
+        r = s.check(lit)
+        if r == z3.unsat:
+            break
+        if r != z3.sat:
+            res.status = f"unknown: {s.reason_unknown()} (Init)"
+            res.seconds = time.perf_counter() - t0
+            return res
+        m = s.model()
+        broken = [n for n in alive if z3.is_false(m.eval(goals[n], model_completion=True))]
+        if not broken:
+            res.status = "unknown: Init model breaks no candidate"
+            res.seconds = time.perf_counter() - t0
+            return res
+        for n in broken:
+            record(n, "Init breaks it", m, "Init")
+    say(f"Init keeps {len(alive)} of {len(candidates)}")
+
+    # one solver per action
+    solvers = []
+    assume = {c.name: z3.Bool(f"assume!{i}") for i, c in enumerate(candidates)}
+    for a in system.actions:
+        s = _solver(max(deadline - time.perf_counter(), 1))
+        params = {p: z3.Const(f"{a.name}!{p}", system.sort(sort)) for p, sort in a.params}
+        choices = {c.name: system.function(c, f"!{a.name}") for c in a.choices}
+        choices = {k: (lambda f=f: f) if not isinstance(f, z3.FuncDeclRef) else f for k, f in choices.items()}
+        step = a.step(pre, params, choices)
+        post = pre.with_updates(step.updates)
+        post_of[a.name] = post
+        s.add(bg, step.guard, *_closed(system, None, universe, [*params.values(), *[
+            (sym, choices[sym.name]) for sym in a.choices]]))
+        for c in candidates:
+            if c.name in alive:
+                s.add(z3.Implies(assume[c.name], pre_formula[c.name]))
+        move = after(step)
+        goal = {c.name: move(instance[c.name]) for c in candidates if c.name in alive}
+        solvers.append((a, s, goal))
+    changed = True
+    while changed:
+        changed = False
+        res.rounds += 1
+        for a, s, goal in solvers:
+            while alive:
+                if time.perf_counter() > deadline:
+                    res.status = f"unknown: time limit of {max_seconds:.0f} s"
+                    res.seconds = time.perf_counter() - t0
+                    return res
+                lit = z3.FreshBool("round")
+                s.add(z3.Implies(lit, z3.Or([z3.Not(goal[n]) for n in alive])))
+                s.set("timeout", max(1, int((deadline - time.perf_counter()) * 1000)))
+                r = s.check(lit, *[assume[n] for n in alive])
+                if r == z3.unsat:
+                    break
+                if r != z3.sat:
+                    res.status = f"unknown: {s.reason_unknown()} ({a.name})"
+                    res.seconds = time.perf_counter() - t0
+                    return res
+                m = s.model()
+                broken = [n for n in alive if z3.is_false(m.eval(goal[n], model_completion=True))]
+                if not broken:
+                    res.status = f"unknown: {a.name}: a model breaking no candidate"
+                    res.seconds = time.perf_counter() - t0
+                    return res
+                for n in broken:
+                    record(n, f"not preserved by {a.name}", m, a.name)
+                say(f"round {res.rounds}: {a.name} breaks {len(broken)}, {len(alive)} left")
+                changed = True
+        say(f"round {res.rounds}: {len(alive)} kept")
+    res.kept = [c for c in candidates if c.name in alive]
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _closed(system: ParametricSystem, st: QState | None, universe: dict[str, list[Any]] | None,
+            extra: list[Any]) -> list[Any]:
+    """In a bounded instance: every value of a state symbol of ``st`` at elements, every action
+    parameter and every choice function's value (``extra``) is one of the elements."""
+    import itertools
+    if universe is None:
+        return []
+    out = []
+
+    def member(term: Any, sort: str) -> None:
+        if sort in universe:
+            out.append(z3.Or([term == e for e in universe[sort]]))
+
+    if st is not None:
+        for sym in system.symbols:
+            f = getattr(st, sym.name)
+            for args in itertools.product(*[universe[s] for s in sym.args]):
+                member(f(*args), sym.result)
+    for x in extra:
+        if isinstance(x, tuple):
+            sym, f = x
+            for args in itertools.product(*[universe[s] for s in sym.args]):
+                member(f(*args), sym.result)
+        else:
+            member(x, x.sort().name())
+    return out
+
+
+def render_model(system: ParametricSystem, model: Any, pre: QState, post: QState | None) -> str:
+    """A model (a counterexample to induction) as a concrete state: each uninterpreted sort's
+    elements, then every state symbol's value at every argument tuple, and what the step changes."""
+    import itertools
+    universes = {}
+    for name in system.uninterpreted:
+        u = model.get_universe(system.sorts[name])
+        universes[name] = list(u) if u is not None else []
+    lines = ["  " + "  ".join(f"{n}: {len(u)} element(s)" for n, u in universes.items())]
+
+    def show(v: Any) -> str:
+        return str(model.eval(v, model_completion=True))
+
+    for sym in (*system.rigid, *system.symbols):
+        f = getattr(pre, sym.name)
+        cells = []
+        for args in itertools.product(*[universes.get(a, []) for a in sym.args]):
+            before = show(f(*args))
+            cell = f"{','.join(str(x) for x in args) or '-'}={before}"
+            if post is not None and sym in system.symbols:
+                after = show(getattr(post, sym.name)(*args))
+                if after != before:
+                    cell += f" -> {after}"
+            cells.append(cell)
+        lines.append(f"    {sym.name:14s} " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+# -- certificates ---------------------------------------------------------------------------------
+
+def _decl(system: ParametricSystem, name: str, args: Sequence[str], result: str) -> str:
+    sort = lambda s: system.sort(s).name()
+    return f"(declare-fun {name} ({' '.join(sort(a) for a in args)}) {sort(result)})"
+
+
+def certificate_text(system: ParametricSystem, invariant: Sequence[Candidate], header: Sequence[str] = ()) -> str:
+    """The standalone SMT-LIB script: sorts, rigid symbols and the pre-state declared once; then
+    one ``(push)``/``(check-sat)``/``(pop)`` per obligation: Init ⇒ Inv, per action
+    Inv ∧ guard ∧ (post-state defined by the updates) ⇒ Inv′, per claim of ``invariant``
+    Inv ⇒ claim.  Every answer must be ``unsat``."""
+    pre = system.state()
+    out = [f"; {line}" for line in header]
+    out.append("(set-logic ALL)")
+    for name in system.uninterpreted:
+        out.append(f"(declare-sort {name} 0)")
+    for name, labels in system.enums.items():
+        out.append(f"(declare-datatypes (({system.sort(name).name()} 0)) (({' '.join(f'({c})' for c in labels)})))")
+    for name, sort in system.constants:
+        out.append(_decl(system, name, (), sort))
+    for sym in (*system.rigid, *system.symbols):
+        out.append(_decl(system, sym.name, sym.args, sym.result))
+    bg = system.background(pre)
+    inv_pre = z3.And([system.formula(c, pre) for c in invariant])
+    out.append("; obligation init")
+    out += ["(push 1)", f"(assert {bg.sexpr()})", f"(assert {system.init(pre).sexpr()})",
+            f"(assert (not {inv_pre.sexpr()}))", "(check-sat)", "(pop 1)"]
+    for a in system.actions:
+        params = {p: z3.Const(f"{a.name}!{p}", system.sort(sort)) for p, sort in a.params}
+        choices = {c.name: system.function(c, f"!{a.name}") for c in a.choices}
+        wrapped = {k: (lambda f=f: f) if not isinstance(f, z3.FuncDeclRef) else f for k, f in choices.items()}
+        step = a.step(pre, params, wrapped)
+        # the post-state: a define-fun per changed symbol, from its update
+        post_funcs = {}
+        defs = []
+        for sym in system.symbols:
+            if sym.name not in step.updates:
+                continue
+            nxt = system.function(sym, "!next")
+            post_funcs[sym.name] = (lambda f=nxt: f) if not sym.args else nxt
+            formals = [z3.Const(f"{sym.name}!arg{i}", system.sort(s)) for i, s in enumerate(sym.args)]
+            body = step.updates[sym.name](*formals)
+            sig = " ".join(f"({x.sexpr()} {system.sort(s).name()})" for x, s in zip(formals, sym.args))
+            defs.append(f"(define-fun {sym.name}!next ({sig}) {system.sort(sym.result).name()} {body.sexpr()})")
+        post = pre.with_updates(post_funcs)
+        inv_post = z3.And([system.formula(c, post) for c in invariant])
+        out.append(f"; obligation step {a.name}")
+        out.append("(push 1)")
+        out += [_decl(system, f"{a.name}!{p}", (), sort) for p, sort in a.params]
+        out += [_decl(system, f"{c.name}!{a.name}", c.args, c.result) for c in a.choices]
+        out += defs
+        out += [f"(assert {bg.sexpr()})", f"(assert {inv_pre.sexpr()})", f"(assert {step.guard.sexpr()})",
+                f"(assert (not {inv_post.sexpr()}))", "(check-sat)", "(pop 1)"]
+    for c in invariant:
+        if c.claim:
+            out.append(f"; obligation claim {c.name}")
+            out += ["(push 1)", f"(assert {inv_pre.sexpr()})", f"(assert (not {system.formula(c, pre).sexpr()}))",
+                    "(check-sat)", "(pop 1)"]
+    return "\n".join(out) + "\n"
+
+
+@dataclass
+class CertificateCheck:
+    """Per solver: the obligations named in the file and each answer; ``ok`` when every
+    answer of both solvers is ``unsat``."""
+
+    obligations: list[str]
+    answers: dict[str, list[str]]
+    seconds: dict[str, float]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.obligations) and all(
+            len(a) == len(self.obligations) and all(x == "unsat" for x in a) for a in self.answers.values())
+
+    def failures(self) -> list[str]:
+        """One line per obligation a solver did not answer ``unsat``."""
+        out = []
+        for solver, answers in self.answers.items():
+            if len(answers) != len(self.obligations):
+                out.append(f"{solver}: {len(answers)} answers for {len(self.obligations)} obligations")
+            for ob, a in zip(self.obligations, answers):
+                if a != "unsat":
+                    out.append(f"{solver}: {ob}: {a}")
+        return out
+
+
+_ANSWER = re.compile(r"^(unsat|sat|unknown|\(error.*)$")
+
+
+def check_certificate(path: str | Path, seconds: float = 600.0) -> CertificateCheck:
+    """Run stock z3 and cvc5 (each in a fresh process, on the file's text alone: the commands of
+    :mod:`.cert_solvers`) and collect their answers."""
+    from kvproof.checker.cert_solvers import cvc5_command, z3_command
+    text = Path(path).read_text(encoding="utf-8")
+    obligations = [line[len("; obligation "):] for line in text.splitlines() if line.startswith("; obligation ")]
+    answers: dict[str, list[str]] = {}
+    took: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "cert.smt2"
+        script.write_text(text, encoding="utf-8")
+        for name, (argv, _) in (("z3", z3_command()), ("cvc5", cvc5_command())):
+            t0 = time.perf_counter()
+            try:
+                run = subprocess.run([*argv, str(script)], capture_output=True, text=True, timeout=seconds)
+                lines = [ln.strip() for ln in run.stdout.splitlines() if _ANSWER.match(ln.strip())]
+            except subprocess.TimeoutExpired:
+                lines = ["timeout"]
+            took[name] = time.perf_counter() - t0
+            answers[name] = lines
+    return CertificateCheck(obligations, answers, took)

@@ -1,0 +1,698 @@
+"""The fixed SGLang release (``v0.5.22``'s engine) for every number of requests, pages and chunks.
+
+A parametric transition system over uninterpreted sorts (:mod:`kvproof.checker.quantified`):
+``Req`` (requests), ``Page`` (decode pages), ``PPage`` (prefill source pages), ``Chunk`` (a
+request's chunks: ``ch(r, c)`` says chunk ``c`` is one of ``r``'s) and ``Tenant``.  Each sort has
+any number of elements; ``Req``, ``Page`` and ``PPage`` each hold one distinguished element
+standing for the spec's sentinel (``rnone``: ``free`` as an owner, ``unwritten`` as a content;
+``pnone``/``qnone``: a destination or source page not yet allocated).  The state symbols are the
+spec's fields (:mod:`.state`) with the rank, layer and shard indices dropped (one of each).
+
+**Fixed** (the engine of ``spec/sglang/scenarios/18-v0.5.22.toml``, refused otherwise by
+:func:`supported`): one prefill rank, one decode rank, one layer, no aux slots, the release policy
+``drain_ack_or_timeout`` releasing at the deadline, the deadline (``timeout``) and the write
+latency bound as in the scenario (the clock's values are enumerations of that size), rejection at
+both doors, deferral on every failure, source pages held until drained, client aborts and transfer
+failures on; no prefill aborts, lossy messages, peer death, waiting timeout, checksum, request
+streams.  **Unbounded**: requests (any tenants, any prompt lengths, any subset over-long), decode
+pages, prefill pages.
+
+**Abstractions**, each an over-approximation (every step of the spec at any size is a step here;
+``tests/test_allsizes.py`` checks it transition by transition at small sizes), so a safety claim
+proved here holds for the spec at every size:
+
+* allocation takes *any* free pages, distinct per chunk (the spec: the lowest-numbered free ones);
+* arrival order is not enforced (the spec: request ``r`` reaches a door after ``r - 1``);
+* chunks may be issued in any order (the spec: in order);
+* ``over_long`` is any fixed predicate of a request (the spec: prompt pages against the context
+  limit and the prefill pool);
+* a clock tick need not advance anything (the spec: some timer or age must move).
+
+Each action names the spec action (:mod:`.protocol`) it stands for and repeats its hazard.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import z3
+
+from kvproof.checker.quantified import Action, Candidate, ParametricSystem, QState, Step, Symbol
+from kvproof.spec.sglang.state import (
+    ABT_LABELS, ACK_LABELS, D_LABELS, OUT_LABELS, P_LABELS, PAB_LABELS, POLL_LABELS, READ_LABELS,
+)
+
+__all__ = ["SglangAllSizes", "Correspondence", "FIELDS", "supported", "TARGET_CLAIMS", "FIXED_ENGINE"]
+
+FIXED_ENGINE = {
+    "reject_at_prefill_door": True, "reject_at_decode_door": True, "release_policy": "drain_ack_or_timeout",
+    "timeout_action": "release", "defer_on_every_failure": True, "receipt_ack_taken_as_drain": False,
+    "required_acks": "every_prefill_rank", "register_before_abort": True, "failure_clears_ack_target": False,
+    "lossy_drain_acks": False, "lossy_aborts": False, "hold_source_until_drained": True, "checksum": False,
+    "verify_then_read": False, "client_aborts": True, "prefill_aborts": False, "transfer_failures": True,
+    "peer_death": False, "heartbeat_detection": False, "waiting_timeout": None, "request_streams": False,
+}
+"""The engine flags the parametric model describes (``ordered_arrivals`` and ``any_free_pages``
+may be either: the model over-approximates both)."""
+
+TARGET_CLAIMS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
+                 "no_source_free_while_read", "exclusive_ownership")
+"""The spec's safety claims the parametric model states (:meth:`SglangAllSizes.claims`)."""
+
+
+def supported(cfg: Any) -> str | None:
+    """``None`` when ``cfg`` (a :class:`~.config.Config`) has the fixed engine and structure the
+    model describes; otherwise one line saying what differs."""
+    e = cfg.engine
+    for key, want in FIXED_ENGINE.items():
+        if getattr(e, key) != want:
+            return f"engine.{key} = {getattr(e, key)!r}: the all-sizes model describes {want!r} only"
+    if e.write_latency_bound is None:
+        return "engine.write_latency_bound is unset: the all-sizes model needs a bound"
+    for key in ("prefill_ranks", "decode_ranks", "layers"):
+        if getattr(cfg, key) != 1:
+            return f"{key} = {getattr(cfg, key)}: the all-sizes model fixes it to 1"
+    if cfg.aux_slots:
+        return f"aux_slots = {cfg.aux_slots}: the all-sizes model has none"
+    return None
+
+
+_ENUMS: dict[tuple, tuple] = {}
+
+
+def _enum(name: str, prefix: str, labels: tuple[str, ...]) -> tuple[Any, list[Any], tuple[str, ...]]:
+    """An enumeration sort, declared once per (name, labels) in Z3's context (a clock of another
+    size gets a sort of its own, named with its size)."""
+    names = tuple(f"{prefix}_{x.replace('+', '')}" for x in labels)
+    key = (name, names)
+    if key not in _ENUMS:
+        taken = sum(k[0] == name for k in _ENUMS)
+        sort, consts = z3.EnumSort(name if not taken else f"{name}{len(names)}", names)
+        _ENUMS[key] = (sort, consts)
+    sort, consts = _ENUMS[key]
+    return sort, consts, names
+
+
+class SglangAllSizes(ParametricSystem):
+    """The parametric model for a deadline ``timeout`` and a write latency bound ``bound`` (the
+    scenario's; see the module docstring for what is fixed and what is abstracted)."""
+
+    uninterpreted = ("Req", "Page", "PPage", "Chunk", "Tenant")
+
+    def __init__(self, timeout: int, bound: int):
+        self.timeout, self.bound = timeout, bound
+        self.sorts = {name: z3.DeclareSort(name) for name in self.uninterpreted}
+        self.enums = {}
+        self.E: dict[str, list[Any]] = {}
+        wr_labels = ("not_issued", "landed") + tuple(f"flight{a}" for a in range(bound + 1))
+        for name, prefix, labels in (("PPhase", "pp", P_LABELS), ("DPhase", "dp", D_LABELS),
+                                     ("Pab", "pab", PAB_LABELS), ("Poll", "poll", POLL_LABELS),
+                                     ("Abt", "abt", ABT_LABELS), ("Ack", "ack", ACK_LABELS),
+                                     ("Out", "out", OUT_LABELS), ("Read", "rd", READ_LABELS),
+                                     ("Wr", f"w{bound}", wr_labels),
+                                     ("Hold", f"h{timeout}", tuple(str(h) for h in range(timeout + 1)))):
+            sort, consts, names = _enum(name, prefix, labels)
+            self.sorts[name] = sort
+            self.enums[name] = names
+            self.E[name] = consts
+        R, C, P, Q = "Req", "Chunk", "Page", "PPage"
+        self.symbols = (
+            Symbol("p_phase", (R,), "PPhase"), Symbol("p_abort", (R,), "Pab"), Symbol("src", (R, C), Q),
+            Symbol("d_phase", (R,), "DPhase"), Symbol("meta", (R,), "Bool"), Symbol("dest", (R, C), P),
+            Symbol("hold", (R,), "Hold"), Symbol("wr", (R, C), "Wr"), Symbol("poll", (R,), "Poll"),
+            Symbol("abort_tx", (R,), "Abt"), Symbol("armed", (R,), "Bool"), Symbol("ack", (R,), "Ack"),
+            Symbol("acked", (R,), "Bool"), Symbol("outcome", (R,), "Out"), Symbol("read", (R,), "Read"),
+            Symbol("owner", (P,), R), Symbol("content", (P,), R), Symbol("src_owner", (Q,), R),
+            Symbol("src_content", (Q,), R),
+        )
+        self.rigid = (Symbol("ch", (R, C), "Bool"), Symbol("tenant", (R,), "Tenant"),
+                      Symbol("over_long", (R,), "Bool"))
+        self.constants = (("rnone", R), ("pnone", P), ("qnone", Q))
+        self.actions = tuple(self._actions())
+
+    # -- codes ---------------------------------------------------------------------------------
+    def code(self, enum: str, label: str) -> Any:
+        """The enumeration constant of ``label`` (a spec label such as ``"sending"``)."""
+        names = self.enums[enum]
+        return self.E[enum][[n.split("_", 1)[1] for n in names].index(label.replace("+", ""))]
+
+    def flying(self, v: Any) -> Any:
+        """A write value that is in flight (any age)."""
+        return z3.Or([v == self.E["Wr"][2 + a] for a in range(self.bound + 1)])
+
+    # -- Init and claims -------------------------------------------------------------------------
+    def init(self, st: QState) -> Any:
+        """Every request new everywhere, nothing allocated, written or sent (the spec's field
+        initial values)."""
+        r = z3.Const("r", self.sorts["Req"])
+        c = z3.Const("c", self.sorts["Chunk"])
+        p = z3.Const("p", self.sorts["Page"])
+        q = z3.Const("q", self.sorts["PPage"])
+        c_ = self.code
+        per_req = z3.And(st.p_phase(r) == c_("PPhase", "new"), st.p_abort(r) == c_("Pab", "none"),
+                         st.d_phase(r) == c_("DPhase", "new"), z3.Not(st.meta(r)), st.hold(r) == self.E["Hold"][0],
+                         st.poll(r) == c_("Poll", "none"), st.abort_tx(r) == c_("Abt", "none"), z3.Not(st.armed(r)),
+                         st.ack(r) == c_("Ack", "none"), z3.Not(st.acked(r)), st.outcome(r) == c_("Out", "none"),
+                         st.read(r) == c_("Read", "none"))
+        per_chunk = z3.And(st.src(r, c) == st.qnone(), st.dest(r, c) == st.pnone(),
+                           st.wr(r, c) == c_("Wr", "not_issued"))
+        return z3.And(self.forall([r], per_req), self.forall([r, c], per_chunk),
+                      self.forall([p], z3.And(st.owner(p) == st.rnone(), st.content(p) == st.rnone())),
+                      self.forall([q], z3.And(st.src_owner(q) == st.rnone(), st.src_content(q) == st.rnone())))
+
+    def claims(self) -> list[Candidate]:
+        """The spec's claims (:mod:`.claims`) for every request and chunk, ``r ≠ rnone``."""
+        c_ = self.code
+        live = lambda st, r: z3.Or([st.d_phase(r) == c_("DPhase", x) for x in ("reserved", "waiting", "verified", "held")])
+        RC = (("r", "Req"), ("c", "Chunk"))
+        return [
+            Candidate("decode_reads_only_own_pages", (("r", "Req"),), lambda st, r: z3.Implies(
+                r != st.rnone(), z3.Or(st.read(r) == c_("Read", "none"), st.read(r) == c_("Read", "own"))), True),
+            Candidate("no_cross_tenant_read", (("r", "Req"),), lambda st, r: z3.Implies(
+                r != st.rnone(), st.read(r) != c_("Read", "cross_tenant")), True),
+            Candidate("no_write_after_release", RC, lambda st, r, c: z3.Implies(
+                z3.And(r != st.rnone(), st.ch(r, c), self.flying(st.wr(r, c))), st.owner(st.dest(r, c)) == r), True),
+            Candidate("no_source_free_while_read", RC, lambda st, r, c: z3.Implies(
+                z3.And(r != st.rnone(), st.ch(r, c), self.flying(st.wr(r, c))), st.src_owner(st.src(r, c)) == r), True),
+            Candidate("exclusive_ownership", RC, lambda st, r, c: z3.Implies(
+                z3.And(r != st.rnone(), st.ch(r, c), live(st, r)), st.owner(st.dest(r, c)) == r), True),
+        ]
+
+    # -- actions -------------------------------------------------------------------------------
+    def _actions(self) -> list[Action]:
+        S = self.sorts
+        c_ = self.code
+        E = self.E
+        R = (("r", "Req"),)
+        RC = (("r", "Req"), ("c", "Chunk"))
+
+        def at(f, r0, new):
+            """``f`` with ``f(r0) = new``."""
+            return lambda x: z3.If(x == r0, new, f(x))
+
+        def at_chunks(st, f, r0, new_of_c):
+            """``f`` with ``f(r0, c) = new_of_c(c)`` for every chunk ``c`` of ``r0``."""
+            return lambda x, c: z3.If(z3.And(x == r0, st.ch(r0, c)), new_of_c(c), f(x, c))
+
+        def live(st, r):
+            return z3.Or([st.d_phase(r) == c_("DPhase", x) for x in ("reserved", "waiting", "verified", "held")])
+
+        def chunks_of(st, r, prop):
+            """``∀ c. ch(r, c) → prop(c)``."""
+            c = z3.Const("c!", S["Chunk"])
+            return self.forall([c], z3.Implies(st.ch(r, c), prop(c)))
+
+        def defines(rel, sort, r, st, table):
+            """``rel(x) ↔ ∃ c. ch(r, c) ∧ table(c) = x``: ``rel`` is the set of pages ``r``'s
+            chunks name in ``table``."""
+            x = z3.Const("x!", S[sort])
+            c = z3.Const("c!", S["Chunk"])
+            return self.forall([x], rel(x) == self.exists([c], z3.And(st.ch(r, c), table(c) == x)))
+
+        def allocate(st, r, pick, taken, owner, none, sort):
+            """The guard of allocating ``r``'s chunks distinct free pages ``pick(c)`` (any free
+            ones: the abstraction of lowest-free), ``taken`` the set picked."""
+            c1, c2 = z3.Const("c1!", S["Chunk"]), z3.Const("c2!", S["Chunk"])
+            return z3.And(
+                chunks_of(st, r, lambda c: z3.And(pick(c) != none, getattr(st, owner)(pick(c)) == st.rnone())),
+                self.forall([c1, c2], z3.Implies(z3.And(st.ch(r, c1), st.ch(r, c2), c1 != c2), pick(c1) != pick(c2))),
+                defines(taken, sort, r, st, pick))
+
+        def release_decode(st, r, when, mine, upd):
+            """``release_kv_cache`` on decode where ``when``: ``r``'s pages (``mine``: the set its
+            chunks name) it still owns go free; the room's ack state is forgotten."""
+            upd["owner"] = lambda p: z3.If(z3.And(when, mine(p), st.owner(p) == r), st.rnone(), st.owner(p))
+            upd["armed"] = at(st.armed, r, z3.If(when, False, st.armed(r)))
+            upd["acked"] = at(st.acked, r, z3.If(when, False, st.acked(r)))
+
+        def release_source(st, r, mine, upd):
+            """``release_kv_cache`` on prefill: ``r``'s source pages it still owns go free."""
+            upd["src_owner"] = lambda q: z3.If(z3.And(mine(q), st.src_owner(q) == r), st.rnone(), st.src_owner(q))
+
+        def no_writes(st, r):
+            return chunks_of(st, r, lambda c: z3.Not(self.flying(st.wr(r, c))))
+
+        out = []
+
+        def act(name, params, choices, doc):
+            def deco(fn):
+                out.append(Action(name, params, choices, fn, doc))
+                return fn
+            return deco
+
+        @act("prefill_bootstrap_add", R, (), "PrefillBootstrapQueue.add; H1: over-long prompts rejected (PR 38935)")
+        def _(st, a, ch):
+            r = a["r"]
+            return Step(z3.And(r != st.rnone(), st.p_phase(r) == c_("PPhase", "new")), {
+                "p_phase": at(st.p_phase, r, z3.If(st.over_long(r), c_("PPhase", "ended"), c_("PPhase", "queued"))),
+                "outcome": at(st.outcome, r, z3.If(z3.And(st.over_long(r), st.outcome(r) == c_("Out", "none")),
+                                                   c_("Out", "error"), st.outcome(r)))})
+
+        srcpick = Symbol("pick", ("Chunk",), "PPage")
+        srctaken = Symbol("taken", ("PPage",), "Bool")
+
+        @act("prefill_forward", R, (srcpick, srctaken), "forward pass: allocate source pages, compute KV (H8)")
+        def _(st, a, ch):
+            r, pick, taken = a["r"], ch["pick"], ch["taken"]
+            guard = z3.And(r != st.rnone(), st.p_phase(r) == c_("PPhase", "queued"), st.meta(r),
+                           allocate(st, r, pick, taken, "src_owner", st.qnone(), "PPage"))
+            return Step(guard, {
+                "src": at_chunks(st, st.src, r, pick),
+                "src_owner": lambda q: z3.If(taken(q), r, st.src_owner(q)),
+                "src_content": lambda q: z3.If(taken(q), r, st.src_content(q)),
+                "p_phase": at(st.p_phase, r, c_("PPhase", "sending"))})
+
+        @act("decode_prealloc.rejected", R, (), "DecodePreallocQueue.add: over-long prompt rejected (PR 38935)")
+        def _(st, a, ch):
+            r = a["r"]
+            return Step(z3.And(r != st.rnone(), st.d_phase(r) == c_("DPhase", "new"), st.over_long(r)), {
+                "d_phase": at(st.d_phase, r, c_("DPhase", "ended")),
+                "outcome": at(st.outcome, r, z3.If(st.outcome(r) == c_("Out", "none"), c_("Out", "error"), st.outcome(r)))})
+
+        dpick = Symbol("pick", ("Chunk",), "Page")
+        dtaken = Symbol("taken", ("Page",), "Bool")
+
+        @act("decode_prealloc", R, (dpick, dtaken), "DecodePreallocQueue._pre_alloc reserves the prompt's pages (H1)")
+        def _(st, a, ch):
+            r, pick, taken = a["r"], ch["pick"], ch["taken"]
+            guard = z3.And(r != st.rnone(), st.d_phase(r) == c_("DPhase", "new"), z3.Not(st.over_long(r)),
+                           st.outcome(r) == c_("Out", "none"), allocate(st, r, pick, taken, "owner", st.pnone(), "Page"))
+            return Step(guard, {
+                "dest": at_chunks(st, st.dest, r, pick),
+                "owner": lambda p: z3.If(taken(p), r, st.owner(p)),
+                "d_phase": at(st.d_phase, r, c_("DPhase", "reserved"))})
+
+        @act("decode_send_metadata", R, (), "CommonKVReceiver.send_metadata (H7: a writer now knows the pages)")
+        def _(st, a, ch):
+            r = a["r"]
+            return Step(z3.And(r != st.rnone(), st.d_phase(r) == c_("DPhase", "reserved"), z3.Not(st.meta(r))), {
+                "meta": at(st.meta, r, z3.BoolVal(True)), "d_phase": at(st.d_phase, r, c_("DPhase", "waiting"))})
+
+        @act("kv_transfer_write", RC, (), "the transfer worker issues a chunk's write (H2)")
+        def _(st, a, ch):
+            r, c = a["r"], a["c"]
+            guard = z3.And(r != st.rnone(), st.ch(r, c), st.p_phase(r) == c_("PPhase", "sending"),
+                           st.p_abort(r) == c_("Pab", "none"), st.poll(r) == c_("Poll", "none"),
+                           st.wr(r, c) == c_("Wr", "not_issued"))
+            return Step(guard, {"wr": lambda x, y: z3.If(z3.And(x == r, y == c), E["Wr"][2], st.wr(x, y))})
+
+        @act("kv_write_lands", RC, (), "an in-flight write lands with the source page's content now (H2, H8)")
+        def _(st, a, ch):
+            r, c = a["r"], a["c"]
+            guard = z3.And(r != st.rnone(), st.ch(r, c), self.flying(st.wr(r, c)))
+            return Step(guard, {
+                "wr": lambda x, y: z3.If(z3.And(x == r, y == c), c_("Wr", "landed"), st.wr(x, y)),
+                "content": lambda p: z3.If(p == st.dest(r, c), st.src_content(st.src(r, c)), st.content(p))})
+
+        mine_q = Symbol("mine", ("PPage",), "Bool")
+
+        @act("prefill_transfer_done", R, (mine_q,), "KVPoll.Success once every write landed; source pages freed")
+        def _(st, a, ch):
+            r, mine = a["r"], ch["mine"]
+            guard = z3.And(r != st.rnone(), st.p_phase(r) == c_("PPhase", "sending"), st.poll(r) == c_("Poll", "none"),
+                           st.p_abort(r) == c_("Pab", "none"),
+                           chunks_of(st, r, lambda c: st.wr(r, c) == c_("Wr", "landed")),
+                           defines(mine, "PPage", r, st, lambda c: st.src(r, c)))
+            upd = {"poll": at(st.poll, r, c_("Poll", "success")), "p_phase": at(st.p_phase, r, c_("PPhase", "ended"))}
+            release_source(st, r, mine, upd)
+            return Step(guard, upd)
+
+        @act("prefill_transfer_failed", R, (), "the sender concludes KVPoll.Failed; issued writes still land (H7)")
+        def _(st, a, ch):
+            r = a["r"]
+            guard = z3.And(r != st.rnone(), st.p_phase(r) == c_("PPhase", "sending"), st.poll(r) == c_("Poll", "none"))
+            return Step(guard, {"poll": at(st.poll, r, c_("Poll", "failed")),
+                                "p_phase": at(st.p_phase, r, c_("PPhase", "stopped"))})
+
+        mine_p = Symbol("mine", ("Page",), "Bool")
+        cross = Symbol("found_cross", (), "Bool")
+        foreign = Symbol("found_foreign", (), "Bool")
+
+        @act("decode_commit", R, (mine_p, cross, foreign), "pop_transferred sees Success; decode reads its pages (H1/H2/H8)")
+        def _(st, a, ch):
+            r, mine = a["r"], ch["mine"]
+            fx, fo = ch["found_cross"](), ch["found_foreign"]()
+            c = z3.Const("c!", S["Chunk"])
+            held = st.content(st.dest(r, c))
+            is_own = held == r
+            is_cross = z3.And(held != st.rnone(), st.tenant(held) != st.tenant(r))
+            guard = z3.And(r != st.rnone(), st.d_phase(r) == c_("DPhase", "waiting"), st.poll(r) == c_("Poll", "success"),
+                           defines(mine, "Page", r, st, lambda c: st.dest(r, c)),
+                           fx == self.exists([c], z3.And(st.ch(r, c), z3.Not(is_own), is_cross)),
+                           fo == self.exists([c], z3.And(st.ch(r, c), z3.Not(is_own), z3.Not(is_cross))))
+            found = z3.If(fx, c_("Read", "cross_tenant"), z3.If(fo, c_("Read", "foreign"), c_("Read", "own")))
+            upd = {"outcome": at(st.outcome, r, c_("Out", "success")), "read": at(st.read, r, found),
+                   "d_phase": at(st.d_phase, r, c_("DPhase", "ended"))}
+            release_decode(st, r, z3.BoolVal(True), mine, upd)
+            return Step(guard, upd)
+
+        def end_or_hold(st, r, outcome, send_always, mine, upd):
+            """``end_or_hold`` then ``send_abort``: held (abort armed) where the metadata was
+            published, released at once otherwise."""
+            hold = st.meta(r)
+            upd["outcome"] = at(st.outcome, r, z3.If(st.outcome(r) == c_("Out", "none"), outcome, st.outcome(r)))
+            upd["d_phase"] = at(st.d_phase, r, z3.If(hold, c_("DPhase", "held"), c_("DPhase", "ended")))
+            upd["hold"] = at(st.hold, r, E["Hold"][0])
+            when = z3.And(z3.Not(hold), live(st, r))
+            release_decode(st, r, when, mine, upd)
+            upd["armed"] = at(st.armed, r, z3.If(hold, True, z3.If(when, False, st.armed(r))))
+            send = z3.BoolVal(True) if send_always else hold
+            upd["abort_tx"] = at(st.abort_tx, r, z3.If(send, c_("Abt", "sent"), st.abort_tx(r)))
+
+        @act("decode_poll_failed", R, (mine_p,), "pop_transferred sees Failed: held with PR 41404 (H7)")
+        def _(st, a, ch):
+            r, mine = a["r"], ch["mine"]
+            guard = z3.And(r != st.rnone(), st.poll(r) == c_("Poll", "failed"),
+                           z3.Or([st.d_phase(r) == c_("DPhase", x) for x in ("new", "reserved", "waiting")]),
+                           defines(mine, "Page", r, st, lambda c: st.dest(r, c)))
+            upd: dict = {}
+            end_or_hold(st, r, c_("Out", "error"), False, mine, upd)
+            return Step(guard, upd)
+
+        @act("decode_abort", R, (mine_p,), "the client aborts at decode; pages held in _deferred_releases (H2, PR 35049)")
+        def _(st, a, ch):
+            r, mine = a["r"], ch["mine"]
+            guard = z3.And(r != st.rnone(), st.outcome(r) == c_("Out", "none"),
+                           z3.Or([st.d_phase(r) == c_("DPhase", x) for x in ("new", "reserved", "waiting", "verified")]),
+                           defines(mine, "Page", r, st, lambda c: st.dest(r, c)))
+            upd: dict = {}
+            end_or_hold(st, r, c_("Out", "aborted"), True, mine, upd)
+            return Step(guard, upd)
+
+        @act("prefill_handle_abort", R, (), "_handle_abort_notification: the request stops issuing (H3)")
+        def _(st, a, ch):
+            r = a["r"]
+            first = st.p_abort(r) == c_("Pab", "none")
+            again = st.p_abort(r) == c_("Pab", "acked")
+            ph = st.p_phase(r)
+            new_ph = z3.If(z3.Or(ph == c_("PPhase", "new"), ph == c_("PPhase", "queued")), c_("PPhase", "ended"),
+                           z3.If(ph == c_("PPhase", "sending"), c_("PPhase", "stopped"), ph))
+            return Step(z3.And(r != st.rnone(), st.abort_tx(r) == c_("Abt", "sent")), {
+                "abort_tx": at(st.abort_tx, r, c_("Abt", "delivered")),
+                "p_abort": at(st.p_abort, r, z3.If(first, c_("Pab", "received"), st.p_abort(r))),
+                "p_phase": at(st.p_phase, r, new_ph),
+                "ack": at(st.ack, r, z3.If(again, c_("Ack", "drain"), st.ack(r)))})
+
+        @act("prefill_drain", R, (mine_q,), "a stopped request's writes landed: source pages freed (H8 fix)")
+        def _(st, a, ch):
+            r, mine = a["r"], ch["mine"]
+            guard = z3.And(r != st.rnone(), st.p_phase(r) == c_("PPhase", "stopped"), no_writes(st, r),
+                           defines(mine, "PPage", r, st, lambda c: st.src(r, c)))
+            upd = {"p_phase": at(st.p_phase, r, c_("PPhase", "ended"))}
+            release_source(st, r, mine, upd)
+            return Step(guard, upd)
+
+        @act("prefill_drain_ack", R, (), "_maybe_ack_drained_abort: the drain ack (H3)")
+        def _(st, a, ch):
+            r = a["r"]
+            guard = z3.And(r != st.rnone(), st.p_abort(r) == c_("Pab", "received"),
+                           z3.Or(st.p_phase(r) == c_("PPhase", "stopped"), st.p_phase(r) == c_("PPhase", "ended")),
+                           no_writes(st, r))
+            return Step(guard, {"p_abort": at(st.p_abort, r, c_("Pab", "acked")),
+                                "ack": at(st.ack, r, c_("Ack", "drain"))})
+
+        @act("decode_handle_abort_ack", R, (), "note_abort_ack: recorded if armed and held (H3)")
+        def _(st, a, ch):
+            r = a["r"]
+            ok = z3.And(st.armed(r), st.d_phase(r) == c_("DPhase", "held"), st.ack(r) == c_("Ack", "drain"))
+            return Step(z3.And(r != st.rnone(), st.ack(r) != c_("Ack", "none")), {
+                "ack": at(st.ack, r, c_("Ack", "none")), "acked": at(st.acked, r, z3.If(ok, True, st.acked(r)))})
+
+        def release_held(name, extra, doc):
+            @act(name, R, (mine_p,), doc)
+            def _(st, a, ch):
+                r, mine = a["r"], ch["mine"]
+                guard = z3.And(r != st.rnone(), st.d_phase(r) == c_("DPhase", "held"), extra(st, r),
+                               defines(mine, "Page", r, st, lambda c: st.dest(r, c)))
+                upd = {"d_phase": at(st.d_phase, r, c_("DPhase", "ended")), "hold": at(st.hold, r, E["Hold"][0])}
+                release_decode(st, r, z3.BoolVal(True), mine, upd)
+                return Step(guard, upd)
+
+        release_held("decode_release_deferred", lambda st, r: st.acked(r),
+                     "resolve_deferred_releases when the drain ack arrived")
+        release_held("decode_release_timeout", lambda st, r: st.hold(r) == E["Hold"][self.timeout],
+                     "resolve_deferred_releases past the deadline (H6)")
+
+        def succ(values, v, top):
+            out = v
+            for i in reversed(range(top)):
+                out = z3.If(v == values[i], values[i + 1], out)
+            return out
+
+        @act("clock_tick", (), (), "one tick: hold timers and write ages advance; blocked by a write at the bound "
+                                   "or an undelivered ABORT (H6's assumptions)")
+        def _(st, a, ch):
+            r, c = z3.Const("r!", S["Req"]), z3.Const("c!", S["Chunk"])
+            at_bound = E["Wr"][2 + self.bound]
+            guard = z3.And(
+                self.forall([r, c], z3.Implies(z3.And(r != st.rnone(), st.ch(r, c)), st.wr(r, c) != at_bound)),
+                self.forall([r], z3.Implies(r != st.rnone(), st.abort_tx(r) != c_("Abt", "sent"))))
+            ages = E["Wr"][2:]
+            return Step(guard, {
+                "hold": lambda x: z3.If(st.d_phase(x) == c_("DPhase", "held"),
+                                        succ(E["Hold"], st.hold(x), self.timeout), st.hold(x)),
+                "wr": lambda x, y: succ(ages, st.wr(x, y), self.bound) if self.bound else st.wr(x, y)})
+
+        return out
+
+
+# -- the correspondence with the spec's fields ------------------------------------------------------
+# spec field -> (parametric symbol, its arguments from the field's index, how its values map).
+# An argument is ("req", i) / ("page", i) / ("ppage", i): the field's i-th index names an element
+# of that sort; ("chunk", i, j): the j-th index is a chunk of the request named by the i-th.
+FIELDS: dict[str, tuple[str, tuple, str]] = {
+    "p_phase": ("p_phase", (("req", 0),), "enum:PPhase"),
+    "p_abort": ("p_abort", (("req", 0),), "enum:Pab"),
+    "src": ("src", (("req", 0), ("chunk", 0, 1)), "ppage"),
+    "d_phase": ("d_phase", (("req", 0),), "enum:DPhase"),
+    "meta": ("meta", (("req", 0),), "bool"),
+    "dest": ("dest", (("req", 0), ("chunk", 0, 1)), "page"),
+    "hold": ("hold", (("req", 0),), "enum:Hold"),
+    "wr": ("wr", (("req", 0), ("chunk", 0, 2)), "enum:Wr"),
+    "poll": ("poll", (("req", 0),), "enum:Poll"),
+    "abort_tx": ("abort_tx", (("req", 0),), "enum:Abt"),
+    "armed": ("armed", (("req", 0),), "bool"),
+    "ack": ("ack", (("req", 0),), "enum:Ack"),
+    "acked": ("acked", (("req", 0),), "bool"),
+    "outcome": ("outcome", (("req", 0),), "enum:Out"),
+    "read": ("read", (("req", 0),), "enum:Read"),
+    "owner": ("owner", (("page", 0),), "req"),
+    "content": ("content", (("page", 1),), "req"),
+    "src_owner": ("src_owner", (("ppage", 0),), "req"),
+    "src_content": ("src_content", (("ppage", 0),), "req"),
+}
+"""How each field of the spec's state (:mod:`.state`, with one rank, layer and shard) is a
+parametric symbol applied to elements: what the lifting of lemmas and the differential test read."""
+
+
+class Correspondence:
+    """The spec instance ``spec`` (a small configuration the model describes) read in the
+    parametric model ``system``: a ground literal ``field[idx] = v`` as a term ``f(args) = value``
+    with the indices as elements (:meth:`literal`), a ground clause lifted to a quantified
+    candidate (:meth:`lift`)."""
+
+    def __init__(self, system: SglangAllSizes, spec: Any):
+        from kvproof.checker.lift import field_slots
+        problem = supported(spec.cfg)
+        if problem:
+            raise ValueError(problem)
+        self.system, self.spec = system, spec
+        self.slots = field_slots(spec.layout)
+        self.k = spec.k
+
+    def literal(self, st: QState, slot: int, v: int, term: Any) -> Any:
+        """The literal ``slot = v`` over ``st``, ``term(kind, key)`` giving the element (or
+        variable) of a request ``("req", r)``, page, prefill page or chunk ``("chunk", (r, c))``."""
+        fname, idx = self.slots[slot]
+        sym, args, kind = FIELDS[fname]
+        xs = []
+        for a in args:
+            if a[0] == "chunk":
+                xs.append(term("chunk", (idx[a[1]], idx[a[2]])))
+            else:
+                xs.append(term(a[0], idx[a[1]]))
+        lhs = getattr(st, sym)(*xs)
+        if kind.startswith("enum:"):
+            rhs = self.system.E[kind[5:]][v]
+        elif kind == "bool":
+            rhs = z3.BoolVal(v == 1)
+        elif kind == "page":
+            rhs = st.pnone() if v == self.k.D else term("page", v)
+        elif kind == "ppage":
+            rhs = st.qnone() if v == self.k.P else term("ppage", v)
+        else:  # an owner or content code: free/unwritten or a request
+            if v > self.k.R:
+                raise ValueError(f"{fname}: content code {v} (old KV of a room) is not in the all-sizes model")
+            rhs = st.rnone() if v == 0 else term("req", v - 1)
+        return lhs == rhs
+
+    def lift(self, clause: tuple) -> Candidate | None:
+        """The ground clause "never all of these slot values" as ``∀`` distinct elements: every
+        request, page and prefill page it names becomes a variable (pairwise distinct, none the
+        sentinel), every chunk a variable of its request (distinct within a request) that is, or
+        is not, one of its chunks as in the small instance.  Tenants and over-long flags are not
+        assumed: the candidate speaks of any requests, and Houdini drops it if that is wrong.
+        ``None`` for a clause naming a value the model does not have (``old:<tenant>`` KV)."""
+        keys: dict[tuple, int] = {}
+
+        def record(kind, key):
+            keys.setdefault((kind, key), len(keys))
+            return z3.BoolVal(True) if kind == "none" else z3.Const("x", self.system.sorts[_SORT[kind]])
+
+        st0 = self.system.state()
+        for slot, v in clause:
+            if FIELDS[self.slots[slot][0]][2] == "req" and v > self.k.R:
+                return None
+            self.literal(st0, slot, v, record)
+            if FIELDS[self.slots[slot][0]][2] == "req" and v:
+                record("req", v - 1)
+        for kind, key in list(keys):
+            if kind == "chunk":
+                record("req", key[0])
+        order = sorted(keys, key=lambda k: (list(_SORT).index(k[0]), keys[k]))
+        names = {k: f"{k[0][0]}{i}" for i, k in enumerate(order)}
+        vars_ = tuple((names[k], _SORT[k[0]]) for k in order)
+        pages = [self.spec.pages(r) for r in range(self.k.R)]
+
+        def body(st, *vs):
+            val = dict(zip(order, vs))
+            term = lambda kind, key: val[(kind, key)]
+            lits = [self.literal(st, slot, v, term) for slot, v in clause]
+            prem = []
+            for kind, none in (("req", st.rnone()), ("page", st.pnone()), ("ppage", st.qnone())):
+                xs = [val[k] for k in order if k[0] == kind]
+                if xs:
+                    prem.append(z3.Distinct(*xs, none))
+            by_req: dict[int, list] = {}
+            for k in order:
+                if k[0] == "chunk":
+                    r, c = k[1]
+                    by_req.setdefault(r, []).append(val[k])
+                    has = st.ch(val[("req", r)], val[k])
+                    prem.append(has if c < pages[r] else z3.Not(has))
+            prem += [z3.Distinct(*xs) for xs in by_req.values() if len(xs) > 1]
+            return z3.Implies(z3.And(prem), z3.Not(z3.And(lits)))
+
+        cand = Candidate("", vars_, body)
+        name = self.system.formula(cand, self.system.state()).sexpr()
+        return Candidate(" ".join(name.split()), vars_, body)
+
+
+_SORT = {"req": "Req", "chunk": "Chunk", "page": "Page", "ppage": "PPage"}
+
+
+FIXED_LINES = (
+    "one prefill rank, one decode rank, one layer, no aux (metadata) slots",
+    "the engine of v0.5.22: rejection at both doors, deferred release on abort and on every failure "
+    "(drain ack or deadline), source pages held until drained, client aborts and transfer failures",
+)
+ABSTRACTION_LINES = (
+    "allocation takes any free pages (the spec: the lowest-numbered)",
+    "arrivals in any order (the spec: FIFO doors)",
+    "a request's chunks issued in any order (the spec: in order)",
+    "over-long is any fixed property of a request (the spec: pages against the context limit and pool)",
+    "a clock tick need not advance a timer",
+)
+
+
+def small_config(cfg: Any) -> Any:
+    """The instance candidates are mined from: two one-page requests of the scenario's first
+    tenant on two decode pages and one prefill page (51,492 reachable states for v0.5.22's
+    engine), the scenario's engine."""
+    import dataclasses
+
+    from kvproof.spec.sglang.config import Request
+    tenant = cfg.requests[0].tenant
+    return dataclasses.replace(cfg, requests=(Request(tenant, 1), Request(tenant, 1)), decode_pages=2,
+                               prefill_pages=1, context_limit=max(cfg.context_limit, 1))
+
+
+def model_for(spec: Any, protocol: type) -> Any:
+    """The :class:`~kvproof.checker.allsizes.AllSizesModel` of ``spec`` (an instance of the base
+    protocol class ``protocol``, which builds the small instance) or ``None`` when the model does
+    not describe its engine."""
+    from kvproof.checker.allsizes import AllSizesModel
+    if supported(spec.cfg) is not None:
+        return None
+    e = spec.cfg.engine
+    system = SglangAllSizes(e.timeout, e.write_latency_bound)
+    small = protocol(small_config(spec.cfg))
+    corr = Correspondence(system, small)
+    fixed = (*FIXED_LINES, f"deadline (timeout) {e.timeout} ticks, write latency bound {e.write_latency_bound} tick(s)")
+    return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES)
+
+
+class Pinned:
+    """The small instance ``spec`` read as a *bounded* instance of the parametric model (one
+    element per request, page, prefill page, chunk index and tenant, plus the sentinels): a
+    concrete state becomes equalities on the model's symbols (:meth:`pins`), so a spec step can be
+    asked for in the parametric transition relation (:meth:`allows`) and a spec claim compared
+    with the model's (:meth:`breaks`).  What ``tests/test_allsizes.py`` checks the model with."""
+
+    def __init__(self, system: SglangAllSizes, spec: Any):
+        self.system, self.spec, self.corr, k = system, spec, Correspondence(system, spec), spec.k
+        self.sizes = {"Req": k.R + 1, "Page": k.D + 1, "PPage": k.P + 1, "Chunk": k.C, "Tenant": k.T}
+        self.universe, self.axioms = system.bounded(self.sizes)
+
+    def term(self, kind: str, key: Any) -> Any:
+        """The element of a request, page, prefill page or (request, chunk)."""
+        u = self.universe
+        return {"req": lambda: u["Req"][1 + key], "page": lambda: u["Page"][1 + key],
+                "ppage": lambda: u["PPage"][1 + key], "chunk": lambda: u["Chunk"][key[1]]}[kind]()
+
+    def rigid(self, st: QState) -> list[Any]:
+        """Which chunks each request has, its tenant, whether it is over-long."""
+        u, k = self.universe, self.spec.k
+        out = []
+        for r in range(k.R):
+            x = u["Req"][1 + r]
+            out += [st.ch(x, c) == z3.BoolVal(i < self.spec.pages(r)) for i, c in enumerate(u["Chunk"])]
+            out += [st.tenant(x) == u["Tenant"][k.tenant[r]], st.over_long(x) == z3.BoolVal(self.spec.over_long(r))]
+        return out
+
+    def pins(self, st: QState, state: bytes | tuple) -> list[Any]:
+        """``state``'s every slot as an equality over ``st``."""
+        return [self.corr.literal(st, slot, v, self.term) for slot, v in enumerate(state)
+                if self.corr.slots[slot][0] in FIELDS and not self._sentinel(slot)]
+
+    def _sentinel(self, slot: int) -> bool:
+        fname, idx = self.corr.slots[slot]
+        f = self.spec.layout.by_name[fname]
+        return any(i >= d.size for i, d in zip(idx, f.dims))
+
+    def allows(self, pre: bytes | tuple, post: bytes | tuple, only: str | None = None) -> list[str]:
+        """The parametric actions (those named ``only`` or ``only.<case>``, or all) that take
+        ``pre`` to ``post`` (empty: the step is not in the model's transition relation)."""
+        from kvproof.checker.quantified import _closed
+        sysm = self.system
+        sysm.universe = self.universe
+        try:
+            st = sysm.state()
+            base = [self.axioms, *self.rigid(st), *self.pins(st, pre)]
+            out = []
+            for a in sysm.actions:
+                if only is not None and a.name.split(".")[0] != only:
+                    continue
+                params = {p: z3.Const(f"{a.name}!{p}", sysm.sort(s)) for p, s in a.params}
+                choices = {c.name: sysm.function(c, f"!{a.name}") for c in a.choices}
+                wrapped = {n: (lambda f=f: f) if not isinstance(f, z3.FuncDeclRef) else f for n, f in choices.items()}
+                step = a.step(st, params, wrapped)
+                post_st = st.with_updates(step.updates)
+                s = z3.Solver()
+                s.add(*base, step.guard, *_closed(sysm, None, self.universe,
+                                                  [*params.values(), *[(c, wrapped[c.name]) for c in a.choices]]),
+                      *self.pins(post_st, post))
+                if s.check() == z3.sat:
+                    out.append(a.name)
+            return out
+        finally:
+            sysm.universe = None
+
+    def breaks(self, claim: str, state: bytes | tuple) -> bool:
+        """Whether ``state`` breaks the model's ``claim`` (at these elements)."""
+        sysm = self.system
+        cand = next(c for c in sysm.claims() if c.name == claim)
+        st = sysm.state()
+        s = z3.Solver()
+        s.add(self.axioms, *self.rigid(st), *self.pins(st, state), z3.Not(sysm.formula(cand, st, self.universe)))
+        return s.check() == z3.sat

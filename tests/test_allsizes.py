@@ -1,0 +1,236 @@
+"""``prove --all-sizes``: the parametric model (spec/sglang/allsizes.py) against the spec, the
+quantified Houdini and its certificates (checker/quantified.py, checker/allsizes.py), and the rule
+that a pre-fix scenario is never reported proved."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+import z3
+
+from kvproof.checker.allsizes import prove_all_sizes
+from kvproof.checker.quantified import Candidate, certificate_text, check_certificate, houdini
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import builtin
+from kvproof.spec.sglang.allsizes import (TARGET_CLAIMS, Correspondence, Pinned, SglangAllSizes, model_for,
+                                          supported)
+from kvproof.spec.sglang.config import Request
+from kvproof.spec.sglang.protocol import PdProtocol
+
+
+def small_spec(requests=(("A", 1), ("B", 2), ("A", 3)), decode_pages=3, prefill_pages=2):
+    """v0.5.22's engine on a small instance: by default a one-page and a two-page request of two
+    tenants and an over-long one (rejected at both doors)."""
+    cfg = builtin("v0.5.22").config
+    return PdProtocol(dataclasses.replace(cfg, requests=tuple(Request(t, p) for t, p in requests),
+                                          decode_pages=decode_pages, prefill_pages=prefill_pages,
+                                          context_limit=max(p for _, p in requests)))
+
+
+def reachable(machine, limit, seed=0):
+    """Up to ``limit`` reachable states, breadth-first then by seeded random walks, and steps
+    (pre, action id, post) among them."""
+    rng = random.Random(seed)
+    seen, frontier, steps = {machine.init}, [machine.init], []
+    while frontier and len(seen) < limit:
+        nxt = []
+        for s in frontier:
+            for a in range(len(machine.instances)):
+                t = machine.step(s, a)
+                if t is not None:
+                    steps.append((s, a, t))
+                    if t not in seen:
+                        seen.add(t)
+                        nxt.append(t)
+        frontier = nxt
+    for _ in range(20):  # deeper states: random walks
+        s = machine.init
+        for _ in range(40):
+            succ = [(a, t) for a in range(len(machine.instances)) if (t := machine.step(s, a)) is not None]
+            if not succ:
+                break
+            a, t = rng.choice(succ)
+            steps.append((s, a, t))
+            s = t
+    return steps
+
+
+@pytest.fixture(scope="module")
+def pinned():
+    spec = small_spec()
+    return spec, Pinned(SglangAllSizes(2, 1), spec)
+
+
+@pytest.mark.slow
+def test_every_spec_step_is_a_step_of_the_model(pinned):
+    """The over-approximation: every step of the spec at a small size (sampled from the reachable
+    graph: every action kind the sample shows) is allowed by the parametric transition relation
+    at those elements, by an action of the same name."""
+    spec, pin = pinned
+    machine = Machine(spec)
+    steps = reachable(machine, 400)
+    by_action: dict[str, list] = {}
+    for s, a, t in steps:
+        by_action.setdefault(machine.instances[a].action.name, []).append((s, a, t))
+    assert {"decode_commit", "decode_abort", "decode_release_timeout", "kv_write_lands", "clock_tick",
+            "prefill_forward", "decode_prealloc"} <= set(by_action)
+    rng = random.Random(1)
+    for name, group in sorted(by_action.items()):
+        for s, a, t in rng.sample(group, min(2, len(group))):
+            assert pin.allows(s, t, only=name), machine.label(a)
+
+
+@pytest.mark.slow
+def test_a_non_step_is_not_allowed(pinned):
+    """The relation is not everything: a page changing owner out of nothing, or a write landing
+    with another request's KV in place of the source's, is no step of the model."""
+    spec, pin = pinned
+    machine = Machine(spec)
+    s0 = machine.init
+    layout = spec.layout
+    bad = bytearray(s0)
+    bad[layout.slot("owner", 0)] = 1  # p0 owned by R0 while R0 is new
+    assert pin.allows(s0, bytes(bad)) == []
+    s = machine.run("decode_prealloc(req=R0)")
+    t = bytearray(s)
+    t[layout.slot("dest", 0, 0)] = 1  # R0's destination moved to another page
+    assert pin.allows(s, bytes(t)) == []
+
+
+@pytest.mark.slow
+def test_the_claims_agree_on_any_typed_state(pinned):
+    """The model's claims and the spec's agree on random typed states (not only reachable ones),
+    both where they hold and where they break."""
+    spec, pin = pinned
+    machine = Machine(spec)
+    rng = random.Random(2)
+    steps = reachable(machine, 200)
+    both = {n: set() for n in TARGET_CLAIMS}
+    layout = spec.layout
+    for _ in range(30):
+        s = bytearray(rng.choice(steps)[2])
+        for _ in range(rng.randint(1, 4)):  # scramble a few fields of a reachable state
+            f = rng.choice([f for f in layout.fields if f.name in ("read", "wr", "owner", "src_owner", "d_phase", "dest", "src")])
+            slot = layout.slot(f.name, *[rng.randrange(d.size) for d in f.dims])
+            s[slot] = rng.randrange(f.values.size - (1 if f.name == "owner" or f.name == "src_owner" else 0))
+        s = bytes(s)
+        for n in TARGET_CLAIMS:
+            spec_breaks = machine.claim_hits(n, s)
+            assert pin.breaks(n, s) == spec_breaks, (n, s)
+            both[n].add(spec_breaks)
+    assert all(v == {True, False} for n, v in both.items() if n != "no_cross_tenant_read"), both
+
+
+def test_only_the_fixed_engine_has_a_model():
+    """The base protocol with v0.5.22's engine has the model; an engine it does not describe,
+    or a variant protocol, has none."""
+    assert builtin("v0.5.22").build().all_sizes() is not None
+    assert builtin("abort-race").build().all_sizes() is None
+    assert model_for(builtin("abort-race").build(), PdProtocol) is None
+    assert supported(builtin("abort-race").config) is not None
+    assert builtin("sglang-0.5.23-mooncake").build().all_sizes() is None
+
+
+def test_lifting_generalises_over_distinct_elements():
+    """A ground fact of the small instance becomes a ∀ over distinct requests and pages: it
+    holds for the two elements it named and for any others of the bounded instance."""
+    spec = small_spec((("A", 1), ("A", 1)), 2, 1)
+    system = SglangAllSizes(2, 1)
+    corr = Correspondence(system, spec)
+    lay = spec.layout
+    clause = ((lay.slot("dest", 0, 0), 0), (lay.slot("owner", 0), 2))  # dest[R0,0] = p0 and owner[p0] = R1
+    cand = corr.lift(clause)
+    assert [s for _, s in cand.vars] == ["Req", "Req", "Chunk", "Page"]
+    text = cand.name
+    assert "distinct" in text and "ch" in text and "dest" in text and "owner" in text
+    # it is false in a state where R1's page is R0's destination, true where it is not
+    pin = Pinned(system, spec)
+    st = system.state()
+    s = bytearray(Machine(spec).init)
+    s[lay.slot("dest", 0, 0)] = 0
+    s[lay.slot("owner", 0)] = 2
+    solver = z3.Solver()
+    solver.add(pin.axioms, *pin.rigid(st), *pin.pins(st, bytes(s)), system.formula(cand, st, pin.universe))
+    assert solver.check() == z3.unsat
+    s[lay.slot("owner", 0)] = 1
+    solver = z3.Solver()
+    solver.add(pin.axioms, *pin.rigid(st), *pin.pins(st, bytes(s)), system.formula(cand, st, pin.universe))
+    assert solver.check() == z3.sat
+
+
+def test_houdini_drops_what_a_step_breaks_and_keeps_an_inductive_fact():
+    """Alone, no_write_after_release is not inductive (a write may be issued into a page the
+    state says is someone else's), so Houdini drops it with a counterexample to induction; a
+    trivially inductive fact (``read`` is never ``foreign`` or ``cross_tenant`` while ``outcome``
+    is none) survives."""
+    system = SglangAllSizes(2, 1)
+    claim = next(c for c in system.claims() if c.name == "no_write_after_release")
+    c_ = system.code
+    fact = Candidate("read none while no outcome", (("r", "Req"),), lambda st, r: z3.Implies(
+        st.outcome(r) == c_("Out", "none"), st.read(r) == c_("Read", "none")))
+    res = houdini(system, [claim, fact], 120)
+    assert res.status == "done"
+    assert [c.name for c in res.kept] == ["read none while no outcome"]
+    assert "no_write_after_release" in res.counterexamples
+    assert "wr" in res.counterexamples["no_write_after_release"]
+
+
+def test_a_certificate_checks_and_a_tampered_one_fails(tmp_path):
+    """The certificate of a small inductive set passes stock z3 and cvc5 (every obligation
+    unsat); the same file with a non-inductive conjunct added, or with an obligation's negation
+    removed, fails."""
+    system = SglangAllSizes(2, 1)
+    c_ = system.code
+    fact = Candidate("read none while no outcome", (("r", "Req"),), lambda st, r: z3.Implies(
+        st.outcome(r) == c_("Out", "none"), st.read(r) == c_("Read", "none")))
+    good = tmp_path / "good.smt2"
+    good.write_text(certificate_text(system, [fact]))
+    check = check_certificate(good)
+    assert check.ok, check.failures()
+    assert len(check.obligations) == 1 + len(system.actions)
+    claim = next(c for c in system.claims() if c.name == "no_write_after_release")
+    bad = tmp_path / "bad.smt2"
+    bad.write_text(certificate_text(system, [fact, claim]))
+    check = check_certificate(bad)
+    assert not check.ok
+    assert any("kv_transfer_write" in f for f in check.failures())
+    text = good.read_text()
+    tampered = tmp_path / "tampered.smt2"
+    tampered.write_text(text.replace("(assert (not ", "(assert (", 1))  # Init => Inv turned into Init and Inv
+    assert not check_certificate(tampered).ok
+
+
+@pytest.mark.slow
+def test_a_pre_fix_scenario_is_refuted_at_its_own_size(tmp_path):
+    """abort-race (before PR 35049) is never proved: the explicit engine at its size finds the
+    shortest counterexamples (the lengths `kvproof check` finds), exit 1."""
+    r = prove_all_sizes(builtin("abort-race"), 300, traces_dir=None)
+    assert r.exit_code == 1
+    assert r.verdicts["decode_reads_only_own_pages"] == "violated"
+    assert r.verdicts["no_write_after_release"] == "violated"
+    assert len(r.traces["decode_reads_only_own_pages"].trace) == 15
+    assert len(r.traces["no_write_after_release"].trace) == 6
+    assert r.houdini is None and r.certificate is None
+
+
+@pytest.mark.slow
+def test_a_scenario_without_a_model_is_inconclusive():
+    """A safe scenario whose engine the model does not describe is inconclusive (exit 2), never
+    proved."""
+    r = prove_all_sizes(builtin("pr-35049-drain-ack"), 300)
+    assert r.exit_code == 2
+    assert "no all-sizes model" in r.reason
+
+
+def test_one_element_triples_keep_only_facts_of_one_request():
+    """``--template-arity 3`` adds the three-value facts whose slots all belong to one request
+    (or one page): a triple over two requests is left out, one over one request kept."""
+    from kvproof.checker.allsizes import one_element_triples
+    spec = small_spec((("A", 1), ("A", 1)), 2, 1)
+    lay = spec.layout
+    one = ((lay.slot("p_phase", 0), 2), (lay.slot("p_abort", 0, 0), 0), (lay.slot("d_phase", 0), 5))
+    two = ((lay.slot("p_phase", 0), 2), (lay.slot("p_abort", 0, 0), 0), (lay.slot("d_phase", 1), 5))
+    pair = ((lay.slot("p_phase", 0), 2), (lay.slot("d_phase", 0), 5))
+    assert one_element_triples(spec, [one, two, pair]) == [one]
