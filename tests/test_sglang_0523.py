@@ -160,3 +160,19 @@ def test_two_instances_keep_the_pages_apart_and_the_guard_keeps_the_room_entry()
         assert all(s[lay.slot("read", r)] <= 1 for s in states for r in (0, 1))
         found = any(m.claim_hits("sometimes_decode_polls_cleared_room", s) for s in states)
         assert found is popped
+
+
+def test_prefill_complete_reserves_only_after_the_prefill_forward():
+    """--disaggregation-decode-allocation-policy prefill_complete defers decode's reservation
+    (``_pre_alloc`` waits for the readiness message after ``mark_prefill_complete``): no request
+    holds a decode page before its prefill forward ran; with early one does.  A request failed
+    by the guard while it waits for prefill sends an unarmed ABORT from its receiver's clear."""
+    for policy, early_reservation in (("early", True), ("prefill_complete", False)):
+        m = _shared(instance=1, decode_allocation_policy=policy)
+        lay, k = m.spec.layout, m.spec.k
+        states = states_of(m)
+        before = any(s[lay.slot("dest", r, 0)] != k.D and s[lay.slot("src", r, 0)] == k.P
+                     for s in states for r in (0, 1))
+        assert before is early_reservation
+    unarmed = [s for s in states if s[lay.slot("abort_tx", 0, 0)] != 0 and s[lay.slot("dest", 0, 0)] == k.D]
+    assert unarmed and all(s[lay.slot("armed", 0)] == 0 for s in unarmed)

@@ -130,6 +130,23 @@ class _ClientRooms:
                   "worker took from transfer_infos[room] with that chunk)"),
             Field("d_concl", (k.req,), Domain("conclusion", 3, ("none", "success", "failed")), 0,
                   "the decode receiver's conclude_state: what its poll cached"),
+        ] + (self._deferred_allocation_fields() if self.room_guard else [])
+
+    def _deferred_allocation_fields(self) -> list[Field]:
+        """With ``prefill_complete``: whether the request's decode receiver exists (it sent
+        ``BOOTSTRAP``, no page reserved yet) and each prefill instance's ``DeferredBootstrap``
+        entry of a room (``common/bootstrap.py`` ``BootstrapRoom``: decode's endpoint
+        registered, the prefill forward complete)."""
+        k, cfg = self.k, self.cfg
+        flag = Domain("flag", 2, ("no", "yes"))
+        room = Domain("room", cfg.rooms, tuple(f"room{x}" for x in range(cfg.rooms)))
+        inst = Domain("prefill_instance", cfg.prefill_instances, tuple(f"I{i}" for i in range(cfg.prefill_instances)))
+        return [
+            Field("d_boot", (k.req,), flag, 0,
+                  "decode's receiver exists and sent BOOTSTRAP (prefill_complete: pages are reserved later)"),
+            Field("p_ep", (inst, room), flag, 0, "each prefill instance's DeferredBootstrap room: decode's endpoint"),
+            Field("p_ready", (inst, room), flag, 0,
+                  "each prefill instance's DeferredBootstrap room: the prefill forward completed (ready)"),
         ]
 
     def write_dest(self, r: int, w: int, c: int) -> tuple[str, tuple[int, ...]]:
@@ -162,6 +179,14 @@ class _ClientRooms:
         decode has released nothing."""
         return self.client_rooms or super().release_needs_reservation()
 
+    def has_reserved(self, s, r: int):
+        """With ``prefill_complete`` a request may leave ``new`` on decode without a page
+        (the duplicate-room guard, a failure while it waited for prefill): it reserved only if
+        ``_pre_alloc`` gave it pages (:meth:`decode_reserve`)."""
+        if not (self.client_rooms and self.room_guard):
+            return super().has_reserved(s, r)
+        return (s.d_phase[r] != D_NEW) & (s.dest[r, 0] != self.k.D)
+
     def prefill_bootstrap_add(self, s, n, r):
         """``CommonKVSender.__init__`` opens the room on its prefill instance
         (``update_status(room, Bootstrapping)``: a live entry of another request stays)."""
@@ -174,26 +199,80 @@ class _ClientRooms:
     def decode_prealloc(self, s, n, r):
         """``CommonKVReceiver.__init__`` opens the room on decode (``update_status(room,
         Bootstrapping)``); with the guard a room still in ``request_status`` is refused here
-        (see :meth:`decode_duplicate_room`)."""
+        (see :meth:`decode_duplicate_room`), and the reservation waits for prefill (see
+        :meth:`decode_open_receiver`)."""
+        deferred = self.client_rooms and self.room_guard and not (self.over_long(r) and self.e.reject_at_decode_door)
+        if deferred:
+            self.decode_open_receiver(s, n, r)
+            return
         if self.client_rooms and not (self.over_long(r) and self.e.reject_at_decode_door):
             x = self.room(r)
-            if self.room_guard:
-                s.require(s.d_status[x] == RS_ABSENT)
             n.d_status[x] = update_status(s.ops, s.d_status[x], RS_BOOTSTRAPPING)
         super().decode_prealloc(s, n, r)
+
+    def arrived_in_order(self, s, r: int):
+        """With ``prefill_complete``, FIFO arrival at ``DecodePreallocQueue.add``
+        (``ordered_arrivals``): request ``r - 1`` has its receiver, or left ``new``.  A
+        condition."""
+        o = s.ops
+        if not self.e.ordered_arrivals or r == 0:
+            return o.const(True)
+        return (s.d_phase[r - 1] != D_NEW) | (s.d_boot[r - 1] == 1)
+
+    def decode_open_receiver(self, s, n, r):
+        """(``prefill_complete``, the body of :meth:`decode_prealloc`.)
+        ``DecodePreallocQueue.add`` creates the receiver: ``CommonKVReceiver.__init__`` finds
+        the room absent from decode's ``request_status`` (the duplicate case is
+        :meth:`decode_duplicate_room`) and opens it Bootstrapping; ``init`` sends ``BOOTSTRAP``
+        (room, decode's endpoint) to the prefill instance instead of reserving, and the
+        instance's bootstrap thread registers it (``_handle_bootstrap_message`` ->
+        ``DeferredBootstrap.register``): if the forward there already completed, the readiness
+        message (``_notify_bootstrap``, WaitingForInput) reaches decode's
+        ``apply_prefill_status``.  No page is reserved until :meth:`decode_reserve`."""
+        o = s.ops
+        x, i = self.room(r), self.instance(r)
+        s.require(s.d_phase[r] == D_NEW)
+        s.require(s.d_boot[r] == 0)
+        s.require(self.arrived_in_order(s, r))
+        s.require(s.outcome[r] == OUT_NONE)
+        s.require(s.d_status[x] == RS_ABSENT)
+        n.d_boot[r] = 1
+        n.p_ep[i, x] = 1
+        n.d_status[x] = o.ite(s.p_ready[i, x] == 1, RS_WAITING, RS_BOOTSTRAPPING)
+
+    @action("decode", "req", fair=True)
+    def decode_reserve(self, s, n, r):
+        """(``prefill_complete`` only.)  ``pop_preallocated``: ``_update_handshake_waiters``
+        polls the receiver WaitingForInput (decode's ``request_status[room]``, set by the
+        prefill instance's readiness message), so the request is ``waiting_for_input``;
+        ``_pre_alloc`` reserves its pages now, after prefill completed (the deferred allocation
+        of ``--disaggregation-decode-allocation-policy prefill_complete``), and the same
+        ``pop_preallocated`` iteration publishes them (``send_metadata``, one decode rank with
+        client rooms) and moves the request to ``DecodeTransferQueue``."""
+        s.require(self.client_rooms and self.room_guard)
+        s.require(s.d_phase[r] == D_NEW)
+        s.require(s.d_boot[r] == 1)
+        s.require(s.outcome[r] == OUT_NONE)
+        s.require(s.d_concl[r] == 0)
+        s.require(s.d_status[self.room(r)] == RS_WAITING)
+        self.allocate(s, n, r, self.pages(r), "owner", "dest", self.k.D)
+        n.meta[r, 0] = 1
+        n.d_phase[r] = D_WAITING
+        self.publish_room(s, n, r, [n.dest[r, c] for c in range(self.pages(r))])
 
     @action("decode", "req", fair=True)
     def decode_duplicate_room(self, s, n, r):
         """The duplicate-room guard (``prefill_complete`` only): ``CommonKVReceiver.__init__``
         finds the room in decode's ``request_status`` ("Duplicate decode bootstrap room"),
         records the failure and marks the ROOM Failed (``update_status(room, Failed)``, which
-        the live request of that room polls too); the new request fails in
-        ``_update_handshake_waiters`` before any page is reserved, and its ``clear`` leaves the
-        room alone (``_owns_bootstrap_room`` is false)."""
+        the live request of that room polls too); ``init`` returns at once (no ``BOOTSTRAP``),
+        the new request fails in ``_update_handshake_waiters`` before any page is reserved, and
+        its ``clear`` leaves the room alone (``_owns_bootstrap_room`` is false)."""
         s.require(self.client_rooms and self.room_guard)
         x = self.room(r)
         s.require(s.d_phase[r] == D_NEW)
-        s.require(self.in_order(s, "d_phase", D_NEW, r))
+        s.require(s.d_boot[r] == 0)
+        s.require(self.arrived_in_order(s, r))
         s.require(s.outcome[r] == OUT_NONE)
         s.require(s.d_status[x] != RS_ABSENT)
         n.d_status[x] = RS_FAILED
@@ -208,21 +287,37 @@ class _ClientRooms:
         super().decode_send_metadata(s, n, r, d)
         if not self.client_rooms:
             return
+        self.publish_room(s, n, r, [s.dest[r, c] for c in range(self.pages(r))])
+
+    def publish_room(self, s, n, r: int, pages: list) -> None:
+        """The prefill instance's ``bootstrap_thread`` stores request ``r``'s ``send_metadata``
+        (destination ``pages``, one per chunk) as ``transfer_infos[room][session]`` and sets
+        ``update_status(room, WaitingForInput)``."""
         i, x = self.instance(r), self.room(r)
         for c in range(self.k.C):
-            n.p_dst[i, x, c] = s.dest[r, c] if c < self.pages(r) else self.k.D
+            n.p_dst[i, x, c] = pages[c] if c < len(pages) else self.k.D
         n.p_md[i, x] = r
         n.p_status[i, x] = update_status(s.ops, s.p_status[i, x], RS_WAITING)
 
     def prefill_forward(self, s, n, r):
         """With client rooms the forward runs once the request's sender polls WaitingForInput:
         the ROOM's ``request_status`` on its instance, whichever request of the room published
-        the destinations."""
+        the destinations.  With ``prefill_complete`` it runs while the room is still
+        Bootstrapping too (``can_prefill_before_bootstrap``: an optimistic prefill, the request
+        parked ``pending_bootstrap``), and ``mark_prefill_complete`` marks the instance's
+        ``DeferredBootstrap`` room ready: if decode's ``BOOTSTRAP`` is registered, the readiness
+        message (WaitingForInput) reaches decode's ``apply_prefill_status``, which drops it for
+        a room no longer in ``request_status``."""
         if not self.client_rooms:
             super().prefill_forward(s, n, r)
             return
+        o = s.ops
+        i, x = self.instance(r), self.room(r)
         s.require(s.p_phase[r] == P_QUEUED)
-        s.require(s.p_status[self.instance(r), self.room(r)] == RS_WAITING)
+        if self.room_guard:
+            s.require(o.is_in(s.p_status[i, x], (RS_BOOTSTRAPPING, RS_WAITING)))
+        else:
+            s.require(s.p_status[i, x] == RS_WAITING)
         if self.pending_error(r) and self.e.retire_pending_error_prefill:
             n.p_phase[r] = P_ENDED
             for pr in self.prs:
@@ -230,6 +325,11 @@ class _ClientRooms:
             return
         self.allocate(s, n, r, self.send_len(r), "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_SENDING
+        if self.room_guard:
+            n.p_ready[i, x] = 1
+            d = s.d_status[x]
+            told = (s.p_ep[i, x] == 1) & (d != RS_ABSENT)
+            n.d_status[x] = o.ite(told, update_status(o, d, RS_WAITING), d)
 
     def kv_transfer_write(self, s, n, r, w, c):
         """``add_transfer_request`` skips a room that is absent or Failed; the worker addresses
@@ -306,6 +406,11 @@ class _ClientRooms:
         n.p_status[i, x] = RS_ABSENT
         for c in range(self.k.C):
             n.p_dst[i, x, c] = self.k.D
+        if self.room_guard:
+            # prefill_complete: conclude_transfer sends no Success; CommonKVSender.clear does,
+            # through DeferredBootstrap.close(success=True), which deletes the room's entry
+            n.p_ep[i, x] = 0
+            n.p_ready[i, x] = 0
 
     def polled(self, s, r: int):
         """What request ``r``'s decode receiver polls (``CommonKVReceiver._poll``): its cached
@@ -368,16 +473,27 @@ class _ClientRooms:
     def decode_poll_failed(self, s, n, r):
         """With client rooms the receiver polls Failed when decode's ``request_status[room]``
         is Failed (the guard marked the room); ``failure_exception`` clears the receiver, which
-        pops the room's entry."""
+        pops the room's entry.  With ``prefill_complete`` a request still waiting for prefill
+        (no page reserved: ``_update_handshake_waiters``) fails too, and the receiver's
+        ``_clear`` first sends ``ABORT`` to its prefill instance (the room is not Success and no
+        ABORT went out yet); unarmed unless the metadata was published (``init_time``), where
+        the base Failed branch arms and holds."""
         if not self.client_rooms:
             super().decode_poll_failed(s, n, r)
             return
         o = s.ops
         x = self.room(r)
         s.require(self.polled(s, r) == 2)
-        s.require(o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)))
+        if self.room_guard:
+            waiting = (s.d_phase[r] == D_NEW) & (s.d_boot[r] == 1)
+            s.require(waiting | o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)))
+        else:
+            s.require(o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)))
         self.pop_transferred_polls(s, n)
         self.fail_request(s, n, r)
+        if self.room_guard:
+            unpublished = o.is_in(s.d_phase[r], (D_NEW, D_RESERVED))
+            self.send_abort(s, n, r, send=unpublished, arm=False)
         n.d_status[x] = RS_ABSENT
 
     def prefill_handle_abort(self, s, n, r, pr):
@@ -386,9 +502,17 @@ class _ClientRooms:
         super().prefill_handle_abort(s, n, r, pr)
         if not self.client_rooms:
             return
+        o = s.ops
         i, x = self.instance(r), self.room(r)
         cur = s.p_status[i, x]
-        n.p_status[i, x] = s.ops.ite(cur == RS_SUCCESS, cur, update_status(s.ops, cur, RS_FAILED))
+        n.p_status[i, x] = o.ite(cur == RS_SUCCESS, cur, update_status(o, cur, RS_FAILED))
+        if self.room_guard:
+            # prefill_complete: _handle_bootstrap_message sees the ABORT first,
+            # DeferredBootstrap.fail(room): with decode's endpoint registered the Failed
+            # message goes to decode, whose apply_prefill_status drops it for a cleared room
+            d = s.d_status[x]
+            told = (s.p_ep[i, x] == 1) & (d != RS_ABSENT)
+            n.d_status[x] = o.ite(told, update_status(o, d, RS_FAILED), d)
 
     def prefill_drain(self, s, n, r):
         """With client rooms the request's end on prefill runs ``CommonKVSender.clear``, which
