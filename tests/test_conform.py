@@ -22,7 +22,7 @@ TRACES = Path(__file__).resolve().parent.parent / "traces"
 FAMILY = ["sglang-0.5.23-mooncake", "sglang-0.5.23-failed-send", "sglang-0.5.23-deferral-off",
           "sglang-0.5.23-admission", "sglang-0.5.23-tp2", "sglang-0.5.23-tp2x2", "sglang-0.5.23-room-reuse",
           "sglang-0.5.23-aux", "sglang-0.5.23-shared-room", "sglang-0.5.23-shared-room-2p",
-          "sglang-0.5.23-shared-room-2p-guard"]
+          "sglang-0.5.23-shared-room-2p-guard", "sglang-0.5.23-shared-room-abort"]
 
 
 def family_traces():
@@ -175,6 +175,39 @@ def test_two_requests_of_one_room_on_the_real_code():
         assert h.room(1) not in h.dranks[0].mgr.request_status
         with pytest.raises(KeyError):
             h.dranks[0].tq.pop_transferred()
+    finally:
+        h.close()
+
+
+def test_a_held_request_is_released_on_the_ack_of_another_request_of_its_room():
+    """_deferred_abort_ack_tracker is keyed by the room: R0 (instance 0) is aborted and held with
+    its write in flight, R1 (instance 1, same room) fails on the room's Failed status and arms a
+    new generation, R1's prefill acks it at once, and resolve_deferred_releases frees R0's page on
+    is_abort_release_safe(room, 1) while R0's write still lands there."""
+    from kvproof.spec.sglang.conform.harness import Harness, Options, Shape
+
+    h = Harness(Shape(((0, 1, False), (1, 1, False)), 2, 2, rooms=(0, 0), instances=(0, 1)), Options(True, 2))
+    try:
+        h.prefill_bootstrap_add(0)
+        h.decode_prealloc(0)
+        h.decode_prealloc(1)
+        h.decode_send_metadata(0, 0)
+        h.prefill_forward(0)
+        h.decode_send_metadata(1, 0)
+        h.kv_transfer_write(0, 0, 0)
+        h.decode_abort(0)
+        first = h.dranks[0].mgr._deferred_abort_ack_tracker[h.room(0)].generation
+        h.decode_poll_failed(1)  # R1's receiver cached the room's Failed in R0's pop_transferred
+        tracker = h.dranks[0].mgr._deferred_abort_ack_tracker[h.room(0)]
+        assert tracker.generation != first and h.observe().held == frozenset({0, 1})
+        h.prefill_handle_abort(1, 0)
+        h.prefill_drain_ack(1, 0)
+        h.decode_handle_abort_ack(1, 0)
+        assert h.observe().held == frozenset({0, 1}) and not h.write_after_release
+        h.decode_release_deferred(0)
+        obs = h.observe()
+        assert 0 not in obs.held and obs.owner[0] == 0 and obs.write_after_release
+        assert h.room(0) not in h.dranks[0].mgr._deferred_abort_ack_tracker  # R1's generation went too
     finally:
         h.close()
 

@@ -215,9 +215,22 @@ class Config:
             if self.prefill_ranks != 1 or self.decode_ranks != 1 or self.aux_slots or self.layers != 1:
                 out.append("engine.room_policy: client rooms are modelled for one prefill rank, one decode rank, "
                            "one layer and no aux slots per instance")
-            if e.client_aborts or e.prefill_aborts or e.transfer_failures or e.peer_death or e.lossy_aborts:
-                out.append("engine.room_policy: client rooms are modelled without aborts, failures and deaths "
-                           "(the room-keyed ack tracker is not modelled yet)")
+            if e.prefill_aborts or e.transfer_failures or e.peer_death or e.lossy_aborts:
+                out.append("engine.room_policy: client rooms are modelled with client aborts at decode only "
+                           "(no prefill aborts, transfer failures, deaths or lost ABORTs)")
+            if e.client_aborts:
+                seen = set()
+                for i, r in enumerate(self.requests):
+                    key = (self.room_of(i), r.prefill_instance)
+                    if key in seen:
+                        out.append(f"requests[{i}].prefill_instance: with client aborts two requests of one room on "
+                                   "one prefill instance share its _deferred_ack_targets[room], which is not "
+                                   "modelled")
+                        break
+                    seen.add(key)
+                if e.decode_allocation_policy != "early":
+                    out.append("engine.client_aborts: client rooms with aborts are modelled with "
+                               "decode_allocation_policy = \"early\" only")
             for i, r in enumerate(self.requests):
                 if r.room is not None and not 0 <= r.room < len(self.requests):
                     out.append(f"requests[{i}].room: expected 0..{len(self.requests) - 1}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from kvproof.model.framework import action, witness
 from kvproof.model.layout import Domain, Field
 from kvproof.spec.sglang.state import (
-    D_ENDED, D_NEW, D_RESERVED, D_WAITING, OUT_ERROR, OUT_NONE, OUT_SUCCESS, P_ENDED, P_QUEUED, P_SENDING,
+    D_ENDED, D_HELD, D_NEW, D_RESERVED, D_WAITING, OUT_ERROR, OUT_NONE, OUT_SUCCESS, P_ENDED, P_QUEUED, P_SENDING,
     PAB_NONE, POLL_FAILED, POLL_NONE, POLL_SUCCESS, WR_FLIGHT, WR_LANDED, WriteTarget,
 )
 
@@ -95,6 +95,16 @@ class _ClientRooms:
         """``--disaggregation-decode-allocation-policy prefill_complete``: the duplicate-room
         guard of ``CommonKVReceiver.__init__`` is on."""
         return self.e.decode_allocation_policy == "prefill_complete"
+
+    @property
+    def room_acks(self) -> bool:
+        """Client rooms with client aborts: decode's ``_deferred_abort_ack_tracker`` is keyed
+        by the room (see :meth:`send_abort`, :meth:`release_safe`, :meth:`release_decode`)."""
+        return self.client_rooms and self.e.client_aborts
+
+    def room_mates(self, r: int) -> list[int]:
+        """The other requests that carry request ``r``'s room."""
+        return [r2 for r2 in range(self.k.R) if r2 != r and self.room(r2) == self.room(r)]
 
     def room(self, r: int) -> int:
         """Request ``r``'s ``bootstrap_room``."""
@@ -495,6 +505,85 @@ class _ClientRooms:
             unpublished = o.is_in(s.d_phase[r], (D_NEW, D_RESERVED))
             self.send_abort(s, n, r, send=unpublished, arm=False)
         n.d_status[x] = RS_ABSENT
+
+    # -- the abort bookkeeping keyed by room (client rooms with aborts) -------------------------
+    # decode's _deferred_abort_ack_tracker[room] holds ONE generation and the prefill ranks that
+    # acked it; ``armed[r]`` reads "the room's tracker holds r's generation" and ``acked[r, pr]``
+    # "and rank pr's ack for it was recorded", so at most one request of a room is armed.
+    # Prefill's _deferred_ack_targets[room] is per prefill instance; Config.problems keeps the
+    # requests of one room on distinct instances when aborts are on, so there it is the
+    # request's own (the base p_abort).
+    def send_abort(self, s, n, r: int, send=True, arm=True):
+        """With client rooms and aborts ``register_deferred_abort_room(room)`` replaces the
+        ROOM's tracker (``DeferredAbortAckState(generation, set())``): the generation another
+        request of the room armed is gone, with its recorded acks."""
+        super().send_abort(s, n, r, send, arm)
+        if not self.room_acks or arm is False:
+            return
+        o = s.ops
+        for pr in self.prs:
+            n.acked[r, pr] = o.ite(arm, 0, n.acked[r, pr])
+        for r2 in self.room_mates(r):
+            n.armed[r2] = o.ite(arm, 0, n.armed[r2])
+            for pr in self.prs:
+                n.acked[r2, pr] = o.ite(arm, 0, n.acked[r2, pr])
+
+    def release_safe(self, s, r: int):
+        """With client rooms and aborts ``resolve_deferred_releases`` asks
+        ``is_abort_release_safe(req.bootstrap_room, required_acks)``: the ROOM's tracker, whichever
+        request of the room armed it (a held entry does not remember its generation)."""
+        if not self.room_acks:
+            return super().release_safe(s, r)
+        o = s.ops
+        per_rank = []
+        for d in range(self.k.DR):
+            linked = self.k.prefill_ranks_of(d)
+            need = len(linked) if self.e.required_acks == "every_prefill_rank" else 1
+            per_rank.append(o.any_((s.armed[r2] == 1) & (o.count(s.acked[r2, pr] == 1 for pr in linked) >= need)
+                                   for r2 in [r, *self.room_mates(r)]))
+        return self.combine(o, per_rank, self.e.ready_combine)
+
+    def release_decode(self, s, n, r: int, when=True):
+        """With client rooms and aborts the release of a HELD request (``_do_release``) calls
+        ``clear_deferred_abort_state(room)``: the room's tracker goes, also when another request
+        of the room armed it (a commit's or an immediate release does not touch it)."""
+        super().release_decode(s, n, r, when)
+        if not self.room_acks:
+            return
+        o = s.ops
+        gone = s.d_phase[r] == D_HELD if when is True else o.and_(when, s.d_phase[r] == D_HELD)
+        for r2 in self.room_mates(r):
+            n.armed[r2] = o.ite(gone, 0, n.armed[r2])
+            for pr in self.prs:
+                n.acked[r2, pr] = o.ite(gone, 0, n.acked[r2, pr])
+
+    def decode_abort(self, s, n, r):
+        """With client rooms ``CommonKVReceiver.abort`` marks the ROOM Failed on decode
+        (``update_status(room, Failed)``).  A request in the transfer queue then takes
+        ``pop_transferred``'s Failed branch, which first polls every queued receiver (each
+        caches the room's status: another request of the room caches Failed; a receiver with
+        nothing cached whose room is gone raises ``KeyError``, no step) and whose
+        ``failure_exception`` clears the receiver, popping the room's ``request_status``; one
+        in the prealloc queue is cleared by ``pop_preallocated``'s abort scan (popping it too);
+        a request that never reached decode has no receiver.  A receiver that already cached
+        the room's Failed (another request's abort) records no "Aborted by AbortReq." of its
+        own, so the client gets the Failed branch's error, not an abort."""
+        super().decode_abort(s, n, r)
+        if not self.room_acks:
+            return
+        o = s.ops
+        x = self.room(r)
+        n.outcome[r] = o.ite(s.d_concl[r] == 2, OUT_ERROR, n.outcome[r])
+        failed = update_status(o, s.d_status[x], RS_FAILED)
+        queued = s.d_phase[r] == D_WAITING
+        for r2 in range(self.k.R):
+            if r2 == r:
+                continue
+            st = failed if self.room(r2) == x else s.d_status[self.room(r2)]
+            polls = queued & (s.d_phase[r2] == D_WAITING) & (s.d_concl[r2] == 0)
+            s.require(~polls | (st != RS_ABSENT))
+            n.d_concl[r2] = o.ite(polls, o.ite(st == RS_SUCCESS, 1, o.ite(st == RS_FAILED, 2, 0)), s.d_concl[r2])
+        n.d_status[x] = o.ite(s.d_phase[r] != D_NEW, RS_ABSENT, s.d_status[x])
 
     def prefill_handle_abort(self, s, n, r, pr):
         """With client rooms ``_handle_deferred_abort_notification`` marks the ROOM Failed on

@@ -167,6 +167,7 @@ class Harness:
         self.req_of: dict[int, tuple[str, int, int]] = {}  # id(Req) -> (side, rank, instance)
         self.in_call: dict[int, tuple[int, int] | None] = {}  # prefill rank -> (instance, chunk) it sends
         self.write_after_release = False
+        self.acting: int | None = None  # the request instance whose decode event is running
         self.problems: list[str] = []
         self.closed = False
         try:
@@ -845,6 +846,13 @@ class Harness:
         """``pop_transferred`` on every decode rank sees Failed: ``failure_exception``,
         ``prepare_abort``, the abort armed (``ensure_abort_notified(force_arm=True)``) when
         deferrable, the MAX collective on the hold, then hold or release."""
+        self.acting = self.current[r]
+        try:
+            self._decode_poll_failed(r)
+        finally:
+            self.acting = None
+
+    def _decode_poll_failed(self, r: int) -> None:
         i = self.current[r]
         if self.opt.deferred_allocation and self.dranks[0].reqs[i] in self.dranks[0].pq.queue:
             self._fail_in_prealloc(i)  # prefill_complete: still waiting for prefill, no pages
@@ -857,6 +865,13 @@ class Harness:
         ``bootstrap_infos``); for a transfer-queue request the next ``pop_transferred`` takes
         the Failed branch; a request still in the prealloc queue is streamed, cleared and
         released by ``pop_preallocated``'s abort scan (the harness releases its pages)."""
+        self.acting = self.current[r]
+        try:
+            self._decode_abort(r)
+        finally:
+            self.acting = None
+
+    def _decode_abort(self, r: int) -> None:
         i = self.current[r]
         x = self.instances[i]
         if i not in self.dranks[0].reqs:  # never reached decode: only the client's abort
@@ -1049,6 +1064,8 @@ class Harness:
         the one slot of the room, or with client rooms the one whose receiver armed
         ``generation`` (or, unarmed, the one that has notified)."""
         slots = self._slots_of_room(room)
+        if generation is None and self.acting is not None and self.instances[self.acting].slot in slots:
+            return self.acting  # the request whose decode event sends it (unarmed ABORTs name no generation)
         if len(slots) > 1:
             for r in slots:
                 dreq = self.dranks[d].reqs.get(self.current[r])
