@@ -8,7 +8,7 @@ import pytest
 from kvproof.model.machine import Machine
 from kvproof.spec.sglang.config import Config, Engine, Request
 from kvproof.spec.sglang.protocol import PdProtocol
-from kvproof.spec.sglang.state import D_HELD, OUT_ERROR, POLL_FAILED, READ_NONE, UNWRITTEN, WR_FLIGHT, WR_NOT_ISSUED
+from kvproof.spec.sglang.state import D_ENDED, D_HELD, OUT_ERROR, POLL_FAILED, READ_NONE, UNWRITTEN, WR_FLIGHT, WR_NOT_ISSUED
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.v0523 import Sglang0523
 
@@ -176,3 +176,29 @@ def test_prefill_complete_reserves_only_after_the_prefill_forward():
         assert before is early_reservation
     unarmed = [s for s in states if s[lay.slot("abort_tx", 0, 0)] != 0 and s[lay.slot("dest", 0, 0)] == k.D]
     assert unarmed and all(s[lay.slot("armed", 0)] == 0 for s in unarmed)
+
+
+def test_client_aborts_key_the_ack_tracker_by_room():
+    """With client aborts, register_deferred_abort_room replaces the room's generation and a held
+    entry resolves by room: R0's page is freed on R1's ack while R0's write is in flight.  Keyed
+    per request (the model before), no such state exists; the configuration refuses what is
+    not modelled (two requests of a room on one instance, prefill_complete with aborts)."""
+    class PerRequest(Sglang0523):
+        room_acks = False  # the tracker keyed per request, as without client rooms
+
+    def freed_under_write(m):
+        lay = m.spec.layout
+        states = states_of(m)
+        return states, [s for s in states if s[lay.slot("wr", 0, 0, 0)] >= WR_FLIGHT and s[lay.slot("d_phase", 0)] == D_ENDED
+                        and s[lay.slot("owner", s[lay.slot("dest", 0, 0)])] != 1]
+
+    m = _shared(instance=1, client_aborts=True)
+    lay = m.spec.layout
+    states, hit = freed_under_write(m)
+    assert hit and all(s[lay.slot("acked", 0, 0)] == 0 for s in hit)  # never R0's own ack
+    assert not any(s[lay.slot("armed", 0)] == 1 and s[lay.slot("armed", 1)] == 1 for s in states)
+    assert not freed_under_write(Machine(PerRequest(m.spec.cfg)))[1]
+    with pytest.raises(ValueError, match="_deferred_ack_targets"):
+        _shared(client_aborts=True)
+    with pytest.raises(ValueError, match="early"):
+        _shared(instance=1, client_aborts=True, decode_allocation_policy="prefill_complete")

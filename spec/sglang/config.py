@@ -146,10 +146,10 @@ class Engine:
     """``--disaggregation-decode-allocation-policy``: ``early`` (0.5.23's default: no duplicate
     check) or ``prefill_complete``, which turns on the duplicate-room guard of
     ``CommonKVReceiver.__init__`` ("Duplicate decode bootstrap room": a receiver whose room is
-    still in decode's ``request_status`` fails, and marks the room Failed).  Only the guard is
-    modelled (decode side: :meth:`~.v0523.Sglang0523.decode_duplicate_room`), not the deferred page
-    allocation that policy also brings nor its prefill-side check (``DeferredBootstrap.open``);
-    scenarios keep two requests of one room on different prefill instances with it."""
+    still in decode's ``request_status`` fails, and marks the room Failed) and defers decode's
+    reservation until prefill's forward completed (``decode_reserve``).  Its prefill-side check
+    (``DeferredBootstrap.open``) is not modelled: scenarios keep two requests of one room on
+    different prefill instances with it."""
     any_free_pages: bool = False
     """Decode's allocator may hand out any free pages, in any order (a free list kept unsorted),
     modelled as a choice (``decode_prealloc_pick``); ``false``: the lowest-numbered free pages,

@@ -41,26 +41,32 @@ __all__ = ["update_status", "RS_LABELS", "RS_ABSENT", "RS_FAILED", "RS_BOOTSTRAP
 # * each prefill instance's ``_staging_outstanding[room]``: chunks of the room dequeued by the
 #   worker and not finished (the sender's ``poll`` holds Success back while it is positive).
 #
-# Keyed by (room, generation) or remembering one, the abort bookkeeping, which the scenarios with
-# client rooms do not reach (``Config.problems`` refuses aborts and failures with them):
+# Keyed by (room, generation) or remembering one, the abort bookkeeping, modelled with client
+# aborts at decode (``room_acks``; ``Config.problems`` refuses prefill aborts, transfer failures,
+# deaths and lost ABORTs with client rooms, and two requests of one room on one prefill instance
+# when aborts are on):
 #
 # * decode's ``_deferred_abort_ack_tracker[room]`` = ``DeferredAbortAckState(generation,
 #   prefill_ranks)``: ONE armed generation per room (``register_deferred_abort_room`` replaces
-#   it), ``note_abort_ack(room, rank, generation)`` records an ack only for that generation,
-#   ``is_abort_release_safe(room, k)`` counts its ranks, ``clear_deferred_abort_state(room)``
-#   pops it at the release;
+#   it: :meth:`_ClientRooms.send_abort`), ``note_abort_ack(room, rank, generation)`` records an
+#   ack only for that generation (``armed[r]``: the room's tracker holds r's generation),
+#   ``is_abort_release_safe(room, k)`` counts its ranks (:meth:`_ClientRooms.release_safe`),
+#   ``clear_deferred_abort_state(room)`` pops it when ``_do_release`` frees a held entry
+#   (:meth:`_ClientRooms.release_decode`);
 # * a held entry of ``_deferred_releases`` (``decode.py`` ``_defer_release``) remembers the
 #   request, its start, its deadline, its metadata slot and ``required_acks``; it is resolved by
 #   ``is_abort_release_safe(req.bootstrap_room, required_acks)``: by ROOM, not by generation;
 # * prefill's ``_deferred_ack_targets[room][(decode ip, port)] = AckTarget(ip, port,
-#   generation)`` and ``_deferred_ack_poisoned_rooms``, dropped with ``_staging_outstanding[room]``
-#   when a new lifecycle of the room opens (``update_status`` creating the entry).
+#   generation)`` and ``_deferred_ack_poisoned_rooms`` are per prefill instance: with the
+#   requests of a room on distinct instances they are each request's own (the base ``p_abort``);
+#   two requests of a room on one instance with aborts are refused, as that sharing is not
+#   modelled.
 #
-# So two requests sharing a room while the first is held after an abort is not checked.  Nor are
-# several ranks per instance and metadata slots with client rooms; of
-# ``--disaggregation-decode-allocation-policy prefill_complete`` only its decode-side
-# duplicate-room check is modelled (``decode_duplicate_room``), not its prefill-side check
-# (``common/bootstrap.py`` ``DeferredBootstrap.open``) nor its deferred allocation.
+# Not modelled with client rooms: several ranks per instance, metadata slots; with
+# ``--disaggregation-decode-allocation-policy prefill_complete`` (``decode_prealloc`` opens the
+# receiver, ``decode_reserve`` reserves after prefill's forward, ``DeferredBootstrap`` per
+# instance and room in ``p_ep`` / ``p_ready``), its prefill-side duplicate check
+# (``DeferredBootstrap.open``), its bootstrap timeout and aborts.
 
 RS_ABSENT, RS_FAILED, RS_BOOTSTRAPPING, RS_WAITING, RS_SUCCESS = range(5)
 RS_LABELS = ("absent", "failed", "bootstrapping", "waiting_for_input", "success")
