@@ -21,7 +21,8 @@ pytestmark = [  # slow: importing SGLang alone takes 10-25 s
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 FAMILY = ["sglang-0.5.23-mooncake", "sglang-0.5.23-failed-send", "sglang-0.5.23-deferral-off",
           "sglang-0.5.23-admission", "sglang-0.5.23-tp2", "sglang-0.5.23-tp2x2", "sglang-0.5.23-room-reuse",
-          "sglang-0.5.23-aux", "sglang-0.5.23-shared-room", "sglang-0.5.23-shared-room-2p"]
+          "sglang-0.5.23-aux", "sglang-0.5.23-shared-room", "sglang-0.5.23-shared-room-2p",
+          "sglang-0.5.23-shared-room-2p-guard", "sglang-0.5.23-shared-room-abort"]
 
 
 def family_traces():
@@ -70,22 +71,71 @@ def test_the_family_has_stored_counterexamples():
         "sglang-0.5.23-admission", "sglang-0.5.23-tp2", "sglang-0.5.23-aux"}
 
 
-# the harness runs 0.5.23's default decode allocation policy: a trace of a scenario with the
-# prefill_complete guard cannot be replayed (its deferred allocation is not wired), and says so
-GUARDED = ("sglang-0.5.23-shared-room-2p-guard",)
-
-
 @pytest.mark.parametrize("path", family_traces(), ids=lambda p: p.name.removesuffix(".itf.json"))
 def test_every_stored_counterexample_reproduces_on_the_real_code(path):
-    from kvproof.spec.sglang.conform import ConformError
     from kvproof.spec.sglang.conform.report import replay_trace
 
-    if path.name.split("__")[0] in GUARDED:
-        with pytest.raises(ConformError, match="decode_allocation_policy = prefill_complete"):
-            replay_trace(path)
-        return
     verdict = replay_trace(path)
     assert verdict.verdict == "reproduced", getattr(verdict, "reason", "")
+
+
+def test_the_guard_scenario_runs_prefill_complete_on_the_real_code():
+    """The -2p-guard traces run with --disaggregation-decode-allocation-policy prefill_complete:
+    the real managers defer decode's allocation and prefill has a DeferredBootstrap."""
+    from kvproof.model.machine import Machine
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.sglang.conform.replay import harness_for
+
+    sc = builtin("sglang-0.5.23-shared-room-2p-guard")
+    h = harness_for(sc, Machine(sc.build()).spec)
+    try:
+        assert h.m["runtime_context"].get_disagg().disaggregation_decode_allocation_policy == "prefill_complete"
+        assert h.dranks[0].mgr.defer_decode_allocation and h.dranks[0].mgr.deferred_bootstrap is None
+        assert all(p.mgr.deferred_bootstrap is not None for p in h.pranks)
+    finally:
+        h.close()
+
+
+def test_prefill_complete_reserves_after_prefill_and_the_guard_fails_the_room():
+    """With prefill_complete decode's receiver sends BOOTSTRAP and reserves nothing: a
+    reservation before prefill's forward is refused by the real code (the model once reserved
+    at admission, and its traces diverged there).  After mark_prefill_complete the readiness
+    message lets pop_preallocated reserve; a second receiver of the room is refused
+    ("Duplicate decode bootstrap room") and marks the room Failed, so R0 fails too, and R0's
+    clear sends ABORT to its prefill instance."""
+    from kvproof.spec.sglang.conform.harness import Divergent, Harness, Options, Shape
+
+    opts = Options(True, 2, allocation_policy="prefill_complete")
+    h = Harness(Shape(((0, 1, False), (1, 1, False)), 2, 2, rooms=(0, 0), instances=(0, 1)), opts)
+    try:
+        KVPoll = h.m["base"].KVPoll
+        h.prefill_bootstrap_add(0)
+        h.decode_prealloc(0)
+        assert h.observe().owner == (0, 0)  # nothing reserved at admission
+        with pytest.raises(Divergent, match="WaitingForInput"):
+            h.decode_reserve(0)
+        h.prefill_forward(0)  # optimistic prefill while Bootstrapping, then the readiness message
+        assert h.dranks[0].mgr.request_status[h.room(0)] == KVPoll.WaitingForInput
+        h.decode_reserve(0)
+        assert h.observe().owner == (1, 0)
+        h.decode_duplicate_room(1)
+        assert h.dranks[0].mgr.request_status[h.room(0)] == KVPoll.Failed
+        assert h.observe().outcome[1] == "error"
+        h.decode_poll_failed(0)
+        obs = h.observe()
+        assert obs.held == frozenset({0}) and obs.aborts == ((0, 0, True),)
+    finally:
+        h.close()
+    h = Harness(Shape(((0, 1, False), (1, 1, False)), 2, 2, rooms=(0, 0), instances=(0, 1)), opts)
+    try:
+        h.prefill_bootstrap_add(0)
+        h.decode_prealloc(0)
+        h.decode_duplicate_room(1)
+        h.decode_poll_failed(0)  # still waiting for prefill: no pages, the clear's ABORT unarmed
+        assert h.observe().aborts == ((0, 0, False),)
+        assert h.room(0) not in h.dranks[0].mgr.request_status
+    finally:
+        h.close()
 
 
 def test_two_requests_of_one_room_on_the_real_code():
@@ -125,6 +175,39 @@ def test_two_requests_of_one_room_on_the_real_code():
         assert h.room(1) not in h.dranks[0].mgr.request_status
         with pytest.raises(KeyError):
             h.dranks[0].tq.pop_transferred()
+    finally:
+        h.close()
+
+
+def test_a_held_request_is_released_on_the_ack_of_another_request_of_its_room():
+    """_deferred_abort_ack_tracker is keyed by the room: R0 (instance 0) is aborted and held with
+    its write in flight, R1 (instance 1, same room) fails on the room's Failed status and arms a
+    new generation, R1's prefill acks it at once, and resolve_deferred_releases frees R0's page on
+    is_abort_release_safe(room, 1) while R0's write still lands there."""
+    from kvproof.spec.sglang.conform.harness import Harness, Options, Shape
+
+    h = Harness(Shape(((0, 1, False), (1, 1, False)), 2, 2, rooms=(0, 0), instances=(0, 1)), Options(True, 2))
+    try:
+        h.prefill_bootstrap_add(0)
+        h.decode_prealloc(0)
+        h.decode_prealloc(1)
+        h.decode_send_metadata(0, 0)
+        h.prefill_forward(0)
+        h.decode_send_metadata(1, 0)
+        h.kv_transfer_write(0, 0, 0)
+        h.decode_abort(0)
+        first = h.dranks[0].mgr._deferred_abort_ack_tracker[h.room(0)].generation
+        h.decode_poll_failed(1)  # R1's receiver cached the room's Failed in R0's pop_transferred
+        tracker = h.dranks[0].mgr._deferred_abort_ack_tracker[h.room(0)]
+        assert tracker.generation != first and h.observe().held == frozenset({0, 1})
+        h.prefill_handle_abort(1, 0)
+        h.prefill_drain_ack(1, 0)
+        h.decode_handle_abort_ack(1, 0)
+        assert h.observe().held == frozenset({0, 1}) and not h.write_after_release
+        h.decode_release_deferred(0)
+        obs = h.observe()
+        assert 0 not in obs.held and obs.owner[0] == 0 and obs.write_after_release
+        assert h.room(0) not in h.dranks[0].mgr._deferred_abort_ack_tracker  # R1's generation went too
     finally:
         h.close()
 

@@ -8,7 +8,7 @@ import pytest
 from kvproof.model.machine import Machine
 from kvproof.spec.sglang.config import Config, Engine, Request
 from kvproof.spec.sglang.protocol import PdProtocol
-from kvproof.spec.sglang.state import D_HELD, OUT_ERROR, POLL_FAILED, READ_NONE, UNWRITTEN, WR_FLIGHT, WR_NOT_ISSUED
+from kvproof.spec.sglang.state import D_ENDED, D_HELD, OUT_ERROR, POLL_FAILED, READ_NONE, UNWRITTEN, WR_FLIGHT, WR_NOT_ISSUED
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.v0523 import Sglang0523
 
@@ -160,3 +160,45 @@ def test_two_instances_keep_the_pages_apart_and_the_guard_keeps_the_room_entry()
         assert all(s[lay.slot("read", r)] <= 1 for s in states for r in (0, 1))
         found = any(m.claim_hits("sometimes_decode_polls_cleared_room", s) for s in states)
         assert found is popped
+
+
+def test_prefill_complete_reserves_only_after_the_prefill_forward():
+    """--disaggregation-decode-allocation-policy prefill_complete defers decode's reservation
+    (``_pre_alloc`` waits for the readiness message after ``mark_prefill_complete``): no request
+    holds a decode page before its prefill forward ran; with early one does.  A request failed
+    by the guard while it waits for prefill sends an unarmed ABORT from its receiver's clear."""
+    for policy, early_reservation in (("early", True), ("prefill_complete", False)):
+        m = _shared(instance=1, decode_allocation_policy=policy)
+        lay, k = m.spec.layout, m.spec.k
+        states = states_of(m)
+        before = any(s[lay.slot("dest", r, 0)] != k.D and s[lay.slot("src", r, 0)] == k.P
+                     for s in states for r in (0, 1))
+        assert before is early_reservation
+    unarmed = [s for s in states if s[lay.slot("abort_tx", 0, 0)] != 0 and s[lay.slot("dest", 0, 0)] == k.D]
+    assert unarmed and all(s[lay.slot("armed", 0)] == 0 for s in unarmed)
+
+
+def test_client_aborts_key_the_ack_tracker_by_room():
+    """With client aborts, register_deferred_abort_room replaces the room's generation and a held
+    entry resolves by room: R0's page is freed on R1's ack while R0's write is in flight.  Keyed
+    per request (the model before), no such state exists; the configuration refuses what is
+    not modelled (two requests of a room on one instance, prefill_complete with aborts)."""
+    class PerRequest(Sglang0523):
+        room_acks = False  # the tracker keyed per request, as without client rooms
+
+    def freed_under_write(m):
+        lay = m.spec.layout
+        states = states_of(m)
+        return states, [s for s in states if s[lay.slot("wr", 0, 0, 0)] >= WR_FLIGHT and s[lay.slot("d_phase", 0)] == D_ENDED
+                        and s[lay.slot("owner", s[lay.slot("dest", 0, 0)])] != 1]
+
+    m = _shared(instance=1, client_aborts=True)
+    lay = m.spec.layout
+    states, hit = freed_under_write(m)
+    assert hit and all(s[lay.slot("acked", 0, 0)] == 0 for s in hit)  # never R0's own ack
+    assert not any(s[lay.slot("armed", 0)] == 1 and s[lay.slot("armed", 1)] == 1 for s in states)
+    assert not freed_under_write(Machine(PerRequest(m.spec.cfg)))[1]
+    with pytest.raises(ValueError, match="_deferred_ack_targets"):
+        _shared(client_aborts=True)
+    with pytest.raises(ValueError, match="early"):
+        _shared(instance=1, client_aborts=True, decode_allocation_policy="prefill_complete")

@@ -97,7 +97,7 @@ class PdClaims:
         for r in range(k.R):
             released = o.any_(getattr(s, t.owner)[t.dest] != owned_by(r) for t in targets[r])
             if self.release_needs_reservation():
-                released = o.and_(s.d_phase[r] != D_NEW, released)
+                released = o.and_(self.has_reserved(s, r), released)
             # a write may target r's memory once prefill ran its forward (source pages allocated),
             # or while it still may: alive, not ended, and every decode rank published
             forwarded = s.src[r, 0] != k.P

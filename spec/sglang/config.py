@@ -146,10 +146,10 @@ class Engine:
     """``--disaggregation-decode-allocation-policy``: ``early`` (0.5.23's default: no duplicate
     check) or ``prefill_complete``, which turns on the duplicate-room guard of
     ``CommonKVReceiver.__init__`` ("Duplicate decode bootstrap room": a receiver whose room is
-    still in decode's ``request_status`` fails, and marks the room Failed).  Only the guard is
-    modelled (decode side: :meth:`~.v0523.Sglang0523.decode_duplicate_room`), not the deferred page
-    allocation that policy also brings nor its prefill-side check (``DeferredBootstrap.open``);
-    scenarios keep two requests of one room on different prefill instances with it."""
+    still in decode's ``request_status`` fails, and marks the room Failed) and defers decode's
+    reservation until prefill's forward completed (``decode_reserve``).  Its prefill-side check
+    (``DeferredBootstrap.open``) is not modelled: scenarios keep two requests of one room on
+    different prefill instances with it."""
     any_free_pages: bool = False
     """Decode's allocator may hand out any free pages, in any order (a free list kept unsorted),
     modelled as a choice (``decode_prealloc_pick``); ``false``: the lowest-numbered free pages,
@@ -215,9 +215,22 @@ class Config:
             if self.prefill_ranks != 1 or self.decode_ranks != 1 or self.aux_slots or self.layers != 1:
                 out.append("engine.room_policy: client rooms are modelled for one prefill rank, one decode rank, "
                            "one layer and no aux slots per instance")
-            if e.client_aborts or e.prefill_aborts or e.transfer_failures or e.peer_death or e.lossy_aborts:
-                out.append("engine.room_policy: client rooms are modelled without aborts, failures and deaths "
-                           "(the room-keyed ack tracker is not modelled yet)")
+            if e.prefill_aborts or e.transfer_failures or e.peer_death or e.lossy_aborts:
+                out.append("engine.room_policy: client rooms are modelled with client aborts at decode only "
+                           "(no prefill aborts, transfer failures, deaths or lost ABORTs)")
+            if e.client_aborts:
+                seen = set()
+                for i, r in enumerate(self.requests):
+                    key = (self.room_of(i), r.prefill_instance)
+                    if key in seen:
+                        out.append(f"requests[{i}].prefill_instance: with client aborts two requests of one room on "
+                                   "one prefill instance share its _deferred_ack_targets[room], which is not "
+                                   "modelled")
+                        break
+                    seen.add(key)
+                if e.decode_allocation_policy != "early":
+                    out.append("engine.client_aborts: client rooms with aborts are modelled with "
+                               "decode_allocation_policy = \"early\" only")
             for i, r in enumerate(self.requests):
                 if r.room is not None and not 0 <= r.room < len(self.requests):
                     out.append(f"requests[{i}].room: expected 0..{len(self.requests) - 1}")

@@ -281,6 +281,12 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         so."""
         return False
 
+    def has_reserved(self, s, r: int):
+        """Whether decode reserved for ``r`` at some point (a condition), where
+        :meth:`release_needs_reservation` asks: by default it left ``new``
+        (``DecodePreallocQueue`` reserves as it admits)."""
+        return s.d_phase[r] != D_NEW
+
     def write_dest(self, r: int, w: int, c: int) -> tuple[str, tuple[int, ...]]:
         """Where write stream ``w``'s write of ``r``'s chunk ``c`` lands, as (field, index) for
         narrators reading concrete states: ``dest[r, c]``, the request's own reserved page (a

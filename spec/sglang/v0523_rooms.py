@@ -9,7 +9,7 @@ from __future__ import annotations
 from kvproof.model.framework import action, witness
 from kvproof.model.layout import Domain, Field
 from kvproof.spec.sglang.state import (
-    D_ENDED, D_NEW, D_RESERVED, D_WAITING, OUT_ERROR, OUT_NONE, OUT_SUCCESS, P_ENDED, P_QUEUED, P_SENDING,
+    D_ENDED, D_HELD, D_NEW, D_RESERVED, D_WAITING, OUT_ERROR, OUT_NONE, OUT_SUCCESS, P_ENDED, P_QUEUED, P_SENDING,
     PAB_NONE, POLL_FAILED, POLL_NONE, POLL_SUCCESS, WR_FLIGHT, WR_LANDED, WriteTarget,
 )
 
@@ -41,26 +41,32 @@ __all__ = ["update_status", "RS_LABELS", "RS_ABSENT", "RS_FAILED", "RS_BOOTSTRAP
 # * each prefill instance's ``_staging_outstanding[room]``: chunks of the room dequeued by the
 #   worker and not finished (the sender's ``poll`` holds Success back while it is positive).
 #
-# Keyed by (room, generation) or remembering one, the abort bookkeeping, which the scenarios with
-# client rooms do not reach (``Config.problems`` refuses aborts and failures with them):
+# Keyed by (room, generation) or remembering one, the abort bookkeeping, modelled with client
+# aborts at decode (``room_acks``; ``Config.problems`` refuses prefill aborts, transfer failures,
+# deaths and lost ABORTs with client rooms, and two requests of one room on one prefill instance
+# when aborts are on):
 #
 # * decode's ``_deferred_abort_ack_tracker[room]`` = ``DeferredAbortAckState(generation,
 #   prefill_ranks)``: ONE armed generation per room (``register_deferred_abort_room`` replaces
-#   it), ``note_abort_ack(room, rank, generation)`` records an ack only for that generation,
-#   ``is_abort_release_safe(room, k)`` counts its ranks, ``clear_deferred_abort_state(room)``
-#   pops it at the release;
+#   it: :meth:`_ClientRooms.send_abort`), ``note_abort_ack(room, rank, generation)`` records an
+#   ack only for that generation (``armed[r]``: the room's tracker holds r's generation),
+#   ``is_abort_release_safe(room, k)`` counts its ranks (:meth:`_ClientRooms.release_safe`),
+#   ``clear_deferred_abort_state(room)`` pops it when ``_do_release`` frees a held entry
+#   (:meth:`_ClientRooms.release_decode`);
 # * a held entry of ``_deferred_releases`` (``decode.py`` ``_defer_release``) remembers the
 #   request, its start, its deadline, its metadata slot and ``required_acks``; it is resolved by
 #   ``is_abort_release_safe(req.bootstrap_room, required_acks)``: by ROOM, not by generation;
 # * prefill's ``_deferred_ack_targets[room][(decode ip, port)] = AckTarget(ip, port,
-#   generation)`` and ``_deferred_ack_poisoned_rooms``, dropped with ``_staging_outstanding[room]``
-#   when a new lifecycle of the room opens (``update_status`` creating the entry).
+#   generation)`` and ``_deferred_ack_poisoned_rooms`` are per prefill instance: with the
+#   requests of a room on distinct instances they are each request's own (the base ``p_abort``);
+#   two requests of a room on one instance with aborts are refused, as that sharing is not
+#   modelled.
 #
-# So two requests sharing a room while the first is held after an abort is not checked.  Nor are
-# several ranks per instance and metadata slots with client rooms; of
-# ``--disaggregation-decode-allocation-policy prefill_complete`` only its decode-side
-# duplicate-room check is modelled (``decode_duplicate_room``), not its prefill-side check
-# (``common/bootstrap.py`` ``DeferredBootstrap.open``) nor its deferred allocation.
+# Not modelled with client rooms: several ranks per instance, metadata slots; with
+# ``--disaggregation-decode-allocation-policy prefill_complete`` (``decode_prealloc`` opens the
+# receiver, ``decode_reserve`` reserves after prefill's forward, ``DeferredBootstrap`` per
+# instance and room in ``p_ep`` / ``p_ready``), its prefill-side duplicate check
+# (``DeferredBootstrap.open``), its bootstrap timeout and aborts.
 
 RS_ABSENT, RS_FAILED, RS_BOOTSTRAPPING, RS_WAITING, RS_SUCCESS = range(5)
 RS_LABELS = ("absent", "failed", "bootstrapping", "waiting_for_input", "success")
@@ -96,6 +102,16 @@ class _ClientRooms:
         guard of ``CommonKVReceiver.__init__`` is on."""
         return self.e.decode_allocation_policy == "prefill_complete"
 
+    @property
+    def room_acks(self) -> bool:
+        """Client rooms with client aborts: decode's ``_deferred_abort_ack_tracker`` is keyed
+        by the room (see :meth:`send_abort`, :meth:`release_safe`, :meth:`release_decode`)."""
+        return self.client_rooms and self.e.client_aborts
+
+    def room_mates(self, r: int) -> list[int]:
+        """The other requests that carry request ``r``'s room."""
+        return [r2 for r2 in range(self.k.R) if r2 != r and self.room(r2) == self.room(r)]
+
     def room(self, r: int) -> int:
         """Request ``r``'s ``bootstrap_room``."""
         return self.cfg.room_of(r)
@@ -130,6 +146,23 @@ class _ClientRooms:
                   "worker took from transfer_infos[room] with that chunk)"),
             Field("d_concl", (k.req,), Domain("conclusion", 3, ("none", "success", "failed")), 0,
                   "the decode receiver's conclude_state: what its poll cached"),
+        ] + (self._deferred_allocation_fields() if self.room_guard else [])
+
+    def _deferred_allocation_fields(self) -> list[Field]:
+        """With ``prefill_complete``: whether the request's decode receiver exists (it sent
+        ``BOOTSTRAP``, no page reserved yet) and each prefill instance's ``DeferredBootstrap``
+        entry of a room (``common/bootstrap.py`` ``BootstrapRoom``: decode's endpoint
+        registered, the prefill forward complete)."""
+        k, cfg = self.k, self.cfg
+        flag = Domain("flag", 2, ("no", "yes"))
+        room = Domain("room", cfg.rooms, tuple(f"room{x}" for x in range(cfg.rooms)))
+        inst = Domain("prefill_instance", cfg.prefill_instances, tuple(f"I{i}" for i in range(cfg.prefill_instances)))
+        return [
+            Field("d_boot", (k.req,), flag, 0,
+                  "decode's receiver exists and sent BOOTSTRAP (prefill_complete: pages are reserved later)"),
+            Field("p_ep", (inst, room), flag, 0, "each prefill instance's DeferredBootstrap room: decode's endpoint"),
+            Field("p_ready", (inst, room), flag, 0,
+                  "each prefill instance's DeferredBootstrap room: the prefill forward completed (ready)"),
         ]
 
     def write_dest(self, r: int, w: int, c: int) -> tuple[str, tuple[int, ...]]:
@@ -162,6 +195,14 @@ class _ClientRooms:
         decode has released nothing."""
         return self.client_rooms or super().release_needs_reservation()
 
+    def has_reserved(self, s, r: int):
+        """With ``prefill_complete`` a request may leave ``new`` on decode without a page
+        (the duplicate-room guard, a failure while it waited for prefill): it reserved only if
+        ``_pre_alloc`` gave it pages (:meth:`decode_reserve`)."""
+        if not (self.client_rooms and self.room_guard):
+            return super().has_reserved(s, r)
+        return (s.d_phase[r] != D_NEW) & (s.dest[r, 0] != self.k.D)
+
     def prefill_bootstrap_add(self, s, n, r):
         """``CommonKVSender.__init__`` opens the room on its prefill instance
         (``update_status(room, Bootstrapping)``: a live entry of another request stays)."""
@@ -174,26 +215,80 @@ class _ClientRooms:
     def decode_prealloc(self, s, n, r):
         """``CommonKVReceiver.__init__`` opens the room on decode (``update_status(room,
         Bootstrapping)``); with the guard a room still in ``request_status`` is refused here
-        (see :meth:`decode_duplicate_room`)."""
+        (see :meth:`decode_duplicate_room`), and the reservation waits for prefill (see
+        :meth:`decode_open_receiver`)."""
+        deferred = self.client_rooms and self.room_guard and not (self.over_long(r) and self.e.reject_at_decode_door)
+        if deferred:
+            self.decode_open_receiver(s, n, r)
+            return
         if self.client_rooms and not (self.over_long(r) and self.e.reject_at_decode_door):
             x = self.room(r)
-            if self.room_guard:
-                s.require(s.d_status[x] == RS_ABSENT)
             n.d_status[x] = update_status(s.ops, s.d_status[x], RS_BOOTSTRAPPING)
         super().decode_prealloc(s, n, r)
+
+    def arrived_in_order(self, s, r: int):
+        """With ``prefill_complete``, FIFO arrival at ``DecodePreallocQueue.add``
+        (``ordered_arrivals``): request ``r - 1`` has its receiver, or left ``new``.  A
+        condition."""
+        o = s.ops
+        if not self.e.ordered_arrivals or r == 0:
+            return o.const(True)
+        return (s.d_phase[r - 1] != D_NEW) | (s.d_boot[r - 1] == 1)
+
+    def decode_open_receiver(self, s, n, r):
+        """(``prefill_complete``, the body of :meth:`decode_prealloc`.)
+        ``DecodePreallocQueue.add`` creates the receiver: ``CommonKVReceiver.__init__`` finds
+        the room absent from decode's ``request_status`` (the duplicate case is
+        :meth:`decode_duplicate_room`) and opens it Bootstrapping; ``init`` sends ``BOOTSTRAP``
+        (room, decode's endpoint) to the prefill instance instead of reserving, and the
+        instance's bootstrap thread registers it (``_handle_bootstrap_message`` ->
+        ``DeferredBootstrap.register``): if the forward there already completed, the readiness
+        message (``_notify_bootstrap``, WaitingForInput) reaches decode's
+        ``apply_prefill_status``.  No page is reserved until :meth:`decode_reserve`."""
+        o = s.ops
+        x, i = self.room(r), self.instance(r)
+        s.require(s.d_phase[r] == D_NEW)
+        s.require(s.d_boot[r] == 0)
+        s.require(self.arrived_in_order(s, r))
+        s.require(s.outcome[r] == OUT_NONE)
+        s.require(s.d_status[x] == RS_ABSENT)
+        n.d_boot[r] = 1
+        n.p_ep[i, x] = 1
+        n.d_status[x] = o.ite(s.p_ready[i, x] == 1, RS_WAITING, RS_BOOTSTRAPPING)
+
+    @action("decode", "req", fair=True)
+    def decode_reserve(self, s, n, r):
+        """(``prefill_complete`` only.)  ``pop_preallocated``: ``_update_handshake_waiters``
+        polls the receiver WaitingForInput (decode's ``request_status[room]``, set by the
+        prefill instance's readiness message), so the request is ``waiting_for_input``;
+        ``_pre_alloc`` reserves its pages now, after prefill completed (the deferred allocation
+        of ``--disaggregation-decode-allocation-policy prefill_complete``), and the same
+        ``pop_preallocated`` iteration publishes them (``send_metadata``, one decode rank with
+        client rooms) and moves the request to ``DecodeTransferQueue``."""
+        s.require(self.client_rooms and self.room_guard)
+        s.require(s.d_phase[r] == D_NEW)
+        s.require(s.d_boot[r] == 1)
+        s.require(s.outcome[r] == OUT_NONE)
+        s.require(s.d_concl[r] == 0)
+        s.require(s.d_status[self.room(r)] == RS_WAITING)
+        self.allocate(s, n, r, self.pages(r), "owner", "dest", self.k.D)
+        n.meta[r, 0] = 1
+        n.d_phase[r] = D_WAITING
+        self.publish_room(s, n, r, [n.dest[r, c] for c in range(self.pages(r))])
 
     @action("decode", "req", fair=True)
     def decode_duplicate_room(self, s, n, r):
         """The duplicate-room guard (``prefill_complete`` only): ``CommonKVReceiver.__init__``
         finds the room in decode's ``request_status`` ("Duplicate decode bootstrap room"),
         records the failure and marks the ROOM Failed (``update_status(room, Failed)``, which
-        the live request of that room polls too); the new request fails in
-        ``_update_handshake_waiters`` before any page is reserved, and its ``clear`` leaves the
-        room alone (``_owns_bootstrap_room`` is false)."""
+        the live request of that room polls too); ``init`` returns at once (no ``BOOTSTRAP``),
+        the new request fails in ``_update_handshake_waiters`` before any page is reserved, and
+        its ``clear`` leaves the room alone (``_owns_bootstrap_room`` is false)."""
         s.require(self.client_rooms and self.room_guard)
         x = self.room(r)
         s.require(s.d_phase[r] == D_NEW)
-        s.require(self.in_order(s, "d_phase", D_NEW, r))
+        s.require(s.d_boot[r] == 0)
+        s.require(self.arrived_in_order(s, r))
         s.require(s.outcome[r] == OUT_NONE)
         s.require(s.d_status[x] != RS_ABSENT)
         n.d_status[x] = RS_FAILED
@@ -208,21 +303,37 @@ class _ClientRooms:
         super().decode_send_metadata(s, n, r, d)
         if not self.client_rooms:
             return
+        self.publish_room(s, n, r, [s.dest[r, c] for c in range(self.pages(r))])
+
+    def publish_room(self, s, n, r: int, pages: list) -> None:
+        """The prefill instance's ``bootstrap_thread`` stores request ``r``'s ``send_metadata``
+        (destination ``pages``, one per chunk) as ``transfer_infos[room][session]`` and sets
+        ``update_status(room, WaitingForInput)``."""
         i, x = self.instance(r), self.room(r)
         for c in range(self.k.C):
-            n.p_dst[i, x, c] = s.dest[r, c] if c < self.pages(r) else self.k.D
+            n.p_dst[i, x, c] = pages[c] if c < len(pages) else self.k.D
         n.p_md[i, x] = r
         n.p_status[i, x] = update_status(s.ops, s.p_status[i, x], RS_WAITING)
 
     def prefill_forward(self, s, n, r):
         """With client rooms the forward runs once the request's sender polls WaitingForInput:
         the ROOM's ``request_status`` on its instance, whichever request of the room published
-        the destinations."""
+        the destinations.  With ``prefill_complete`` it runs while the room is still
+        Bootstrapping too (``can_prefill_before_bootstrap``: an optimistic prefill, the request
+        parked ``pending_bootstrap``), and ``mark_prefill_complete`` marks the instance's
+        ``DeferredBootstrap`` room ready: if decode's ``BOOTSTRAP`` is registered, the readiness
+        message (WaitingForInput) reaches decode's ``apply_prefill_status``, which drops it for
+        a room no longer in ``request_status``."""
         if not self.client_rooms:
             super().prefill_forward(s, n, r)
             return
+        o = s.ops
+        i, x = self.instance(r), self.room(r)
         s.require(s.p_phase[r] == P_QUEUED)
-        s.require(s.p_status[self.instance(r), self.room(r)] == RS_WAITING)
+        if self.room_guard:
+            s.require(o.is_in(s.p_status[i, x], (RS_BOOTSTRAPPING, RS_WAITING)))
+        else:
+            s.require(s.p_status[i, x] == RS_WAITING)
         if self.pending_error(r) and self.e.retire_pending_error_prefill:
             n.p_phase[r] = P_ENDED
             for pr in self.prs:
@@ -230,6 +341,11 @@ class _ClientRooms:
             return
         self.allocate(s, n, r, self.send_len(r), "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_SENDING
+        if self.room_guard:
+            n.p_ready[i, x] = 1
+            d = s.d_status[x]
+            told = (s.p_ep[i, x] == 1) & (d != RS_ABSENT)
+            n.d_status[x] = o.ite(told, update_status(o, d, RS_WAITING), d)
 
     def kv_transfer_write(self, s, n, r, w, c):
         """``add_transfer_request`` skips a room that is absent or Failed; the worker addresses
@@ -306,6 +422,11 @@ class _ClientRooms:
         n.p_status[i, x] = RS_ABSENT
         for c in range(self.k.C):
             n.p_dst[i, x, c] = self.k.D
+        if self.room_guard:
+            # prefill_complete: conclude_transfer sends no Success; CommonKVSender.clear does,
+            # through DeferredBootstrap.close(success=True), which deletes the room's entry
+            n.p_ep[i, x] = 0
+            n.p_ready[i, x] = 0
 
     def polled(self, s, r: int):
         """What request ``r``'s decode receiver polls (``CommonKVReceiver._poll``): its cached
@@ -368,17 +489,107 @@ class _ClientRooms:
     def decode_poll_failed(self, s, n, r):
         """With client rooms the receiver polls Failed when decode's ``request_status[room]``
         is Failed (the guard marked the room); ``failure_exception`` clears the receiver, which
-        pops the room's entry."""
+        pops the room's entry.  With ``prefill_complete`` a request still waiting for prefill
+        (no page reserved: ``_update_handshake_waiters``) fails too, and the receiver's
+        ``_clear`` first sends ``ABORT`` to its prefill instance (the room is not Success and no
+        ABORT went out yet); unarmed unless the metadata was published (``init_time``), where
+        the base Failed branch arms and holds."""
         if not self.client_rooms:
             super().decode_poll_failed(s, n, r)
             return
         o = s.ops
         x = self.room(r)
         s.require(self.polled(s, r) == 2)
-        s.require(o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)))
+        if self.room_guard:
+            waiting = (s.d_phase[r] == D_NEW) & (s.d_boot[r] == 1)
+            s.require(waiting | o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)))
+        else:
+            s.require(o.is_in(s.d_phase[r], (D_RESERVED, D_WAITING)))
         self.pop_transferred_polls(s, n)
         self.fail_request(s, n, r)
+        if self.room_guard:
+            unpublished = o.is_in(s.d_phase[r], (D_NEW, D_RESERVED))
+            self.send_abort(s, n, r, send=unpublished, arm=False)
         n.d_status[x] = RS_ABSENT
+
+    # -- the abort bookkeeping keyed by room (client rooms with aborts) -------------------------
+    # decode's _deferred_abort_ack_tracker[room] holds ONE generation and the prefill ranks that
+    # acked it; ``armed[r]`` reads "the room's tracker holds r's generation" and ``acked[r, pr]``
+    # "and rank pr's ack for it was recorded", so at most one request of a room is armed.
+    # Prefill's _deferred_ack_targets[room] is per prefill instance; Config.problems keeps the
+    # requests of one room on distinct instances when aborts are on, so there it is the
+    # request's own (the base p_abort).
+    def send_abort(self, s, n, r: int, send=True, arm=True):
+        """With client rooms and aborts ``register_deferred_abort_room(room)`` replaces the
+        ROOM's tracker (``DeferredAbortAckState(generation, set())``): the generation another
+        request of the room armed is gone, with its recorded acks."""
+        super().send_abort(s, n, r, send, arm)
+        if not self.room_acks or arm is False:
+            return
+        o = s.ops
+        for pr in self.prs:
+            n.acked[r, pr] = o.ite(arm, 0, n.acked[r, pr])
+        for r2 in self.room_mates(r):
+            n.armed[r2] = o.ite(arm, 0, n.armed[r2])
+            for pr in self.prs:
+                n.acked[r2, pr] = o.ite(arm, 0, n.acked[r2, pr])
+
+    def release_safe(self, s, r: int):
+        """With client rooms and aborts ``resolve_deferred_releases`` asks
+        ``is_abort_release_safe(req.bootstrap_room, required_acks)``: the ROOM's tracker, whichever
+        request of the room armed it (a held entry does not remember its generation)."""
+        if not self.room_acks:
+            return super().release_safe(s, r)
+        o = s.ops
+        per_rank = []
+        for d in range(self.k.DR):
+            linked = self.k.prefill_ranks_of(d)
+            need = len(linked) if self.e.required_acks == "every_prefill_rank" else 1
+            per_rank.append(o.any_((s.armed[r2] == 1) & (o.count(s.acked[r2, pr] == 1 for pr in linked) >= need)
+                                   for r2 in [r, *self.room_mates(r)]))
+        return self.combine(o, per_rank, self.e.ready_combine)
+
+    def release_decode(self, s, n, r: int, when=True):
+        """With client rooms and aborts the release of a HELD request (``_do_release``) calls
+        ``clear_deferred_abort_state(room)``: the room's tracker goes, also when another request
+        of the room armed it (a commit's or an immediate release does not touch it)."""
+        super().release_decode(s, n, r, when)
+        if not self.room_acks:
+            return
+        o = s.ops
+        gone = s.d_phase[r] == D_HELD if when is True else o.and_(when, s.d_phase[r] == D_HELD)
+        for r2 in self.room_mates(r):
+            n.armed[r2] = o.ite(gone, 0, n.armed[r2])
+            for pr in self.prs:
+                n.acked[r2, pr] = o.ite(gone, 0, n.acked[r2, pr])
+
+    def decode_abort(self, s, n, r):
+        """With client rooms ``CommonKVReceiver.abort`` marks the ROOM Failed on decode
+        (``update_status(room, Failed)``).  A request in the transfer queue then takes
+        ``pop_transferred``'s Failed branch, which first polls every queued receiver (each
+        caches the room's status: another request of the room caches Failed; a receiver with
+        nothing cached whose room is gone raises ``KeyError``, no step) and whose
+        ``failure_exception`` clears the receiver, popping the room's ``request_status``; one
+        in the prealloc queue is cleared by ``pop_preallocated``'s abort scan (popping it too);
+        a request that never reached decode has no receiver.  A receiver that already cached
+        the room's Failed (another request's abort) records no "Aborted by AbortReq." of its
+        own, so the client gets the Failed branch's error, not an abort."""
+        super().decode_abort(s, n, r)
+        if not self.room_acks:
+            return
+        o = s.ops
+        x = self.room(r)
+        n.outcome[r] = o.ite(s.d_concl[r] == 2, OUT_ERROR, n.outcome[r])
+        failed = update_status(o, s.d_status[x], RS_FAILED)
+        queued = s.d_phase[r] == D_WAITING
+        for r2 in range(self.k.R):
+            if r2 == r:
+                continue
+            st = failed if self.room(r2) == x else s.d_status[self.room(r2)]
+            polls = queued & (s.d_phase[r2] == D_WAITING) & (s.d_concl[r2] == 0)
+            s.require(~polls | (st != RS_ABSENT))
+            n.d_concl[r2] = o.ite(polls, o.ite(st == RS_SUCCESS, 1, o.ite(st == RS_FAILED, 2, 0)), s.d_concl[r2])
+        n.d_status[x] = o.ite(s.d_phase[r] != D_NEW, RS_ABSENT, s.d_status[x])
 
     def prefill_handle_abort(self, s, n, r, pr):
         """With client rooms ``_handle_deferred_abort_notification`` marks the ROOM Failed on
@@ -386,9 +597,17 @@ class _ClientRooms:
         super().prefill_handle_abort(s, n, r, pr)
         if not self.client_rooms:
             return
+        o = s.ops
         i, x = self.instance(r), self.room(r)
         cur = s.p_status[i, x]
-        n.p_status[i, x] = s.ops.ite(cur == RS_SUCCESS, cur, update_status(s.ops, cur, RS_FAILED))
+        n.p_status[i, x] = o.ite(cur == RS_SUCCESS, cur, update_status(o, cur, RS_FAILED))
+        if self.room_guard:
+            # prefill_complete: _handle_bootstrap_message sees the ABORT first,
+            # DeferredBootstrap.fail(room): with decode's endpoint registered the Failed
+            # message goes to decode, whose apply_prefill_status drops it for a cleared room
+            d = s.d_status[x]
+            told = (s.p_ep[i, x] == 1) & (d != RS_ABSENT)
+            n.d_status[x] = o.ite(told, update_status(o, d, RS_FAILED), d)
 
     def prefill_drain(self, s, n, r):
         """With client rooms the request's end on prefill runs ``CommonKVSender.clear``, which

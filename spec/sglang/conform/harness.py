@@ -87,6 +87,14 @@ class Options:
     ``supports_deferred_decode_kv_release`` (Mooncake does)."""
     timeout_ticks: int = 2
     """The scenario's deferred-release timeout in kvproof ticks."""
+    allocation_policy: str = "early"
+    """``--disaggregation-decode-allocation-policy``: ``early`` (0.5.23's default) or
+    ``prefill_complete`` (decode reserves after prefill's forward; the duplicate-room guard)."""
+
+    @property
+    def deferred_allocation(self) -> bool:
+        """``prefill_complete``: decode reserves only after prefill's forward completed."""
+        return self.allocation_policy == "prefill_complete"
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,7 @@ class Harness:
         self.req_of: dict[int, tuple[str, int, int]] = {}  # id(Req) -> (side, rank, instance)
         self.in_call: dict[int, tuple[int, int] | None] = {}  # prefill rank -> (instance, chunk) it sends
         self.write_after_release = False
+        self.acting: int | None = None  # the request instance whose decode event is running
         self.problems: list[str] = []
         self.closed = False
         try:
@@ -185,7 +194,8 @@ class Harness:
         m = self.m
         rc = m["runtime_context"]
         rc.reset_context()
-        rc.publish(m["server_args"].ServerArgs(model_path="dummy"), role="tokenizer")
+        rc.publish(m["server_args"].ServerArgs(
+            model_path="dummy", disaggregation_decode_allocation_policy=self.opt.allocation_policy), role="tokenizer")
         self.parallel = threading.local()
         for mod in ("decode", "common", "mooncake", "schedule_batch", "prefill"):
             if hasattr(m[mod], "get_parallel"):
@@ -461,9 +471,20 @@ class Harness:
     def decode_prealloc(self, r: int) -> None:
         """``DecodePreallocQueue.add`` on every decode rank (door, receiver, ``init``), then the
         page reservation for the original prompt length and a metadata slot (the harness's
-        tables, lowest free first, as ``pop_preallocated`` would)."""
-        i = self.current[r]
-        x = self.instances[i]
+        tables, lowest free first, as ``pop_preallocated`` would).  With ``prefill_complete``
+        nothing is reserved here: ``init`` sends ``BOOTSTRAP`` to the prefill instance, whose
+        bootstrap thread registers it (``DeferredBootstrap.register``) and, if its forward
+        completed, answers WaitingForInput (see :meth:`decode_reserve`)."""
+        if not self._admit(self.current[r]):
+            return  # retired at the door
+        if self.opt.deferred_allocation:
+            self._bootstrap_handshake(r)
+            return
+        self._reserve(r)
+
+    def _admit(self, i: int) -> bool:
+        """``DecodePreallocQueue.add`` of request instance ``i`` on every decode rank; whether
+        it was admitted (``False``: retired at the door)."""
         admitted = []
         for dr in self.dranks:
             req = self._req(i, "decode", dr.rank)
@@ -472,10 +493,25 @@ class Harness:
             admitted.append(bool(found))
             if found:
                 dr.reqs[i] = found[0]
-        if not any(admitted):
-            return  # retired at the door
-        if not all(admitted):
+        if any(admitted) and not all(admitted):
             raise Divergent("the decode ranks' admission doors disagree")
+        return all(admitted)
+
+    def _bootstrap_handshake(self, r: int) -> None:
+        """``prefill_complete``: the ``BOOTSTRAP`` frames decode's ``init`` sent reach the
+        prefill instance's bootstrap threads, and their answers (a readiness or failure status)
+        reach decode."""
+        room = str(self.room(r)).encode()
+        for p in self.instance_ranks(r):
+            self._deliver_to_prefill(p.rank, lambda src, f: f[0] == b"BOOTSTRAP" and f[1] == room)
+        for pr in range(self.PR):
+            self._deliver_status(r, pr)
+
+    def _reserve(self, r: int) -> None:
+        """The page reservation (the harness's page table, lowest free first) and the metadata
+        slot of slot ``r``'s request on every decode rank, as ``pop_preallocated`` makes them."""
+        i = self.current[r]
+        x = self.instances[i]
         pages = None
         for dr in self.dranks:
             mine = self._lowest_free(dr.owner, x.pages)
@@ -495,6 +531,49 @@ class Harness:
             dreq.req.metadata_buffer_index = idx
             dreq.req.kv.req_pool_idx = r  # holds KV from here on
         x.dest = pages
+
+    def decode_reserve(self, r: int) -> None:
+        """``prefill_complete``: ``pop_preallocated``'s ``_update_handshake_waiters`` on every
+        decode rank must find the receiver WaitingForInput (``waiting_for_input``); then the
+        reservation and, in the same iteration, ``send_metadata`` and the move to
+        ``DecodeTransferQueue`` on every decode rank."""
+        i = self.current[r]
+        rid = self.rid(i)
+        self._on_decode_ranks(lambda dr: dr.pq._update_handshake_waiters([rid]))
+        if not all(dr.reqs[i].waiting_for_input for dr in self.dranks):
+            raise Divergent(f"R{r}: the receiver does not poll WaitingForInput; pop_preallocated reserves nothing")
+        self._reserve(r)
+        for d in range(self.DR):
+            self.decode_send_metadata(r, d)
+
+    def decode_duplicate_room(self, r: int) -> None:
+        """``prefill_complete``: ``DecodePreallocQueue.add`` creates a receiver whose
+        ``__init__`` finds the room in ``request_status`` (the guard); the next
+        ``pop_preallocated`` polls it Failed (``_update_handshake_waiters``:
+        ``failure_exception``, ``prepare_abort``) and its abort scan streams and clears it."""
+        i = self.current[r]
+        if not self._admit(i):
+            raise Divergent(f"R{r} was retired at the decode door")
+        if self.dranks[0].reqs[i].kv_receiver._owns_bootstrap_room:
+            raise Divergent(f"R{r}: the receiver owns its room (no duplicate-room refusal)")
+        self._fail_in_prealloc(i)
+
+    def _fail_in_prealloc(self, i: int) -> None:
+        """``pop_preallocated`` on request instance ``i`` still in the prealloc queue without
+        pages: ``_update_handshake_waiters`` (a Failed poll: ``failure_exception``, which
+        clears the receiver, and ``prepare_abort``), then the abort scan (``stream_output``,
+        ``kv_receiver.clear``)."""
+        rid = self.rid(i)
+        self._on_decode_ranks(lambda dr: dr.pq._update_handshake_waiters([rid]))
+        FINISH_ABORT = self.m["schedule_batch"].FINISH_ABORT
+        for dr in self.dranks:
+            dreq = dr.reqs[i]
+            if not isinstance(dreq.req.finished_reason, FINISH_ABORT):
+                raise Divergent(f"{rid}: pop_preallocated did not fail it")
+            self.stream_output("decode", dr.rank, [dreq.req])
+            self._on_rank(dr.rank, dreq.kv_receiver.clear)
+            if dreq in dr.pq.queue:
+                dr.pq.queue.remove(dreq)
 
     def decode_send_metadata(self, r: int, d: int) -> None:
         """``pop_preallocated``'s publish on decode rank ``d``: ``send_metadata`` with the page
@@ -529,8 +608,14 @@ class Harness:
             req = p.senders[i]
             sender = req.disagg_kv_sender
             status = self._on_rank(p.rank, sender.poll, prefill=True)
-            if status != self.m["base"].KVPoll.WaitingForInput:
-                raise Divergent(f"R{r}: the sender of P{p.rank} polls {status!r}, not WaitingForInput")
+            KVPoll = self.m["base"].KVPoll
+            # prefill_complete: pop_bootstrapped forwards a Bootstrapping request too
+            # (can_prefill_before_bootstrap: an optimistic prefill, parked pending_bootstrap)
+            ok = (KVPoll.WaitingForInput, KVPoll.Bootstrapping) if self.opt.deferred_allocation else (
+                KVPoll.WaitingForInput,)
+            if status not in ok:
+                raise Divergent(f"R{r}: the sender of P{p.rank} polls {status!r}, not "
+                                + " or ".join(s.name for s in ok))
             for q in pages:
                 for j in range(p.heads):
                     p.k_pool[q, j * HEAD_BYTES] = self.tag(i)
@@ -539,6 +624,11 @@ class Harness:
             self._on_rank(p.rank, sender.init, n, req.metadata_buffer_index, prefill=True)
             req.output_ids = [7]
             p.meta.set_buf(req)
+            if self.opt.deferred_allocation:  # process_batch_result_disagg_prefill
+                self._on_rank(p.rank, sender.mark_prefill_complete, prefill=True)
+        if self.opt.deferred_allocation:  # the readiness message reaches decode
+            for pr in range(self.PR):
+                self._deliver_status(r, pr)
 
     # -- events: the transfer ----------------------------------------------------------------------
     def kv_transfer_write(self, r: int, w: int, c: int) -> None:
@@ -626,10 +716,13 @@ class Harness:
         status = self._on_rank(p.rank, p.senders[i].disagg_kv_sender.poll, prefill=True)
         if status != self.m["base"].KVPoll.Success:
             raise Divergent(f"R{r}: the sender of P{pr} polls {status!r}, not Success")
-        self._deliver_status(r, pr)
+        if not self.opt.deferred_allocation:
+            self._deliver_status(r, pr)
         p.concluded.add(i)
         if all(i in q.concluded for q in self.instance_ranks(r)):
             self._end_on_prefill(i)
+        if self.opt.deferred_allocation:  # Success goes out from sender.clear (DeferredBootstrap.close)
+            self._deliver_status(r, pr)
 
     def prefill_transfer_failed(self, r: int, pr: int) -> None:
         """A transport failure on prefill rank ``pr``.  With a write in flight it is that send
@@ -753,7 +846,17 @@ class Harness:
         """``pop_transferred`` on every decode rank sees Failed: ``failure_exception``,
         ``prepare_abort``, the abort armed (``ensure_abort_notified(force_arm=True)``) when
         deferrable, the MAX collective on the hold, then hold or release."""
+        self.acting = self.current[r]
+        try:
+            self._decode_poll_failed(r)
+        finally:
+            self.acting = None
+
+    def _decode_poll_failed(self, r: int) -> None:
         i = self.current[r]
+        if self.opt.deferred_allocation and self.dranks[0].reqs[i] in self.dranks[0].pq.queue:
+            self._fail_in_prealloc(i)  # prefill_complete: still waiting for prefill, no pages
+            return
         self._on_decode_ranks(lambda dr: dr.tq.pop_transferred(rids_to_check=[self.rid(i)]))
 
     def decode_abort(self, r: int) -> None:
@@ -762,6 +865,13 @@ class Harness:
         ``bootstrap_infos``); for a transfer-queue request the next ``pop_transferred`` takes
         the Failed branch; a request still in the prealloc queue is streamed, cleared and
         released by ``pop_preallocated``'s abort scan (the harness releases its pages)."""
+        self.acting = self.current[r]
+        try:
+            self._decode_abort(r)
+        finally:
+            self.acting = None
+
+    def _decode_abort(self, r: int) -> None:
         i = self.current[r]
         x = self.instances[i]
         if i not in self.dranks[0].reqs:  # never reached decode: only the client's abort
@@ -954,6 +1064,8 @@ class Harness:
         the one slot of the room, or with client rooms the one whose receiver armed
         ``generation`` (or, unarmed, the one that has notified)."""
         slots = self._slots_of_room(room)
+        if generation is None and self.acting is not None and self.instances[self.acting].slot in slots:
+            return self.acting  # the request whose decode event sends it (unarmed ABORTs name no generation)
         if len(slots) > 1:
             for r in slots:
                 dreq = self.dranks[d].reqs.get(self.current[r])

@@ -44,8 +44,6 @@ CHOICE_FLAGS = {
     "required_acks": ("every_prefill_rank", "SGLang 0.5.23 waits for len(bootstrap_infos) acks"),
     "hold_combine": ("max", "SGLang 0.5.23 MAX-reduces the hold decision"),
     "ready_combine": ("min", "SGLang 0.5.23 MIN-reduces readiness"),
-    "decode_allocation_policy": ("early", "the harness runs 0.5.23's default allocation policy; "
-                                 "prefill_complete's deferred allocation is not wired"),
 }
 """String flags whose value must be 0.5.23's: flag -> (value, why)."""
 
@@ -83,7 +81,8 @@ def harness_for(scenario: Scenario, spec) -> Harness:
     if max(cfg.prefill_ranks, cfg.decode_ranks) > 2:
         raise ConformError(f"scenario {scenario.name}: more than two ranks a side: the model pairs ranks modulo "
                            "their gcd, SGLang's _resolve_rank_mapping in contiguous blocks")
-    opts = Options(deferred_release=e.release_policy != "immediate", timeout_ticks=e.timeout)
+    opts = Options(deferred_release=e.release_policy != "immediate", timeout_ticks=e.timeout,
+                   allocation_policy=e.decode_allocation_policy)
     reqs = tuple((spec.k.tenant[r], spec.pages(r), spec.over_long(r)) for r in range(spec.k.R))
     rooms = instances = None
     if e.room_policy == "client":
@@ -107,6 +106,11 @@ def _write_after_release(machine: Machine, state: bytes) -> bool:
             if state[lay.slot("aux_owner", state[lay.slot("aux", r)])] != r + 1:
                 return True
     return False
+
+
+def _has_receiver(lay, state: bytes, r: int) -> bool:
+    """Request ``r`` has a decode receiver without pages (``prefill_complete``: ``d_boot``)."""
+    return "d_boot" in lay.by_name and state[lay.slot("d_boot", r)] == 1
 
 
 def _instance(machine: Machine, name: str, *args: int) -> int | None:
@@ -157,7 +161,8 @@ def run_on_code(machine: Machine, harness: Harness, actions: Sequence[int]) -> C
             return diverge(n, label, f"SGLang raised {type(e).__name__}: {e}")
         for r in range(k.R):
             # an abort before decode had the request reaches prefill directly, not as an ABORT
-            if state[lay.slot("d_phase", r)] == D_NEW:
+            # (prefill_complete: a receiver waiting for prefill has no pages yet but sends one)
+            if state[lay.slot("d_phase", r)] == D_NEW and not _has_receiver(lay, state, r):
                 continue
             for pr in range(k.PR):
                 if state[lay.slot("abort_tx", r, pr)] != ABT_SENT and nxt[lay.slot("abort_tx", r, pr)] == ABT_SENT:

@@ -87,6 +87,7 @@ def load_sglang() -> dict[str, types.ModuleType]:
         "utils": "sglang.srt.disaggregation.utils",
         "common": "sglang.srt.disaggregation.common.conn",
         "common_utils": "sglang.srt.disaggregation.common.utils",
+        "bootstrap": "sglang.srt.disaggregation.common.bootstrap",
         "mooncake": "sglang.srt.disaggregation.mooncake.conn",
         "base": "sglang.srt.disaggregation.base.conn",
         "schedule_batch": "sglang.srt.managers.schedule_batch",

@@ -87,17 +87,23 @@ def parallel_of(rank: int, size: int) -> SimpleNamespace:
     )
 
 
-def make_manager(m: dict, mode, rank: int, size: int, deferred: bool) -> Any:
+def make_manager(m: dict, mode, rank: int, size: int, deferred: bool, policy: str = "early") -> Any:
     """A ``MooncakeKVManager`` built with ``__new__``: the attributes its bookkeeping, thread
-    loops and transfer worker read, for one rank of an attention-TP group of ``size``."""
+    loops and transfer worker read, for one rank of an attention-TP group of ``size``; with
+    ``policy = "prefill_complete"`` what ``CommonKVManager.__init__`` sets for it
+    (``defer_decode_allocation``, and on prefill a real ``DeferredBootstrap``)."""
     mc = m["mooncake"]
     mgr = mc.MooncakeKVManager.__new__(mc.MooncakeKVManager)
     envs = m["environ"].envs
     mgr.enable_deferred_decode_kv_release = deferred and bool(envs.SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE.get())
     mgr.disaggregation_mode = mode
     mgr.server_args = SimpleNamespace(enable_pd_role_switch=False)
+    mgr.defer_decode_allocation = policy == "prefill_complete"
     mgr.deferred_bootstrap = None
-    mgr.defer_decode_allocation = False
+    if mgr.defer_decode_allocation and mode == m["utils"].DisaggregationMode.PREFILL:
+        envs = m["environ"].envs
+        mgr.deferred_bootstrap = m["bootstrap"].DeferredBootstrap(
+            envs.SGLANG_DISAGGREGATION_WAITING_TIMEOUT.get() + envs.SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT.get())
     mgr.request_status = {}
     mgr.failure_records = {}
     mgr.failure_lock = threading.Lock()
@@ -165,7 +171,7 @@ def build_prefill_rank(h, g: int) -> PrefillRank:
     v_pool = torch.zeros((h.P, item), dtype=torch.uint8)
     meta, meta_alloc = _metadata(m, max(4, h.R + 1))  # prefill's own slots: not modelled, never short
     pr, inst = g % h.PR, g // h.PR
-    mgr = make_manager(m, utils.DisaggregationMode.PREFILL, pr, h.PR, h.opt.deferred_release)
+    mgr = make_manager(m, utils.DisaggregationMode.PREFILL, pr, h.PR, h.opt.deferred_release, h.opt.allocation_policy)
     mgr.local_ip, mgr.rank_port = PREFILL_HOST, PREFILL_PORT + g
     mgr.bootstrap_port = h.bootstrap_port(inst)
     inbox = Inbox(f"prefill rank {g} bootstrap")
@@ -234,7 +240,7 @@ def build_decode_rank(h, d: int) -> DecodeRank:
     k_pool = torch.zeros((h.D, item), dtype=torch.uint8)
     v_pool = torch.zeros((h.D, item), dtype=torch.uint8)
     meta, meta_alloc = _metadata(m, h.n_meta)
-    mgr = make_manager(m, utils.DisaggregationMode.DECODE, d, h.DR, h.opt.deferred_release)
+    mgr = make_manager(m, utils.DisaggregationMode.DECODE, d, h.DR, h.opt.deferred_release, h.opt.allocation_policy)
     mgr.local_ip, mgr.rank_port = DECODE_IP, DECODE_PORT + d
     inbox = Inbox(f"decode rank {d}")
     mgr.server_socket = inbox
@@ -244,7 +250,8 @@ def build_decode_rank(h, d: int) -> DecodeRank:
     mgr.kv_args = SimpleNamespace(engine_rank=d)
     mgr.engine = SimpleNamespace(get_session_id=lambda: h.session(d))
     info = common.PrefillServerInfo(attn_tp_size=h.PR, attn_cp_size=1, dp_size=1, pp_size=1, page_size=1,
-                                    kv_cache_dtype="auto", follow_bootstrap_room=True)
+                                    kv_cache_dtype="auto", follow_bootstrap_room=True,
+                                    decode_allocation_policy=h.opt.allocation_policy)
     mgr._resolve_rank_mapping(info)  # SGLang's own TP rank mapping: target ranks, response counts
     mgr.prefill_info_table = {f"{PREFILL_HOST}:{h.bootstrap_port(n)}": info for n in range(h.NI)}
     mgr.addr_to_rooms_tracker = defaultdict(set)
@@ -279,6 +286,7 @@ def build_decode_rank(h, d: int) -> DecodeRank:
     pq.queue, pq.retracted_queue, pq.pending_reqs = [], [], []
     pq.token_to_kv_pool_allocator = None
     pq._num_published_destinations = 0
+    pq.pp_size, pq.tp_rank, pq.gloo_group = 1, d, RankGroup(d)  # _update_handshake_waiters
     pq._check_if_req_exceed_kv_capacity = lambda req: False  # capacity: the harness's page table
     sched.disagg_decode_prealloc_queue = pq
     return DecodeRank(d, mgr, pq, tq, k_pool, v_pool, meta, meta_alloc, inbox, sched, heads, [0] * h.D)
