@@ -62,12 +62,17 @@ def test_replay_is_a_second_opinion_not_the_compiled_code(monkeypatch):
     wrong = list(states)
     wrong[2] = bytes([states[2][0] ^ 1]) + states[2][1:]
     broken = Machine(m.spec)
-    real = broken.successors
+    real_successors, real_step = broken.successors, broken.step
 
     def lying(s):  # the compiled engine "produces" the wrong state at step 2
-        return [(a, wrong[2] if t == states[2] else t) for a, t in real(s)]
+        return [(a, wrong[2] if t == states[2] else t) for a, t in real_successors(s)]
+
+    def lying_step(s, aid):  # the same lie on the compiled single step (what run_actions takes)
+        t = real_step(s, aid)
+        return wrong[2] if t == states[2] else t
 
     monkeypatch.setattr(broken, "successors", lying)
+    monkeypatch.setattr(broken, "step", lying_step)
     assert run_actions(broken, actions)[2] == wrong[2]  # the compiled path goes along
     d = replay(broken, actions, wrong)
     assert d is not None and d.step == 2 and "different state" in d.reason
