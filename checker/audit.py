@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kvproof.model.scenario import Scenario
 
-__all__ = ["EXIT_NOT_EXPOSED", "EXIT_EXPOSED", "EXIT_UNDECIDED", "assignment", "read_env_file", "parse_engine",
+__all__ = ["EXIT_NOT_EXPOSED", "EXIT_EXPOSED", "EXIT_UNDECIDED", "assignment", "read_env_file", "take_prefix_environment", "parse_engine",
            "command_words", "take_assignments", "split_flags", "seconds", "count", "Launch", "SettingsBase", "Member",
            "Hazard", "AuditReport", "check", "check_family", "launch_command", "environment", "header", "body",
            "emit", "nothing_to_audit", "conclude"]
@@ -123,6 +123,17 @@ def take_assignments(words: list[str]) -> dict[str, str]:
             break
         env[name] = value
         words.pop(0)
+    return env
+
+
+def take_prefix_environment(words: list[str]) -> dict[str, str]:
+    """Remove a launch command's environment prefix from ``words`` and return it: leading
+    ``NAME=VALUE`` words, then any number of ``env NAME=VALUE ...`` groups (``A=1 env B=2 env
+    C=3 vllm serve``), later assignments overriding earlier ones, as a shell would."""
+    env = take_assignments(words)
+    while words and words[0] == "env":
+        words.pop(0)
+        env.update(take_assignments(words))
     return env
 
 

@@ -107,6 +107,12 @@ def test_flags_kvproof_does_not_know_are_listed_and_a_handoff_one_makes_it_undec
     assert "verdict: cannot decide" in out
 
 
+def test_a_prefix_of_several_env_groups_is_read_as_a_shell_would():
+    launch = A.parse_launch(["A=1", "env", f"{DEFERRED}=1", "env", f"{DEADLINE}=30", *DECODE], ValueError)
+    assert launch.env == {"A": "1", DEFERRED: "1", DEADLINE: "30"}
+    assert launch.program == "python -m sglang.launch_server"
+
+
 def test_settings_the_model_does_not_cover_are_named_and_undecidable():
     bad = ValueError
     launch = A.parse_launch([*DECODE, "--tp", "8", "--disaggregation-decode-allocation-policy", "prefill_complete"],

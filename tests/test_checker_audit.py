@@ -22,6 +22,14 @@ def test_flags_split_into_names_and_values():
     assert core.split_flags(["-b=2", "v", "--a=1"], (), joined="--") == [("-b=2", "v"), ("--a", "1")]
 
 
+def test_the_environment_prefix_takes_every_env_group_later_ones_overriding():
+    words = ["A=1", "env", "B=2", "A=3", "env", "C=4", "vllm", "serve", "env", "D=5"]
+    assert core.take_prefix_environment(words) == {"A": "3", "B": "2", "C": "4"}
+    assert words == ["vllm", "serve", "env", "D=5"]  # after the program, words are its arguments
+    words = ["python", "-m", "x"]
+    assert core.take_prefix_environment(words) == {} and words == ["python", "-m", "x"]
+
+
 def test_assignments_in_front_of_a_command_stop_at_the_first_other_word():
     words = ["A=1", "B='two words'", "env", "C=3", "python"]
     assert core.take_assignments(words) == {"A": "1", "B": "two words"}

@@ -185,13 +185,10 @@ def parse_engine(text: str, bad) -> Release:
 
 
 def parse_launch(command: list[str], bad) -> Launch:
-    """Split ``[NAME=VALUE ...] [env NAME=VALUE ...] python -m sglang.launch_server FLAGS``; a
+    """Split ``[NAME=VALUE | env ...] python -m sglang.launch_server FLAGS``; a
     command that is not an SGLang server launch is bad input."""
     words = core.command_words(command, bad)
-    env = core.take_assignments(words)
-    if words and words[0] == "env":
-        words.pop(0)
-        env.update(core.take_assignments(words))
+    env = core.take_prefix_environment(words)
     rest = None
     for i, w in enumerate(words):
         if w == "-m" and i + 1 < len(words) and words[i + 1] == "sglang.launch_server":

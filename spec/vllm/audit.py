@@ -176,10 +176,7 @@ def parse_launch(command: list[str], bad) -> Launch:
     """Split ``[NAME=VALUE | env ...] vllm serve [MODEL] FLAGS`` (or ``python -m
     vllm.entrypoints.openai.api_server FLAGS``); anything else is bad input."""
     words = core.command_words(command, bad)
-    env = core.take_assignments(words)
-    while words and words[0] == "env":
-        words.pop(0)
-        env.update(core.take_assignments(words))
+    env = core.take_prefix_environment(words)
     rest = program = None
     for i, w in enumerate(words):
         if (w == "vllm" or w.endswith("/vllm")) and i + 1 < len(words) and words[i + 1] == "serve":
