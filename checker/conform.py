@@ -31,7 +31,8 @@ from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario, builtin, builtins
 
 __all__ = ["FuzzReport", "random_sequences", "conform_targets", "bar_paused", "StepResult", "Conformance",
-           "Reproduced", "Diverged", "replay_stored", "Conformed", "Driver", "run_random", "run_replays"]
+           "Reproduced", "Diverged", "replay_stored", "Conformed", "Driver", "run_random", "run_replays",
+           "run_on_engine"]
 
 
 def conform_targets(args: argparse.Namespace, default: str, resolve: Callable[[str], Scenario],
@@ -302,3 +303,33 @@ def run_replays(driver: Driver, traces: list[Path], out, bad, progress=None) -> 
     ran = f"{len(traces)} trace{'s' * (len(traces) != 1)} replayed on {engine}"
     meaning = f"every trace reproduces on {engine}" if code == 0 else f"a trace diverges on {engine}"
     return Conformed(code, ran, reproduced, len(traces) - reproduced, meaning, skipped)
+
+
+def run_on_engine(args: argparse.Namespace, resolve: Callable[[str], Scenario], out, bad, progress, *,
+                  engine: str, family: str, default: str, load: Callable[[], Any], unavailable: type[Exception],
+                  error: type[Exception], driver: Callable[[], Driver]) -> Conformed:
+    """A protocol's whole ``kvproof conform`` command: ``--engine`` and the targets checked
+    (every scenario must belong to the protocol named ``family``) as one-line bad
+    input before the slow ``load()`` of the real engine, whose ``unavailable`` error is bad input
+    too; then the stored counterexamples replayed or, with ``--random N``, N random sequences per
+    scenario, through the protocol's ``driver()``; a harness ``error`` is bad input."""
+    if args.engine not in (None, engine):
+        raise bad(f"--engine {args.engine}: only {engine} is supported for {family} targets")
+    traces, scenarios = conform_targets(args, default, resolve, bad)
+    for sc in scenarios + [read_trace(path).scenario for path in traces]:  # bad input first, before the slow import
+        if (theirs := sc.family_protocol().name) != family:
+            raise bad(f"conform: {sc.name} is a scenario of the {theirs} protocol; run it separately from "
+                      f"the {engine} targets")
+    if progress is not None:
+        progress.note(f"importing {engine}")
+    try:
+        load()
+    except unavailable as e:
+        raise bad(f"conform: {e}") from None
+    try:
+        if args.random:
+            return run_random(driver(), args, scenarios or [read_trace(p).scenario for p in traces[:1]], out,
+                              progress)
+        return run_replays(driver(), traces, out, bad, progress)
+    except error as e:
+        raise bad(f"conform: {e}") from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from kvproof.checker.conform import Conformed, Driver, conform_targets, run_random, run_replays
+from kvproof.checker.conform import Conformed, Driver, run_on_engine
 from kvproof.checker.traces import read_trace
 from kvproof.model.scenario import Scenario
 from kvproof.spec.vllm.conform.engine import ENGINE, EngineUnavailable, load_vllm
@@ -27,26 +27,8 @@ def run_conform(args: argparse.Namespace, resolve: Callable[[str], Scenario], ou
     """Run the command; ``resolve`` names a scenario, ``out`` is a rich console, ``bad`` builds
     the CLI's bad-input exception, ``progress`` (optional) has ``start(label)``, called as each
     trace or scenario begins.  Returns how it ended (:class:`~kvproof.checker.conform.Conformed`)."""
-    if args.engine not in (None, ENGINE):
-        raise bad(f"--engine {args.engine}: only {ENGINE} is supported for vLLM scenarios")
-    traces, scenarios = conform_targets(args, DEFAULT_TARGET, resolve, bad)
-    for sc in scenarios + [read_trace(path).scenario for path in traces]:  # bad input first, before the slow import
-        if sc.family != "vllm":
-            raise bad(f"conform: {sc.name} is a scenario of the {sc.family or 'sglang'} protocol; "
-                      f"run it separately from the vLLM targets")
-    if progress is not None:
-        progress.note(f"importing {ENGINE}")
-    try:
-        load_vllm()
-    except EngineUnavailable as e:
-        raise bad(f"conform: {e}") from None
-    try:
-        if args.random:
-            return run_random(_driver(), args, scenarios or [read_trace(p).scenario for p in traces[:1]], out,
-                              progress)
-        return run_replays(_driver(), traces, out, bad, progress)
-    except ConformError as e:
-        raise bad(f"conform: {e}") from None
+    return run_on_engine(args, resolve, out, bad, progress, engine=ENGINE, family="vllm", default=DEFAULT_TARGET,
+                         load=load_vllm, unavailable=EngineUnavailable, error=ConformError, driver=_driver)
 
 
 def _driver():
