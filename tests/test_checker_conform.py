@@ -54,7 +54,7 @@ def test_another_engine_is_refused_and_a_missing_engine_is_one_line():
 def test_a_harness_error_is_one_line_and_nothing_to_replay_is_refused():
     loaded = []
     with pytest.raises(Bad, match="no stored counterexample to replay"):
-        _run(_args("sglang-0.5.23-mooncake"), lambda: loaded.append(1), driver=lambda: None)
+        _run(_args("sglang-0.5.23-mooncake"), lambda: loaded.append(1), driver=lambda: argparse.Namespace(engine="eng==1"))
     assert loaded == [1]
 
     def broken():
