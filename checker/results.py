@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvproof.model.scenario import Scenario
+from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
 from kvproof.checker.explicit import Stats
 from kvproof.checker.traces import Trace
 
 __all__ = ["Verified", "Violated", "Reached", "Unreachable", "Inconclusive", "Result", "ClaimReport",
-           "ScenarioReport", "exit_code", "found", "not_found", "default_expectation"]
+           "ScenarioReport", "exit_code", "found", "not_found", "default_expectation", "expectations_of"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,22 @@ def not_found(kind: str) -> Result:
 def default_expectation(kind: str) -> str:
     """The verdict a claim is expected to get when nothing says otherwise."""
     return "reached" if kind == "witness" else "verified"
+
+
+def expectations_of(scenario: Scenario, spec, only=None) -> dict[str, str]:
+    """The verdict each claim to check is expected to get: the scenario's expectations, or with
+    ``only`` (claim names) just those claims, a claim the scenario sets no verdict for expecting
+    :func:`default_expectation`; an unknown name is a :class:`ScenarioError` that suggests the
+    nearest one."""
+    expected = scenario.expectations(spec)
+    if not only:
+        return expected
+    kinds = {x.name: x.kind for x in spec.claims}
+    unknown = [c for c in only if c not in kinds]
+    if unknown:
+        raise ScenarioError(f"unknown invariant or witness {unknown[0]!r}{did_you_mean(unknown[0], kinds)} "
+                            "(kvproof list --claims names them)")
+    return {c: expected.get(c, default_expectation(kinds[c])) for c in only}
 
 
 @dataclass

@@ -12,12 +12,12 @@ from typing import Callable
 from kvproof.model.machine import Machine
 from kvproof.model.registry import builtin_ancestor
 from kvproof.model.replay import run_actions
-from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
+from kvproof.model.scenario import Scenario
 from kvproof.checker.explicit import Exploration, Limits, Stats, explore
 from kvproof.checker.liveness import OutOfTime, StateGraph, build_graph, find_lasso
 from kvproof.checker.parallel import explore_parallel
 from kvproof.checker.ray_backend import explore_ray
-from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, default_expectation, found, not_found
+from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, expectations_of, found, not_found
 from kvproof.checker.symmetry import Reduction, concrete_path, reduction_for
 from kvproof.checker.traces import Trace, write_trace
 
@@ -163,14 +163,7 @@ def check_scenario(
         raise ValueError(f"backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     limits = limits.shared()
     spec = scenario.build()
-    expected = scenario.expectations(spec)
-    if only:
-        kinds = {x.name: x.kind for x in spec.claims}
-        unknown = [c for c in only if c not in kinds]
-        if unknown:
-            raise ScenarioError(f"unknown invariant or witness {unknown[0]!r}{did_you_mean(unknown[0], kinds)} "
-                                  "(kvproof list --claims names them)")
-        expected = {c: expected.get(c, default_expectation(kinds[c])) for c in only}
+    expected = expectations_of(scenario, spec, only)
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)
     if backend == "native":

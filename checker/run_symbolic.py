@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Sequence
 
 from kvproof.model.machine import Machine
-from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
+from kvproof.model.scenario import Scenario
 from kvproof.checker.bmc import EngineError, bmc, confirmed_path
 from kvproof.checker.cti import InductionFailure, from_k_induction
 from kvproof.checker.lemmas import Reachable, explore_all
 from kvproof.checker.proofs import ProofBudget, strengthened_k_induction
 from kvproof.checker.explicit import Stats
-from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, default_expectation, found
+from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, expectations_of, found
 from kvproof.checker.traces import Trace, write_trace
 from kvproof.checker.transition import TransitionSystem
 
@@ -44,14 +44,7 @@ def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = 
     ``max_seconds`` (counted from now, or up to ``deadline``, a ``time.perf_counter()`` reading,
     when it is given: the command's one budget)."""
     spec = scenario.build()
-    expected = scenario.expectations(spec)
-    if only:
-        kinds = {x.name: x.kind for x in spec.claims}
-        unknown = [c for c in only if c not in kinds]
-        if unknown:
-            raise ScenarioError(f"unknown invariant or witness {unknown[0]!r}{did_you_mean(unknown[0], kinds)} "
-                                  "(kvproof list --claims names them)")
-        expected = {c: expected.get(c, default_expectation(kinds[c])) for c in only}
+    expected = expectations_of(scenario, spec, only)
     if deadline is None and max_seconds is not None:
         deadline = time.perf_counter() + max_seconds
 

@@ -1,5 +1,7 @@
 """Verdicts and exit codes."""
 
+import pytest
+
 from kvproof.checker.explicit import Stats
 from kvproof.checker.results import (ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable, Verified, Violated,
                                      default_expectation, exit_code, found, not_found)
@@ -35,3 +37,18 @@ def test_a_witness_is_reached_or_unreachable_never_verified():
     row = ClaimReport("w", "witness", "reached", Reached())
     assert row.matches and not ClaimReport("w", "witness", "verified", Reached()).matches
     assert exit_code([_report(("unreachable", Reached()))]) == 1
+
+
+def test_expectations_of_selects_claims_defaults_the_unset_and_names_the_unknown():
+    from kvproof.checker.results import expectations_of
+    from kvproof.model.scenario import ScenarioError, builtin
+    sc = builtin("abort-race")
+    spec = sc.build()
+    every = expectations_of(sc, spec)
+    assert every == sc.expectations(spec) and every["no_write_after_release"] == "violated"
+    assert expectations_of(sc, spec, ["no_write_after_release"]) == {"no_write_after_release": "violated"}
+    kinds = {c.name: c.kind for c in spec.claims}
+    unset = next(n for n in kinds if n not in every)
+    assert expectations_of(sc, spec, [unset]) == {unset: "reached" if kinds[unset] == "witness" else "verified"}
+    with pytest.raises(ScenarioError, match="unknown invariant or witness 'no_write_after_releas'; did you mean"):
+        expectations_of(sc, spec, ["no_write_after_releas"])
