@@ -53,7 +53,15 @@ from typing import Any, Callable, Iterable, Iterator
 from kvproof.checker.validate import DEFAULT_MAX_STATES, Event, Observation, Search, Verdict
 from kvproof.model.compiler import CodegenOps, _c, _emit_checks, _Emitter, _value_sizes
 
-__all__ = ["FactoredUnavailable", "Block", "FootprintCode", "FactoredSearch", "factored_search"]
+__all__ = ["FactoredUnavailable", "Block", "FootprintCode", "FactoredSearch", "factored_search", "suits",
+           "MIN_INTERNAL"]
+
+MIN_INTERNAL = 8
+"""``auto`` runs the factored search where the spec has at least this many internal action
+instances (fewer: few requests in flight, a small flat frontier, which the flat search closes
+faster) and no internal step reads what more than two others write (a step that depends on every
+request's internal phase, like a clock that stops at a READ's latency bound, joins every group
+back into the product)."""
 
 
 class FactoredUnavailable(Exception):
@@ -399,6 +407,7 @@ class FactoredSearch(Search):
         self.code = FootprintCode(spec, list(machine.claims), [i.aid for i in spec.instances])
         self.fallback = fallback
         self.replay: Callable[[], Iterable[Event]] | None = None
+        self.watch: Callable[[Event, list[Block]], None] | None = None
         self.blocks_peak = 0
         self.order = {aid: k for k, aid in enumerate(internal)}
         self.dep = {i.aid: self.code.dependent(i.aid, internal) for i in spec.instances}
@@ -636,6 +645,8 @@ class FactoredSearch(Search):
                         woken = [a for a in internal if a not in keep]
                         cm = {j: r | c0[j] for j, r in cm.items() if j in c0}
                     nxt[k] = (d, woken, keep, cm)
+            if self.watch is not None:  # tests: the clean frontier after each event
+                self.watch(event, [d for d, _, _, _ in nxt.values()])
             nsize = sum(d.size() for d, _, _, _ in nxt.values())
             self.explored += size
             peak = max(peak, size, nsize)
@@ -683,6 +694,26 @@ class _Admitted:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._obs, name)
+
+
+def suits(machine: Any, obs: Observation) -> bool:
+    """Whether ``auto`` should run the factored search for ``machine`` and ``obs``
+    (:data:`MIN_INTERNAL`): judged from the static footprints of the internal steps."""
+    if getattr(obs, "unseen", None):
+        return False
+    internal = list(obs.internal)
+    from kvproof.model.compiler import CodegenOps, _Emitter
+
+    spec = machine.spec
+    reads, writes = {}, {}
+    for aid in internal:
+        ops = CodegenOps(_Emitter({}))
+        if not spec.run_action(spec.instances[aid], ops) or ops.dead:
+            continue
+        reads[aid], writes[aid] = ops.footprint, ops.written
+    if len(reads) < MIN_INTERNAL:  # instances the configuration rules out do not count
+        return False
+    return all(sum(1 for b in writes if b != a and writes[b] & r) <= 2 for a, r in reads.items())
 
 
 def factored_search(machine: Any, obs: Observation, max_states: int = DEFAULT_MAX_STATES,
