@@ -74,10 +74,11 @@ _BIND = re.compile(r"^\s*(v\d+) = (.*)$")
 _VAR = re.compile(r"\bv\d+\b")
 
 
-def _instrument(src: str, ranges: dict[int, int]) -> tuple[str, set[int], set[int]]:
-    """``src`` with every indexed state read ``s[EXPR]`` (EXPR not a literal) recording its slot
-    in the local list ``F``; the literal slots it reads; and every slot an indexed read may reach
-    (``ranges``: array base -> size, as the compiler knows them), for a static bound."""
+def _instrument(src: str, ranges: dict[int, int], literal: bool = False) -> tuple[str, set[int], set[int]]:
+    """``src`` with every indexed state read ``s[EXPR]`` (EXPR not a literal; with ``literal``,
+    every read) recording its slot in the local list ``F``; the literal slots it reads; and every
+    slot an indexed read may reach (``ranges``: array base -> size, as the compiler knows them),
+    for a static bound."""
     out: list[str] = []
     static: set[int] = set()
     reach: set[int] = set()
@@ -97,9 +98,9 @@ def _instrument(src: str, ranges: dict[int, int]) -> tuple[str, set[int], set[in
         inner = src[j:k - 1]
         if inner.isdigit():
             static.add(int(inner))
-            out.append(f"s[{inner}]")
+            out.append(f"s[_i(F, {inner})]" if literal else f"s[{inner}]")
         else:
-            inner2, st, rc = _instrument(inner, ranges)
+            inner2, st, rc = _instrument(inner, ranges, literal)
             static |= st
             reach |= rc
             base = re.match(r"\s*(\d+)\s*\+", inner)
@@ -213,12 +214,11 @@ class FootprintCode:
                 src.append(f"    return bool({part.src}), F")
                 static: set[int] = set()
                 rc: set[int] = set()
-                for line in src:
-                    text, st, r = _instrument(line, ops.ranges)
+                for line in src:  # every read recorded: a conjunct short-circuits, so it reads few slots
+                    text, st, r = _instrument(line, ops.ranges, literal=True)
                     body.append(text)
-                    static |= st
                     rc |= r | st
-                self.conj_reads.append(frozenset(static))
+                self.conj_reads.append(frozenset())
                 self.conj_claim.append(ci)
                 reach.append(rc)
         src = "\n".join([f"{name} = {values!r}" for values, name in tables.items()] + [_HELPER] + body)
@@ -566,12 +566,13 @@ class FactoredSearch(Search):
 
     def advance_block(self, b: Block, event: Event) -> list[Block]:
         """The blocks of the clean states ``event`` leads to from ``b``."""
-        return [d for d, _, _, _ in self._advance(b, event, {})]
+        return [d for d, _, _, _, _ in self._advance(b, event, {})]
 
-    def _advance(self, b: Block, event: Event, cmemo: dict) -> list[tuple[Block, set, set, dict]]:
-        """``(block, reads, writes, cmemo)`` per block ``event`` leads to from ``b``: what the
-        step read (with its observation) and wrote, and the conjuncts' footprints there
-        (``cmemo``: those of ``b``, where the step wrote none of their slots)."""
+    def _advance(self, b: Block, event: Event, cmemo: dict) -> list[tuple[Block, set, set, set, dict]]:
+        """``(block, reads, writes, changed, cmemo)`` per block ``event`` leads to from ``b``:
+        what the step read (with its observation), wrote, and changed, and the conjuncts'
+        footprints there (``cmemo``: those of ``b``, where the step changed none of their
+        slots)."""
         out = []
         for aid in event.aids:
             if aid not in self.code.step:
@@ -592,13 +593,16 @@ class FactoredSearch(Search):
                     buckets.setdefault(bytes(k), []).append(tuple(t[x] for x in slots))
                 cands = [Block.make(k, [grp if i != g else (slots, alts, cuts) for i, grp in enumerate(bb.groups)])
                          for k, alts in buckets.items()]
-            keep = {j: r for j, r in cmemo.items() if not r & writes}
+            # the slots whose value the step changed (a write of the value a slot holds changes
+            # nothing a read sees)
+            changed = {x for _, pre, t, W, _ in ok for x in W if pre[x] != t[x]}
+            keep = {j: r for j, r in cmemo.items() if changed.isdisjoint(r)}
             check = [j for j in self.code.relevant.get(aid, ()) if j not in keep]
             for c in cands:
                 cm = dict(keep)
                 c = self._purge(c, check, set(), cm)
                 if c is not None:
-                    out.append((c, reads, writes, cm))
+                    out.append((c, reads, writes, changed, cm))
         return out
 
     # -- the log ----------------------------------------------------------------------------------
@@ -632,11 +636,11 @@ class FactoredSearch(Search):
                     size += c.size()
             nxt: dict = {}
             for c, memo, cmemo in closed.values():
-                for d, reads, writes, cm in self._advance(c, event, cmemo):
-                    # a quiet step stays quiet unless the event wrote what it read or wrote, or
-                    # read what it wrote
+                for d, reads, writes, changed, cm in self._advance(c, event, cmemo):
+                    # a quiet step stays quiet unless the event changed what it read, wrote what
+                    # it writes, or read what it writes
                     keep = {a: fw for a, fw in memo.items()
-                            if not (writes & fw[0] or writes & fw[1] or reads & fw[1])}
+                            if changed.isdisjoint(fw[0]) and writes.isdisjoint(fw[1]) and reads.isdisjoint(fw[1])}
                     woken = [a for a in internal if a not in keep]
                     k = d.key()
                     if k in nxt:  # the same states from two blocks: what either needs
