@@ -233,6 +233,10 @@ class FootprintCode:
                          for aid, w in written.items()}
         self.written = {aid: frozenset(w) for aid, w in written.items()}
         self.conj_reach = [frozenset(r) for r in reach]
+        self.conj_by_slot: dict[int, tuple[int, ...]] = {}  # slot -> the conjuncts that may read it
+        every = self.conj_every = tuple(j for j, r in enumerate(reach) if -1 in r)
+        for x in set().union(*reach) - {-1} if reach else ():
+            self.conj_by_slot[x] = tuple(sorted({j for j, r in enumerate(reach) if x in r} | set(every)))
 
     def dependent(self, aid: int, others: Iterable[int]) -> frozenset[int]:
         """The instances of ``others`` that may not commute with ``aid``: one writes a slot the
@@ -309,7 +313,7 @@ class Block:
     one alternative.  The core holds each group's first alternative; alternatives are sorted
     and distinct, and a group has at least two (one is folded into the core)."""
 
-    __slots__ = ("core", "groups", "gslots", "where", "_key")
+    __slots__ = ("core", "groups", "gslots", "where", "_key", "_alt_states")
 
     def __init__(self, core: bytes, groups: tuple):
         self.core = core
@@ -321,6 +325,7 @@ class Block:
         self.where = where
         self.gslots = frozenset(where)
         self._key = None
+        self._alt_states: dict = {}
 
     @staticmethod
     def make(core: bytes | bytearray, groups: Iterable[tuple], split: bool = True) -> "Block":
@@ -372,6 +377,13 @@ class Block:
                 c[x] = v
             yield bytes(c)
 
+    def alt_states(self, g: int) -> list[tuple[tuple, bytes]]:
+        """``(alt, state)`` for every alternative of group ``g`` (the others at their first)."""
+        out = self._alt_states.get(g)
+        if out is None:
+            out = self._alt_states[g] = [(alt, self.with_alt(g, alt)) for alt in self.groups[g][1]]
+        return out
+
     def with_alt(self, g: int, alt: tuple) -> bytes:
         """The core with group ``g`` at ``alt``."""
         c = bytearray(self.core)
@@ -411,6 +423,13 @@ class FactoredSearch(Search):
         self.blocks_peak = 0
         self.order = {aid: k for k, aid in enumerate(internal)}
         self.dep = {i.aid: self.code.dependent(i.aid, internal) for i in spec.instances}
+        # the internal steps that may write what an instance writes, and those that may write a slot
+        written = self.code.written
+        self.ww = {i.aid: frozenset(a for a in internal if written[a] & written[i.aid]) for i in spec.instances}
+        self.writers: dict[int, tuple[int, ...]] = {}
+        for a in internal:
+            for x in written[a]:
+                self.writers[x] = self.writers.get(x, ()) + (a,)
 
     # -- a step over a block ------------------------------------------------------------------
     @staticmethod
@@ -433,7 +452,7 @@ class FactoredSearch(Search):
         touched = self._touched
         g = None
         while True:
-            states = [(None, b.core)] if g is None else [(alt, b.with_alt(g, alt)) for alt in b.groups[g][1]]
+            states = [(None, b.core)] if g is None else b.alt_states(g)
             results = []
             reads, writes = set(static), set()
             for alt, pre in states:
@@ -488,8 +507,8 @@ class FactoredSearch(Search):
                     continue
                 keep, touch = [], set()
                 slots, alts, cuts = b.groups[g]
-                for alt in alts:
-                    ok, F = fn(b.with_alt(g, alt))
+                for alt, state in b.alt_states(g):
+                    ok, F = fn(state)
                     rj.update(F)
                     touch |= touched(b, F)
                     if ok:
@@ -596,7 +615,13 @@ class FactoredSearch(Search):
             # the slots whose value the step changed (a write of the value a slot holds changes
             # nothing a read sees)
             changed = {x for _, pre, t, W, _ in ok for x in W if pre[x] != t[x]}
-            keep = {j: r for j, r in cmemo.items() if changed.isdisjoint(r)}
+            keep = dict(cmemo)
+            by_slot = self.code.conj_by_slot
+            every = self.code.conj_every
+            for j in {j for x in changed for j in by_slot.get(x, every)}:
+                r = keep.get(j)
+                if r is not None and not changed.isdisjoint(r):
+                    del keep[j]
             check = [j for j in self.code.relevant.get(aid, ()) if j not in keep]
             for c in cands:
                 cm = dict(keep)
@@ -639,8 +664,15 @@ class FactoredSearch(Search):
                 for d, reads, writes, changed, cm in self._advance(c, event, cmemo):
                     # a quiet step stays quiet unless the event changed what it read, wrote what
                     # it writes, or read what it writes
-                    keep = {a: fw for a, fw in memo.items()
-                            if changed.isdisjoint(fw[0]) and writes.isdisjoint(fw[1]) and reads.isdisjoint(fw[1])}
+                    keep = dict(memo)
+                    cand = self.dep.get(event.aids[0], internal) if len(event.aids) == 1 else internal
+                    cand = set(cand).union(self.ww.get(event.aids[0], internal) if len(event.aids) == 1 else (),
+                                           *[self.writers.get(x, ()) for x in reads])
+                    for a in cand:
+                        fw = keep.get(a)
+                        if fw is not None and not (changed.isdisjoint(fw[0]) and writes.isdisjoint(fw[1])
+                                                   and reads.isdisjoint(fw[1])):
+                            del keep[a]
                     woken = [a for a in internal if a not in keep]
                     k = d.key()
                     if k in nxt:  # the same states from two blocks: what either needs
