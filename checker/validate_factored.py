@@ -313,7 +313,7 @@ class Block:
     one alternative.  The core holds each group's first alternative; alternatives are sorted
     and distinct, and a group has at least two (one is folded into the core)."""
 
-    __slots__ = ("core", "groups", "gslots", "where", "_key", "_alt_states")
+    __slots__ = ("core", "groups", "gslots", "where", "_key", "_alt_states", "_size")
 
     def __init__(self, core: bytes, groups: tuple):
         self.core = core
@@ -326,6 +326,7 @@ class Block:
         self.gslots = frozenset(where)
         self._key = None
         self._alt_states: dict = {}
+        self._size = 0
 
     @staticmethod
     def make(core: bytes | bytearray, groups: Iterable[tuple], split: bool = True) -> "Block":
@@ -360,9 +361,12 @@ class Block:
 
     def size(self) -> int:
         """How many states the block stands for."""
-        n = 1
-        for _, alts, _ in self.groups:
-            n *= len(alts)
+        n = self._size
+        if not n:
+            n = 1
+            for _, alts, _ in self.groups:
+                n *= len(alts)
+            self._size = n
         return n
 
     def states(self) -> Iterator[bytes]:
@@ -687,45 +691,59 @@ class FactoredSearch(Search):
             self.explored += size
             peak = max(peak, size, nsize)
             self.blocks_peak = max(self.blocks_peak, len(closed), len(nxt))
-            held = sum(len(g[1]) * len(g[0]) for d, _, _, _ in nxt.values() for g in d.groups) + len(nxt)
-            if not nxt or held > max_states:
-                stop = event
-                why = "stop"
+            held = sum(len(g[1]) for d, _, _, _ in nxt.values() for g in d.groups) + len(nxt)
+            if not nxt:
+                stop, why = event, "stop"
+                break
+            if held > max_states:  # the flat search takes the whole log over
+                stop, why = event, "cap"
                 break
             frontier = list(nxt.values())
         if stop is None:
             return Verdict("explained", count, peak=peak, explored=self.explored)
-        # the reference's answer on the log up to ``stop`` (admit's answers as they were)
-        return self._reference(machine, obs, seen, stop, why)
+        # the reference's answer on the log up to ``stop`` (admit's answers as they were), or on
+        # the whole log where this search held too many alternatives
+        return self._reference(machine, obs, seen, stop, why, events)
 
-    def _reference(self, machine: Any, obs: Observation, seen: list[Event] | None, stop: Event, why: Any) -> Verdict:
+    def _reference(self, machine: Any, obs: Observation, seen: list[Event] | None, stop: Event, why: Any,
+                   rest: Iterable[Event]) -> Verdict:
+        from itertools import chain
+
         from kvproof.checker.validate import explain
 
-        events = seen if seen is not None else self.replay()
+        if why == "cap":
+            events = chain(seen, rest) if seen is not None else self.replay()
+            proxy = _Admitted(obs, stop, None, cap=True)
+        else:
+            whole = seen if seen is not None else self.replay()
 
-        def upto() -> Iterator[Event]:
-            for e in events:
-                yield e
-                if e.line == stop.line:
-                    return
+            def upto() -> Iterator[Event]:
+                for e in whole:
+                    yield e
+                    if e.line == stop.line:
+                        return
 
-        proxy = _Admitted(obs, stop, why if why != "stop" else None)
+            events = upto()
+            proxy = _Admitted(obs, stop, why if why != "stop" else None)
         search = self.fallback or Search(machine, proxy, self.max_states)
         search.obs = proxy
-        return explain(machine, proxy, upto(), self.max_states, search)
+        return explain(machine, proxy, events, self.max_states, search)
 
 
 class _Admitted:
     """``obs`` whose ``admit`` answers as the first pass did: ``None`` before ``stop``, ``why``
     at it (the log's own checks were made once, in order)."""
 
-    def __init__(self, obs: Observation, stop: Event, why: str | None):
-        self._obs, self._stop, self._why = obs, stop, why
+    def __init__(self, obs: Observation, stop: Event, why: str | None, cap: bool = False):
+        self._obs, self._stop, self._why, self._cap = obs, stop, why, cap
         self.internal = obs.internal
         self.unseen = getattr(obs, "unseen", {})
 
     def admit(self, event: Event) -> str | None:
-        """The first pass's answer."""
+        """The first pass's answer (past ``stop`` where the flat search takes the log over: the
+        observation's)."""
+        if self._cap and event.line > self._stop.line:
+            return self._obs.admit(event)
         return self._why if event.line == self._stop.line else None
 
     def __getattr__(self, name: str) -> Any:

@@ -222,3 +222,24 @@ def test_vllm_random_and_mutated_logs_thorough(k, seed, mutate, requests):
     if mutate:
         events = _mutate(events, random.Random(seed))
     _compare(machine, vv.observation, factored, _decoded(vv.observation(machine), events))
+
+
+def test_past_the_cap_the_flat_search_takes_the_whole_log_over():
+    """Where the factored search holds more alternatives than ``max_states``, the reference
+    search (with the same cap) answers for the whole log: its verdict, not "explained" for the
+    part read so far.  The cap bounds what each search holds: a log whose flat frontier passes
+    it (the reference cannot decide) may stay under it factored."""
+    gen, machine, _ = _vllm("vllm-pull-heartbeat", 3)
+    events = _decoded(vv.observation(machine), vv.to_events(gen, vv.random_run(gen, 8, 2)))
+    kinds = []
+    for cap in (3, 30, 1_000):
+        a = explain(machine, vv.observation(machine), events, cap, Search(machine, vv.observation(machine), cap))
+        factored = FactoredSearch(machine, vv.observation(machine), cap, Search(machine, vv.observation(machine), cap))
+        b = explain(machine, vv.observation(machine), events, cap, factored)
+        kinds.append((a.kind, b.kind))
+        if b.kind != "explained":  # it handed the log over
+            assert (a.kind, a.events, a.event.line, a.why) == (b.kind, b.events, b.event.line, b.why)
+        else:
+            assert b.events == len(events)
+    assert kinds == [("undecided", "undecided"), ("undecided", "explained"),
+                     ("explained", "explained")], kinds
