@@ -353,6 +353,14 @@ class Block:
         out.sort(key=lambda g: g[0][0])
         return Block(bytes(c), tuple(out))
 
+    @staticmethod
+    def regroup(core: bytes | bytearray, groups: tuple, g: int | None, group: tuple, split: bool = True) -> "Block":
+        """:meth:`make` where only ``group`` is new (it replaces group ``g``, or is added where
+        ``g`` is ``None``): the other groups, already normal, are kept as they are."""
+        nb = Block.make(core, [group], split)
+        rest = [grp for k, grp in enumerate(groups) if k != g]
+        return Block(nb.core, tuple(sorted(rest + list(nb.groups), key=lambda grp: grp[0][0])))
+
     def key(self) -> tuple:
         """Equal for equal normal forms."""
         if self._key is None:
@@ -525,7 +533,7 @@ class FactoredSearch(Search):
                 if not keep:
                     return None
                 if len(keep) < len(alts):
-                    b = Block.make(b.core, [grp if k != g else (slots, keep, cuts) for k, grp in enumerate(b.groups)])
+                    b = Block.regroup(b.core, b.groups, g, (slots, keep, cuts))
                 break
             reads |= rj
             cmemo[j] = rj
@@ -543,8 +551,8 @@ class FactoredSearch(Search):
             if t is None or t == pre:
                 return b0, (reads, writes)
             slots = tuple(sorted(set(W)))
-            new = Block.make(b.core, list(b.groups) + [(slots, [tuple(pre[x] for x in slots), tuple(t[x] for x in slots)],
-                                                          (len(slots),))])
+            new = Block.regroup(b.core, b.groups, None,
+                                (slots, [tuple(pre[x] for x in slots), tuple(t[x] for x in slots)], (len(slots),)))
         else:
             old_slots, alts, cuts = b.groups[g]
             extra = sorted(writes - set(old_slots))
@@ -555,8 +563,7 @@ class FactoredSearch(Search):
             if not fresh:
                 return b0, (reads, writes)
             cuts = cuts + ((len(extra),) if extra else ())
-            new = Block.make(b.core, [grp if k != g else (slots, have | fresh, cuts) for k, grp in enumerate(b.groups)],
-                             split=False)
+            new = Block.regroup(b.core, b.groups, g, (slots, have | fresh, cuts), split=False)
         new = self._purge(new, self.code.relevant.get(aid, ()), reads, cmemo)
         # ``new`` holds ``b`` (whose states are clean) and the fresh clean states, if any
         if new is None or new.size() == b0.size():
@@ -614,8 +621,7 @@ class FactoredSearch(Search):
                     for x in slots:
                         k[x] = 0
                     buckets.setdefault(bytes(k), []).append(tuple(t[x] for x in slots))
-                cands = [Block.make(k, [grp if i != g else (slots, alts, cuts) for i, grp in enumerate(bb.groups)])
-                         for k, alts in buckets.items()]
+                cands = [Block.regroup(k, bb.groups, g, (slots, alts, cuts)) for k, alts in buckets.items()]
             # the slots whose value the step changed (a write of the value a slot holds changes
             # nothing a read sees)
             changed = {x for _, pre, t, W, _ in ok for x in W if pre[x] != t[x]}
