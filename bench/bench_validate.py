@@ -90,14 +90,15 @@ def main() -> None:
                                         "vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255 (vllm)")
     ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
     ap.add_argument("--backend", default="auto", help="the search: auto (as kvproof validate picks), native, python, "
-                                                     "factored, both (each log with python, then native), or all "
-                                                     "(python, native, factored)")
+                                                     "factored, both (each log with python, then native), all "
+                                                     "(python, native, factored), or a list: python,native,auto")
     a = ap.parse_args()
     vllm = a.engine == "vllm"
     a.scenarios = a.scenarios or ("vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255" if vllm
                                   else "pr-38935,pr-41404,pr-35049-drain-ack")
     global BACKEND
-    backends = {"both": ("python", "native"), "all": ("python", "native", "factored")}.get(a.backend, (a.backend,))
+    backends = {"both": ("python", "native"), "all": ("python", "native", "factored")}.get(
+        a.backend, tuple(a.backend.split(",")))
     totals = {b: [0, 0.0, 0.0] for b in backends}
     for name in a.scenarios.split(","):
         for seed in range(a.seeds):

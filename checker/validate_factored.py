@@ -442,6 +442,8 @@ class FactoredSearch(Search):
         for a in internal:
             for x in written[a]:
                 self.writers[x] = self.writers.get(x, ()) + (a,)
+        self.near = {aid: self.dep[aid] | self.ww[aid] for aid in self.dep}
+        self._obs_reads: set[int] = set()
 
     # -- a step over a block ------------------------------------------------------------------
     @staticmethod
@@ -476,6 +478,7 @@ class FactoredSearch(Search):
                     _Rec.seen = rec = set()
                     seen = observe(aid, _Rec(pre), _Rec(t))
                     reads |= rec
+                    self._obs_reads |= rec
                 results.append((alt, pre, t, W, seen))
             gs = b.gslots
             if gs and not (gs.isdisjoint(reads) and gs.isdisjoint(writes)):
@@ -670,14 +673,16 @@ class FactoredSearch(Search):
                     closed[c.key()] = (c, memo, cmemo)
                     size += c.size()
             nxt: dict = {}
+            self._obs_reads = set()
             for c, memo, cmemo in closed.values():
                 for d, reads, writes, changed, cm in self._advance(c, event, cmemo):
                     # a quiet step stays quiet unless the event changed what it read, wrote what
                     # it writes, or read what it writes
                     keep = dict(memo)
-                    cand = self.dep.get(event.aids[0], internal) if len(event.aids) == 1 else internal
-                    cand = set(cand).union(self.ww.get(event.aids[0], internal) if len(event.aids) == 1 else (),
-                                           *[self.writers.get(x, ()) for x in reads])
+                    # the steps the event may disturb: statically, or by a slot its observation read
+                    cand = self.near.get(event.aids[0], internal) if len(event.aids) == 1 else internal
+                    if self._obs_reads:
+                        cand = set(cand).union(*[self.writers.get(x, ()) for x in self._obs_reads])
                     for a in cand:
                         fw = keep.get(a)
                         if fw is not None and not (changed.isdisjoint(fw[0]) and writes.isdisjoint(fw[1])
