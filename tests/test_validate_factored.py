@@ -155,7 +155,7 @@ def test_sglang_random_and_mutated_logs(name, seed, mutate):
 
 def test_the_stored_logs_and_the_command(capsys):
     """The example logs give the reference's answer (the command's first lines); ``auto`` picks
-    the factored search for an 8-slot pull stream and not for 2 slots or a clock that waits
+    the factored search for an 8-slot pull stream (a 6-slot push stream) and not for 4 slots or a clock that waits
     for READs; an observation with unseen steps is refused (``--backend factored``: exit 3)."""
     from kvproof.checker.cli import main
 
@@ -166,9 +166,14 @@ def test_the_stored_logs_and_the_command(capsys):
             assert main(["validate", log, "--no-traces", "--backend", backend]) == code
             outs.append(capsys.readouterr().out.splitlines()[:-1])  # the last line: timings
         assert outs[0] == outs[1]
-    assert suits(_vllm("vllm-pull-heartbeat", 8)[1], vv.observation(_vllm("vllm-pull-heartbeat", 8)[1]))
-    assert not suits(_vllm("vllm-pull-heartbeat", 2)[1], vv.observation(_vllm("vllm-pull-heartbeat", 2)[1]))
-    assert not suits(_vllm("vllm-pull-abort-32255", 8)[1], vv.observation(_vllm("vllm-pull-abort-32255", 8)[1]))
+    from types import SimpleNamespace
+
+    def auto_factors(name, slots):
+        m = SimpleNamespace(spec=vv.stream_scenario(builtin(name), slots, slots, slots).build())
+        return suits(m, vv.observation(m))
+
+    assert auto_factors("vllm-pull-heartbeat", 8) and auto_factors("vllm-push-heartbeat", 6)
+    assert not auto_factors("vllm-pull-heartbeat", 4) and not auto_factors("vllm-pull-abort-32255", 8)
     spec = builtin("sglang-0.5.23-mooncake").build()
     machine = Checked.invariants(spec)
     with pytest.raises(FactoredUnavailable):
