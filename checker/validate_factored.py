@@ -670,10 +670,11 @@ class FactoredSearch(Search):
             for b, active, memo, cmemo in frontier:
                 cmemo = dict(cmemo)
                 c, memo = self._close(b, active, memo, cmemo)
-                if c.key() not in closed:
-                    closed[c.key()] = (c, memo, cmemo)
+                k = c.key() if len(frontier) > 1 else None  # one block: nothing to deduplicate
+                if k not in closed:
+                    closed[k] = (c, memo, cmemo)
                     size += c.size()
-            nxt: dict = {}
+            out = []
             self._obs_reads = set()
             for c, memo, cmemo in closed.values():
                 for d, reads, writes, changed, cm in self._advance(c, event, cmemo):
@@ -689,14 +690,15 @@ class FactoredSearch(Search):
                         if fw is not None and not (changed.isdisjoint(fw[0]) and writes.isdisjoint(fw[1])
                                                    and reads.isdisjoint(fw[1])):
                             del keep[a]
-                    woken = [a for a in internal if a not in keep]
-                    k = d.key()
-                    if k in nxt:  # the same states from two blocks: what either needs
-                        _, w0, m0, c0 = nxt[k]
-                        keep = {a: fw for a, fw in keep.items() if a in m0}
-                        woken = [a for a in internal if a not in keep]
-                        cm = {j: r | c0[j] for j, r in cm.items() if j in c0}
-                    nxt[k] = (d, woken, keep, cm)
+                    out.append((d, keep, cm))
+            nxt: dict = {}
+            for d, keep, cm in out:
+                k = d.key() if len(out) > 1 else None
+                if k in nxt:  # the same states from two blocks: what either needs
+                    _, _, m0, c0 = nxt[k]
+                    keep = {a: fw for a, fw in keep.items() if a in m0}
+                    cm = {j: r | c0[j] for j, r in cm.items() if j in c0}
+                nxt[k] = (d, [a for a in internal if a not in keep], keep, cm)
             if self.watch is not None:  # tests: the clean frontier after each event
                 self.watch(event, [d for d, _, _, _ in nxt.values()])
             nsize = sum(d.size() for d, _, _, _ in nxt.values())
