@@ -28,7 +28,8 @@ from kvproof.spec.sglang.simulate import simulation_scenario
 
 
 BACKEND = "auto"
-"""The search's steps (``--backend``): ``auto``/``native`` in C, ``python`` the reference."""
+"""The search (``--backend``): ``auto`` as ``kvproof validate`` picks it, ``native`` the steps in C,
+``python`` the reference, ``factored`` the factored frontier."""
 
 
 def one(name: str, requests: int, seed: int, slots: int, pages: int) -> tuple[int, float, float, int]:
@@ -88,14 +89,16 @@ def main() -> None:
     ap.add_argument("--scenarios", help="default: pr-38935,pr-41404,pr-35049-drain-ack (sglang: scenarios whose random runs break no invariant), "
                                         "vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255 (vllm)")
     ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
-    ap.add_argument("--backend", default="auto", help="the search's steps: auto (C where possible), native, python, "
-                                                     "or both (each log with python, then native)")
+    ap.add_argument("--backend", default="auto", help="the search: auto (as kvproof validate picks), native, python, "
+                                                     "factored, both (each log with python, then native), all "
+                                                     "(python, native, factored), or a list: python,native,auto")
     a = ap.parse_args()
     vllm = a.engine == "vllm"
     a.scenarios = a.scenarios or ("vllm-pull-heartbeat,vllm-push-heartbeat,vllm-pull-abort-32255" if vllm
                                   else "pr-38935,pr-41404,pr-35049-drain-ack")
     global BACKEND
-    backends = ("python", "native") if a.backend == "both" else (a.backend,)
+    backends = {"both": ("python", "native"), "all": ("python", "native", "factored")}.get(
+        a.backend, tuple(a.backend.split(",")))
     totals = {b: [0, 0.0, 0.0] for b in backends}
     for name in a.scenarios.split(","):
         for seed in range(a.seeds):

@@ -286,6 +286,8 @@ def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
     ``machine`` checks its claims in every state: build it with the always-invariants only.
     ``search`` reuses the compiled steps of an earlier :class:`Search` over the same machine."""
     search = search or Search(machine, obs, max_states)
+    if callable(getattr(search, "explain", None)):  # a search with its own loop (the factored one)
+        return search.explain(machine, obs, events, max_states)
     search.obs = obs
     frontier: dict[bytes, int] = {machine.init: machine.hits(machine.init)}
     peak, count = 1, 0

@@ -25,6 +25,15 @@ def _events(obs: Observation, path: str, rows: Iterator[tuple[int, dict]]) -> It
             raise LogError(f"{path}:{no}: {e}") from None
 
 
+def _reread(obs: Observation, path: str) -> Iterator[Event]:
+    """The log's events, read again from the start (the file closed at the end or when dropped)."""
+    _, rows = read_log(path)
+    try:
+        yield from _events(obs, path, rows)
+    finally:
+        rows.close()
+
+
 def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
     """``kvproof validate LOG``: read the header, find the protocol's ``validate`` command and
     search, reading the log once; where the search stops early the rest of the log is still
@@ -72,10 +81,15 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
             raise LogError(f"{where}: {e}") from None
         from kvproof.checker.native import NativeUnavailable
 
+        from kvproof.checker.validate_factored import FactoredSearch, FactoredUnavailable
+
+        backend = getattr(args, "backend", "auto")
         try:  # compiling the steps is not part of the rate
-            search = make_search(machine, obs, args.max_states, getattr(args, "backend", "auto"))
-        except NativeUnavailable as e:
-            raise LogError(f"--backend native: {e}") from None
+            search = make_search(machine, obs, args.max_states, backend)
+        except (NativeUnavailable, FactoredUnavailable) as e:
+            raise LogError(f"--backend {backend}: {e}") from None
+        if isinstance(search, FactoredSearch):  # where it hands the log to the flat search: read it again
+            search.replay = lambda: _reread(obs, path)
         t0 = time.perf_counter()
         events = _events(obs, path, rows)
         verdict = explain(machine, obs, events, args.max_states, search)

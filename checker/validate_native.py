@@ -143,14 +143,32 @@ def make_search(machine: Any, obs: Observation, max_states: int, backend: str = 
     """The search ``kvproof validate`` runs: ``python`` the reference :class:`Search`; ``native``
     its successors in C (:class:`NativeSearch`, the same
     frontiers; :class:`~kvproof.checker.native.NativeUnavailable` where it cannot run);
-    ``auto`` native where it can run, else the reference."""
+    ``factored`` the factored frontier
+    (:class:`~kvproof.checker.validate_factored.FactoredSearch`, the same verdicts;
+    :class:`~kvproof.checker.validate_factored.FactoredUnavailable` where it cannot run), with
+    the native search (or the reference) for the answers it hands back; ``auto`` the factored
+    search where it can run and the spec's internal steps suit it
+    (:func:`~kvproof.checker.validate_factored.suits`), else native where it can run, else the
+    reference."""
     if backend == "python":
         return Search(machine, obs, max_states)
     from kvproof.checker.native import NativeUnavailable
 
-    try:
-        return native_search(machine, obs, max_states)
-    except NativeUnavailable:
-        if backend == "native":
-            raise
-        return Search(machine, obs, max_states)
+    def flat() -> Search:
+        try:
+            return native_search(machine, obs, max_states)
+        except NativeUnavailable:
+            if backend == "native":
+                raise
+            return Search(machine, obs, max_states)
+
+    if backend in ("factored", "auto"):
+        from kvproof.checker.validate_factored import FactoredUnavailable, factored_search, suits
+
+        try:
+            if backend == "factored" or suits(machine, obs):
+                return factored_search(machine, obs, max_states, flat())
+        except FactoredUnavailable:
+            if backend == "factored":
+                raise
+    return flat()

@@ -1,5 +1,5 @@
 """``kvproof.record`` on vLLM 0.33.0: event logs recorded from its real scheduler and NIXL
-connector classes (pull mode) as the conformance harness (``spec/vllm/conform``) drives them,
+connector classes (pull and push mode) as the conformance harness (``spec/vllm/conform``) drives them,
 checked by ``kvproof validate``.  Skipped without the vllm extra, except under
 ``KVPROOF_REQUIRE_VLLM=1`` (CI); slow only because importing vLLM and building its first
 configuration takes 10-60 s, every test after that is short.
@@ -315,3 +315,80 @@ def test_a_bad_slot_count_is_one_line_exit_3(tmp_path, capsys):
     err = capsys.readouterr().err
     assert exit_.value.code == 3 and "KVPROOF_RECORD_SLOTS: expected a whole number in 1..64, got '0'" in err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+# -- push mode --------------------------------------------------------------------------------------------
+PUSH_RUNS = [(n, ("seed", s)) for n in ("vllm-push-heartbeat", "vllm-push-lease-expiry-stall",
+                                        "vllm-push-abort-unanswered") for s in (0, 1)] + [
+    ("vllm-push-lease-expiry-stall", ("trace", "no_cross_tenant_read")),
+    ("vllm-push-abort-unanswered", ("trace", "no_source_free_while_read"))]
+"""Random 30-step runs of the three 0.33.0 push scenarios, and two stored counterexamples
+(V7: the lease runs out with the WRITE outstanding, the block goes to R1, decode loads R0 from
+it; V5: an aborted load's WRITE outstanding when the lease runs out), replayed on the real push
+connector."""
+
+
+@pytest.mark.parametrize("name,run", PUSH_RUNS, ids=[f"{n}-{r[1]}" for n, r in PUSH_RUNS])
+def test_recorded_push_runs_are_the_models_log_and_validate(tmp_path, name, run):
+    """The push wrappers (``NixlPushConnectorScheduler.request_finished`` and
+    ``update_state_after_alloc``, ``NixlPushConnectorWorker._do_send_reg_notif``,
+    ``_do_start_push_kv`` and ``get_transfer_results``) write, event for event, the model's own
+    log; each validates, as the model's own log does: the hazard runs too, since no log shows
+    when the WRITE moved its data (a behaviour that moved it before the lease ran out explains
+    them; pinned in ``tests/test_vllm_validate.py``)."""
+    from kvproof.checker.traces import read_trace
+    from kvproof.spec.vllm import validate as vv
+
+    sc, machine = _model(name)
+    kind, arg = run
+    actions = _random_actions(machine, arg) if kind == "seed" else read_trace(f"traces/{name}__{arg}.itf.json").actions
+    result, header, events = _record(sc, machine, actions, tmp_path / "push.jsonl")
+    assert result.agrees, result.reason
+    assert header == {"v": 1, "log": "kvproof-events", "scenario": name}
+    want = vv.to_events(machine, actions)
+    assert _shown(events) == _shown(want)
+    push = {e["event"] for e in events} & {"decode_send_push_reg", "prefill_push_write", "prefill_get_transfer_results"}
+    assert push, "no push event recorded"
+    assert _verdict(sc, events).kind == _verdict(sc, want).kind == "explained"
+    if kind == "trace":
+        assert _breaks(machine, actions)
+
+
+def test_the_push_runs_exercise_every_push_event():
+    """Every push wrapper writes in the runs above."""
+    from kvproof.checker.traces import read_trace
+    from kvproof.spec.vllm import validate as vv
+
+    seen = set()
+    for name, (kind, arg) in PUSH_RUNS:
+        sc, machine = _model(name)
+        actions = _random_actions(machine, arg) if kind == "seed" else \
+            read_trace(f"traces/{name}__{arg}.itf.json").actions
+        seen |= {e["event"] for e in vv.to_events(machine, actions)}
+    assert {"decode_send_push_reg", "prefill_push_write", "prefill_get_transfer_results",
+            "prefill_reap_expired_lease", "decode_finished_recving", "decode_abort"} <= seen
+
+
+def test_a_mutated_push_log_is_rejected_at_its_line(tmp_path):
+    """A recorded clean push run with the WRITE moved before its registration, or the WRITE's
+    destination block changed, is unexplained at that line."""
+    sc, machine = _model("vllm-push-heartbeat")
+    names = ["prefill_request_finished", "decode_on_new_request", "decode_send_push_reg", "prefill_push_write",
+             "nixl_write_land", "nixl_write_complete", "prefill_get_transfer_results", "decode_finished_recving"]
+    actions = [next(i.aid for i in machine.instances if i.name == n and i.args == (r,)) for r in (0, 1)
+               for n in names]
+    result, _, events = _record(sc, machine, actions, tmp_path / "push.jsonl")
+    assert result.agrees, result.reason
+    assert [e["event"] for e in events][:6] == ["prefill_request_finished", "decode_on_new_request",
+                                                "decode_send_push_reg", "prefill_push_write",
+                                                "prefill_get_transfer_results", "decode_finished_recving"]
+    assert _verdict(sc, events).kind == "explained"
+    i, j = _find(events, "decode_send_push_reg", 1), _find(events, "prefill_push_write", 1)
+    swapped = list(events)
+    swapped[i], swapped[j] = swapped[j], swapped[i]
+    v = _verdict(sc, swapped)
+    assert v.kind == "unexplained" and v.event.line == i + 2 and v.event.raw["event"] == "prefill_push_write"
+    changed = [dict(e) for e in events]
+    changed[j]["dest"] = 1 - changed[j]["dest"]
+    v = _verdict(sc, changed)
+    assert v.kind == "unexplained" and v.event.line == j + 2

@@ -772,9 +772,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="cannot decide (exit 2) past N possible states at one event (default 100000)")
     va.add_argument("--traces", metavar="DIR", help="where a violation's trace goes (default: the log's directory)")
     va.add_argument("--no-traces", action="store_true", help="write no trace file")
-    va.add_argument("--backend", choices=("auto", "native", "python"), default="auto",
-                    help="the search's steps: in C where a C compiler is found (auto, the default), "
-                         "always in C (native), or the reference in Python (python); the same answer")
+    va.add_argument("--backend", choices=("auto", "native", "python", "factored"), default="auto",
+                    help="the search: the factored frontier where the spec suits it, else its steps in C where a "
+                         "C compiler is found (auto, the default); always in C (native); the reference in Python "
+                         "(python); the factored frontier (factored); the same answer")
     va.set_defaults(func=cmd_validate)
 
     co = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")

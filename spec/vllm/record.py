@@ -1,5 +1,5 @@
-"""The vLLM 0.33.0 recorder: its real NIXL connector and scheduler classes (pull mode), patched to
-write the event log ``kvproof validate`` reads for vLLM (schema version 1,
+"""The vLLM 0.33.0 recorder: its real NIXL connector and scheduler classes (pull and push mode),
+patched to write the event log ``kvproof validate`` reads for vLLM (schema version 1,
 ``kvproof.spec.vllm.validate``).
 
 :func:`install` wraps these methods (the original runs unchanged; the wrapper reads its
@@ -33,6 +33,16 @@ worker applying an ``HB:``)                                  the slots the messa
                                                              (#32255's ``delay_free_blocks``), else
                                                              ``freed``
 ``Scheduler._free_blocks``                                   (no event: the block is free again)
+push: ``NixlPushConnectorScheduler.request_finished`` and    ``prefill_request_finished``,
+``update_state_after_alloc``, as the pull scheduler's        ``decode_on_new_request``
+push: ``NixlPushConnectorWorker._do_send_reg_notif`` (decode ``decode_send_push_reg`` (``block``:
+writer sending ``PUSH_REG``, a peer agent known)             decode's)
+push: ``NixlPushConnectorWorker._do_start_push_kv`` (prefill ``prefill_push_write`` (``src``,
+writer) when it posted a WRITE (a handle added to            ``dest``)
+``_sending_transfers``)
+push: ``NixlPushConnectorWorker.get_transfer_results``       ``prefill_get_transfer_results`` per
+(prefill): each request in ``finished_sending`` that         request (``block``: prefill's)
+``_reap_expired_send_leases`` did not report in the call
 ===========================================================  =======================================
 
 Requests and slots: the log's request slots are given out in the order prefill finishes
@@ -55,8 +65,9 @@ READ of a block freed under it is flagged (``no_source_free_while_read``) whatev
 handed out next; which request's KV it then carried is the model's inference.
 
 Not recorded: ``prefill_abort_finished`` (0.33.0's ``finish_requests`` skips a finished request,
-#25067: the step does not exist), push mode (``NixlPushConnector*``), several decode engines or
-prefill ranks (one ``HB:`` per event, one consumer per notification).
+#25067: the step does not exist), several decode engines or prefill ranks (one ``HB:`` per event,
+one consumer per notification), push's WRITE deferred until a handshake completes (recorded when
+``_do_start_push_kv`` runs again and posts it).
 """
 
 from __future__ import annotations
@@ -76,6 +87,8 @@ MODULES = {
     "base_worker": _NIXL + "base_worker",
     "pull_worker": _NIXL + "pull_worker",
     "pull_scheduler": _NIXL + "pull_scheduler",
+    "push_worker": _NIXL + "push_worker",
+    "push_scheduler": _NIXL + "push_scheduler",
 }
 """The vLLM 0.33.0 modules whose classes are patched (or read)."""
 
@@ -105,7 +118,8 @@ class _Slot:
         self.prefill_held = False
         self.decode_started = False  # decode took the request
         self.decode_held = False
-        self.notif_due = False  # a READ was posted; prefill has not taken its notification
+        self.notif_due = False  # a READ (push: WRITE) was posted; its notification not yet taken
+        self.push = False  # push mode: the WRITE's notification goes to decode
 
     def reusable(self) -> bool:
         return self.gen < 0 or (not self.prefill_held and self.decode_started and not self.decode_held
@@ -144,6 +158,7 @@ class VllmRecorder(Patches):
         self.pools = {"prefill": _Pool(), "decode": _Pool()}
         self.labels: dict[tuple[str, str], int] = {}  # (side, prefill rid) -> block number it got
         self.undo: list[tuple[Any, str, Any]] = []  # (class, name, original) for uninstall
+        self.reaped = threading.local()  # the requests _reap_expired_send_leases reported in this thread
 
     # -- requests and events ----------------------------------------------------------------------
     def open(self, rid: str) -> int:
@@ -155,7 +170,7 @@ class VllmRecorder(Patches):
                 self.slots.append(_Slot())
             s = self.slots[r]
             s.gen, s.rid, s.prefill_held = s.gen + 1, rid, True
-            s.decode_started = s.decode_held = s.notif_due = False
+            s.decode_started = s.decode_held = s.notif_due = s.push = False
             self.of[rid] = r
             return r
 
@@ -316,6 +331,7 @@ class VllmRecorder(Patches):
                 out = orig(self, done_sending, *a, **kw)
                 for rid in sorted(set(done_sending) - before):
                     rec.emit("prefill_reap_expired_lease", "prefill", rid, block=rec._label("prefill", rid))
+                    getattr(rec.reaped, "ids", set()).add(rid)
                 return out
             return reap_
 
@@ -335,6 +351,10 @@ class VllmRecorder(Patches):
                     rec.emit("decode_finished_recving", "decode", rid, block=rec._label("decode", rid),
                              status=status)
                     rec.free("decode", rid)
+                    with rec.lock:
+                        s = rec.slot(rid)
+                        if s is not None and s.push:  # decode took the WRITE's notification
+                            s.notif_due = False
                 return out
             return update
 
@@ -370,6 +390,54 @@ class VllmRecorder(Patches):
                 return out
             return free
 
+        # -- push mode (NixlPushConnector) --------------------------------------------------------
+        def send_reg(orig):
+            def send(self, req_id, reg_data, *a, **kw):
+                out = orig(self, req_id, reg_data, *a, **kw)
+                sent = bool(self._remote_agents.get(reg_data.get("remote_engine_id")))
+                rid = rec.prefill_rid(str(req_id))
+                if sent and rid is not None:
+                    rec.emit("decode_send_push_reg", "decode", rid, block=rec._label("decode", rid))
+                return out
+            return send
+
+        def start_push(orig):
+            def start(self, request_id, local_block_ids, registration_data, *a, **kw):
+                before = len(self._sending_transfers.get(request_id, ()))
+                out = orig(self, request_id, local_block_ids, registration_data, *a, **kw)
+                if len(self._sending_transfers.get(request_id, ())) > before:  # the WRITE is posted
+                    rid = str(request_id)
+                    src, dst = _flat(local_block_ids), _flat(registration_data.get("local_block_ids", ()))
+                    with rec.lock:
+                        s = rec.slot(rid)
+                        if s is not None:
+                            s.notif_due = s.push = True
+                        rec.emit("prefill_push_write", "prefill", rid, src=rec._label("prefill", rid),
+                                 dest=rec._label("decode", rid), vllm_src=src[0] if src else None,
+                                 vllm_dest=dst[0] if dst else None)
+                return out
+            return start
+
+        def transfer_results(orig):
+            def results(self, *a, **kw):
+                rec.reaped.ids = reaped = set()
+                try:
+                    res = orig(self, *a, **kw)
+                finally:
+                    rec.reaped.ids = set()
+                for rid in sorted(set(res.finished_sending or ()) - reaped):
+                    rec.emit("prefill_get_transfer_results", "prefill", rid, block=rec._label("prefill", rid))
+                return res
+            return results
+
+        PushSched = m["push_scheduler"].NixlPushConnectorScheduler
+        PushWorker = m["push_worker"].NixlPushConnectorWorker
+        self.wrap(PushSched, "request_finished", request_finished)
+        self.wrap(PushSched, "update_state_after_alloc", after_alloc)
+        self.wrap(PushWorker, "_do_send_reg_notif", send_reg)
+        self.wrap(PushWorker, "_do_start_push_kv", start_push)
+        self.wrap(PushWorker, "get_transfer_results", transfer_results)
+
         Sched = m["scheduler"].Scheduler
         PullSched = m["pull_scheduler"].NixlPullConnectorScheduler
         Worker, BaseWorker = m["pull_worker"].NixlPullConnectorWorker, m["base_worker"].NixlBaseConnectorWorker
@@ -383,6 +451,17 @@ class VllmRecorder(Patches):
         self.wrap(Sched, "finish_requests", finish_requests)
         self.wrap(Sched, "_free_blocks", free_blocks)
         return self
+
+
+def _flat(block_ids: Any) -> list[int]:
+    """Block ids, flat (vLLM passes them per KV-cache group, or flat)."""
+    out: list[int] = []
+    for g in block_ids or ():
+        if isinstance(g, int):
+            out.append(g)
+        else:
+            out.extend(g)
+    return out
 
 
 def install(path: str, scenario: Any, **header: Any) -> VllmRecorder:

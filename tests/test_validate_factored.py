@@ -1,0 +1,250 @@
+"""The factored search of ``kvproof validate`` (``checker/validate_factored.py``) against the
+reference (``checker/validate.py``'s :class:`Search`), property-based: on random, mutated and
+hazard logs of the vLLM and SGLang specs, after every event the factored frontier's states are
+exactly the reference's clean states (those some path of clean states reaches), and the verdict
+is the reference's (kind, event, claims, the state shown, the possible states); a mutant of the
+footprints (a step that ignores the groups it reads) is caught on a known log."""
+
+import functools
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from kvproof.checker.validate import Checked, Search, explain
+from kvproof.checker.validate_factored import Block, FactoredSearch, FactoredUnavailable, suits
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import builtin
+from kvproof.spec.sglang import validate as sv
+from kvproof.spec.vllm import validate as vv
+
+SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+
+
+@functools.lru_cache(maxsize=None)
+def _vllm(name: str, slots: int | None):
+    sc = builtin(name)
+    if slots is not None:
+        sc = vv.stream_scenario(sc, slots, slots, slots)
+    spec = sc.build()
+    machine = Checked.invariants(spec)
+    return Machine(spec), machine, FactoredSearch(machine, vv.observation(machine), 1_000_000)
+
+
+@functools.lru_cache(maxsize=None)
+def _sglang(name: str):
+    from kvproof.spec.sglang.simulate import simulation_scenario
+
+    spec = simulation_scenario(builtin(name), 6, 2).build()
+    machine = Checked.invariants(spec)
+    return Machine(spec), machine, FactoredSearch(machine, sv.observation(machine), 1_000_000)
+
+
+def _mutate(events, rng):
+    """``events`` with one random change (or none): dropped, swapped, duplicated, a block moved."""
+    out = [dict(e) for e in events]
+    if not out:
+        return out
+    kind = rng.choice(["none", "drop", "swap", "dup", "block"])
+    i = rng.randrange(len(out))
+    if kind == "drop":
+        del out[i]
+    elif kind == "swap" and i + 1 < len(out):
+        out[i], out[i + 1] = out[i + 1], out[i]
+    elif kind == "dup":
+        out.insert(i, dict(out[i]))
+    elif kind == "block":
+        for key in ("block", "src", "dest", "page"):
+            if key in out[i]:
+                out[i][key] = max(0, out[i][key] + rng.choice((-1, 1)))
+                break
+    return out
+
+
+def _decoded(obs, events):
+    out = []
+    for i, e in enumerate(events):
+        try:
+            out.append(obs.decode(i + 2, dict(e)))
+        except ValueError:  # a change that is bad input (exit 3), not the search's
+            break
+    return out
+
+
+def _compare(machine, obs_of, factored, events):
+    """The clean frontier after every event and the verdict, factored against the reference."""
+    ref = Search(machine, obs_of(machine), 1_000_000)
+    fr = {machine.init: machine.hits(machine.init)}
+    robs = obs_of(machine)
+    frontiers = []
+    for ev in events:
+        if robs.admit(ev) is not None:
+            break
+        fr = ref.advance(ref.close(fr), ev)
+        frontiers.append((ev.line, {s for s, m in fr.items() if not m}))
+        if not fr or all(fr.values()):
+            break
+    got = []
+
+    def watch(ev, blocks):
+        got.append((ev.line, {s for b in blocks for s in b.states()}))
+
+    factored.watch = watch
+    try:
+        fobs = obs_of(machine)
+        b = explain(machine, fobs, events, 1_000_000, factored)
+    finally:
+        factored.watch = None
+    a = explain(machine, obs_of(machine), events, 1_000_000, Search(machine, obs_of(machine), 1_000_000))
+    # the factored search stops at the first event with no clean explanation
+    assert got == frontiers[:len(got)] and len(frontiers) - len(got) <= 1, (got[-1:], frontiers[len(got) - 1:len(got) + 1])
+    assert (a.kind, a.events, a.event and a.event.line, a.why, a.claims, a.bad, a.possible) == \
+           (b.kind, b.events, b.event and b.event.line, b.why, b.claims, b.bad, b.possible)
+    return a.kind
+
+
+VLLM = [("vllm-pull-heartbeat", 3), ("vllm-pull-heartbeat-stall", 2), ("vllm-push-heartbeat", 2),
+        ("vllm-pull-abort-32255", 2), ("vllm-push-lease-expiry-stall", 2)]
+pytestmark = pytest.mark.slow  # compiling each scenario's footprints: about a second
+
+
+@given(k=st.integers(0, len(VLLM) - 1), seed=st.integers(0, 10_000), mutate=st.booleans())
+@settings(max_examples=12, **SETTINGS)
+def test_vllm_random_and_mutated_logs(k, seed, mutate):
+    name, slots = VLLM[k]
+    gen, machine, factored = _vllm(name, slots)
+    events = vv.to_events(gen, vv.random_run(gen, 5, seed, fault_weight=0.2))
+    if mutate:
+        events = _mutate(events, random.Random(seed))
+    _compare(machine, vv.observation, factored, _decoded(vv.observation(machine), events))
+
+
+@pytest.mark.parametrize("name", ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read"])
+def test_vllm_hazard_runs(name):
+    """Random runs of the as-shipped scenarios (not streams): violations found where the
+    reference finds them."""
+    gen, machine, factored = _vllm(name, None)
+    kinds = [_compare(machine, vv.observation, factored,
+                      _decoded(vv.observation(machine), vv.to_events(gen, _hazard_run(gen, seed))))
+             for seed in range(6)]
+    assert "violation" in kinds and "explained" in kinds, kinds
+
+
+def _hazard_run(gen, seed):
+    """30 random steps of ``gen`` (any enabled action, uniformly)."""
+    rng = random.Random(seed)
+    state, run = gen.init, []
+    for _ in range(30):
+        succ = gen.successors(state)
+        if not succ:
+            break
+        aid, state = rng.choice(succ)
+        run.append(aid)
+    return run
+
+
+@given(name=st.sampled_from(["pr-38935", "v0.5.22"]), seed=st.integers(0, 10_000), mutate=st.booleans())
+@settings(max_examples=6, **SETTINGS)
+def test_sglang_random_and_mutated_logs(name, seed, mutate):
+    gen, machine, factored = _sglang(name)
+    events = sv.to_events(gen, sv.random_run(gen, 3, seed))
+    if mutate:
+        events = _mutate(events, random.Random(seed))
+    _compare(machine, sv.observation, factored, _decoded(sv.observation(machine), events))
+
+
+def test_the_stored_logs_and_the_command(capsys):
+    """The example logs give the reference's answer (the command's first lines); ``auto`` picks
+    the factored search for an 8-slot pull stream (a 6-slot push stream) and not for 4 slots or a clock that waits
+    for READs; an observation with unseen steps is refused (``--backend factored``: exit 3)."""
+    from kvproof.checker.cli import main
+
+    for log, code in [("examples/validate/vllm-clean.jsonl", 0), ("examples/validate/vllm-lease-expiry.jsonl", 1),
+                      ("examples/validate/incident.jsonl", 1)]:
+        outs = []
+        for backend in ("factored", "python"):
+            assert main(["validate", log, "--no-traces", "--backend", backend]) == code
+            outs.append(capsys.readouterr().out.splitlines()[:-1])  # the last line: timings
+        assert outs[0] == outs[1]
+    from types import SimpleNamespace
+
+    def auto_factors(name, slots):
+        m = SimpleNamespace(spec=vv.stream_scenario(builtin(name), slots, slots, slots).build())
+        return suits(m, vv.observation(m))
+
+    assert auto_factors("vllm-pull-heartbeat", 8) and auto_factors("vllm-push-heartbeat", 6)
+    assert not auto_factors("vllm-pull-heartbeat", 4) and not auto_factors("vllm-pull-abort-32255", 8)
+    spec = builtin("sglang-0.5.23-mooncake").build()
+    machine = Checked.invariants(spec)
+    with pytest.raises(FactoredUnavailable):
+        FactoredSearch(machine, sv.observation(machine, {"failed_writes_land_unseen": True}), 100)
+
+
+def test_an_8_slot_log_is_factored_exactly():
+    """A pinned 8-slot pull log: the reference's peak is 4,374 = 2 x 3^7 states; the factored
+    search holds one block of 8 groups at most, and its frontiers are the reference's."""
+    gen, machine, factored = _vllm("vllm-pull-heartbeat", 8)
+    events = _decoded(vv.observation(machine), vv.to_events(gen, vv.random_run(gen, 40, 0)))
+    factored.blocks_peak = 0
+    assert _compare(machine, vv.observation, factored, events) == "explained"
+    assert explain(machine, vv.observation(machine), events, 1_000_000, factored).peak == 4374
+    assert factored.blocks_peak == 1
+
+
+def test_mutants_are_caught(monkeypatch):
+    """Wrong implementations give other frontiers, and the comparison above catches them: a
+    join split back where its alternatives are not a product (the clock's ages and the READ
+    phases it waits for), and conjuncts never checked (dirty states kept)."""
+    from kvproof.checker import validate_factored as vf
+
+    gen, machine, factored = _vllm("vllm-pull-abort-32255", 2)
+    events = _decoded(vv.observation(machine), vv.to_events(gen, vv.random_run(gen, 5, 0)))
+    _compare(machine, vv.observation, factored, events)
+    with monkeypatch.context() as m:
+        m.setattr(vf, "_split", lambda slots, alts, cuts: [
+            (slots[:cuts[0]], {a[:cuts[0]] for a in alts}, cuts[:1]),
+            (slots[cuts[0]:], {a[cuts[0]:] for a in alts}, cuts[1:])])
+        with pytest.raises(AssertionError):
+            _compare(machine, vv.observation, factored, events)
+    gen, machine, factored = _vllm("vllm-pull-ttl-expiry", None)
+    events = _decoded(vv.observation(machine), vv.to_events(gen, _hazard_run(gen, 0)))
+    assert _compare(machine, vv.observation, factored, events) == "violation"
+    with monkeypatch.context() as m:
+        m.setattr(FactoredSearch, "_purge", lambda self, b, conjs, reads, cmemo: b)
+        with pytest.raises(AssertionError):
+            _compare(machine, vv.observation, factored, events)
+
+
+@pytest.mark.thorough
+@given(k=st.integers(0, len(VLLM) - 1), seed=st.integers(0, 10**6), mutate=st.booleans(),
+       requests=st.integers(2, 12))
+@settings(max_examples=400, **SETTINGS)
+def test_vllm_random_and_mutated_logs_thorough(k, seed, mutate, requests):
+    """The default tier's property on 400 logs of up to 12 requests."""
+    name, slots = VLLM[k]
+    gen, machine, factored = _vllm(name, slots)
+    events = vv.to_events(gen, vv.random_run(gen, requests, seed, fault_weight=0.2))
+    if mutate:
+        events = _mutate(events, random.Random(seed))
+    _compare(machine, vv.observation, factored, _decoded(vv.observation(machine), events))
+
+
+def test_past_the_cap_the_flat_search_takes_the_whole_log_over():
+    """Where the factored search holds more alternatives than ``max_states``, the reference
+    search (with the same cap) answers for the whole log: its verdict, not "explained" for the
+    part read so far.  The cap bounds what each search holds: a log whose flat frontier passes
+    it (the reference cannot decide) may stay under it factored."""
+    gen, machine, _ = _vllm("vllm-pull-heartbeat", 3)
+    events = _decoded(vv.observation(machine), vv.to_events(gen, vv.random_run(gen, 8, 2)))
+    kinds = []
+    for cap in (3, 30, 1_000):
+        a = explain(machine, vv.observation(machine), events, cap, Search(machine, vv.observation(machine), cap))
+        factored = FactoredSearch(machine, vv.observation(machine), cap, Search(machine, vv.observation(machine), cap))
+        b = explain(machine, vv.observation(machine), events, cap, factored)
+        kinds.append((a.kind, b.kind))
+        if b.kind != "explained":  # it handed the log over
+            assert (a.kind, a.events, a.event.line, a.why) == (b.kind, b.events, b.event.line, b.why)
+        else:
+            assert b.events == len(events)
+    assert kinds == [("undecided", "undecided"), ("undecided", "explained"),
+                     ("explained", "explained")], kinds
