@@ -166,6 +166,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         not a READ is still reading them (push: a WRITE still outstanding, V7); only a log line
         and ``num_kv_expired_reqs`` record it, no negative acknowledgement goes to decode (V1)."""
         o = s.ops
+        s.require(self.e.kv_lease_expires)
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.lease[r], 0))
         n.p_phase[r] = P_EXPIRED
@@ -225,7 +226,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         counted the WRITE's notification, push_worker.py:767-807): a loading request is cached and
         runs on its block, a held (aborted) one is freed (``_update_from_kv_xfer_finished``,
         scheduler.py:3569-3582).  What the running request computes on is recorded in
-        ``read`` (V1: another request's KV, served with HTTP 200)."""
+        ``read`` (V1: another request's KV, served with HTTP 200).  The running request finishes
+        in that step (``max_tokens=1``); with ``async_scheduling`` step N+1 was already scheduled
+        with it and still writes its block, so ``_free_request_blocks`` frees the block at once
+        before #45357 (V15) and, with it, puts it in ``deferred_frees`` until that step is
+        processed (:meth:`decode_update_from_output`)."""
         o = s.ops
         if self.pull:
             s.require(o.eq(s.rd[r], RD_DONE))
@@ -238,7 +243,12 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.outcome[r] = o.ite(loading, OUT_SUCCESS, s.outcome[r])
         n.read[r] = o.ite(loading, self._classify(s, r), s.read[r])
         n.d_phase[r] = D_ENDED
-        self._free(s, n, r, "owner", "dest")
+        if self.e.async_scheduling:  # V15: step N+1, already scheduled, still writes the block
+            n.inflight[r] = o.ite(loading, 1, s.inflight[r])
+            deferred = loading if self.e.defer_block_free else o.const(False)
+            self._free(s, n, r, "owner", "dest", when=o.not_(deferred))
+        else:
+            self._free(s, n, r, "owner", "dest")
 
     @action("decode", "req")
     def decode_abort(self, s, n, r):
@@ -403,7 +413,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
             return o.ite(running, o.add(value, step), value)
 
         for r in self.reqs:
-            n.lease[r] = advance(s.lease[r], o.and_(o.eq(s.p_phase[r], P_HELD), o.gt(s.lease[r], 0)), -1)
+            if e.kv_lease_expires:
+                n.lease[r] = advance(s.lease[r], o.and_(o.eq(s.p_phase[r], P_HELD), o.gt(s.lease[r], 0)), -1)
             if k.A is None:
                 continue
             counting = []
@@ -425,3 +436,47 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
             blocks.append(o.and_(tracked, o.eq(s.hb_age, k.I), self._running(s)))
         s.require(o.any_(moves))
         s.require(o.not_(o.any_(blocks)))
+
+    # -- the scheduler's side: pre-admission rejection (V12) and deferred frees (V15) ----------------
+    # Declared last so that the action ids of the scenarios above stay what they were.
+    @action("decode", "req")
+    def decode_reject_request(self, s, n, r):
+        """Decode's serving layer rejects the request before admission (a chat-template or
+        validation error, ``engine_paused``): ``serving.py`` calls
+        ``notify_kv_transfer_request_rejected`` (v1/engine/async_llm.py:961), which submits an
+        ``abort_immediately`` request; ``EngineCore.add_request`` (core.py:559) adds and at once
+        aborts it (``finish_requests``).  Nothing was allocated on decode and no READ will come.
+        With #41269 ``request_finished`` finds ``do_remote_prefill`` still set and seeds an empty
+        recv (pull_scheduler.py:219-230), so decode's worker sends prefill the notify-only
+        ``"{req}:{n}"`` of ``_read_blocks`` (pull_worker.py:450-476) and prefill frees its
+        blocks on it (:meth:`prefill_get_new_notifs`); before it nothing tells prefill, whose
+        blocks wait for the timeout (V12).  The client gets an error.  Pull mode only."""
+        o = s.ops
+        s.require(self.e.decode_rejects and self.pull)
+        s.require(o.eq(s.d_phase[r], D_NEW))
+        s.require(o.ne(s.p_phase[r], P_NEW))
+        s.require(self._running(s))
+        n.d_phase[r] = D_ENDED
+        n.outcome[r] = OUT_ABORTED
+        if self.e.reject_notifies_prefill:
+            n.notif[r] = 1
+
+    @action("decode", "req", fair=True)
+    def decode_update_from_output(self, s, n, r):
+        """Async scheduling: the GPU step that was scheduled with the request before its finish
+        was processed (step N+1) writes its KV into the request's block, and its output is
+        processed: ``update_from_output`` (scheduler.py:2279-2281) advances
+        ``processed_step_seq`` ("every GPU write enqueued by this and earlier steps has
+        completed") and ``_drain_deferred_frees`` returns the blocks whose fence passed.  With
+        #45357 (``defer_block_free``) the request's block was kept out of the pool until now and
+        is freed here; before it the block went back to the pool when the request finished and
+        may belong to a request loading KV over NIXL by now: the stale write lands in that
+        request's block, unordered with the READ (V15)."""
+        o = s.ops
+        s.require(self.e.async_scheduling)
+        s.require(o.eq(s.inflight[r], 1))
+        s.require(self._running(s))
+        n.inflight[r] = 0
+        n.content[s.dest[r]] = r + 1
+        if self.e.defer_block_free:
+            self._free(s, n, r, "owner", "dest")

@@ -108,6 +108,10 @@ def build_fields(k: Codes) -> list[Field]:
                             "ticks waiting for decode to take the request, then for its READ"))
     if k.I is not None:
         fields.append(Field("hb_age", (), Domain("hb_age", k.I + 1), 0, "ticks since decode's last heartbeats"))
+    if e.async_scheduling:
+        fields.append(Field("inflight", (req,), flag, 0,
+                            "a GPU step scheduled before the request's finish was processed still writes its "
+                            "decode block (async scheduling)"))
     if e.decode_may_stall:
         fields.append(Field("stalled", (), flag, 0, "decode's engine loop is stalled (a long forward pass)"))
     return fields
