@@ -389,6 +389,10 @@ class Harness:
         ``r``, as ``_pop_done_transfers`` does once no READ handle remains)."""
         return {self.did(r)}
 
+    def prefill_notified(self) -> tuple[int, ...]:
+        """The slots whose notification (``"{req}:1"``) waits in prefill's agent (pull)."""
+        return tuple(r for r in range(self.R) if f"{self.pid(r)}:1".encode() in self.agent.inbox)
+
     def stranded(self, r: int) -> bool:
         """No transfer into ``r``'s held decode block can come any more (pull: never so, decode's
         worker posts the READ of an aborted load all the same)."""
@@ -405,6 +409,27 @@ class Harness:
         """The client aborts on decode: ``finish_requests(..., FINISHED_ABORTED)``."""
         self.D.finish_requests([self.did(r)], self.m["request"].RequestStatus.FINISHED_ABORTED)
         self.slots[r].outcome = "aborted"
+
+    def decode_reject_request(self, r: int) -> None:
+        """Decode's serving layer rejects ``r`` before admission: ``notify_kv_transfer_request_
+        rejected`` submits an ``abort_immediately`` request with prefill's
+        ``kv_transfer_params``, and ``EngineCore.add_request`` (core.py:559) adds it and at once
+        aborts it (``finish_requests``; the engine core object is not run, these are its two
+        calls).  The next decode step ships what ``request_finished`` seeded (#41269: an empty
+        recv in ``reqs_to_recv``); decode's worker, not run, would find no local block and send
+        prefill the notify-only ``"{remote_request_id}:1"`` of ``_read_blocks``: the harness
+        puts that notification on its way."""
+        s = self.slots[r]
+        if s.params is None:
+            raise HarnessError(f"R{r} reaches decode before prefill finished it")
+        req = self._request(self.did(r), dict(s.params))
+        req.abort_immediately = True
+        self.D.add_request(req)
+        self.D.finish_requests([self.did(r)], self.m["request"].RequestStatus.FINISHED_ABORTED)
+        s.outcome = "aborted"
+        self._decode_step()
+        if s.recv is not None and not any(len(g) for g in s.recv.local_block_ids):
+            self.agent.inbox.append(f"{s.recv.remote.request_id}:1".encode())
 
     def decode_send_heartbeats(self) -> None:
         """A decode step; the scheduler must have packaged heartbeats in this tick

@@ -38,7 +38,9 @@ class Observation:
     (data not yet moved) while prefill no longer holds the source block / decode no longer holds
     the destination block; ``stranded``: push only, the aborted requests decode holds (until
     ``finished_recving``) for which no WRITE is posted and none can be any more (prefill freed
-    the request: its writer dropped the finished blocks), V5.
+    the request: its writer dropped the finished blocks), V5; ``prefill_notified``: pull only,
+    the requests whose notification to prefill (a READ's, or the notify-only one of a
+    rejection, V12) is on its way.
     """
 
     prefill: tuple[str, ...] = ()
@@ -54,6 +56,7 @@ class Observation:
     source_freed_under_read: tuple[int, ...] = ()
     dest_freed_under_read: tuple[int, ...] = ()
     stranded: tuple[int, ...] = ()
+    prefill_notified: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
         """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
@@ -116,6 +119,7 @@ def model_observation(machine, state: bytes) -> Observation:
                                     and get("owner", get("dest", r)) != r + 1),
         stranded=tuple(r for r in range(k.R) if not spec.pull and get("d_phase", r) == D_HELD
                        and get("rd", r) == RD_NONE and get("p_phase", r) in P_FREED),
+        prefill_notified=tuple(r for r in range(k.R) if spec.pull and get("notif", r) == 1),
     )
 
 
@@ -161,4 +165,5 @@ def code_observation(h) -> Observation:
                                     and not h._blocks(h.D, h.did(r))),
         stranded=tuple(r for r in range(h.R) if decode[r] == "held" and h.slots[r].read == "none"
                        and h.stranded(r)),
+        prefill_notified=h.prefill_notified(),
     )

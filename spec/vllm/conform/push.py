@@ -327,6 +327,10 @@ class PushHarness(Harness):
         if done:
             raise HarnessError(f"a heartbeat completed {sorted(done)}")
 
+    def prefill_notified(self) -> tuple[int, ...]:
+        """Push: not compared (the WRITE's notification goes to decode)."""
+        return ()
+
     def stranded(self, r: int) -> bool:
         """Prefill no longer holds ``r`` (no lease) and its writer dropped ``r``'s finished
         blocks, so no ``PUSH_REG`` can match them and no WRITE will come (V5)."""

@@ -28,6 +28,8 @@ class ConformError(ValueError):
 FIXED_IN_0_33 = {
     "delay_free_aborted_load": (False, "#32255 (0.33.0 holds an aborted load's blocks until finished_recving)"),
     "abort_of_finished_frees": (True, "#25067 (0.33.0's finish_requests skips a finished request)"),
+    "reject_notifies_prefill": (False, "#41269 (0.33.0's request_finished seeds an empty recv for a rejected "
+                                       "request, and decode's worker notifies prefill)"),
 }
 """Engine knobs whose value describes a vLLM before a fix 0.33.0 has: knob -> (value, fix).
 Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences refuse them."""
@@ -49,6 +51,10 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if k.I is not None and k.I != 1:
         raise ConformError(f"scenario {scenario.name}: heartbeat_interval = {k.I} ticks: 0.33.0 heartbeats "
                            "every kv_lease_duration // 6 s, within every tick")
+    if e.async_scheduling:
+        raise ConformError(f"scenario {scenario.name} sets engine.async_scheduling = true: the harness runs one "
+                           "decode step at a time (no batch queue), so step N+1 cannot be in flight (V15 is "
+                           "modelled, not replayed)")
     shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L)
     if e.mode == "push":
         from kvproof.spec.vllm.conform.push import PushHarness
