@@ -81,6 +81,8 @@ class Shape:
     prefill_blocks: int
     decode_blocks: int
     lease_ticks: int
+    async_scheduling: bool = False
+    """Decode runs vLLM's ``AsyncScheduler`` with ``async_scheduling`` (two batches in flight)."""
 
 
 class _Clock:
@@ -147,7 +149,8 @@ class Harness:
         try:
             self.P = self._scheduler(vllm_config("kv_producer", lease, shape.prefill_blocks, self.CONNECTOR),
                                      shape.prefill_blocks)
-            self.D = self._scheduler(vllm_config("kv_consumer", lease, shape.decode_blocks, self.CONNECTOR),
+            self.D = self._scheduler(vllm_config("kv_consumer", lease, shape.decode_blocks, self.CONNECTOR,
+                                                 async_scheduling=shape.async_scheduling),
                                      shape.decode_blocks)
             self._workers(lease)
         except BaseException:
@@ -159,6 +162,7 @@ class Harness:
         self.hb_packaged = False  # decode's scheduler packaged heartbeats in this tick
         self.stalled = False
         self.on_read_posted: list = []  # hooks (decode's request id, ReqMeta): where the worker posts
+        self.in_flight: dict[int, tuple] = {}  # async: slot -> (step N+1's scheduler output, the blocks it writes)
 
     # -- construction -----------------------------------------------------------------------
     def _scheduler(self, vc, blocks: int):
@@ -168,9 +172,11 @@ class Harness:
                                     dtype=m["torch"].float32)
         kcc = ki.KVCacheConfig(num_blocks=blocks + 1, kv_cache_tensors=[],
                                kv_cache_groups=[ki.KVCacheGroupSpec(["layer0"], spec)])
-        return m["scheduler"].Scheduler(vllm_config=vc, kv_cache_config=kcc,
-                                        structured_output_manager=m["structured_output"].StructuredOutputManager(vc),
-                                        block_size=vc.cache_config.block_size, log_stats=False)
+        cls = (m["async_scheduler"].AsyncScheduler if vc.scheduler_config.async_scheduling
+               else m["scheduler"].Scheduler)
+        return cls(vllm_config=vc, kv_cache_config=kcc,
+                   structured_output_manager=m["structured_output"].StructuredOutputManager(vc),
+                   block_size=vc.cache_config.block_size, log_stats=False)
 
     def _workers(self, lease: int) -> None:
         """The worker-side objects the harness drives (pull: prefill's lease bookkeeping)."""
@@ -219,9 +225,15 @@ class Harness:
         """The slot of decode's request id ``did``."""
         return next(r for r in range(self.R) if self.did(r) == did)
 
-    def _request(self, rid: str, params: dict):
+    def _request(self, rid: str, params: dict, decode: bool = False):
         m = self.m
-        sp = m["sampling_params"].SamplingParams(max_tokens=1, temperature=0.0)
+        if decode and self.shape.async_scheduling:
+            # a request that stops on a sampled token (7, the token every step samples) before
+            # max_tokens: the async scheduler schedules step N+1 with it (for max_tokens=1 it
+            # knows the request is done and does not)
+            sp = m["sampling_params"].SamplingParams(max_tokens=2, temperature=0.0, stop_token_ids=[7])
+        else:
+            sp = m["sampling_params"].SamplingParams(max_tokens=1, temperature=0.0)
         req = m["request"].Request(request_id=rid, prompt_token_ids=list(range(1, PROMPT_TOKENS + 1)),
                                    sampling_params=sp, pooling_params=None)
         req.kv_transfer_params = params
@@ -236,12 +248,15 @@ class Harness:
         so = sched.schedule()
         if after_schedule is not None:
             after_schedule(so)
-        ids = list(so.num_scheduled_tokens)
         kv = m["outputs"].KVConnectorOutput(finished_sending=set(finished_sending) or None,
                                             finished_recving=set(finished_recving) or None)
-        mro = m["outputs"].ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
-                                             sampled_token_ids=[[7] for _ in ids], kv_connector_output=kv)
-        return so, sched.update_from_output(so, mro)
+        return so, sched.update_from_output(so, self._runner_output(so, kv))
+
+    def _runner_output(self, so, kv=None):
+        """The fabricated ``ModelRunnerOutput`` of a step: token 7 sampled for each scheduled request."""
+        ids = list(so.num_scheduled_tokens)
+        return self.m["outputs"].ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                                                   sampled_token_ids=[[7] for _ in ids], kv_connector_output=kv)
 
     def _blocks(self, sched, rid: str) -> list[int]:
         if rid not in sched.requests:
@@ -251,16 +266,20 @@ class Harness:
     def _decode_step(self, finished_recving=()):
         if self.stalled:
             raise Divergent("the harness was asked to step a stalled decode engine")
+        return self._step(self.D, finished_recving=finished_recving, after_schedule=self._decode_meta)
 
-        def worker(so):  # what decode's worker takes from the step's metadata
-            meta = so.kv_connector_metadata
-            for rid, rm in meta.reqs_to_recv.items():
-                self.slots[self.slot_of(rid)].recv = rm
-            if meta.heartbeat_by_engine:
-                self.hb_packaged = True
-            self._decode_worker_step(so)
-
-        return self._step(self.D, finished_recving=finished_recving, after_schedule=worker)
+    def _decode_meta(self, so) -> None:
+        """What decode's worker takes from a step's metadata.  With a step N+1 in flight
+        (async), a step that schedules tokens would be step N+2, processed after N+1 in the real
+        batch queue: the harness cannot order that (one model step at a time) and stops."""
+        if self.in_flight and so.total_num_scheduled_tokens > 0:
+            raise HarnessError("a decode step schedules tokens while step N+1 is in flight (not supported)")
+        meta = so.kv_connector_metadata
+        for rid, rm in meta.reqs_to_recv.items():
+            self.slots[self.slot_of(rid)].recv = rm
+        if meta.heartbeat_by_engine:
+            self.hb_packaged = True
+        self._decode_worker_step(so)
 
     def _decode_worker_step(self, so) -> None:
         """What decode's worker does with a step's metadata (pull: nothing is run)."""
@@ -337,7 +356,7 @@ class Harness:
         s = self.slots[r]
         if s.params is None:
             raise HarnessError(f"R{r} reaches decode before prefill finished it")
-        self.D.add_request(self._request(self.did(r), dict(s.params)))
+        self.D.add_request(self._request(self.did(r), dict(s.params), decode=True))
         self._decode_step()
         status = self.D.requests[self.did(r)].status
         if status.name != "WAITING_FOR_REMOTE_KVS" or s.recv is None:
@@ -375,7 +394,9 @@ class Harness:
         req = self.D.requests.get(did)
         loading = req is not None and req.status.name == "WAITING_FOR_REMOTE_KVS"
         so, outs = self._decode_step(finished_recving=self._finished_recving(r))
-        if loading:
+        if loading and self.shape.async_scheduling:
+            self._run_async(r)
+        elif loading:
             blocks = self._blocks(self.D, did)
             so, outs = self._decode_step()
             if did not in so.num_scheduled_tokens:
@@ -383,6 +404,42 @@ class Harness:
             s = self.slots[r]
             s.seen = self._kind([self.d_tag[b] for b in blocks], r)
             s.outcome = "success"
+
+    def _run_async(self, r: int) -> None:
+        """Async scheduling (``AsyncScheduler``): step N is scheduled with ``r``, then step N+1
+        (with an output placeholder for ``r``) before step N's output is processed; step N
+        samples the stop token, so ``update_from_output`` finishes ``r`` with step N+1 still in
+        flight, and ``_free_request_blocks`` decides (``_request_blocks_can_be_freed``)."""
+        did, s = self.did(r), self.slots[r]
+        blocks = self._blocks(self.D, did)
+        if self.stalled:
+            raise Divergent("the harness was asked to step a stalled decode engine")
+        step_n = self.D.schedule()
+        self._decode_meta(step_n)
+        if did not in step_n.num_scheduled_tokens:
+            raise Divergent(f"vLLM's decode did not run {did} after finished_recving")
+        step_n1 = self.D.schedule()  # the batch queue schedules the next step before N's output
+        self.in_flight[r] = (step_n1, blocks)
+        if did not in step_n1.num_scheduled_tokens:
+            raise Divergent(f"vLLM's async scheduler did not schedule {did} again in step N+1")
+        s.seen = self._kind([self.d_tag[b] for b in blocks], r)
+        self.D.update_from_output(step_n, self._runner_output(step_n))
+        if did in self.D.requests:
+            raise Divergent(f"vLLM's decode did not finish {did} on its stop token")
+        s.outcome = "success"
+
+    def decode_update_from_output(self, r: int) -> None:
+        """Step N+1's GPU write of ``r``'s KV lands in the blocks ``r`` had (the harness writes
+        ``r``'s tag there, whoever holds them now), then the real ``update_from_output`` of step
+        N+1 (``processed_step_seq``, ``_drain_deferred_frees``)."""
+        if self.stalled:
+            raise Divergent("the harness was asked to step a stalled decode engine")
+        if r not in self.in_flight:
+            raise HarnessError(f"no step N+1 of {self.did(r)} is in flight")
+        step_n1, blocks = self.in_flight.pop(r)
+        for b in blocks:
+            self.d_tag[b] = r + 1
+        self.D.update_from_output(step_n1, self._runner_output(step_n1))
 
     def _finished_recving(self, r: int) -> set[str]:
         """What decode's worker reports in ``finished_recving`` when ``r``'s READ is done (pull:
@@ -422,7 +479,7 @@ class Harness:
         s = self.slots[r]
         if s.params is None:
             raise HarnessError(f"R{r} reaches decode before prefill finished it")
-        req = self._request(self.did(r), dict(s.params))
+        req = self._request(self.did(r), dict(s.params), decode=True)
         req.abort_immediately = True
         self.D.add_request(req)
         self.D.finish_requests([self.did(r)], self.m["request"].RequestStatus.FINISHED_ABORTED)

@@ -28,6 +28,8 @@ class ConformError(ValueError):
 FIXED_IN_0_33 = {
     "delay_free_aborted_load": (False, "#32255 (0.33.0 holds an aborted load's blocks until finished_recving)"),
     "abort_of_finished_frees": (True, "#25067 (0.33.0's finish_requests skips a finished request)"),
+    "defer_block_free": (False, "#45357 (0.33.0 defers a finished request's block free on a KV consumer with "
+                                "async scheduling until the step in flight is processed)"),
     "reject_notifies_prefill": (False, "#41269 (0.33.0's request_finished seeds an empty recv for a rejected "
                                        "request, and decode's worker notifies prefill)"),
 }
@@ -51,11 +53,10 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if k.I is not None and k.I != 1:
         raise ConformError(f"scenario {scenario.name}: heartbeat_interval = {k.I} ticks: 0.33.0 heartbeats "
                            "every kv_lease_duration // 6 s, within every tick")
-    if e.async_scheduling:
-        raise ConformError(f"scenario {scenario.name} sets engine.async_scheduling = true: the harness runs one "
-                           "decode step at a time (no batch queue), so step N+1 cannot be in flight (V15 is "
-                           "modelled, not replayed)")
-    shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L)
+    if e.async_scheduling and e.mode != "pull":
+        raise ConformError(f"scenario {scenario.name}: async_scheduling is replayed in pull mode only")
+    shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L,
+                  e.async_scheduling)
     if e.mode == "push":
         from kvproof.spec.vllm.conform.push import PushHarness
 
