@@ -24,8 +24,10 @@ class VllmClaims:
     @invariant
     def decode_reads_only_own_pages(self, s):
         """Decode computes only on KV written for this request.  Broken by V1 (the READ took a
-        block prefill freed on lease expiry and reused; push: V7, the WRITE did) and V4 (an aborted request's READ
-        landed in a block decode had freed and given to another request)."""
+        block prefill freed on lease expiry and reused; push: V7, the WRITE did), V4 (an aborted request's READ
+        landed in a block decode had freed and given to another request), V15 (a finished request's stale GPU
+        write landed in a block reallocated to a request loading over NIXL) and V11 (the request's prefix KV
+        landed in its suffix slot)."""
         o = s.ops
         return o.all_(o.le(s.read[r], READ_OWN) for r in self.reqs)
 
@@ -83,8 +85,12 @@ class VllmClaims:
                        *[o.and_(o.eq(s.owner[b], r + 1), live(r), o.eq(s.dest[r], b))
                          for r in self.reqs])
                  for b in range(k.D)]
+        def refers(r, q):  # V11: a request's prefix block too
+            own = o.eq(s.src[r], q)
+            return o.or_(own, o.eq(s.src_prefix[r], q)) if k.prefix else own
+
         parts += [o.or_(o.eq(s.src_owner[q], FREE),
-                        *[o.and_(o.eq(s.src_owner[q], r + 1), o.eq(s.p_phase[r], P_HELD), o.eq(s.src[r], q))
+                        *[o.and_(o.eq(s.src_owner[q], r + 1), o.eq(s.p_phase[r], P_HELD), refers(r, q))
                           for r in self.reqs])
                   for q in range(k.P)]
         return o.all_(parts)
@@ -198,4 +204,15 @@ class VllmClaims:
         if not self.e.async_scheduling:
             return o.const(False)
         return o.any_(o.and_(o.eq(s.inflight[r], 1), o.ne(s.owner[s.dest[r]], FREE), o.ne(s.owner[s.dest[r]], r + 1))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_suffix_slot_gets_prefix(self, s):
+        """Decode's suffix block holds the request's own prefix KV: prefill's prefix block was
+        paired with decode's only (suffix) slot (V11, push before #48758, #48633 row C3)."""
+        o = s.ops
+        if not self.k.prefix:
+            return o.const(False)
+        return o.any_(o.and_(o.ne(s.dest[r], self.k.D), o.eq(s.owner[s.dest[r]], r + 1),
+                             o.eq(s.content[s.dest[r]], self.k.prefix_content(r)))
                       for r in self.reqs)

@@ -109,9 +109,22 @@ class Engine:
     pool at once and may be reallocated to a request whose NIXL load races the stale GPU
     write, V15).  Only with ``async_scheduling``."""
 
+    decode_prefix_hit: bool = False
+    """Each request's KV is two blocks on prefill (a prefix and a suffix), and decode already
+    has the prefix in its prefix cache: it allocates (and, in push mode, registers) only the
+    uncached suffix block, fewer blocks than prefill exported (V11, #48633 row C3)."""
+    prefix_end_trim: bool = True
+    """#48758: the transfer pairs blocks after ``_apply_prefix_caching`` (base_worker.py:3759),
+    which end-trims prefill's blocks to decode's count, so decode's suffix slot gets prefill's
+    suffix block (push: ``_xfer_blocks``, push_worker.py:690-695); ``false`` is push before it
+    (the block lists paired from the front: prefill's prefix block lands in decode's suffix
+    slot, silently, V11).  Only with ``decode_prefix_hit``."""
+
     def problems(self) -> list[str]:
         """What is inconsistent about these knobs (``key: text``), or nothing."""
         out = []
+        if not self.prefix_end_trim and not self.decode_prefix_hit:
+            out.append("prefix_end_trim: false matters only with decode_prefix_hit = true")
         if not self.reject_notifies_prefill and not self.decode_rejects:
             out.append("reject_notifies_prefill: false describes a rejection; set decode_rejects = true")
         if self.decode_rejects and self.mode != "pull":
@@ -170,7 +183,7 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
 
 
 WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expires", "async_scheduling",
-                    "defer_block_free")
+                    "defer_block_free", "decode_prefix_hit", "prefix_end_trim")
 """Knobs added after the first vLLM certificates and traces were stored: :func:`config_data`
 writes them only when a scenario sets them away from their default, so the stored scenario of
 every file that leaves them alone (certificates, traces) stays what it was."""

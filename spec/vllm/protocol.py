@@ -90,6 +90,37 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                 getattr(n, content)[b] = o.ite(mine, r + 1, getattr(s, content)[b])
             taken_so_far = o.or_(taken_so_far, free[b])
 
+    def _allocate_prefix_and_suffix(self, s, n, r: int):
+        """V11: prefill computes the request's KV into two blocks, the lowest free one for the
+        prefix (``src_prefix``) and the next free one for the suffix (``src``)."""
+        o = s.ops
+        P = self.k.P
+        one, two = o.const(False), o.const(False)  # a free block already seen; two seen
+        prefix_at, suffix_at = o.const(P), o.const(P)
+        for q in range(P):
+            free = o.eq(s.src_owner[q], FREE)
+            first = o.and_(free, o.not_(one))
+            second = o.and_(free, one, o.not_(two))
+            prefix_at = o.ite(first, q, prefix_at)
+            suffix_at = o.ite(second, q, suffix_at)
+            n.src_owner[q] = o.ite(o.or_(first, second), r + 1, s.src_owner[q])
+            n.src_content[q] = o.ite(first, self.k.prefix_content(r), o.ite(second, r + 1, s.src_content[q]))
+            two = o.or_(two, second)
+            one = o.or_(one, free)
+        s.require(two)
+        n.src_prefix[r] = prefix_at
+        n.src[r] = suffix_at
+
+    def _free_source(self, s, n, r: int, when=True):
+        """Free ``r``'s prefill block(s) where ``when`` holds (V11: the prefix block too)."""
+        if not self.k.prefix:
+            self._free(s, n, r, "src_owner", "src", when=when)
+            return
+        o = s.ops
+        for q in range(self.k.P):
+            mine = o.and_(when, o.or_(o.eq(s.src[r], q), o.eq(s.src_prefix[r], q)), o.eq(s.src_owner[q], r + 1))
+            n.src_owner[q] = o.ite(mine, FREE, s.src_owner[q])
+
     def _free(self, s, n, r: int, owner: str, table: str, when=True):
         """Free ``r``'s block of a pool (if it still owns it) where ``when`` holds; the content stays."""
         o = s.ops
@@ -116,7 +147,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         o = s.ops
         s.require(o.eq(s.rd[r], RD_POSTED))
         n.rd[r] = RD_TAKEN
-        n.content[s.dest[r]] = s.src_content[s.src[r]]
+        # V11: decode allocated one (suffix) block; prefill's list is [prefix, suffix].  End-trimmed
+        # (_apply_prefix_caching, #48758) the transfer pairs decode's slot with prefill's suffix;
+        # paired from the front (push before #48758) with prefill's prefix.
+        src = s.src[r] if not self.k.prefix or self.e.prefix_end_trim else s.src_prefix[r]
+        n.content[s.dest[r]] = s.src_content[src]
 
     def _complete(self, s, n, r: int):
         """The transfer completes and NIXL hands its ``notif_msg`` to the peer."""
@@ -137,7 +172,10 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.eq(s.p_phase[r], P_NEW))
         if r > 0:
             s.require(o.ne(s.p_phase[r - 1], P_NEW))
-        self._allocate(s, n, r, "src_owner", "src", self.k.P, content="src_content")
+        if self.k.prefix:
+            self._allocate_prefix_and_suffix(s, n, r)
+        else:
+            self._allocate(s, n, r, "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_HELD
         n.lease[r] = self.k.L
 
@@ -157,7 +195,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.p_phase[r] = o.ite(held, P_SENT, s.p_phase[r])
         n.lease[r] = o.ite(held, 0, s.lease[r])
         n.late[r] = o.ite(held, s.late[r], 1)
-        self._free(s, n, r, "src_owner", "src", when=held)
+        self._free_source(s, n, r, when=held)
 
     @action("prefill", "req", fair=True)
     def prefill_reap_expired_lease(self, s, n, r):
@@ -170,7 +208,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.lease[r], 0))
         n.p_phase[r] = P_EXPIRED
-        self._free(s, n, r, "src_owner", "src")
+        self._free_source(s, n, r)
 
     @action("prefill", "req")
     def prefill_abort_finished(self, s, n, r):
@@ -183,7 +221,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.eq(s.p_phase[r], P_HELD))
         n.p_phase[r] = P_ABORTED
         n.lease[r] = 0
-        self._free(s, n, r, "src_owner", "src")
+        self._free_source(s, n, r)
 
     # -- decode ----------------------------------------------------------------------------------
     @action("decode", "req", fair=True)
@@ -395,7 +433,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.gt(s.lease[r], 0))
         n.p_phase[r] = P_SENT
         n.lease[r] = 0
-        self._free(s, n, r, "src_owner", "src")
+        self._free_source(s, n, r)
 
     # -- time ----------------------------------------------------------------------------------------
     @action("clock", fair=True)

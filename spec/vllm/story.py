@@ -25,6 +25,9 @@ class VllmStory:
         """Whose KV a content code stands for, with the tenant: ``R0's KV (tenant A)``."""
         if code == UNWRITTEN:
             return "nothing written"
+        if code > self.k.R:  # V11: a request's prefix block
+            r = code - self.k.R - 1
+            return f"R{r}'s prefix KV (tenant {self.k.tenants[self.k.tenant[r]]})"
         r = code - 1
         return f"R{r}'s KV (tenant {self.k.tenants[self.k.tenant[r]]})"
 
@@ -49,6 +52,10 @@ class VllmStory:
             q, p = g(pre, "src", r), g(pre, "dest", r)
             held = g(pre, "src_content", q)
             notes = []
+            if self.k.prefix and not self.e.prefix_end_trim:
+                q = g(pre, "src_prefix", r)
+                notes.append(Note("hazard", f"the {xfer} pairs decode's one (suffix) slot p{p} with prefill's first "
+                                            f"block q{q}, R{r}'s prefix: the lists are not end-trimmed"))
             if g(pre, "src_owner", q) != r + 1:
                 notes.append(Note("hazard", f"the {xfer} for R{r} takes q{q}, which R{r} no longer holds: it holds "
                                             f"{self.content_label(held)}"))

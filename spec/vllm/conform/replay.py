@@ -53,6 +53,9 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if k.I is not None and k.I != 1:
         raise ConformError(f"scenario {scenario.name}: heartbeat_interval = {k.I} ticks: 0.33.0 heartbeats "
                            "every kv_lease_duration // 6 s, within every tick")
+    if e.decode_prefix_hit:
+        raise ConformError(f"scenario {scenario.name} sets engine.decode_prefix_hit = true: the harness runs one "
+                           "block per request with prefix caching off (V11 is modelled, not replayed)")
     if e.async_scheduling and e.mode != "pull":
         raise ConformError(f"scenario {scenario.name}: async_scheduling is replayed in pull mode only")
     shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L,
