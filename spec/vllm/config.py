@@ -179,6 +179,9 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
             raise fail(f"requests[{i}].tenant", "a non-empty string", r["tenant"])
         requests.append(Request(r["tenant"]))
     engine = _engine(data.get("engine", {}), fail)
+    for problem in engine.problems():  # knobs that contradict each other: one line naming the first
+        key, _, text = problem.partition(": ")
+        raise fail.problem(f"[engine].{key}", text)
     return Config(tuple(requests), engine=engine, **values)
 
 
