@@ -29,6 +29,8 @@ AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
+SCHEDULER_SIDE = ["vllm-pull-reject-41269", "vllm-pull-async-45357"]  # V12, V15 as 0.33.0 ships them
+SCHEDULER_SIDE_RANDOM = 40  # default tier; 300 under --thorough
 
 
 def _traces(names):
@@ -70,6 +72,8 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     ("vllm-pull-abort-before-32255", "decode_abort(req=R0)", "decode: model [ended, new], vLLM [held, new]"),
     ("vllm-pull-abort-finished-before-25067", "prefill_abort_finished(req=R0)",
      "prefill: model [freed, new], vLLM [held, new]"),
+    ("vllm-pull-reject-before-41269", "decode_reject_request(req=R0)", "prefill_notified: model [], vLLM [0]"),
+    ("vllm-pull-async-before-45357", "decode_finished_recving(req=R0)", "decode_free: model 1, vLLM 0"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -279,3 +283,87 @@ def test_cli_replays_a_push_trace(capsys):
     out = capsys.readouterr().out
     assert ("reproduced  vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json: 14 steps, no_cross_tenant_read "
             "fails in the code (decode read R0: cross_tenant, R1: none)") in out
+
+
+def _scheduler_side_random(name, n):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin(name), n)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    # vllm-pull-reject-41269 has 34 states: hypothesis runs out of distinct sequences early
+    assert rep.sequences >= min(n, 10) and rep.steps > rep.sequences
+
+
+@pytest.mark.parametrize("name", SCHEDULER_SIDE)
+def test_random_sequences_agree_on_the_scheduler_side_fixes(name):
+    _scheduler_side_random(name, SCHEDULER_SIDE_RANDOM)
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("name", SCHEDULER_SIDE)
+def test_random_sequences_agree_on_the_scheduler_side_fixes_thoroughly(name):
+    _scheduler_side_random(name, RANDOM)
+
+
+def test_a_rejection_notifies_prefill_through_0_33s_own_request_finished():
+    """V12 on the real code: the abort_immediately request's request_finished seeds an empty
+    recv, decode's next step ships it in reqs_to_recv, and prefill's real _get_new_notifs frees
+    R0's block on the notify-only notification, with no notification after expiry."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-reject-41269")
+    path = ["prefill_request_finished(req=R0)", "decode_reject_request(req=R0)", "prefill_get_new_notifs(req=R0)",
+            "prefill_request_finished(req=R1)", "decode_on_new_request(req=R1)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert h.slots[0].recv is not None and not any(h.slots[0].recv.local_block_ids)  # the seeded empty recv
+    assert "d-R0" not in h.D.requests and "R0" not in h.P.requests and h.slots[0].outcome == "aborted"
+    assert not h.pw.xfer_stats.data.get("num_notifications_after_expiry")
+
+
+def test_async_scheduling_defers_the_free_in_0_33s_own_scheduler():
+    """V15 on the real code: decode's AsyncScheduler (defer_block_free on a KV consumer with two
+    batches in flight) schedules step N+1 with R0, finishes R0 on step N's stop token and keeps
+    its block in deferred_frees until step N+1's output is processed."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-async-45357")
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+            "nixl_read_take_data(req=R0)", "nixl_read_complete(req=R0)", "decode_finished_recving(req=R0)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert type(h.D).__name__ == "AsyncScheduler" and h.D.defer_block_free
+    assert "d-R0" not in h.D.requests and len(h.D.deferred_frees) == 1
+    assert h.D.kv_cache_manager.block_pool.get_num_free_blocks() == 0 and h.slots[0].seen == "own"
+    result, h = _run(VllmPd, sc, path + ["decode_update_from_output(req=R0)"])
+    assert result.agrees, result.reason
+    assert not h.D.deferred_frees and h.D.kv_cache_manager.block_pool.get_num_free_blocks() == 1
+
+
+def test_0_33s_apply_prefix_caching_end_trims_prefills_blocks():
+    """V11: the one step of the fix the harness runs (the scenarios are modelled, not replayed):
+    0.33.0's _apply_prefix_caching, which push's _xfer_blocks calls since #48758, pairs decode's
+    one uncached block with prefill's last block, not its first."""
+    from kvproof.spec.vllm.conform.engine import load_vllm
+
+    m = load_vllm()
+
+    class Worker(m["push_worker"].NixlPushConnectorWorker):
+        def __del__(self):
+            pass
+
+    w = object.__new__(Worker)
+    w._has_mamba = False
+    assert w._apply_prefix_caching([[9]], [[1, 2]], 1, 1) == ([[9]], [[2]])
+
+
+def test_v11_scenarios_are_refused_in_one_line():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.replay import ConformError, harness_for
+
+    sc = builtin("vllm-push-prefix-hit-48758")
+    with pytest.raises(ConformError, match="decode_prefix_hit = true: the harness runs one block per request"):
+        harness_for(sc, sc.build())
