@@ -29,7 +29,7 @@ AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
-SCHEDULER_SIDE = ["vllm-pull-reject-41269", "vllm-pull-async-45357"]  # V12, V15 as 0.33.0 ships them
+SCHEDULER_SIDE = ["vllm-pull-reject-41269", "vllm-pull-reject-lease-41269", "vllm-pull-async-45357"]  # V12, V15
 SCHEDULER_SIDE_RANDOM = 40  # default tier; 300 under --thorough
 
 

@@ -40,9 +40,11 @@ CATALOGUE = {
     "vllm-pull-async-45357": (293, set()),
     "vllm-push-prefix-hit-before-48758": (119, {"decode_reads_only_own_pages"}),
     "vllm-push-prefix-hit-48758": (119, set()),
+    "vllm-pull-reject-lease-41269": (729, set()),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269"}  # V5, V12 before #41269
-BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-push-heartbeat"]  # V1 / V7 closed
+BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-push-heartbeat",
+                "vllm-pull-reject-lease-41269"]  # V1 / V7 closed
 
 
 def test_the_catalogue_lists_the_vllm_scenarios_after_sglangs():
