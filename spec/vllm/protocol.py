@@ -26,6 +26,13 @@ Modelling choices, each stated once here:
   WRITE after retirement, #55470, is not modelled); the watchdog is not modelled.
 * Decode's scheduler steps (taking a request, posting a READ, heartbeats, ``finished_recving``,
   aborts) need decode not stalled; NIXL's data movement and prefill go on during a stall.
+* The scheduler's side (declared last, so earlier scenarios keep their action ids): a
+  pre-admission rejection (V12) allocates nothing on decode; with async scheduling (V15) the
+  step scheduled after a request's last one is in flight when the request finishes, and its
+  write lands (with that step's processing, one action) in the block the request had; with a
+  decode prefix hit (V11) a request's KV is a prefix and a suffix block on prefill, decode has
+  the prefix cached and takes one block, and the transfer pairs that block with prefill's
+  suffix (end-trimmed) or, before #48758 in push, with its prefix.
 * Time passes in ticks (:meth:`VllmPd.clock_tick`).  A heartbeat is sent and applied in one
   step (its delivery latency is not modelled); decode sends it every ``heartbeat_interval``
   ticks while it is not stalled: time cannot pass while one is due.  The latency bounds
@@ -186,7 +193,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``finished_sending`` and its blocks are freed (after the READ moved its data: a drain
         proof).  For one whose lease already expired it logs "Potentially invalid KV blocks for
         unrecognized request" (``record_notification_after_expiry``) and drops it: nothing
-        reaches decode (V1)."""
+        reaches decode (V1).  The same branch takes the notify-only ``"{req}:{n}"`` decode sends
+        for a request it rejected before admission (V12, #41269)."""
         o = s.ops
         s.require(self.pull)
         s.require(o.eq(s.notif[r], 1))
