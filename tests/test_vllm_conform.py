@@ -29,7 +29,8 @@ AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
-SCHEDULER_SIDE = ["vllm-pull-reject-41269", "vllm-pull-reject-lease-41269", "vllm-pull-async-45357"]  # V12, V15
+SCHEDULER_SIDE = ["vllm-pull-reject-41269", "vllm-pull-reject-lease-41269", "vllm-pull-async-45357",
+                  "vllm-push-prefix-hit-48758"]  # V12, V15, V11 as 0.33.0 ships them
 SCHEDULER_SIDE_RANDOM = 40  # default tier; 300 under --thorough
 
 
@@ -74,6 +75,7 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
      "prefill: model [freed, new], vLLM [held, new]"),
     ("vllm-pull-reject-before-41269", "decode_reject_request(req=R0)", "prefill_notified: model [], vLLM [0]"),
     ("vllm-pull-async-before-45357", "decode_finished_recving(req=R0)", "decode_free: model 1, vLLM 0"),
+    ("vllm-push-prefix-hit-before-48758", "nixl_write_land(req=R0)", "kv: model [3, -1], vLLM [1, -1]"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -344,9 +346,8 @@ def test_async_scheduling_defers_the_free_in_0_33s_own_scheduler():
 
 
 def test_0_33s_apply_prefix_caching_end_trims_prefills_blocks():
-    """V11: the one step of the fix the harness runs (the scenarios are modelled, not replayed):
-    0.33.0's _apply_prefix_caching, which push's _xfer_blocks calls since #48758, pairs decode's
-    one uncached block with prefill's last block, not its first."""
+    """V11: 0.33.0's _apply_prefix_caching, which push's _xfer_blocks calls since #48758, pairs
+    decode's one uncached block with prefill's last block, not its first."""
     from kvproof.spec.vllm.conform.engine import load_vllm
 
     m = load_vllm()
@@ -360,10 +361,20 @@ def test_0_33s_apply_prefix_caching_end_trims_prefills_blocks():
     assert w._apply_prefix_caching([[9]], [[1, 2]], 1, 1) == ([[9]], [[2]])
 
 
-def test_v11_scenarios_are_refused_in_one_line():
+def test_a_partial_prefix_hit_registers_the_suffix_and_the_write_end_trims_on_the_real_code():
+    """V11 on the real code: decode's prefix cache (warmed by a local request) holds the shared
+    first block, so 0.33.0's push scheduler registers only the uncached suffix block
+    (get_unhashed_block_ids_all_groups); prefill exported both, and _apply_prefix_caching pairs
+    decode's block with prefill's suffix: R0 computes on its own suffix KV."""
     from kvproof.model.scenario import builtin
-    from kvproof.spec.vllm.conform.replay import ConformError, harness_for
+    from kvproof.spec.vllm.protocol import VllmPd
 
     sc = builtin("vllm-push-prefix-hit-48758")
-    with pytest.raises(ConformError, match="decode_prefix_hit = true: the harness runs one block per request"):
-        harness_for(sc, sc.build())
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)"] + _PUSH_LOAD
+    result, h = _run(VllmPd, sc, path[:-1])
+    assert result.agrees, result.reason
+    _, src, dst, _ = h.writes[0]
+    p_blocks, d_blocks = h._blocks(h.P, h.pid(0)), h._blocks(h.D, h.did(0))
+    assert len(p_blocks) == 2 and d_blocks == [h.prefix_block] + dst and src == p_blocks[-1:]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees and h.slots[0].seen == "own", result.reason

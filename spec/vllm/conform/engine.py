@@ -124,10 +124,10 @@ def _model_config():
 
 
 def vllm_config(role: str, lease_seconds: int, blocks: int, connector: str = "NixlConnector",
-                async_scheduling: bool = False):
+                async_scheduling: bool = False, prefix_caching: bool = False):
     """A ``VllmConfig`` of one engine (``kv_producer`` or ``kv_consumer``) with the real NIXL
     connector, ``kv_lease_duration = lease_seconds`` and ``blocks`` usable KV blocks (plus
-    vLLM's null block); prefix caching off; ``async_scheduling`` as given (two batches in
+    vLLM's null block); prefix caching as given (off by default); ``async_scheduling`` as given (two batches in
     flight: ``max_concurrent_batches`` is 2).  The first call takes tens of seconds (vLLM
     inspects the model architecture once per process), later ones milliseconds."""
     m = load_vllm()
@@ -135,7 +135,7 @@ def vllm_config(role: str, lease_seconds: int, blocks: int, connector: str = "Ni
     mc = copy.deepcopy(_model_config())
     vc = c.VllmConfig(
         model_config=mc,
-        cache_config=c.CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=False),
+        cache_config=c.CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=prefix_caching),
         scheduler_config=c.SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=128, max_model_len=128,
                                            is_encoder_decoder=False, enable_chunked_prefill=False),
         device_config=c.DeviceConfig("cpu"),

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
-from kvproof.spec.vllm.conform.engine import load_vllm, vllm_config
+from kvproof.spec.vllm.conform.engine import BLOCK_SIZE, load_vllm, vllm_config
 
 __all__ = ["Harness", "HarnessError", "Divergent", "Shape", "TICK_SECONDS", "PROMPT_TOKENS"]
 
@@ -62,6 +62,7 @@ TICK_SECONDS = 10
 PROMPT_TOKENS = 8
 """Prompt length of every request (one block of ``BLOCK_SIZE`` tokens)."""
 _EPOCH = 1000.0
+_PREFIX = list(range(1, 33))  # V11: the prompt prefix every request shares (one block of BLOCK_SIZE tokens)
 
 
 class Divergent(Exception):
@@ -83,6 +84,10 @@ class Shape:
     lease_ticks: int
     async_scheduling: bool = False
     """Decode runs vLLM's ``AsyncScheduler`` with ``async_scheduling`` (two batches in flight)."""
+    prefix_hit: bool = False
+    """V11: every prompt is two blocks whose first (the same tokens for every request) decode
+    has in its prefix cache (prefix caching on, one more decode block, warmed by a local
+    request before the run)."""
 
 
 class _Clock:
@@ -149,20 +154,25 @@ class Harness:
         try:
             self.P = self._scheduler(vllm_config("kv_producer", lease, shape.prefill_blocks, self.CONNECTOR),
                                      shape.prefill_blocks)
-            self.D = self._scheduler(vllm_config("kv_consumer", lease, shape.decode_blocks, self.CONNECTOR,
-                                                 async_scheduling=shape.async_scheduling),
-                                     shape.decode_blocks)
+            dblocks = shape.decode_blocks + (1 if shape.prefix_hit else 0)  # + the cached prefix
+            self.D = self._scheduler(vllm_config("kv_consumer", lease, dblocks, self.CONNECTOR,
+                                                 async_scheduling=shape.async_scheduling,
+                                                 prefix_caching=shape.prefix_hit), dblocks)
             self._workers(lease)
         except BaseException:
             self.close()
             raise
         self.p_tag = [0] * (shape.prefill_blocks + 1)  # block id -> tag (0: unwritten)
-        self.d_tag = [0] * (shape.decode_blocks + 1)
+        self.d_tag = [0] * (shape.decode_blocks + 2)
         self.slots = [_Slot() for _ in range(self.R)]
+        self.prefix_block: int | None = None  # V11: decode's cached prefix block
+        self.block_hasher = None  # V11: the block hasher of decode's requests
         self.hb_packaged = False  # decode's scheduler packaged heartbeats in this tick
         self.stalled = False
         self.on_read_posted: list = []  # hooks (decode's request id, ReqMeta): where the worker posts
         self.in_flight: dict[int, tuple] = {}  # async: slot -> (step N+1's scheduler output, the blocks it writes)
+        if shape.prefix_hit:
+            self._warm_prefix()
 
     # -- construction -----------------------------------------------------------------------
     def _scheduler(self, vc, blocks: int):
@@ -225,6 +235,48 @@ class Harness:
         """The slot of decode's request id ``did``."""
         return next(r for r in range(self.R) if self.did(r) == did)
 
+    def _prompt(self, rid: str) -> list[int]:
+        """The prompt of request ``rid``: one block of ``PROMPT_TOKENS`` tokens, or (V11) the
+        shared prefix block and a suffix block of the request's own tokens."""
+        if not self.shape.prefix_hit:
+            return list(range(1, PROMPT_TOKENS + 1))
+        r = next(r for r in range(self.R) if rid in (self.pid(r), self.did(r)))
+        return _PREFIX + [100 + 40 * r + i for i in range(BLOCK_SIZE)]
+
+    def _warm_prefix(self) -> None:
+        """V11: a local request on decode computes the shared prefix block, which stays in
+        decode's prefix cache (free, evictable) when it finishes.  Decode's requests carry the
+        block hasher ``EngineCore`` gives them (``get_request_block_hasher``, core.py:219-230)."""
+        import importlib
+
+        m = self.m
+        utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
+        hash_fn = importlib.import_module("vllm.utils.hashing").get_hash_fn_by_name(
+            self.D.vllm_config.cache_config.prefix_caching_hash_algo)
+        utils.init_none_hash(hash_fn)
+        self.block_hasher = utils.get_request_block_hasher(BLOCK_SIZE, hash_fn)
+        sp = m["sampling_params"].SamplingParams(max_tokens=1, temperature=0.0)
+        self.D.add_request(m["request"].Request(request_id="warm-prefix", prompt_token_ids=_PREFIX + [1],
+                                                sampling_params=sp, pooling_params=None,
+                                                block_hasher=self.block_hasher))
+        blocks: list[int] = []
+        self._step(self.D, after_schedule=lambda so: blocks.extend(self._blocks(self.D, "warm-prefix")))
+        if "warm-prefix" in self.D.requests or not blocks:
+            raise HarnessError("decode's prefix-warming request did not run")
+        self.prefix_block = blocks[0]
+
+    def kv_blocks(self, did: str) -> list[int]:
+        """Decode's blocks of ``did`` the transfer fills (V11: not the cached prefix block)."""
+        return [b for b in self._blocks(self.D, did) if b != self.prefix_block]
+
+    def decode_free(self) -> int:
+        """Free decode blocks, the cached prefix block (V11) not counted while unreferenced."""
+        pool = self.D.kv_cache_manager.block_pool
+        free = pool.get_num_free_blocks()
+        if self.prefix_block is not None and pool.blocks[self.prefix_block].ref_cnt == 0:
+            free -= 1
+        return free
+
     def _request(self, rid: str, params: dict, decode: bool = False):
         m = self.m
         if decode and self.shape.async_scheduling:
@@ -234,8 +286,9 @@ class Harness:
             sp = m["sampling_params"].SamplingParams(max_tokens=2, temperature=0.0, stop_token_ids=[7])
         else:
             sp = m["sampling_params"].SamplingParams(max_tokens=1, temperature=0.0)
-        req = m["request"].Request(request_id=rid, prompt_token_ids=list(range(1, PROMPT_TOKENS + 1)),
-                                   sampling_params=sp, pooling_params=None)
+        hasher = self.block_hasher if decode and self.shape.prefix_hit else None
+        req = m["request"].Request(request_id=rid, prompt_token_ids=self._prompt(rid),
+                                   sampling_params=sp, pooling_params=None, block_hasher=hasher)
         req.kv_transfer_params = params
         return req
 
@@ -301,8 +354,11 @@ class Harness:
         so = self.P.schedule()
         if pid not in so.num_scheduled_tokens:
             raise Divergent(f"vLLM's prefill scheduler did not schedule {pid} (no free block?)")
-        for b in self._blocks(self.P, pid):
+        blocks = self._blocks(self.P, pid)
+        for b in blocks:
             self.p_tag[b] = r + 1
+        if self.shape.prefix_hit:  # V11: the first block holds the prefix (the model's code R + 1 + r)
+            self.p_tag[blocks[0]] = self.R + 1 + r
         self._prefill_worker_step(so)
         m = self.m
         mro = m["outputs"].ModelRunnerOutput(req_ids=[pid], req_id_to_index={pid: 0}, sampled_token_ids=[[7]])
@@ -397,7 +453,7 @@ class Harness:
         if loading and self.shape.async_scheduling:
             self._run_async(r)
         elif loading:
-            blocks = self._blocks(self.D, did)
+            blocks = self.kv_blocks(did)
             so, outs = self._decode_step()
             if did not in so.num_scheduled_tokens:
                 raise Divergent(f"vLLM's decode did not run {did} after finished_recving")
@@ -411,7 +467,7 @@ class Harness:
         samples the stop token, so ``update_from_output`` finishes ``r`` with step N+1 still in
         flight, and ``_free_request_blocks`` decides (``_request_blocks_can_be_freed``)."""
         did, s = self.did(r), self.slots[r]
-        blocks = self._blocks(self.D, did)
+        blocks = self.kv_blocks(did)
         if self.stalled:
             raise Divergent("the harness was asked to step a stalled decode engine")
         step_n = self.D.schedule()
@@ -458,7 +514,8 @@ class Harness:
     def _kind(self, tags: list[int], r: int) -> str:
         if all(t == r + 1 for t in tags):
             return "own"
-        if any(t and self.shape.tenants[t - 1] != self.shape.tenants[r] for t in tags):
+        owner = [(t - 1) % self.R for t in tags]  # a prefix tag R + 1 + s is slot s's too
+        if any(t and self.shape.tenants[o] != self.shape.tenants[r] for t, o in zip(tags, owner)):
             return "cross_tenant"
         return "foreign"
 

@@ -146,14 +146,14 @@ def code_observation(h) -> Observation:
             decode.append("held")
         else:
             decode.append(dreq.status.name.lower())
-        blocks = h._blocks(h.D, did)
+        blocks = h.kv_blocks(did)
         kv.append(h.d_tag[blocks[0]] if len(blocks) == 1 else -1 if not blocks else -2)
     hb = h.D.connector.connector_scheduler._heartbeat_req_engine
     stats = h.pw.xfer_stats.data
     return Observation(
         prefill=tuple(prefill), decode=tuple(decode),
         prefill_free=h.P.kv_cache_manager.block_pool.get_num_free_blocks(),
-        decode_free=h.D.kv_cache_manager.block_pool.get_num_free_blocks(),
+        decode_free=h.decode_free(),
         kv=tuple(kv),
         tracked=frozenset(h.slot_of(d) for d in hb),
         outcome=tuple(s.outcome for s in h.slots), read=tuple(s.seen for s in h.slots),
