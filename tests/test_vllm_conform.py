@@ -24,13 +24,13 @@ pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two share
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
-              "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered"]
+              "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-reject"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
 SCHEDULER_SIDE = ["vllm-pull-reject-41269", "vllm-pull-reject-lease-41269", "vllm-pull-async-45357",
-                  "vllm-push-prefix-hit-48758"]  # V12, V15, V11 as 0.33.0 ships them
+                  "vllm-push-prefix-hit-48758", "vllm-push-reject", "vllm-push-reject-lease"]  # V12, V15, V11
 SCHEDULER_SIDE_RANDOM = 40  # default tier; 300 under --thorough
 
 
@@ -65,7 +65,9 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     assert "fails in the code" in v.how  # the claim fails in what vLLM did, not only in the model
     if "read" in v.claim and "source" not in v.claim:
         assert "R0: cross_tenant" in v.how  # decode ran R0 on R1's (tenant B's) KV
-    if v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing"):
+    if v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing") and "reject" in path.name:
+        assert "which decode rejected, and no notification is on its way" in v.how  # V12 in push mode
+    elif v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing"):
         assert "no WRITE will come" in v.how  # V5: the real writer dropped the aborted load's blocks
 
 
@@ -378,3 +380,30 @@ def test_a_partial_prefix_hit_registers_the_suffix_and_the_write_end_trims_on_th
     assert len(p_blocks) == 2 and d_blocks == [h.prefix_block] + dst and src == p_blocks[-1:]
     result, h = _run(VllmPd, sc, path)
     assert result.agrees and h.slots[0].seen == "own", result.reason
+
+
+def test_a_push_rejection_sends_prefill_nothing_on_the_real_code():
+    """V12 in push mode on 0.33.0: the push scheduler's request_finished seeds the empty recv
+    (its comment says the worker will notify prefill), decode's real push worker records it in
+    _recving_metadata and sends nothing, even after more writer passes and a poll; prefill's
+    real get_transfer_results reports nothing while the lease runs."""
+    from kvproof.model.machine import Machine
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+
+    sc = builtin("vllm-push-reject")
+    machine = Machine(sc.build())
+    ids = {machine.label(a): a for a in range(len(machine.instances))}
+    h = harness_for(sc, machine.spec)
+    try:  # the checks run under the harness's clock (closing it restores real time, and the lease would expire)
+        result = run_on_code(machine, h, [ids["prefill_request_finished(req=R0)"], ids["decode_reject_request(req=R0)"]])
+        assert result.agrees, result.reason
+        assert h.did(0) in h.dw._recving_metadata and not any(h.slots[0].recv.local_block_ids)
+        for _ in range(3):
+            h._writer_pass(h.dw)
+            h.dw.get_transfer_results()
+            h._writer_pass(h.pw)
+        assert not h.agent.inbox and not h.agent.deliver
+        assert not h.pw.get_transfer_results().finished_sending and h.pid(0) in h.P.requests
+    finally:
+        h.close()

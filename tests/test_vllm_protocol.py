@@ -41,8 +41,10 @@ CATALOGUE = {
     "vllm-push-prefix-hit-before-48758": (119, {"decode_reads_only_own_pages"}),
     "vllm-push-prefix-hit-48758": (119, set()),
     "vllm-pull-reject-lease-41269": (729, set()),
+    "vllm-push-reject": (23, {"quiescent_holds_nothing"}),
+    "vllm-push-reject-lease": (271, set()),
 }
-HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269"}  # V5, V12 before #41269
+HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject"}  # V5, V12
 BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-push-heartbeat",
                 "vllm-pull-reject-lease-41269"]  # V1 / V7 closed
 
@@ -405,7 +407,6 @@ def test_new_knobs_are_written_to_stored_scenarios_only_when_set():
     ({"reject_notifies_prefill": False}, "reject_notifies_prefill: false describes a rejection"),
     ({"defer_block_free": False}, "defer_block_free: false matters only with async_scheduling = true"),
     ({"prefix_end_trim": False}, "prefix_end_trim: false matters only with decode_prefix_hit = true"),
-    ({"mode": "push", "decode_rejects": True}, "decode_rejects: the pre-admission rejection (V12) is modelled in pull"),
 ])
 def test_inconsistent_scheduler_knobs_are_one_line(tmp_path, capsys, engine, message):
     lines = [f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v).replace(chr(39), chr(34))}"
@@ -416,3 +417,15 @@ def test_inconsistent_scheduler_knobs_are_one_line(tmp_path, capsys, engine, mes
     code = main(["check", str(bad), "--no-traces"])
     err = capsys.readouterr().err
     assert code == 3 and err.count("\n") == 1 and message in err
+
+
+def test_a_push_rejection_notifies_nobody_even_with_41269():
+    """V12 in push mode (0.33.0 as shipped): the push scheduler seeds the empty recv, but the
+    push worker sends nothing, so the rejection leaves no notification for prefill."""
+    spec = builtin("vllm-push-reject").build()
+    m = Machine(spec)
+    assert spec.cfg.engine.reject_notifies_prefill and not spec.pull
+    s = m.run("prefill_request_finished(req=R0)", "decode_reject_request(req=R0)")
+    assert s[spec.layout.slot("notif", 0)] == 0 and s[spec.layout.slot("p_phase", 0)] == P_HELD
+    got = {c.claim: c.verdict for c in checked("vllm-push-reject-lease").claims}  # with the lease: freed by it only
+    assert got["sometimes_rejection_frees_prefill"] == "unreachable" and got["held_pages_are_released"] == "verified"

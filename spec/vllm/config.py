@@ -90,7 +90,10 @@ class Engine:
     (``core.py``: ``add_request`` then ``abort_requests``), and ``request_finished``
     (pull_scheduler.py:219-230) seeds an empty recv so decode's worker sends prefill the
     notify-only ``"{req}:{n}"`` that frees its blocks; ``false`` is the behaviour before it
-    (prefill's blocks wait for the timeout, V12)."""
+    (prefill's blocks wait for the timeout, V12).  Push mode's scheduler seeds the same empty
+    recv (push_scheduler.py:233-245), but 0.33.0's push worker only records it
+    (``start_load_kv``, push_worker.py:197-217) and prefill's push worker frees only on its
+    own WRITE handles or the lease: in push mode no notification goes out either way."""
     kv_lease_expires: bool = True
     """Prefill's lease (or, before #41383, ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``) can run out
     within the scenario; ``false`` models a timeout beyond the scenario's horizon (480 s
@@ -127,8 +130,6 @@ class Engine:
             out.append("prefix_end_trim: false matters only with decode_prefix_hit = true")
         if not self.reject_notifies_prefill and not self.decode_rejects:
             out.append("reject_notifies_prefill: false describes a rejection; set decode_rejects = true")
-        if self.decode_rejects and self.mode != "pull":
-            out.append("decode_rejects: the pre-admission rejection (V12) is modelled in pull mode only")
         if not self.defer_block_free and not self.async_scheduling:
             out.append("defer_block_free: false matters only with async_scheduling = true")
         return out

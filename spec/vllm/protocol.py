@@ -496,15 +496,19 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         recv (pull_scheduler.py:219-230), so decode's worker sends prefill the notify-only
         ``"{req}:{n}"`` of ``_read_blocks`` (pull_worker.py:450-476) and prefill frees its
         blocks on it (:meth:`prefill_get_new_notifs`); before it nothing tells prefill, whose
-        blocks wait for the timeout (V12).  The client gets an error.  Pull mode only."""
+        blocks wait for the timeout (V12).  The client gets an error.  Push mode: the push
+        scheduler seeds the same empty recv (push_scheduler.py:233-245), but the push worker's
+        ``start_load_kv`` only records it in ``_recving_metadata`` (push_worker.py:197-217) and
+        prefill's push worker frees only on its WRITE handles or the lease, so nothing tells
+        prefill with #41269 either (V12 in push mode, 0.33.0 as shipped)."""
         o = s.ops
-        s.require(self.e.decode_rejects and self.pull)
+        s.require(self.e.decode_rejects)
         s.require(o.eq(s.d_phase[r], D_NEW))
         s.require(o.ne(s.p_phase[r], P_NEW))
         s.require(self._running(s))
         n.d_phase[r] = D_ENDED
         n.outcome[r] = OUT_ABORTED
-        if self.e.reject_notifies_prefill:
+        if self.e.reject_notifies_prefill and self.pull:
             n.notif[r] = 1
 
     @action("decode", "req", fair=True)

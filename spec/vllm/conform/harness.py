@@ -542,6 +542,11 @@ class Harness:
         self.D.finish_requests([self.did(r)], self.m["request"].RequestStatus.FINISHED_ABORTED)
         s.outcome = "aborted"
         self._decode_step()
+        self._notify_rejected(s)
+
+    def _notify_rejected(self, s: _Slot) -> None:
+        """Pull: decode's worker (not run) finds the seeded recv's local block list empty and
+        sends prefill the notify-only notification of ``_read_blocks``."""
         if s.recv is not None and not any(len(g) for g in s.recv.local_block_ids):
             self.agent.inbox.append(f"{s.recv.remote.request_id}:1".encode())
 

@@ -334,6 +334,11 @@ class PushHarness(Harness):
         if done:
             raise HarnessError(f"a heartbeat completed {sorted(done)}")
 
+    def _notify_rejected(self, s) -> None:
+        """Push: decode's real worker took the seeded recv in ``start_load_kv`` (on the decode
+        step just run) and sends nothing; the writer runs one pass as it would."""
+        self._writer_pass(self.dw)
+
     def prefill_notified(self) -> tuple[int, ...]:
         """Push: not compared (the WRITE's notification goes to decode)."""
         return ()
