@@ -24,11 +24,14 @@ pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two share
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
-              "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered"]
+              "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-reject"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
+SCHEDULER_SIDE = ["vllm-pull-reject-41269", "vllm-pull-reject-lease-41269", "vllm-pull-async-45357",
+                  "vllm-push-prefix-hit-48758", "vllm-push-reject", "vllm-push-reject-lease"]  # V12, V15, V11
+SCHEDULER_SIDE_RANDOM = 40  # default tier; 300 under --thorough
 
 
 def _traces(names):
@@ -62,7 +65,9 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     assert "fails in the code" in v.how  # the claim fails in what vLLM did, not only in the model
     if "read" in v.claim and "source" not in v.claim:
         assert "R0: cross_tenant" in v.how  # decode ran R0 on R1's (tenant B's) KV
-    if v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing"):
+    if v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing") and "reject" in path.name:
+        assert "which decode rejected, and no notification is on its way" in v.how  # V12 in push mode
+    elif v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing"):
         assert "no WRITE will come" in v.how  # V5: the real writer dropped the aborted load's blocks
 
 
@@ -70,6 +75,9 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     ("vllm-pull-abort-before-32255", "decode_abort(req=R0)", "decode: model [ended, new], vLLM [held, new]"),
     ("vllm-pull-abort-finished-before-25067", "prefill_abort_finished(req=R0)",
      "prefill: model [freed, new], vLLM [held, new]"),
+    ("vllm-pull-reject-before-41269", "decode_reject_request(req=R0)", "prefill_notified: model [], vLLM [0]"),
+    ("vllm-pull-async-before-45357", "decode_finished_recving(req=R0)", "decode_free: model 1, vLLM 0"),
+    ("vllm-push-prefix-hit-before-48758", "nixl_write_land(req=R0)", "kv: model [3, -1], vLLM [1, -1]"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -279,3 +287,123 @@ def test_cli_replays_a_push_trace(capsys):
     out = capsys.readouterr().out
     assert ("reproduced  vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json: 14 steps, no_cross_tenant_read "
             "fails in the code (decode read R0: cross_tenant, R1: none)") in out
+
+
+def _scheduler_side_random(name, n):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin(name), n)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    # vllm-pull-reject-41269 has 34 states: hypothesis runs out of distinct sequences early
+    assert rep.sequences >= min(n, 10) and rep.steps > rep.sequences
+
+
+@pytest.mark.parametrize("name", SCHEDULER_SIDE)
+def test_random_sequences_agree_on_the_scheduler_side_fixes(name):
+    _scheduler_side_random(name, SCHEDULER_SIDE_RANDOM)
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("name", SCHEDULER_SIDE)
+def test_random_sequences_agree_on_the_scheduler_side_fixes_thoroughly(name):
+    _scheduler_side_random(name, RANDOM)
+
+
+def test_a_rejection_notifies_prefill_through_0_33s_own_request_finished():
+    """V12 on the real code: the abort_immediately request's request_finished seeds an empty
+    recv, decode's next step ships it in reqs_to_recv, and prefill's real _get_new_notifs frees
+    R0's block on the notify-only notification, with no notification after expiry."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-reject-41269")
+    path = ["prefill_request_finished(req=R0)", "decode_reject_request(req=R0)", "prefill_get_new_notifs(req=R0)",
+            "prefill_request_finished(req=R1)", "decode_on_new_request(req=R1)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert h.slots[0].recv is not None and not any(h.slots[0].recv.local_block_ids)  # the seeded empty recv
+    assert "d-R0" not in h.D.requests and "R0" not in h.P.requests and h.slots[0].outcome == "aborted"
+    assert not h.pw.xfer_stats.data.get("num_notifications_after_expiry")
+
+
+def test_async_scheduling_defers_the_free_in_0_33s_own_scheduler():
+    """V15 on the real code: decode's AsyncScheduler (defer_block_free on a KV consumer with two
+    batches in flight) schedules step N+1 with R0, finishes R0 on step N's stop token and keeps
+    its block in deferred_frees until step N+1's output is processed."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-async-45357")
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+            "nixl_read_take_data(req=R0)", "nixl_read_complete(req=R0)", "decode_finished_recving(req=R0)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert type(h.D).__name__ == "AsyncScheduler" and h.D.defer_block_free
+    assert "d-R0" not in h.D.requests and len(h.D.deferred_frees) == 1
+    assert h.D.kv_cache_manager.block_pool.get_num_free_blocks() == 0 and h.slots[0].seen == "own"
+    result, h = _run(VllmPd, sc, path + ["decode_update_from_output(req=R0)"])
+    assert result.agrees, result.reason
+    assert not h.D.deferred_frees and h.D.kv_cache_manager.block_pool.get_num_free_blocks() == 1
+
+
+def test_0_33s_apply_prefix_caching_end_trims_prefills_blocks():
+    """V11: 0.33.0's _apply_prefix_caching, which push's _xfer_blocks calls since #48758, pairs
+    decode's one uncached block with prefill's last block, not its first."""
+    from kvproof.spec.vllm.conform.engine import load_vllm
+
+    m = load_vllm()
+
+    class Worker(m["push_worker"].NixlPushConnectorWorker):
+        def __del__(self):
+            pass
+
+    w = object.__new__(Worker)
+    w._has_mamba = False
+    assert w._apply_prefix_caching([[9]], [[1, 2]], 1, 1) == ([[9]], [[2]])
+
+
+def test_a_partial_prefix_hit_registers_the_suffix_and_the_write_end_trims_on_the_real_code():
+    """V11 on the real code: decode's prefix cache (warmed by a local request) holds the shared
+    first block, so 0.33.0's push scheduler registers only the uncached suffix block
+    (get_unhashed_block_ids_all_groups); prefill exported both, and _apply_prefix_caching pairs
+    decode's block with prefill's suffix: R0 computes on its own suffix KV."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-push-prefix-hit-48758")
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)"] + _PUSH_LOAD
+    result, h = _run(VllmPd, sc, path[:-1])
+    assert result.agrees, result.reason
+    _, src, dst, _ = h.writes[0]
+    p_blocks, d_blocks = h._blocks(h.P, h.pid(0)), h._blocks(h.D, h.did(0))
+    assert len(p_blocks) == 2 and d_blocks == [h.prefix_block] + dst and src == p_blocks[-1:]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees and h.slots[0].seen == "own", result.reason
+
+
+def test_a_push_rejection_sends_prefill_nothing_on_the_real_code():
+    """V12 in push mode on 0.33.0: the push scheduler's request_finished seeds the empty recv
+    (its comment says the worker will notify prefill), decode's real push worker records it in
+    _recving_metadata and sends nothing, even after more writer passes and a poll; prefill's
+    real get_transfer_results reports nothing while the lease runs."""
+    from kvproof.model.machine import Machine
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+
+    sc = builtin("vllm-push-reject")
+    machine = Machine(sc.build())
+    ids = {machine.label(a): a for a in range(len(machine.instances))}
+    h = harness_for(sc, machine.spec)
+    try:  # the checks run under the harness's clock (closing it restores real time, and the lease would expire)
+        result = run_on_code(machine, h, [ids["prefill_request_finished(req=R0)"], ids["decode_reject_request(req=R0)"]])
+        assert result.agrees, result.reason
+        assert h.did(0) in h.dw._recving_metadata and not any(h.slots[0].recv.local_block_ids)
+        for _ in range(3):
+            h._writer_pass(h.dw)
+            h.dw.get_transfer_results()
+            h._writer_pass(h.pw)
+        assert not h.agent.inbox and not h.agent.deliver
+        assert not h.pw.get_transfer_results().finished_sending and h.pid(0) in h.P.requests
+    finally:
+        h.close()

@@ -11,7 +11,10 @@ from kvproof.model.machine import Machine
 from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_scenario
 from kvproof.spec.vllm.config import Config, Engine, Request
 from kvproof.spec.vllm.protocol import VllmPd
-from kvproof.spec.vllm.state import D_ENDED, D_TRACKED, OUT_ABORTED, P_SENT, RD_POSTED, READ_OWN
+from kvproof.spec.vllm.state import (
+    D_ENDED, D_HELD, D_READING, D_TRACKED, OUT_ABORTED, OUT_SUCCESS, P_HELD, P_SENT, RD_DONE, RD_POSTED, RD_TAKEN, READ_FOREIGN,
+    READ_OWN,
+)
 
 from .conftest import checked
 
@@ -31,7 +34,19 @@ CATALOGUE = {
     "vllm-push-lease-expiry-stall": (1656, ISOLATION | {"no_source_free_while_read"}),
     "vllm-push-heartbeat": (197, set()),
     "vllm-push-abort-unanswered": (2630, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+    "vllm-pull-reject-before-41269": (21, {"quiescent_holds_nothing"}),
+    "vllm-pull-reject-41269": (34, set()),
+    "vllm-pull-async-before-45357": (869, ISOLATION | {"no_write_after_release"}),
+    "vllm-pull-async-45357": (293, set()),
+    "vllm-push-prefix-hit-before-48758": (119, {"decode_reads_only_own_pages"}),
+    "vllm-push-prefix-hit-48758": (119, set()),
+    "vllm-pull-reject-lease-41269": (729, set()),
+    "vllm-push-reject": (23, {"quiescent_holds_nothing"}),
+    "vllm-push-reject-lease": (271, set()),
 }
+HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject"}  # V5, V12
+BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-push-heartbeat",
+                "vllm-pull-reject-lease-41269"]  # V1 / V7 closed
 
 
 def test_the_catalogue_lists_the_vllm_scenarios_after_sglangs():
@@ -53,18 +68,42 @@ def test_state_counts_and_verdicts_are_pinned(name):
     live = {c.claim: c.verdict for c in rep.claims if c.kind == "liveness"}
     if "stall" in name:  # a decode that may stall forever: weak fairness cannot promise progress
         assert live == {}
-    else:  # V5: the aborted push load is held forever; everything else ends
-        bad = "violated" if name == "vllm-push-abort-unanswered" else "verified"
+    else:  # V5: the aborted push load is held forever, V12 before #41269 the rejected one; everything else ends
+        bad = "violated" if name in HELD_FOREVER else "verified"
         assert live == {"held_pages_are_released": bad, "requests_end": bad}
 
 
 def test_every_verified_scenario_exercises_reads_and_reuse():
-    for name, (_, violated) in CATALOGUE.items():
+    for name in CATALOGUE:
         got = {c.claim: c.verdict for c in checked(name).claims}
         assert got["sometimes_request_succeeds"] == "reached", name
-        if not violated and "abort" not in name:  # the benign V1 / V7 settings
-            assert got["sometimes_source_block_reused"] == "reached", name
-            assert got["sometimes_lease_expires_before_read"] == "unreachable", name
+    for name in BENIGN_LEASE:
+        got = {c.claim: c.verdict for c in checked(name).claims}
+        assert got["sometimes_source_block_reused"] == "reached", name
+        assert got["sometimes_lease_expires_before_read"] == "unreachable", name
+
+
+# scenario pair: (before the fix, with it, the witness only the hazard reaches)
+PAIRS = [("vllm-pull-reject-before-41269", "vllm-pull-reject-41269", "sometimes_rejection_frees_prefill", False),
+         ("vllm-pull-async-before-45357", "vllm-pull-async-45357", "sometimes_block_reused_under_gpu_step", True),
+         ("vllm-push-prefix-hit-before-48758", "vllm-push-prefix-hit-48758", "sometimes_suffix_slot_gets_prefix", True)]
+
+
+@pytest.mark.parametrize("before,after,witness,hazard_reaches", PAIRS, ids=[p[0] for p in PAIRS])
+def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness, hazard_reaches):
+    """V12, V15, V11: the two scenarios differ in one knob, the fix; the hazard's witness is
+    reached on one side only (V12: the fix's witness, freeing on the notification, only with
+    it), and the fix's own witness keeps its pass from being vacuous."""
+    a, b = builtin(before), builtin(after)
+    da, db = a.config.engine.__dict__, b.config.engine.__dict__
+    assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"])
+    got_a = {c.claim: c.verdict for c in checked(before).claims}
+    got_b = {c.claim: c.verdict for c in checked(after).claims}
+    assert got_a[witness] == ("reached" if hazard_reaches else "unreachable")
+    assert got_b[witness] == ("unreachable" if hazard_reaches else "reached")
+    for name in ("sometimes_request_rejected", "sometimes_finished_under_gpu_step"):
+        if name in got_a:
+            assert got_a[name] == got_b[name] == "reached"
 
 
 # -- mutants: a broken engine must change a verdict ------------------------------------------------
@@ -111,6 +150,41 @@ class PushFreesAtPost(VllmPd):
         self._free(s, n, r, "src_owner", "src")
 
 
+class RejectionTellsNobody(VllmPd):
+    """#41269's flag on, but the rejected request's notify-only notification is never sent."""
+
+    def decode_reject_request(self, s, n, r):
+        super().decode_reject_request(s, n, r)
+        n.notif[r] = 0
+
+
+class FenceMissesStepNPlus1(VllmPd):
+    """#45357's flag on, but the finished request's block goes back to the pool at once (the
+    fence does not wait for the step in flight)."""
+
+    def decode_finished_recving(self, s, n, r):
+        o = s.ops
+        s.require(o.eq(s.rd[r], RD_DONE))
+        s.require(o.is_in(s.d_phase[r], (D_READING, D_HELD)))
+        s.require(self._running(s))
+        loading = o.eq(s.d_phase[r], D_READING)
+        n.outcome[r] = o.ite(loading, OUT_SUCCESS, s.outcome[r])
+        n.read[r] = o.ite(loading, self._classify(s, r), s.read[r])
+        n.d_phase[r] = D_ENDED
+        n.inflight[r] = o.ite(loading, 1, s.inflight[r])
+        self._free(s, n, r, "owner", "dest")
+
+
+class PairsFromTheFront(VllmPd):
+    """#48758's flag on, but the transfer pairs prefill's prefix block with decode's slot."""
+
+    def _move_data(self, s, n, r):
+        o = s.ops
+        s.require(o.eq(s.rd[r], RD_POSTED))
+        n.rd[r] = RD_TAKEN
+        n.content[s.dest[r]] = s.src_content[s.src_prefix[r]]
+
+
 MUTANTS = [
     ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
     ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
@@ -118,6 +192,9 @@ MUTANTS = [
     ("push: heartbeat does not extend the lease", "vllm-push-heartbeat", HeartbeatDoesNotExtend,
      "no_source_free_while_read"),
     ("push: source freed when the WRITE is posted", "vllm-push-heartbeat", PushFreesAtPost, "no_source_free_while_read"),
+    ("V12: rejection tells nobody", "vllm-pull-reject-41269", RejectionTellsNobody, "quiescent_holds_nothing"),
+    ("V15: fence misses step N+1", "vllm-pull-async-45357", FenceMissesStepNPlus1, "no_write_after_release"),
+    ("V11: blocks paired from the front", "vllm-push-prefix-hit-48758", PairsFromTheFront, "decode_reads_only_own_pages"),
 ]
 
 
@@ -273,3 +350,82 @@ def test_a_bad_vllm_scenario_file_is_one_line_with_exit_3(tmp_path, capsys):
     assert main(["check", str(good), "--no-traces", "--quiet"]) == 1
     good.write_text(good.read_text() + "arrival_latency_bound = 0\nread_latency_bound = 1\n")
     assert main(["check", str(good), "--no-traces", "--quiet"]) == 0
+
+
+# -- the scheduler's side (V12, V15, V11) ------------------------------------------------------------------
+def test_a_rejection_frees_prefill_on_its_notification_only_with_41269():
+    for name, freed in (("vllm-pull-reject-41269", True), ("vllm-pull-reject-before-41269", False)):
+        spec = builtin(name).build()
+        m = Machine(spec)
+        s = m.run("prefill_request_finished(req=R0)", "decode_reject_request(req=R0)")
+        assert s[spec.layout.slot("dest", 0)] == spec.k.D and s[spec.layout.slot("outcome", 0)] == OUT_ABORTED
+        step = m.step(s, _aid(m, "prefill_get_new_notifs(req=R0)"))
+        assert (step is not None) == freed, name
+        if freed:
+            assert step[spec.layout.slot("p_phase", 0)] == P_SENT and step[spec.layout.slot("src_owner", 0)] == 0
+            assert step[spec.layout.slot("late", 0)] == 0
+        else:  # nothing can free q0 (the timeout is beyond the horizon): R1 is never prefilled
+            assert s[spec.layout.slot("p_phase", 0)] == P_HELD
+            assert [m.label(a) for a in range(len(m.instances)) if m.step(s, a) is not None] == []
+
+
+def test_async_scheduling_defers_the_free_until_step_n_plus_1_is_processed():
+    spec = builtin("vllm-pull-async-45357").build()
+    m = Machine(spec)
+    s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+              "nixl_read_take_data(req=R0)", "nixl_read_complete(req=R0)", "decode_finished_recving(req=R0)")
+    lay = spec.layout
+    assert s[lay.slot("d_phase", 0)] == D_ENDED and s[lay.slot("owner", 0)] == 1 and s[lay.slot("inflight", 0)] == 1
+    s = m.run("decode_update_from_output(req=R0)", state=s)
+    assert s[lay.slot("owner", 0)] == 0 and s[lay.slot("content", 0)] == 1  # R0's own late write, then freed
+
+
+def test_the_suffix_slot_gets_the_prefix_when_paired_from_the_front():
+    for name, read in (("vllm-push-prefix-hit-48758", READ_OWN), ("vllm-push-prefix-hit-before-48758", READ_FOREIGN)):
+        spec = builtin(name).build()
+        m = Machine(spec)
+        s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_send_push_reg(req=R0)",
+                  "prefill_push_write(req=R0)", "nixl_write_land(req=R0)", "nixl_write_complete(req=R0)",
+                  "decode_finished_recving(req=R0)")
+        lay = spec.layout
+        assert {s[lay.slot("src_owner", q)] for q in range(2)} == {1}  # both of R0's prefill blocks held
+        assert s[lay.slot("read", 0)] == read, name
+
+
+def test_new_knobs_are_written_to_stored_scenarios_only_when_set():
+    """Existing traces and certificates embed the engine table: knobs added since stay out of
+    it at their defaults, and round-trip when set."""
+    from kvproof.spec.vllm.config import WRITTEN_WHEN_SET, config_data
+
+    assert not set(WRITTEN_WHEN_SET) & set(config_data(builtin("vllm-pull-heartbeat").config)["engine"])
+    table = config_data(builtin("vllm-pull-reject-before-41269").config)["engine"]
+    assert table["reject_notifies_prefill"] is False and table["decode_rejects"] is True
+    assert "async_scheduling" not in table
+
+
+@pytest.mark.parametrize("engine,message", [
+    ({"reject_notifies_prefill": False}, "reject_notifies_prefill: false describes a rejection"),
+    ({"defer_block_free": False}, "defer_block_free: false matters only with async_scheduling = true"),
+    ({"prefix_end_trim": False}, "prefix_end_trim: false matters only with decode_prefix_hit = true"),
+])
+def test_inconsistent_scheduler_knobs_are_one_line(tmp_path, capsys, engine, message):
+    lines = [f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v).replace(chr(39), chr(34))}"
+             for k, v in engine.items()]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nprotocol = "vllm"\n[sizes]\nprefill_blocks = 1\ndecode_blocks = 1\n'
+                   '[[requests]]\ntenant = "A"\n[engine]\n' + "\n".join(lines) + "\n")
+    code = main(["check", str(bad), "--no-traces"])
+    err = capsys.readouterr().err
+    assert code == 3 and err.count("\n") == 1 and message in err
+
+
+def test_a_push_rejection_notifies_nobody_even_with_41269():
+    """V12 in push mode (0.33.0 as shipped): the push scheduler seeds the empty recv, but the
+    push worker sends nothing, so the rejection leaves no notification for prefill."""
+    spec = builtin("vllm-push-reject").build()
+    m = Machine(spec)
+    assert spec.cfg.engine.reject_notifies_prefill and not spec.pull
+    s = m.run("prefill_request_finished(req=R0)", "decode_reject_request(req=R0)")
+    assert s[spec.layout.slot("notif", 0)] == 0 and s[spec.layout.slot("p_phase", 0)] == P_HELD
+    got = {c.claim: c.verdict for c in checked("vllm-push-reject-lease").claims}  # with the lease: freed by it only
+    assert got["sometimes_rejection_frees_prefill"] == "unreachable" and got["held_pages_are_released"] == "verified"

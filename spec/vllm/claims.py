@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_LIVE, D_TRACKED, FREE, OUT_ABORTED, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD, P_NEW, RD_NONE, RD_POSTED,
+    D_ENDED, D_HELD, D_LIVE, D_TRACKED, FREE, OUT_ABORTED, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD, P_NEW, P_SENT,
+    RD_NONE, RD_POSTED,
     READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
 )
 
@@ -23,8 +24,10 @@ class VllmClaims:
     @invariant
     def decode_reads_only_own_pages(self, s):
         """Decode computes only on KV written for this request.  Broken by V1 (the READ took a
-        block prefill freed on lease expiry and reused; push: V7, the WRITE did) and V4 (an aborted request's READ
-        landed in a block decode had freed and given to another request)."""
+        block prefill freed on lease expiry and reused; push: V7, the WRITE did), V4 (an aborted request's READ
+        landed in a block decode had freed and given to another request), V15 (a finished request's stale GPU
+        write landed in a block reallocated to a request loading over NIXL) and V11 (the request's prefix KV
+        landed in its suffix slot)."""
         o = s.ops
         return o.all_(o.le(s.read[r], READ_OWN) for r in self.reqs)
 
@@ -39,9 +42,14 @@ class VllmClaims:
     def no_write_after_release(self, s):
         """A decode block is never freed while a READ still moves data into it: every posted
         READ's destination is still owned by its request (V4: before #32255 an abort in
-        ``WAITING_FOR_REMOTE_KVS`` freed it at once)."""
+        ``WAITING_FOR_REMOTE_KVS`` freed it at once).  With async scheduling, likewise while a
+        GPU step in flight still writes it (V15: before #45357 a finished request's block went
+        back to the pool with step N+1 still writing it)."""
         o = s.ops
-        return o.all_(o.implies(o.eq(s.rd[r], RD_POSTED), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs)
+        parts = [o.implies(o.eq(s.rd[r], RD_POSTED), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs]
+        if self.e.async_scheduling:  # V15: nor while a GPU step in flight still writes it
+            parts += [o.implies(o.eq(s.inflight[r], 1), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs]
+        return o.all_(parts)
 
     @invariant
     def no_source_free_while_read(self, s):
@@ -69,12 +77,20 @@ class VllmClaims:
         nothing leaks and nothing is freed into another request's hands."""
         o = s.ops
         k = self.k
+        def live(r):  # with async scheduling a finished request's block waits in deferred_frees (V15)
+            held = o.is_in(s.d_phase[r], D_LIVE)
+            return o.or_(held, o.eq(s.inflight[r], 1)) if self.e.async_scheduling else held
+
         parts = [o.or_(o.eq(s.owner[b], FREE),
-                       *[o.and_(o.eq(s.owner[b], r + 1), o.is_in(s.d_phase[r], D_LIVE), o.eq(s.dest[r], b))
+                       *[o.and_(o.eq(s.owner[b], r + 1), live(r), o.eq(s.dest[r], b))
                          for r in self.reqs])
                  for b in range(k.D)]
+        def refers(r, q):  # V11: a request's prefix block too
+            own = o.eq(s.src[r], q)
+            return o.or_(own, o.eq(s.src_prefix[r], q)) if k.prefix else own
+
         parts += [o.or_(o.eq(s.src_owner[q], FREE),
-                        *[o.and_(o.eq(s.src_owner[q], r + 1), o.eq(s.p_phase[r], P_HELD), o.eq(s.src[r], q))
+                        *[o.and_(o.eq(s.src_owner[q], r + 1), o.eq(s.p_phase[r], P_HELD), refers(r, q))
                           for r in self.reqs])
                   for q in range(k.P)]
         return o.all_(parts)
@@ -155,3 +171,48 @@ class VllmClaims:
         """An aborted request's blocks are held until its READ completes (#32255)."""
         o = s.ops
         return o.any_(o.eq(s.d_phase[r], D_HELD) for r in self.reqs)
+
+    @witness
+    def sometimes_request_rejected(self, s):
+        """Decode rejects a request before admission while prefill still holds its blocks for
+        it (V12): nothing was allocated on decode (no destination block)."""
+        o = s.ops
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ABORTED), o.eq(s.dest[r], self.k.D), o.eq(s.p_phase[r], P_HELD))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_rejection_frees_prefill(self, s):
+        """Prefill frees the blocks of a request decode rejected before admission on a
+        notification (``finished_sending``), not on the lease (V12, #41269)."""
+        o = s.ops
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ABORTED), o.eq(s.dest[r], self.k.D), o.eq(s.p_phase[r], P_SENT))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_finished_under_gpu_step(self, s):
+        """A request finished on decode while a GPU step in flight still writes its block (V15)."""
+        o = s.ops
+        if not self.e.async_scheduling:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.d_phase[r], D_ENDED), o.eq(s.inflight[r], 1)) for r in self.reqs)
+
+    @witness
+    def sometimes_block_reused_under_gpu_step(self, s):
+        """Another request holds a decode block that a GPU step in flight still writes for the
+        request that finished in it (V15: the block went back to the pool too early)."""
+        o = s.ops
+        if not self.e.async_scheduling:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.inflight[r], 1), o.ne(s.owner[s.dest[r]], FREE), o.ne(s.owner[s.dest[r]], r + 1))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_suffix_slot_gets_prefix(self, s):
+        """Decode's suffix block holds the request's own prefix KV: prefill's prefix block was
+        paired with decode's only (suffix) slot (V11, push before #48758, #48633 row C3)."""
+        o = s.ops
+        if not self.k.prefix:
+            return o.const(False)
+        return o.any_(o.and_(o.ne(s.dest[r], self.k.D), o.eq(s.owner[s.dest[r]], r + 1),
+                             o.eq(s.content[s.dest[r]], self.k.prefix_content(r)))
+                      for r in self.reqs)

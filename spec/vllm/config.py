@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
-__all__ = ["Request", "Engine", "Config", "CONFIG_KEYS", "parse_config", "config_data"]
+__all__ = ["Request", "Engine", "Config", "CONFIG_KEYS", "WRITTEN_WHEN_SET", "parse_config", "config_data"]
 
 CONFIG_KEYS = ("sizes", "requests", "engine")
 _SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
@@ -81,9 +81,58 @@ class Engine:
     frees those blocks at once; with #25067 ``finish_requests`` skips finished requests and
     the lease reclaims them."""
 
+    decode_rejects: bool = False
+    """Decode's serving layer may reject a request before admission (a chat-template or
+    validation error, an engine paused for a weight update: ``serving.py`` calls
+    ``notify_kv_transfer_request_rejected``), after prefill finished it (V12)."""
+    reject_notifies_prefill: bool = True
+    """#41269: a rejected request is submitted to decode's engine as ``abort_immediately``
+    (``core.py``: ``add_request`` then ``abort_requests``), and ``request_finished``
+    (pull_scheduler.py:219-230) seeds an empty recv so decode's worker sends prefill the
+    notify-only ``"{req}:{n}"`` that frees its blocks; ``false`` is the behaviour before it
+    (prefill's blocks wait for the timeout, V12).  Push mode's scheduler seeds the same empty
+    recv (push_scheduler.py:233-245), but 0.33.0's push worker only records it
+    (``start_load_kv``, push_worker.py:197-217) and prefill's push worker frees only on its
+    own WRITE handles or the lease: in push mode no notification goes out either way."""
+    kv_lease_expires: bool = True
+    """Prefill's lease (or, before #41383, ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``) can run out
+    within the scenario; ``false`` models a timeout beyond the scenario's horizon (480 s
+    against requests that last a second): a block only a notification would free is held for
+    the whole run (V12)."""
+    async_scheduling: bool = False
+    """Decode runs with async scheduling (``max_concurrent_batches > 1``): step N+1 is
+    scheduled, and writes the running requests' KV blocks on the GPU, before step N's output
+    is processed, so a request that finishes in step N has a step in flight that still writes
+    its blocks when ``update_from_output`` frees them (V15)."""
+    defer_block_free: bool = True
+    """#45357: on a KV consumer with overlapping batches the scheduler defers a finished
+    request's block free until the step that may still write them is processed
+    (``_request_blocks_can_be_freed``, ``deferred_frees``, ``_drain_deferred_frees``,
+    scheduler.py:3077-3118); ``false`` is the behaviour before it (the blocks go back to the
+    pool at once and may be reallocated to a request whose NIXL load races the stale GPU
+    write, V15).  Only with ``async_scheduling``."""
+
+    decode_prefix_hit: bool = False
+    """Each request's KV is two blocks on prefill (a prefix and a suffix), and decode already
+    has the prefix in its prefix cache: it allocates (and, in push mode, registers) only the
+    uncached suffix block, fewer blocks than prefill exported (V11, #48633 row C3)."""
+    prefix_end_trim: bool = True
+    """#48758: the transfer pairs blocks after ``_apply_prefix_caching`` (base_worker.py:3759),
+    which end-trims prefill's blocks to decode's count, so decode's suffix slot gets prefill's
+    suffix block (push: ``_xfer_blocks``, push_worker.py:690-695); ``false`` is push before it
+    (the block lists paired from the front: prefill's prefix block lands in decode's suffix
+    slot, silently, V11).  Only with ``decode_prefix_hit``."""
+
     def problems(self) -> list[str]:
         """What is inconsistent about these knobs (``key: text``), or nothing."""
-        return []
+        out = []
+        if not self.prefix_end_trim and not self.decode_prefix_hit:
+            out.append("prefix_end_trim: false matters only with decode_prefix_hit = true")
+        if not self.reject_notifies_prefill and not self.decode_rejects:
+            out.append("reject_notifies_prefill: false describes a rejection; set decode_rejects = true")
+        if not self.defer_block_free and not self.async_scheduling:
+            out.append("defer_block_free: false matters only with async_scheduling = true")
+        return out
 
 
 @dataclass(frozen=True)
@@ -131,16 +180,29 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
             raise fail(f"requests[{i}].tenant", "a non-empty string", r["tenant"])
         requests.append(Request(r["tenant"]))
     engine = _engine(data.get("engine", {}), fail)
+    for problem in engine.problems():  # knobs that contradict each other: one line naming the first
+        key, _, text = problem.partition(": ")
+        raise fail.problem(f"[engine].{key}", text)
     return Config(tuple(requests), engine=engine, **values)
 
 
+WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expires", "async_scheduling",
+                    "defer_block_free", "decode_prefix_hit", "prefix_end_trim")
+"""Knobs added after the first vLLM certificates and traces were stored: :func:`config_data`
+writes them only when a scenario sets them away from their default, so the stored scenario of
+every file that leaves them alone (certificates, traces) stays what it was."""
+
+
 def config_data(cfg: Config) -> dict[str, Any]:
-    """``cfg`` as the ``sizes``, ``requests`` and ``engine`` tables (every knob; ``None`` as its word)."""
+    """``cfg`` as the ``sizes``, ``requests`` and ``engine`` tables (every knob, but those of
+    :data:`WRITTEN_WHEN_SET` only away from their default; ``None`` as its word)."""
     words = {k: w for k, (w, _, _) in _OPTIONAL_TICKS.items()}
+    default = Engine()
     return {
         "sizes": {"prefill_blocks": cfg.prefill_blocks, "decode_blocks": cfg.decode_blocks},
         "requests": [{"tenant": r.tenant} for r in cfg.requests],
-        "engine": {k: (words[k] if v is None else v) for k, v in asdict(cfg.engine).items()},
+        "engine": {k: (words[k] if v is None else v) for k, v in asdict(cfg.engine).items()
+                   if k not in WRITTEN_WHEN_SET or v != getattr(default, k)},
     }
 
 

@@ -26,6 +26,13 @@ Modelling choices, each stated once here:
   WRITE after retirement, #55470, is not modelled); the watchdog is not modelled.
 * Decode's scheduler steps (taking a request, posting a READ, heartbeats, ``finished_recving``,
   aborts) need decode not stalled; NIXL's data movement and prefill go on during a stall.
+* The scheduler's side (declared last, so earlier scenarios keep their action ids): a
+  pre-admission rejection (V12) allocates nothing on decode; with async scheduling (V15) the
+  step scheduled after a request's last one is in flight when the request finishes, and its
+  write lands (with that step's processing, one action) in the block the request had; with a
+  decode prefix hit (V11) a request's KV is a prefix and a suffix block on prefill, decode has
+  the prefix cached and takes one block, and the transfer pairs that block with prefill's
+  suffix (end-trimmed) or, before #48758 in push, with its prefix.
 * Time passes in ticks (:meth:`VllmPd.clock_tick`).  A heartbeat is sent and applied in one
   step (its delivery latency is not modelled); decode sends it every ``heartbeat_interval``
   ticks while it is not stalled: time cannot pass while one is due.  The latency bounds
@@ -90,6 +97,37 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                 getattr(n, content)[b] = o.ite(mine, r + 1, getattr(s, content)[b])
             taken_so_far = o.or_(taken_so_far, free[b])
 
+    def _allocate_prefix_and_suffix(self, s, n, r: int):
+        """V11: prefill computes the request's KV into two blocks, the lowest free one for the
+        prefix (``src_prefix``) and the next free one for the suffix (``src``)."""
+        o = s.ops
+        P = self.k.P
+        one, two = o.const(False), o.const(False)  # a free block already seen; two seen
+        prefix_at, suffix_at = o.const(P), o.const(P)
+        for q in range(P):
+            free = o.eq(s.src_owner[q], FREE)
+            first = o.and_(free, o.not_(one))
+            second = o.and_(free, one, o.not_(two))
+            prefix_at = o.ite(first, q, prefix_at)
+            suffix_at = o.ite(second, q, suffix_at)
+            n.src_owner[q] = o.ite(o.or_(first, second), r + 1, s.src_owner[q])
+            n.src_content[q] = o.ite(first, self.k.prefix_content(r), o.ite(second, r + 1, s.src_content[q]))
+            two = o.or_(two, second)
+            one = o.or_(one, free)
+        s.require(two)
+        n.src_prefix[r] = prefix_at
+        n.src[r] = suffix_at
+
+    def _free_source(self, s, n, r: int, when=True):
+        """Free ``r``'s prefill block(s) where ``when`` holds (V11: the prefix block too)."""
+        if not self.k.prefix:
+            self._free(s, n, r, "src_owner", "src", when=when)
+            return
+        o = s.ops
+        for q in range(self.k.P):
+            mine = o.and_(when, o.or_(o.eq(s.src[r], q), o.eq(s.src_prefix[r], q)), o.eq(s.src_owner[q], r + 1))
+            n.src_owner[q] = o.ite(mine, FREE, s.src_owner[q])
+
     def _free(self, s, n, r: int, owner: str, table: str, when=True):
         """Free ``r``'s block of a pool (if it still owns it) where ``when`` holds; the content stays."""
         o = s.ops
@@ -116,7 +154,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         o = s.ops
         s.require(o.eq(s.rd[r], RD_POSTED))
         n.rd[r] = RD_TAKEN
-        n.content[s.dest[r]] = s.src_content[s.src[r]]
+        # V11: decode allocated one (suffix) block; prefill's list is [prefix, suffix].  End-trimmed
+        # (_apply_prefix_caching, #48758) the transfer pairs decode's slot with prefill's suffix;
+        # paired from the front (push before #48758) with prefill's prefix.
+        src = s.src[r] if not self.k.prefix or self.e.prefix_end_trim else s.src_prefix[r]
+        n.content[s.dest[r]] = s.src_content[src]
 
     def _complete(self, s, n, r: int):
         """The transfer completes and NIXL hands its ``notif_msg`` to the peer."""
@@ -137,7 +179,10 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.eq(s.p_phase[r], P_NEW))
         if r > 0:
             s.require(o.ne(s.p_phase[r - 1], P_NEW))
-        self._allocate(s, n, r, "src_owner", "src", self.k.P, content="src_content")
+        if self.k.prefix:
+            self._allocate_prefix_and_suffix(s, n, r)
+        else:
+            self._allocate(s, n, r, "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_HELD
         n.lease[r] = self.k.L
 
@@ -148,7 +193,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``finished_sending`` and its blocks are freed (after the READ moved its data: a drain
         proof).  For one whose lease already expired it logs "Potentially invalid KV blocks for
         unrecognized request" (``record_notification_after_expiry``) and drops it: nothing
-        reaches decode (V1)."""
+        reaches decode (V1).  The same branch takes the notify-only ``"{req}:{n}"`` decode sends
+        for a request it rejected before admission (V12, #41269)."""
         o = s.ops
         s.require(self.pull)
         s.require(o.eq(s.notif[r], 1))
@@ -157,7 +203,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.p_phase[r] = o.ite(held, P_SENT, s.p_phase[r])
         n.lease[r] = o.ite(held, 0, s.lease[r])
         n.late[r] = o.ite(held, s.late[r], 1)
-        self._free(s, n, r, "src_owner", "src", when=held)
+        self._free_source(s, n, r, when=held)
 
     @action("prefill", "req", fair=True)
     def prefill_reap_expired_lease(self, s, n, r):
@@ -166,10 +212,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         not a READ is still reading them (push: a WRITE still outstanding, V7); only a log line
         and ``num_kv_expired_reqs`` record it, no negative acknowledgement goes to decode (V1)."""
         o = s.ops
+        s.require(self.e.kv_lease_expires)
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.lease[r], 0))
         n.p_phase[r] = P_EXPIRED
-        self._free(s, n, r, "src_owner", "src")
+        self._free_source(s, n, r)
 
     @action("prefill", "req")
     def prefill_abort_finished(self, s, n, r):
@@ -182,7 +229,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.eq(s.p_phase[r], P_HELD))
         n.p_phase[r] = P_ABORTED
         n.lease[r] = 0
-        self._free(s, n, r, "src_owner", "src")
+        self._free_source(s, n, r)
 
     # -- decode ----------------------------------------------------------------------------------
     @action("decode", "req", fair=True)
@@ -225,7 +272,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         counted the WRITE's notification, push_worker.py:767-807): a loading request is cached and
         runs on its block, a held (aborted) one is freed (``_update_from_kv_xfer_finished``,
         scheduler.py:3569-3582).  What the running request computes on is recorded in
-        ``read`` (V1: another request's KV, served with HTTP 200)."""
+        ``read`` (V1: another request's KV, served with HTTP 200).  The running request finishes
+        in that step (``max_tokens=1``); with ``async_scheduling`` step N+1 was already scheduled
+        with it and still writes its block, so ``_free_request_blocks`` frees the block at once
+        before #45357 (V15) and, with it, puts it in ``deferred_frees`` until that step is
+        processed (:meth:`decode_update_from_output`)."""
         o = s.ops
         if self.pull:
             s.require(o.eq(s.rd[r], RD_DONE))
@@ -238,7 +289,12 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.outcome[r] = o.ite(loading, OUT_SUCCESS, s.outcome[r])
         n.read[r] = o.ite(loading, self._classify(s, r), s.read[r])
         n.d_phase[r] = D_ENDED
-        self._free(s, n, r, "owner", "dest")
+        if self.e.async_scheduling:  # V15: step N+1, already scheduled, still writes the block
+            n.inflight[r] = o.ite(loading, 1, s.inflight[r])
+            deferred = loading if self.e.defer_block_free else o.const(False)
+            self._free(s, n, r, "owner", "dest", when=o.not_(deferred))
+        else:
+            self._free(s, n, r, "owner", "dest")
 
     @action("decode", "req")
     def decode_abort(self, s, n, r):
@@ -385,7 +441,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.gt(s.lease[r], 0))
         n.p_phase[r] = P_SENT
         n.lease[r] = 0
-        self._free(s, n, r, "src_owner", "src")
+        self._free_source(s, n, r)
 
     # -- time ----------------------------------------------------------------------------------------
     @action("clock", fair=True)
@@ -403,7 +459,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
             return o.ite(running, o.add(value, step), value)
 
         for r in self.reqs:
-            n.lease[r] = advance(s.lease[r], o.and_(o.eq(s.p_phase[r], P_HELD), o.gt(s.lease[r], 0)), -1)
+            if e.kv_lease_expires:
+                n.lease[r] = advance(s.lease[r], o.and_(o.eq(s.p_phase[r], P_HELD), o.gt(s.lease[r], 0)), -1)
             if k.A is None:
                 continue
             counting = []
@@ -425,3 +482,51 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
             blocks.append(o.and_(tracked, o.eq(s.hb_age, k.I), self._running(s)))
         s.require(o.any_(moves))
         s.require(o.not_(o.any_(blocks)))
+
+    # -- the scheduler's side: pre-admission rejection (V12) and deferred frees (V15) ----------------
+    # Declared last so that the action ids of the scenarios above stay what they were.
+    @action("decode", "req")
+    def decode_reject_request(self, s, n, r):
+        """Decode's serving layer rejects the request before admission (a chat-template or
+        validation error, ``engine_paused``): ``serving.py`` calls
+        ``notify_kv_transfer_request_rejected`` (v1/engine/async_llm.py:961), which submits an
+        ``abort_immediately`` request; ``EngineCore.add_request`` (core.py:559) adds and at once
+        aborts it (``finish_requests``).  Nothing was allocated on decode and no READ will come.
+        With #41269 ``request_finished`` finds ``do_remote_prefill`` still set and seeds an empty
+        recv (pull_scheduler.py:219-230), so decode's worker sends prefill the notify-only
+        ``"{req}:{n}"`` of ``_read_blocks`` (pull_worker.py:450-476) and prefill frees its
+        blocks on it (:meth:`prefill_get_new_notifs`); before it nothing tells prefill, whose
+        blocks wait for the timeout (V12).  The client gets an error.  Push mode: the push
+        scheduler seeds the same empty recv (push_scheduler.py:233-245), but the push worker's
+        ``start_load_kv`` only records it in ``_recving_metadata`` (push_worker.py:197-217) and
+        prefill's push worker frees only on its WRITE handles or the lease, so nothing tells
+        prefill with #41269 either (V12 in push mode, 0.33.0 as shipped)."""
+        o = s.ops
+        s.require(self.e.decode_rejects)
+        s.require(o.eq(s.d_phase[r], D_NEW))
+        s.require(o.ne(s.p_phase[r], P_NEW))
+        s.require(self._running(s))
+        n.d_phase[r] = D_ENDED
+        n.outcome[r] = OUT_ABORTED
+        if self.e.reject_notifies_prefill and self.pull:
+            n.notif[r] = 1
+
+    @action("decode", "req", fair=True)
+    def decode_update_from_output(self, s, n, r):
+        """Async scheduling: the GPU step that was scheduled with the request before its finish
+        was processed (step N+1) writes its KV into the request's block, and its output is
+        processed: ``update_from_output`` (scheduler.py:2279-2281) advances
+        ``processed_step_seq`` ("every GPU write enqueued by this and earlier steps has
+        completed") and ``_drain_deferred_frees`` returns the blocks whose fence passed.  With
+        #45357 (``defer_block_free``) the request's block was kept out of the pool until now and
+        is freed here; before it the block went back to the pool when the request finished and
+        may belong to a request loading KV over NIXL by now: the stale write lands in that
+        request's block, unordered with the READ (V15)."""
+        o = s.ops
+        s.require(self.e.async_scheduling)
+        s.require(o.eq(s.inflight[r], 1))
+        s.require(self._running(s))
+        n.inflight[r] = 0
+        n.content[s.dest[r]] = r + 1
+        if self.e.defer_block_free:
+            self._free(s, n, r, "owner", "dest")

@@ -59,7 +59,8 @@ class Codes:
         self.D = cfg.decode_blocks
         self.tenants = cfg.tenants
         self.tenant = tuple(self.tenants.index(r.tenant) for r in cfg.requests)
-        self.tenant_of_content = (NO_TENANT,) + self.tenant
+        self.prefix = cfg.engine.decode_prefix_hit  # V11: a second (prefix) block per request on prefill
+        self.tenant_of_content = (NO_TENANT,) + self.tenant + (self.tenant if self.prefix else ())
         self.L = e.kv_lease_duration
         self.X = max(1, (2 * self.L) // 3)  # a heartbeat's extension: now + 2/3 * lease
         self.I = e.heartbeat_interval
@@ -72,8 +73,14 @@ class Codes:
         self.block_ref = Domain("decode_block_or_none", self.D + 1, self.block.labels + ("none",))
         self.pblock_ref = Domain("prefill_block_or_none", self.P + 1, self.pblock.labels + ("none",))
         self.owner = Domain("owner", self.R + 1, ("free",) + names)
-        self.content = Domain("content", self.R + 1, ("unwritten",) + names)
+        prefixes = tuple(f"{x}:prefix" for x in names) if self.prefix else ()
+        self.content = Domain("content", self.R + 1 + len(prefixes), ("unwritten",) + names + prefixes)
         self.lease = Domain("lease_ticks_left", self.L + 1)
+
+    def prefix_content(self, r: int) -> int:
+        """The content code of request ``r``'s prefix KV (with ``decode_prefix_hit``): ``r``'s
+        own KV is ``r + 1``, the KV of its suffix block, the one decode needs."""
+        return self.R + 1 + r
 
 
 def build_fields(k: Codes) -> list[Field]:
@@ -108,6 +115,13 @@ def build_fields(k: Codes) -> list[Field]:
                             "ticks waiting for decode to take the request, then for its READ"))
     if k.I is not None:
         fields.append(Field("hb_age", (), Domain("hb_age", k.I + 1), 0, "ticks since decode's last heartbeats"))
+    if k.prefix:
+        fields.append(Field("src_prefix", (req,), k.pblock_ref, k.P,
+                            "prefill block holding the request's prefix KV (decode has the prefix cached)"))
+    if e.async_scheduling:
+        fields.append(Field("inflight", (req,), flag, 0,
+                            "a GPU step scheduled before the request's finish was processed still writes its "
+                            "decode block (async scheduling)"))
     if e.decode_may_stall:
         fields.append(Field("stalled", (), flag, 0, "decode's engine loop is stalled (a long forward pass)"))
     return fields

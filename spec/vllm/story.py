@@ -25,6 +25,9 @@ class VllmStory:
         """Whose KV a content code stands for, with the tenant: ``R0's KV (tenant A)``."""
         if code == UNWRITTEN:
             return "nothing written"
+        if code > self.k.R:  # V11: a request's prefix block
+            r = code - self.k.R - 1
+            return f"R{r}'s prefix KV (tenant {self.k.tenants[self.k.tenant[r]]})"
         r = code - 1
         return f"R{r}'s KV (tenant {self.k.tenants[self.k.tenant[r]]})"
 
@@ -49,6 +52,10 @@ class VllmStory:
             q, p = g(pre, "src", r), g(pre, "dest", r)
             held = g(pre, "src_content", q)
             notes = []
+            if self.k.prefix and not self.e.prefix_end_trim:
+                q = g(pre, "src_prefix", r)
+                notes.append(Note("hazard", f"the {xfer} pairs decode's one (suffix) slot p{p} with prefill's first "
+                                            f"block q{q}, R{r}'s prefix: the lists are not end-trimmed"))
             if g(pre, "src_owner", q) != r + 1:
                 notes.append(Note("hazard", f"the {xfer} for R{r} takes q{q}, which R{r} no longer holds: it holds "
                                             f"{self.content_label(held)}"))
@@ -60,6 +67,24 @@ class VllmStory:
             p = g(pre, "dest", r)
             return [Note("hazard", f"decode runs R{r} (tenant {self.k.tenants[self.k.tenant[r]]}) on p{p} holding "
                                    f"{self.content_label(g(pre, 'content', p))}: served with HTTP 200")]
+        if name == "decode_reject_request":
+            told = g(post, "notif", r) == 1
+            text = (f"decode rejects R{r} before admission (abort_immediately): "
+                    + ("request_finished seeds an empty recv, the worker sends prefill the notify-only "
+                       f"\"R{r}:1\"" if told else f"nothing tells prefill, q{g(pre, 'src', r)} waits for the timeout"))
+            return [Note("info" if told else "hazard", text)]
+        if name == "decode_finished_recving" and self.e.async_scheduling and g(post, "inflight", r):
+            p = g(pre, "dest", r)
+            if g(post, "owner", p) == r + 1:
+                return [Note("info", f"R{r} finished with step N+1 still writing p{p}: deferred_frees until it is processed")]
+            return [Note("hazard", f"R{r} finished with step N+1 still writing p{p}: p{p} is back in the pool at once")]
+        if name == "decode_update_from_output":
+            p = g(pre, "dest", r)
+            owner = g(pre, "owner", p)
+            if owner not in (0, r + 1):
+                return [Note("hazard", f"step N+1's write of R{r}'s KV lands in p{p}, which R{owner - 1} holds now")]
+            return [Note("info", f"step N+1 processed: R{r}'s write to p{p} done"
+                                 + (f", p{p} freed (_drain_deferred_frees)" if owner == r + 1 else ""))]
         if name == "decode_send_heartbeats":
             return [Note("info", f"HB: leases extended to at least {self.k.X} ticks")]
         if name == "decode_abort" and g(post, "d_phase", r) == D_HELD:

@@ -72,6 +72,7 @@ def load_vllm() -> dict[str, types.ModuleType]:
     names = {
         "config": "vllm.config",
         "scheduler": "vllm.v1.core.sched.scheduler",
+        "async_scheduler": "vllm.v1.core.sched.async_scheduler",
         "kv_cache_interface": "vllm.v1.kv_cache_interface",
         "structured_output": "vllm.v1.structured_output",
         "request": "vllm.v1.request",
@@ -122,17 +123,19 @@ def _model_config():
     return _model_configs[0]
 
 
-def vllm_config(role: str, lease_seconds: int, blocks: int, connector: str = "NixlConnector"):
+def vllm_config(role: str, lease_seconds: int, blocks: int, connector: str = "NixlConnector",
+                async_scheduling: bool = False, prefix_caching: bool = False):
     """A ``VllmConfig`` of one engine (``kv_producer`` or ``kv_consumer``) with the real NIXL
     connector, ``kv_lease_duration = lease_seconds`` and ``blocks`` usable KV blocks (plus
-    vLLM's null block); prefix caching off.  The first call takes tens of seconds (vLLM
+    vLLM's null block); prefix caching as given (off by default); ``async_scheduling`` as given (two batches in
+    flight: ``max_concurrent_batches`` is 2).  The first call takes tens of seconds (vLLM
     inspects the model architecture once per process), later ones milliseconds."""
     m = load_vllm()
     c = m["config"]
     mc = copy.deepcopy(_model_config())
     vc = c.VllmConfig(
         model_config=mc,
-        cache_config=c.CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=False),
+        cache_config=c.CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=prefix_caching),
         scheduler_config=c.SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=128, max_model_len=128,
                                            is_encoder_decoder=False, enable_chunked_prefill=False),
         device_config=c.DeviceConfig("cpu"),
@@ -140,4 +143,6 @@ def vllm_config(role: str, lease_seconds: int, blocks: int, connector: str = "Ni
                                               kv_connector_extra_config={"kv_lease_duration": lease_seconds}),
     )
     vc.cache_config.num_gpu_blocks = blocks + 1
+    if async_scheduling:  # set after the config's checks, which turn it off for a CPU without an executor
+        vc.scheduler_config.async_scheduling = True
     return vc

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
-from kvproof.spec.vllm.conform.engine import load_vllm, vllm_config
+from kvproof.spec.vllm.conform.engine import BLOCK_SIZE, load_vllm, vllm_config
 
 __all__ = ["Harness", "HarnessError", "Divergent", "Shape", "TICK_SECONDS", "PROMPT_TOKENS"]
 
@@ -62,6 +62,7 @@ TICK_SECONDS = 10
 PROMPT_TOKENS = 8
 """Prompt length of every request (one block of ``BLOCK_SIZE`` tokens)."""
 _EPOCH = 1000.0
+_PREFIX = list(range(1, 33))  # V11: the prompt prefix every request shares (one block of BLOCK_SIZE tokens)
 
 
 class Divergent(Exception):
@@ -81,6 +82,12 @@ class Shape:
     prefill_blocks: int
     decode_blocks: int
     lease_ticks: int
+    async_scheduling: bool = False
+    """Decode runs vLLM's ``AsyncScheduler`` with ``async_scheduling`` (two batches in flight)."""
+    prefix_hit: bool = False
+    """V11: every prompt is two blocks whose first (the same tokens for every request) decode
+    has in its prefix cache (prefix caching on, one more decode block, warmed by a local
+    request before the run)."""
 
 
 class _Clock:
@@ -147,18 +154,25 @@ class Harness:
         try:
             self.P = self._scheduler(vllm_config("kv_producer", lease, shape.prefill_blocks, self.CONNECTOR),
                                      shape.prefill_blocks)
-            self.D = self._scheduler(vllm_config("kv_consumer", lease, shape.decode_blocks, self.CONNECTOR),
-                                     shape.decode_blocks)
+            dblocks = shape.decode_blocks + (1 if shape.prefix_hit else 0)  # + the cached prefix
+            self.D = self._scheduler(vllm_config("kv_consumer", lease, dblocks, self.CONNECTOR,
+                                                 async_scheduling=shape.async_scheduling,
+                                                 prefix_caching=shape.prefix_hit), dblocks)
             self._workers(lease)
         except BaseException:
             self.close()
             raise
         self.p_tag = [0] * (shape.prefill_blocks + 1)  # block id -> tag (0: unwritten)
-        self.d_tag = [0] * (shape.decode_blocks + 1)
+        self.d_tag = [0] * (shape.decode_blocks + 2)
         self.slots = [_Slot() for _ in range(self.R)]
+        self.prefix_block: int | None = None  # V11: decode's cached prefix block
+        self.block_hasher = None  # V11: the block hasher of decode's requests
         self.hb_packaged = False  # decode's scheduler packaged heartbeats in this tick
         self.stalled = False
         self.on_read_posted: list = []  # hooks (decode's request id, ReqMeta): where the worker posts
+        self.in_flight: dict[int, tuple] = {}  # async: slot -> (step N+1's scheduler output, the blocks it writes)
+        if shape.prefix_hit:
+            self._warm_prefix()
 
     # -- construction -----------------------------------------------------------------------
     def _scheduler(self, vc, blocks: int):
@@ -168,9 +182,11 @@ class Harness:
                                     dtype=m["torch"].float32)
         kcc = ki.KVCacheConfig(num_blocks=blocks + 1, kv_cache_tensors=[],
                                kv_cache_groups=[ki.KVCacheGroupSpec(["layer0"], spec)])
-        return m["scheduler"].Scheduler(vllm_config=vc, kv_cache_config=kcc,
-                                        structured_output_manager=m["structured_output"].StructuredOutputManager(vc),
-                                        block_size=vc.cache_config.block_size, log_stats=False)
+        cls = (m["async_scheduler"].AsyncScheduler if vc.scheduler_config.async_scheduling
+               else m["scheduler"].Scheduler)
+        return cls(vllm_config=vc, kv_cache_config=kcc,
+                   structured_output_manager=m["structured_output"].StructuredOutputManager(vc),
+                   block_size=vc.cache_config.block_size, log_stats=False)
 
     def _workers(self, lease: int) -> None:
         """The worker-side objects the harness drives (pull: prefill's lease bookkeeping)."""
@@ -219,11 +235,60 @@ class Harness:
         """The slot of decode's request id ``did``."""
         return next(r for r in range(self.R) if self.did(r) == did)
 
-    def _request(self, rid: str, params: dict):
+    def _prompt(self, rid: str) -> list[int]:
+        """The prompt of request ``rid``: one block of ``PROMPT_TOKENS`` tokens, or (V11) the
+        shared prefix block and a suffix block of the request's own tokens."""
+        if not self.shape.prefix_hit:
+            return list(range(1, PROMPT_TOKENS + 1))
+        r = next(r for r in range(self.R) if rid in (self.pid(r), self.did(r)))
+        return _PREFIX + [100 + 40 * r + i for i in range(BLOCK_SIZE)]
+
+    def _warm_prefix(self) -> None:
+        """V11: a local request on decode computes the shared prefix block, which stays in
+        decode's prefix cache (free, evictable) when it finishes.  Decode's requests carry the
+        block hasher ``EngineCore`` gives them (``get_request_block_hasher``, core.py:219-230)."""
+        import importlib
+
         m = self.m
+        utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
+        hash_fn = importlib.import_module("vllm.utils.hashing").get_hash_fn_by_name(
+            self.D.vllm_config.cache_config.prefix_caching_hash_algo)
+        utils.init_none_hash(hash_fn)
+        self.block_hasher = utils.get_request_block_hasher(BLOCK_SIZE, hash_fn)
         sp = m["sampling_params"].SamplingParams(max_tokens=1, temperature=0.0)
-        req = m["request"].Request(request_id=rid, prompt_token_ids=list(range(1, PROMPT_TOKENS + 1)),
-                                   sampling_params=sp, pooling_params=None)
+        self.D.add_request(m["request"].Request(request_id="warm-prefix", prompt_token_ids=_PREFIX + [1],
+                                                sampling_params=sp, pooling_params=None,
+                                                block_hasher=self.block_hasher))
+        blocks: list[int] = []
+        self._step(self.D, after_schedule=lambda so: blocks.extend(self._blocks(self.D, "warm-prefix")))
+        if "warm-prefix" in self.D.requests or not blocks:
+            raise HarnessError("decode's prefix-warming request did not run")
+        self.prefix_block = blocks[0]
+
+    def kv_blocks(self, did: str) -> list[int]:
+        """Decode's blocks of ``did`` the transfer fills (V11: not the cached prefix block)."""
+        return [b for b in self._blocks(self.D, did) if b != self.prefix_block]
+
+    def decode_free(self) -> int:
+        """Free decode blocks, the cached prefix block (V11) not counted while unreferenced."""
+        pool = self.D.kv_cache_manager.block_pool
+        free = pool.get_num_free_blocks()
+        if self.prefix_block is not None and pool.blocks[self.prefix_block].ref_cnt == 0:
+            free -= 1
+        return free
+
+    def _request(self, rid: str, params: dict, decode: bool = False):
+        m = self.m
+        if decode and self.shape.async_scheduling:
+            # a request that stops on a sampled token (7, the token every step samples) before
+            # max_tokens: the async scheduler schedules step N+1 with it (for max_tokens=1 it
+            # knows the request is done and does not)
+            sp = m["sampling_params"].SamplingParams(max_tokens=2, temperature=0.0, stop_token_ids=[7])
+        else:
+            sp = m["sampling_params"].SamplingParams(max_tokens=1, temperature=0.0)
+        hasher = self.block_hasher if decode and self.shape.prefix_hit else None
+        req = m["request"].Request(request_id=rid, prompt_token_ids=self._prompt(rid),
+                                   sampling_params=sp, pooling_params=None, block_hasher=hasher)
         req.kv_transfer_params = params
         return req
 
@@ -236,12 +301,15 @@ class Harness:
         so = sched.schedule()
         if after_schedule is not None:
             after_schedule(so)
-        ids = list(so.num_scheduled_tokens)
         kv = m["outputs"].KVConnectorOutput(finished_sending=set(finished_sending) or None,
                                             finished_recving=set(finished_recving) or None)
-        mro = m["outputs"].ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
-                                             sampled_token_ids=[[7] for _ in ids], kv_connector_output=kv)
-        return so, sched.update_from_output(so, mro)
+        return so, sched.update_from_output(so, self._runner_output(so, kv))
+
+    def _runner_output(self, so, kv=None):
+        """The fabricated ``ModelRunnerOutput`` of a step: token 7 sampled for each scheduled request."""
+        ids = list(so.num_scheduled_tokens)
+        return self.m["outputs"].ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                                                   sampled_token_ids=[[7] for _ in ids], kv_connector_output=kv)
 
     def _blocks(self, sched, rid: str) -> list[int]:
         if rid not in sched.requests:
@@ -251,16 +319,20 @@ class Harness:
     def _decode_step(self, finished_recving=()):
         if self.stalled:
             raise Divergent("the harness was asked to step a stalled decode engine")
+        return self._step(self.D, finished_recving=finished_recving, after_schedule=self._decode_meta)
 
-        def worker(so):  # what decode's worker takes from the step's metadata
-            meta = so.kv_connector_metadata
-            for rid, rm in meta.reqs_to_recv.items():
-                self.slots[self.slot_of(rid)].recv = rm
-            if meta.heartbeat_by_engine:
-                self.hb_packaged = True
-            self._decode_worker_step(so)
-
-        return self._step(self.D, finished_recving=finished_recving, after_schedule=worker)
+    def _decode_meta(self, so) -> None:
+        """What decode's worker takes from a step's metadata.  With a step N+1 in flight
+        (async), a step that schedules tokens would be step N+2, processed after N+1 in the real
+        batch queue: the harness cannot order that (one model step at a time) and stops."""
+        if self.in_flight and so.total_num_scheduled_tokens > 0:
+            raise HarnessError("a decode step schedules tokens while step N+1 is in flight (not supported)")
+        meta = so.kv_connector_metadata
+        for rid, rm in meta.reqs_to_recv.items():
+            self.slots[self.slot_of(rid)].recv = rm
+        if meta.heartbeat_by_engine:
+            self.hb_packaged = True
+        self._decode_worker_step(so)
 
     def _decode_worker_step(self, so) -> None:
         """What decode's worker does with a step's metadata (pull: nothing is run)."""
@@ -282,8 +354,11 @@ class Harness:
         so = self.P.schedule()
         if pid not in so.num_scheduled_tokens:
             raise Divergent(f"vLLM's prefill scheduler did not schedule {pid} (no free block?)")
-        for b in self._blocks(self.P, pid):
+        blocks = self._blocks(self.P, pid)
+        for b in blocks:
             self.p_tag[b] = r + 1
+        if self.shape.prefix_hit:  # V11: the first block holds the prefix (the model's code R + 1 + r)
+            self.p_tag[blocks[0]] = self.R + 1 + r
         self._prefill_worker_step(so)
         m = self.m
         mro = m["outputs"].ModelRunnerOutput(req_ids=[pid], req_id_to_index={pid: 0}, sampled_token_ids=[[7]])
@@ -337,7 +412,7 @@ class Harness:
         s = self.slots[r]
         if s.params is None:
             raise HarnessError(f"R{r} reaches decode before prefill finished it")
-        self.D.add_request(self._request(self.did(r), dict(s.params)))
+        self.D.add_request(self._request(self.did(r), dict(s.params), decode=True))
         self._decode_step()
         status = self.D.requests[self.did(r)].status
         if status.name != "WAITING_FOR_REMOTE_KVS" or s.recv is None:
@@ -375,8 +450,10 @@ class Harness:
         req = self.D.requests.get(did)
         loading = req is not None and req.status.name == "WAITING_FOR_REMOTE_KVS"
         so, outs = self._decode_step(finished_recving=self._finished_recving(r))
-        if loading:
-            blocks = self._blocks(self.D, did)
+        if loading and self.shape.async_scheduling:
+            self._run_async(r)
+        elif loading:
+            blocks = self.kv_blocks(did)
             so, outs = self._decode_step()
             if did not in so.num_scheduled_tokens:
                 raise Divergent(f"vLLM's decode did not run {did} after finished_recving")
@@ -384,10 +461,50 @@ class Harness:
             s.seen = self._kind([self.d_tag[b] for b in blocks], r)
             s.outcome = "success"
 
+    def _run_async(self, r: int) -> None:
+        """Async scheduling (``AsyncScheduler``): step N is scheduled with ``r``, then step N+1
+        (with an output placeholder for ``r``) before step N's output is processed; step N
+        samples the stop token, so ``update_from_output`` finishes ``r`` with step N+1 still in
+        flight, and ``_free_request_blocks`` decides (``_request_blocks_can_be_freed``)."""
+        did, s = self.did(r), self.slots[r]
+        blocks = self.kv_blocks(did)
+        if self.stalled:
+            raise Divergent("the harness was asked to step a stalled decode engine")
+        step_n = self.D.schedule()
+        self._decode_meta(step_n)
+        if did not in step_n.num_scheduled_tokens:
+            raise Divergent(f"vLLM's decode did not run {did} after finished_recving")
+        step_n1 = self.D.schedule()  # the batch queue schedules the next step before N's output
+        self.in_flight[r] = (step_n1, blocks)
+        if did not in step_n1.num_scheduled_tokens:
+            raise Divergent(f"vLLM's async scheduler did not schedule {did} again in step N+1")
+        s.seen = self._kind([self.d_tag[b] for b in blocks], r)
+        self.D.update_from_output(step_n, self._runner_output(step_n))
+        if did in self.D.requests:
+            raise Divergent(f"vLLM's decode did not finish {did} on its stop token")
+        s.outcome = "success"
+
+    def decode_update_from_output(self, r: int) -> None:
+        """Step N+1's GPU write of ``r``'s KV lands in the blocks ``r`` had (the harness writes
+        ``r``'s tag there, whoever holds them now), then the real ``update_from_output`` of step
+        N+1 (``processed_step_seq``, ``_drain_deferred_frees``)."""
+        if self.stalled:
+            raise Divergent("the harness was asked to step a stalled decode engine")
+        if r not in self.in_flight:
+            raise HarnessError(f"no step N+1 of {self.did(r)} is in flight")
+        step_n1, blocks = self.in_flight.pop(r)
+        for b in blocks:
+            self.d_tag[b] = r + 1
+        self.D.update_from_output(step_n1, self._runner_output(step_n1))
+
     def _finished_recving(self, r: int) -> set[str]:
         """What decode's worker reports in ``finished_recving`` when ``r``'s READ is done (pull:
         ``r``, as ``_pop_done_transfers`` does once no READ handle remains)."""
         return {self.did(r)}
+
+    def prefill_notified(self) -> tuple[int, ...]:
+        """The slots whose notification (``"{req}:1"``) waits in prefill's agent (pull)."""
+        return tuple(r for r in range(self.R) if f"{self.pid(r)}:1".encode() in self.agent.inbox)
 
     def stranded(self, r: int) -> bool:
         """No transfer into ``r``'s held decode block can come any more (pull: never so, decode's
@@ -397,7 +514,8 @@ class Harness:
     def _kind(self, tags: list[int], r: int) -> str:
         if all(t == r + 1 for t in tags):
             return "own"
-        if any(t and self.shape.tenants[t - 1] != self.shape.tenants[r] for t in tags):
+        owner = [(t - 1) % self.R for t in tags]  # a prefix tag R + 1 + s is slot s's too
+        if any(t and self.shape.tenants[o] != self.shape.tenants[r] for t, o in zip(tags, owner)):
             return "cross_tenant"
         return "foreign"
 
@@ -405,6 +523,32 @@ class Harness:
         """The client aborts on decode: ``finish_requests(..., FINISHED_ABORTED)``."""
         self.D.finish_requests([self.did(r)], self.m["request"].RequestStatus.FINISHED_ABORTED)
         self.slots[r].outcome = "aborted"
+
+    def decode_reject_request(self, r: int) -> None:
+        """Decode's serving layer rejects ``r`` before admission: ``notify_kv_transfer_request_
+        rejected`` submits an ``abort_immediately`` request with prefill's
+        ``kv_transfer_params``, and ``EngineCore.add_request`` (core.py:559) adds it and at once
+        aborts it (``finish_requests``; the engine core object is not run, these are its two
+        calls).  The next decode step ships what ``request_finished`` seeded (#41269: an empty
+        recv in ``reqs_to_recv``); decode's worker, not run, would find no local block and send
+        prefill the notify-only ``"{remote_request_id}:1"`` of ``_read_blocks``: the harness
+        puts that notification on its way."""
+        s = self.slots[r]
+        if s.params is None:
+            raise HarnessError(f"R{r} reaches decode before prefill finished it")
+        req = self._request(self.did(r), dict(s.params), decode=True)
+        req.abort_immediately = True
+        self.D.add_request(req)
+        self.D.finish_requests([self.did(r)], self.m["request"].RequestStatus.FINISHED_ABORTED)
+        s.outcome = "aborted"
+        self._decode_step()
+        self._notify_rejected(s)
+
+    def _notify_rejected(self, s: _Slot) -> None:
+        """Pull: decode's worker (not run) finds the seeded recv's local block list empty and
+        sends prefill the notify-only notification of ``_read_blocks``."""
+        if s.recv is not None and not any(len(g) for g in s.recv.local_block_ids):
+            self.agent.inbox.append(f"{s.recv.remote.request_id}:1".encode())
 
     def decode_send_heartbeats(self) -> None:
         """A decode step; the scheduler must have packaged heartbeats in this tick

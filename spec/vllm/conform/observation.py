@@ -38,7 +38,9 @@ class Observation:
     (data not yet moved) while prefill no longer holds the source block / decode no longer holds
     the destination block; ``stranded``: push only, the aborted requests decode holds (until
     ``finished_recving``) for which no WRITE is posted and none can be any more (prefill freed
-    the request: its writer dropped the finished blocks), V5.
+    the request: its writer dropped the finished blocks), V5; ``prefill_notified``: pull only,
+    the requests whose notification to prefill (a READ's, or the notify-only one of a
+    rejection, V12) is on its way.
     """
 
     prefill: tuple[str, ...] = ()
@@ -54,6 +56,7 @@ class Observation:
     source_freed_under_read: tuple[int, ...] = ()
     dest_freed_under_read: tuple[int, ...] = ()
     stranded: tuple[int, ...] = ()
+    prefill_notified: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
         """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
@@ -116,6 +119,7 @@ def model_observation(machine, state: bytes) -> Observation:
                                     and get("owner", get("dest", r)) != r + 1),
         stranded=tuple(r for r in range(k.R) if not spec.pull and get("d_phase", r) == D_HELD
                        and get("rd", r) == RD_NONE and get("p_phase", r) in P_FREED),
+        prefill_notified=tuple(r for r in range(k.R) if spec.pull and get("notif", r) == 1),
     )
 
 
@@ -142,14 +146,14 @@ def code_observation(h) -> Observation:
             decode.append("held")
         else:
             decode.append(dreq.status.name.lower())
-        blocks = h._blocks(h.D, did)
+        blocks = h.kv_blocks(did)
         kv.append(h.d_tag[blocks[0]] if len(blocks) == 1 else -1 if not blocks else -2)
     hb = h.D.connector.connector_scheduler._heartbeat_req_engine
     stats = h.pw.xfer_stats.data
     return Observation(
         prefill=tuple(prefill), decode=tuple(decode),
         prefill_free=h.P.kv_cache_manager.block_pool.get_num_free_blocks(),
-        decode_free=h.D.kv_cache_manager.block_pool.get_num_free_blocks(),
+        decode_free=h.decode_free(),
         kv=tuple(kv),
         tracked=frozenset(h.slot_of(d) for d in hb),
         outcome=tuple(s.outcome for s in h.slots), read=tuple(s.seen for s in h.slots),
@@ -161,4 +165,5 @@ def code_observation(h) -> Observation:
                                     and not h._blocks(h.D, h.did(r))),
         stranded=tuple(r for r in range(h.R) if decode[r] == "held" and h.slots[r].read == "none"
                        and h.stranded(r)),
+        prefill_notified=h.prefill_notified(),
     )

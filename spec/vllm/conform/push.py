@@ -185,6 +185,7 @@ class PushHarness(Harness):
         w.xfer_stats = m["stats"].NixlKVConnectorStats()
         w._lease_extension = lease * 2 // 3
         w._physical_blocks_per_logical_kv_block = 1
+        w._has_mamba = False
         w.use_host_buffer = w.use_mla = w._has_mamba = w._is_hma_required = False
         w.enable_permute_local_kv = w.enable_heterogeneous_attn_post_process = False
         info = SimpleNamespace(remote_block_size=BLOCK_SIZE, remote_physical_blocks_per_logical=1)
@@ -212,8 +213,14 @@ class PushHarness(Harness):
         r = next(r for r in range(self.R) if self.pid(r) == req_id)
         handle = 100 + len(self.agent.state)
         self.agent.state[handle] = "PROC"
-        src = [b for g in meta.local_physical_block_ids for b in g]
-        dst = [b for g in meta.remote.block_ids for b in g]
+        # as _xfer_blocks does (push_worker.py:690-695): 0.33.0's own _apply_prefix_caching pairs
+        # decode's (uncached) blocks with the end of prefill's list (#48758, V11)
+        dst_ids, src_ids = worker._apply_prefix_caching(decode_block_ids=meta.remote.block_ids,
+                                                        prefill_block_ids=meta.local_physical_block_ids,
+                                                        decode_physical_per_logical=1,
+                                                        prefill_physical_per_logical=1)
+        src = [b for g in src_ids for b in g]
+        dst = [b for g in dst_ids for b in g]
         self.writes[r] = (handle, src, dst, f"{meta.remote.request_id}:{worker.world_size}".encode())
         self.slots[r].read = "posted"
         with worker._sending_transfers_lock:
@@ -326,6 +333,15 @@ class PushHarness(Harness):
         done = self.pw._get_new_notifs()
         if done:
             raise HarnessError(f"a heartbeat completed {sorted(done)}")
+
+    def _notify_rejected(self, s) -> None:
+        """Push: decode's real worker took the seeded recv in ``start_load_kv`` (on the decode
+        step just run) and sends nothing; the writer runs one pass as it would."""
+        self._writer_pass(self.dw)
+
+    def prefill_notified(self) -> tuple[int, ...]:
+        """Push: not compared (the WRITE's notification goes to decode)."""
+        return ()
 
     def stranded(self, r: int) -> bool:
         """Prefill no longer holds ``r`` (no lease) and its writer dropped ``r``'s finished

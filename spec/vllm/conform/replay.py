@@ -28,6 +28,12 @@ class ConformError(ValueError):
 FIXED_IN_0_33 = {
     "delay_free_aborted_load": (False, "#32255 (0.33.0 holds an aborted load's blocks until finished_recving)"),
     "abort_of_finished_frees": (True, "#25067 (0.33.0's finish_requests skips a finished request)"),
+    "defer_block_free": (False, "#45357 (0.33.0 defers a finished request's block free on a KV consumer with "
+                                "async scheduling until the step in flight is processed)"),
+    "prefix_end_trim": (False, "#48758 (0.33.0's push _xfer_blocks end-trims prefill's blocks with "
+                               "_apply_prefix_caching)"),
+    "reject_notifies_prefill": (False, "#41269 (0.33.0's request_finished seeds an empty recv for a rejected "
+                                       "request, and decode's worker notifies prefill)"),
 }
 """Engine knobs whose value describes a vLLM before a fix 0.33.0 has: knob -> (value, fix).
 Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences refuse them."""
@@ -49,7 +55,12 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if k.I is not None and k.I != 1:
         raise ConformError(f"scenario {scenario.name}: heartbeat_interval = {k.I} ticks: 0.33.0 heartbeats "
                            "every kv_lease_duration // 6 s, within every tick")
-    shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L)
+    if e.async_scheduling and e.mode != "pull":
+        raise ConformError(f"scenario {scenario.name}: async_scheduling is replayed in pull mode only")
+    if e.decode_prefix_hit and e.mode != "push":
+        raise ConformError(f"scenario {scenario.name}: decode_prefix_hit is replayed in push mode only")
+    shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L,
+                  e.async_scheduling, e.decode_prefix_hit)
     if e.mode == "push":
         from kvproof.spec.vllm.conform.push import PushHarness
 

@@ -31,6 +31,19 @@ def _stranded(o, trace) -> str | None:
             "blocks: no WRITE will come")
 
 
+def _rejected_held(o, trace) -> str | None:
+    held = [r for r in range(len(o.prefill)) if o.prefill[r] == "held" and o.decode[r] == "ended"
+            and o.outcome[r] == "aborted" and r not in o.prefill_notified]
+    if not held:
+        return None
+    return (f"prefill holds the blocks of {_requests(held)}, which decode rejected, and no notification "
+            "is on its way")
+
+
+def _held(o, trace) -> str | None:
+    return _stranded(o, trace) or _rejected_held(o, trace)
+
+
 REAL_CLAIMS = {
     "decode_reads_only_own_pages": lambda o, t: _reads(o, t) if any(x in ("foreign", "cross_tenant") for x in o.read)
     else None,
@@ -41,9 +54,9 @@ REAL_CLAIMS = {
     "no_write_after_release": lambda o, t: (f"decode freed the destination of the posted {_xfer(t)} of "
                                             f"{_requests(o.dest_freed_under_read)}"
                                             if o.dest_freed_under_read else None),
-    "held_pages_are_released": _stranded,
-    "requests_end": _stranded,
-    "quiescent_holds_nothing": _stranded,
+    "held_pages_are_released": _held,
+    "requests_end": _held,
+    "quiescent_holds_nothing": _held,
 }
 """How each claim's failure shows in what vLLM's code did (the detail of the verdict line), or
 ``None`` when it does not; a claim not named reproduces when every step's observation is equal."""
