@@ -50,7 +50,7 @@ import re
 from itertools import product
 from typing import Any, Callable, Iterable, Iterator
 
-from kvproof.checker.validate import DEFAULT_MAX_STATES, Event, Observation, Search, Verdict
+from kvproof.checker.validate import DEFAULT_MAX_STATES, Event, Observation, Search, Verdict, _MaybeTracker
 from kvproof.model.compiler import CodegenOps, _c, _emit_checks, _Emitter, _value_sizes
 
 __all__ = ["FactoredUnavailable", "Block", "FootprintCode", "FactoredSearch", "factored_search", "suits",
@@ -517,6 +517,8 @@ class FactoredSearch(Search):
                         if gs and not (gs.isdisjoint(F) and gs.isdisjoint(static)) else None
                     if not touch:
                         if not ok:
+                            if self.breaks is not None:
+                                self._dropped(b.states())
                             return None
                         break
                     b, g = b.join(touch)
@@ -534,6 +536,10 @@ class FactoredSearch(Search):
                 if touch:
                     b, g = b.join(touch | {g})
                     continue
+                if len(keep) < len(alts) and self.breaks is not None:
+                    kept = set(keep)
+                    gone = [alt for alt in alts if alt not in kept]
+                    self._dropped(Block.regroup(b.core, b.groups, g, (slots, gone, cuts), split=False).states())
                 if not keep:
                     return None
                 if len(keep) < len(alts):
@@ -542,6 +548,17 @@ class FactoredSearch(Search):
             reads |= rj
             cmemo[j] = rj
         return b
+
+    def _dropped(self, states: Iterable[bytes]) -> None:
+        """Note ``states`` (dropped by :meth:`_purge`: successors of clean states that break a
+        claim) in ``breaks``, each with every claim it breaks (the reference's dirty states)."""
+        hits, breaks = self.hits, self.breaks
+        assert breaks is not None
+        for t in states:
+            if t not in breaks:
+                m = hits(t)
+                if m:
+                    breaks[t] = m
 
     def _extend(self, b: Block, aid: int, cmemo: dict) -> tuple[Block, tuple | None]:
         """``b`` with the clean states internal step ``aid`` leads to from it; and, where it
@@ -657,6 +674,7 @@ class FactoredSearch(Search):
         frontier = [(Block(init, ()), internal, {}, {})] if machine.hits(init) == 0 else []
         peak, count = 1, 0
         stop = None
+        tracker = _MaybeTracker(machine, self)  # the first state _purge drops: the first possible violation
         for event in events:
             count += 1
             if seen is not None:
@@ -674,6 +692,7 @@ class FactoredSearch(Search):
                 if k not in closed:
                     closed[k] = (c, memo, cmemo)
                     size += c.size()
+            tracker.closed(event)
             out = []
             self._obs_reads = set()
             for c, memo, cmemo in closed.values():
@@ -691,6 +710,7 @@ class FactoredSearch(Search):
                                                    and reads.isdisjoint(fw[1])):
                             del keep[a]
                     out.append((d, keep, cm))
+            tracker.advanced(event)
             nxt: dict = {}
             for d, keep, cm in out:
                 k = d.key() if len(out) > 1 else None
@@ -714,7 +734,12 @@ class FactoredSearch(Search):
                 break
             frontier = list(nxt.values())
         if stop is None:
-            return Verdict("explained", count, peak=peak, explored=self.explored)
+            if tracker.pending():  # the closure after the last event belongs to it
+                for b, active, memo, cmemo in frontier:
+                    self._close(b, active, memo, dict(cmemo))
+                tracker.closed(None)
+            return Verdict("explained", count, peak=peak, explored=self.explored, maybe=tracker.done())
+        self.breaks = None
         # the reference's answer on the log up to ``stop`` (admit's answers as they were), or on
         # the whole log where this search held too many alternatives
         return self._reference(machine, obs, seen, stop, why, events)
