@@ -192,6 +192,18 @@ def test_a_possible_violation_between_events_is_the_last_event_read_before_it():
         assert explain(machine, obs(), events[:4], 100_000, Search(machine, obs(), 100_000)).maybe is None
     finally:
         vmod._MaybeTracker = orig
+    # everything up to the reap unlogged: the dirty state is reached before the first event (line
+    # 8, which no behaviour explains: a request it never saw); its trace reads no event
+    hidden = {"prefill_request_finished", "prefill_reap_expired_lease", "decode_on_new_request",
+              "decode_send_push_reg", "prefill_push_write"}
+    trace = read_trace("traces/vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json")
+    first = [_Hidden(machine, hidden).decode(i + 2, dict(e))
+             for i, e in enumerate(vv.to_events(trace.machine, trace.actions)) if e["event"] not in hidden]
+    v = explain(machine, _Hidden(machine, hidden), first)
+    assert v.kind == "unexplained" and (v.maybe.event.line, v.maybe.claims, v.maybe.before) == \
+        (8, ["no_source_free_while_read"], True)
+    _, states = rebuild(machine, _Hidden(machine, hidden), first, None, v.maybe.bad, closed=True)
+    assert states[0] == machine.init and states[-1] == v.maybe.bad
 
 
 def test_every_run_that_breaks_an_invariant_is_at_least_a_possible_violation():
