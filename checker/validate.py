@@ -17,7 +17,11 @@ each is followed.)  No state: the event is *unexplained* (the first one nothing 
 states that were possible).  Every state reached is checked against the always-invariants; a
 state that breaks one stays in the frontier marked *dirty* (a clean state reached by another
 path wins), and the log is a *violation* at the first event after which every explanation is
-dirty: the log itself proves the engine broke the claim.  Memory is the frontier only (states
+dirty: the log itself proves the engine broke the claim.  The first event after which SOME
+explanation is dirty is a *possible* violation (:class:`Maybe`; reported whatever the verdict):
+the searches note every successor of a clean state that breaks a claim (``Search.breaks``) until
+the searches attributed to one event (its step, and the closure after it) have found one.
+Memory is the frontier only (states
 are finite, so it is bounded by the reachable set; past ``max_states`` the answer is *cannot
 decide*); the path to a state is not kept while searching - a violation's trace is rebuilt by a
 second pass over the log up to that event, which keeps each event's parents.

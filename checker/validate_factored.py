@@ -38,6 +38,17 @@ step's footprint too.
   hands the log up to that event to the reference search, whose verdict it returns: whether any
   dirty explanation remains (violation) or none (unexplained), which claims, which states were
   possible - exactly the reference's answer, at the cost of the reference's search once.
+* Possible violations (:class:`~kvproof.checker.validate.Maybe`).  The reference's first dirty
+  state: before it every state is clean, so it is a successor of a clean state (by an internal
+  step of a closure or the event's step) that breaks a claim - and such a state is always
+  dirty (its mask is every claim it breaks).  This search runs the same steps on the same clean
+  states, so it meets that state and ``_purge`` drops it; a step it skips as quiet was run on
+  the states its block came from and commutes with what changed since (conjuncts included, by
+  :meth:`FootprintCode.dependent` and the footprints kept), so its successors break the same
+  conjuncts as those it dropped then.  So the first drop is attributed to the same event, and
+  the states dropped in that event's searches are the reference's successors of clean states
+  that break a claim there (each noted with every claim it breaks: ``_dropped``), giving the
+  same claims.  Where this search hands the log over, the reference's answer is returned.
 
 Not covered (``NativeUnavailable``-style: :func:`factored_search` raises
 :class:`FactoredUnavailable` and ``kvproof validate`` runs the other searches): observations with
