@@ -45,10 +45,13 @@ step's footprint too.
   states, so it meets that state and ``_purge`` drops it; a step it skips as quiet was run on
   the states its block came from and commutes with what changed since (conjuncts included, by
   :meth:`FootprintCode.dependent` and the footprints kept), so its successors break the same
-  conjuncts as those it dropped then.  So the first drop is attributed to the same event, and
-  the states dropped in that event's searches are the reference's successors of clean states
-  that break a claim there (each noted with every claim it breaks: ``_dropped``), giving the
-  same claims.  Where this search hands the log over, the reference's answer is returned.
+  conjuncts as those it dropped then (and before the first drop, it dropped none).  So the
+  first drop is attributed to the same event, and the claims broken by the states dropped in
+  that event's searches (each noted with every claim it breaks: ``_dropped``) are those the
+  reference's successors of clean states there break - the same claims, though not always the
+  same states (``bad`` may differ; it is one of the reference's dirty states there, which the
+  tests check by rebuilding it).  Where this search hands the log over, the reference's answer
+  is returned.
 
 Not covered (``NativeUnavailable``-style: :func:`factored_search` raises
 :class:`FactoredUnavailable` and ``kvproof validate`` runs the other searches): observations with
