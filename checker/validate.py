@@ -17,7 +17,11 @@ each is followed.)  No state: the event is *unexplained* (the first one nothing 
 states that were possible).  Every state reached is checked against the always-invariants; a
 state that breaks one stays in the frontier marked *dirty* (a clean state reached by another
 path wins), and the log is a *violation* at the first event after which every explanation is
-dirty: the log itself proves the engine broke the claim.  Memory is the frontier only (states
+dirty: the log itself proves the engine broke the claim.  The first event after which SOME
+explanation is dirty is a *possible* violation (:class:`Maybe`; reported whatever the verdict):
+the searches note every successor of a clean state that breaks a claim (``Search.breaks``) until
+the searches attributed to one event (its step, and the closure after it) have found one.
+Memory is the frontier only (states
 are finite, so it is bounded by the reachable set; past ``max_states`` the answer is *cannot
 decide*); the path to a state is not kept while searching - a violation's trace is rebuilt by a
 second pass over the log up to that event, which keeps each event's parents.
@@ -40,7 +44,8 @@ from kvproof.model.framework import Spec
 from kvproof.model.machine import Machine
 
 __all__ = [
-    "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Verdict", "read_log", "Search",
+    "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Maybe", "Verdict", "read_log",
+    "Search",
     "explain", "rebuild", "log_text",
 ]
 
@@ -185,13 +190,45 @@ def read_log(path: str | Path) -> tuple[dict, _Rows]:
 
 # -- the search -------------------------------------------------------------------------------------
 @dataclass
+class Maybe:
+    """A *possible* violation: the first event after which SOME explanation of the log so far
+    breaks an always-invariant (the log cannot rule the breach out, though it may not prove it).
+
+    ``event`` is the last event read before the first dirty state appeared: the searches
+    attributed to an event are its step (the states it leads to) and the closure under internal
+    steps before the next event (or after the log's end); the closure before the first event is
+    attributed to the first event (``before``: ``bad`` was reached before it).  ``claims`` are
+    the claims broken by the states of those searches that break a claim and have a clean
+    predecessor (every claim some such state breaks, in the claims' order); ``bad`` one of them
+    that breaks ``claims[0]``, for the trace."""
+
+    event: Event
+    claims: list[str]
+    bad: bytes
+    before: bool = False
+
+
+def _maybe(machine: Any, event: Event, breaks: dict[bytes, int], before: bool) -> Maybe:
+    """The :class:`Maybe` of the dirty states ``breaks`` (state -> the claims it breaks) found in
+    the searches attributed to ``event``."""
+    union = 0
+    for mask in breaks.values():
+        union |= mask
+    bits = [i for i in range(len(machine.claims)) if union >> i & 1]
+    bad = next(t for t, mask in breaks.items() if mask >> bits[0] & 1)
+    return Maybe(event, [machine.claims[i].name for i in bits], bad, before)
+
+
+@dataclass
 class Verdict:
     """The answer: ``kind`` is ``explained``, ``unexplained``, ``violation`` or ``undecided``.
 
     ``event`` is the event the answer is about (the first unexplained one, the one after which
     every explanation breaks ``claims``, the one where the frontier passed the cap), ``why``
     one line, ``possible`` the states the engine may have been in just before it (closed under
-    internal steps), ``bad`` a state of the violation's explanation after ``event``."""
+    internal steps), ``bad`` a state of the violation's explanation after ``event``.
+    ``maybe`` is the first possible violation (:class:`Maybe`), whatever the kind: on an
+    ``explained`` log, a breach some explanation makes and the log cannot rule out."""
 
     kind: str
     events: int = 0
@@ -202,6 +239,7 @@ class Verdict:
     bad: bytes | None = None
     peak: int = 1
     explored: int = 0
+    maybe: Maybe | None = None
 
 
 class Search:
@@ -222,6 +260,9 @@ class Search:
         # only the claims a step can change, where the state before broke none (a clean state)
         self.after = getattr(machine, "hits_after", None) or [machine.hits] * len(spec.instances)
         self.explored = 0
+        self.breaks: dict[bytes, int] | None = None
+        """Where a dict (set by :func:`explain` until the first possible violation is known):
+        every successor of a clean state that breaks a claim, with the claims it breaks."""
 
     def close(self, frontier: dict[bytes, int], parents: dict | None = None) -> dict[bytes, int] | None:
         """``frontier`` and every state its internal steps reach, each with its mask (0: clean;
@@ -235,12 +276,15 @@ class Search:
             def internal(s):
                 return plain(s) + [(aid, t) for aid, when, step in unseen
                                    if when(s) and (t := step(s)) is not None]
+        breaks = self.breaks
         while todo:
             nxt = []
             for s in todo:
                 mask = seen[s]
                 for aid, t in internal(s):
                     m = mask or after[aid](t)
+                    if m and not mask and breaks is not None:
+                        breaks[t] = m
                     old = seen.get(t)
                     if old is None:
                         seen[t] = m
@@ -262,6 +306,7 @@ class Search:
         """The states ``event`` leads to from ``closed``."""
         out: dict[bytes, int] = {}
         observe, after, want = self.obs.observe, self.after, event.want
+        breaks = self.breaks
         for aid in event.aids:
             step = self.steps.get(aid)
             if step is None:
@@ -271,6 +316,8 @@ class Search:
                 if t is None or observe(aid, s, t) != want:
                     continue
                 m = mask or after[aid](t)
+                if m and not mask and breaks is not None:
+                    breaks[t] = m
                 old = out.get(t)
                 if old is None or (old and not m):
                     out[t] = m
@@ -291,21 +338,26 @@ def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
     search.obs = obs
     frontier: dict[bytes, int] = {machine.init: machine.hits(machine.init)}
     peak, count = 1, 0
+    # the first possible violation: the event its searches are attributed to (``at``), whether
+    # it was found before the first event, and the answer once its searches are all done
+    tracker = _MaybeTracker(machine, search)
     for event in events:
         count += 1
         why = obs.admit(event)
         closed = search.close(frontier)
+        tracker.closed(event)
         if closed is None:
             return Verdict("undecided", count, event, f"more than {max_states:,} states could precede this event "
-                           f"(--max-states)", peak=peak, explored=search.explored)
+                           f"(--max-states)", peak=peak, explored=search.explored, maybe=tracker.done())
         nxt = search.advance(closed, event) if why is None else {}
+        tracker.advanced(event)
         if not nxt:
             return Verdict("unexplained", count, event, why or "no behaviour of the spec explains it",
-                           list(closed), peak=peak, explored=search.explored)
+                           list(closed), peak=peak, explored=search.explored, maybe=tracker.done())
         peak = max(peak, len(closed), len(nxt))
         if len(nxt) > max_states:
             return Verdict("undecided", count, event, f"more than {max_states:,} states could follow this event "
-                           f"(--max-states)", peak=peak, explored=search.explored)
+                           f"(--max-states)", peak=peak, explored=search.explored, maybe=tracker.done())
         if all(nxt.values()):
             common = any_ = 0
             for mask in nxt.values():
@@ -317,35 +369,90 @@ def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
                 if common else next(iter(nxt))
             how = "breaks " if common else "breaks one of "
             return Verdict("violation", count, event, "every behaviour that explains the log up to here " + how
-                           + ", ".join(names), list(closed), names, bad, peak, search.explored)
+                           + ", ".join(names), list(closed), names, bad, peak, search.explored, tracker.done())
         frontier = nxt
-    return Verdict("explained", count, peak=peak, explored=search.explored)
+    if tracker.pending():  # the closure after the last event belongs to it
+        search.close(frontier)
+        tracker.closed(None)
+    return Verdict("explained", count, peak=peak, explored=search.explored, maybe=tracker.done())
 
 
-def rebuild(machine: Machine, obs: Observation, events: Iterable[Event], last: Event, bad: bytes,
-            max_states: int = DEFAULT_MAX_STATES) -> tuple[list[int], list[bytes]]:
+class _MaybeTracker:
+    """Finds the first possible violation (:class:`Maybe`) as :func:`explain` runs: it turns the
+    search's ``breaks`` on, and after each closure or step reads what it found."""
+
+    def __init__(self, machine: Any, search: Search):
+        self.machine, self.search = machine, search
+        self.at: Event | None = None
+        self.before = False
+        self.prev: Event | None = None
+        self.answer: Maybe | None = None
+        self.breaks: dict[bytes, int] = {}
+        search.breaks = self.breaks
+
+    def pending(self) -> bool:
+        """Whether the closure after the last event read may still add to the answer."""
+        return self.answer is None
+
+    def closed(self, event: Event | None) -> None:
+        """After the closure before ``event`` (``None``: after the last event)."""
+        if self.answer is not None:
+            return
+        if self.at is None and self.breaks:
+            self.at, self.before = (self.prev, False) if self.prev is not None else (event, True)
+        if self.at is not None and self.at is self.prev:  # its searches are done
+            self._finish()
+
+    def advanced(self, event: Event) -> None:
+        """After ``event``'s step."""
+        if self.answer is None and self.at is None and self.breaks:
+            self.at = event
+        self.prev = event
+
+    def _finish(self) -> None:
+        assert self.at is not None
+        self.answer = _maybe(self.machine, self.at, self.breaks, self.before)
+        self.search.breaks = None
+
+    def done(self) -> Maybe | None:
+        """The answer (from what was found so far where the search stopped early)."""
+        if self.answer is None and self.at is not None:
+            self._finish()
+        self.search.breaks = None
+        return self.answer
+
+
+def rebuild(machine: Machine, obs: Observation, events: Iterable[Event], last: Event | None, bad: bytes,
+            max_states: int = DEFAULT_MAX_STATES, closed: bool = False) -> tuple[list[int], list[bytes]]:
     """The actions and states of a behaviour that explains ``events`` up to ``last`` and ends
-    in ``bad`` (a violation's explanation): the search again, keeping each event's parents."""
+    in ``bad`` (a violation's explanation): the search again, keeping each event's parents.
+    With ``closed``, ``bad`` may also be a state of the closure under internal steps after
+    ``last`` (a possible violation's: :class:`Maybe`); ``last`` ``None`` reads no event."""
     search = Search(machine, obs, max_states)
     frontier: dict[bytes, int] = {machine.init: machine.hits(machine.init)}
-    layers: list[tuple[dict, dict]] = []
-    for event in events:
+    layers: list[tuple[dict, dict | None]] = []
+    for event in events if last is not None else ():
         obs.admit(event)
         inner: dict = {}
         outer: dict = {}
-        closed = search.close(frontier, inner)
-        assert closed is not None
-        frontier = search.advance(closed, event, outer)
+        closed_ = search.close(frontier, inner)
+        assert closed_ is not None
+        frontier = search.advance(closed_, event, outer)
         layers.append((inner, outer))
         if event.line == last.line:
             break
+    if closed:
+        inner = {}
+        assert search.close(frontier, inner) is not None
+        layers.append((inner, None))
     actions: list[int] = []
     states = [bad]
     s = bad
     for inner, outer in reversed(layers):
-        s, aid = outer[s]
-        actions.append(aid)
-        states.append(s)
+        if outer is not None:
+            s, aid = outer[s]
+            actions.append(aid)
+            states.append(s)
         while s in inner:
             s, aid = inner[s]
             actions.append(aid)

@@ -37,8 +37,10 @@ def _reread(obs: Observation, path: str) -> Iterator[Event]:
 def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
     """``kvproof validate LOG``: read the header, find the protocol's ``validate`` command and
     search, reading the log once; where the search stops early the rest of the log is still
-    read, so bad input is exit 3 wherever it is.  Exit 0 explained, 1 unexplained or a
-    violation (its trace written), 2 cannot decide."""
+    read, so bad input is exit 3 wherever it is.  Exit 0 explained, 1 unexplained, a
+    violation (its trace written) or a *possible* violation (an explained log that some
+    explanation breaks an invariant along: :class:`~kvproof.checker.validate.Maybe`, its trace
+    written; exit 0 with ``--certain-only``), 2 cannot decide."""
     import time
 
     from kvproof.checker.traces import Trace, to_itf
@@ -103,15 +105,55 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
     rate = f"{verdict.events / seconds:,.0f} events/s" if seconds > 0 else ""
     stats = (f"{verdict.events:,} of {count:,} events in {seconds:.2f} s ({rate}); "
              f"at most {verdict.peak:,} possible {'state' if verdict.peak == 1 else 'states'} at once")
-    if verdict.kind == "explained":
+    maybe = verdict.maybe
+    certain_only = getattr(args, "certain_only", False)
+    if verdict.kind == "explained" and (maybe is None or certain_only):
         out.print(f"{path}: explained: a behaviour of {scenario.name} produces every event "
                   f"and breaks no invariant ({len(invariants)} checked)", soft_wrap=True)
+        if maybe is not None:
+            out.print(f"  possible violation of {', '.join(maybe.claims)} at {path}:{maybe.event.line} "
+                      f"(some behaviour consistent with the log breaks it; not counted: --certain-only)",
+                      soft_wrap=True)
         out.print(f"  {stats}")
         return 0
+
+    def write(claim: str, last: Any, bad: bytes, closed: bool) -> None:
+        """Rebuild the explanation that ends in ``bad`` and write its trace up to where it breaks ``claim``."""
+        _, rows = read_log(path)
+        obs2 = module.observation(machine, header)
+        actions, states = rebuild(machine, obs2, _events(obs2, path, rows), last, bad, args.max_states, closed)
+        rows.close()
+        full = Machine(spec)
+        first = next((k for k, st in enumerate(states) if full.claim_hits(claim, st)), len(states) - 1)
+        actions, states = actions[:first], states[:first + 1]  # up to the state that breaks it
+        trace = Trace(scenario, full, claim, "counterexample", actions, states)
+        directory = Path(args.traces) if args.traces else Path(path).parent
+        target = directory / f"{Path(path).name.split('.')[0]}__{claim}.itf.json"
+        try:
+            written = write_text_atomic(target, json.dumps(to_itf(trace), indent=1) + "\n")
+        except OSError as e:
+            raise bad_input(f"{target}: cannot write the trace: {e.strerror or e}") from None
+        out.print(f"  the explanation ({len(actions)} steps) written to {written}", soft_wrap=True)
+
+    if verdict.kind == "explained":
+        assert maybe is not None
+        ev = maybe.event
+        where = "before" if maybe.before else "after"
+        out.print(f"{path}:{ev.line}: possible violation: {ev.raw.get('event')} - some behaviour consistent with "
+                  f"the log up to here breaks {', '.join(maybe.claims)} ({where} this event); the log cannot rule "
+                  f"it out (a behaviour that breaks no invariant explains every event)", soft_wrap=True)
+        out.print(f"  {json.dumps(ev.raw, separators=(',', ':'))}", soft_wrap=True, markup=False)
+        if not args.no_traces:
+            write(maybe.claims[0], None if maybe.before else ev, maybe.bad, True)
+        out.print(f"  {stats}")
+        return 1
     ev = verdict.event
     assert ev is not None
     out.print(f"{path}:{ev.line}: {verdict.kind}: {ev.raw.get('event')} - {verdict.why}", soft_wrap=True)
     out.print(f"  {json.dumps(ev.raw, separators=(',', ':'))}", soft_wrap=True, markup=False)
+    if maybe is not None and (maybe.event.line != ev.line or verdict.kind != "violation"):
+        out.print(f"  possible violation of {', '.join(maybe.claims)} from {path}:{maybe.event.line} "
+                  f"(some behaviour consistent with the log up to there breaks it)", soft_wrap=True)
     if verdict.kind == "undecided":
         out.print(f"  {stats}")
         return 2
@@ -124,22 +166,6 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
         if len(shown) > 5:
             out.print(f"    ... and {len(shown) - 5} more")
     if verdict.kind == "violation" and not args.no_traces and verdict.bad is not None:
-        _, rows = read_log(path)
-        obs = module.observation(machine, header)
-        actions, states = rebuild(machine, obs, _events(obs, path, rows), ev, verdict.bad, args.max_states)
-        rows.close()
-        claim = verdict.claims[0]
-        full = Machine(spec)
-        first = next((k for k, st in enumerate(states) if full.claim_hits(claim, st)), len(states) - 1)
-        actions, states = actions[:first], states[:first + 1]  # up to the state that breaks it
-        trace = Trace(scenario, full, claim, "counterexample", actions, states)
-        directory = Path(args.traces) if args.traces else Path(path).parent
-        target = directory / f"{Path(path).name.split('.')[0]}__{claim}.itf.json"
-        try:
-            written = write_text_atomic(target, json.dumps(to_itf(trace), indent=1) + "\n")
-        except OSError as e:
-            raise bad_input(f"{target}: cannot write the trace: {e.strerror or e}") from None
-        out.print(f"  the explanation ({len(actions)} steps) written to {written}", soft_wrap=True)
+        write(verdict.claims[0], ev, verdict.bad, False)
     out.print(f"  {stats}")
     return 1
-

@@ -38,6 +38,20 @@ step's footprint too.
   hands the log up to that event to the reference search, whose verdict it returns: whether any
   dirty explanation remains (violation) or none (unexplained), which claims, which states were
   possible - exactly the reference's answer, at the cost of the reference's search once.
+* Possible violations (:class:`~kvproof.checker.validate.Maybe`).  The reference's first dirty
+  state: before it every state is clean, so it is a successor of a clean state (by an internal
+  step of a closure or the event's step) that breaks a claim - and such a state is always
+  dirty (its mask is every claim it breaks).  This search runs the same steps on the same clean
+  states, so it meets that state and ``_purge`` drops it; a step it skips as quiet was run on
+  the states its block came from and commutes with what changed since (conjuncts included, by
+  :meth:`FootprintCode.dependent` and the footprints kept), so its successors break the same
+  conjuncts as those it dropped then (and before the first drop, it dropped none).  So the
+  first drop is attributed to the same event, and the claims broken by the states dropped in
+  that event's searches (each noted with every claim it breaks: ``_dropped``) are those the
+  reference's successors of clean states there break - the same claims, though not always the
+  same states (``bad`` may differ; it is one of the reference's dirty states there, which the
+  tests check by rebuilding it).  Where this search hands the log over, the reference's answer
+  is returned.
 
 Not covered (``NativeUnavailable``-style: :func:`factored_search` raises
 :class:`FactoredUnavailable` and ``kvproof validate`` runs the other searches): observations with
@@ -50,7 +64,7 @@ import re
 from itertools import product
 from typing import Any, Callable, Iterable, Iterator
 
-from kvproof.checker.validate import DEFAULT_MAX_STATES, Event, Observation, Search, Verdict
+from kvproof.checker.validate import DEFAULT_MAX_STATES, Event, Observation, Search, Verdict, _MaybeTracker
 from kvproof.model.compiler import CodegenOps, _c, _emit_checks, _Emitter, _value_sizes
 
 __all__ = ["FactoredUnavailable", "Block", "FootprintCode", "FactoredSearch", "factored_search", "suits",
@@ -517,6 +531,8 @@ class FactoredSearch(Search):
                         if gs and not (gs.isdisjoint(F) and gs.isdisjoint(static)) else None
                     if not touch:
                         if not ok:
+                            if self.breaks is not None:
+                                self._dropped(b.states())
                             return None
                         break
                     b, g = b.join(touch)
@@ -534,6 +550,10 @@ class FactoredSearch(Search):
                 if touch:
                     b, g = b.join(touch | {g})
                     continue
+                if len(keep) < len(alts) and self.breaks is not None:
+                    kept = set(keep)
+                    gone = [alt for alt in alts if alt not in kept]
+                    self._dropped(Block.regroup(b.core, b.groups, g, (slots, gone, cuts), split=False).states())
                 if not keep:
                     return None
                 if len(keep) < len(alts):
@@ -542,6 +562,17 @@ class FactoredSearch(Search):
             reads |= rj
             cmemo[j] = rj
         return b
+
+    def _dropped(self, states: Iterable[bytes]) -> None:
+        """Note ``states`` (dropped by :meth:`_purge`: successors of clean states that break a
+        claim) in ``breaks``, each with every claim it breaks (the reference's dirty states)."""
+        hits, breaks = self.hits, self.breaks
+        assert breaks is not None
+        for t in states:
+            if t not in breaks:
+                m = hits(t)
+                if m:
+                    breaks[t] = m
 
     def _extend(self, b: Block, aid: int, cmemo: dict) -> tuple[Block, tuple | None]:
         """``b`` with the clean states internal step ``aid`` leads to from it; and, where it
@@ -657,6 +688,7 @@ class FactoredSearch(Search):
         frontier = [(Block(init, ()), internal, {}, {})] if machine.hits(init) == 0 else []
         peak, count = 1, 0
         stop = None
+        tracker = _MaybeTracker(machine, self)  # the first state _purge drops: the first possible violation
         for event in events:
             count += 1
             if seen is not None:
@@ -674,6 +706,7 @@ class FactoredSearch(Search):
                 if k not in closed:
                     closed[k] = (c, memo, cmemo)
                     size += c.size()
+            tracker.closed(event)
             out = []
             self._obs_reads = set()
             for c, memo, cmemo in closed.values():
@@ -691,6 +724,7 @@ class FactoredSearch(Search):
                                                    and reads.isdisjoint(fw[1])):
                             del keep[a]
                     out.append((d, keep, cm))
+            tracker.advanced(event)
             nxt: dict = {}
             for d, keep, cm in out:
                 k = d.key() if len(out) > 1 else None
@@ -714,7 +748,12 @@ class FactoredSearch(Search):
                 break
             frontier = list(nxt.values())
         if stop is None:
-            return Verdict("explained", count, peak=peak, explored=self.explored)
+            if tracker.pending():  # the closure after the last event belongs to it
+                for b, active, memo, cmemo in frontier:
+                    self._close(b, active, memo, dict(cmemo))
+                tracker.closed(None)
+            return Verdict("explained", count, peak=peak, explored=self.explored, maybe=tracker.done())
+        self.breaks = None
         # the reference's answer on the log up to ``stop`` (admit's answers as they were), or on
         # the whole log where this search held too many alternatives
         return self._reference(machine, obs, seen, stop, why, events)

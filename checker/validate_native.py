@@ -80,8 +80,12 @@ class NativeSearch(Search):
                 hits = self.code.hits(out).tolist() if len(out) else []
                 rows = out.view(f"V{W}").ravel().tolist() if W else [b""] * len(out)
                 found = zip(rows, pos.tolist(), hits)
+            breaks = self.breaks
             for t, p, h in found:
-                m = seen[todo[p]] or h  # read now: this level may have cleaned the parent
+                mask = seen[todo[p]]  # read now: this level may have cleaned the parent
+                m = mask or h
+                if m and not mask and breaks is not None:
+                    breaks[t] = m
                 old = get(t)
                 if old is None:
                     seen[t] = m
@@ -118,7 +122,10 @@ class NativeSearch(Search):
             s = states[p]
             if observe(a, s, t) != want:
                 continue
-            m = closed[s] or h
+            mask = closed[s]
+            m = mask or h
+            if m and not mask and self.breaks is not None:
+                self.breaks[t] = m
             old = result.get(t)
             if old is None or (old and not m):
                 result[t] = m

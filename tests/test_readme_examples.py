@@ -49,6 +49,12 @@ EXAMPLES = [
     ("kvproof validate examples/validate/vllm-clean.jsonl", 0, ["explained: ", "249 of 249 events"]),
     ("kvproof validate examples/validate/vllm-lease-expiry.jsonl", 1,
      ["vllm-lease-expiry.jsonl:6: violation: decode_start_load_kv"]),
+    ("kvproof validate examples/validate/vllm-push-window.jsonl", 1,
+     ["vllm-push-window.jsonl:6: possible violation: prefill_reap_expired_lease - some behaviour consistent",
+      "breaks no_source_free_while_read (after this event)", "the explanation (10 steps) written to"]),
+    ("kvproof validate examples/validate/vllm-push-window.jsonl --certain-only", 0,
+     ["vllm-push-window.jsonl: explained:", "possible violation of no_source_free_while_read at "
+      "examples/validate/vllm-push-window.jsonl:6"]),
     ("kvproof audit vllm==0.33.0 --arrival-bound 2 --transfer-bound 60 -- vllm serve Qwen/Qwen3-0.6B --port 8100 "
      "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'", 1,
      ["checked: audit-vllm-0.33.0-lease (14,332 states), audit-vllm-0.33.0-abort (7,042 states)",

@@ -74,6 +74,7 @@ def test_counterexample_logs_are_flagged_at_the_breaking_event(tmp_path, capsys,
     assert any(c in out.splitlines()[0] for c in claims)
     written = list((tmp_path / "out").glob("*.itf.json"))
     assert len(written) == 1 and "the explanation" in out
+    assert "possible violation" not in out  # the breaking step is logged: possible first at the same line
 
 
 def test_the_incidents_violation_trace_replays(tmp_path, capsys):
@@ -205,6 +206,19 @@ def test_a_failed_writes_landing_may_be_unseen_only_where_the_header_says_so(tmp
     unseen = write(tmp_path, trace.scenario, events, name="unseen.jsonl", failed_writes_land_unseen=True)
     code, out, _ = run(capsys, unseen, "--no-traces")
     assert code == 1 and out.splitlines()[0].endswith("breaks release_justified")  # the deadline release, nothing else
+    # ... and a possible violation of no_write_after_release on the same line (a behaviour
+    # consistent with the log lands the write after the release), so no second line
+    assert "possible violation" not in out
+    spec = trace.machine.spec
+    machine = Checked.invariants(spec)
+    obs = sv.observation(machine, {sv.UNSEEN_KEY: True})
+    v = explain(machine, obs, [obs.decode(k + 2, dict(e, v=1)) for k, e in enumerate(events)])
+    assert (v.kind, v.claims) == ("violation", ["release_justified"])
+    assert v.maybe.event.line == len(events) + 1 and "no_write_after_release" in v.maybe.claims
+    only = Checked(spec, [spec.claim("no_write_after_release")])  # checked alone: explained, but possible
+    obs = sv.observation(only, {sv.UNSEEN_KEY: True})
+    v = explain(only, obs, [obs.decode(k + 2, dict(e, v=1)) for k, e in enumerate(events)])
+    assert v.kind == "explained" and (v.maybe.event.line, v.maybe.claims) == (len(events) + 1, ["no_write_after_release"])
     sc, clean = _clean("v0.5.22", 1)  # with transfer failures
     assert any(e["event"] == "prefill_transfer_failed" for e in clean)
     i = _find(clean, lambda e: e["event"] == "kv_write_lands")

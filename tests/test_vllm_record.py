@@ -8,7 +8,9 @@ Random event sequences of the 0.33.0 pull scenarios are recorded from the real c
 recorded log is, event for event, the model's own log of the sequence (``to_events``), a run
 that breaks no invariant validates, and a log is flagged at the event the model's own log is.
 A lease-expiry hazard (decode stalls, the lease runs out, the block goes to the next request,
-decode then posts the READ) is flagged at the READ.  Recorded logs with an event dropped, two
+decode then posts the READ) is flagged at the READ.  A run whose lease is reaped while its READ
+(push: its WRITE) may be in flight is a *possible* violation at the reap, with the line pinned
+(:data:`MAYBE`, :data:`PUSH_MAYBE`): the push hazard runs the log cannot prove.  Recorded logs with an event dropped, two
 swapped, one duplicated or a block changed are rejected at that line.
 """
 
@@ -107,6 +109,22 @@ RUNS = [("vllm-pull-ttl-expiry", s) for s in (0, 3)] + [("vllm-pull-lease-outlas
 seed 0 and heartbeat-stall's seed 1 break an invariant and their logs prove it; ttl-expiry's
 seed 3 breaks one, but the log cannot prove it (it does not show when NIXL moved the data)."""
 
+REAP, READ, SFWR = "prefill_reap_expired_lease", "decode_start_load_kv", ["no_source_free_while_read"]
+MAYBE = {("vllm-pull-ttl-expiry", 0): (5, READ, SFWR), ("vllm-pull-ttl-expiry", 3): (5, REAP, SFWR),
+         ("vllm-pull-lease-equals-read", 0): (5, REAP, SFWR), ("vllm-pull-lease-equals-read", 4): (5, REAP, SFWR),
+         ("vllm-pull-heartbeat-stall", 1): (7, READ, SFWR)}
+"""The first possible violation of each run's log, where it has one (line, event, claims): the
+READ posted on a freed block, or the lease reaped while a READ may be in flight.
+lease-equals-read's seed 4 breaks nothing, but its lease runs out with the READ posted and not
+known complete: a behaviour consistent with its log reads a freed block (the run entered the
+window; the log cannot tell it did not)."""
+
+
+def _maybe(verdict):
+    """(line, event, claims) of a verdict's first possible violation, or ``None``."""
+    m = verdict.maybe
+    return m and (m.event.line, m.event.raw["event"], m.claims)
+
 
 @pytest.mark.parametrize("name,seed", RUNS)
 def test_recorded_random_runs_are_the_models_log_and_get_its_verdict(tmp_path, name, seed):
@@ -122,10 +140,11 @@ def test_recorded_random_runs_are_the_models_log_and_get_its_verdict(tmp_path, n
     assert all(e["rid"] == f"R{e['req']}" for e in events if "req" in e)  # prefill's request id
     verdict, own = _verdict(sc, events), _verdict(sc, want)
     assert (verdict.kind, verdict.event and verdict.event.line) == (own.kind, own.event and own.event.line)
+    assert _maybe(verdict) == _maybe(own) == MAYBE.get((name, seed))
     if not _breaks(machine, actions):
         assert verdict.kind == "explained", verdict.why
     else:
-        assert verdict.kind in ("explained", "violation")
+        assert verdict.kind in ("explained", "violation") and verdict.maybe is not None
 
 
 def test_the_random_runs_include_clean_flagged_and_unprovable_ones():
@@ -136,8 +155,10 @@ def test_the_random_runs_include_clean_flagged_and_unprovable_ones():
         from kvproof.spec.vllm import validate as vv
 
         actions = _random_actions(machine, seed)
-        kinds.add((_breaks(machine, actions), _verdict(sc, vv.to_events(machine, actions)).kind))
-    assert kinds == {(False, "explained"), (True, "violation"), (True, "explained")}
+        verdict = _verdict(sc, vv.to_events(machine, actions))
+        kinds.add((_breaks(machine, actions), verdict.kind, verdict.maybe is not None))
+    assert kinds == {(False, "explained", False), (True, "violation", True), (True, "explained", True),
+                     (False, "explained", True)}
 
 
 def test_the_random_runs_exercise_every_recorded_event():
@@ -183,6 +204,7 @@ def test_a_recorded_lease_expiry_is_flagged_at_the_read(tmp_path, capsys):
     assert first.startswith(f"{log}:{read + 2}: violation: decode_start_load_kv")
     assert first.endswith("breaks no_source_free_while_read")
     assert list((tmp_path / "out").glob("lease__no_source_free_while_read.itf.json"))
+    assert _maybe(_verdict(sc, events)) == (read + 2, READ, SFWR)  # no READ in flight at the reap: certain at once
 
 
 def test_a_heartbeat_keeps_the_lease_and_the_log_validates(tmp_path, capsys):
@@ -327,15 +349,26 @@ PUSH_RUNS = [(n, ("seed", s)) for n in ("vllm-push-heartbeat", "vllm-push-lease-
 it; V5: an aborted load's WRITE outstanding when the lease runs out), replayed on the real push
 connector."""
 
+PUSH_MAYBE = {("vllm-push-lease-expiry-stall", ("seed", 0)): 7, ("vllm-push-abort-unanswered", ("seed", 0)): 7,
+              ("vllm-push-abort-unanswered", ("seed", 1)): 7,
+              ("vllm-push-lease-expiry-stall", ("trace", "no_cross_tenant_read")): 6,
+              ("vllm-push-abort-unanswered", ("trace", "no_source_free_while_read")): 7}
+"""The line of each push run's first possible violation: the reap of a lease whose WRITE may
+still be in flight (no_source_free_while_read); the heartbeat runs and lease-expiry-stall's seed
+1 have none."""
+
 
 @pytest.mark.parametrize("name,run", PUSH_RUNS, ids=[f"{n}-{r[1]}" for n, r in PUSH_RUNS])
-def test_recorded_push_runs_are_the_models_log_and_validate(tmp_path, name, run):
+def test_recorded_push_runs_are_the_models_log_and_validate(tmp_path, capsys, name, run):
     """The push wrappers (``NixlPushConnectorScheduler.request_finished`` and
     ``update_state_after_alloc``, ``NixlPushConnectorWorker._do_send_reg_notif``,
     ``_do_start_push_kv`` and ``get_transfer_results``) write, event for event, the model's own
-    log; each validates, as the model's own log does: the hazard runs too, since no log shows
+    log; each is explained, as the model's own log is: the hazard runs too, since no log shows
     when the WRITE moved its data (a behaviour that moved it before the lease ran out explains
-    them; pinned in ``tests/test_vllm_validate.py``)."""
+    them; pinned in ``tests/test_vllm_validate.py``).  Those that reap a lease with the WRITE
+    outstanding are a possible violation of no_source_free_while_read at the reap's line
+    (:data:`PUSH_MAYBE`), in the recorded log as in the model's; both stored counterexamples are
+    among them (they break an invariant: at least possible), and the command exits 1 there."""
     from kvproof.checker.traces import read_trace
     from kvproof.spec.vllm import validate as vv
 
@@ -349,9 +382,18 @@ def test_recorded_push_runs_are_the_models_log_and_validate(tmp_path, name, run)
     assert _shown(events) == _shown(want)
     push = {e["event"] for e in events} & {"decode_send_push_reg", "prefill_push_write", "prefill_get_transfer_results"}
     assert push, "no push event recorded"
-    assert _verdict(sc, events).kind == _verdict(sc, want).kind == "explained"
+    verdict = _verdict(sc, events)
+    assert verdict.kind == _verdict(sc, want).kind == "explained"
+    line = PUSH_MAYBE.get((name, run))
+    assert _maybe(verdict) == _maybe(_verdict(sc, want)) == (line and (line, REAP, SFWR))
     if kind == "trace":
         assert _breaks(machine, actions)
+        from kvproof.checker.cli import main
+
+        log = tmp_path / "push.jsonl"
+        capsys.readouterr()
+        assert main(["validate", str(log), "--no-traces"]) == 1
+        assert capsys.readouterr().out.startswith(f"{log}:{line}: possible violation: {REAP} - ")
 
 
 def test_the_push_runs_exercise_every_push_event():

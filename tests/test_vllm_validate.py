@@ -92,14 +92,151 @@ def test_a_read_posted_after_the_abort_freed_its_block_is_flagged_at_the_post(tm
     assert code == 1 and out.startswith(f"{path}:{line}: violation: decode_start_load_kv")
 
 
-@pytest.mark.parametrize("name", ["vllm-pull-heartbeat-stall__no_cross_tenant_read",
-                                  "vllm-push-lease-expiry-stall__no_cross_tenant_read"])
-def test_a_read_posted_before_the_lease_ran_out_is_not_proof(tmp_path, capsys, name):
+@pytest.mark.parametrize("name,line", [("vllm-pull-heartbeat-stall__no_cross_tenant_read", 5),
+                                       ("vllm-push-lease-expiry-stall__no_cross_tenant_read", 6)])
+def test_a_read_posted_before_the_lease_ran_out_is_a_possible_violation_at_the_reap(tmp_path, capsys, name, line):
     """The stored counterexamples post the READ (push: the WRITE) before the lease runs out: the
-    log cannot show when NIXL moved the data, and a behaviour that moved it before the reap
-    explains every event cleanly, so the log is explained, not flagged."""
-    code, out, _ = run(capsys, _log_of(tmp_path, read_trace(f"traces/{name}.itf.json")))
-    assert code == 0 and "explained" in out
+    log cannot show when NIXL moved the data, so a behaviour that moved it before the reap
+    explains every event cleanly - no proof.  But another behaviour consistent with the log
+    still had it in flight when prefill freed the source block at the reap (line ``line``): a
+    possible violation of no_source_free_while_read there, exit 1 with its trace (which replays
+    to a state that breaks it); ``--certain-only`` makes the log exit 0, as before."""
+    path = _log_of(tmp_path, read_trace(f"traces/{name}.itf.json"))
+    events = [json.loads(x) for x in path.read_text().splitlines()[1:]]
+    assert events[line - 2]["event"] == "prefill_reap_expired_lease"
+    code, out, _ = run(capsys, path, "--traces", tmp_path / "out")
+    first = out.splitlines()[0]
+    assert code == 1 and first.startswith(f"{path}:{line}: possible violation: prefill_reap_expired_lease - "), out
+    assert "breaks no_source_free_while_read (after this event); the log cannot rule it out" in first
+    (written,) = (tmp_path / "out").glob("trace__no_source_free_while_read.itf.json")
+    trace = read_trace(written)
+    assert trace.machine.claim_hits(trace.claim, trace.states[-1])
+    assert not any(trace.machine.claim_hits(trace.claim, st) for st in trace.states[:-1])
+    names = [trace.machine.spec.instances[a].name for a in trace.actions]
+    assert names[-1] == "prefill_reap_expired_lease" and names.count("prefill_reap_expired_lease") == 1
+    code, out, _ = run(capsys, path, "--no-traces", "--certain-only")
+    assert code == 0 and "explained" in out.splitlines()[0]
+    assert f"possible violation of no_source_free_while_read at {path}:{line}" in out
+
+
+class _Hidden:
+    """The vLLM observation with the actions ``names`` unlogged (internal): a log without them
+    (for the tests of dirty states reached between events)."""
+
+    def __init__(self, machine, names):
+        self._obs = vv.observation(machine)
+        spec = machine.spec
+        self.internal = tuple(self._obs.internal) + tuple(i.aid for i in spec.instances if i.name in names)
+
+    def __getattr__(self, name):
+        return getattr(self._obs, name)
+
+
+class _NoClosure:
+    """Mutant: dirty states reached by internal steps between events are not noted."""
+
+    @staticmethod
+    def of(search_cls):
+        class M(search_cls):
+            def close(self, frontier, parents=None):
+                b, self.breaks = self.breaks, None
+                try:
+                    return super().close(frontier, parents)
+                finally:
+                    self.breaks = b
+        return M
+
+
+def hidden_reap_log(name="vllm-push-lease-expiry-stall__no_cross_tenant_read"):
+    """(machine, a fresh observation each call, decoded events) of a stored counterexample's log
+    with its reap left out (an engine that does not log it): the reap is an internal step after
+    the WRITE."""
+    trace = read_trace(f"traces/{name}.itf.json")
+    machine = Checked.invariants(trace.machine.spec)
+
+    def obs():
+        return _Hidden(machine, {"prefill_reap_expired_lease"})
+
+    events = [obs().decode(i + 2, dict(e)) for i, e in enumerate(vv.to_events(trace.machine, trace.actions))
+              if e["event"] != "prefill_reap_expired_lease"]
+    return machine, obs, events
+
+
+def test_a_possible_violation_between_events_is_the_last_event_read_before_it():
+    """With the reap unlogged, the first dirty state is reached by internal steps after the
+    WRITE (line 5), before the next event: the possible violation is line 5, also on the log
+    cut after line 5 (the closure after the last event counts).  Mutants: one that ignores
+    dirty states reached between events finds none; one without the closure after the last
+    event finds none on the cut log."""
+    from kvproof.checker.validate import Search, rebuild
+
+    machine, obs, events = hidden_reap_log()
+    assert [e.raw["event"] for e in events][3] == "prefill_push_write" and events[3].line == 5
+    for evs in (events, events[:4]):
+        v = explain(machine, obs(), evs, 100_000, Search(machine, obs(), 100_000))
+        assert v.kind == "explained" and (v.maybe.event.line, v.maybe.claims, v.maybe.before) == \
+            (5, ["no_source_free_while_read"], False)
+        actions, states = rebuild(machine, obs(), evs, v.maybe.event, v.maybe.bad, closed=True)
+        assert states[-1] == v.maybe.bad and machine.hits(states[-1]) and not machine.hits(states[-2])
+        assert machine.spec.instances[actions[-1]].name == "prefill_reap_expired_lease"
+    mutant = _NoClosure.of(Search)
+    assert explain(machine, obs(), events, 100_000, mutant(machine, obs(), 100_000)).maybe is None
+    from kvproof.checker import validate as vmod
+
+    class NoTail(vmod._MaybeTracker):
+        def pending(self):
+            return False
+
+    orig, vmod._MaybeTracker = vmod._MaybeTracker, NoTail
+    try:
+        assert explain(machine, obs(), events[:4], 100_000, Search(machine, obs(), 100_000)).maybe is None
+    finally:
+        vmod._MaybeTracker = orig
+    # everything up to the reap unlogged: the dirty state is reached before the first event (line
+    # 8, which no behaviour explains: a request it never saw); its trace reads no event
+    hidden = {"prefill_request_finished", "prefill_reap_expired_lease", "decode_on_new_request",
+              "decode_send_push_reg", "prefill_push_write"}
+    trace = read_trace("traces/vllm-push-lease-expiry-stall__no_cross_tenant_read.itf.json")
+    first = [_Hidden(machine, hidden).decode(i + 2, dict(e))
+             for i, e in enumerate(vv.to_events(trace.machine, trace.actions)) if e["event"] not in hidden]
+    v = explain(machine, _Hidden(machine, hidden), first)
+    assert v.kind == "unexplained" and (v.maybe.event.line, v.maybe.claims, v.maybe.before) == \
+        (8, ["no_source_free_while_read"], True)
+    _, states = rebuild(machine, _Hidden(machine, hidden), first, None, v.maybe.bad, closed=True)
+    assert states[0] == machine.init and states[-1] == v.maybe.bad
+
+
+def test_every_run_that_breaks_an_invariant_is_at_least_a_possible_violation():
+    """Soundness: the run itself explains its own log, so where it breaks an invariant after its
+    k-th logged event, some possible violation is at or before that event (at the event, for
+    these runs: the reap or the READ is logged); a run that breaks none may still be one (another
+    explanation breaks it), and a certain violation is never before the possible one."""
+    import random
+
+    seen = set()
+    for name in ("vllm-pull-ttl-expiry", "vllm-push-abort-unanswered", "vllm-push-lease-expiry-stall"):
+        spec = builtin(name).build()
+        gen, machine = Machine(spec), Checked.invariants(spec)
+        for seed in range(6):
+            rng, state, actions, broke = random.Random(seed), gen.init, [], None
+            for _ in range(30):
+                succ = gen.successors(state)
+                if not succ:
+                    break
+                aid, state = rng.choice(succ)
+                actions.append(aid)
+                if broke is None and machine.hits(state):
+                    broke = len(vv.to_events(gen, actions))  # events logged up to the breaking state
+            events = vv.to_events(gen, actions)
+            obs = vv.observation(machine)
+            v = explain(machine, obs, [obs.decode(i + 2, e) for i, e in enumerate(events)])
+            if broke is not None:
+                assert v.maybe is not None and v.maybe.event.line == broke + 1, (name, seed)
+            if v.kind == "violation":
+                assert v.maybe.event.line <= v.event.line
+            seen.add((broke is not None, v.kind, v.maybe is not None))
+    assert {(True, "violation", True), (True, "explained", True), (False, "explained", True),
+            (False, "explained", False)} <= seen, seen
 
 
 # -- clean runs -----------------------------------------------------------------------------------

@@ -772,6 +772,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="cannot decide (exit 2) past N possible states at one event (default 100000)")
     va.add_argument("--traces", metavar="DIR", help="where a violation's trace goes (default: the log's directory)")
     va.add_argument("--no-traces", action="store_true", help="write no trace file")
+    va.add_argument("--certain-only", action="store_true",
+                    help="exit 0 for a log every event of which is explained by a behaviour that breaks no "
+                         "invariant, even where another behaviour consistent with it breaks one (a possible "
+                         "violation, exit 1 by default)")
     va.add_argument("--backend", choices=("auto", "native", "python", "factored"), default="auto",
                     help="the search: the factored frontier where the spec suits it, else its steps in C where a "
                          "C compiler is found (auto, the default); always in C (native); the reference in Python "
