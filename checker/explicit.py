@@ -399,7 +399,9 @@ def explore(
         # -- deduplicate the level against everything seen
         if index is None:
             if isinstance(store, SmallVisitedSet) and len(store) > visited_small.SMALL_STATES:
-                store = store.grown()
+                from kvproof.checker.visited import VisitedSet  # numpy: only now
+
+                store = VisitedSet.holding(store)
             fresh, keys = store.level(cand)
         else:  # number every successor: the next free number for a state not seen before
             setdefault = index.setdefault

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import xxhash
 
-from kvproof.checker.visited_small import MODES, collision_probability
+from kvproof.checker.visited_small import MODES, SmallVisitedSet, collision_probability, default_fingerprint
 
 __all__ = ["MODES", "VisitedSet", "collision_probability"]
 
@@ -108,6 +108,18 @@ class VisitedSet:
             k = np.concatenate((ka, kb))
             order = np.argsort(k, kind="stable")
             self.runs.append((k[order], np.concatenate((sa, sb))[order] if self.exact else None))
+
+    @classmethod
+    def holding(cls, small: SmallVisitedSet) -> "VisitedSet":
+        """A visited set of ``small``'s mode and fingerprint holding every key ``small`` holds
+        (what a search's Python set becomes once the search is large)."""
+        big = cls(small.mode, small.width, small.fingerprint or default_fingerprint())
+        items = list(small.seen)
+        if big.exact:
+            big.add(big.keys(items), big.states(b"".join(items)))
+        else:
+            big.add(np.fromiter(items, dtype=np.uint64, count=len(items)))
+        return big
 
     def level(self, cand: list[bytes]) -> tuple[list[int], tuple]:
         """``(fresh, keys)`` as :meth:`SmallVisitedSet.level

@@ -3,7 +3,8 @@
 A search starts with a :class:`SmallVisitedSet` (the states themselves in ``exact`` mode, their
 64-bit xxh3 fingerprints in ``fingerprint`` mode, in a Python ``set``) and hands its content
 to the numpy :class:`~kvproof.checker.visited.VisitedSet` once it holds more than
-:data:`SMALL_STATES` states (:meth:`SmallVisitedSet.grown`), where a Python set's 100-odd bytes
+:data:`SMALL_STATES` states (:meth:`VisitedSet.holding
+<kvproof.checker.visited.VisitedSet.holding>`), where a Python set's 100-odd bytes
 a state would start to count.  Both answer a level the same way: the positions of the first
 occurrence of every candidate not seen yet, ascending, deduplicating by the state (``exact``)
 or by its fingerprint (``fingerprint``: two states sharing one count as one, in both); so a
@@ -15,7 +16,7 @@ not).
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import Callable
 
 __all__ = ["MODES", "SMALL_STATES", "SmallVisitedSet", "collision_probability", "default_fingerprint"]
 
@@ -78,18 +79,3 @@ class SmallVisitedSet:
     def nbytes(self) -> int:
         """Bytes the set takes: its table and the objects it holds."""
         return sys.getsizeof(self.seen) + sum(map(sys.getsizeof, self.seen))
-
-    def grown(self) -> Any:
-        """A :class:`~kvproof.checker.visited.VisitedSet` of the same mode and fingerprint
-        holding everything this set holds (numpy is imported here)."""
-        import numpy as np
-
-        from kvproof.checker.visited import VisitedSet
-
-        big = VisitedSet(self.mode, self.width, self.fingerprint or default_fingerprint())
-        items = list(self.seen)
-        if self.exact:
-            big.add(big.keys(items), big.states(b"".join(items)))
-        else:
-            big.add(np.fromiter(items, dtype=np.uint64, count=len(items)))
-        return big
