@@ -47,6 +47,8 @@ def one(engine: str, n: int, d: int, args, tmp: Path) -> dict:
     def run(cmd, cwd=None, env=None):  # bench_spin's runner, the child capped
         import subprocess
 
+        if cmd[0] == "gcc":  # pan stops itself at the budget (MB)
+            cmd = [cmd[0], f"-DMEMLIM={int(args.max_gib * 1024)}", *cmd[1:]]
         if cmd[0] == "./pan" and args.spin_w:
             cmd = [*cmd, f"-w{args.spin_w}"]  # pan's options: the header's, and -w
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -59,15 +61,14 @@ def one(engine: str, n: int, d: int, args, tmp: Path) -> dict:
             text, etext = out.read(), err.read()
         if code != 0:
             raise RuntimeError(f"exit {code}: {(etext or text).strip()[-300:]}")
-        if cmd[0] == "./pan" and ("out of memory" in text or "max search depth too small" in text):
+        if cmd[0] == "./pan" and any(m in text for m in ("out of memory", "MEMLIM", "max search depth too small")):
             raise RuntimeError(text.strip()[-300:])
         return text, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024
 
     bench_spin.run = run
     try:
         if engine.startswith("spin"):
-            defs = f"{bench_spin.SPIN_DEFS[args.variant]} -DMEMLIM={int(args.max_gib * 1024)}"
-            r = bench_spin.spin_once(defs, n, d, engine == "spin-bfs", tmp / engine)
+            r = bench_spin.spin_once(bench_spin.SPIN_DEFS[args.variant], n, d, engine == "spin-bfs", tmp / engine)
         else:
             backend, visited = engine.split("-")
             r = bench_spin.kvproof_once(args.variant, n, d, backend, visited)

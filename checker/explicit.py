@@ -33,10 +33,9 @@ from __future__ import annotations
 import time
 from array import array
 from dataclasses import dataclass, field, replace
+from itertools import accumulate, islice
 from operator import itemgetter
 from typing import Any, Callable
-
-from itertools import accumulate, islice
 
 from kvproof.checker import visited_small
 from kvproof.checker.visited_small import SmallVisitedSet, collision_probability
