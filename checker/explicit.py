@@ -407,7 +407,7 @@ def explore(
             ids = [setdefault(t, len(index)) for t in cand]
             fresh = _first_new(ids, n_states)
         cut = ""
-        if fresh and max_depth is not None and depth >= max_depth:
+        if len(fresh) and max_depth is not None and depth >= max_depth:
             cut = f"depth limit {max_depth} reached"
             fresh = fresh[:0]
         if max_states is not None and n_states + len(fresh) > max_states:
@@ -415,8 +415,7 @@ def explore(
             fresh = fresh[: max_states - n_states]
         if cut:
             complete, reason = False, cut
-        par = [codes[i] // n_actions for i in fresh]
-        aid = [codes[i] % n_actions for i in fresh]
+        par, aid = _parents_actions(codes, fresh, n_actions)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position)
         stop_at = None
         if book.always or quiet:
@@ -441,7 +440,7 @@ def explore(
             _add_edges(ids, codes, n_actions, n_states + len(fresh), len(frontier), offsets, targets, aids,
                        expanded)
             depths.extend([depth + 1] * len(fresh))
-        parent.extend([p + lo for p in par])
+        parent.extend(map(lo.__add__, par))
         via.extend(aid)
         if kept is not None:
             kept.extend(new_states)
@@ -494,6 +493,17 @@ def _ended(stats: Stats, n_states: int, depth: int, start: float, represented: i
                    represented=represented if orbit is not None else n_states)
 
 
+def _parents_actions(codes: array, fresh: Any, n_actions: int) -> tuple[list[int], list[int]]:
+    """For each successor at positions ``fresh`` (a list, or the numpy visited set's array) of
+    a level's ``codes``: the position of the state it was expanded from, and its action."""
+    if isinstance(fresh, list) or not len(fresh):
+        return [codes[i] // n_actions for i in fresh], [codes[i] % n_actions for i in fresh]
+    import numpy as np  # already imported: the numpy visited set made ``fresh``
+
+    par, aid = np.divmod(np.frombuffer(codes, dtype=np.int64)[fresh], n_actions)
+    return par.tolist(), aid.tolist()
+
+
 def _first_new(ids: list[int], numbered: int) -> list[int]:
     """The positions of the first occurrence of every number from ``numbered`` on in ``ids``,
     ascending: the states a level numbered first (new numbers are given in order, so the
@@ -534,8 +544,10 @@ def claim_checks(hits: Callable, hits_after: list | None, aids: Any) -> list[Cal
     return [hits_after[a] for a in aids]
 
 
-def _pick(items: list, positions: list[int]) -> list:
-    """``[items[k] for k in positions]``, at C speed."""
+def _pick(items: list, positions: Any) -> list:
+    """``[items[k] for k in positions]`` (a list, or a numpy array), at C speed."""
+    if not isinstance(positions, list):
+        positions = positions.tolist()
     if not positions:
         return []
     if len(positions) == 1:

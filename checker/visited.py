@@ -121,18 +121,19 @@ class VisitedSet:
             big.add(np.fromiter(items, dtype=np.uint64, count=len(items)))
         return big
 
-    def level(self, cand: list[bytes]) -> tuple[list[int], tuple]:
+    def level(self, cand: list[bytes]) -> tuple[np.ndarray, tuple]:
         """``(fresh, keys)`` as :meth:`SmallVisitedSet.level
-        <kvproof.checker.visited_small.SmallVisitedSet.level>` gives them: the positions of the
-        first occurrence of every unseen state in ``cand``, ascending, and what :meth:`add_level`
-        needs to insert some of them."""
+        <kvproof.checker.visited_small.SmallVisitedSet.level>` gives them (``fresh`` an array
+        here): the positions of the first occurrence of every unseen state in ``cand``,
+        ascending, and what :meth:`add_level` needs to insert some of them."""
         keys = self.keys(cand)
         states = self.states(b"".join(cand))
-        return self.fresh(keys, states).tolist(), (keys, states)
+        return self.fresh(keys, states), (keys, states)
 
-    def add_level(self, keys: tuple, fresh: list[int]) -> None:
-        """Insert the states at positions ``fresh`` of a level :meth:`level` answered."""
-        at = np.array(fresh, dtype=np.int64)
+    def add_level(self, keys: tuple, fresh) -> None:
+        """Insert the states at positions ``fresh`` (a prefix of what :meth:`level` answered,
+        or any positions of that level)."""
+        at = np.asarray(fresh, dtype=np.int64)
         self.add(keys[0][at], None if keys[1] is None else keys[1][at])
 
     def __len__(self) -> int:

@@ -86,7 +86,7 @@ def _run_small(store, levels):
     for batch in levels:
         fresh, keys = store.level(batch)
         store.add_level(keys, fresh)
-        out.append(fresh)
+        out.append(list(map(int, fresh)))
     return out
 
 
