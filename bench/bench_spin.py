@@ -93,6 +93,8 @@ def kvproof_once(variant: str, n: int, d: int, backend: str, visited: str) -> di
     env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="kvproof-bench-") as cache:
         env["KVPROOF_CACHE_DIR"] = cache  # a cold cache: the native compile is measured every time
+        # this checkout's code, not an installed kvproof's (the child's path starts with bench/)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent), env.get("PYTHONPATH")) if p)
         out, _, rss = run([sys.executable, __file__, "--child", variant, str(n), str(d), backend, visited], env=env)
     doc = json.loads(out.strip().splitlines()[-1])
     doc["rss"] = rss

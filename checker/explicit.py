@@ -5,8 +5,9 @@ It drives anything shaped like :class:`~kvproof.model.machine.Machine` (``init``
 hand-built graphs with known answers.
 
 States are ``bytes``.  The search is level-synchronised: it expands one BFS level, collects
-every successor, and deduplicates the whole level at once against the visited set
-(:mod:`.visited`: sorted numpy runs of exact states or 64-bit fingerprints).  States are
+every successor, and deduplicates the whole level at once against the visited set (a Python
+set while the search is small, :mod:`.visited_small`, so a small check imports no numpy; then
+:mod:`.visited`: sorted numpy runs of exact states or 64-bit fingerprints).  States are
 numbered in discovery order (the order a one-at-a-time BFS would find them: first occurrence
 in expansion order), and each keeps only a parent number and the action that reached it, so a
 counterexample is rebuilt by walking parents and needs no stored trace.  Because BFS discovers
@@ -32,12 +33,12 @@ from __future__ import annotations
 import time
 from array import array
 from dataclasses import dataclass, field, replace
+from itertools import accumulate, islice
 from operator import itemgetter
 from typing import Any, Callable
 
-import numpy as np
-
-from kvproof.checker.visited import VisitedSet, collision_probability
+from kvproof.checker import visited_small
+from kvproof.checker.visited_small import SmallVisitedSet, collision_probability
 
 __all__ = ["Limits", "Stats", "StateGraph", "Exploration", "ClaimBook", "explore", "claim_checks", "expander"]
 
@@ -169,10 +170,12 @@ class StateGraph:
         """Every successor of ``sid`` is in the graph, with its edge."""
         return self.expanded is None or bool(self.expanded[sid])
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def arrays(self) -> tuple:
         """``(src, dst, aid, expanded, depth)`` as numpy arrays (one entry per edge for the
         first three, per state for the last two), built once."""
         if self._arrays is None:
+            import numpy as np
+
             n = len(self.states)
             offsets = np.asarray(self.offsets, dtype=np.int64)
             src = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
@@ -340,8 +343,8 @@ def explore(
         g_complete, g_reason = True, ""
     else:
         index = None
-        store = VisitedSet(visited, len(init))
-        store.add(store.keys([init]), store.states(init))
+        store: Any = SmallVisitedSet(visited, len(init))  # a numpy VisitedSet once the search is large
+        store.add_level(store.level([init])[1], [0])
     kept = [init] if rows or edges else None
     parent = array("i", [-1])
     via = array("i", [-1])
@@ -394,35 +397,34 @@ def explore(
             cand = list(map(canon, cand))
         # -- deduplicate the level against everything seen
         if index is None:
-            keys = store.keys(cand)
-            states = store.states(b"".join(cand))
-            fresh = store.fresh(keys, states)
+            if isinstance(store, SmallVisitedSet) and len(store) > visited_small.SMALL_STATES:
+                from kvproof.checker.visited import VisitedSet  # numpy: only now
+
+                store = VisitedSet.holding(store)
+            fresh, keys = store.level(cand)
         else:  # number every successor: the next free number for a state not seen before
             setdefault = index.setdefault
-            ids = np.array([setdefault(t, len(index)) for t in cand], dtype=np.int64)
-            new = np.flatnonzero(ids >= n_states)
-            fresh = new[np.unique(ids[new], return_index=True)[1]]  # first occurrences, ascending
+            ids = [setdefault(t, len(index)) for t in cand]
+            fresh = _first_new(ids, n_states)
         cut = ""
-        if fresh.size and max_depth is not None and depth >= max_depth:
+        if len(fresh) and max_depth is not None and depth >= max_depth:
             cut = f"depth limit {max_depth} reached"
             fresh = fresh[:0]
-        if max_states is not None and n_states + fresh.size > max_states:
+        if max_states is not None and n_states + len(fresh) > max_states:
             cut = f"state limit {max_states} reached"
             fresh = fresh[: max_states - n_states]
         if cut:
             complete, reason = False, cut
-        all_codes = np.frombuffer(codes, dtype=np.int64) if cand else np.zeros(0, np.int64)
-        par, aid = np.divmod(all_codes[fresh], n_actions)
+        par, aid = _parents_actions(codes, fresh, n_actions)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position)
         stop_at = None
         if book.always or quiet:
             new_states = _pick(cand, fresh)
-            if hits_after is False and n_states + fresh.size >= _AFTER_FROM:
+            if hits_after is False and n_states + len(fresh) >= _AFTER_FROM:
                 hits_after = getattr(machine, "hits_after", None)
             checks = claim_checks(hits, hits_after or None, aid)
-            keep = book.level(par.tolist(), quiet, lambda n: checks[n](new_states[n]), n_states, lo,
-                              stop_when_all_hit)
-            if keep < fresh.size:
+            keep = book.level(par, quiet, lambda n: checks[n](new_states[n]), n_states, lo, stop_when_all_hit)
+            if keep < len(fresh):
                 complete, reason = False, "stopped once every claim asked for had hit"
                 if index is None:
                     fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
@@ -431,15 +433,15 @@ def explore(
         else:
             new_states = _pick(cand, fresh)
         if index is None:
-            store.add(keys[fresh], None if states is None else states[fresh])
+            store.add_level(keys, fresh)
         elif not timed_out:
             if cut and g_complete:  # the numbers given past the cut stay unused: no state is new after it
                 g_complete, g_reason = False, cut
-            _add_edges(ids, all_codes, n_actions, n_states + fresh.size, len(frontier), offsets, targets, aids,
+            _add_edges(ids, codes, n_actions, n_states + len(fresh), len(frontier), offsets, targets, aids,
                        expanded)
-            depths.extend([depth + 1] * fresh.size)
-        parent.frombytes((par + lo).astype(np.int32).tobytes())
-        via.frombytes(aid.astype(np.int32).tobytes())
+            depths.extend([depth + 1] * len(fresh))
+        parent.extend(map(lo.__add__, par))
+        via.extend(aid)
         if kept is not None:
             kept.extend(new_states)
         if orbit is not None:
@@ -471,9 +473,8 @@ def explore(
         expanded.extend(bytes(missing))
         nbytes = len(init) * n_states + depths.itemsize * len(depths) + offsets.itemsize * len(offsets) + \
             len(expanded) + targets.itemsize * len(targets) + aids.itemsize * len(aids)
-        outdeg = np.diff(np.frombuffer(offsets, dtype=np.int64))
         g_stats = Stats(states=n_states, transitions=len(targets), depth=max(depths),
-                        quiescent=int(np.count_nonzero((outdeg == 0) & np.frombuffer(bytes(expanded), np.uint8))),
+                        quiescent=sum(1 for u in range(n_states) if expanded[u] and offsets[u] == offsets[u + 1]),
                         represented=n_states, seconds=time.perf_counter() - start)
         graph = StateGraph(kept, offsets, targets, aids, parent, via, depths, g_stats, g_complete, g_reason, expanded)
     for s in (ended, graph and graph.stats):
@@ -492,36 +493,66 @@ def _ended(stats: Stats, n_states: int, depth: int, start: float, represented: i
                    represented=represented if orbit is not None else n_states)
 
 
-def _add_edges(ids: np.ndarray, codes: np.ndarray, n_actions: int, numbered: int, level: int, offsets: array,
+def _parents_actions(codes: array, fresh: Any, n_actions: int) -> tuple[list[int], list[int]]:
+    """For each successor at positions ``fresh`` (a list, or the numpy visited set's array) of
+    a level's ``codes``: the position of the state it was expanded from, and its action."""
+    if isinstance(fresh, list) or not len(fresh):
+        return [codes[i] // n_actions for i in fresh], [codes[i] % n_actions for i in fresh]
+    import numpy as np  # already imported: the numpy visited set made ``fresh``
+
+    par, aid = np.divmod(np.frombuffer(codes, dtype=np.int64)[fresh], n_actions)
+    return par.tolist(), aid.tolist()
+
+
+def _first_new(ids: list[int], numbered: int) -> list[int]:
+    """The positions of the first occurrence of every number from ``numbered`` on in ``ids``,
+    ascending: the states a level numbered first (new numbers are given in order, so the
+    first occurrence of each is where the next number appears)."""
+    fresh, nxt = [], numbered
+    for i, v in enumerate(ids):
+        if v == nxt:
+            fresh.append(i)
+            nxt += 1
+    return fresh
+
+
+def _add_edges(ids: list[int], codes: array, n_actions: int, numbered: int, level: int, offsets: array,
                targets: array, aids: array, expanded: bytearray) -> None:
     """Append a level's out-edges to the graph: every successor numbered below ``numbered``
     (the rest a limit left out; their parents are not expanded)."""
-    src, aid = np.divmod(codes, n_actions)
-    keep = ids < numbered
-    targets.frombytes(ids[keep].astype(np.int32).tobytes())
-    aids.frombytes(aid[keep].astype(np.int32).tobytes())
-    counts = np.bincount(src[keep], minlength=level)
-    offsets.frombytes((offsets[-1] + np.cumsum(counts, dtype=np.int64)).tobytes())
-    flags = np.ones(level, np.uint8)
-    flags[src[~keep]] = 0
-    expanded.extend(flags.tobytes())
+    counts = [0] * level
+    flags = bytearray(b"\x01") * level
+    for v, code in zip(ids, codes):
+        src, a = divmod(code, n_actions)
+        if v < numbered:
+            targets.append(v)
+            aids.append(a)
+            counts[src] += 1
+        else:
+            flags[src] = 0
+    offsets.extend(islice(accumulate(counts, initial=offsets[-1]), 1, None))
+    expanded.extend(flags)
 
 
-def claim_checks(hits: Callable, hits_after: list | None, aids: np.ndarray) -> list[Callable]:
+def claim_checks(hits: Callable, hits_after: list | None, aids: Any) -> list[Callable]:
     """The claim check of each new state: only the claims its action can change, when the
-    machine says which (its parent hit none of the open claims, or they would be closed)."""
+    machine says which (its parent hit none of the open claims, or they would be closed).
+    ``aids``: the new states' action ids (a list, or a numpy array)."""
+    aids = aids.tolist() if hasattr(aids, "tolist") else aids
     if hits_after is None:
-        return [hits] * aids.size
-    return [hits_after[a] for a in aids.tolist()]
+        return [hits] * len(aids)
+    return [hits_after[a] for a in aids]
 
 
-def _pick(items: list, positions: np.ndarray) -> list:
-    """``[items[k] for k in positions]``, at C speed."""
-    if positions.size == 0:
+def _pick(items: list, positions: Any) -> list:
+    """``[items[k] for k in positions]`` (a list, or a numpy array), at C speed."""
+    if not isinstance(positions, list):
+        positions = positions.tolist()
+    if not positions:
         return []
-    if positions.size == 1:
-        return [items[int(positions[0])]]
-    return list(itemgetter(*positions.tolist())(items))
+    if len(positions) == 1:
+        return [items[positions[0]]]
+    return list(itemgetter(*positions)(items))
 
 
 def expander(machine: Any) -> Callable:

@@ -166,6 +166,9 @@ class NativeCode:
         self._unpack = lib.kv_unpack
         self._unpack.argtypes = [_P, _I, _P]
         self._unpack.restype = None
+        self._pack = lib.kv_pack
+        self._pack.argtypes = [_P, _I, _P]
+        self._pack.restype = _I
         self.rehash = lib.kv_rehash
         self.rehash.argtypes = [_P, _P, _I, _P, _P, _I]
         self.rehash.restype = None
@@ -243,6 +246,16 @@ class NativeCode:
             self._unpack(np.ascontiguousarray(packed).ctypes.data, len(packed), out.ctypes.data)
         return out
 
+    def pack(self, states: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The ``(n, packed_width)`` packed form of ``(n, width)`` states (:meth:`unpack` undoes
+        it; written to ``out`` when given)."""
+        if out is None:
+            out = np.empty((len(states), self.packed_width), np.uint8)
+        if len(states) and self._pack(np.ascontiguousarray(states).ctypes.data, len(states), out.ctypes.data) < 0:
+            raise RuntimeError("the native backend's packed states do not hold a value: a bug, please report it "
+                               "(--backend python searches without packing)")
+        return out
+
     def keys(self, states: np.ndarray) -> np.ndarray:
         """A 64-bit fingerprint per state (the fingerprint visited set's key)."""
         keys = np.empty(len(states), np.uint64)
@@ -296,6 +309,12 @@ def _canonical(states: np.ndarray, canon: Callable[[bytes], bytes], width: int) 
     return np.frombuffer(reps, np.uint8).reshape(len(uniq), width)[back.ravel()]
 
 
+def _via_type(n_actions: int) -> str:
+    """The ``array`` type code that holds every action id and -1 (the initial state's) in the
+    fewest bytes."""
+    return "b" if n_actions <= 1 << 7 else "h" if n_actions <= 1 << 15 else "i"
+
+
 def explore_native(
     machine: Machine,
     limits: Limits = Limits(),
@@ -340,13 +359,14 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     """:func:`explore_native`'s search, its C calls made by ``crew`` (``None``: this thread)."""
     if crew is None:
         store = NativeVisited(code, visited, max(code.width, 1))
-        expand, hits, qhits, unpack, chunk = code.expand, code.hits, code.quiescent_hits, code.unpack, _CHUNK
+        expand, hits, qhits, unpack, pack = code.expand, code.hits, code.quiescent_hits, code.unpack, code.pack
+        chunk = _CHUNK
         take, join = take_rows, join_rows
     else:
         from kvproof.checker.native_workers import ShardedVisited
 
         store = ShardedVisited(code, visited, max(code.width, 1), crew)
-        expand, hits, qhits, unpack = crew.expand, crew.hits, crew.quiescent_hits, crew.unpack
+        expand, hits, qhits, unpack, pack = crew.expand, crew.hits, crew.quiescent_hits, crew.unpack, crew.pack
         take, join = crew.take, crew.join
         chunk = _CHUNK * crew.workers
     book = ClaimBook(machine.claims, claims)
@@ -357,7 +377,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     store.add(init)
     kept = [init] if rows and not store.exact else None  # exact: the store keeps them in order
     parent = array("i", [-1])
-    via = array("i", [-1])
+    via = array(_via_type(n_actions), [-1])
     stats = Stats(visited=visited, workers=1 if crew is None else crew.workers)
     max_states, max_depth = limits.max_states, limits.max_depth
     deadline = limits.deadline(start)
@@ -380,7 +400,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         # outlive a chunk, not the level's successors
         quiet_flags = np.zeros(len(frontier), np.uint8)
         fresh_codes: list = []
-        fresh_states: list = []  # fingerprint mode: the new states (exact: they are in the store)
+        fresh_states: list = []  # fingerprint mode: the new states, packed (exact: they are in the store)
         level_fresh = 0
         timed_out = False
         for c0 in range(0, len(frontier), chunk):
@@ -391,7 +411,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
             f = store.add_all(outs)
             fresh_codes.append(take(cs, f))
             if not store.exact:
-                fresh_states.append(take(outs, f))
+                fresh_states.append(pack(take(outs, f)))
             level_fresh += f.size
             now = time.perf_counter()
             if deadline is not None and now > deadline:
@@ -406,6 +426,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         if book.open & book.quiescent and qpos.size:
             qm = qhits(frontier[qpos]) & np.uint64(book.open & book.quiescent)
             quiet = [(int(p), int(m)) for p, m in zip(qpos[qm != 0].tolist(), qm[qm != 0].tolist())]
+        frontier = qpos = None  # expanded: its memory goes before the new level is joined
         # time is up part way through the level: end now, keeping none of its successors (the
         # Python engine does not deduplicate them; the search is incomplete anyway)
         keep = 0 if timed_out else level_fresh
@@ -424,8 +445,10 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         if store.exact:
             new_states = unpack(store.store[n_states:n_states + keep])
         else:
-            new_states = join(fresh_states, keep) if fresh_states else np.zeros((0, width), np.uint8)
+            joined = join(fresh_states, keep) if fresh_states else np.zeros((0, code.packed_width), np.uint8)
             fresh_states = []
+            new_states = unpack(joined)
+            joined = None
         fresh = np.arange(keep)
         # -- claims, in discovery order (quiescent hits interleaved by expansion position); the
         # loop runs only on a level where something hits
@@ -437,7 +460,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
                 complete, reason = False, "stopped once every claim asked for had hit"
                 fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
         parent.frombytes((par + lo).astype(np.int32).tobytes())
-        via.frombytes(aid.astype(np.int32).tobytes())
+        via.frombytes(aid.astype(via.typecode).tobytes())  # numpy reads the type code as array does
         if kept is not None:
             kept.append(new_states)
         if orbit is not None:

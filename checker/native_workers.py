@@ -129,6 +129,12 @@ class Crew:
         packed = np.ascontiguousarray(packed)
         return self._per_row(lambda p, o, _: self.code.unpack(p, o), packed, out)
 
+    def pack(self, states: np.ndarray) -> np.ndarray:
+        """:meth:`~.native.NativeCode.pack`, the rows in parallel."""
+        out = np.empty((len(states), self.code.packed_width), np.uint8)
+        states = np.ascontiguousarray(states)
+        return self._per_row(lambda s, o, _: self.code.pack(s, o), states, out)
+
     def close(self) -> None:
         """Stop the threads."""
         self.pool.shutdown(wait=True)

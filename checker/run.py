@@ -13,10 +13,7 @@ from kvproof.model.machine import Machine
 from kvproof.model.registry import builtin_ancestor
 from kvproof.model.replay import run_actions
 from kvproof.model.scenario import Scenario
-from kvproof.checker.explicit import Exploration, Limits, Stats, explore
-from kvproof.checker.liveness import OutOfTime, StateGraph, build_graph, find_lasso
-from kvproof.checker.parallel import explore_parallel
-from kvproof.checker.ray_backend import explore_ray
+from kvproof.checker.explicit import Exploration, Limits, StateGraph, Stats, explore
 from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, expectations_of, found, not_found
 from kvproof.checker.symmetry import Reduction, concrete_path, reduction_for
 from kvproof.checker.traces import Trace, write_trace
@@ -32,6 +29,28 @@ PROBE_STATES = 20_000
 """Under ``auto``, the Python engine searches first with this state limit: a search that ends
 within it (about 0.15 s) is done without compiling C (the C compiler takes 0.5-1 s on a cold
 cache); a larger one is searched again by the native backend, from the start."""
+
+
+def explore_parallel(*args, **kwargs) -> Exploration:
+    """:func:`kvproof.checker.parallel.explore_parallel`, imported when a search first needs it
+    (it brings numpy: a small check in one process imports none)."""
+    from kvproof.checker.parallel import explore_parallel as search
+
+    return search(*args, **kwargs)
+
+
+def explore_ray(*args, **kwargs) -> Exploration:
+    """:func:`kvproof.checker.ray_backend.explore_ray`, imported when a search first needs it."""
+    from kvproof.checker.ray_backend import explore_ray as search
+
+    return search(*args, **kwargs)
+
+
+def build_graph(machine: Machine, limits: Limits) -> StateGraph:
+    """:func:`kvproof.checker.liveness.build_graph`, imported when a liveness claim first needs it."""
+    from kvproof.checker.liveness import build_graph as build
+
+    return build(machine, limits)
 
 
 def trace_of(scenario: Scenario, machine: Machine, exploration: Exploration, claim_index: int,
@@ -52,6 +71,8 @@ def _liveness_result(scenario: Scenario, machine: Machine, graph: StateGraph | N
     Verified on a complete graph, else Inconclusive (no graph: time ran out before it)."""
     if graph is None:
         return Inconclusive(limits.time_reason)
+    from kvproof.checker.liveness import OutOfTime, find_lasso  # numpy: only a liveness claim needs it
+
     try:
         lasso = find_lasso(machine, graph, claim, limits.deadline(), limits.time_reason)
     except OutOfTime as e:

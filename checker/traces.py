@@ -22,8 +22,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import itf_py
-
 from kvproof.model.files import read_user_text
 from kvproof.model.machine import Machine
 from kvproof.model.narration import rename
@@ -90,6 +88,8 @@ def trace_filename(scenario: str, claim: str) -> str:
 
 def to_itf(trace: Trace) -> dict[str, Any]:
     """The ITF document of ``trace``."""
+    import itf_py  # only writing or reading a trace needs it
+
     spec = trace.machine.spec
     layout = spec.layout
     states = []
@@ -164,6 +164,8 @@ def _from_doc(doc: Any, p: Path) -> Trace:
     scenario = parse_scenario(meta.get("scenario"), f"{p}#meta.scenario")
     machine = Machine(scenario.build())
     layout = machine.spec.layout
+    import itf_py
+
     parsed = itf_py.trace_from_json(doc)
     if not parsed.states:
         raise TraceError(f"{p}: no states")

@@ -18,15 +18,9 @@ from typing import Callable
 import numpy as np
 import xxhash
 
+from kvproof.checker.visited_small import MODES, SmallVisitedSet, collision_probability, default_fingerprint
+
 __all__ = ["MODES", "VisitedSet", "collision_probability"]
-
-MODES = ("exact", "fingerprint")
-
-
-def collision_probability(states: int, bits: int = 64) -> float:
-    """Upper bound on the chance that two of ``states`` distinct states share a ``bits``-bit
-    fingerprint (the birthday bound ``n(n-1)/2 / 2**bits``)."""
-    return min(1.0, states * (states - 1) / 2 / 2.0**bits)
 
 
 class VisitedSet:
@@ -114,6 +108,33 @@ class VisitedSet:
             k = np.concatenate((ka, kb))
             order = np.argsort(k, kind="stable")
             self.runs.append((k[order], np.concatenate((sa, sb))[order] if self.exact else None))
+
+    @classmethod
+    def holding(cls, small: SmallVisitedSet) -> "VisitedSet":
+        """A visited set of ``small``'s mode and fingerprint holding every key ``small`` holds
+        (what a search's Python set becomes once the search is large)."""
+        big = cls(small.mode, small.width, small.fingerprint or default_fingerprint())
+        items = list(small.seen)
+        if big.exact:
+            big.add(big.keys(items), big.states(b"".join(items)))
+        else:
+            big.add(np.fromiter(items, dtype=np.uint64, count=len(items)))
+        return big
+
+    def level(self, cand: list[bytes]) -> tuple[np.ndarray, tuple]:
+        """``(fresh, keys)`` as :meth:`SmallVisitedSet.level
+        <kvproof.checker.visited_small.SmallVisitedSet.level>` gives them (``fresh`` an array
+        here): the positions of the first occurrence of every unseen state in ``cand``,
+        ascending, and what :meth:`add_level` needs to insert some of them."""
+        keys = self.keys(cand)
+        states = self.states(b"".join(cand))
+        return self.fresh(keys, states), (keys, states)
+
+    def add_level(self, keys: tuple, fresh) -> None:
+        """Insert the states at positions ``fresh`` (a prefix of what :meth:`level` answered,
+        or any positions of that level)."""
+        at = np.asarray(fresh, dtype=np.int64)
+        self.add(keys[0][at], None if keys[1] is None else keys[1][at])
 
     def __len__(self) -> int:
         return self.size

@@ -116,3 +116,38 @@ def test_a_quiescent_claim_keeps_its_first_hit_in_a_level():
     for claims, stop in ((None, False), ([2], False), ([2], True)):
         ex = explore(g, claims=claims, stop_when_all_hit=stop)
         assert ex.path(ex.hit_at[2]) == [1, 3], (claims, stop)
+
+
+def test_a_search_that_outgrows_the_python_set_finds_what_one_that_stays_in_it_finds(monkeypatch):
+    """The visited set starts as a Python set (no numpy for a small check) and becomes the numpy
+    one past ``SMALL_STATES`` states: with the threshold lowered, the same search moves over
+    after a few levels and must find the same states, numbers, parents, actions and hits
+    (exact, fingerprints, symmetry reduction, a state limit, a stop once every claim hit)."""
+    from kvproof.checker import visited_small
+    from kvproof.checker.symmetry import reduction_for
+    from kvproof.checker.visited import VisitedSet
+
+    from .conftest import machine_of
+    from .symmetric import machine
+
+    def outcome(m, **kw):
+        ex = explore(m, rows=True, **kw)
+        s = ex.stats
+        return ((s.states, s.transitions, s.depth, s.quiescent, s.represented), ex.complete, ex.reason, ex.hit_at,
+                list(ex._parent), list(ex._via), ex.rows)
+
+    grown = []
+    real = VisitedSet.holding
+    monkeypatch.setattr(VisitedSet, "holding", lambda small: grown.append(1) or real(small))
+    race, sym = machine_of("abort-race"), machine("abort-race", "AA")
+    canon = reduction_for(sym).canonicaliser
+    runs = [(race, {}), (race, dict(visited="fingerprint")), (race, dict(limits=Limits(max_states=1000))),
+            (race, dict(claims=[0, 1], stop_when_all_hit=True)),
+            (sym, dict(canon=canon.canon, orbit=canon.orbit, visited="fingerprint"))]
+    small = [outcome(m, **kw) for m, kw in runs]
+    assert not grown
+    monkeypatch.setattr(visited_small, "SMALL_STATES", 40)
+    for (m, kw), want in zip(runs, small):
+        assert outcome(m, **kw) == want, kw
+    assert len(grown) == len(runs)
+    assert small[0][0][0] == 2_958 and small[3][2] == "stopped once every claim asked for had hit"

@@ -5,6 +5,7 @@ import random
 import pytest
 
 from kvproof.checker.visited import VisitedSet, collision_probability
+from kvproof.checker.visited_small import SmallVisitedSet
 
 
 def _levels(seed, width=3, values=4):
@@ -77,3 +78,29 @@ def test_sizes_and_the_collision_bound():
     assert 5e-9 < collision_probability(443_416) < 6e-9
     with pytest.raises(ValueError, match="expected one of"):
         VisitedSet("bloom", 3)
+
+
+# -- the Python set of a small search answers as the numpy set does ----------------------------
+def _run_small(store, levels):
+    out = []
+    for batch in levels:
+        fresh, keys = store.level(batch)
+        store.add_level(keys, fresh)
+        out.append(list(map(int, fresh)))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["exact", "fingerprint"])
+def test_the_small_set_finds_what_the_numpy_set_finds_and_grows_into_one(mode):
+    levels = _levels(11)
+    crude = lambda s: s[0]  # noqa: E731 - collisions everywhere: fingerprint mode merges them alike
+    for fingerprint in (None, crude):
+        small = SmallVisitedSet(mode, 3, fingerprint)
+        big = VisitedSet(mode, 3, **({} if fingerprint is None else {"fingerprint": fingerprint}))
+        assert _run_small(small, levels[:20]) == _run(big, levels[:20])
+        grown = VisitedSet.holding(small)  # the second half on the numpy set the small one became
+        assert isinstance(grown, VisitedSet) and len(grown) == len(small) == len(big)
+        assert _run_small(grown, levels[20:]) == _run(big, levels[20:])
+    assert _run_small(SmallVisitedSet("exact", 3), levels) == _python_set(levels)
+    with pytest.raises(ValueError, match="expected one of"):
+        SmallVisitedSet("bloom", 3)
