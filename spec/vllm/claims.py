@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_LIVE, D_TRACKED, FREE, OUT_ABORTED, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD, P_NEW, RD_NONE, RD_POSTED,
-    READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
+    D_ENDED, D_HELD, D_LIVE, D_READING, D_TRACKED, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD,
+    P_NEW, RD_FAILED, RD_NONE, RD_POSTED, READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
 )
 
 __all__ = ["VllmClaims"]
@@ -18,6 +18,20 @@ __all__ = ["VllmClaims"]
 
 class VllmClaims:
     """Mixin of :class:`~kvproof.spec.vllm.protocol.VllmPd`: its claims."""
+
+    def xfers(self, s, r: int) -> list:
+        """The states of ``r``'s transfers: its READ or WRITE (``rd``), or with per-rank WRITEs
+        (fan-in, V6) every prefill rank's (``wr[r, w]``)."""
+        if self.k.ranked:
+            return [s.wr[r, w] for w in range(self.k.F)]
+        return [s.rd[r]]
+
+    def posted(self, s, r: int):
+        """Some transfer of ``r`` is posted and has not moved its data yet."""
+        o = s.ops
+        if not self.k.ranked:
+            return o.eq(s.rd[r], RD_POSTED)
+        return o.any_(o.eq(x, RD_POSTED) for x in self.xfers(s, r))
 
     # -- isolation ---------------------------------------------------------------------------------
     @invariant
@@ -41,7 +55,7 @@ class VllmClaims:
         READ's destination is still owned by its request (V4: before #32255 an abort in
         ``WAITING_FOR_REMOTE_KVS`` freed it at once)."""
         o = s.ops
-        return o.all_(o.implies(o.eq(s.rd[r], RD_POSTED), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs)
+        return o.all_(o.implies(self.posted(s, r), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs)
 
     @invariant
     def no_source_free_while_read(self, s):
@@ -50,7 +64,7 @@ class VllmClaims:
         while decode has not read yet or is reading), V7 (push: lease expiry with the WRITE
         outstanding) and V3 (an abort of the finished request, before #25067)."""
         o = s.ops
-        return o.all_(o.implies(o.eq(s.rd[r], RD_POSTED), o.eq(s.src_owner[s.src[r]], r + 1)) for r in self.reqs)
+        return o.all_(o.implies(self.posted(s, r), o.eq(s.src_owner[s.src[r]], r + 1)) for r in self.reqs)
 
     # -- block accounting --------------------------------------------------------------------------
     @invariant
@@ -124,7 +138,7 @@ class VllmClaims:
         request with its transfer (READ, or push's WRITE) not yet posted or not yet moved."""
         o = s.ops
         return o.any_(o.and_(o.eq(s.p_phase[r], P_EXPIRED), o.is_in(s.d_phase[r], (*D_TRACKED, D_HELD)),
-                             o.is_in(s.rd[r], (RD_NONE, RD_POSTED)))
+                             o.any_(o.is_in(x, (RD_NONE, RD_POSTED)) for x in self.xfers(s, r)))
                       for r in self.reqs)
 
     @witness
@@ -147,7 +161,7 @@ class VllmClaims:
     def sometimes_abort_mid_read(self, s):
         """Decode aborts a request while its READ is still moving data."""
         o = s.ops
-        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ABORTED), o.eq(s.rd[r], RD_POSTED))
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ABORTED), self.posted(s, r))
                       for r in self.reqs)
 
     @witness
@@ -155,3 +169,40 @@ class VllmClaims:
         """An aborted request's blocks are held until its READ completes (#32255)."""
         o = s.ops
         return o.any_(o.eq(s.d_phase[r], D_HELD) for r in self.reqs)
+
+    @witness
+    def sometimes_write_post_fails(self, s):
+        """A prefill rank's WRITE failed to post (V6: ``_xfer_blocks``' except-branch)."""
+        o = s.ops
+        if not self.k.ranked:
+            return o.const(False)
+        return o.any_(o.eq(s.wr[r, w], RD_FAILED) for r in self.reqs for w in range(self.k.F))
+
+    @witness
+    def sometimes_half_written_load_held(self, s):
+        """V6: decode still waits for (holds) a request whose block one rank's WRITE filled with
+        its part while another rank's WRITE failed to post: a count it will never reach."""
+        o = s.ops
+        if not self.k.ranked:
+            return o.const(False)
+        F = self.k.F
+        return o.any_(o.and_(o.is_in(s.d_phase[r], (D_READING, D_HELD)),
+                             o.any_(o.eq(s.wr[r, w], RD_FAILED) for w in range(F)),
+                             o.any_(o.eq(s.content[w, s.dest[r]], r + 1) for w in range(F)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_counts_several_notifications(self, s):
+        """Decode counted a notification of one rank and waits for another's (fan-in above one)."""
+        o = s.ops
+        if not self.k.ranked:
+            return o.const(False)
+        return o.any_(o.and_(o.gt(s.counted[r], 0), o.lt(s.counted[r], self.k.F)) for r in self.reqs)
+
+    @witness
+    def sometimes_load_fails(self, s):
+        """HYPOTHETICAL #50754: a counted ``PUSH_FAIL`` ends a load in ``FINISHED_ERROR``."""
+        o = s.ops
+        if not self.e.push_fail_notif:
+            return o.const(False)
+        return o.any_(o.eq(s.outcome[r], OUT_ERROR) for r in self.reqs)

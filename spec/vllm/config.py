@@ -30,6 +30,7 @@ CONFIG_KEYS = ("sizes", "requests", "engine")
 _SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
 _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
+_COUNTS = {"write_fan_in": (1, 3)}
 _CHOICES = {"mode": ("pull", "push")}
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
                    "read_latency_bound": ("unbounded", 1, 6)}
@@ -81,9 +82,30 @@ class Engine:
     frees those blocks at once; with #25067 ``finish_requests`` skips finished requests and
     the lease reclaims them."""
 
+    write_fan_in: int = 1
+    """Push: ``pp_size * producers_per_consumer``, how many prefill ranks each WRITE their part of
+    decode's block (their heads, their pipeline stage) and each send a ``"{D_req}:{tp}"``
+    notification; decode's ``_get_new_notifs`` (push_worker.py:797-806) finishes the load only
+    when it has counted that many ("TP/PP fan-in").  1 (the default): one rank each side."""
+    write_post_may_fail: bool = False
+    """Push (V6): a prefill rank's ``_xfer_blocks`` may fail to post its WRITE
+    (``make_prepped_xfer``/``transfer`` raises): the except-branch (push_worker.py:746-763) logs,
+    adds the request to ``_send_failures`` and sends no notification, so decode never completes
+    its count."""
+    push_fail_notif: bool = False
+    """HYPOTHETICAL, not in 0.33.0: #50754 (open) -- a rank whose WRITE failed to post sends a
+    ``PUSH_FAIL`` notification; decode counts it, and once every rank answered reports the load
+    failed (``failed_recving``: ``kv_load_failure_policy = "fail"``, the request ends in
+    ``FINISHED_ERROR`` and its block is freed)."""
+
     def problems(self) -> list[str]:
         """What is inconsistent about these knobs (``key: text``), or nothing."""
-        return []
+        out = []
+        if self.mode == "pull" and (self.write_fan_in != 1 or self.write_post_may_fail or self.push_fail_notif):
+            out.append("engine.mode: write_fan_in, write_post_may_fail and push_fail_notif are push-mode knobs")
+        if self.push_fail_notif and not self.write_post_may_fail:
+            out.append("engine.push_fail_notif: needs write_post_may_fail = true (a PUSH_FAIL answers a failed post)")
+        return out
 
 
 @dataclass(frozen=True)
@@ -134,13 +156,21 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
     return Config(tuple(requests), engine=engine, **values)
 
 
+_LATER_KNOBS = {"write_fan_in": 1, "write_post_may_fail": False, "push_fail_notif": False}
+"""Knobs added after the first catalogue (V6, TP/PP fan-in), with their defaults: written only
+when set, so that the stored scenario (in traces and certificates) of a scenario that leaves
+them unset stays what it was."""
+
+
 def config_data(cfg: Config) -> dict[str, Any]:
-    """``cfg`` as the ``sizes``, ``requests`` and ``engine`` tables (every knob; ``None`` as its word)."""
+    """``cfg`` as the ``sizes``, ``requests`` and ``engine`` tables (every knob, except a knob of
+    :data:`_LATER_KNOBS` left at its default; ``None`` as its word)."""
     words = {k: w for k, (w, _, _) in _OPTIONAL_TICKS.items()}
     return {
         "sizes": {"prefill_blocks": cfg.prefill_blocks, "decode_blocks": cfg.decode_blocks},
         "requests": [{"tenant": r.tenant} for r in cfg.requests],
-        "engine": {k: (words[k] if v is None else v) for k, v in asdict(cfg.engine).items()},
+        "engine": {k: (words[k] if v is None else v) for k, v in asdict(cfg.engine).items()
+                   if not (k in _LATER_KNOBS and v == _LATER_KNOBS[k])},
     }
 
 
@@ -155,6 +185,10 @@ def _engine(table: Any, fail) -> Engine:
         if key in _CHOICES:
             if v not in _CHOICES[key]:
                 raise fail(f"[engine].{key}", "one of " + ", ".join(_CHOICES[key]), v)
+        elif key in _COUNTS:
+            lo, hi = _COUNTS[key]
+            if not _is_int(v) or not lo <= v <= hi:
+                raise fail(f"[engine].{key}", f"a whole number in {lo}..{hi}", v)
         elif key in _TICKS:
             lo, hi = _TICKS[key]
             if not _is_int(v) or not lo <= v <= hi:

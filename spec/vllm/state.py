@@ -15,8 +15,8 @@ from kvproof.spec.vllm.config import Config
 __all__ = [
     "P_NEW", "P_HELD", "P_SENT", "P_EXPIRED", "P_ABORTED", "P_FREED",
     "D_NEW", "D_WAITING", "D_READING", "D_HELD", "D_ENDED", "D_LIVE", "D_TRACKED",
-    "RD_NONE", "RD_POSTED", "RD_TAKEN", "RD_DONE",
-    "OUT_NONE", "OUT_SUCCESS", "OUT_ABORTED",
+    "RD_NONE", "RD_POSTED", "RD_TAKEN", "RD_DONE", "RD_FAILED", "WN_NONE", "WN_DONE", "WN_FAIL",
+    "OUT_NONE", "OUT_SUCCESS", "OUT_ABORTED", "OUT_ERROR",
     "READ_NONE", "READ_OWN", "READ_FOREIGN", "READ_CROSS_TENANT",
     "FREE", "UNWRITTEN", "NO_TENANT", "Codes", "build_fields",
 ]
@@ -38,8 +38,15 @@ D_TRACKED = (D_WAITING, D_READING)  # phases decode heartbeats for (queued or lo
 # (data not yet moved), data moved, complete
 RD_NONE, RD_POSTED, RD_TAKEN, RD_DONE = range(4)
 RD_LABELS = ("none", "posted", "data_taken", "complete")
+RD_FAILED = 4  # push with per-rank WRITEs only: the rank's WRITE failed to post (V6)
+WR_LABELS = RD_LABELS + ("post_failed",)
+# a rank's notification on its way to decode (per-rank WRITEs): none, the WRITE's completion
+# "{D_req}:{tp}", or (hypothetical #50754) PUSH_FAIL
+WN_NONE, WN_DONE, WN_FAIL = range(3)
+WN_LABELS = ("none", "write_done", "push_fail")
 OUT_NONE, OUT_SUCCESS, OUT_ABORTED = range(3)
 OUT_LABELS = ("none", "success", "aborted")
+OUT_ERROR = 3  # with push_fail_notif only: the load failed, FINISHED_ERROR (kv_load_failure_policy "fail")
 READ_NONE, READ_OWN, READ_FOREIGN, READ_CROSS_TENANT = range(4)
 READ_LABELS = ("none", "own", "foreign", "cross_tenant")
 
@@ -74,6 +81,12 @@ class Codes:
         self.owner = Domain("owner", self.R + 1, ("free",) + names)
         self.content = Domain("content", self.R + 1, ("unwritten",) + names)
         self.lease = Domain("lease_ticks_left", self.L + 1)
+        self.F = e.write_fan_in
+        self.ranked = e.mode == "push" and (self.F > 1 or e.write_post_may_fail)
+        """Push with per-rank WRITEs (fan-in above one, or V6's failed posts): each prefill rank
+        ``w`` has its own WRITE ``wr[r, w]`` writing its part ``content[w, block]`` and its own
+        notification ``wnotif[r, w]``; decode counts them (``counted``)."""
+        self.wrank = Domain("prefill_rank", self.F, tuple(f"w{w}" for w in range(self.F)))
 
 
 def build_fields(k: Codes) -> list[Field]:
@@ -85,6 +98,8 @@ def build_fields(k: Codes) -> list[Field]:
         return Domain(name, len(labels), labels)
 
     flag = en("flag", ("no", "yes"))
+    if k.ranked:
+        return _ranked_fields(k, e, req, en, flag)
     fields = [
         Field("p_phase", (req,), en("p_phase", P_LABELS), P_NEW, "prefill's view of the request"),
         Field("src", (req,), k.pblock_ref, k.P, "prefill block holding the request's KV"),
@@ -106,6 +121,45 @@ def build_fields(k: Codes) -> list[Field]:
     if k.A is not None:
         fields.append(Field("age", (req,), Domain("age", k.A + 1), 0,
                             "ticks waiting for decode to take the request, then for its READ"))
+    if k.I is not None:
+        fields.append(Field("hb_age", (), Domain("hb_age", k.I + 1), 0, "ticks since decode's last heartbeats"))
+    if e.decode_may_stall:
+        fields.append(Field("stalled", (), flag, 0, "decode's engine loop is stalled (a long forward pass)"))
+    return fields
+
+
+def _ranked_fields(k: Codes, e, req: Domain, en, flag) -> list[Field]:
+    """The fields of push mode with per-rank WRITEs (:attr:`Codes.ranked`): ``rd``, ``notif``
+    and ``content`` become per prefill rank (``wr``, ``wnotif``, ``content[w, block]``), decode
+    counts notifications (``counted``)."""
+    w = k.wrank
+    outcomes = OUT_LABELS + (("error",) if e.push_fail_notif else ())
+    fields = [
+        Field("p_phase", (req,), en("p_phase", P_LABELS), P_NEW, "prefill's view of the request"),
+        Field("src", (req,), k.pblock_ref, k.P, "prefill block holding the request's KV"),
+        Field("lease", (req,), k.lease, 0, "ticks left on prefill's lease (_reqs_to_send expiry)"),
+        Field("late", (req,), flag, 0, "prefill saw a completion notification after the lease expired"),
+        Field("d_phase", (req,), en("d_phase", D_LABELS), D_NEW, "decode's view of the request"),
+        Field("dest", (req,), k.block_ref, k.D, "decode block the WRITEs fill"),
+        Field("wr", (req, w), en("xfer", WR_LABELS), RD_NONE, "each prefill rank's WRITE of its part"),
+        Field("wnotif", (req, w), en("wnotif", WN_LABELS), WN_NONE,
+              "each rank's notification on its way to decode"),
+        Field("counted", (req,), Domain("counted", k.F + 1), 0,
+              "notifications decode's _get_new_notifs counted (consumer_notification_counts_by_req)"),
+        Field("outcome", (req,), en("outcome", outcomes), OUT_NONE, "what the client got"),
+        Field("read", (req,), en("read", READ_LABELS), READ_NONE, "what decode computed on"),
+        Field("owner", (k.block,), k.owner, FREE, "decode block owner", sentinel=True),
+        Field("content", (w, k.block), k.content, UNWRITTEN, "whose KV each rank's part of a decode block holds",
+              sentinel=True),
+        Field("src_owner", (k.pblock,), k.owner, FREE, "prefill block owner", sentinel=True),
+        Field("src_content", (k.pblock,), k.content, UNWRITTEN, "whose KV a prefill block holds", sentinel=True),
+        Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writers"),
+    ]
+    if e.push_fail_notif:
+        fields.append(Field("load_failed", (req,), flag, 0, "decode counted a PUSH_FAIL for the request"))
+    if k.A is not None:
+        fields.append(Field("age", (req,), Domain("age", k.A + 1), 0,
+                            "ticks waiting for decode to take the request, then for its WRITEs"))
     if k.I is not None:
         fields.append(Field("hb_age", (), Domain("hb_age", k.I + 1), 0, "ticks since decode's last heartbeats"))
     if e.decode_may_stall:

@@ -31,6 +31,17 @@ def _stranded(o, trace) -> str | None:
             "blocks: no WRITE will come")
 
 
+def _short(o, trace) -> str | None:
+    if not o.count_short:
+        return None
+    return (f"decode holds {_requests(o.count_short)} with its notification count short: a prefill rank's "
+            "WRITE failed to post and sent nothing")
+
+
+def _held(o, trace) -> str | None:
+    return _stranded(o, trace) or _short(o, trace)
+
+
 REAL_CLAIMS = {
     "decode_reads_only_own_pages": lambda o, t: _reads(o, t) if any(x in ("foreign", "cross_tenant") for x in o.read)
     else None,
@@ -41,8 +52,8 @@ REAL_CLAIMS = {
     "no_write_after_release": lambda o, t: (f"decode freed the destination of the posted {_xfer(t)} of "
                                             f"{_requests(o.dest_freed_under_read)}"
                                             if o.dest_freed_under_read else None),
-    "held_pages_are_released": _stranded,
-    "requests_end": _stranded,
+    "held_pages_are_released": _held,
+    "requests_end": _held,
     "quiescent_holds_nothing": _stranded,
 }
 """How each claim's failure shows in what vLLM's code did (the detail of the verdict line), or
