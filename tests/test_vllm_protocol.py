@@ -11,7 +11,10 @@ from kvproof.model.machine import Machine
 from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_scenario
 from kvproof.spec.vllm.config import Config, Engine, Request
 from kvproof.spec.vllm.protocol import VllmPd
-from kvproof.spec.vllm.state import D_ENDED, D_TRACKED, OUT_ABORTED, P_SENT, RD_POSTED, READ_OWN
+from kvproof.spec.vllm.state import (
+    D_ENDED, D_HELD, D_READING, D_TRACKED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_HELD, P_SENT, RD_FAILED, RD_POSTED,
+    READ_OWN, WN_FAIL,
+)
 
 from .conftest import checked
 
@@ -31,7 +34,10 @@ CATALOGUE = {
     "vllm-push-lease-expiry-stall": (1656, ISOLATION | {"no_source_free_while_read"}),
     "vllm-push-heartbeat": (197, set()),
     "vllm-push-abort-unanswered": (2630, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+    "vllm-push-write-post-fails": (1361, set()),
+    "vllm-push-write-post-fails-50754": (2748, set()),
 }
+HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-push-write-post-fails"}  # V5, V6: liveness violated
 
 
 def test_the_catalogue_lists_the_vllm_scenarios_after_sglangs():
@@ -54,7 +60,7 @@ def test_state_counts_and_verdicts_are_pinned(name):
     if "stall" in name:  # a decode that may stall forever: weak fairness cannot promise progress
         assert live == {}
     else:  # V5: the aborted push load is held forever; everything else ends
-        bad = "violated" if name == "vllm-push-abort-unanswered" else "verified"
+        bad = "violated" if name in HELD_FOREVER else "verified"
         assert live == {"held_pages_are_released": bad, "requests_end": bad}
 
 
@@ -111,6 +117,32 @@ class PushFreesAtPost(VllmPd):
         self._free(s, n, r, "src_owner", "src")
 
 
+class CountsOneNotification(VllmPd):
+    """Push with per-rank WRITEs: decode finishes the load on the first notification, whatever
+    ``pp_size * producers_per_consumer`` says."""
+
+    def decode_get_new_notifs(self, s, n, r, w):
+        super().decode_get_new_notifs(s, n, r, w)
+        o = s.ops
+        served = o.eq(s.d_phase[r], D_READING)
+        n.outcome[r] = o.ite(served, OUT_SUCCESS, s.outcome[r])
+        n.read[r] = o.ite(served, self._classify(s, r), s.read[r])
+        n.d_phase[r] = D_ENDED
+        self._free(s, n, r, "owner", "dest")
+
+
+class PushFailEndsAtOnce(VllmPd):
+    """Hypothetical #50754 done differently: a PUSH_FAIL fails the load at once, without waiting
+    for the sibling ranks' WRITEs."""
+
+    def decode_get_new_notifs(self, s, n, r, w):
+        super().decode_get_new_notifs(s, n, r, w)
+        o = s.ops
+        fail = o.eq(s.wnotif[r, w], WN_FAIL)
+        n.d_phase[r] = o.ite(fail, D_ENDED, n.d_phase[r])
+        self._free(s, n, r, "owner", "dest", when=fail)
+
+
 MUTANTS = [
     ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
     ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
@@ -118,6 +150,10 @@ MUTANTS = [
     ("push: heartbeat does not extend the lease", "vllm-push-heartbeat", HeartbeatDoesNotExtend,
      "no_source_free_while_read"),
     ("push: source freed when the WRITE is posted", "vllm-push-heartbeat", PushFreesAtPost, "no_source_free_while_read"),
+    ("push fan-in: decode counts one notification", "vllm-push-write-post-fails", CountsOneNotification,
+     "decode_reads_only_own_pages"),
+    ("#50754: PUSH_FAIL frees the block under a sibling WRITE", "vllm-push-write-post-fails-50754",
+     PushFailEndsAtOnce, "no_write_after_release"),
 ]
 
 
@@ -188,6 +224,7 @@ def test_the_tables_round_trip_through_a_trace():
     ({"engine": {"decode_may_stall": 1}}, "x.toml: [engine].decode_may_stall: expected true or false, got 1"),
     ({"engine": {"lease": 3}}, "x.toml: [engine].lease: expected one of mode, kv_lease_duration"),
     ({"engine": {"mode": "both"}}, "x.toml: [engine].mode: expected one of pull, push, got 'both'"),
+    ({"engine": {"write_fan_in": 4}}, "x.toml: [engine].write_fan_in: expected a whole number in 1..3, got 4"),
 ])
 def test_bad_tables_are_one_line(patch, message):
     with pytest.raises(ScenarioError) as e:
@@ -236,6 +273,39 @@ def test_push_write_done_after_the_lease_ran_out_is_reaped_not_sent():
     assert s[spec.layout.slot("lease", 0)] == 0
     assert m.step(s, _aid(m, "prefill_get_transfer_results(req=R0)")) is None
     assert m.step(s, _aid(m, "prefill_reap_expired_lease(req=R0)")) is not None
+
+
+def test_v6_one_rank_fails_decode_counts_one_of_two_and_heartbeats_keep_both_blocks():
+    """0.33.0: rank w0's WRITE lands and is counted, rank w1's post fails and sends nothing:
+    decode holds the half-written block at 1 of 2, keeps heartbeating, and prefill's lease never
+    runs out; with #50754 (hypothetical) w1's PUSH_FAIL completes the count as a failure."""
+    head = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_send_push_reg(req=R0)",
+            "prefill_xfer_blocks(req=R0, wrank=w0)", "prefill_xfer_blocks_fails(req=R0, wrank=w1)",
+            "nixl_write_land_part(req=R0, wrank=w0)", "nixl_write_complete_part(req=R0, wrank=w0)",
+            "decode_get_new_notifs(req=R0, wrank=w0)"]
+    spec = builtin("vllm-push-write-post-fails").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*head)
+    assert s[g("counted", 0)] == 1 and s[g("d_phase", 0)] == D_READING and s[g("wr", 0, 1)] == RD_FAILED
+    assert s[g("content", 0, 0)] == 1 and s[g("content", 1, 0)] == 0  # half written: w0's part is R0's
+    for _ in range(4):
+        s = m.run("clock_tick()", "decode_send_heartbeats()", state=s)
+    assert s[g("lease", 0)] > 0 and s[g("p_phase", 0)] == P_HELD and s[g("owner", 0)] == 1
+    assert not any(m.label(a).startswith("decode_get_new_notifs") for a in range(len(m.instances))
+                   if m.step(s, a) is not None)
+    spec = builtin("vllm-push-write-post-fails-50754").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*head)
+    assert s[g("wnotif", 0, 1)] == WN_FAIL
+    s = m.run("decode_get_new_notifs(req=R0, wrank=w1)", state=s)
+    assert s[g("d_phase", 0)] == D_ENDED and s[g("outcome", 0)] == OUT_ERROR and s[g("owner", 0)] == 0
+
+
+def test_show_tells_the_failed_post(capsys):
+    code = main(["show", str(TRACES / "vllm-push-write-post-fails__requests_end.itf.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and '"Push WRITE submission failed; releasing handle"' in out
+    assert "whose count cannot complete (V6)" in out and "requests_end fails" in out
 
 
 def _aid(m, label):
