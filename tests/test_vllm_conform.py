@@ -24,14 +24,15 @@ pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two share
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
-              "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-write-post-fails"]
+              "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-write-post-fails",
+              "vllm-pull-replayed-params"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
 # Scenarios added after the test command neared its budget: 100 random sequences in the default
 # tier, 300 under --thorough (the rest of the issue's 300).
-AGREEING_LATER = ["vllm-push-write-post-fails"]
+AGREEING_LATER = ["vllm-push-write-post-fails", "vllm-pull-replayed-params"]
 RANDOM_LATER = int(os.environ.get("KVPROOF_VLLM_RANDOM", "100"))
 
 
@@ -65,7 +66,8 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     assert v.verdict == "reproduced", getattr(v, "reason", "")
     assert "fails in the code" in v.how  # the claim fails in what vLLM did, not only in the model
     if "read" in v.claim and "source" not in v.claim:
-        assert "R0: cross_tenant" in v.how  # decode ran R0 on R1's (tenant B's) KV
+        victim = "R2" if "replayed" in path.name else "R0"  # V9: the replay R2 carries R0's parameters
+        assert f"{victim}: cross_tenant" in v.how  # decode ran it on R1's (tenant B's) KV
     if v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing"):
         if "write-post-fails" in path.name:  # V6: the real count is short after a failed post
             assert "notification count short" in v.how
@@ -341,6 +343,30 @@ def test_a_hypothetical_fix_refuses_to_run_on_0_33():
 
     with pytest.raises(ConformError, match="push_fail_notif = true: #50754's PUSH_FAIL"):
         fuzz_scenario(builtin("vllm-push-write-post-fails-50754"), 5)
+    with pytest.raises(ConformError, match="decode_refuses_replayed_params = true: a fail-closed decode"):
+        fuzz_scenario(builtin("vllm-pull-replayed-params-refused"), 5)
+
+
+def test_v9_a_replay_on_the_real_schedulers_frees_its_references_block_and_drops_its_heartbeat():
+    """R2 enters 0.33.0's decode scheduler with R0's kv_transfer_params: its READ's notification
+    "R0:1" makes prefill's real _get_new_notifs report R0 finished_sending (its block is freed
+    under R0's own posted READ), and R2's finished_recving makes the real _stop_heartbeat discard
+    R0 from _heartbeat_by_engine although R0 is still tracked and loading."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-replayed-params")
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_on_new_request(req=R2)",
+            "decode_start_load_kv(req=R0)", "decode_start_load_kv(req=R2)", "nixl_read_take_data(req=R2)",
+            "nixl_read_complete(req=R2)", "decode_finished_recving(req=R2)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    cs = h.D.connector.connector_scheduler
+    assert h.slots[2].recv.remote.request_id == "R0" and h.slots[2].seen == "own"
+    assert "d-R0" in cs._heartbeat_req_engine and not cs._heartbeat_by_engine  # R0 loads, no HB names it
+    result, h = _run(VllmPd, sc, path + ["prefill_get_new_notifs(req=R2)"])
+    assert result.agrees, result.reason
+    assert "R0" not in h.P.requests and h.slots[0].read == "posted"  # freed under R0's own READ
 
 
 @pytest.mark.parametrize("name", AGREEING_LATER)

@@ -36,6 +36,8 @@ CATALOGUE = {
     "vllm-push-abort-unanswered": (2630, {"no_source_free_while_read", "quiescent_holds_nothing"}),
     "vllm-push-write-post-fails": (1361, set()),
     "vllm-push-write-post-fails-50754": (2748, set()),
+    "vllm-pull-replayed-params": (11612, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-replayed-params-refused": (689, set()),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-push-write-post-fails"}  # V5, V6: liveness violated
 
@@ -143,6 +145,16 @@ class PushFailEndsAtOnce(VllmPd):
         self._free(s, n, r, "owner", "dest", when=fail)
 
 
+class RefusesOnlyConsumedReferences(VllmPd):
+    """The fail-closed V9 fix done halfway: decode refuses a reference only once the request that
+    first carried it ended (a concurrent replay gets through)."""
+
+    def _reference_admitted(self, s, r):
+        o = s.ops
+        t = self.k.origin[r]
+        return o.any_(o.eq(s.d_phase[x], D_ENDED) for x in self.reqs if x != r and self.k.origin[x] == t)
+
+
 MUTANTS = [
     ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
     ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
@@ -154,6 +166,8 @@ MUTANTS = [
      "decode_reads_only_own_pages"),
     ("#50754: PUSH_FAIL frees the block under a sibling WRITE", "vllm-push-write-post-fails-50754",
      PushFailEndsAtOnce, "no_write_after_release"),
+    ("V9 fix refusing only consumed references", "vllm-pull-replayed-params-refused", RefusesOnlyConsumedReferences,
+     "no_cross_tenant_read"),
 ]
 
 
@@ -299,6 +313,33 @@ def test_v6_one_rank_fails_decode_counts_one_of_two_and_heartbeats_keep_both_blo
     assert s[g("wnotif", 0, 1)] == WN_FAIL
     s = m.run("decode_get_new_notifs(req=R0, wrank=w1)", state=s)
     assert s[g("d_phase", 0)] == D_ENDED and s[g("outcome", 0)] == OUT_ERROR and s[g("owner", 0)] == 0
+
+
+def test_v9_a_replay_shares_its_references_heartbeat_and_its_notification():
+    """0.33.0: R2 carries R0's kv_transfer_params.  Its READ's notification names R0, so prefill
+    frees R0's block while R0's own READ is still posted; and when R2 ends, decode's
+    _stop_heartbeat discards R0's id from the heartbeat set although R0 still loads."""
+    spec = builtin("vllm-pull-replayed-params").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_on_new_request(req=R2)",
+              "decode_start_load_kv(req=R0)", "decode_start_load_kv(req=R2)", "nixl_read_take_data(req=R2)",
+              "nixl_read_complete(req=R2)", "decode_finished_recving(req=R2)")
+    assert s[g("read", 2)] == READ_OWN and s[g("hb_set", 0)] == 0 and s[g("d_phase", 0)] == D_READING
+    assert m.step(s, _aid(m, "decode_send_heartbeats()")) is None  # R0 loads, but no HB names it
+    s = m.run("prefill_get_new_notifs(req=R2)", state=s)
+    assert s[g("p_phase", 0)] == P_SENT and s[g("src_owner", 0)] == 0 and s[g("rd", 0)] == RD_POSTED
+
+
+def test_show_tells_the_replayed_reference(capsys):
+    code = main(["show", str(TRACES / "vllm-pull-replayed-params__no_cross_tenant_read.itf.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "the READ for R2 (carrying R0's kv_transfer_params) takes q0, which R0 no longer holds: it " \
+        "holds R1's KV (tenant B)" in out and "decode runs R2 (tenant A)" in out
+
+
+def test_a_replay_must_name_an_earlier_request():
+    with pytest.raises(ScenarioError, match=r"requests\[1\].replays: expected the index of an earlier request"):
+        parse_scenario({**GOOD, "requests": [{"tenant": "A"}, {"tenant": "A", "replays": 1}]}, "x.toml")
 
 
 def test_show_tells_the_failed_post(capsys):

@@ -36,7 +36,8 @@ class VllmClaims:
     # -- isolation ---------------------------------------------------------------------------------
     @invariant
     def decode_reads_only_own_pages(self, s):
-        """Decode computes only on KV written for this request.  Broken by V1 (the READ took a
+        """Decode computes only on KV written for this request (a replay's: for the prompt of the
+        request it replays, V9).  Broken by V1 (the READ took a
         block prefill freed on lease expiry and reused; push: V7, the WRITE did) and V4 (an aborted request's READ
         landed in a block decode had freed and given to another request)."""
         o = s.ops
@@ -62,9 +63,12 @@ class VllmClaims:
         """A prefill block is never freed while a READ (push: a WRITE) still reads it: every
         posted transfer's source is still owned by its request.  Broken by V1 (lease expiry
         while decode has not read yet or is reading), V7 (push: lease expiry with the WRITE
-        outstanding) and V3 (an abort of the finished request, before #25067)."""
+        outstanding), V3 (an abort of the finished request, before #25067) and V9 (a replayed
+        reference READs a block its request no longer holds; a replay's source belongs to the
+        request it replays)."""
         o = s.ops
-        return o.all_(o.implies(self.posted(s, r), o.eq(s.src_owner[s.src[r]], r + 1)) for r in self.reqs)
+        return o.all_(o.implies(self.posted(s, r), o.eq(s.src_owner[s.src[r]], self.k.origin[r] + 1))
+                      for r in self.reqs)
 
     # -- block accounting --------------------------------------------------------------------------
     @invariant
@@ -99,7 +103,7 @@ class VllmClaims:
         of both pools is free."""
         o = s.ops
         parts = [o.eq(s.d_phase[r], D_ENDED) for r in self.reqs]
-        parts += [o.is_in(s.p_phase[r], P_FREED) for r in self.reqs]
+        parts += [o.is_in(s.p_phase[r], P_FREED) for r in self.reqs if not self.k.replay[r]]  # a replay: never prefilled
         parts += [o.eq(s.owner[b], FREE) for b in range(self.k.D)]
         parts += [o.eq(s.src_owner[q], FREE) for q in range(self.k.P)]
         return o.all_(parts)
@@ -204,5 +208,19 @@ class VllmClaims:
         """HYPOTHETICAL #50754: a counted ``PUSH_FAIL`` ends a load in ``FINISHED_ERROR``."""
         o = s.ops
         if not self.e.push_fail_notif:
+            return o.const(False)
+        return o.any_(o.eq(s.outcome[r], OUT_ERROR) for r in self.reqs)
+
+    @witness
+    def sometimes_replay_served(self, s):
+        """V9: a request carrying replayed ``kv_transfer_params`` is served (on whatever its READ took)."""
+        o = s.ops
+        return o.any_(o.eq(s.outcome[r], OUT_SUCCESS) for r in self.reqs if self.k.replay[r])
+
+    @witness
+    def sometimes_replay_refused(self, s):
+        """HYPOTHETICAL fail-closed V9 fix: decode refuses a reference it already admitted."""
+        o = s.ops
+        if not self.e.decode_refuses_replayed_params:
             return o.const(False)
         return o.any_(o.eq(s.outcome[r], OUT_ERROR) for r in self.reqs)

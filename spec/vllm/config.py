@@ -13,6 +13,8 @@ The scenario file's tables (:func:`parse_config`, :func:`config_data`)::
 
     [[requests]]            # 1..3 of them, one KV block each, prefilled in this order
     tenant = "A"
+    # replays = 0           # optional (V9): a decode-only request carrying request 0's
+                            # kv_transfer_params (a replayed or stale reference); never prefilled
 
     [engine]                # knobs of :class:`Engine`; unset ones keep their defaults
     mode = "pull"           # or "push"
@@ -41,6 +43,11 @@ class Request:
     """One request: its tenant (whose data its KV is).  Each request's KV is one block."""
 
     tenant: str
+    replays: int | None = None
+    """V9 (#52234): this request is not prefilled; it reaches decode carrying the
+    ``kv_transfer_params`` of request ``replays`` (an earlier one), consumed or not -- a router
+    retry or a replayed reference.  Its prompt is that request's, so that request's KV is its
+    own; it READs the block ids the parameters name, whoever holds them by then."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,10 @@ class Engine:
     (``make_prepped_xfer``/``transfer`` raises): the except-branch (push_worker.py:746-763) logs,
     adds the request to ``_send_failures`` and sends no notification, so decode never completes
     its count."""
+    decode_refuses_replayed_params: bool = False
+    """HYPOTHETICAL fail-closed fix of V9, not in 0.33.0 (#52234 is open): decode admits a
+    ``(remote_engine_id, remote_request_id)`` reference once; a second request carrying it is
+    refused before any block is allocated or READ (``FINISHED_ERROR``)."""
     push_fail_notif: bool = False
     """HYPOTHETICAL, not in 0.33.0: #50754 (open) -- a rank whose WRITE failed to post sends a
     ``PUSH_FAIL`` notification; decode counts it, and once every rank answered reports the load
@@ -124,7 +135,15 @@ class Config:
 
     def problems(self) -> list[str]:
         """What is inconsistent about this instance (``key: text``), or nothing."""
-        return self.engine.problems()
+        out = self.engine.problems()
+        for i, r in enumerate(self.requests):
+            if r.replays is None:
+                continue
+            if not 0 <= r.replays < i or self.requests[r.replays].replays is not None:
+                out.append(f"requests[{i}].replays: the index of an earlier request that is not a replay itself")
+            elif self.engine.mode != "pull":
+                out.append(f"requests[{i}].replays: replayed parameters are modelled in pull mode only")
+        return out
 
 
 def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config:
@@ -147,17 +166,22 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
         raise fail("[[requests]]", f"1..{_MAX_REQUESTS} request tables")
     requests = []
     for i, r in enumerate(reqs):
-        if not isinstance(r, dict) or set(r) != {"tenant"}:
-            raise fail(f"requests[{i}]", "a table with exactly tenant (each request is one KV block)", r)
+        if not isinstance(r, dict) or "tenant" not in r or set(r) - {"tenant", "replays"}:
+            raise fail(f"requests[{i}]", "a table with exactly tenant (each request is one KV block)"
+                       " and optionally replays", r)
         if not isinstance(r["tenant"], str) or not r["tenant"]:
             raise fail(f"requests[{i}].tenant", "a non-empty string", r["tenant"])
-        requests.append(Request(r["tenant"]))
+        replays = r.get("replays")
+        if replays is not None and (not _is_int(replays) or not 0 <= replays < i):
+            raise fail(f"requests[{i}].replays", f"the index of an earlier request (0..{i - 1})", replays)
+        requests.append(Request(r["tenant"], replays))
     engine = _engine(data.get("engine", {}), fail)
     return Config(tuple(requests), engine=engine, **values)
 
 
-_LATER_KNOBS = {"write_fan_in": 1, "write_post_may_fail": False, "push_fail_notif": False}
-"""Knobs added after the first catalogue (V6, TP/PP fan-in), with their defaults: written only
+_LATER_KNOBS = {"write_fan_in": 1, "write_post_may_fail": False, "push_fail_notif": False,
+                "decode_refuses_replayed_params": False}
+"""Knobs added after the first catalogue (V6, TP/PP fan-in, V9), with their defaults: written only
 when set, so that the stored scenario (in traces and certificates) of a scenario that leaves
 them unset stays what it was."""
 
@@ -168,7 +192,8 @@ def config_data(cfg: Config) -> dict[str, Any]:
     words = {k: w for k, (w, _, _) in _OPTIONAL_TICKS.items()}
     return {
         "sizes": {"prefill_blocks": cfg.prefill_blocks, "decode_blocks": cfg.decode_blocks},
-        "requests": [{"tenant": r.tenant} for r in cfg.requests],
+        "requests": [{"tenant": r.tenant, **({} if r.replays is None else {"replays": r.replays})}
+                     for r in cfg.requests],
         "engine": {k: (words[k] if v is None else v) for k, v in asdict(cfg.engine).items()
                    if not (k in _LATER_KNOBS and v == _LATER_KNOBS[k])},
     }

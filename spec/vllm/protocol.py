@@ -113,9 +113,33 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                                   o.ne(o.lookup(self.k.tenant_of_content, x), self.k.tenant[r])) for x in parts)
             return o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
         held = s.content[s.dest[r]]
-        own = o.eq(held, r + 1)
+        own = o.eq(held, self.k.origin[r] + 1)  # a replay's own KV is its reference's (V9)
         cross = o.and_(o.ne(held, UNWRITTEN), o.ne(o.lookup(self.k.tenant_of_content, held), self.k.tenant[r]))
         return o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
+
+    def _reference_admitted(self, s, r: int):
+        """Decode already admitted another request carrying ``r``'s reference (V9)."""
+        o = s.ops
+        t = self.k.origin[r]
+        return o.any_(o.ne(s.d_phase[x], D_NEW) for x in self.reqs if x != r and self.k.origin[x] == t)
+
+    def _heartbeat_names(self, s) -> list:
+        """Per request: decode's ``HB:`` notification names its id.  Decode tracks the requests
+        it has queued or loading; with replays (V9) the heartbeat set holds remote request ids
+        (``hb_set``), shared by a request and its replays."""
+        o = s.ops
+        if self.k.replays:
+            return [o.eq(s.hb_set[r], 1) for r in self.reqs]
+        return [o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs]
+
+    def _stop_heartbeat(self, s, n, r: int, when) -> None:
+        """``_stop_heartbeat`` (base_scheduler.py:243-251) when ``r`` stops being queued or
+        loading (``when``): it discards ``r``'s remote request id from the heartbeat set, even if
+        another decode request carrying the same id (a replay, V9) still loads, whose lease then
+        gets no more heartbeats."""
+        o = s.ops
+        t = self.k.origin[r]
+        n.hb_set[t] = o.ite(when, 0, s.hb_set[t])
 
     @property
     def pull(self) -> bool:
@@ -146,9 +170,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         kv_lease_duration``.  These are the blocks decode will READ (V1).  Requests reach
         prefill in order."""
         o = s.ops
+        s.require(not self.k.replay[r])  # a replay (V9) is never prefilled
         s.require(o.eq(s.p_phase[r], P_NEW))
-        if r > 0:
-            s.require(o.ne(s.p_phase[r - 1], P_NEW))
+        before = [x for x in range(r) if not self.k.replay[x]]
+        if before:
+            s.require(o.ne(s.p_phase[before[-1]], P_NEW))
         self._allocate(s, n, r, "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_HELD
         n.lease[r] = self.k.L
@@ -160,16 +186,19 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``finished_sending`` and its blocks are freed (after the READ moved its data: a drain
         proof).  For one whose lease already expired it logs "Potentially invalid KV blocks for
         unrecognized request" (``record_notification_after_expiry``) and drops it: nothing
-        reaches decode (V1)."""
+        reaches decode (V1).  A replay's READ (V9) notifies ``"{remote_request_id}:1"``, the id of
+        the request it replays: prefill counts it for that request, which is then
+        ``finished_sending`` and freed while its own decode READ may still be in flight."""
         o = s.ops
         s.require(self.pull)
         s.require(o.eq(s.notif[r], 1))
         n.notif[r] = 0
-        held = o.eq(s.p_phase[r], P_HELD)
-        n.p_phase[r] = o.ite(held, P_SENT, s.p_phase[r])
-        n.lease[r] = o.ite(held, 0, s.lease[r])
+        t = self.k.origin[r]  # the request the notification names
+        held = o.eq(s.p_phase[t], P_HELD)
+        n.p_phase[t] = o.ite(held, P_SENT, s.p_phase[t])
+        n.lease[t] = o.ite(held, 0, s.lease[t])
         n.late[r] = o.ite(held, s.late[r], 1)
-        self._free(s, n, r, "src_owner", "src", when=held)
+        self._free(s, n, t, "src_owner", "src", when=held)
 
     @action("prefill", "req", fair=True)
     def prefill_reap_expired_lease(self, s, n, r):
@@ -204,12 +233,23 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         (base_scheduler.py:202-241), ``get_num_new_matched_tokens`` asks for an async load, the
         scheduler allocates a block and parks the request in ``WAITING_FOR_REMOTE_KVS``
         (scheduler.py:1523).  The parameters may already be stale: prefill's lease may have
-        expired (V1, "D has not read yet")."""
+        expired (V1, "D has not read yet").  A replay (V9, #52234) carries the parameters of the
+        request it replays, consumed or not: the same ``remote_block_ids`` (``src``), the same
+        ``remote_request_id`` in the heartbeat set.  With the HYPOTHETICAL
+        ``decode_refuses_replayed_params`` a reference decode already admitted is refused instead
+        (:meth:`decode_refuse_replayed_params`)."""
         o = s.ops
+        t = self.k.origin[r]
         s.require(o.eq(s.d_phase[r], D_NEW))
-        s.require(o.ne(s.p_phase[r], P_NEW))
+        s.require(o.ne(s.p_phase[t], P_NEW))
         s.require(self._running(s))
+        if self.e.decode_refuses_replayed_params:
+            s.require(o.not_(self._reference_admitted(s, r)))
         self._allocate(s, n, r, "owner", "dest", self.k.D)
+        if self.k.replay[r]:
+            n.src[r] = s.src[t]
+        if self.k.replays:
+            n.hb_set[t] = 1
         n.d_phase[r] = D_WAITING
         if self.k.A is not None:
             n.age[r] = 0
@@ -252,6 +292,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.read[r] = o.ite(loading, self._classify(s, r), s.read[r])
         n.d_phase[r] = D_ENDED
         self._free(s, n, r, "owner", "dest")
+        if self.k.replays:
+            self._stop_heartbeat(s, n, r, loading)
 
     @action("decode", "req")
     def decode_abort(self, s, n, r):
@@ -277,6 +319,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.outcome[r] = OUT_ABORTED
         n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
         self._free(s, n, r, "owner", "dest", when=o.not_(hold))
+        if self.k.replays:
+            self._stop_heartbeat(s, n, r, True)
 
     @action("decode", fair=True)
     def decode_send_heartbeats(self, s, n):
@@ -288,7 +332,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(self.k.I is not None)
         s.require(self._running(s))
         s.require(o.eq(s.hb_age, self.k.I))
-        tracked = [o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs]
+        tracked = self._heartbeat_names(s)
         s.require(o.any_(tracked))
         n.hb_age = 0
         for r in self.reqs:
@@ -444,7 +488,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                 blocks.append(o.and_(loading, o.ge(s.age[r], e.read_latency_bound)))
             n.age[r] = advance(s.age[r], o.any_(counting))
         if k.I is not None:
-            tracked = o.any_(o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs)
+            tracked = o.any_(self._heartbeat_names(s))
             n.hb_age = advance(s.hb_age, o.and_(tracked, o.lt(s.hb_age, k.I)))
             blocks.append(o.and_(tracked, o.eq(s.hb_age, k.I), self._running(s)))
         s.require(o.any_(moves))
@@ -539,3 +583,20 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.read[r] = o.ite(served, self._classify(s, r), s.read[r])
         n.d_phase[r] = o.ite(last, D_ENDED, s.d_phase[r])
         self._free(s, n, r, "owner", "dest", when=last)
+
+    # -- V9's HYPOTHETICAL fail-closed fix ------------------------------------------------------------
+    @action("decode", "req", fair=True)
+    def decode_refuse_replayed_params(self, s, n, r):
+        """HYPOTHETICAL (not in 0.33.0; #52234 is open), V9 failing closed: decode admits each
+        ``(remote_engine_id, remote_request_id)`` reference once; a request arriving with a
+        reference decode already admitted (a replay, or the original after its replay) is refused
+        before any block is allocated or READ: ``FINISHED_ERROR``."""
+        o = s.ops
+        s.require(self.e.decode_refuses_replayed_params)
+        t = self.k.origin[r]
+        s.require(o.eq(s.d_phase[r], D_NEW))
+        s.require(o.ne(s.p_phase[t], P_NEW))
+        s.require(self._running(s))
+        s.require(self._reference_admitted(s, r))
+        n.d_phase[r] = D_ENDED
+        n.outcome[r] = OUT_ERROR

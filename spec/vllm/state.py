@@ -81,6 +81,11 @@ class Codes:
         self.owner = Domain("owner", self.R + 1, ("free",) + names)
         self.content = Domain("content", self.R + 1, ("unwritten",) + names)
         self.lease = Domain("lease_ticks_left", self.L + 1)
+        self.origin = tuple(i if r.replays is None else r.replays for i, r in enumerate(cfg.requests))
+        """Whose prompt and ``kv_transfer_params`` each request carries: itself, or for a replay
+        (V9) the request it replays."""
+        self.replay = tuple(r.replays is not None for r in cfg.requests)
+        self.replays = any(self.replay)
         self.F = e.write_fan_in
         self.ranked = e.mode == "push" and (self.F > 1 or e.write_post_may_fail)
         """Push with per-rank WRITEs (fan-in above one, or V6's failed posts): each prefill rank
@@ -109,7 +114,8 @@ def build_fields(k: Codes) -> list[Field]:
         Field("dest", (req,), k.block_ref, k.D, "decode block the READ fills"),
         Field("rd", (req,), en("xfer", RD_LABELS), RD_NONE, "the NIXL transfer (pull: READ, push: WRITE)"),
         Field("notif", (req,), flag, 0, "the transfer's completion notification on its way to the peer"),
-        Field("outcome", (req,), en("outcome", OUT_LABELS), OUT_NONE, "what the client got"),
+        Field("outcome", (req,), en("outcome", OUT_LABELS + (("error",) if e.decode_refuses_replayed_params else ())),
+              OUT_NONE, "what the client got"),
         Field("read", (req,), en("read", READ_LABELS), READ_NONE, "what decode computed on"),
         Field("owner", (k.block,), k.owner, FREE, "decode block owner", sentinel=True),
         Field("content", (k.block,), k.content, UNWRITTEN, "whose KV a decode block holds", sentinel=True),
@@ -118,6 +124,9 @@ def build_fields(k: Codes) -> list[Field]:
     ]
     if e.mode == "push":
         fields.append(Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writer"))
+    if k.replays:
+        fields.append(Field("hb_set", (req,), flag, 0, "the request's id is in decode's heartbeat set "
+                            "(_heartbeat_by_engine[...].req_ids: one entry per remote request id)"))
     if k.A is not None:
         fields.append(Field("age", (req,), Domain("age", k.A + 1), 0,
                             "ticks waiting for decode to take the request, then for its READ"))

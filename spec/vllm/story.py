@@ -56,8 +56,10 @@ class VllmStory:
             q, p = g(pre, "src", r), g(pre, "dest", r)
             held = g(pre, "src_content", q)
             notes = []
-            if g(pre, "src_owner", q) != r + 1:
-                notes.append(Note("hazard", f"the {xfer} for R{r} takes q{q}, which R{r} no longer holds: it holds "
+            t = self.k.origin[r]
+            whose = f"R{r}" if t == r else f"R{r} (carrying R{t}'s kv_transfer_params)"
+            if g(pre, "src_owner", q) != t + 1:
+                notes.append(Note("hazard", f"the {xfer} for {whose} takes q{q}, which R{t} no longer holds: it holds "
                                             f"{self.content_label(held)}"))
             if g(pre, "owner", p) != r + 1:
                 notes.append(Note("hazard", f"the {xfer} for R{r} lands in p{p}, which decode freed"

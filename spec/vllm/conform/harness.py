@@ -81,6 +81,8 @@ class Shape:
     prefill_blocks: int
     decode_blocks: int
     lease_ticks: int
+    origin: tuple[int, ...] = ()
+    """Whose ``kv_transfer_params`` each slot carries (its own, or a replayed one's, V9); empty: its own."""
 
 
 class _Clock:
@@ -215,6 +217,10 @@ class Harness:
         """Decode's request id of slot ``r``."""
         return f"d-R{r}"
 
+    def origin(self, r: int) -> int:
+        """The slot whose ``kv_transfer_params`` slot ``r`` carries (V9: a replay's is another's)."""
+        return self.shape.origin[r] if self.shape.origin else r
+
     def slot_of(self, did: str) -> int:
         """The slot of decode's request id ``did``."""
         return next(r for r in range(self.R) if self.did(r) == did)
@@ -299,7 +305,7 @@ class Harness:
     def prefill_get_new_notifs(self, r: int) -> None:
         """Prefill's worker polls NIXL and gets ``r``'s READ notification (``_get_new_notifs``);
         a request it reports done is freed in the next prefill step."""
-        msg = f"{self.pid(r)}:1".encode()
+        msg = f"{self.pid(self.origin(r))}:1".encode()  # a replay's READ names the replayed request (V9)
         if msg not in self.agent.inbox:
             raise HarnessError(f"no notification of {self.pid(r)} is on its way")
         self.agent.inbox.remove(msg)
@@ -335,9 +341,10 @@ class Harness:
         """``add_request`` with prefill's ``kv_transfer_params`` and one decode step: the async
         load parks the request in ``WAITING_FOR_REMOTE_KVS`` with its block allocated."""
         s = self.slots[r]
-        if s.params is None:
+        params = self.slots[self.origin(r)].params  # a replay (V9) carries another request's
+        if params is None:
             raise HarnessError(f"R{r} reaches decode before prefill finished it")
-        self.D.add_request(self._request(self.did(r), dict(s.params)))
+        self.D.add_request(self._request(self.did(r), dict(params)))
         self._decode_step()
         status = self.D.requests[self.did(r)].status
         if status.name != "WAITING_FOR_REMOTE_KVS" or s.recv is None:
@@ -395,7 +402,7 @@ class Harness:
         return False
 
     def _kind(self, tags: list[int], r: int) -> str:
-        if all(t == r + 1 for t in tags):
+        if all(t == self.origin(r) + 1 for t in tags):
             return "own"
         if any(t and self.shape.tenants[t - 1] != self.shape.tenants[r] for t in tags):
             return "cross_tenant"

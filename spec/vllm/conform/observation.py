@@ -14,10 +14,13 @@ from typing import Any
 
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_LABELS, P_EXPIRED, P_FREED, P_HELD, P_NEW,
-    RD_FAILED, RD_NONE, RD_POSTED, READ_LABELS,
+    RD_DONE, RD_FAILED, RD_NONE, RD_POSTED, RD_TAKEN, READ_LABELS,
 )
 
-__all__ = ["Observation", "model_observation", "code_observation"]
+__all__ = ["Observation", "model_observation", "code_observation", "NOT_MOVED"]
+
+NOT_MOVED = -3
+"""``kv`` of a request whose transfer has not moved its data yet."""
 
 _D_VIEW = {D_NEW: "new", D_WAITING: "waiting_for_remote_kvs", D_READING: "waiting_for_remote_kvs",
            D_HELD: "held", D_ENDED: "ended"}
@@ -31,7 +34,10 @@ class Observation:
     ``freed``; ``decode``: per request ``new`` / ``waiting_for_remote_kvs`` / ``held``
     (aborted, blocks kept until ``finished_recving``) / ``ended``; ``prefill_free`` and
     ``decode_free``: free blocks per side; ``kv``: per request, whose KV its decode block holds
-    (0 unwritten, ``s + 1`` slot ``s``'s, ``-1`` no block); ``tracked``: the requests decode
+    once its transfer moved data (0 unwritten, ``s + 1`` slot ``s``'s, ``-1`` no block, ``-3``
+    no data moved yet: a newly allocated block's stale content depends on which free block the
+    allocator hands out, and vLLM's free queue does not follow the model's lowest-free choice;
+    per-rank WRITEs: a tuple, one entry per rank's part); ``tracked``: the requests decode
     heartbeats for; ``outcome`` and ``read`` per request; ``expired``: leases reaped;
     ``late``: completion notifications prefill found after the lease expired;
     ``source_freed_under_read`` / ``dest_freed_under_read``: the requests whose READ is posted
@@ -104,9 +110,10 @@ def model_observation(machine, state: bytes) -> Observation:
         if ph not in (D_WAITING, D_READING, D_HELD):
             kv.append(-1)
         elif k.ranked:  # every prefill rank's part of the block
-            kv.append(tuple(get("content", w, get("dest", r)) for w in range(k.F)))
+            kv.append(tuple(get("content", w, get("dest", r)) if get("wr", r, w) in (RD_TAKEN, RD_DONE) else NOT_MOVED
+                            for w in range(k.F)))
         else:
-            kv.append(get("content", get("dest", r)))
+            kv.append(get("content", get("dest", r)) if get("rd", r) in (RD_TAKEN, RD_DONE) else NOT_MOVED)
     xfers = ((lambda r: [get("wr", r, w) for w in range(k.F)]) if k.ranked else (lambda r: [get("rd", r)]))
     return Observation(
         prefill=tuple(p_view(r) for r in range(k.R)),
@@ -119,8 +126,8 @@ def model_observation(machine, state: bytes) -> Observation:
         read=tuple(READ_LABELS[get("read", r)] for r in range(k.R)),
         expired=sum(get("p_phase", r) == P_EXPIRED for r in range(k.R)),
         late=sum(get("late", r) for r in range(k.R)),
-        source_freed_under_read=tuple(r for r in range(k.R) if RD_POSTED in xfers(r)
-                                      and get("src_owner", get("src", r)) != r + 1),
+        source_freed_under_read=tuple(r for r in range(k.R) if RD_POSTED in xfers(r)  # a replay's source: V9
+                                      and get("src_owner", get("src", r)) != k.origin[r] + 1),
         dest_freed_under_read=tuple(r for r in range(k.R) if RD_POSTED in xfers(r)
                                     and get("owner", get("dest", r)) != r + 1),
         stranded=tuple(r for r in range(k.R) if not spec.pull and get("d_phase", r) == D_HELD
@@ -156,7 +163,13 @@ def code_observation(h) -> Observation:
         else:
             decode.append(dreq.status.name.lower())
         blocks = h._blocks(h.D, did)
-        kv.append(h.d_tag[blocks[0]] if len(blocks) == 1 else -1 if not blocks else -2)
+        if len(blocks) != 1:
+            kv.append(-1 if not blocks else -2)
+        elif hasattr(h, "pws"):
+            kv.append(tuple(t if h.part_read.get((r, w)) in ("taken", "done", "counted") else NOT_MOVED
+                            for w, t in enumerate(h.d_tag[blocks[0]])))
+        else:
+            kv.append(h.d_tag[blocks[0]] if h.slots[r].read in ("taken", "done") else NOT_MOVED)
     hb = h.D.connector.connector_scheduler._heartbeat_req_engine
     stats = h.pw.xfer_stats.data
     ranked = hasattr(h, "pws")
@@ -179,7 +192,8 @@ def code_observation(h) -> Observation:
         outcome=tuple(s.outcome for s in h.slots), read=tuple(s.seen for s in h.slots),
         expired=len(h.expired_slots) if ranked else len(stats.get("num_kv_expired_reqs", ())),
         late=sum(len(pw.xfer_stats.data.get("num_notifications_after_expiry", ())) for pw in pws),
-        source_freed_under_read=tuple(r for r in range(h.R) if posted(r) and h.pid(r) not in h.P.requests),
+        source_freed_under_read=tuple(r for r in range(h.R) if posted(r)
+                                      and h.pid(h.origin(r)) not in h.P.requests),
         dest_freed_under_read=tuple(r for r in range(h.R) if posted(r) and not h._blocks(h.D, h.did(r))),
         stranded=tuple(r for r in range(h.R) if decode[r] == "held" and unposted(r) and h.stranded(r)),
         count_short=tuple(r for r in range(h.R) if ranked and decode[r] in ("waiting_for_remote_kvs", "held")

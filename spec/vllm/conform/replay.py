@@ -35,6 +35,7 @@ Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences
 
 NOT_IN_0_33 = {
     "push_fail_notif": (True, "#50754's PUSH_FAIL (an open PR, not in 0.33.0)"),
+    "decode_refuses_replayed_params": (True, "a fail-closed decode refusing replayed references (not in 0.33.0)"),
 }
 """Engine knobs whose value describes a hypothetical fix 0.33.0 does not have: knob -> (value,
 fix).  Neither its traces nor random sequences can run on 0.33.0."""
@@ -60,7 +61,7 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if k.I is not None and k.I != 1:
         raise ConformError(f"scenario {scenario.name}: heartbeat_interval = {k.I} ticks: 0.33.0 heartbeats "
                            "every kv_lease_duration // 6 s, within every tick")
-    shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L)
+    shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L, k.origin)
     if k.ranked:
         from kvproof.spec.vllm.conform.ranked import RankedPushHarness
 
