@@ -60,11 +60,15 @@ AGREEMENT = ["incident", "pr-36988", "abort-race", "pr-35049-drain-ack", "timeou
 
 # The same for vLLM's pull-mode protocol: between them every knob of its Engine at every value the
 # catalogue uses (lease lengths, heartbeats on and off, stalls, both latency bounds, aborts on both
-# sides, #32255 and #25067 before and after, pull and push mode); 0.33.0 as shipped (heartbeats, a
+# sides, #32255 and #25067 before and after, pull and push mode, fan-in and failed posts, replays, deferred WRITEs); 0.33.0 as shipped (heartbeats, a
 # stalling decode) is in the fast tier, the rest (3-5 s each) in the slow one.
 AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
                   "vllm-pull-abort-before-32255", "vllm-pull-abort-32255", "vllm-pull-abort-finished-before-25067",
-                  "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered"]
+                  "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered",
+                  # per-rank WRITEs with failed posts and PUSH_FAIL (V6, fan-in 2); a replayed reference
+                  # refused (V9; the replay's actions and the shared heartbeat set)
+                  "vllm-push-write-post-fails-50754", "vllm-pull-replayed-params-refused",
+                  "vllm-push-deferred-write"]  # a WRITE deferred behind a pending handshake (#55470)
 
 
 def _family(name):

@@ -25,14 +25,14 @@ pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two share
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
               "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-write-post-fails",
-              "vllm-pull-replayed-params"]
+              "vllm-pull-replayed-params", "vllm-push-deferred-write"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
 # Scenarios added after the test command neared its budget: 100 random sequences in the default
 # tier, 300 under --thorough (the rest of the issue's 300).
-AGREEING_LATER = ["vllm-push-write-post-fails", "vllm-pull-replayed-params"]
+AGREEING_LATER = ["vllm-push-write-post-fails", "vllm-pull-replayed-params", "vllm-push-deferred-write"]
 RANDOM_LATER = int(os.environ.get("KVPROOF_VLLM_RANDOM", "100"))
 
 
@@ -388,3 +388,25 @@ def test_random_sequences_agree_on_the_later_scenarios_300(name):
 
     rep = fuzz_scenario(builtin(name), 200, seed=1)
     assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+
+
+def test_v7_deferred_the_real_writer_posts_the_write_after_the_lease_was_reaped():
+    """0.33.0's _do_start_push_kv defers the WRITE behind a pending handshake (its future's
+    callback); after the real reaper freed R0 and R1 took the block, resolving the handshake makes
+    the real writer post the WRITE of the same block ids, now holding R1's KV."""
+    from kvproof.checker.traces import read_trace
+    from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+
+    trace = read_trace(TRACES / "vllm-push-deferred-write__no_cross_tenant_read.itf.json")
+    labels = trace.labels()
+    cut = labels.index("prefill_deferred_push_write(req=R0)")
+    h = harness_for(trace.scenario, trace.machine.spec)
+    try:
+        result = run_on_code(trace.machine, h, trace.actions[:cut])
+        assert result.agrees and 0 in h.deferred and 0 not in h.writes
+        assert "R0-aaaa0000" not in h.pw._reqs_to_send and h.p_tag[h._blocks(h.P, "R1-aaaa0001")[0]] == 2
+        h.prefill_deferred_push_write(0)  # the next step, on the same engines
+        _, src, _, msg = h.writes[0]
+        assert src == h._blocks(h.P, "R1-aaaa0001") and msg == b"R0-dddd0000:1"  # R1's block, for R0's decode
+    finally:
+        h.close()

@@ -224,3 +224,11 @@ class VllmClaims:
         if not self.e.decode_refuses_replayed_params:
             return o.const(False)
         return o.any_(o.eq(s.outcome[r], OUT_ERROR) for r in self.reqs)
+
+    @witness
+    def sometimes_write_posted_after_expiry(self, s):
+        """V7 deferred (#55470): a WRITE is posted (not yet moved) for a request whose lease prefill already reaped."""
+        o = s.ops
+        if not self.e.push_handshake_may_defer:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.rd[r], RD_POSTED), o.eq(s.p_phase[r], P_EXPIRED)) for r in self.reqs)

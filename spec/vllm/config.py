@@ -99,6 +99,12 @@ class Engine:
     (``make_prepped_xfer``/``transfer`` raises): the except-branch (push_worker.py:746-763) logs,
     adds the request to ``_send_failures`` and sends no notification, so decode never completes
     its count."""
+    push_handshake_may_defer: bool = False
+    """Push (V7's deferred variant, #55470): when prefill's writer matches a ``PUSH_REG``, the
+    P->D handshake may still be pending (a slow or head-of-line-blocked peer, #48633 S2), so
+    ``_do_start_push_kv`` defers the WRITE to ``_deferred_push_inbox``; its delay is not bounded
+    by ``read_latency_bound``, and the writer posts it when the handshake resolves without
+    checking that prefill still holds the request."""
     decode_refuses_replayed_params: bool = False
     """HYPOTHETICAL fail-closed fix of V9, not in 0.33.0 (#52234 is open): decode admits a
     ``(remote_engine_id, remote_request_id)`` reference once; a second request carrying it is
@@ -114,6 +120,8 @@ class Engine:
         out = []
         if self.mode == "pull" and (self.write_fan_in != 1 or self.write_post_may_fail or self.push_fail_notif):
             out.append("engine.mode: write_fan_in, write_post_may_fail and push_fail_notif are push-mode knobs")
+        if self.push_handshake_may_defer and (self.mode == "pull" or self.write_fan_in != 1 or self.write_post_may_fail):
+            out.append("engine.push_handshake_may_defer: modelled in push mode with one rank each side")
         if self.push_fail_notif and not self.write_post_may_fail:
             out.append("engine.push_fail_notif: needs write_post_may_fail = true (a PUSH_FAIL answers a failed post)")
         return out
@@ -180,7 +188,7 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
 
 
 _LATER_KNOBS = {"write_fan_in": 1, "write_post_may_fail": False, "push_fail_notif": False,
-                "decode_refuses_replayed_params": False}
+                "decode_refuses_replayed_params": False, "push_handshake_may_defer": False}
 """Knobs added after the first catalogue (V6, TP/PP fan-in, V9), with their defaults: written only
 when set, so that the stored scenario (in traces and certificates) of a scenario that leaves
 them unset stays what it was."""

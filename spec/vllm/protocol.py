@@ -404,6 +404,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.eq(s.reg[r], 1))
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.rd[r], RD_NONE))
+        if self.e.push_handshake_may_defer:
+            s.require(o.eq(s.deferred[r], 0))
         n.rd[r] = RD_POSTED
 
     @action("nixl", "req", fair=True)
@@ -484,6 +486,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                                 o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN)))
                 if self.pull:  # an aborted load's READ is posted by the worker all the same
                     loading = o.or_(loading, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE)))
+                if e.push_handshake_may_defer:  # a deferred WRITE waits on an unbounded handshake
+                    loading = o.and_(loading, o.eq(s.deferred[r], 0))
                 counting.append(o.and_(loading, o.lt(s.age[r], e.read_latency_bound)))
                 blocks.append(o.and_(loading, o.ge(s.age[r], e.read_latency_bound)))
             n.age[r] = advance(s.age[r], o.any_(counting))
@@ -600,3 +604,31 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(self._reference_admitted(s, r))
         n.d_phase[r] = D_ENDED
         n.outcome[r] = OUT_ERROR
+
+    # -- push: the deferred WRITE (V7's deferred variant, #55470) ---------------------------------------
+    @action("prefill", "req")
+    def prefill_defer_push(self, s, n, r):
+        """Push (``push_handshake_may_defer``): prefill's writer matches the ``PUSH_REG`` with the
+        finished blocks, but ``_do_start_push_kv`` (push_worker.py:453-501) finds the P->D
+        handshake not ready: it registers ``_on_handshake`` on the handshake's future and returns;
+        the WRITE will be re-driven from ``_deferred_push_inbox`` (V7, #55470)."""
+        o = s.ops
+        s.require(self.e.push_handshake_may_defer)
+        s.require(o.eq(s.reg[r], 1))
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        s.require(o.eq(s.rd[r], RD_NONE))
+        s.require(o.eq(s.deferred[r], 0))
+        n.deferred[r] = 1
+
+    @action("prefill", "req", fair=True)
+    def prefill_deferred_push_write(self, s, n, r):
+        """Push: the handshake resolves, ``_on_handshake`` puts the request on
+        ``_deferred_push_inbox`` and the writer's next pass (``_push_writer_loop`` step 2) calls
+        ``_do_start_push_kv`` again, which posts the WRITE of the block ids it kept -- without
+        checking that prefill still holds the request: after a lease expiry the block may
+        belong to another request (V7's deferred variant, #55470, open)."""
+        o = s.ops
+        s.require(self.e.push_handshake_may_defer)
+        s.require(o.eq(s.deferred[r], 1))
+        n.deferred[r] = 0
+        n.rd[r] = RD_POSTED

@@ -124,6 +124,9 @@ def build_fields(k: Codes) -> list[Field]:
     ]
     if e.mode == "push":
         fields.append(Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writer"))
+    if e.push_handshake_may_defer:
+        fields.append(Field("deferred", (req,), flag, 0,
+                            "prefill's writer matched the PUSH_REG and deferred the WRITE until the handshake resolves"))
     if k.replays:
         fields.append(Field("hb_set", (req,), flag, 0, "the request's id is in decode's heartbeat set "
                             "(_heartbeat_by_engine[...].req_ids: one entry per remote request id)"))

@@ -73,6 +73,11 @@ class VllmStory:
             return [Note("info", f"HB: leases extended to at least {self.k.X} ticks")]
         if name == "decode_abort" and g(post, "d_phase", r) == D_HELD:
             return [Note("info", f"R{r} aborted in WAITING_FOR_REMOTE_KVS: delay_free_blocks until finished_recving")]
+        if name == "prefill_deferred_push_write" and g(pre, "p_phase", r) != P_HELD:
+            return [Note("hazard", f"prefill's writer posts R{r}'s deferred WRITE of q{g(pre, 'src', r)} after R{r}'s "
+                                   "lease was reaped: nothing checks it (#55470)")]
+        if name == "prefill_defer_push":
+            return [Note("info", f"prefill: the P->D handshake is pending, R{r}'s WRITE waits in _deferred_push_inbox")]
         if name == "prefill_get_transfer_results":
             return [Note("info", f"prefill: finished_sending R{r}: its WRITE is done, q{g(pre, 'src', r)} freed")]
         if name == "prefill_xfer_blocks_fails":
