@@ -12,7 +12,7 @@ from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_
 from kvproof.spec.vllm.config import Config, Engine, Request
 from kvproof.spec.vllm.protocol import VllmPd
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_READING, D_TRACKED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_HELD, P_SENT, RD_FAILED, RD_POSTED,
+    D_ENDED, D_READING, D_TRACKED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_HELD, P_SENT, RD_FAILED, RD_POSTED,
     READ_OWN, WN_FAIL,
 )
 

@@ -27,8 +27,12 @@ Modelling choices, each stated once here:
   side stays one request view (its ranks' leases move together: same start, the same
   heartbeats; the scheduler frees once every rank reported, ``KVOutputAggregator``).  Registrations match by exact id (0.33.0's writer
   matches by exact, then base id: with one registration per request both pair the same); the handshake is
-  instantaneous, a WRITE is posted only while prefill still holds the request (the deferred
-  WRITE after retirement, #55470, is not modelled); the watchdog is not modelled.
+  instantaneous and a WRITE is posted only while prefill still holds the request, unless
+  ``push_handshake_may_defer`` lets the writer defer a matched WRITE behind a pending handshake
+  and post it later, lease or no lease (#55470); the watchdog is not modelled.
+* V9 (pull): a request with ``replays = N`` carries request N's ``kv_transfer_params``: it is
+  never prefilled, READs N's block ids (``src``), its notification names N, and decode's
+  heartbeat set (``hb_set``) holds N's id once for both.
 * Decode's scheduler steps (taking a request, posting a READ, heartbeats, ``finished_recving``,
   aborts) need decode not stalled; NIXL's data movement and prefill go on during a stall.
 * Time passes in ticks (:meth:`VllmPd.clock_tick`).  A heartbeat is sent and applied in one
@@ -609,7 +613,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
     @action("prefill", "req")
     def prefill_defer_push(self, s, n, r):
         """Push (``push_handshake_may_defer``): prefill's writer matches the ``PUSH_REG`` with the
-        finished blocks, but ``_do_start_push_kv`` (push_worker.py:453-501) finds the P->D
+        finished blocks, but ``_do_start_push_kv`` (push_worker.py:452-501) finds the P->D
         handshake not ready: it registers ``_on_handshake`` on the handshake's future and returns;
         the WRITE will be re-driven from ``_deferred_push_inbox`` (V7, #55470)."""
         o = s.ops
