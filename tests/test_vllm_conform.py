@@ -24,13 +24,16 @@ pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two share
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
-              "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-reject"]
+              "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-reject",
+              "vllm-push-write-post-fails", "vllm-pull-replayed-params", "vllm-push-deferred-write"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
 RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
 SCHEDULER_SIDE = ["vllm-pull-reject-41269", "vllm-pull-reject-lease-41269", "vllm-pull-async-45357",
                   "vllm-push-prefix-hit-48758", "vllm-push-reject", "vllm-push-reject-lease"]  # V12, V15, V11
+# Scenarios of V6, V9 and #55470 (as shipped): the issue's 300 random sequences each, in the slow tier.
+AGREEING_LATER = ["vllm-push-write-post-fails", "vllm-pull-replayed-params", "vllm-push-deferred-write"]
 
 
 def _traces(names):
@@ -63,11 +66,15 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     assert v.verdict == "reproduced", getattr(v, "reason", "")
     assert "fails in the code" in v.how  # the claim fails in what vLLM did, not only in the model
     if "read" in v.claim and "source" not in v.claim:
-        assert "R0: cross_tenant" in v.how  # decode ran R0 on R1's (tenant B's) KV
-    if v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing") and "reject" in path.name:
-        assert "which decode rejected, and no notification is on its way" in v.how  # V12 in push mode
-    elif v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing"):
-        assert "no WRITE will come" in v.how  # V5: the real writer dropped the aborted load's blocks
+        victim = "R2" if "replayed" in path.name else "R0"  # V9: the replay R2 carries R0's parameters
+        assert f"{victim}: cross_tenant" in v.how  # decode ran it on R1's (tenant B's) KV
+    if v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing"):
+        if "reject" in path.name:
+            assert "which decode rejected, and no notification is on its way" in v.how  # V12 in push mode
+        elif "write-post-fails" in path.name:  # V6: the real count is short after a failed post
+            assert "notification count short" in v.how
+        else:
+            assert "no WRITE will come" in v.how  # V5: the real writer dropped the aborted load's blocks
 
 
 @pytest.mark.parametrize("name, step, what", [
@@ -399,5 +406,117 @@ def test_a_push_rejection_sends_prefill_nothing_on_the_real_code():
             h._writer_pass(h.pw)
         assert not h.agent.inbox and not h.agent.deliver
         assert not h.pw.get_transfer_results().finished_sending and h.pid(0) in h.P.requests
+    finally:
+        h.close()
+
+
+_V6_HEAD = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_send_push_reg(req=R0)",
+            "prefill_xfer_blocks(req=R0, wrank=w0)", "prefill_xfer_blocks_fails(req=R0, wrank=w1)",
+            "nixl_write_land_part(req=R0, wrank=w0)", "nixl_write_complete_part(req=R0, wrank=w0)",
+            "decode_get_new_notifs(req=R0, wrank=w0)"]
+
+
+def test_v6_one_failed_post_leaves_the_real_count_short_and_heartbeats_hold_the_lease():
+    """Two real prefill push workers (world_size 2): rank 0's WRITE goes through the real
+    _xfer_blocks and lands, rank 1's post raises in the stand-in agent and 0.33.0's except-branch
+    records it (_send_failures, num_failed_transfers) and sends nothing.  Decode's real
+    _get_new_notifs counts 1 of pp_size * producers_per_consumer = 2 and reports nothing; the
+    half-written block stays WAITING_FOR_REMOTE_KVS and heartbeats keep rank 1's lease alive.
+    A model that finishes on one notification diverges at the count."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    from .test_vllm_protocol import CountsOneNotification
+
+    sc = builtin("vllm-push-write-post-fails")
+    path = _V6_HEAD + ["clock_tick()", "decode_send_heartbeats()"] * 4
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    did, pid = h.did(0), h.pid(0)
+    assert h.dw.consumer_notification_counts_by_req[did] == 1 and h.D.requests[did].status.name == "WAITING_FOR_REMOTE_KVS"
+    assert pid in h.pws[1]._send_failures and len(h.pws[1].xfer_stats.data["num_failed_transfers"]) == 1
+    assert pid in h.pws[1]._reqs_to_send and h.pws[1]._reqs_to_send[pid] > h.clock.now  # extended by heartbeats
+    assert h.d_tag[h._blocks(h.D, did)[0]] == (1, 0)  # rank 0's half is R0's KV, rank 1's never written
+    assert h.writes == {} and h.part_writes[(0, 0)][3] == f"{did}:2".encode()  # notif_msg "{D_req}:{world_size}"
+    result, _ = _run(CountsOneNotification, sc, _V6_HEAD)
+    assert result.diverged_at == len(_V6_HEAD) and "decode: model [ended, new], vLLM [waiting_for_remote_kvs, new]" in result.reason
+
+
+def test_v6_both_notifications_complete_the_real_count():
+    """Both ranks' WRITEs land: decode's real count reaches 2 and R0 runs on both halves of its own KV."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-push-write-post-fails")
+    path = (_V6_HEAD[:4] + ["prefill_xfer_blocks(req=R0, wrank=w1)", "nixl_write_land_part(req=R0, wrank=w1)",
+                            "nixl_write_complete_part(req=R0, wrank=w1)"] + _V6_HEAD[5:]
+            + ["decode_get_new_notifs(req=R0, wrank=w1)", "prefill_get_transfer_results(req=R0)"])
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert h.slots[0].seen == "own" and not h.D.requests and not h.P.requests and h.reported[0] == {0, 1}
+
+
+def test_a_hypothetical_fix_refuses_to_run_on_0_33():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+    from kvproof.spec.vllm.conform.replay import ConformError
+
+    with pytest.raises(ConformError, match="push_fail_notif = true: #50754's PUSH_FAIL"):
+        fuzz_scenario(builtin("vllm-push-write-post-fails-50754"), 5)
+    with pytest.raises(ConformError, match="decode_refuses_replayed_params = true: a fail-closed decode"):
+        fuzz_scenario(builtin("vllm-pull-replayed-params-refused"), 5)
+
+
+def test_v9_a_replay_on_the_real_schedulers_frees_its_references_block_and_drops_its_heartbeat():
+    """R2 enters 0.33.0's decode scheduler with R0's kv_transfer_params: its READ's notification
+    "R0:1" makes prefill's real _get_new_notifs report R0 finished_sending (its block is freed
+    under R0's own posted READ), and R2's finished_recving makes the real _stop_heartbeat discard
+    R0 from _heartbeat_by_engine although R0 is still tracked and loading."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-replayed-params")
+    path = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_on_new_request(req=R2)",
+            "decode_start_load_kv(req=R0)", "decode_start_load_kv(req=R2)", "nixl_read_take_data(req=R2)",
+            "nixl_read_complete(req=R2)", "decode_finished_recving(req=R2)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    cs = h.D.connector.connector_scheduler
+    assert h.slots[2].recv.remote.request_id == "R0" and h.slots[2].seen == "own"
+    assert "d-R0" in cs._heartbeat_req_engine and not cs._heartbeat_by_engine  # R0 loads, no HB names it
+    result, h = _run(VllmPd, sc, path + ["prefill_get_new_notifs(req=R2)"])
+    assert result.agrees, result.reason
+    assert "R0" not in h.P.requests and h.slots[0].read == "posted"  # freed under R0's own READ
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", AGREEING_LATER)
+def test_random_sequences_agree_on_the_later_scenarios(name):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin(name), RANDOM)  # the issue's 300 a scenario, in the README's test command
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == RANDOM and rep.steps > RANDOM
+
+
+def test_v7_deferred_the_real_writer_posts_the_write_after_the_lease_was_reaped():
+    """0.33.0's _do_start_push_kv defers the WRITE behind a pending handshake (its future's
+    callback); after the real reaper freed R0 and R1 took the block, resolving the handshake makes
+    the real writer post the WRITE of the same block ids, now holding R1's KV."""
+    from kvproof.checker.traces import read_trace
+    from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+
+    trace = read_trace(TRACES / "vllm-push-deferred-write__no_cross_tenant_read.itf.json")
+    labels = trace.labels()
+    cut = labels.index("prefill_deferred_push_write(req=R0)")
+    h = harness_for(trace.scenario, trace.machine.spec)
+    try:
+        result = run_on_code(trace.machine, h, trace.actions[:cut])
+        assert result.agrees and 0 in h.deferred and 0 not in h.writes
+        assert "R0-aaaa0000" not in h.pw._reqs_to_send and h.p_tag[h._blocks(h.P, "R1-aaaa0001")[0]] == 2
+        h.prefill_deferred_push_write(0)  # the next step, on the same engines
+        _, src, _, msg = h.writes[0]
+        assert src == h._blocks(h.P, "R1-aaaa0001") and msg == b"R0-dddd0000:1"  # R1's block, for R0's decode
     finally:
         h.close()

@@ -12,8 +12,8 @@ from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_
 from kvproof.spec.vllm.config import Config, Engine, Request
 from kvproof.spec.vllm.protocol import VllmPd
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_READING, D_TRACKED, OUT_ABORTED, OUT_SUCCESS, P_HELD, P_SENT, RD_DONE, RD_POSTED, RD_TAKEN, READ_FOREIGN,
-    READ_OWN,
+    D_ENDED, D_HELD, D_READING, D_TRACKED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_HELD, P_SENT, RD_DONE, RD_FAILED,
+    RD_POSTED, RD_TAKEN, READ_FOREIGN, READ_OWN, WN_FAIL,
 )
 
 from .conftest import checked
@@ -34,6 +34,11 @@ CATALOGUE = {
     "vllm-push-lease-expiry-stall": (1656, ISOLATION | {"no_source_free_while_read"}),
     "vllm-push-heartbeat": (197, set()),
     "vllm-push-abort-unanswered": (2630, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+    "vllm-push-write-post-fails": (1361, set()),
+    "vllm-push-write-post-fails-50754": (2748, set()),
+    "vllm-pull-replayed-params": (11612, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-replayed-params-refused": (689, set()),
+    "vllm-push-deferred-write": (4698, ISOLATION | {"no_source_free_while_read"}),
     "vllm-pull-reject-before-41269": (21, {"quiescent_holds_nothing"}),
     "vllm-pull-reject-41269": (34, set()),
     "vllm-pull-async-before-45357": (869, ISOLATION | {"no_write_after_release"}),
@@ -44,7 +49,8 @@ CATALOGUE = {
     "vllm-push-reject": (23, {"quiescent_holds_nothing"}),
     "vllm-push-reject-lease": (271, set()),
 }
-HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject"}  # V5, V12
+HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
+                "vllm-push-write-post-fails"}  # V5, V12, V6: liveness violated
 BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-push-heartbeat",
                 "vllm-pull-reject-lease-41269"]  # V1 / V7 closed
 
@@ -66,9 +72,9 @@ def test_state_counts_and_verdicts_are_pinned(name):
     assert all(c.matches for c in rep.claims)
     assert all(c.verdict == "reached" for c in rep.claims if c.kind == "witness" and c.expected == "reached")
     live = {c.claim: c.verdict for c in rep.claims if c.kind == "liveness"}
-    if "stall" in name:  # a decode that may stall forever: weak fairness cannot promise progress
+    if builtin(name).config.engine.decode_may_stall:  # may stall forever: weak fairness cannot promise progress
         assert live == {}
-    else:  # V5: the aborted push load is held forever, V12 before #41269 the rejected one; everything else ends
+    else:  # V5: the aborted push load is held forever, V12 before #41269 the rejected one, V6 the half-written one; everything else ends
         bad = "violated" if name in HELD_FOREVER else "verified"
         assert live == {"held_pages_are_released": bad, "requests_end": bad}
 
@@ -183,6 +189,40 @@ class PairsFromTheFront(VllmPd):
         s.require(o.eq(s.rd[r], RD_POSTED))
         n.rd[r] = RD_TAKEN
         n.content[s.dest[r]] = s.src_content[s.src_prefix[r]]
+class CountsOneNotification(VllmPd):
+    """Push with per-rank WRITEs: decode finishes the load on the first notification, whatever
+    ``pp_size * producers_per_consumer`` says."""
+
+    def decode_get_new_notifs(self, s, n, r, w):
+        super().decode_get_new_notifs(s, n, r, w)
+        o = s.ops
+        served = o.eq(s.d_phase[r], D_READING)
+        n.outcome[r] = o.ite(served, OUT_SUCCESS, s.outcome[r])
+        n.read[r] = o.ite(served, self._classify(s, r), s.read[r])
+        n.d_phase[r] = D_ENDED
+        self._free(s, n, r, "owner", "dest")
+
+
+class PushFailEndsAtOnce(VllmPd):
+    """Hypothetical #50754 done differently: a PUSH_FAIL fails the load at once, without waiting
+    for the sibling ranks' WRITEs."""
+
+    def decode_get_new_notifs(self, s, n, r, w):
+        super().decode_get_new_notifs(s, n, r, w)
+        o = s.ops
+        fail = o.eq(s.wnotif[r, w], WN_FAIL)
+        n.d_phase[r] = o.ite(fail, D_ENDED, n.d_phase[r])
+        self._free(s, n, r, "owner", "dest", when=fail)
+
+
+class RefusesOnlyConsumedReferences(VllmPd):
+    """The fail-closed V9 fix done halfway: decode refuses a reference only once the request that
+    first carried it ended (a concurrent replay gets through)."""
+
+    def _reference_admitted(self, s, r):
+        o = s.ops
+        t = self.k.origin[r]
+        return o.any_(o.eq(s.d_phase[x], D_ENDED) for x in self.reqs if x != r and self.k.origin[x] == t)
 
 
 MUTANTS = [
@@ -195,6 +235,12 @@ MUTANTS = [
     ("V12: rejection tells nobody", "vllm-pull-reject-41269", RejectionTellsNobody, "quiescent_holds_nothing"),
     ("V15: fence misses step N+1", "vllm-pull-async-45357", FenceMissesStepNPlus1, "no_write_after_release"),
     ("V11: blocks paired from the front", "vllm-push-prefix-hit-48758", PairsFromTheFront, "decode_reads_only_own_pages"),
+    ("push fan-in: decode counts one notification", "vllm-push-write-post-fails", CountsOneNotification,
+     "decode_reads_only_own_pages"),
+    ("#50754: PUSH_FAIL frees the block under a sibling WRITE", "vllm-push-write-post-fails-50754",
+     PushFailEndsAtOnce, "no_write_after_release"),
+    ("V9 fix refusing only consumed references", "vllm-pull-replayed-params-refused", RefusesOnlyConsumedReferences,
+     "no_cross_tenant_read"),
 ]
 
 
@@ -265,6 +311,7 @@ def test_the_tables_round_trip_through_a_trace():
     ({"engine": {"decode_may_stall": 1}}, "x.toml: [engine].decode_may_stall: expected true or false, got 1"),
     ({"engine": {"lease": 3}}, "x.toml: [engine].lease: expected one of mode, kv_lease_duration"),
     ({"engine": {"mode": "both"}}, "x.toml: [engine].mode: expected one of pull, push, got 'both'"),
+    ({"engine": {"write_fan_in": 4}}, "x.toml: [engine].write_fan_in: expected a whole number in 1..3, got 4"),
 ])
 def test_bad_tables_are_one_line(patch, message):
     with pytest.raises(ScenarioError) as e:
@@ -313,6 +360,86 @@ def test_push_write_done_after_the_lease_ran_out_is_reaped_not_sent():
     assert s[spec.layout.slot("lease", 0)] == 0
     assert m.step(s, _aid(m, "prefill_get_transfer_results(req=R0)")) is None
     assert m.step(s, _aid(m, "prefill_reap_expired_lease(req=R0)")) is not None
+
+
+def test_v6_one_rank_fails_decode_counts_one_of_two_and_heartbeats_keep_both_blocks():
+    """0.33.0: rank w0's WRITE lands and is counted, rank w1's post fails and sends nothing:
+    decode holds the half-written block at 1 of 2, keeps heartbeating, and prefill's lease never
+    runs out; with #50754 (hypothetical) w1's PUSH_FAIL completes the count as a failure."""
+    head = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_send_push_reg(req=R0)",
+            "prefill_xfer_blocks(req=R0, wrank=w0)", "prefill_xfer_blocks_fails(req=R0, wrank=w1)",
+            "nixl_write_land_part(req=R0, wrank=w0)", "nixl_write_complete_part(req=R0, wrank=w0)",
+            "decode_get_new_notifs(req=R0, wrank=w0)"]
+    spec = builtin("vllm-push-write-post-fails").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*head)
+    assert s[g("counted", 0)] == 1 and s[g("d_phase", 0)] == D_READING and s[g("wr", 0, 1)] == RD_FAILED
+    assert s[g("content", 0, 0)] == 1 and s[g("content", 1, 0)] == 0  # half written: w0's part is R0's
+    for _ in range(4):
+        s = m.run("clock_tick()", "decode_send_heartbeats()", state=s)
+    assert s[g("lease", 0)] > 0 and s[g("p_phase", 0)] == P_HELD and s[g("owner", 0)] == 1
+    assert not any(m.label(a).startswith("decode_get_new_notifs") for a in range(len(m.instances))
+                   if m.step(s, a) is not None)
+    spec = builtin("vllm-push-write-post-fails-50754").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*head)
+    assert s[g("wnotif", 0, 1)] == WN_FAIL
+    s = m.run("decode_get_new_notifs(req=R0, wrank=w1)", state=s)
+    assert s[g("d_phase", 0)] == D_ENDED and s[g("outcome", 0)] == OUT_ERROR and s[g("owner", 0)] == 0
+
+
+def test_v9_a_replay_shares_its_references_heartbeat_and_its_notification():
+    """0.33.0: R2 carries R0's kv_transfer_params.  Its READ's notification names R0, so prefill
+    frees R0's block while R0's own READ is still posted; and when R2 ends, decode's
+    _stop_heartbeat discards R0's id from the heartbeat set although R0 still loads."""
+    spec = builtin("vllm-pull-replayed-params").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_on_new_request(req=R2)",
+              "decode_start_load_kv(req=R0)", "decode_start_load_kv(req=R2)", "nixl_read_take_data(req=R2)",
+              "nixl_read_complete(req=R2)", "decode_finished_recving(req=R2)")
+    assert s[g("read", 2)] == READ_OWN and s[g("hb_set", 0)] == 0 and s[g("d_phase", 0)] == D_READING
+    assert m.step(s, _aid(m, "decode_send_heartbeats()")) is None  # R0 loads, but no HB names it
+    s = m.run("prefill_get_new_notifs(req=R2)", state=s)
+    assert s[g("p_phase", 0)] == P_SENT and s[g("src_owner", 0)] == 0 and s[g("rd", 0)] == RD_POSTED
+
+
+def test_show_tells_the_replayed_reference(capsys):
+    code = main(["show", str(TRACES / "vllm-pull-replayed-params__no_cross_tenant_read.itf.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "the READ for R2 (carrying R0's kv_transfer_params) takes q0, which R0 no longer holds: it " \
+        "holds R1's KV (tenant B)" in out and "decode runs R2 (tenant A)" in out
+
+
+def test_a_replay_must_name_an_earlier_request():
+    with pytest.raises(ScenarioError, match=r"requests\[1\].replays: expected the index of an earlier request"):
+        parse_scenario({**GOOD, "requests": [{"tenant": "A"}, {"tenant": "A", "replays": 1}]}, "x.toml")
+
+
+def test_v7_deferred_it_is_the_deferral_that_breaks_isolation():
+    """The same instance with the handshake always ready (no deferral) verifies every invariant:
+    the WRITE is bounded below the lease, so only the deferred WRITE, posted after the lease
+    was reaped, carries tenant B's KV."""
+    from dataclasses import replace
+
+    sc = builtin("vllm-push-deferred-write")
+    assert _hits(sc.build(), "no_cross_tenant_read") == (True, True)
+    ready = VllmPd(replace(sc.config, engine=replace(sc.config.engine, push_handshake_may_defer=False)))
+    for claim in ISOLATION | {"no_source_free_while_read"}:
+        assert _hits(ready, claim) == (True, False), claim
+
+
+def test_show_tells_the_deferred_write(capsys):
+    code = main(["show", str(TRACES / "vllm-push-deferred-write__no_cross_tenant_read.itf.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "R0's WRITE waits in _deferred_push_inbox" in out
+    assert "posts R0's deferred WRITE of q0 after R0's lease was reaped: nothing checks it (#55470)" in out
+
+
+def test_show_tells_the_failed_post(capsys):
+    code = main(["show", str(TRACES / "vllm-push-write-post-fails__requests_end.itf.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and '"Push WRITE submission failed; releasing handle"' in out
+    assert "whose count cannot complete (V6)" in out and "requests_end fails" in out
 
 
 def _aid(m, label):

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_LIVE, D_TRACKED, FREE, OUT_ABORTED, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD, P_NEW, P_SENT,
-    RD_NONE, RD_POSTED,
-    READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
+    D_ENDED, D_HELD, D_LIVE, D_READING, D_TRACKED, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD,
+    P_NEW, P_SENT, RD_FAILED, RD_NONE, RD_POSTED, READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
 )
 
 __all__ = ["VllmClaims"]
@@ -20,10 +19,25 @@ __all__ = ["VllmClaims"]
 class VllmClaims:
     """Mixin of :class:`~kvproof.spec.vllm.protocol.VllmPd`: its claims."""
 
+    def xfers(self, s, r: int) -> list:
+        """The states of ``r``'s transfers: its READ or WRITE (``rd``), or with per-rank WRITEs
+        (fan-in, V6) every prefill rank's (``wr[r, w]``)."""
+        if self.k.ranked:
+            return [s.wr[r, w] for w in range(self.k.F)]
+        return [s.rd[r]]
+
+    def posted(self, s, r: int):
+        """Some transfer of ``r`` is posted and has not moved its data yet."""
+        o = s.ops
+        if not self.k.ranked:
+            return o.eq(s.rd[r], RD_POSTED)
+        return o.any_(o.eq(x, RD_POSTED) for x in self.xfers(s, r))
+
     # -- isolation ---------------------------------------------------------------------------------
     @invariant
     def decode_reads_only_own_pages(self, s):
-        """Decode computes only on KV written for this request.  Broken by V1 (the READ took a
+        """Decode computes only on KV written for this request (a replay's: for the prompt of the
+        request it replays, V9).  Broken by V1 (the READ took a
         block prefill freed on lease expiry and reused; push: V7, the WRITE did), V4 (an aborted request's READ
         landed in a block decode had freed and given to another request), V15 (a finished request's stale GPU
         write landed in a block reallocated to a request loading over NIXL) and V11 (the request's prefix KV
@@ -46,7 +60,7 @@ class VllmClaims:
         GPU step in flight still writes it (V15: before #45357 a finished request's block went
         back to the pool with step N+1 still writing it)."""
         o = s.ops
-        parts = [o.implies(o.eq(s.rd[r], RD_POSTED), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs]
+        parts = [o.implies(self.posted(s, r), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs]
         if self.e.async_scheduling:  # V15: nor while a GPU step in flight still writes it
             parts += [o.implies(o.eq(s.inflight[r], 1), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs]
         return o.all_(parts)
@@ -56,9 +70,12 @@ class VllmClaims:
         """A prefill block is never freed while a READ (push: a WRITE) still reads it: every
         posted transfer's source is still owned by its request.  Broken by V1 (lease expiry
         while decode has not read yet or is reading), V7 (push: lease expiry with the WRITE
-        outstanding) and V3 (an abort of the finished request, before #25067)."""
+        outstanding), V3 (an abort of the finished request, before #25067) and V9 (a replayed
+        reference READs a block its request no longer holds; a replay's source belongs to the
+        request it replays)."""
         o = s.ops
-        return o.all_(o.implies(o.eq(s.rd[r], RD_POSTED), o.eq(s.src_owner[s.src[r]], r + 1)) for r in self.reqs)
+        return o.all_(o.implies(self.posted(s, r), o.eq(s.src_owner[s.src[r]], self.k.origin[r] + 1))
+                      for r in self.reqs)
 
     # -- block accounting --------------------------------------------------------------------------
     @invariant
@@ -101,7 +118,7 @@ class VllmClaims:
         of both pools is free."""
         o = s.ops
         parts = [o.eq(s.d_phase[r], D_ENDED) for r in self.reqs]
-        parts += [o.is_in(s.p_phase[r], P_FREED) for r in self.reqs]
+        parts += [o.is_in(s.p_phase[r], P_FREED) for r in self.reqs if not self.k.replay[r]]  # a replay: never prefilled
         parts += [o.eq(s.owner[b], FREE) for b in range(self.k.D)]
         parts += [o.eq(s.src_owner[q], FREE) for q in range(self.k.P)]
         return o.all_(parts)
@@ -140,7 +157,7 @@ class VllmClaims:
         request with its transfer (READ, or push's WRITE) not yet posted or not yet moved."""
         o = s.ops
         return o.any_(o.and_(o.eq(s.p_phase[r], P_EXPIRED), o.is_in(s.d_phase[r], (*D_TRACKED, D_HELD)),
-                             o.is_in(s.rd[r], (RD_NONE, RD_POSTED)))
+                             o.any_(o.is_in(x, (RD_NONE, RD_POSTED)) for x in self.xfers(s, r)))
                       for r in self.reqs)
 
     @witness
@@ -163,7 +180,7 @@ class VllmClaims:
     def sometimes_abort_mid_read(self, s):
         """Decode aborts a request while its READ is still moving data."""
         o = s.ops
-        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ABORTED), o.eq(s.rd[r], RD_POSTED))
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ABORTED), self.posted(s, r))
                       for r in self.reqs)
 
     @witness
@@ -171,6 +188,65 @@ class VllmClaims:
         """An aborted request's blocks are held until its READ completes (#32255)."""
         o = s.ops
         return o.any_(o.eq(s.d_phase[r], D_HELD) for r in self.reqs)
+
+    @witness
+    def sometimes_write_post_fails(self, s):
+        """A prefill rank's WRITE failed to post (V6: ``_xfer_blocks``' except-branch)."""
+        o = s.ops
+        if not self.k.ranked:
+            return o.const(False)
+        return o.any_(o.eq(s.wr[r, w], RD_FAILED) for r in self.reqs for w in range(self.k.F))
+
+    @witness
+    def sometimes_half_written_load_held(self, s):
+        """V6: decode still waits for (holds) a request whose block one rank's WRITE filled with
+        its part while another rank's WRITE failed to post: a count it will never reach."""
+        o = s.ops
+        if not self.k.ranked:
+            return o.const(False)
+        F = self.k.F
+        return o.any_(o.and_(o.is_in(s.d_phase[r], (D_READING, D_HELD)),
+                             o.any_(o.eq(s.wr[r, w], RD_FAILED) for w in range(F)),
+                             o.any_(o.eq(s.content[w, s.dest[r]], r + 1) for w in range(F)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_counts_several_notifications(self, s):
+        """Decode counted a notification of one rank and waits for another's (fan-in above one)."""
+        o = s.ops
+        if not self.k.ranked:
+            return o.const(False)
+        return o.any_(o.and_(o.gt(s.counted[r], 0), o.lt(s.counted[r], self.k.F)) for r in self.reqs)
+
+    @witness
+    def sometimes_load_fails(self, s):
+        """HYPOTHETICAL #50754: a counted ``PUSH_FAIL`` ends a load in ``FINISHED_ERROR``."""
+        o = s.ops
+        if not self.e.push_fail_notif:
+            return o.const(False)
+        return o.any_(o.eq(s.outcome[r], OUT_ERROR) for r in self.reqs)
+
+    @witness
+    def sometimes_replay_served(self, s):
+        """V9: a request carrying replayed ``kv_transfer_params`` is served (on whatever its READ took)."""
+        o = s.ops
+        return o.any_(o.eq(s.outcome[r], OUT_SUCCESS) for r in self.reqs if self.k.replay[r])
+
+    @witness
+    def sometimes_replay_refused(self, s):
+        """HYPOTHETICAL fail-closed V9 fix: decode refuses a reference it already admitted."""
+        o = s.ops
+        if not self.e.decode_refuses_replayed_params:
+            return o.const(False)
+        return o.any_(o.eq(s.outcome[r], OUT_ERROR) for r in self.reqs)
+
+    @witness
+    def sometimes_write_posted_after_expiry(self, s):
+        """V7 deferred (#55470): a WRITE is posted (not yet moved) for a request whose lease prefill already reaped."""
+        o = s.ops
+        if not self.e.push_handshake_may_defer:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.rd[r], RD_POSTED), o.eq(s.p_phase[r], P_EXPIRED)) for r in self.reqs)
 
     @witness
     def sometimes_request_rejected(self, s):

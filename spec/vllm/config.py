@@ -13,6 +13,8 @@ The scenario file's tables (:func:`parse_config`, :func:`config_data`)::
 
     [[requests]]            # 1..3 of them, one KV block each, prefilled in this order
     tenant = "A"
+    # replays = 0           # optional (V9): a decode-only request carrying request 0's
+                            # kv_transfer_params (a replayed or stale reference); never prefilled
 
     [engine]                # knobs of :class:`Engine`; unset ones keep their defaults
     mode = "pull"           # or "push"
@@ -30,6 +32,7 @@ CONFIG_KEYS = ("sizes", "requests", "engine")
 _SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
 _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
+_COUNTS = {"write_fan_in": (1, 3)}
 _CHOICES = {"mode": ("pull", "push")}
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
                    "read_latency_bound": ("unbounded", 1, 6)}
@@ -40,6 +43,11 @@ class Request:
     """One request: its tenant (whose data its KV is).  Each request's KV is one block."""
 
     tenant: str
+    replays: int | None = None
+    """V9 (#52234): this request is not prefilled; it reaches decode carrying the
+    ``kv_transfer_params`` of request ``replays`` (an earlier one), consumed or not -- a router
+    retry or a replayed reference.  Its prompt is that request's, so that request's KV is its
+    own; it READs the block ids the parameters name, whoever holds them by then."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,31 @@ class Engine:
     suffix block (push: ``_xfer_blocks``, push_worker.py:690-695); ``false`` is push before it
     (the block lists paired from the front: prefill's prefix block lands in decode's suffix
     slot, silently, V11).  Only with ``decode_prefix_hit``."""
+    write_fan_in: int = 1
+    """Push: ``pp_size * producers_per_consumer``, how many prefill ranks each WRITE their part of
+    decode's block (their heads, their pipeline stage) and each send a ``"{D_req}:{tp}"``
+    notification; decode's ``_get_new_notifs`` (push_worker.py:797-806) finishes the load only
+    when it has counted that many ("TP/PP fan-in").  1 (the default): one rank each side."""
+    write_post_may_fail: bool = False
+    """Push (V6): a prefill rank's ``_xfer_blocks`` may fail to post its WRITE
+    (``make_prepped_xfer``/``transfer`` raises): the except-branch (push_worker.py:746-763) logs,
+    adds the request to ``_send_failures`` and sends no notification, so decode never completes
+    its count."""
+    push_handshake_may_defer: bool = False
+    """Push (V7's deferred variant, #55470): when prefill's writer matches a ``PUSH_REG``, the
+    P->D handshake may still be pending (a slow or head-of-line-blocked peer, #48633 S2), so
+    ``_do_start_push_kv`` defers the WRITE to ``_deferred_push_inbox``; its delay is not bounded
+    by ``read_latency_bound``, and the writer posts it when the handshake resolves without
+    checking that prefill still holds the request."""
+    decode_refuses_replayed_params: bool = False
+    """HYPOTHETICAL fail-closed fix of V9, not in 0.33.0 (#52234 is open): decode admits a
+    ``(remote_engine_id, remote_request_id)`` reference once; a second request carrying it is
+    refused before any block is allocated or READ (``FINISHED_ERROR``)."""
+    push_fail_notif: bool = False
+    """HYPOTHETICAL, not in 0.33.0: #50754 (open) -- a rank whose WRITE failed to post sends a
+    ``PUSH_FAIL`` notification; decode counts it, and once every rank answered reports the load
+    failed (``failed_recving``: ``kv_load_failure_policy = "fail"``, the request ends in
+    ``FINISHED_ERROR`` and its block is freed)."""
 
     def problems(self) -> list[str]:
         """What is inconsistent about these knobs (``key: text``), or nothing."""
@@ -132,6 +165,12 @@ class Engine:
             out.append("reject_notifies_prefill: false describes a rejection; set decode_rejects = true")
         if not self.defer_block_free and not self.async_scheduling:
             out.append("defer_block_free: false matters only with async_scheduling = true")
+        if self.mode == "pull" and (self.write_fan_in != 1 or self.write_post_may_fail or self.push_fail_notif):
+            out.append("engine.mode: write_fan_in, write_post_may_fail and push_fail_notif are push-mode knobs")
+        if self.push_handshake_may_defer and (self.mode == "pull" or self.write_fan_in != 1 or self.write_post_may_fail):
+            out.append("engine.push_handshake_may_defer: modelled in push mode with one rank each side")
+        if self.push_fail_notif and not self.write_post_may_fail:
+            out.append("engine.push_fail_notif: needs write_post_may_fail = true (a PUSH_FAIL answers a failed post)")
         return out
 
 
@@ -151,7 +190,15 @@ class Config:
 
     def problems(self) -> list[str]:
         """What is inconsistent about this instance (``key: text``), or nothing."""
-        return self.engine.problems()
+        out = self.engine.problems()
+        for i, r in enumerate(self.requests):
+            if r.replays is None:
+                continue
+            if not 0 <= r.replays < i or self.requests[r.replays].replays is not None:
+                out.append(f"requests[{i}].replays: the index of an earlier request that is not a replay itself")
+            elif self.engine.mode != "pull":
+                out.append(f"requests[{i}].replays: replayed parameters are modelled in pull mode only")
+        return out
 
 
 def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config:
@@ -174,11 +221,15 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
         raise fail("[[requests]]", f"1..{_MAX_REQUESTS} request tables")
     requests = []
     for i, r in enumerate(reqs):
-        if not isinstance(r, dict) or set(r) != {"tenant"}:
-            raise fail(f"requests[{i}]", "a table with exactly tenant (each request is one KV block)", r)
+        if not isinstance(r, dict) or "tenant" not in r or set(r) - {"tenant", "replays"}:
+            raise fail(f"requests[{i}]", "a table with exactly tenant (each request is one KV block)"
+                       " and optionally replays", r)
         if not isinstance(r["tenant"], str) or not r["tenant"]:
             raise fail(f"requests[{i}].tenant", "a non-empty string", r["tenant"])
-        requests.append(Request(r["tenant"]))
+        replays = r.get("replays")
+        if replays is not None and (not _is_int(replays) or not 0 <= replays < i):
+            raise fail(f"requests[{i}].replays", f"the index of an earlier request (0..{i - 1})", replays)
+        requests.append(Request(r["tenant"], replays))
     engine = _engine(data.get("engine", {}), fail)
     for problem in engine.problems():  # knobs that contradict each other: one line naming the first
         key, _, text = problem.partition(": ")
@@ -187,10 +238,13 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
 
 
 WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expires", "async_scheduling",
-                    "defer_block_free", "decode_prefix_hit", "prefix_end_trim")
-"""Knobs added after the first vLLM certificates and traces were stored: :func:`config_data`
-writes them only when a scenario sets them away from their default, so the stored scenario of
-every file that leaves them alone (certificates, traces) stays what it was."""
+                    "defer_block_free", "decode_prefix_hit", "prefix_end_trim", "write_fan_in",
+                    "write_post_may_fail", "push_fail_notif", "decode_refuses_replayed_params",
+                    "push_handshake_may_defer")
+"""Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
+fan-in, V6, V9, #55470): :func:`config_data` writes them only when a scenario sets them away
+from their default, so the stored scenario of every file that leaves them alone (certificates,
+traces) stays what it was."""
 
 
 def config_data(cfg: Config) -> dict[str, Any]:
@@ -200,7 +254,8 @@ def config_data(cfg: Config) -> dict[str, Any]:
     default = Engine()
     return {
         "sizes": {"prefill_blocks": cfg.prefill_blocks, "decode_blocks": cfg.decode_blocks},
-        "requests": [{"tenant": r.tenant} for r in cfg.requests],
+        "requests": [{"tenant": r.tenant, **({} if r.replays is None else {"replays": r.replays})}
+                     for r in cfg.requests],
         "engine": {k: (words[k] if v is None else v) for k, v in asdict(cfg.engine).items()
                    if k not in WRITTEN_WHEN_SET or v != getattr(default, k)},
     }
@@ -217,6 +272,10 @@ def _engine(table: Any, fail) -> Engine:
         if key in _CHOICES:
             if v not in _CHOICES[key]:
                 raise fail(f"[engine].{key}", "one of " + ", ".join(_CHOICES[key]), v)
+        elif key in _COUNTS:
+            lo, hi = _COUNTS[key]
+            if not _is_int(v) or not lo <= v <= hi:
+                raise fail(f"[engine].{key}", f"a whole number in {lo}..{hi}", v)
         elif key in _TICKS:
             lo, hi = _TICKS[key]
             if not _is_int(v) or not lo <= v <= hi:

@@ -19,11 +19,20 @@ Modelling choices, each stated once here:
   content at that moment lands in the destination block, whoever owns either now), then
   completes.  The completion notification (``notif_msg``) is created by the completion itself:
   it proves the data moved.  The peer (pull: prefill, push: decode) consumes it later.
-* Push: one prefill rank and one decode rank, so one notification completes the count
-  (``pp_size * producers_per_consumer`` = 1); registrations match by exact id (0.33.0's writer
+* Push: by default one prefill rank and one decode rank, so one notification completes the
+  count (``pp_size * producers_per_consumer`` = 1).  With ``write_fan_in`` above one, or with
+  V6's failed posts (``write_post_may_fail``), each prefill rank ``w`` has its own WRITE of its
+  part of the block (``wr[r, w]``, ``content[w, block]``) and its own notification, and decode
+  counts them (the ``*_part`` actions and :meth:`VllmPd.decode_get_new_notifs`); the prefill
+  side stays one request view (its ranks' leases move together: same start, the same
+  heartbeats; the scheduler frees once every rank reported, ``KVOutputAggregator``).  Registrations match by exact id (0.33.0's writer
   matches by exact, then base id: with one registration per request both pair the same); the handshake is
-  instantaneous, a WRITE is posted only while prefill still holds the request (the deferred
-  WRITE after retirement, #55470, is not modelled); the watchdog is not modelled.
+  instantaneous and a WRITE is posted only while prefill still holds the request, unless
+  ``push_handshake_may_defer`` lets the writer defer a matched WRITE behind a pending handshake
+  and post it later, lease or no lease (#55470); the watchdog is not modelled.
+* V9 (pull): a request with ``replays = N`` carries request N's ``kv_transfer_params``: it is
+  never prefilled, READs N's block ids (``src``), its notification names N, and decode's
+  heartbeat set (``hb_set``) holds N's id once for both.
 * Decode's scheduler steps (taking a request, posting a READ, heartbeats, ``finished_recving``,
   aborts) need decode not stalled; NIXL's data movement and prefill go on during a stall.
 * The scheduler's side (declared last, so earlier scenarios keep their action ids): a
@@ -46,8 +55,8 @@ from kvproof.model.layout import Domain
 from kvproof.spec.vllm.claims import VllmClaims
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_ABORTED, OUT_SUCCESS,
-    P_ABORTED, P_EXPIRED, P_HELD, P_NEW, P_SENT, RD_DONE, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT,
-    READ_FOREIGN, READ_OWN, UNWRITTEN, Codes, build_fields,
+    OUT_ERROR, P_ABORTED, P_EXPIRED, P_HELD, P_NEW, P_SENT, RD_DONE, RD_FAILED, RD_NONE, RD_POSTED, RD_TAKEN,
+    READ_CROSS_TENANT, READ_FOREIGN, READ_OWN, UNWRITTEN, WN_DONE, WN_FAIL, WN_NONE, Codes, build_fields,
 )
 from kvproof.spec.vllm.story import VllmStory
 
@@ -65,8 +74,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
 
     # -- structure ---------------------------------------------------------------------------
     def domain(self, name: str) -> Domain:
-        """The only parameter domain: ``req``."""
-        return {"req": self.k.req}[name]
+        """The parameter domains: ``req``, and ``wrank`` (a prefill rank WRITing its part, push)."""
+        return {"req": self.k.req, "wrank": self.k.wrank}[name]
 
     @property
     def reqs(self) -> range:
@@ -136,12 +145,43 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         getattr(n, owner)[b] = o.ite(o.and_(when, o.eq(own[b], r + 1)), FREE, own[b])
 
     def _classify(self, s, r: int):
-        """What decode computes on when ``r`` runs: its destination block's content."""
+        """What decode computes on when ``r`` runs: its destination block's content (per-rank
+        WRITEs: every rank's part of it; own only if every part is ``r``'s)."""
         o = s.ops
+        if self.k.ranked:
+            parts = [s.content[w, s.dest[r]] for w in range(self.k.F)]
+            own = o.all_(o.eq(x, r + 1) for x in parts)
+            cross = o.any_(o.and_(o.ne(x, UNWRITTEN),
+                                  o.ne(o.lookup(self.k.tenant_of_content, x), self.k.tenant[r])) for x in parts)
+            return o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
         held = s.content[s.dest[r]]
-        own = o.eq(held, r + 1)
+        own = o.eq(held, self.k.origin[r] + 1)  # a replay's own KV is its reference's (V9)
         cross = o.and_(o.ne(held, UNWRITTEN), o.ne(o.lookup(self.k.tenant_of_content, held), self.k.tenant[r]))
         return o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
+
+    def _reference_admitted(self, s, r: int):
+        """Decode already admitted another request carrying ``r``'s reference (V9)."""
+        o = s.ops
+        t = self.k.origin[r]
+        return o.any_(o.ne(s.d_phase[x], D_NEW) for x in self.reqs if x != r and self.k.origin[x] == t)
+
+    def _heartbeat_names(self, s) -> list:
+        """Per request: decode's ``HB:`` notification names its id.  Decode tracks the requests
+        it has queued or loading; with replays (V9) the heartbeat set holds remote request ids
+        (``hb_set``), shared by a request and its replays."""
+        o = s.ops
+        if self.k.replays:
+            return [o.eq(s.hb_set[r], 1) for r in self.reqs]
+        return [o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs]
+
+    def _stop_heartbeat(self, s, n, r: int, when) -> None:
+        """``_stop_heartbeat`` (base_scheduler.py:243-251) when ``r`` stops being queued or
+        loading (``when``): it discards ``r``'s remote request id from the heartbeat set, even if
+        another decode request carrying the same id (a replay, V9) still loads, whose lease then
+        gets no more heartbeats."""
+        o = s.ops
+        t = self.k.origin[r]
+        n.hb_set[t] = o.ite(when, 0, s.hb_set[t])
 
     @property
     def pull(self) -> bool:
@@ -176,9 +216,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         kv_lease_duration``.  These are the blocks decode will READ (V1).  Requests reach
         prefill in order."""
         o = s.ops
+        s.require(not self.k.replay[r])  # a replay (V9) is never prefilled
         s.require(o.eq(s.p_phase[r], P_NEW))
-        if r > 0:
-            s.require(o.ne(s.p_phase[r - 1], P_NEW))
+        before = [x for x in range(r) if not self.k.replay[x]]
+        if before:
+            s.require(o.ne(s.p_phase[before[-1]], P_NEW))
         if self.k.prefix:
             self._allocate_prefix_and_suffix(s, n, r)
         else:
@@ -194,16 +236,20 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         proof).  For one whose lease already expired it logs "Potentially invalid KV blocks for
         unrecognized request" (``record_notification_after_expiry``) and drops it: nothing
         reaches decode (V1).  The same branch takes the notify-only ``"{req}:{n}"`` decode sends
-        for a request it rejected before admission (V12, #41269)."""
+        for a request it rejected before admission (V12, #41269).  A replay's READ (V9) notifies
+        ``"{remote_request_id}:1"``, the id of the request it replays: prefill counts it for that
+        request, which is then ``finished_sending`` and freed while its own decode READ may still
+        be in flight."""
         o = s.ops
         s.require(self.pull)
         s.require(o.eq(s.notif[r], 1))
         n.notif[r] = 0
-        held = o.eq(s.p_phase[r], P_HELD)
-        n.p_phase[r] = o.ite(held, P_SENT, s.p_phase[r])
-        n.lease[r] = o.ite(held, 0, s.lease[r])
+        t = self.k.origin[r]  # the request the notification names
+        held = o.eq(s.p_phase[t], P_HELD)
+        n.p_phase[t] = o.ite(held, P_SENT, s.p_phase[t])
+        n.lease[t] = o.ite(held, 0, s.lease[t])
         n.late[r] = o.ite(held, s.late[r], 1)
-        self._free_source(s, n, r, when=held)
+        self._free_source(s, n, t, when=held)
 
     @action("prefill", "req", fair=True)
     def prefill_reap_expired_lease(self, s, n, r):
@@ -239,12 +285,23 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         (base_scheduler.py:202-241), ``get_num_new_matched_tokens`` asks for an async load, the
         scheduler allocates a block and parks the request in ``WAITING_FOR_REMOTE_KVS``
         (scheduler.py:1523).  The parameters may already be stale: prefill's lease may have
-        expired (V1, "D has not read yet")."""
+        expired (V1, "D has not read yet").  A replay (V9, #52234) carries the parameters of the
+        request it replays, consumed or not: the same ``remote_block_ids`` (``src``), the same
+        ``remote_request_id`` in the heartbeat set.  With the HYPOTHETICAL
+        ``decode_refuses_replayed_params`` a reference decode already admitted is refused instead
+        (:meth:`decode_refuse_replayed_params`)."""
         o = s.ops
+        t = self.k.origin[r]
         s.require(o.eq(s.d_phase[r], D_NEW))
-        s.require(o.ne(s.p_phase[r], P_NEW))
+        s.require(o.ne(s.p_phase[t], P_NEW))
         s.require(self._running(s))
+        if self.e.decode_refuses_replayed_params:
+            s.require(o.not_(self._reference_admitted(s, r)))
         self._allocate(s, n, r, "owner", "dest", self.k.D)
+        if self.k.replay[r]:
+            n.src[r] = s.src[t]
+        if self.k.replays:
+            n.hb_set[t] = 1
         n.d_phase[r] = D_WAITING
         if self.k.A is not None:
             n.age[r] = 0
@@ -278,6 +335,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         before #45357 (V15) and, with it, puts it in ``deferred_frees`` until that step is
         processed (:meth:`decode_update_from_output`)."""
         o = s.ops
+        s.require(not self.k.ranked)
         if self.pull:
             s.require(o.eq(s.rd[r], RD_DONE))
         else:
@@ -295,6 +353,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
             self._free(s, n, r, "owner", "dest", when=o.not_(deferred))
         else:
             self._free(s, n, r, "owner", "dest")
+        if self.k.replays:
+            self._stop_heartbeat(s, n, r, loading)
 
     @action("decode", "req")
     def decode_abort(self, s, n, r):
@@ -320,6 +380,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.outcome[r] = OUT_ABORTED
         n.d_phase[r] = o.ite(hold, D_HELD, D_ENDED)
         self._free(s, n, r, "owner", "dest", when=o.not_(hold))
+        if self.k.replays:
+            self._stop_heartbeat(s, n, r, True)
 
     @action("decode", fair=True)
     def decode_send_heartbeats(self, s, n):
@@ -331,7 +393,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(self.k.I is not None)
         s.require(self._running(s))
         s.require(o.eq(s.hb_age, self.k.I))
-        tracked = [o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs]
+        tracked = self._heartbeat_names(s)
         s.require(o.any_(tracked))
         n.hb_age = 0
         for r in self.reqs:
@@ -399,10 +461,12 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         posts the WRITE (``_xfer_blocks``: ``make_prepped_xfer("WRITE", ...,
         notif_msg="{D_req}:{world_size}")``, 651-763) while it still holds the request."""
         o = s.ops
-        s.require(not self.pull)
+        s.require(not self.pull and not self.k.ranked)
         s.require(o.eq(s.reg[r], 1))
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.rd[r], RD_NONE))
+        if self.e.push_handshake_may_defer:
+            s.require(o.eq(s.deferred[r], 0))
         n.rd[r] = RD_POSTED
 
     @action("nixl", "req", fair=True)
@@ -410,7 +474,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         """Push: the WRITE moves its data at some moment between post and completion: decode's
         block receives what prefill's block holds NOW (V7: a block prefill freed on lease expiry
         and reused holds another request's KV)."""
-        s.require(not self.pull)
+        s.require(not self.pull and not self.k.ranked)
         self._move_data(s, n, r)
 
     @action("nixl", "req", fair=True)
@@ -419,7 +483,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``"{D_req}:{world_size}"`` to decode after the data movement, and prefill's handle is
         done.  Its count completes decode's load even when the WRITE carried a reused block's
         KV (V7)."""
-        s.require(not self.pull)
+        s.require(not self.pull and not self.k.ranked)
         self._complete(s, n, r)
 
     @action("prefill", "req", fair=True)
@@ -433,10 +497,15 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         the WRITE handles, so once the lease has run out the same call reports the request as
         expired (``num_kv_expired_reqs``), WRITE done or not: that is
         :meth:`prefill_reap_expired_lease`, and this step needs the lease still running (found
-        by replaying push on 0.33.0: the model counted such a request as sent)."""
+        by replaying push on 0.33.0: the model counted such a request as sent).  Per-rank WRITEs:
+        every rank's handle must be done (``KVOutputAggregator`` frees once all ranks reported);
+        a rank whose post failed (V6) has no handle, so only its lease expiry reports it."""
         o = s.ops
         s.require(not self.pull)
-        s.require(o.eq(s.rd[r], RD_DONE))
+        if self.k.ranked:
+            s.require(o.all_(o.eq(s.wr[r, w], RD_DONE) for w in range(self.k.F)))
+        else:
+            s.require(o.eq(s.rd[r], RD_DONE))
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.gt(s.lease[r], 0))
         n.p_phase[r] = P_SENT
@@ -468,20 +537,163 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                 arriving = o.and_(o.ne(s.p_phase[r], P_NEW), o.eq(s.d_phase[r], D_NEW))
                 counting.append(o.and_(arriving, o.lt(s.age[r], e.arrival_latency_bound)))
                 blocks.append(o.and_(arriving, o.ge(s.age[r], e.arrival_latency_bound)))
-            if e.read_latency_bound is not None:
+            if e.read_latency_bound is not None and k.ranked:  # a failed post is never loading
+                xs = [s.wr[r, w] for w in range(k.F)]
+                loading = o.or_(o.and_(o.is_in(s.d_phase[r], D_TRACKED), o.any_(o.lt(x, RD_DONE) for x in xs)),
+                                o.any_(o.is_in(x, (RD_POSTED, RD_TAKEN)) for x in xs))
+                counting.append(o.and_(loading, o.lt(s.age[r], e.read_latency_bound)))
+                blocks.append(o.and_(loading, o.ge(s.age[r], e.read_latency_bound)))
+            elif e.read_latency_bound is not None:
                 loading = o.or_(o.and_(o.is_in(s.d_phase[r], D_TRACKED), o.ne(s.rd[r], RD_DONE)),
                                 o.is_in(s.rd[r], (RD_POSTED, RD_TAKEN)))
                 if self.pull:  # an aborted load's READ is posted by the worker all the same
                     loading = o.or_(loading, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE)))
+                if e.push_handshake_may_defer:  # a deferred WRITE waits on an unbounded handshake
+                    loading = o.and_(loading, o.eq(s.deferred[r], 0))
                 counting.append(o.and_(loading, o.lt(s.age[r], e.read_latency_bound)))
                 blocks.append(o.and_(loading, o.ge(s.age[r], e.read_latency_bound)))
             n.age[r] = advance(s.age[r], o.any_(counting))
         if k.I is not None:
-            tracked = o.any_(o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs)
+            tracked = o.any_(self._heartbeat_names(s))
             n.hb_age = advance(s.hb_age, o.and_(tracked, o.lt(s.hb_age, k.I)))
             blocks.append(o.and_(tracked, o.eq(s.hb_age, k.I), self._running(s)))
         s.require(o.any_(moves))
         s.require(o.not_(o.any_(blocks)))
+
+    # -- push with per-rank WRITEs: TP/PP fan-in, V6 ------------------------------------------------
+    @action("prefill", "req", "wrank", fair=True)
+    def prefill_xfer_blocks(self, s, n, r, w):
+        """Push, per-rank WRITEs (``write_fan_in``, V6): prefill rank ``w``'s writer thread
+        matches the ``PUSH_REG`` (decode's ``_do_send_reg_notif`` sends it to every prefill rank)
+        with its finished blocks and posts its WRITE of its part (``_xfer_blocks_for_req`` ->
+        ``_xfer_blocks``: ``make_prepped_xfer("WRITE", ..., notif_msg="{D_req}:{world_size}")``
+        and ``transfer``, push_worker.py:651-763) while prefill still holds the request."""
+        o = s.ops
+        s.require(self.k.ranked)
+        s.require(o.eq(s.reg[r], 1))
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        s.require(o.eq(s.wr[r, w], RD_NONE))
+        n.wr[r, w] = RD_POSTED
+
+    @action("prefill", "req", "wrank")
+    def prefill_xfer_blocks_fails(self, s, n, r, w):
+        """V6: rank ``w``'s ``_xfer_blocks`` raises while posting (``make_prepped_xfer`` or
+        ``transfer``): the except-branch (push_worker.py:746-763) logs "Push WRITE submission
+        failed; releasing handle", adds the request to ``_send_failures`` and returns no handle.
+        0.33.0 sends no notification, so decode's count never completes; with no handle the
+        rank reports the request only when its lease expires ("let the engine reschedule via the
+        lease / watchdog").  With ``push_fail_notif`` (HYPOTHETICAL, #50754, open) the rank sends
+        ``PUSH_FAIL`` to decode instead."""
+        o = s.ops
+        s.require(self.k.ranked and self.e.write_post_may_fail)
+        s.require(o.eq(s.reg[r], 1))
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        s.require(o.eq(s.wr[r, w], RD_NONE))
+        n.wr[r, w] = RD_FAILED
+        if self.e.push_fail_notif:
+            n.wnotif[r, w] = WN_FAIL
+
+    @action("nixl", "req", "wrank", fair=True)
+    def nixl_write_land_part(self, s, n, r, w):
+        """Push, per-rank WRITEs: rank ``w``'s WRITE moves its part (its heads / its stage's
+        layers) at some moment between post and completion: that part of decode's block
+        receives what prefill's block holds NOW (V7 per rank)."""
+        o = s.ops
+        s.require(self.k.ranked)
+        s.require(o.eq(s.wr[r, w], RD_POSTED))
+        n.wr[r, w] = RD_TAKEN
+        n.content[w, s.dest[r]] = s.src_content[s.src[r]]
+
+    @action("nixl", "req", "wrank", fair=True)
+    def nixl_write_complete_part(self, s, n, r, w):
+        """Push, per-rank WRITEs: rank ``w``'s WRITE completes (``check_xfer_state`` DONE) and
+        NIXL delivers its ``"{D_req}:{world_size}"`` to decode after the data movement."""
+        o = s.ops
+        s.require(self.k.ranked)
+        s.require(o.eq(s.wr[r, w], RD_TAKEN))
+        n.wr[r, w] = RD_DONE
+        n.wnotif[r, w] = WN_DONE
+
+    @action("decode", "req", "wrank", fair=True)
+    def decode_get_new_notifs(self, s, n, r, w):
+        """Push, per-rank WRITEs: decode's ``get_transfer_results`` -> ``_get_new_notifs``
+        (push_worker.py:767-807) counts rank ``w``'s notification in
+        ``consumer_notification_counts_by_req`` toward ``pp_size * producers_per_consumer``
+        (``write_fan_in``); the count that reaches it makes ``_pop_done_transfers`` report
+        ``finished_recving`` in the same call, and the scheduler caches and runs the request (an
+        aborted, held one is freed), as :meth:`decode_finished_recving`.  A rank whose post
+        failed sends nothing (V6), so the count stays short: decode holds the half-written block
+        and heartbeats for it.  With ``push_fail_notif`` (HYPOTHETICAL, #50754) a ``PUSH_FAIL``
+        counts too and the completed count reports ``failed_recving``: ``kv_load_failure_policy
+        = "fail"`` ends the request in ``FINISHED_ERROR`` and frees its block -- only once every
+        rank answered, so after every sibling WRITE landed (a PUSH_FAIL that failed the load at
+        once would free the block under a sibling WRITE, V8's shape; not modelled)."""
+        o = s.ops
+        k = self.k
+        s.require(k.ranked)
+        s.require(o.ne(s.wnotif[r, w], WN_NONE))
+        s.require(o.is_in(s.d_phase[r], (D_READING, D_HELD)))
+        s.require(self._running(s))
+        n.wnotif[r, w] = WN_NONE
+        last = o.eq(s.counted[r], k.F - 1)
+        n.counted[r] = o.add(s.counted[r], 1)
+        loading = o.and_(last, o.eq(s.d_phase[r], D_READING))
+        served = loading
+        if self.e.push_fail_notif:
+            failed = o.or_(o.eq(s.load_failed[r], 1), o.eq(s.wnotif[r, w], WN_FAIL))
+            n.load_failed[r] = o.ite(failed, 1, 0)
+            served = o.and_(loading, o.not_(failed))
+            n.outcome[r] = o.ite(served, OUT_SUCCESS, o.ite(loading, OUT_ERROR, s.outcome[r]))
+        else:
+            n.outcome[r] = o.ite(served, OUT_SUCCESS, s.outcome[r])
+        n.read[r] = o.ite(served, self._classify(s, r), s.read[r])
+        n.d_phase[r] = o.ite(last, D_ENDED, s.d_phase[r])
+        self._free(s, n, r, "owner", "dest", when=last)
+
+    # -- V9's HYPOTHETICAL fail-closed fix ------------------------------------------------------------
+    @action("decode", "req", fair=True)
+    def decode_refuse_replayed_params(self, s, n, r):
+        """HYPOTHETICAL (not in 0.33.0; #52234 is open), V9 failing closed: decode admits each
+        ``(remote_engine_id, remote_request_id)`` reference once; a request arriving with a
+        reference decode already admitted (a replay, or the original after its replay) is refused
+        before any block is allocated or READ: ``FINISHED_ERROR``."""
+        o = s.ops
+        s.require(self.e.decode_refuses_replayed_params)
+        t = self.k.origin[r]
+        s.require(o.eq(s.d_phase[r], D_NEW))
+        s.require(o.ne(s.p_phase[t], P_NEW))
+        s.require(self._running(s))
+        s.require(self._reference_admitted(s, r))
+        n.d_phase[r] = D_ENDED
+        n.outcome[r] = OUT_ERROR
+
+    # -- push: the deferred WRITE (V7's deferred variant, #55470) ---------------------------------------
+    @action("prefill", "req")
+    def prefill_defer_push(self, s, n, r):
+        """Push (``push_handshake_may_defer``): prefill's writer matches the ``PUSH_REG`` with the
+        finished blocks, but ``_do_start_push_kv`` (push_worker.py:452-501) finds the P->D
+        handshake not ready: it registers ``_on_handshake`` on the handshake's future and returns;
+        the WRITE will be re-driven from ``_deferred_push_inbox`` (V7, #55470)."""
+        o = s.ops
+        s.require(self.e.push_handshake_may_defer)
+        s.require(o.eq(s.reg[r], 1))
+        s.require(o.eq(s.p_phase[r], P_HELD))
+        s.require(o.eq(s.rd[r], RD_NONE))
+        s.require(o.eq(s.deferred[r], 0))
+        n.deferred[r] = 1
+
+    @action("prefill", "req", fair=True)
+    def prefill_deferred_push_write(self, s, n, r):
+        """Push: the handshake resolves, ``_on_handshake`` puts the request on
+        ``_deferred_push_inbox`` and the writer's next pass (``_push_writer_loop`` step 2) calls
+        ``_do_start_push_kv`` again, which posts the WRITE of the block ids it kept -- without
+        checking that prefill still holds the request: after a lease expiry the block may
+        belong to another request (V7's deferred variant, #55470, open)."""
+        o = s.ops
+        s.require(self.e.push_handshake_may_defer)
+        s.require(o.eq(s.deferred[r], 1))
+        n.deferred[r] = 0
+        n.rd[r] = RD_POSTED
 
     # -- the scheduler's side: pre-admission rejection (V12) and deferred frees (V15) ----------------
     # Declared last so that the action ids of the scenarios above stay what they were.

@@ -15,8 +15,8 @@ from kvproof.spec.vllm.config import Config
 __all__ = [
     "P_NEW", "P_HELD", "P_SENT", "P_EXPIRED", "P_ABORTED", "P_FREED",
     "D_NEW", "D_WAITING", "D_READING", "D_HELD", "D_ENDED", "D_LIVE", "D_TRACKED",
-    "RD_NONE", "RD_POSTED", "RD_TAKEN", "RD_DONE",
-    "OUT_NONE", "OUT_SUCCESS", "OUT_ABORTED",
+    "RD_NONE", "RD_POSTED", "RD_TAKEN", "RD_DONE", "RD_FAILED", "WN_NONE", "WN_DONE", "WN_FAIL",
+    "OUT_NONE", "OUT_SUCCESS", "OUT_ABORTED", "OUT_ERROR",
     "READ_NONE", "READ_OWN", "READ_FOREIGN", "READ_CROSS_TENANT",
     "FREE", "UNWRITTEN", "NO_TENANT", "Codes", "build_fields",
 ]
@@ -38,8 +38,15 @@ D_TRACKED = (D_WAITING, D_READING)  # phases decode heartbeats for (queued or lo
 # (data not yet moved), data moved, complete
 RD_NONE, RD_POSTED, RD_TAKEN, RD_DONE = range(4)
 RD_LABELS = ("none", "posted", "data_taken", "complete")
+RD_FAILED = 4  # push with per-rank WRITEs only: the rank's WRITE failed to post (V6)
+WR_LABELS = RD_LABELS + ("post_failed",)
+# a rank's notification on its way to decode (per-rank WRITEs): none, the WRITE's completion
+# "{D_req}:{tp}", or (hypothetical #50754) PUSH_FAIL
+WN_NONE, WN_DONE, WN_FAIL = range(3)
+WN_LABELS = ("none", "write_done", "push_fail")
 OUT_NONE, OUT_SUCCESS, OUT_ABORTED = range(3)
 OUT_LABELS = ("none", "success", "aborted")
+OUT_ERROR = 3  # with push_fail_notif only: the load failed, FINISHED_ERROR (kv_load_failure_policy "fail")
 READ_NONE, READ_OWN, READ_FOREIGN, READ_CROSS_TENANT = range(4)
 READ_LABELS = ("none", "own", "foreign", "cross_tenant")
 
@@ -76,6 +83,17 @@ class Codes:
         prefixes = tuple(f"{x}:prefix" for x in names) if self.prefix else ()
         self.content = Domain("content", self.R + 1 + len(prefixes), ("unwritten",) + names + prefixes)
         self.lease = Domain("lease_ticks_left", self.L + 1)
+        self.origin = tuple(i if r.replays is None else r.replays for i, r in enumerate(cfg.requests))
+        """Whose prompt and ``kv_transfer_params`` each request carries: itself, or for a replay
+        (V9) the request it replays."""
+        self.replay = tuple(r.replays is not None for r in cfg.requests)
+        self.replays = any(self.replay)
+        self.F = e.write_fan_in
+        self.ranked = e.mode == "push" and (self.F > 1 or e.write_post_may_fail)
+        """Push with per-rank WRITEs (fan-in above one, or V6's failed posts): each prefill rank
+        ``w`` has its own WRITE ``wr[r, w]`` writing its part ``content[w, block]`` and its own
+        notification ``wnotif[r, w]``; decode counts them (``counted``)."""
+        self.wrank = Domain("prefill_rank", self.F, tuple(f"w{w}" for w in range(self.F)))
 
     def prefix_content(self, r: int) -> int:
         """The content code of request ``r``'s prefix KV (with ``decode_prefix_hit``): ``r``'s
@@ -92,6 +110,8 @@ def build_fields(k: Codes) -> list[Field]:
         return Domain(name, len(labels), labels)
 
     flag = en("flag", ("no", "yes"))
+    if k.ranked:
+        return _ranked_fields(k, e, req, en, flag)
     fields = [
         Field("p_phase", (req,), en("p_phase", P_LABELS), P_NEW, "prefill's view of the request"),
         Field("src", (req,), k.pblock_ref, k.P, "prefill block holding the request's KV"),
@@ -101,7 +121,8 @@ def build_fields(k: Codes) -> list[Field]:
         Field("dest", (req,), k.block_ref, k.D, "decode block the READ fills"),
         Field("rd", (req,), en("xfer", RD_LABELS), RD_NONE, "the NIXL transfer (pull: READ, push: WRITE)"),
         Field("notif", (req,), flag, 0, "the transfer's completion notification on its way to the peer"),
-        Field("outcome", (req,), en("outcome", OUT_LABELS), OUT_NONE, "what the client got"),
+        Field("outcome", (req,), en("outcome", OUT_LABELS + (("error",) if e.decode_refuses_replayed_params else ())),
+              OUT_NONE, "what the client got"),
         Field("read", (req,), en("read", READ_LABELS), READ_NONE, "what decode computed on"),
         Field("owner", (k.block,), k.owner, FREE, "decode block owner", sentinel=True),
         Field("content", (k.block,), k.content, UNWRITTEN, "whose KV a decode block holds", sentinel=True),
@@ -110,6 +131,12 @@ def build_fields(k: Codes) -> list[Field]:
     ]
     if e.mode == "push":
         fields.append(Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writer"))
+    if e.push_handshake_may_defer:
+        fields.append(Field("deferred", (req,), flag, 0,
+                            "prefill's writer matched the PUSH_REG and deferred the WRITE until the handshake resolves"))
+    if k.replays:
+        fields.append(Field("hb_set", (req,), flag, 0, "the request's id is in decode's heartbeat set "
+                            "(_heartbeat_by_engine[...].req_ids: one entry per remote request id)"))
     if k.A is not None:
         fields.append(Field("age", (req,), Domain("age", k.A + 1), 0,
                             "ticks waiting for decode to take the request, then for its READ"))
@@ -122,6 +149,45 @@ def build_fields(k: Codes) -> list[Field]:
         fields.append(Field("inflight", (req,), flag, 0,
                             "a GPU step scheduled before the request's finish was processed still writes its "
                             "decode block (async scheduling)"))
+    if e.decode_may_stall:
+        fields.append(Field("stalled", (), flag, 0, "decode's engine loop is stalled (a long forward pass)"))
+    return fields
+
+
+def _ranked_fields(k: Codes, e, req: Domain, en, flag) -> list[Field]:
+    """The fields of push mode with per-rank WRITEs (:attr:`Codes.ranked`): ``rd``, ``notif``
+    and ``content`` become per prefill rank (``wr``, ``wnotif``, ``content[w, block]``), decode
+    counts notifications (``counted``)."""
+    w = k.wrank
+    outcomes = OUT_LABELS + (("error",) if e.push_fail_notif else ())
+    fields = [
+        Field("p_phase", (req,), en("p_phase", P_LABELS), P_NEW, "prefill's view of the request"),
+        Field("src", (req,), k.pblock_ref, k.P, "prefill block holding the request's KV"),
+        Field("lease", (req,), k.lease, 0, "ticks left on prefill's lease (_reqs_to_send expiry)"),
+        Field("late", (req,), flag, 0, "prefill saw a completion notification after the lease expired"),
+        Field("d_phase", (req,), en("d_phase", D_LABELS), D_NEW, "decode's view of the request"),
+        Field("dest", (req,), k.block_ref, k.D, "decode block the WRITEs fill"),
+        Field("wr", (req, w), en("xfer", WR_LABELS), RD_NONE, "each prefill rank's WRITE of its part"),
+        Field("wnotif", (req, w), en("wnotif", WN_LABELS), WN_NONE,
+              "each rank's notification on its way to decode"),
+        Field("counted", (req,), Domain("counted", k.F + 1), 0,
+              "notifications decode's _get_new_notifs counted (consumer_notification_counts_by_req)"),
+        Field("outcome", (req,), en("outcome", outcomes), OUT_NONE, "what the client got"),
+        Field("read", (req,), en("read", READ_LABELS), READ_NONE, "what decode computed on"),
+        Field("owner", (k.block,), k.owner, FREE, "decode block owner", sentinel=True),
+        Field("content", (w, k.block), k.content, UNWRITTEN, "whose KV each rank's part of a decode block holds",
+              sentinel=True),
+        Field("src_owner", (k.pblock,), k.owner, FREE, "prefill block owner", sentinel=True),
+        Field("src_content", (k.pblock,), k.content, UNWRITTEN, "whose KV a prefill block holds", sentinel=True),
+        Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writers"),
+    ]
+    if e.push_fail_notif:
+        fields.append(Field("load_failed", (req,), flag, 0, "decode counted a PUSH_FAIL for the request"))
+    if k.A is not None:
+        fields.append(Field("age", (req,), Domain("age", k.A + 1), 0,
+                            "ticks waiting for decode to take the request, then for its WRITEs"))
+    if k.I is not None:
+        fields.append(Field("hb_age", (), Domain("hb_age", k.I + 1), 0, "ticks since decode's last heartbeats"))
     if e.decode_may_stall:
         fields.append(Field("stalled", (), flag, 0, "decode's engine loop is stalled (a long forward pass)"))
     return fields

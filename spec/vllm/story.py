@@ -21,6 +21,12 @@ class VllmStory:
     def _get(self, state: Sequence[int], name: str, *idx: int) -> int:
         return state[self.layout.slot(name, *idx)]
 
+    def _xfer_values(self, state: Sequence[int], r: int) -> list[int]:
+        """The states of ``r``'s transfers (one, or one per prefill rank with per-rank WRITEs)."""
+        if self.k.ranked:
+            return [self._get(state, "wr", r, w) for w in range(self.k.F)]
+        return [self._get(state, "rd", r)]
+
     def content_label(self, code: int) -> str:
         """Whose KV a content code stands for, with the tenant: ``R0's KV (tenant A)``."""
         if code == UNWRITTEN:
@@ -37,7 +43,8 @@ class VllmStory:
         g = self._get
         if name == "prefill_reap_expired_lease":
             q = g(pre, "src", r)
-            reading = g(pre, "rd", r) == RD_POSTED or (g(pre, "rd", r) == RD_NONE and g(pre, "d_phase", r) != D_ENDED)
+            xs = self._xfer_values(pre, r)
+            reading = RD_POSTED in xs or (RD_NONE in xs and g(pre, "d_phase", r) != D_ENDED)
             text = (f"prefill: \"Releasing expired KV blocks for request R{r}\" (lease of "
                     f"{self.e.kv_lease_duration} ticks ran out): q{q} is free; decode is not told")
             return [Note("hazard" if reading else "info", text)]
@@ -56,8 +63,10 @@ class VllmStory:
                 q = g(pre, "src_prefix", r)
                 notes.append(Note("hazard", f"the {xfer} pairs decode's one (suffix) slot p{p} with prefill's first "
                                             f"block q{q}, R{r}'s prefix: the lists are not end-trimmed"))
-            if g(pre, "src_owner", q) != r + 1:
-                notes.append(Note("hazard", f"the {xfer} for R{r} takes q{q}, which R{r} no longer holds: it holds "
+            t = self.k.origin[r]
+            whose = f"R{r}" if t == r else f"R{r} (carrying R{t}'s kv_transfer_params)"
+            if g(pre, "src_owner", q) != t + 1:
+                notes.append(Note("hazard", f"the {xfer} for {whose} takes q{q}, which R{t} no longer holds: it holds "
                                             f"{self.content_label(held)}"))
             if g(pre, "owner", p) != r + 1:
                 notes.append(Note("hazard", f"the {xfer} for R{r} lands in p{p}, which decode freed"
@@ -89,8 +98,34 @@ class VllmStory:
             return [Note("info", f"HB: leases extended to at least {self.k.X} ticks")]
         if name == "decode_abort" and g(post, "d_phase", r) == D_HELD:
             return [Note("info", f"R{r} aborted in WAITING_FOR_REMOTE_KVS: delay_free_blocks until finished_recving")]
+        if name == "prefill_deferred_push_write" and g(pre, "p_phase", r) != P_HELD:
+            return [Note("hazard", f"prefill's writer posts R{r}'s deferred WRITE of q{g(pre, 'src', r)} after R{r}'s "
+                                   "lease was reaped: nothing checks it (#55470)")]
+        if name == "prefill_defer_push":
+            return [Note("info", f"prefill: the P->D handshake is pending, R{r}'s WRITE waits in _deferred_push_inbox")]
         if name == "prefill_get_transfer_results":
             return [Note("info", f"prefill: finished_sending R{r}: its WRITE is done, q{g(pre, 'src', r)} freed")]
-        if name == "decode_abort" and g(pre, "rd", r) in (RD_POSTED, RD_TAKEN):
+        if name == "prefill_xfer_blocks_fails":
+            w = args["wrank"]
+            sent = "PUSH_FAIL goes to decode (#50754, hypothetical)" if self.e.push_fail_notif else \
+                "no notification goes to decode, whose count cannot complete (V6)"
+            return [Note("hazard" if not self.e.push_fail_notif else "info",
+                         f"prefill rank w{w}: \"Push WRITE submission failed; releasing handle\" for R{r}: "
+                         f"_send_failures; {sent}")]
+        if name == "nixl_write_land_part":
+            w, q = args["wrank"], g(pre, "src", r)
+            if g(pre, "src_owner", q) != r + 1:
+                return [Note("hazard", f"rank w{w}'s WRITE for R{r} takes q{q}, which R{r} no longer holds: it holds "
+                                       f"{self.content_label(g(pre, 'src_content', q))}")]
+            return []
+        if name == "decode_get_new_notifs":
+            c = g(post, "counted", r)
+            if c < self.k.F:
+                return [Note("info", f"decode: R{r} counted {c} of {self.k.F} notifications")]
+            if g(post, "read", r) in (READ_FOREIGN, READ_CROSS_TENANT):
+                return [Note("hazard", f"decode runs R{r} (tenant {self.k.tenants[self.k.tenant[r]]}) on a block "
+                                       "holding another request's KV: served with HTTP 200")]
+            return []
+        if name == "decode_abort" and any(x in (RD_POSTED, RD_TAKEN) for x in self._xfer_values(pre, r)):
             return [Note("hazard", f"R{r} aborted with its READ in flight: p{g(pre, 'dest', r)} freed at once")]
         return []

@@ -85,6 +85,7 @@ def load_vllm() -> dict[str, types.ModuleType]:
         "push_scheduler": nixl + "push_scheduler",
         "push_worker": nixl + "push_worker",
         "metadata": nixl + "metadata",
+        "tp_mapping": nixl + "tp_mapping",
         "stats": nixl + "stats",
         "torch": "torch",
     }

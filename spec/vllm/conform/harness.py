@@ -88,6 +88,8 @@ class Shape:
     """V11: every prompt is two blocks whose first (the same tokens for every request) decode
     has in its prefix cache (prefix caching on, one more decode block, warmed by a local
     request before the run)."""
+    origin: tuple[int, ...] = ()
+    """Whose ``kv_transfer_params`` each slot carries (its own, or a replayed one's, V9); empty: its own."""
 
 
 class _Clock:
@@ -230,6 +232,10 @@ class Harness:
     def did(self, r: int) -> str:
         """Decode's request id of slot ``r``."""
         return f"d-R{r}"
+
+    def origin(self, r: int) -> int:
+        """The slot whose ``kv_transfer_params`` slot ``r`` carries (V9: a replay's is another's)."""
+        return self.shape.origin[r] if self.shape.origin else r
 
     def slot_of(self, did: str) -> int:
         """The slot of decode's request id ``did``."""
@@ -374,7 +380,7 @@ class Harness:
     def prefill_get_new_notifs(self, r: int) -> None:
         """Prefill's worker polls NIXL and gets ``r``'s READ notification (``_get_new_notifs``);
         a request it reports done is freed in the next prefill step."""
-        msg = f"{self.pid(r)}:1".encode()
+        msg = f"{self.pid(self.origin(r))}:1".encode()  # a replay's READ names the replayed request (V9)
         if msg not in self.agent.inbox:
             raise HarnessError(f"no notification of {self.pid(r)} is on its way")
         self.agent.inbox.remove(msg)
@@ -410,9 +416,10 @@ class Harness:
         """``add_request`` with prefill's ``kv_transfer_params`` and one decode step: the async
         load parks the request in ``WAITING_FOR_REMOTE_KVS`` with its block allocated."""
         s = self.slots[r]
-        if s.params is None:
+        params = self.slots[self.origin(r)].params  # a replay (V9) carries another request's
+        if params is None:
             raise HarnessError(f"R{r} reaches decode before prefill finished it")
-        self.D.add_request(self._request(self.did(r), dict(s.params), decode=True))
+        self.D.add_request(self._request(self.did(r), dict(params), decode=True))
         self._decode_step()
         status = self.D.requests[self.did(r)].status
         if status.name != "WAITING_FOR_REMOTE_KVS" or s.recv is None:
@@ -512,7 +519,7 @@ class Harness:
         return False
 
     def _kind(self, tags: list[int], r: int) -> str:
-        if all(t == r + 1 for t in tags):
+        if all(t == self.origin(r) + 1 for t in tags):
             return "own"
         owner = [(t - 1) % self.R for t in tags]  # a prefix tag R + 1 + s is slot s's too
         if any(t and self.shape.tenants[o] != self.shape.tenants[r] for t, o in zip(tags, owner)):

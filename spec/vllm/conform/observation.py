@@ -14,10 +14,13 @@ from typing import Any
 
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_LABELS, P_EXPIRED, P_FREED, P_HELD, P_NEW,
-    RD_NONE, RD_POSTED, READ_LABELS,
+    RD_DONE, RD_FAILED, RD_NONE, RD_POSTED, RD_TAKEN, READ_LABELS,
 )
 
-__all__ = ["Observation", "model_observation", "code_observation"]
+__all__ = ["Observation", "model_observation", "code_observation", "NOT_MOVED"]
+
+NOT_MOVED = -3
+"""``kv`` of a request whose transfer has not moved its data yet."""
 
 _D_VIEW = {D_NEW: "new", D_WAITING: "waiting_for_remote_kvs", D_READING: "waiting_for_remote_kvs",
            D_HELD: "held", D_ENDED: "ended"}
@@ -31,12 +34,17 @@ class Observation:
     ``freed``; ``decode``: per request ``new`` / ``waiting_for_remote_kvs`` / ``held``
     (aborted, blocks kept until ``finished_recving``) / ``ended``; ``prefill_free`` and
     ``decode_free``: free blocks per side; ``kv``: per request, whose KV its decode block holds
-    (0 unwritten, ``s + 1`` slot ``s``'s, ``-1`` no block); ``tracked``: the requests decode
+    once its transfer moved data (0 unwritten, ``s + 1`` slot ``s``'s, ``-1`` no block, ``-3``
+    no data moved yet: a newly allocated block's stale content depends on which free block the
+    allocator hands out, and vLLM's free queue does not follow the model's lowest-free choice;
+    per-rank WRITEs: a tuple, one entry per rank's part); ``tracked``: the requests decode
     heartbeats for; ``outcome`` and ``read`` per request; ``expired``: leases reaped;
     ``late``: completion notifications prefill found after the lease expired;
     ``source_freed_under_read`` / ``dest_freed_under_read``: the requests whose READ is posted
     (data not yet moved) while prefill no longer holds the source block / decode no longer holds
-    the destination block; ``stranded``: push only, the aborted requests decode holds (until
+    the destination block; ``count_short``: push with per-rank WRITEs only, the requests decode
+    still loads or holds while a prefill rank's WRITE failed to post, so its notification count
+    cannot complete (V6); ``stranded``: push only, the aborted requests decode holds (until
     ``finished_recving``) for which no WRITE is posted and none can be any more (prefill freed
     the request: its writer dropped the finished blocks), V5; ``prefill_notified``: pull only,
     the requests whose notification to prefill (a READ's, or the notify-only one of a
@@ -57,6 +65,7 @@ class Observation:
     dest_freed_under_read: tuple[int, ...] = ()
     stranded: tuple[int, ...] = ()
     prefill_notified: tuple[int, ...] = ()
+    count_short: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
         """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
@@ -101,7 +110,14 @@ def model_observation(machine, state: bytes) -> Observation:
     kv = []
     for r in range(k.R):
         ph = get("d_phase", r)
-        kv.append(get("content", get("dest", r)) if ph in (D_WAITING, D_READING, D_HELD) else -1)
+        if ph not in (D_WAITING, D_READING, D_HELD):
+            kv.append(-1)
+        elif k.ranked:  # every prefill rank's part of the block
+            kv.append(tuple(get("content", w, get("dest", r)) if get("wr", r, w) in (RD_TAKEN, RD_DONE) else NOT_MOVED
+                            for w in range(k.F)))
+        else:
+            kv.append(get("content", get("dest", r)) if get("rd", r) in (RD_TAKEN, RD_DONE) else NOT_MOVED)
+    xfers = ((lambda r: [get("wr", r, w) for w in range(k.F)]) if k.ranked else (lambda r: [get("rd", r)]))
     return Observation(
         prefill=tuple(p_view(r) for r in range(k.R)),
         decode=tuple(_D_VIEW[get("d_phase", r)] for r in range(k.R)),
@@ -109,31 +125,36 @@ def model_observation(machine, state: bytes) -> Observation:
         decode_free=sum(get("owner", b) == FREE for b in range(k.D)),
         kv=tuple(kv),
         tracked=frozenset(r for r in range(k.R) if get("d_phase", r) in D_TRACKED),
-        outcome=tuple(OUT_LABELS[get("outcome", r)] for r in range(k.R)),
+        outcome=tuple((OUT_LABELS + ("error",))[get("outcome", r)] for r in range(k.R)),
         read=tuple(READ_LABELS[get("read", r)] for r in range(k.R)),
         expired=sum(get("p_phase", r) == P_EXPIRED for r in range(k.R)),
         late=sum(get("late", r) for r in range(k.R)),
-        source_freed_under_read=tuple(r for r in range(k.R) if get("rd", r) == RD_POSTED
-                                      and get("src_owner", get("src", r)) != r + 1),
-        dest_freed_under_read=tuple(r for r in range(k.R) if get("rd", r) == RD_POSTED
+        source_freed_under_read=tuple(r for r in range(k.R) if RD_POSTED in xfers(r)  # a replay's source: V9
+                                      and get("src_owner", get("src", r)) != k.origin[r] + 1),
+        dest_freed_under_read=tuple(r for r in range(k.R) if RD_POSTED in xfers(r)
                                     and get("owner", get("dest", r)) != r + 1),
         stranded=tuple(r for r in range(k.R) if not spec.pull and get("d_phase", r) == D_HELD
-                       and get("rd", r) == RD_NONE and get("p_phase", r) in P_FREED),
-        prefill_notified=tuple(r for r in range(k.R) if spec.pull and get("notif", r) == 1),
+                       and all(x == RD_NONE for x in xfers(r)) and get("p_phase", r) in P_FREED),
+        # a notification names the request whose parameters the READ carried (a replay's: the one it replays, V9)
+        prefill_notified=tuple(sorted({k.origin[r] for r in range(k.R) if spec.pull and get("notif", r) == 1})),
+        count_short=tuple(r for r in range(k.R) if k.ranked and not spec.e.push_fail_notif
+                          and get("d_phase", r) in (D_READING, D_HELD) and RD_FAILED in xfers(r)),
     )
 
 
 def code_observation(h) -> Observation:
     """What harness ``h``'s vLLM objects did, in the model's terms."""
     prefill, decode, kv = [], [], []
+    pws = getattr(h, "pws", [h.pw])  # every prefill rank's worker
     for r in range(h.R):
         pid, did = h.pid(r), h.did(r)
         preq = h.P.requests.get(pid)
+        leased = any(pid in pw._reqs_to_send for pw in pws)
         if h.slots[r].params is None and preq is None:
             prefill.append("new")
-        elif preq is not None and pid in h.pw._reqs_to_send:
+        elif preq is not None and leased:
             prefill.append("held")
-        elif preq is None and pid not in h.pw._reqs_to_send:
+        elif preq is None and not leased:
             prefill.append("freed")
         else:
             prefill.append("scheduler and worker disagree")
@@ -147,9 +168,26 @@ def code_observation(h) -> Observation:
         else:
             decode.append(dreq.status.name.lower())
         blocks = h.kv_blocks(did)
-        kv.append(h.d_tag[blocks[0]] if len(blocks) == 1 else -1 if not blocks else -2)
+        if len(blocks) != 1:
+            kv.append(-1 if not blocks else -2)
+        elif hasattr(h, "pws"):
+            kv.append(tuple(t if h.part_read.get((r, w)) in ("taken", "done", "counted") else NOT_MOVED
+                            for w, t in enumerate(h.d_tag[blocks[0]])))
+        else:
+            kv.append(h.d_tag[blocks[0]] if h.slots[r].read in ("taken", "done") else NOT_MOVED)
     hb = h.D.connector.connector_scheduler._heartbeat_req_engine
     stats = h.pw.xfer_stats.data
+    ranked = hasattr(h, "pws")
+
+    def posted(r):
+        if ranked:
+            return any(h.part_read.get((r, w)) == "posted" for w in range(h.F))
+        return h.slots[r].read == "posted"
+
+    def unposted(r):
+        if ranked:
+            return all((r, w) not in h.part_read for w in range(h.F))
+        return h.slots[r].read == "none"
     return Observation(
         prefill=tuple(prefill), decode=tuple(decode),
         prefill_free=h.P.kv_cache_manager.block_pool.get_num_free_blocks(),
@@ -157,13 +195,14 @@ def code_observation(h) -> Observation:
         kv=tuple(kv),
         tracked=frozenset(h.slot_of(d) for d in hb),
         outcome=tuple(s.outcome for s in h.slots), read=tuple(s.seen for s in h.slots),
-        expired=len(stats.get("num_kv_expired_reqs", ())),
-        late=len(stats.get("num_notifications_after_expiry", ())),
-        source_freed_under_read=tuple(r for r in range(h.R) if h.slots[r].read == "posted"
-                                      and h.pid(r) not in h.P.requests),
-        dest_freed_under_read=tuple(r for r in range(h.R) if h.slots[r].read == "posted"
-                                    and not h._blocks(h.D, h.did(r))),
-        stranded=tuple(r for r in range(h.R) if decode[r] == "held" and h.slots[r].read == "none"
-                       and h.stranded(r)),
+        expired=len(h.expired_slots) if ranked else len(stats.get("num_kv_expired_reqs", ())),
+        late=sum(len(pw.xfer_stats.data.get("num_notifications_after_expiry", ())) for pw in pws),
+        source_freed_under_read=tuple(r for r in range(h.R) if posted(r)
+                                      and h.pid(h.origin(r)) not in h.P.requests),
+        dest_freed_under_read=tuple(r for r in range(h.R) if posted(r) and not h._blocks(h.D, h.did(r))),
+        stranded=tuple(r for r in range(h.R) if decode[r] == "held" and unposted(r) and h.stranded(r)),
+        count_short=tuple(r for r in range(h.R) if ranked and decode[r] in ("waiting_for_remote_kvs", "held")
+                          and any(h.part_read.get((r, w)) == "failed" for w in range(h.F))
+                          and h.dw.consumer_notification_counts_by_req.get(h.did(r), 0) < h.F),
         prefill_notified=h.prefill_notified(),
     )

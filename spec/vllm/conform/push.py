@@ -27,7 +27,10 @@ What the harness stands in for, beyond :mod:`.harness`:
   it work (the stop event reports "set" after one pass); decode's registrations wait in a
   per-request list until ``decode_send_push_reg`` hands that request's one back to the writer;
 * handshakes: ``_ensure_handshake`` reports the peer as connected (the model's handshake is
-  instantaneous) and ``_remote_agents`` names the peer's agent;
+  instantaneous) and ``_remote_agents`` names the peer's agent, except at ``prefill_defer_push``
+  (``push_handshake_may_defer``, #55470), where prefill's returns a pending future that the
+  harness resolves at ``prefill_deferred_push_write`` (the real callback and writer pass post
+  the deferred WRITE);
 * NIXL: ``_xfer_blocks_for_req`` (the descriptor plumbing: TP mapping, ``_compute_desc_ids``,
   ``make_prepped_xfer("WRITE", ...)``) is replaced by a stand-in that posts one WRITE of
   prefill's block ids into decode's (from the registration) with the code's ``notif_msg`` and
@@ -47,6 +50,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import defaultdict
+from concurrent.futures import Future
 from types import SimpleNamespace
 
 from kvproof.spec.vllm.conform.engine import BLOCK_SIZE
@@ -130,6 +134,8 @@ class PushHarness(Harness):
 
     CONNECTOR = "NixlPushConnector"
     TIMED_MODULES = Harness.TIMED_MODULES + ("push_scheduler", "push_worker")
+    defer_next = False
+    """``prefill_defer_push`` is under way: prefill's next P->D handshake is pending."""
 
     def pid(self, r: int) -> str:
         """Prefill's request id of slot ``r`` (base id ``R{r}``)."""
@@ -146,6 +152,9 @@ class PushHarness(Harness):
         self.agent.peer, self.dagent.peer = self.dagent, self.agent
         self.pw = self._push_worker("kv_producer", self.agent, "kv_consumer", lease)
         self.dw = self._push_worker("kv_consumer", self.dagent, "kv_producer", lease)
+        self.defer_next = False  # prefill_defer_push: the next P->D handshake is pending
+        self.pending_handshake: Future | None = None
+        self.deferred: dict[int, Future] = {}  # slot -> its pending handshake
         self.regs: dict[int, tuple] = {}  # slot -> registration the decode writer has not sent
         self.writes: dict[int, tuple[int, list[int], list[int], bytes]] = {}  # slot -> WRITE
 
@@ -163,6 +172,10 @@ class PushHarness(Harness):
                 pass
 
             def _ensure_handshake(self, *args, **kwargs):
+                if harness.defer_next and self is harness.pw:  # prefill_defer_push: still pending
+                    harness.defer_next = False
+                    harness.pending_handshake = Future()
+                    return harness.pending_handshake
                 return None  # connected
 
             def _send_heartbeats(self, metadata):
@@ -294,6 +307,34 @@ class PushHarness(Harness):
         self._writer_pass(self.pw)
         if r not in self.writes:
             raise Divergent(f"vLLM's prefill writer posted no WRITE for {self.pid(r)}")
+
+    def prefill_defer_push(self, r: int) -> None:
+        """Prefill's agent delivers ``r``'s ``PUSH_REG`` while the P->D handshake is pending: the
+        writer matches it and the real ``_do_start_push_kv`` defers the WRITE (a callback on the
+        handshake's future), posting nothing (#55470)."""
+        msg = next((x for x in self.agent.inbox if x.startswith(self.m["metadata"].PUSH_REG_NOTIF_PREFIX)
+                    and self.did(r).encode() in x), None)
+        if msg is None:
+            raise HarnessError(f"no PUSH_REG of {self.did(r)} is on its way")
+        self.agent.inbox.remove(msg)
+        self.agent.deliver = [msg]
+        self.defer_next, self.pending_handshake = True, None
+        self._writer_pass(self.pw)
+        self.defer_next = False
+        if r in self.writes or self.pending_handshake is None:
+            raise Divergent(f"vLLM's prefill writer did not defer {self.pid(r)}'s WRITE behind the handshake")
+        self.deferred[r] = self.pending_handshake
+
+    def prefill_deferred_push_write(self, r: int) -> None:
+        """The handshake resolves: the real ``_on_handshake`` puts ``r`` on
+        ``_deferred_push_inbox`` and a writer pass posts the WRITE (``_do_start_push_kv``)."""
+        fut = self.deferred.pop(r, None)
+        if fut is None:
+            raise HarnessError(f"no deferred WRITE of {self.pid(r)}")
+        fut.set_result(({}, 0.0))  # runs the done-callbacks here
+        self._writer_pass(self.pw)
+        if r not in self.writes:
+            raise Divergent(f"vLLM's prefill writer did not post the deferred WRITE of {self.pid(r)}")
 
     def prefill_get_transfer_results(self, r: int) -> None:
         """Prefill's ``get_transfer_results`` finds ``r``'s WRITE handle done."""

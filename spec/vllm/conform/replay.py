@@ -18,7 +18,7 @@ from kvproof.model.scenario import Scenario
 from kvproof.spec.vllm.conform.harness import TICK_SECONDS, Divergent, Harness, HarnessError, Shape
 from kvproof.spec.vllm.conform.observation import model_observation
 
-__all__ = ["ConformError", "StepResult", "Conformance", "harness_for", "run_on_code", "FIXED_IN_0_33"]
+__all__ = ["ConformError", "StepResult", "Conformance", "harness_for", "run_on_code", "FIXED_IN_0_33", "NOT_IN_0_33"]
 
 
 class ConformError(ValueError):
@@ -39,11 +39,23 @@ FIXED_IN_0_33 = {
 Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences refuse them."""
 
 
+NOT_IN_0_33 = {
+    "push_fail_notif": (True, "#50754's PUSH_FAIL (an open PR, not in 0.33.0)"),
+    "decode_refuses_replayed_params": (True, "a fail-closed decode refusing replayed references (not in 0.33.0)"),
+}
+"""Engine knobs whose value describes a hypothetical fix 0.33.0 does not have: knob -> (value,
+fix).  Neither its traces nor random sequences can run on 0.33.0."""
+
+
 def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     """A harness configured like ``scenario``'s engine (push mode: :class:`~.push.PushHarness`);
     :class:`ConformError` for knobs the
     harness has no counterpart of (``random``: also for knobs of a vLLM before 0.33.0's fixes)."""
     e, k = scenario.config.engine, spec.k
+    for knob, (value, fix) in NOT_IN_0_33.items():
+        if getattr(e, knob) == value:
+            raise ConformError(f"scenario {scenario.name} sets engine.{knob} = {str(value).lower()}: {fix}; "
+                               "0.33.0's code cannot run it")
     if random:
         for knob, (value, fix) in FIXED_IN_0_33.items():
             if getattr(e, knob) == value:
@@ -60,7 +72,11 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if e.decode_prefix_hit and e.mode != "push":
         raise ConformError(f"scenario {scenario.name}: decode_prefix_hit is replayed in push mode only")
     shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L,
-                  e.async_scheduling, e.decode_prefix_hit)
+                  async_scheduling=e.async_scheduling, prefix_hit=e.decode_prefix_hit, origin=k.origin)
+    if k.ranked:
+        from kvproof.spec.vllm.conform.ranked import RankedPushHarness
+
+        return RankedPushHarness(shape, k.F)
     if e.mode == "push":
         from kvproof.spec.vllm.conform.push import PushHarness
 

@@ -40,8 +40,19 @@ def _rejected_held(o, trace) -> str | None:
             "is on its way")
 
 
-def _held(o, trace) -> str | None:
+def _short(o, trace) -> str | None:
+    if not o.count_short:
+        return None
+    return (f"decode holds {_requests(o.count_short)} with its notification count short: a prefill rank's "
+            "WRITE failed to post and sent nothing")
+
+
+def _quiescent(o, trace) -> str | None:
     return _stranded(o, trace) or _rejected_held(o, trace)
+
+
+def _held(o, trace) -> str | None:
+    return _quiescent(o, trace) or _short(o, trace)
 
 
 REAL_CLAIMS = {
@@ -56,7 +67,7 @@ REAL_CLAIMS = {
                                             if o.dest_freed_under_read else None),
     "held_pages_are_released": _held,
     "requests_end": _held,
-    "quiescent_holds_nothing": _held,
+    "quiescent_holds_nothing": _quiescent,
 }
 """How each claim's failure shows in what vLLM's code did (the detail of the verdict line), or
 ``None`` when it does not; a claim not named reproduces when every step's observation is equal."""
