@@ -389,11 +389,15 @@ def cmd_certify(args: argparse.Namespace) -> int:
     z3 and cvc5 processes, the stored definitions against the catalogue.  Exit 1 if one does not
     check, 3 if one cannot be read as a certificate (each named on stdout, the others still
     checked, and one line on stderr).  With ``--complete``, a scenario of the catalogue that no
-    certificate given names is listed as MISSING and fails the run too (exit 1)."""
+    certificate given names is listed as MISSING and fails the run too (exit 1).  An all-sizes
+    certificate (``<scenario>.allsizes.smt2``, from ``prove --all-sizes``) is checked by
+    :func:`~kvproof.checker.allsizes.recheck_all_sizes` (line for line today's parametric model's
+    obligations, each answered unsat by z3 and cvc5); it counts for no scenario under ``--complete``."""
     from rich.text import Text
 
     from kvproof.checker.certificate import CertificateError
     from kvproof.checker.certify import recheck
+    from kvproof.checker.allsizes import SUFFIX as ALLSIZES_SUFFIX, recheck_all_sizes
 
     from kvproof.checker.cert_solvers import cvc5_command, z3_command
     files = [Path(f) for f in args.files] or sorted(Path(args.certificates).glob("*.smt2"))
@@ -409,6 +413,23 @@ def cmd_certify(args: argparse.Namespace) -> int:
     with Progress(True, len(files), "certificates") as progress:  # removed however the loop ends
         for f in files:
             progress.start(f"{f.name}: z3 and cvc5")
+            if f.name.endswith(ALLSIZES_SUFFIX):  # a proof for every size: its own format
+                try:
+                    ra = recheck_all_sizes(f, against, args.seconds)
+                except ValueError as e:
+                    unreadable += 1
+                    last = CertificateError(str(e))
+                    if len(files) > 1:
+                        with progress.paused():
+                            out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
+                    continue
+                bad += not ra.ok
+                with progress.paused():
+                    out.print(Text(f"{'ok' if ra.ok else 'FAILED':<6} {f}  ({ra.scenario}, every size: "
+                                   f"{len(ra.proves)} claims)", style="green" if ra.ok else "bold red"), soft_wrap=True)
+                    for p in ra.problems:
+                        out.print(f"       {p}", soft_wrap=True)
+                continue
             try:
                 rc = recheck(f, against, args.seconds)
             except CertificateError as e:  # named here with the others; one line on stderr at the end
