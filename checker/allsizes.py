@@ -11,7 +11,9 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
    together are mined (:func:`~.lemmas.mine`), with ``arity`` 3 also the three-value facts of
    one element (:func:`one_element_triples`), and each is lifted to a ``∀``-formula over the
    sorts by the protocol's correspondence (its concrete requests, pages and chunks become
-   distinct variables).
+   distinct variables); and the facts of rows joined through a pointer (:class:`Join`: an
+   element's slots beside those of the element it points to, :func:`mine_joined`), lifted with
+   the pointed element as the pointer's term.
 3. **Houdini** (:func:`~.quantified.houdini`) over the lifted candidates and the target claims,
    first on a bounded instance of the parametric model (:data:`FILTER_SIZES`: ground queries, a
    filter only), then on the parametric model itself (quantified, every size) over what the
@@ -20,7 +22,8 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
    of some small size.
 4. A **certificate** (``<scenario>.allsizes.smt2``): the invariant and its obligations as one
    SMT-LIB script that stock z3 and cvc5 each answer ``unsat`` to, obligation by obligation
-   (:func:`~.quantified.check_certificate`).
+   (:func:`~.quantified.check_certificate`); :func:`recheck_all_sizes` (what ``certify`` runs)
+   also demands that it be, line for line, what today's model gives for its invariant.
 
 This module knows no protocol.
 """
