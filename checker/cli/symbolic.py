@@ -230,7 +230,7 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
     if args.json:
         h = r.houdini
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
-               "abstractions": list(r.abstractions), "small_states": r.small_states, "mined": r.mined,
+               "abstractions": list(r.abstractions), "small_states": r.small_states, "mined": r.mined, "joined": r.joined,
                "candidates": r.candidates, "kept": None if h is None else len(h.kept),
                "houdini_rounds": None if h is None else h.rounds,
                "seconds": {k: round(v, 3) for k, v in r.seconds.items()},
