@@ -11,7 +11,9 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
    together are mined (:func:`~.lemmas.mine`), with ``arity`` 3 also the three-value facts of
    one element (:func:`one_element_triples`), and each is lifted to a ``∀``-formula over the
    sorts by the protocol's correspondence (its concrete requests, pages and chunks become
-   distinct variables).
+   distinct variables); and the facts of rows joined through a pointer (:class:`Join`: an
+   element's slots beside those of the element it points to, :func:`mine_joined`), lifted with
+   the pointed element as the pointer's term.
 3. **Houdini** (:func:`~.quantified.houdini`) over the lifted candidates and the target claims,
    first on a bounded instance of the parametric model (:data:`FILTER_SIZES`: ground queries, a
    filter only), then on the parametric model itself (quantified, every size) over what the
@@ -20,7 +22,8 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
    of some small size.
 4. A **certificate** (``<scenario>.allsizes.smt2``): the invariant and its obligations as one
    SMT-LIB script that stock z3 and cvc5 each answer ``unsat`` to, obligation by obligation
-   (:func:`~.quantified.check_certificate`).
+   (:func:`~.quantified.check_certificate`); :func:`recheck_all_sizes` (what ``certify`` runs)
+   also demands that it be, line for line, what today's model gives for its invariant.
 
 This module knows no protocol.
 """
@@ -38,7 +41,8 @@ from kvproof.checker.transition import TransitionSystem
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 
-__all__ = ["AllSizesModel", "AllSizesReport", "prove_all_sizes"]
+__all__ = ["AllSizesModel", "AllSizesReport", "AllSizesRecheck", "Join", "SUFFIX", "certificate_header", "mine_joined",
+           "prove_all_sizes", "recheck_all_sizes"]
 
 
 @dataclass
@@ -55,6 +59,41 @@ class AllSizesModel:
     lift: Callable[[tuple], Candidate | None]
     fixed: tuple[str, ...] = ()
     abstractions: tuple[str, ...] = ()
+    joins: Callable[[Any], Sequence["Join"]] | None = None
+    """The joined templates (:class:`Join`) of the small instance's reachable states (one row
+    each), or ``None`` (no pointer to join through)."""
+
+
+@dataclass
+class Join:
+    """A template joined through a pointer: one row per reachable state of the small instance
+    and per element holding a pointer (e.g. a request's chunk and the page it names), its
+    ``columns`` the slots of that element and of the element pointed to, with values coded by the
+    protocol (a request relative to the element: itself, none, another).  A fact never seen in
+    ``rows`` that names at least one of the pointed element's columns (``targets``) is lifted by
+    ``lift`` (a tuple of (column, value) pairs to a :class:`~.quantified.Candidate`, or ``None``)
+    to a formula quantified over the pointing element only, the pointed one being the pointer's
+    term: how lemmas such as "a live request's landed chunk's page holds its own KV" are found."""
+
+    name: str
+    columns: tuple[str, ...]
+    rows: Any
+    domains: tuple[tuple[int, ...], ...]
+    targets: frozenset[int]
+    lift: Callable[[tuple], Candidate | None]
+
+
+def mine_joined(join: Join, arity: int = 3) -> list[tuple]:
+    """The facts of at most ``arity`` column values that no row of ``join`` shows together
+    (:func:`~.lemmas.mine` over the rows, a narrower fact implying a wider one leaving it out),
+    those naming a column of the pointed element only (the others are facts of one element,
+    mined without the join)."""
+
+    class _Columns:
+        pre = [dict.fromkeys(d) for d in join.domains]
+
+    facts = mine(_Columns, join.rows, slots=range(len(join.columns)), arity=arity)
+    return [f for f in facts if any(j in join.targets for j, _ in f)]
 
 
 @dataclass
@@ -69,6 +108,7 @@ class AllSizesReport:
     reason: str = ""
     small_states: int = 0
     mined: int = 0
+    joined: dict[str, int] = field(default_factory=dict)
     candidates: int = 0
     filtered: int = 0
     houdini: HoudiniResult | None = None
@@ -138,12 +178,20 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     clauses = list(mine(small_ts, states, arity=min(arity, 2)))
     if arity == 3:
         clauses += one_element_triples(hook.small, mine(small_ts, states, arity=3))
-    report.mined = len(clauses)
     cands: dict[str, Candidate] = {}
     for cl in clauses:
         cand = hook.lift(cl)
         if cand is not None:
             cands.setdefault(cand.name, cand)
+    for join in (hook.joins(states) if hook.joins is not None else ()):
+        facts = mine_joined(join, arity)
+        report.joined[join.name] = len(facts)
+        clauses += facts
+        for fact in facts:
+            cand = join.lift(fact)
+            if cand is not None:
+                cands.setdefault(cand.name, cand)
+    report.mined = len(clauses)
     claims = [c for c in hook.system.claims() if c.name in targets]
     report.candidates = len(cands)
     report.seconds["mine"] = time.perf_counter() - t0
@@ -171,16 +219,94 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
             n for n, v in report.verdicts.items() if v != "proved") + " inductive"
     if res.status == "done" and any(v == "proved" for v in report.verdicts.values()) and certificates_dir is not None:
         t0 = time.perf_counter()
-        header = [f"kvproof all-sizes certificate: scenario {scenario.name}",
-                  "proves: " + " ".join(n for n, v in report.verdicts.items() if v == "proved"),
-                  *[f"fixed: {line}" for line in hook.fixed], *[f"abstraction: {line}" for line in hook.abstractions],
-                  "every (check-sat) below must answer unsat"]
+        header = certificate_header(scenario.name, [n for n, v in report.verdicts.items() if v == "proved"], hook)
         path = Path(certificates_dir) / f"{scenario.name}.allsizes.smt2"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(certificate_text(hook.system, res.kept, header), encoding="utf-8")
         report.certificate = path
         report.seconds["certificate"] = time.perf_counter() - t0
     return report
+
+
+SUFFIX = ".allsizes.smt2"
+"""The file name ending of an all-sizes certificate (``<scenario>.allsizes.smt2``)."""
+
+
+def certificate_header(scenario: str, proved: Sequence[str], hook: AllSizesModel) -> list[str]:
+    """The comment lines an all-sizes certificate starts with: the scenario, the claims it
+    proves, what is fixed and what over-approximated."""
+    return [f"kvproof all-sizes certificate: scenario {scenario}", "proves: " + " ".join(proved),
+            *[f"fixed: {line}" for line in hook.fixed], *[f"abstraction: {line}" for line in hook.abstractions],
+            "every (check-sat) below must answer unsat"]
+
+
+@dataclass
+class AllSizesRecheck:
+    """What :func:`recheck_all_sizes` found: the scenario the file names, the claims it proves,
+    each solver's answers, and one line per problem (none: the certificate checks)."""
+
+    path: Path
+    scenario: str
+    proves: list[str]
+    answers: dict[str, list[str]]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """Both solvers answered ``unsat`` to every obligation and the file is the model's."""
+        return not self.problems
+
+
+def recheck_all_sizes(path: str | Path, scenario: Scenario | None = None, seconds: float = 600.0) -> AllSizesRecheck:
+    """Re-check an all-sizes certificate: the file must be, line for line, the certificate
+    today's parametric model of the scenario it names (or of ``scenario``) demands for the
+    invariant it states (:func:`~.quantified.certificate_from`: the same sorts, Init, guards,
+    updates and claims; only the invariant's line is the file's own), and fresh z3 and cvc5
+    processes must answer ``unsat`` to each of its obligations.  ``ValueError`` (one line)
+    when the file cannot be read as one."""
+    from kvproof.checker.quantified import certificate_from, check_certificate, invariant_of
+    from kvproof.model.scenario import builtin
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: cannot be read ({e})") from None
+    first = text.split("\n", 1)[0]
+    tag = "; kvproof all-sizes certificate: scenario "
+    if not first.startswith(tag):
+        raise ValueError(f"{path}: not a kvproof all-sizes certificate (its first line is not '{tag.strip()} NAME')")
+    name = first[len(tag):].strip()
+    try:
+        inv, claims = invariant_of(text)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    problems: list[str] = []
+    try:
+        sc = scenario if scenario is not None else builtin(name)
+    except Exception as e:  # an unknown name: the catalogue's own message
+        return AllSizesRecheck(path, name, claims, {}, [f"scenario {name}: {e}"])
+    spec = sc.build()
+    hook = getattr(spec, "all_sizes", lambda: None)()
+    if hook is None:
+        return AllSizesRecheck(path, name, claims, {}, [f"scenario {sc.name}: no all-sizes model for its engine today"])
+    if path.name != f"{sc.name}{SUFFIX}":
+        problems.append(f"file name {path.name}: expected {sc.name}{SUFFIX}")
+    try:
+        want = certificate_from(hook.system, inv, claims, certificate_header(sc.name, claims, hook))
+    except ValueError as e:
+        want = None
+        problems.append(str(e))
+    if want is not None and want != text:
+        got, exp = text.splitlines(), want.splitlines()
+        k = next((i for i, (a, b) in enumerate(zip(got, exp)) if a != b), min(len(got), len(exp)))
+        problems.append(f"line {k + 1} differs from today's parametric model of {sc.name} "
+                        f"(the stored obligations are not the model's; re-prove with prove --all-sizes)")
+    check = check_certificate(path, seconds)
+    problems += check.failures()
+    if not check.obligations:
+        problems.append("no obligations")
+    return AllSizesRecheck(path, sc.name, claims, check.answers, problems)
 
 
 def one_element_triples(spec: Any, clauses: Sequence[tuple]) -> list[tuple]:

@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 import z3
 
 __all__ = ["Symbol", "QState", "Step", "Action", "Candidate", "ParametricSystem", "HoudiniResult",
-           "houdini", "certificate_text", "check_certificate", "CertificateCheck", "render_model"]
+           "houdini", "certificate_text", "certificate_from", "invariant_of", "check_certificate", "CertificateCheck", "render_model"]
 
 
 @dataclass(frozen=True)
@@ -410,11 +410,53 @@ def _decl(system: ParametricSystem, name: str, args: Sequence[str], result: str)
     return f"(declare-fun {name} ({' '.join(sort(a) for a in args)}) {sort(result)})"
 
 
+def _one_line(term: Any) -> str:
+    """A term's SMT-LIB text on one line."""
+    return " ".join(term.sexpr().split())
+
+
+def _next_names(text: str, names: Sequence[str]) -> str:
+    """``text`` with every application of a symbol in ``names`` renamed ``<name>!next``: an
+    invariant over the pre-state read over the post-state of a step that changes ``names``."""
+    if not names:
+        return text
+    pat = re.compile(r"\((" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")(?=[ )])")
+    return pat.sub(lambda m: f"({m.group(1)}!next", text)
+
+
 def certificate_text(system: ParametricSystem, invariant: Sequence[Candidate], header: Sequence[str] = ()) -> str:
     """The standalone SMT-LIB script: sorts, rigid symbols and the pre-state declared once; then
     one ``(push)``/``(check-sat)``/``(pop)`` per obligation: Init ⇒ Inv, per action
     Inv ∧ guard ∧ (post-state defined by the updates) ⇒ Inv′, per claim of ``invariant``
-    Inv ⇒ claim.  Every answer must be ``unsat``."""
+    Inv ⇒ claim.  Every answer must be ``unsat``.  The invariant is one line (``Inv``), and
+    ``Inv′`` is that line with the changed symbols renamed, so that :func:`invariant_of` can
+    read it back and :func:`certificate_from` rebuild the whole file from the model."""
+    pre = system.state()
+    inv = _one_line(z3.And([system.formula(c, pre) for c in invariant]))
+    return certificate_from(system, inv, [c.name for c in invariant if c.claim], header)
+
+
+def invariant_of(text: str) -> tuple[str, list[str]]:
+    """The invariant's line and the claims of a certificate's text (what
+    :func:`certificate_from` needs to rebuild it); ``ValueError`` when the text has no Init
+    obligation of the expected shape."""
+    lines = text.splitlines()
+    try:
+        k = lines.index("; obligation init")
+    except ValueError:
+        raise ValueError("no '; obligation init' line: not an all-sizes certificate") from None
+    neg = lines[k + 4] if len(lines) > k + 4 else ""
+    if not (neg.startswith("(assert (not ") and neg.endswith("))")):
+        raise ValueError(f"line {k + 5}: the Init obligation does not end with (assert (not Inv))")
+    claims = [ln[len("; obligation claim "):] for ln in lines if ln.startswith("; obligation claim ")]
+    return neg[len("(assert (not "):-2], claims
+
+
+def certificate_from(system: ParametricSystem, inv: str, claims: Sequence[str], header: Sequence[str] = ()) -> str:
+    """The certificate of :func:`certificate_text` for the invariant ``inv`` (its one-line
+    SMT-LIB text over the pre-state) and the claims named ``claims`` (the system's own
+    formulas): every line but the invariant's comes from the model, so a stored certificate
+    equal to this text has exactly the model's sorts, Init, guards, updates and claims."""
     pre = system.state()
     out = [f"; {line}" for line in header]
     out.append("(set-logic ALL)")
@@ -426,42 +468,39 @@ def certificate_text(system: ParametricSystem, invariant: Sequence[Candidate], h
         out.append(_decl(system, name, (), sort))
     for sym in (*system.rigid, *system.symbols):
         out.append(_decl(system, sym.name, sym.args, sym.result))
-    bg = system.background(pre)
-    inv_pre = z3.And([system.formula(c, pre) for c in invariant])
+    bg = _one_line(system.background(pre))
     out.append("; obligation init")
-    out += ["(push 1)", f"(assert {bg.sexpr()})", f"(assert {system.init(pre).sexpr()})",
-            f"(assert (not {inv_pre.sexpr()}))", "(check-sat)", "(pop 1)"]
+    out += ["(push 1)", f"(assert {bg})", f"(assert {_one_line(system.init(pre))})",
+            f"(assert (not {inv}))", "(check-sat)", "(pop 1)"]
     for a in system.actions:
         params = {p: z3.Const(f"{a.name}!{p}", system.sort(sort)) for p, sort in a.params}
         choices = {c.name: system.function(c, f"!{a.name}") for c in a.choices}
         wrapped = {k: (lambda f=f: f) if not isinstance(f, z3.FuncDeclRef) else f for k, f in choices.items()}
         step = a.step(pre, params, wrapped)
         # the post-state: a define-fun per changed symbol, from its update
-        post_funcs = {}
-        defs = []
+        defs, changed = [], []
         for sym in system.symbols:
             if sym.name not in step.updates:
                 continue
-            nxt = system.function(sym, "!next")
-            post_funcs[sym.name] = (lambda f=nxt: f) if not sym.args else nxt
+            changed.append(sym.name)
             formals = [z3.Const(f"{sym.name}!arg{i}", system.sort(s)) for i, s in enumerate(sym.args)]
             body = step.updates[sym.name](*formals)
             sig = " ".join(f"({x.sexpr()} {system.sort(s).name()})" for x, s in zip(formals, sym.args))
-            defs.append(f"(define-fun {sym.name}!next ({sig}) {system.sort(sym.result).name()} {body.sexpr()})")
-        post = pre.with_updates(post_funcs)
-        inv_post = z3.And([system.formula(c, post) for c in invariant])
+            defs.append(f"(define-fun {sym.name}!next ({sig}) {system.sort(sym.result).name()} {_one_line(body)})")
         out.append(f"; obligation step {a.name}")
         out.append("(push 1)")
         out += [_decl(system, f"{a.name}!{p}", (), sort) for p, sort in a.params]
         out += [_decl(system, f"{c.name}!{a.name}", c.args, c.result) for c in a.choices]
         out += defs
-        out += [f"(assert {bg.sexpr()})", f"(assert {inv_pre.sexpr()})", f"(assert {step.guard.sexpr()})",
-                f"(assert (not {inv_post.sexpr()}))", "(check-sat)", "(pop 1)"]
-    for c in invariant:
-        if c.claim:
-            out.append(f"; obligation claim {c.name}")
-            out += ["(push 1)", f"(assert {inv_pre.sexpr()})", f"(assert (not {system.formula(c, pre).sexpr()}))",
-                    "(check-sat)", "(pop 1)"]
+        out += [f"(assert {bg})", f"(assert {inv})", f"(assert {_one_line(step.guard)})",
+                f"(assert (not {_next_names(inv, changed)}))", "(check-sat)", "(pop 1)"]
+    by_name = {c.name: c for c in system.claims()}
+    for name in claims:
+        if name not in by_name:
+            raise ValueError(f"claim {name}: not a claim of the model")
+        out.append(f"; obligation claim {name}")
+        out += ["(push 1)", f"(assert {inv})", f"(assert (not {_one_line(system.formula(by_name[name], pre))}))",
+                "(check-sat)", "(pop 1)"]
     return "\n".join(out) + "\n"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from pathlib import Path
 
 import pytest
 import z3
@@ -234,3 +235,139 @@ def test_one_element_triples_keep_only_facts_of_one_request():
     two = ((lay.slot("p_phase", 0), 2), (lay.slot("p_abort", 0, 0), 0), (lay.slot("d_phase", 1), 5))
     pair = ((lay.slot("p_phase", 0), 2), (lay.slot("d_phase", 0), 5))
     assert one_element_triples(spec, [one, two, pair]) == [one]
+
+
+@pytest.fixture(scope="module")
+def joined():
+    """The joined templates of v0.5.22's small instance (51,492 reachable states)."""
+    from kvproof.checker.lemmas import explore_all
+    hook = builtin("v0.5.22").build().all_sizes()
+    states, _ = explore_all(Machine(hook.small))
+    return hook, {j.name: j for j in hook.joins(states)}
+
+
+def test_joined_templates_find_the_facts_through_a_pointer(joined):
+    """Mining through ``dest`` and ``src`` finds the facts the read claims need and that no
+    template over named slots gives: a waiting request's landed chunk's page never holds
+    another request's KV (and a landed chunk's page is never unwritten); a sending request's source page is never another's
+    or free.  Counts pinned (a wrong join, e.g. a page column read at the wrong page, moves
+    them)."""
+    from kvproof.checker.allsizes import mine_joined
+    hook, js = joined
+    assert set(js) == {"dest", "src"}
+    dest, src = js["dest"], js["src"]
+    assert dest.columns[-2:] == ("owner", "content") and src.columns[-2:] == ("src_owner", "src_content")
+    sys_ = hook.system
+    col = lambda j, name: j.columns.index(name)
+    code = lambda enum, label: [n.split("_", 1)[1] for n in sys_.enums[enum]].index(label)
+    df = {frozenset(f) for f in mine_joined(dest, 3)}
+    sf = {frozenset(f) for f in mine_joined(src, 3)}
+    assert (len(mine_joined(dest, 2)), len(df), len(mine_joined(src, 2)), len(sf)) == (36, 119, 19, 36)
+    waiting, landed = code("DPhase", "waiting"), code("Wr", "landed")
+    assert frozenset({(col(dest, "d_phase"), waiting), (col(dest, "wr"), landed), (col(dest, "content"), 2)}) in df
+    assert frozenset({(col(dest, "wr"), landed), (col(dest, "content"), 0)}) in df  # landed: never unwritten
+    sending = code("PPhase", "sending")
+    assert frozenset({(col(src, "p_phase"), sending), (col(src, "src_owner"), 2)}) in sf
+    # every fact names the page pointed to; the lifted formula is over (r, c) only, the page a term
+    assert all(any(j in dest.targets for j, _ in f) for f in df)
+    cand = dest.lift(next(iter(f for f in mine_joined(dest, 3) if len(f) == 3)))
+    assert [s for _, s in cand.vars] == ["Req", "Chunk"] and "(dest r c)" in cand.name
+
+
+def test_a_joined_fact_lifts_to_what_it_says(joined):
+    """The lifted "waiting ∧ landed → content(dest) is mine" is false in a bounded state where
+    the page holds another request's KV, true where it holds the request's own."""
+    hook, js = joined
+    dest = js["dest"]
+    sys_ = hook.system
+    col = dest.columns.index
+    code = lambda enum, label: [n.split("_", 1)[1] for n in sys_.enums[enum]].index(label)
+    fact = ((col("d_phase"), code("DPhase", "waiting")), (col("wr"), code("Wr", "landed")), (col("content"), 2))
+    cand = dest.lift(fact)
+    universe, axioms = sys_.bounded({"Req": 3, "Page": 2, "PPage": 2, "Chunk": 1, "Tenant": 1})
+    st = sys_.state()
+    r, p = universe["Req"][1], universe["Page"][1]
+    c = universe["Chunk"][0]
+    base = [axioms, st.ch(r, c), st.dest(r, c) == p, st.d_phase(r) == sys_.code("DPhase", "waiting"),
+            st.wr(r, c) == sys_.code("Wr", "landed")]
+    for holder, sat in ((universe["Req"][2], z3.unsat), (r, z3.sat)):
+        s = z3.Solver()
+        s.add(*base, st.content(p) == holder, sys_.formula(cand, st, universe))
+        assert s.check() == sat
+
+
+def _fact(system):
+    c_ = system.code
+    return Candidate("read none while no outcome", (("r", "Req"),), lambda st, r: z3.Implies(
+        st.outcome(r) == c_("Out", "none"), st.read(r) == c_("Read", "none")))
+
+
+def test_certify_rechecks_an_all_sizes_certificate(tmp_path):
+    """``certify`` re-checks ``<scenario>.allsizes.smt2`` files: one built from today's model
+    checks (exit 0); the same with a guard changed (still a file the solvers may accept) fails
+    as not the model's, and one whose invariant is replaced by one the claims do not follow from
+    fails in the solvers (exit 1)."""
+    from kvproof.checker.allsizes import certificate_header, recheck_all_sizes
+    from kvproof.checker.cli.commands import main
+    hook = builtin("v0.5.22").build().all_sizes()
+    system = hook.system
+    good = tmp_path / "v0.5.22.allsizes.smt2"
+    good.write_text(certificate_text(system, [_fact(system)], certificate_header("v0.5.22", [], hook)))
+    r = recheck_all_sizes(good)
+    assert r.ok, r.problems
+    assert main(["certify", str(good)]) == 0
+    text = good.read_text()
+    guard = next(ln for ln in text.splitlines() if "pab_none" in ln and ln.startswith("(assert (and (distinct"))
+    changed = tmp_path / "changed" / "v0.5.22.allsizes.smt2"
+    changed.parent.mkdir()
+    changed.write_text(text.replace(guard, guard.replace("pab_none", "pab_received", 1)))
+    r = recheck_all_sizes(changed)
+    assert not r.ok and any("differs from today's parametric model" in p for p in r.problems)
+    assert main(["certify", str(changed)]) == 1
+    # a claim stated but the invariant "true": the model's own text, the solvers refuse it
+    claim = next(c for c in system.claims() if c.name == "no_write_after_release")
+    weak = tmp_path / "weak" / "v0.5.22.allsizes.smt2"
+    weak.parent.mkdir()
+    from kvproof.checker.quantified import certificate_from
+    weak.write_text(certificate_from(system, "true", [claim.name],
+                                     certificate_header("v0.5.22", [claim.name], hook)))
+    r = recheck_all_sizes(weak)
+    assert not r.ok and any("claim no_write_after_release" in p for p in r.problems)
+    not_cert = tmp_path / "x.allsizes.smt2"
+    not_cert.write_text("(check-sat)\n")
+    assert main(["certify", str(not_cert)]) == 3
+
+
+STORED = Path(__file__).resolve().parent.parent / "traces" / "proofs" / "v0.5.22.allsizes.smt2"
+
+
+def test_the_stored_certificate_is_todays_model():
+    """The committed all-sizes certificate of v0.5.22 is, line for line, what today's
+    parametric model demands for the invariant it states (no solver run: the cheap half of
+    ``certify``), and it states every target claim."""
+    from kvproof.checker.allsizes import certificate_header
+    from kvproof.checker.quantified import certificate_from, invariant_of
+    text = STORED.read_text()
+    inv, claims = invariant_of(text)
+    assert sorted(claims) == sorted(TARGET_CLAIMS)
+    hook = builtin("v0.5.22").build().all_sizes()
+    assert certificate_from(hook.system, inv, claims, certificate_header("v0.5.22", claims, hook)) == text
+
+
+@pytest.mark.thorough
+def test_the_stored_certificate_checks_with_z3_and_cvc5():
+    """``certify``'s check of the committed certificate: both solvers answer unsat to each of
+    its obligations (minutes: z3 and cvc5 each on a multi-megabyte file)."""
+    from kvproof.checker.allsizes import recheck_all_sizes
+    r = recheck_all_sizes(STORED, seconds=3600)
+    assert r.ok, r.problems
+    assert len(r.answers["z3"]) == 1 + len(builtin("v0.5.22").build().all_sizes().system.actions) + len(TARGET_CLAIMS)
+
+
+@pytest.mark.thorough
+def test_v0522_is_proved_for_every_size(tmp_path):
+    """The full run (about ten minutes of CPU): every target claim of v0.5.22 proved for every
+    number of requests, decode pages and prefill pages."""
+    r = prove_all_sizes(builtin("v0.5.22"), 3600, certificates_dir=tmp_path)
+    assert r.exit_code == 0, (r.reason, r.verdicts)
+    assert set(r.verdicts) == set(TARGET_CLAIMS)

@@ -577,6 +577,119 @@ class Correspondence:
         name = self.system.formula(cand, self.system.state()).sexpr()
         return Candidate(" ".join(name.split()), vars_, body)
 
+    # -- templates joined through a pointer -------------------------------------------------------
+    def joins(self, states: Any) -> list[Any]:
+        """The small instance's reachable ``states`` (one row each) read through every pointer
+        field (a field whose value names a page: ``dest``, ``src``): one row per state and per
+        request chunk ``(r, c)`` whose pointer is set, holding ``r``'s own slots (its per-request
+        fields and those of chunk ``c``) and the slots of the page the pointer names (``owner``,
+        ``content``; ``src_owner``, ``src_content``), a request named there coded relative to
+        ``r`` (0: none, 1: ``r`` itself, 2: another request, 3: an old tenant's KV).  Facts over
+        such rows (:class:`~kvproof.checker.allsizes.Join`) lift to ``∀ r, c`` formulas with the
+        page as the term ``dest(r, c)``: the lemmas that relate a request, the page it points to
+        and that page's owner or content, which no template over named slots yields without a
+        page variable and four literals."""
+        import numpy as np
+
+        from kvproof.checker.allsizes import Join
+        lay, k = self.spec.layout, self.k
+        real = [s for s, (f, _) in enumerate(self.slots) if f in FIELDS and not self._sentinel(s)]
+        out = []
+        for ptr, (psym, pargs, pkind) in FIELDS.items():
+            if pkind not in ("page", "ppage") or [a[0] for a in pargs] != ["req", "chunk"]:
+                continue
+            none = k.D if pkind == "page" else k.P
+            anchor_cols: list[str] = []
+            target_cols: list[str] = []
+            for s in real:
+                fname, _ = self.slots[s]
+                sym, args, kind = FIELDS[fname]
+                if fname == ptr or kind in ("page", "ppage"):
+                    continue
+                kinds = {a[0] for a in args}
+                if kinds <= {"req", "chunk"} and fname not in anchor_cols:
+                    anchor_cols.append(fname)
+                elif kinds == {pkind} and len(args) == 1 and fname not in target_cols:
+                    target_cols.append(fname)
+            cols = [*anchor_cols, *target_cols]
+            blocks = []
+            for r in range(k.R):
+                for c in range(self.spec.pages(r)):
+                    pslot = self._slot_at(ptr, r, c, None)
+                    sel = states[states[:, pslot] != none]
+                    if not len(sel):
+                        continue
+                    target = sel[:, pslot].astype(np.int64)
+                    block = np.zeros((len(sel), len(cols)), dtype=np.uint8)
+                    for j, fname in enumerate(cols):
+                        if j < len(anchor_cols):
+                            col = sel[:, self._slot_at(fname, r, c, None)]
+                        else:
+                            by_page = np.array([self._slot_at(fname, r, c, (pkind, e)) for e in range(none)])
+                            col = sel[np.arange(len(sel)), by_page[target]]
+                        if FIELDS[fname][2] == "req":
+                            col = np.where(col == 0, 0, np.where(col == r + 1, 1, np.where(col <= k.R, 2, 3)))
+                        block[:, j] = col
+                    blocks.append(block)
+            if not blocks:
+                continue
+            rows = np.unique(np.concatenate(blocks), axis=0)
+            domains = tuple((0, 1, 2) if FIELDS[f][2] == "req" else tuple(range(lay.by_name[f].values.size))
+                            for f in cols)
+            targets = frozenset(range(len(anchor_cols), len(cols)))
+            out.append(Join(ptr, tuple(cols), rows, domains, targets,
+                            lambda fact, ptr=ptr, cols=tuple(cols), n=len(anchor_cols): self._lift_joined(ptr, cols, n, fact)))
+        return out
+
+    def _sentinel(self, slot: int) -> bool:
+        fname, idx = self.slots[slot]
+        f = self.spec.layout.by_name[fname]
+        return any(i >= d.size for i, d in zip(idx, f.dims))
+
+    def _slot_at(self, fname: str, r: int, c: int, target: tuple | None) -> int:
+        """The slot of ``fname`` at request ``r`` / chunk ``c`` (or at the page ``target``), every
+        other index (rank, layer, shard) the first."""
+        _, args, _ = FIELDS[fname]
+        f = self.spec.layout.by_name[fname]
+        idx = [0] * len(f.dims)
+        for a in args:
+            if a[0] == "req":
+                idx[a[1]] = r
+            elif a[0] == "chunk":
+                idx[a[1]], idx[a[2]] = r, c
+            else:
+                idx[a[1]] = target[1]
+        return self.spec.layout.slot(fname, *idx)
+
+    def _lift_joined(self, ptr: str, cols: tuple, n_anchor: int, fact: tuple) -> Candidate | None:
+        """A fact over the rows of :meth:`joins` (column, value pairs) as
+        ``∀ r, c. r ≠ none ∧ ch(r, c) ∧ ptr(r, c) ≠ none → ¬(the values together)``."""
+        psym, _, pkind = FIELDS[ptr]
+        if any(cols[j] and FIELDS[cols[j]][2] == "req" and v == 3 for j, v in fact):
+            return None
+        vars_ = (("r", "Req"), ("c", "Chunk"))
+        sys_ = self.system
+
+        def body(st, r, c):
+            at = getattr(st, psym)(r, c)
+            none = st.pnone() if pkind == "page" else st.qnone()
+            lits = []
+            for j, v in fact:
+                sym, args, kind = FIELDS[cols[j]]
+                xs = [at] if j >= n_anchor else [r if a[0] == "req" else c for a in args]
+                lhs = getattr(st, sym)(*xs)
+                if kind == "req":
+                    lits.append([lhs == st.rnone(), lhs == r, z3.And(lhs != r, lhs != st.rnone())][v])
+                elif kind == "bool":
+                    lits.append(lhs == z3.BoolVal(v == 1))
+                else:
+                    lits.append(lhs == sys_.E[kind[5:]][v])
+            return z3.Implies(z3.And(r != st.rnone(), st.ch(r, c), at != none), z3.Not(z3.And(lits)))
+
+        cand = Candidate("", vars_, body)
+        name = sys_.formula(cand, sys_.state()).sexpr()
+        return Candidate(" ".join(name.split()), vars_, body)
+
 
 _SORT = {"req": "Req", "chunk": "Chunk", "page": "Page", "ppage": "PPage"}
 
@@ -619,7 +732,7 @@ def model_for(spec: Any, protocol: type) -> Any:
     small = protocol(small_config(spec.cfg))
     corr = Correspondence(system, small)
     fixed = (*FIXED_LINES, f"deadline (timeout) {e.timeout} ticks, write latency bound {e.write_latency_bound} tick(s)")
-    return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES)
+    return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES, corr.joins)
 
 
 class Pinned:
