@@ -338,6 +338,32 @@ def test_certify_rechecks_an_all_sizes_certificate(tmp_path):
     assert main(["certify", str(not_cert)]) == 3
 
 
+def test_certify_model_only_compares_with_the_model_and_runs_no_solver(tmp_path, monkeypatch, capsys):
+    """``certify --all-sizes-model-only`` (what CI runs: the solvers take minutes on the stored
+    certificate) still fails a certificate that is not today's model's, runs no solver, and says
+    so on the certificate's line and in the summary."""
+    from kvproof.checker import quantified
+    from kvproof.checker.allsizes import certificate_header
+    from kvproof.checker.cli.commands import main
+
+    def no_solver(*a, **k):
+        raise AssertionError("a solver ran")
+    monkeypatch.setattr(quantified, "check_certificate", no_solver)
+    hook = builtin("v0.5.22").build().all_sizes()
+    good = tmp_path / "v0.5.22.allsizes.smt2"
+    good.write_text(certificate_text(hook.system, [_fact(hook.system)], certificate_header("v0.5.22", [], hook)))
+    assert main(["certify", str(good), "--all-sizes-model-only"]) == 0
+    out = capsys.readouterr().out
+    assert "compared with today's model only, not re-solved" in out and "all-sizes ones against today's model only" in out
+    changed = tmp_path / "changed" / "v0.5.22.allsizes.smt2"
+    changed.parent.mkdir()
+    text = good.read_text()
+    guard = next(ln for ln in text.splitlines() if "pab_none" in ln and ln.startswith("(assert (and (distinct"))
+    changed.write_text(text.replace(guard, guard.replace("pab_none", "pab_received", 1)))
+    assert main(["certify", str(changed), "--all-sizes-model-only"]) == 1
+    assert "differs from today's parametric model" in capsys.readouterr().out
+
+
 STORED = Path(__file__).resolve().parent.parent / "traces" / "proofs" / "v0.5.22.allsizes.smt2"
 
 
