@@ -295,15 +295,22 @@ class PushHarness(Harness):
             raise Divergent(f"vLLM's prefill get_transfer_results reported {sorted(done)}, not an expired "
                             f"{self.pid(r)} (deadline {self.pw._reqs_to_send.get(self.pid(r))}, now {self.clock.now})")
 
+    def _deliver_push_reg(self, r: int, agent=None, where: str = "") -> None:
+        """A prefill agent (``agent``, default the one prefill rank's) delivers ``r``'s
+        ``PUSH_REG`` (taken from its inbox) to the next writer pass; none on its way is the
+        harness's error (``where`` names the rank)."""
+        agent = self.agent if agent is None else agent
+        msg = next((x for x in agent.inbox if x.startswith(self.m["metadata"].PUSH_REG_NOTIF_PREFIX)
+                    and self.did(r).encode() in x), None)
+        if msg is None:
+            raise HarnessError(f"no PUSH_REG of {self.did(r)} is on its way{where}")
+        agent.inbox.remove(msg)
+        agent.deliver = [msg]
+
     def prefill_push_write(self, r: int) -> None:
         """Prefill's agent delivers ``r``'s ``PUSH_REG``; a writer pass matches it with the
         finished blocks and posts the WRITE."""
-        msg = next((x for x in self.agent.inbox if x.startswith(self.m["metadata"].PUSH_REG_NOTIF_PREFIX)
-                    and self.did(r).encode() in x), None)
-        if msg is None:
-            raise HarnessError(f"no PUSH_REG of {self.did(r)} is on its way")
-        self.agent.inbox.remove(msg)
-        self.agent.deliver = [msg]
+        self._deliver_push_reg(r)
         self._writer_pass(self.pw)
         if r not in self.writes:
             raise Divergent(f"vLLM's prefill writer posted no WRITE for {self.pid(r)}")
@@ -312,12 +319,7 @@ class PushHarness(Harness):
         """Prefill's agent delivers ``r``'s ``PUSH_REG`` while the P->D handshake is pending: the
         writer matches it and the real ``_do_start_push_kv`` defers the WRITE (a callback on the
         handshake's future), posting nothing (#55470)."""
-        msg = next((x for x in self.agent.inbox if x.startswith(self.m["metadata"].PUSH_REG_NOTIF_PREFIX)
-                    and self.did(r).encode() in x), None)
-        if msg is None:
-            raise HarnessError(f"no PUSH_REG of {self.did(r)} is on its way")
-        self.agent.inbox.remove(msg)
-        self.agent.deliver = [msg]
+        self._deliver_push_reg(r)
         self.defer_next, self.pending_handshake = True, None
         self._writer_pass(self.pw)
         self.defer_next = False

@@ -204,12 +204,7 @@ class RankedPushHarness(PushHarness):
                 raise HarnessError(f"a heartbeat completed {sorted(done)}")
 
     def _post(self, r: int, w: int, fail: bool) -> None:
-        msg = next((x for x in self.agents[w].inbox if x.startswith(self.m["metadata"].PUSH_REG_NOTIF_PREFIX)
-                    and self.did(r).encode() in x), None)
-        if msg is None:
-            raise HarnessError(f"no PUSH_REG of {self.did(r)} is on its way to prefill rank {w}")
-        self.agents[w].inbox.remove(msg)
-        self.agents[w].deliver = [msg]
+        self._deliver_push_reg(r, self.agents[w], f" to prefill rank {w}")
         self.agents[w].fail_next = fail
         failures = len(self.pws[w].xfer_stats.data.get("num_failed_transfers", ()))
         self._writer_pass(self.pws[w])
