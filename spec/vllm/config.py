@@ -150,6 +150,19 @@ class Engine:
     """HYPOTHETICAL fail-closed fix of V9, not in 0.33.0 (#52234 is open): decode admits a
     ``(remote_engine_id, remote_request_id)`` reference once; a second request carrying it is
     refused before any block is allocated or READ (``FINISHED_ERROR``)."""
+    reaper_scans_every_lease: bool = True
+    """V2 (#58222, #50789): 0.33.0's ``_reap_expired_send_leases`` (base_worker.py:3352-3378)
+    scans every ``_reqs_to_send`` entry and reaps each expired one; ``false`` is the reaper of
+    0.27.1 (#58222), which walks the dict in insertion order and stops at the first entry whose
+    lease is still live ("Sorted dict, oldest requests are put first so we can exit early"),
+    although ``_handle_heartbeat`` extends a lease in place, so an expired entry behind a
+    heartbeated head is not reaped while the head lives."""
+    read_may_hang: bool = False
+    """Pull: a READ that moved its data may never complete (a wedged transport: no completion
+    and no error, so ``check_xfer_state`` never reports it done).  0.33.0's decode has no READ
+    timeout: the request stays loading, decode keeps stepping and heartbeating it, and
+    prefill's lease for it is extended for as long as decode runs (the caveat of the
+    reference's section 3.4: "a stuck transport with D still stepping would not expire")."""
     push_fail_notif: bool = False
     """HYPOTHETICAL, not in 0.33.0: #50754 (open) -- a rank whose WRITE failed to post sends a
     ``PUSH_FAIL`` notification; decode counts it, and once every rank answered reports the load
@@ -169,6 +182,10 @@ class Engine:
             out.append("engine.mode: write_fan_in, write_post_may_fail and push_fail_notif are push-mode knobs")
         if self.push_handshake_may_defer and (self.mode == "pull" or self.write_fan_in != 1 or self.write_post_may_fail):
             out.append("engine.push_handshake_may_defer: modelled in push mode with one rank each side")
+        if self.read_may_hang and self.mode != "pull":
+            out.append("read_may_hang: a hanging READ is a pull-mode knob")
+        if not self.reaper_scans_every_lease and not self.kv_lease_expires:
+            out.append("reaper_scans_every_lease: false matters only with kv_lease_expires = true")
         if self.push_fail_notif and not self.write_post_may_fail:
             out.append("engine.push_fail_notif: needs write_post_may_fail = true (a PUSH_FAIL answers a failed post)")
         return out
@@ -240,9 +257,9 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
 WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expires", "async_scheduling",
                     "defer_block_free", "decode_prefix_hit", "prefix_end_trim", "write_fan_in",
                     "write_post_may_fail", "push_fail_notif", "decode_refuses_replayed_params",
-                    "push_handshake_may_defer")
+                    "push_handshake_may_defer", "reaper_scans_every_lease", "read_may_hang")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
-fan-in, V6, V9, #55470): :func:`config_data` writes them only when a scenario sets them away
+fan-in, V6, V9, #55470, V2): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,
 traces) stays what it was."""
 

@@ -259,6 +259,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         and ``num_kv_expired_reqs`` record it, no negative acknowledgement goes to decode (V1)."""
         o = s.ops
         s.require(self.e.kv_lease_expires)
+        s.require(self.e.reaper_scans_every_lease)  # before #58222: prefill_reap_expired_send_leases_in_order
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.lease[r], 0))
         n.p_phase[r] = P_EXPIRED
@@ -433,8 +434,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
     def nixl_read_complete(self, s, n, r):
         """The READ completes (``check_xfer_state`` DONE) and NIXL delivers its ``notif_msg`` to
         prefill after the data movement: the notification travels with the READ, a drain proof
-        that arrives too late to matter once the lease expired (V1)."""
+        that arrives too late to matter once the lease expired (V1).  A hung READ
+        (``read_may_hang``, :meth:`nixl_read_hangs`) never completes."""
         s.require(self.pull)
+        if self.e.read_may_hang:
+            s.require(s.ops.eq(s.hung[r], 0))
         self._complete(s, n, r)
 
     # -- push mode (NixlPushConnector) ------------------------------------------------------------------
@@ -742,3 +746,50 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.content[s.dest[r]] = r + 1
         if self.e.defer_block_free:
             self._free(s, n, r, "owner", "dest")
+
+    # -- V2 (#58222): the reaper that stops at the first live lease; a hung READ ------------------------
+    # Appended after every earlier action so that the earlier scenarios keep their action ids.
+    @action("prefill", fair=True)
+    def prefill_reap_expired_send_leases_in_order(self, s, n):
+        """V2 (#58222, found on 0.27.1; #50789): one pass of the reaper before 0.33.0's
+        ``_reap_expired_send_leases`` (base_worker.py:3352-3378) learned to scan every entry.
+        It walks ``_reqs_to_send`` in insertion order (the order prefill finished the requests:
+        ``start_load_kv`` inserts them, pull_worker.py:115-121) and reaps the expired head
+        entries, stopping at the first entry whose lease is live ("Sorted dict, oldest requests
+        are put first so we can exit early").  ``_handle_heartbeat`` (base_worker.py:3380-3400)
+        extends a lease in place, so a heartbeated head can sit in front of expired entries:
+        the pass then reaps nothing (a step that changes no state) and their blocks stay held
+        while the head lives.  Runs on every ``get_transfer_results`` (fair) when some lease has
+        run out; only with ``reaper_scans_every_lease = false`` (0.33.0 runs
+        :meth:`prefill_reap_expired_lease` instead)."""
+        o = s.ops
+        s.require(self.e.kv_lease_expires and not self.e.reaper_scans_every_lease)
+        held = [o.eq(s.p_phase[r], P_HELD) for r in self.reqs]
+        expired = [o.and_(held[r], o.eq(s.lease[r], 0)) for r in self.reqs]
+        s.require(o.any_(expired))
+        blocked = o.const(False)  # a live entry came first: the loop broke
+        reaped = []
+        for r in self.reqs:  # insertion order: prefill finishes requests in index order
+            reap = o.and_(expired[r], o.not_(blocked))
+            blocked = o.or_(blocked, o.and_(held[r], o.gt(s.lease[r], 0)))
+            n.p_phase[r] = o.ite(reap, P_EXPIRED, s.p_phase[r])
+            reaped.append(reap)
+        for q in range(self.k.P):  # every block a reaped request holds (V11: its prefix block too)
+            mine = [o.and_(reaped[r], o.eq(s.src_owner[q], r + 1),
+                           o.or_(o.eq(s.src[r], q), o.eq(s.src_prefix[r], q)) if self.k.prefix else o.eq(s.src[r], q))
+                    for r in self.reqs]
+            n.src_owner[q] = o.ite(o.any_(mine), FREE, s.src_owner[q])
+
+    @action("nixl", "req")
+    def nixl_read_hangs(self, s, n, r):
+        """A READ that moved its data never completes (``read_may_hang``: a wedged transport,
+        no completion and no error, so ``check_xfer_state`` never reports DONE and
+        ``_pop_done_transfers`` keeps the handle).  0.33.0's decode has no READ timeout: the
+        request stays in ``WAITING_FOR_REMOTE_KVS`` and decode heartbeats it as long as it
+        steps (``_send_heartbeats``), so prefill's lease for it never runs out.  The live head
+        that strands the expired leases behind it in V2 (#58222)."""
+        o = s.ops
+        s.require(self.pull and self.e.read_may_hang)
+        s.require(o.eq(s.rd[r], RD_TAKEN))
+        s.require(o.eq(s.hung[r], 0))
+        n.hung[r] = 1

@@ -151,6 +151,8 @@ def build_fields(k: Codes) -> list[Field]:
                             "decode block (async scheduling)"))
     if e.decode_may_stall:
         fields.append(Field("stalled", (), flag, 0, "decode's engine loop is stalled (a long forward pass)"))
+    if e.read_may_hang:
+        fields.append(Field("hung", (req,), flag, 0, "the READ moved its data and will never complete (a wedged transport)"))
     return fields
 
 
