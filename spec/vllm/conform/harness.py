@@ -173,6 +173,7 @@ class Harness:
         self.stalled = False
         self.on_read_posted: list = []  # hooks (decode's request id, ReqMeta): where the worker posts
         self.in_flight: dict[int, tuple] = {}  # async: slot -> (step N+1's scheduler output, the blocks it writes)
+        self.hung: set[int] = set()  # slots whose READ hung after moving its data (read_may_hang)
         if shape.prefix_hit:
             self._warm_prefix()
 
@@ -591,6 +592,35 @@ class Harness:
         """The fake clock moves one tick."""
         self.clock.now += TICK_SECONDS
         self.hb_packaged = False
+
+    # -- V2 (#58222): the reaper before the fix; a hung READ ------------------------------------------
+    def prefill_reap_expired_send_leases_in_order(self) -> None:
+        """One pass of the reaper before #58222, run as 0.33.0 runs it: the real
+        ``_reap_expired_send_leases`` on the whole ``_reqs_to_send``.  The model's pass reports
+        the expired entries in insertion order up to the first live one (0.27.1's loop: "exit
+        early"); when 0.33.0's scan reports another set, its fix acts here and the step
+        diverges.  What it reports a prefill step frees."""
+        now = self.clock.now
+        in_order: list[str] = []
+        for pid, deadline in self.pw._reqs_to_send.items():
+            if now < deadline:
+                break
+            in_order.append(pid)
+        done: set[str] = set()
+        self.pw._reap_expired_send_leases(done)
+        if done != set(in_order):
+            raise Divergent(f"vLLM 0.33.0's _reap_expired_send_leases reported {sorted(done)}; the reaper "
+                            f"before #58222 stops at the first live lease and reports {sorted(in_order)}")
+        if done:
+            self._free_on_prefill(done)
+
+    def nixl_read_hangs(self, r: int) -> None:
+        """The READ, its data moved, never completes: the stand-in agent never reports it done and
+        never delivers its notification (decode's worker is not run: no ``finished_recving``
+        will be reported for it)."""
+        if self.slots[r].read != "taken":
+            raise HarnessError(f"the READ of {self.did(r)} has not moved its data")
+        self.hung.add(r)
 
     # -- what the code did ------------------------------------------------------------------------
     def observe(self):

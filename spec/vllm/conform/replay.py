@@ -32,6 +32,8 @@ FIXED_IN_0_33 = {
                                 "async scheduling until the step in flight is processed)"),
     "prefix_end_trim": (False, "#48758 (0.33.0's push _xfer_blocks end-trims prefill's blocks with "
                                "_apply_prefix_caching)"),
+    "reaper_scans_every_lease": (False, "#58222 (0.33.0's _reap_expired_send_leases scans every _reqs_to_send "
+                                        "entry instead of stopping at the first live lease)"),
     "reject_notifies_prefill": (False, "#41269 (0.33.0's request_finished seeds an empty recv for a rejected "
                                        "request, and decode's worker notifies prefill)"),
 }
