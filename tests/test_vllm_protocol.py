@@ -48,9 +48,13 @@ CATALOGUE = {
     "vllm-pull-reject-lease-41269": (729, set()),
     "vllm-push-reject": (23, {"quiescent_holds_nothing"}),
     "vllm-push-reject-lease": (271, set()),
+    "vllm-pull-reaper-before-58222": (11327, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+    "vllm-pull-reaper-58222": (12487, {"no_source_free_while_read", "quiescent_holds_nothing"}),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
-                "vllm-push-write-post-fails"}  # V5, V12, V6: liveness violated
+                "vllm-push-write-post-fails", "vllm-pull-reaper-before-58222",
+                "vllm-pull-reaper-58222"}  # V5, V12, V6, a hung READ (V2's pair): liveness violated
+REAPER = {"vllm-pull-reaper-before-58222": "violated", "vllm-pull-reaper-58222": "verified"}  # V2
 BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-push-heartbeat",
                 "vllm-pull-reject-lease-41269"]  # V1 / V7 closed
 
@@ -76,7 +80,10 @@ def test_state_counts_and_verdicts_are_pinned(name):
         assert live == {}
     else:  # V5: the aborted push load is held forever, V12 before #41269 the rejected one, V6 the half-written one; everything else ends
         bad = "violated" if name in HELD_FOREVER else "verified"
-        assert live == {"held_pages_are_released": bad, "requests_end": bad}
+        want = {"held_pages_are_released": bad, "requests_end": bad}
+        if name in REAPER:
+            want["expired_leases_are_reaped"] = REAPER[name]
+        assert live == want
 
 
 def test_every_verified_scenario_exercises_reads_and_reuse():
@@ -556,3 +563,82 @@ def test_a_push_rejection_notifies_nobody_even_with_41269():
     assert s[spec.layout.slot("notif", 0)] == 0 and s[spec.layout.slot("p_phase", 0)] == P_HELD
     got = {c.claim: c.verdict for c in checked("vllm-push-reject-lease").claims}  # with the lease: freed by it only
     assert got["sometimes_rejection_frees_prefill"] == "unreachable" and got["held_pages_are_released"] == "verified"
+
+
+# -- V2 (#58222): the reaper that stops at the first live lease ------------------------------------------
+def test_v2_pair_differs_only_in_the_reaper_and_only_the_fix_reaps_behind_a_live_head():
+    """V2: the two scenarios differ in one knob; in both an expired lease sits behind a live,
+    heartbeated one (the witness keeps the fixed side's pass from being vacuous), and only the
+    reaper before #58222 leaves it unreaped forever."""
+    a, b = builtin("vllm-pull-reaper-before-58222"), builtin("vllm-pull-reaper-58222")
+    da, db = a.config.engine.__dict__, b.config.engine.__dict__
+    assert [k for k in da if da[k] != db[k]] == ["reaper_scans_every_lease"]
+    got_a = {c.claim: c.verdict for c in checked(a.name).claims}
+    got_b = {c.claim: c.verdict for c in checked(b.name).claims}
+    for got in (got_a, got_b):
+        assert got["sometimes_expired_lease_behind_live_head"] == got["sometimes_read_hangs"] == "reached"
+        assert got["sometimes_lease_expires"] == "reached"
+    assert (got_a["expired_leases_are_reaped"], got_b["expired_leases_are_reaped"]) == ("violated", "verified")
+
+
+def _v2_state(m, **fields):
+    """The initial state of ``m`` with ``fields`` (name -> {index: value}) set."""
+    st = bytearray(m.init)
+    for name, values in fields.items():
+        for idx, v in values.items():
+            st[m.spec.layout.slot(name, *(idx if isinstance(idx, tuple) else (idx,)))] = v
+    return bytes(st)
+
+
+def test_v2_the_old_reaper_stops_at_a_live_head_and_reaps_an_expired_prefix():
+    """Before #58222 one pass reaps nothing behind a live head (a step that changes no state) and
+    every expired entry before the first live one; 0.33.0's scan reaps R1 behind the live R0."""
+    before = Machine(builtin("vllm-pull-reaper-before-58222").build())
+    after = Machine(builtin("vllm-pull-reaper-58222").build())
+    held = {"p_phase": {0: P_HELD, 1: P_HELD}, "src": {0: 0, 1: 1}, "src_owner": {0: 1, 1: 2}}
+    live_head = _v2_state(before, **held, lease={0: 2, 1: 0})
+    step = _aid(before, "prefill_reap_expired_send_leases_in_order()")
+    assert before.step(live_head, step) == live_head  # stops at R0: R1 stays held
+    assert before.step(live_head, _aid(before, "prefill_reap_expired_lease(req=R1)")) is None  # 0.27.1: no scan
+    both = before.step(_v2_state(before, **held, lease={0: 0, 1: 0}), step)
+    lay = before.spec.layout
+    assert [both[lay.slot("src_owner", q)] for q in (0, 1)] == [0, 0]  # both expired: both reaped, in one pass
+    fixed = after.step(_v2_state(after, **held, lease={0: 2, 1: 0}), _aid(after, "prefill_reap_expired_lease(req=R1)"))
+    assert fixed[after.spec.layout.slot("src_owner", 1)] == 0 and fixed[after.spec.layout.slot("src_owner", 0)] == 1
+    assert after.step(live_head, step) is None  # 0.33.0 has no in-order pass
+
+
+class ReapsOnlyTheHead(VllmPd):
+    """0.33.0's per-request reaper, but it reaps a request only when no earlier one is held with a
+    live lease (the order #58222 assumed): the fix undone."""
+
+    def prefill_reap_expired_lease(self, s, n, r):
+        o = s.ops
+        for x in range(r):
+            s.require(o.not_(o.and_(o.eq(s.p_phase[x], P_HELD), o.gt(s.lease[x], 0))))
+        return VllmPd.prefill_reap_expired_lease(self, s, n, r)
+
+
+def test_v2_a_reaper_that_stops_at_the_live_head_is_caught():
+    from kvproof.checker.liveness import build_graph, find_lasso
+
+    sc = builtin("vllm-pull-reaper-58222")
+    m = Machine(ReapsOnlyTheHead(sc.config))
+    lasso = find_lasso(m, build_graph(m), "expired_leases_are_reaped")
+    assert lasso is not None and lasso.obligation == "R1 expired, not reaped"
+    m = Machine(sc.build())
+    assert find_lasso(m, build_graph(m), "expired_leases_are_reaped") is None
+
+
+@pytest.mark.parametrize("engine,message", [
+    ('mode = "push"\nread_may_hang = true', "read_may_hang: a hanging READ is a pull-mode knob"),
+    ("kv_lease_expires = false\nreaper_scans_every_lease = false",
+     "reaper_scans_every_lease: false matters only with kv_lease_expires = true"),
+])
+def test_v2_inconsistent_knobs_are_one_line(tmp_path, capsys, engine, message):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nprotocol = "vllm"\n[sizes]\nprefill_blocks = 1\ndecode_blocks = 1\n'
+                   '[[requests]]\ntenant = "A"\n[engine]\n' + engine + "\n")
+    code = main(["check", str(bad), "--no-traces"])
+    err = capsys.readouterr().err
+    assert code == 3 and err.count("\n") == 1 and message in err
