@@ -520,3 +520,55 @@ def test_v7_deferred_the_real_writer_posts_the_write_after_the_lease_was_reaped(
         assert src == h._blocks(h.P, "R1-aaaa0001") and msg == b"R0-dddd0000:1"  # R1's block, for R0's decode
     finally:
         h.close()
+
+
+# -- V2 (#58222): the reaper before the fix diverges where 0.33.0's scan reaps more ----------------------
+REAPER_PAIR = ["vllm-pull-reaper-before-58222", "vllm-pull-reaper-58222"]
+
+
+def _v2_replay(paths):
+    from kvproof.checker.traces import read_trace
+    from kvproof.spec.vllm.conform.report import replay_trace
+
+    for path in paths:
+        v = replay_trace(path)
+        if path.name == "vllm-pull-reaper-before-58222__expired_leases_are_reaped.itf.json":
+            assert v.verdict == "diverged"
+            assert read_trace(path).labels()[v.step - 1] == "prefill_reap_expired_send_leases_in_order()"
+            assert "reported ['R1']; the reaper before #58222 stops at the first live lease and reports []" in v.reason
+        else:
+            assert v.verdict == "reproduced", (path.name, getattr(v, "reason", ""))
+            if v.claim != "no_source_free_while_read":
+                assert "whose READ hung (no completion, no error)" in v.how
+
+
+def test_v2_the_old_reapers_lasso_diverges_at_the_pass_0_33_fixed_and_the_hung_reads_reproduce():
+    """V2: the lasso of the reaper before #58222 diverges at its reaper pass, where 0.33.0's real
+    ``_reap_expired_send_leases`` reaps R1 behind the heartbeated R0; every other counterexample
+    of the pair (hung READs hold their blocks forever; an aborted load's READ posted after its
+    lease ran out) is what 0.33.0 does."""
+    paths = _traces(REAPER_PAIR)
+    assert len(paths) == 9
+    _v2_replay(paths)
+
+
+def test_v2_random_sequences_agree_with_0_33s_reaper():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+    from kvproof.spec.vllm.conform.replay import ConformError
+
+    rep = fuzz_scenario(builtin("vllm-pull-reaper-58222"), 40)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == 40 and rep.steps > 40
+    with pytest.raises(ConformError, match="reaper_scans_every_lease = false: the behaviour before #58222"):
+        fuzz_scenario(builtin("vllm-pull-reaper-before-58222"), 5)
+
+
+@pytest.mark.thorough
+def test_v2_random_sequences_agree_with_0_33s_reaper_thorough():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin("vllm-pull-reaper-58222"), 300)  # the issue's 300
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == 300 and rep.steps > 300
