@@ -320,3 +320,12 @@ class VllmClaims:
         if not self.e.read_may_hang:
             return o.const(False)
         return o.any_(o.and_(o.eq(s.hung[r], 1), o.eq(s.d_phase[r], D_READING)) for r in self.reqs)
+
+    @witness
+    def sometimes_turn2_read_declined(self, s):
+        """V14 with #47021: the reader declined a turn-2 READ whose deadline (nearly) passed
+        (``FINISHED_ERROR``), while the holder still held the block or had reaped it."""
+        o = s.ops
+        if not self.e.turn2_read:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ERROR), o.eq(s.rd[r], RD_NONE)) for r in self.reqs)

@@ -320,6 +320,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         waiting = o.eq(s.d_phase[r], D_WAITING)
         s.require(o.or_(waiting, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE))))
         s.require(self._running(s))
+        if self.e.turn2_read:  # V14: a READ _is_turn2_read_expired declines is not posted
+            s.require(o.not_(self._turn2_read_expired(s, r)))
         n.d_phase[r] = o.ite(waiting, D_READING, D_HELD)
         n.rd[r] = RD_POSTED
 
@@ -793,3 +795,34 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.eq(s.rd[r], RD_TAKEN))
         s.require(o.eq(s.hung[r], 0))
         n.hung[r] = 1
+
+    # -- V14 (#47021): the turn-2 readback of blocks decode pinned for a TTL ------------------------------
+    def _turn2_read_expired(self, s, r: int):
+        """``_is_turn2_read_expired`` (pull_worker.py:127-136) of ``r``'s turn-2 READ, with #47021
+        (``turn2_declines_near_expiry``): ``now + 5 s >= remote_blocks_expiry_time -
+        clock_offset``.  In 10-s ticks with the deadline on a tick, that is ``10 * ticks_left <= 5
+        - 10 * error``: a deadline already passed (``lease`` at 0) with an exact offset, nothing
+        with an offset a tick off.  False before #47021."""
+        o = s.ops
+        if not self.e.turn2_declines_near_expiry or self.e.turn2_clock_offset_error > 0:
+            return o.const(False)
+        return o.eq(s.lease[r], 0)
+
+    @action("decode", "req", fair=True)
+    def decode_decline_turn2_read(self, s, n, r):
+        """V14 with #47021: the reader's ``_read_blocks_for_req`` (pull_worker.py:160-171) finds
+        ``_is_turn2_read_expired`` true: it logs "Declining expired remote read", counts
+        ``record_kv_expired_req`` and runs ``_handle_failed_transfer``'s state cleanup, so the
+        request is reported in ``failed_recving`` and, with ``kv_load_failure_policy = "fail"``
+        (the default), ends in ``FINISHED_ERROR`` with its block freed.  No READ is posted and no
+        notification goes to the holder, whose blocks wait for the TTL.  The check reads the
+        exported deadline and the handshake's clock offset, not the holder's state: it is not a
+        drain proof, a READ it lets through may outlive the deadline."""
+        o = s.ops
+        s.require(self.e.turn2_read)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        s.require(self._turn2_read_expired(s, r))
+        n.d_phase[r] = D_ENDED
+        n.outcome[r] = OUT_ERROR
+        self._free(s, n, r, "owner", "dest")

@@ -121,7 +121,8 @@ def build_fields(k: Codes) -> list[Field]:
         Field("dest", (req,), k.block_ref, k.D, "decode block the READ fills"),
         Field("rd", (req,), en("xfer", RD_LABELS), RD_NONE, "the NIXL transfer (pull: READ, push: WRITE)"),
         Field("notif", (req,), flag, 0, "the transfer's completion notification on its way to the peer"),
-        Field("outcome", (req,), en("outcome", OUT_LABELS + (("error",) if e.decode_refuses_replayed_params else ())),
+        Field("outcome", (req,), en("outcome", OUT_LABELS + (("error",) if e.decode_refuses_replayed_params
+                                                             or e.turn2_read else ())),
               OUT_NONE, "what the client got"),
         Field("read", (req,), en("read", READ_LABELS), READ_NONE, "what decode computed on"),
         Field("owner", (k.block,), k.owner, FREE, "decode block owner", sentinel=True),
