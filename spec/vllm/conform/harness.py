@@ -90,6 +90,11 @@ class Shape:
     request before the run)."""
     origin: tuple[int, ...] = ()
     """Whose ``kv_transfer_params`` each slot carries (its own, or a replayed one's, V9); empty: its own."""
+    turn2: bool = False
+    """V14: the READ is the turn-2 readback: the holder's parameters carry
+    ``remote_blocks_expiry_time`` and the reader runs ``_is_turn2_read_expired`` before posting."""
+    turn2_offset_error: int = 0
+    """V14: ticks by which the reader's handshake clock offset places the holder's deadline later."""
 
 
 class _Clock:
@@ -376,6 +381,12 @@ class Harness:
                     self.slots[r].params = dict(o.kv_transfer_params)
         if self.slots[r].params is None:
             raise Divergent(f"vLLM's prefill returned no kv_transfer_params for {pid}")
+        if self.shape.turn2:
+            # V14: the holder's request_finished exports its TTL deadline (pull_scheduler.py:266-270,
+            # the is_d_node branch: blocks_expiry_time = _reqs_need_send[req]); the harness's holder
+            # is a producer, so the harness copies that deadline into the parameters as it does
+            self.slots[r].params["remote_blocks_expiry_time"] = \
+                self.P.connector.connector_scheduler._reqs_need_send[pid]
         self._step(self.P, after_schedule=self._prefill_worker_step)
 
     def prefill_get_new_notifs(self, r: int) -> None:
@@ -431,6 +442,9 @@ class Harness:
         """Decode's worker posts the READ of the ``reqs_to_recv`` entry (``_read_blocks``); the
         ``on_read_posted`` hooks see the entry (decode's worker is not run, so a recorder of
         ``start_load_kv`` learns of the post here)."""
+        if self.shape.turn2 and self._turn2_read_expired(r):
+            raise Divergent(f"vLLM's _is_turn2_read_expired declines the READ of {self.did(r)} "
+                            f"(deadline {self.slots[r].recv.remote.blocks_expiry_time}, now {self.clock.now})")
         self.slots[r].read = "posted"
         for hook in self.on_read_posted:
             hook(self.did(r), self.slots[r].recv)
@@ -621,6 +635,56 @@ class Harness:
         if self.slots[r].read != "taken":
             raise HarnessError(f"the READ of {self.did(r)} has not moved its data")
         self.hung.add(r)
+
+    # -- V14 (#47021): the turn-2 readback's expiry check -------------------------------------------
+    def _turn2_read_expired(self, r: int) -> bool:
+        """The real ``_is_turn2_read_expired`` (pull_worker.py:127-136) of the reader's worker,
+        run on the ``reqs_to_recv`` entry the real reader scheduler emitted (its
+        ``remote.blocks_expiry_time`` parsed from the parameters, metadata.py:340), with the
+        handshake's clock offset (``turn2_offset_error`` ticks later than the truth) and the fake
+        clock."""
+        meta = self.slots[r].recv
+        if meta is None:
+            raise HarnessError(f"{self.did(r)} has no reqs_to_recv entry")
+        w = getattr(self, "rw", None)
+        if w is None:
+            m = self.m
+
+            class ReaderWorker(m["pull_worker"].NixlPullConnectorWorker):
+                """The real class; only ``__del__`` (which shuts a NIXL agent down) is not run."""
+
+                def __del__(self):
+                    pass
+
+            w = self.rw = object.__new__(ReaderWorker)
+            w._engine_clock_offset = {}
+        w._engine_clock_offset[meta.remote.engine_id] = -float(self.shape.turn2_offset_error * TICK_SECONDS)
+        if not any(len(g) for g in meta.local_physical_block_ids):
+            meta.local_physical_block_ids = meta.local_block_ids  # start_load_kv's, at a ratio of one
+        return bool(w._is_turn2_read_expired(meta))
+
+    def decode_decline_turn2_read(self, r: int) -> None:
+        """The reader's ``_read_blocks_for_req`` declines the READ (``_is_turn2_read_expired``,
+        real) and ``_handle_failed_transfer`` reports the request in ``failed_recving`` (and
+        ``finished_recving``, as ``get_transfer_results`` does with ``_recv_failures``); the real
+        scheduler (``_handle_failed_recving``, ``kv_load_failure_policy = "fail"``) ends it in
+        ``FINISHED_ERROR``.  Nothing goes to the holder."""
+        did = self.did(r)
+        if not self._turn2_read_expired(r):
+            raise Divergent(f"vLLM's _is_turn2_read_expired lets the READ of {did} through "
+                            f"(deadline {self.slots[r].recv.remote.blocks_expiry_time}, now {self.clock.now})")
+        if self.stalled:
+            raise Divergent("the harness was asked to step a stalled decode engine")
+        kv = self.m["outputs"].KVConnectorOutput(finished_recving={did}, failed_recving={did})
+        so = self.D.schedule()
+        self._decode_meta(so)
+        outs = self.D.update_from_output(so, self._runner_output(so, kv))
+        errors = [o for eco in outs.values() for o in eco.outputs
+                  if o.request_id == did and o.finish_reason is not None]
+        if did in self.D.requests or not errors:
+            raise Divergent(f"vLLM's decode did not end {did} on its failed load")
+        self.slots[r].read = "declined"
+        self.slots[r].outcome = "error"
 
     # -- what the code did ------------------------------------------------------------------------
     def observe(self):
