@@ -184,7 +184,8 @@ class Engine:
     turn2_clock_offset_error: int = 0
     """Ticks by which the reader's ``_engine_clock_offset`` (measured at the handshake) places
     the holder's deadline later than it is.  One tick (10 s) is more than the 5 s margin: the
-    check then declines nothing, even a deadline that passed.  Only with ``turn2_read``."""
+    check then lets through READs of a deadline that passed less than a tick ago.  Only with
+    ``turn2_read``."""
     push_fail_notif: bool = False
     """HYPOTHETICAL, not in 0.33.0: #50754 (open) -- a rank whose WRITE failed to post sends a
     ``PUSH_FAIL`` notification; decode counts it, and once every rank answered reports the load

@@ -536,6 +536,9 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         for r in self.reqs:
             if e.kv_lease_expires:
                 n.lease[r] = advance(s.lease[r], o.and_(o.eq(s.p_phase[r], P_HELD), o.gt(s.lease[r], 0)), -1)
+            if e.turn2_read and e.turn2_clock_offset_error:  # V14: how long ago the exported deadline passed
+                n.overdue[r] = advance(s.overdue[r], o.and_(o.ne(s.p_phase[r], P_NEW), o.eq(s.lease[r], 0),
+                                                            o.lt(s.overdue[r], e.turn2_clock_offset_error)))
             if k.A is None:
                 continue
             counting = []
@@ -800,12 +803,16 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
     def _turn2_read_expired(self, s, r: int):
         """``_is_turn2_read_expired`` (pull_worker.py:127-136) of ``r``'s turn-2 READ, with #47021
         (``turn2_declines_near_expiry``): ``now + 5 s >= remote_blocks_expiry_time -
-        clock_offset``.  In 10-s ticks with the deadline on a tick, that is ``10 * ticks_left <= 5
-        - 10 * error``: a deadline already passed (``lease`` at 0) with an exact offset, nothing
-        with an offset a tick off.  False before #47021."""
+        clock_offset``.  In 10-s ticks with the deadline on a tick and an offset ``error`` ticks
+        late, that is "the deadline passed at least ``error`` ticks ago": with an exact offset a
+        deadline already passed (``lease`` at 0), with an offset a tick off only one passed a
+        tick or more ago (``overdue``; found by ``kvproof conform --random``: the model declined
+        nothing).  False before #47021."""
         o = s.ops
-        if not self.e.turn2_declines_near_expiry or self.e.turn2_clock_offset_error > 0:
+        if not self.e.turn2_declines_near_expiry:
             return o.const(False)
+        if self.e.turn2_clock_offset_error:
+            return o.and_(o.eq(s.lease[r], 0), o.ge(s.overdue[r], self.e.turn2_clock_offset_error))
         return o.eq(s.lease[r], 0)
 
     @action("decode", "req", fair=True)

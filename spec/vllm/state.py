@@ -152,6 +152,9 @@ def build_fields(k: Codes) -> list[Field]:
                             "decode block (async scheduling)"))
     if e.decode_may_stall:
         fields.append(Field("stalled", (), flag, 0, "decode's engine loop is stalled (a long forward pass)"))
+    if e.turn2_read and e.turn2_clock_offset_error:
+        fields.append(Field("overdue", (req,), Domain("overdue", e.turn2_clock_offset_error + 1), 0,
+                            "ticks since the exported turn-2 deadline passed (saturating)"))
     if e.read_may_hang:
         fields.append(Field("hung", (req,), flag, 0, "the READ moved its data and will never complete (a wedged transport)"))
     return fields
