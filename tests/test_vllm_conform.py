@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two share
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
               "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-reject",
-              "vllm-push-write-post-fails", "vllm-pull-replayed-params", "vllm-push-deferred-write"]
+              "vllm-push-write-post-fails", "vllm-pull-replayed-params", "vllm-push-deferred-write",
+              "vllm-pull-turn2-slow-read-47021", "vllm-pull-turn2-clock-offset-47021"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
@@ -84,6 +85,8 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     ("vllm-pull-reject-before-41269", "decode_reject_request(req=R0)", "prefill_notified: model [], vLLM [0]"),
     ("vllm-pull-async-before-45357", "decode_finished_recving(req=R0)", "decode_free: model 1, vLLM 0"),
     ("vllm-push-prefix-hit-before-48758", "nixl_write_land(req=R0)", "kv: model [3, -1], vLLM [1, -1]"),
+    ("vllm-pull-turn2-before-47021", "decode_start_load_kv(req=R0)", "vLLM's _is_turn2_read_expired declines the "
+     "READ of d-R0 (deadline 1020.0, now 1020.0)"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -572,3 +575,52 @@ def test_v2_random_sequences_agree_with_0_33s_reaper_thorough():
     rep = fuzz_scenario(builtin("vllm-pull-reaper-58222"), 300)  # the issue's 300
     assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
     assert rep.sequences == 300 and rep.steps > 300
+
+
+# -- V14 (#47021): the turn-2 readback's expiry check on the real code ---------------------------------
+TURN2 = ["vllm-pull-turn2-47021", "vllm-pull-turn2-slow-read-47021", "vllm-pull-turn2-clock-offset-47021"]
+
+
+@pytest.mark.parametrize("name", TURN2)
+def test_v14_random_sequences_agree_with_0_33s_turn2_check(name):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin(name), 40)  # 300 under --thorough
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == 40 and rep.steps > 40
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("name", TURN2)
+def test_v14_random_sequences_agree_with_0_33s_turn2_check_thorough(name):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin(name), 300)  # the issue's 300
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == 300 and rep.steps > 300
+
+
+def test_v14_the_real_check_declines_a_passed_deadline_and_the_real_scheduler_ends_the_request():
+    """A turn-2 READ taken when the holder's exported deadline has just passed: 0.33.0's
+    ``_is_turn2_read_expired`` declines it, the failed load ends the request (``FINISHED_ERROR``,
+    its block freed) and the holder, not told, reaps its block at the TTL; a mutant model that
+    posts the READ diverges at the post."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-turn2-47021")
+    path = ["prefill_request_finished(req=R0)", "clock_tick()", "clock_tick()", "decode_on_new_request(req=R0)",
+            "decode_decline_turn2_read(req=R0)", "prefill_reap_expired_lease(req=R0)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and "R0" not in h.P.requests
+    assert h.slots[0].recv.remote.blocks_expiry_time == 1020.0  # parsed by the real metadata from the parameters
+
+    class NeverDeclines(VllmPd):
+        def _turn2_read_expired(self, s, r):
+            return s.ops.const(False)
+
+    result, _ = _run(NeverDeclines, sc, path[:4] + ["decode_start_load_kv(req=R0)"])
+    assert result.diverged_at == 5 and "_is_turn2_read_expired declines the READ of d-R0" in result.reason

@@ -50,6 +50,10 @@ CATALOGUE = {
     "vllm-push-reject-lease": (271, set()),
     "vllm-pull-reaper-before-58222": (11327, {"no_source_free_while_read", "quiescent_holds_nothing"}),
     "vllm-pull-reaper-58222": (12487, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+    "vllm-pull-turn2-before-47021": (747, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-turn2-47021": (395, set()),
+    "vllm-pull-turn2-slow-read-47021": (1642, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-turn2-clock-offset-47021": (1151, ISOLATION | {"no_source_free_while_read"}),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails", "vllm-pull-reaper-before-58222",
@@ -232,6 +236,21 @@ class RefusesOnlyConsumedReferences(VllmPd):
         return o.any_(o.eq(s.d_phase[x], D_ENDED) for x in self.reqs if x != r and self.k.origin[x] == t)
 
 
+class Turn2NeverDeclines(VllmPd):
+    """#47021's flag on, but ``_is_turn2_read_expired`` never fires."""
+
+    def _turn2_read_expired(self, s, r):
+        return s.ops.const(False)
+
+
+class Turn2DeclineKeepsBlock(VllmPd):
+    """A declined turn-2 READ ends the request but keeps its block."""
+
+    def decode_decline_turn2_read(self, s, n, r):
+        super().decode_decline_turn2_read(s, n, r)
+        n.owner[s.dest[r]] = s.owner[s.dest[r]]
+
+
 MUTANTS = [
     ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
     ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
@@ -246,6 +265,8 @@ MUTANTS = [
      "decode_reads_only_own_pages"),
     ("#50754: PUSH_FAIL frees the block under a sibling WRITE", "vllm-push-write-post-fails-50754",
      PushFailEndsAtOnce, "no_write_after_release"),
+    ("V14: the turn-2 check never declines", "vllm-pull-turn2-47021", Turn2NeverDeclines, "no_cross_tenant_read"),
+    ("V14: a declined READ keeps its block", "vllm-pull-turn2-47021", Turn2DeclineKeepsBlock, "pages_conserved"),
     ("V9 fix refusing only consumed references", "vllm-pull-replayed-params-refused", RefusesOnlyConsumedReferences,
      "no_cross_tenant_read"),
 ]
@@ -642,3 +663,51 @@ def test_v2_inconsistent_knobs_are_one_line(tmp_path, capsys, engine, message):
     code = main(["check", str(bad), "--no-traces"])
     err = capsys.readouterr().err
     assert code == 3 and err.count("\n") == 1 and message in err
+
+
+# -- V14 (#47021): the turn-2 readback ---------------------------------------------------------------------
+def test_v14_each_variant_differs_from_the_fix_in_one_knob_and_only_the_fix_is_safe():
+    """V14: before #47021, a READ slower than the 5 s margin and a clock offset a tick off each
+    differ from ``vllm-pull-turn2-47021`` in one knob; only the fix with both inside the margin
+    verifies, and its pass is not vacuous (a READ is declined, the TTL runs out, q0 is reused)."""
+    fixed = builtin("vllm-pull-turn2-47021").config.engine.__dict__
+    diffs = {"vllm-pull-turn2-before-47021": ["turn2_declines_near_expiry"],
+             "vllm-pull-turn2-slow-read-47021": ["read_latency_bound"],
+             "vllm-pull-turn2-clock-offset-47021": ["turn2_clock_offset_error"]}
+    for name, knobs in diffs.items():
+        other = builtin(name).config.engine.__dict__
+        assert [k for k in fixed if fixed[k] != other[k]] == knobs
+    got = {c.claim: c.verdict for c in checked("vllm-pull-turn2-47021").claims}
+    assert got["sometimes_turn2_read_declined"] == got["sometimes_lease_expires"] == "reached"
+    assert got["sometimes_source_block_reused"] == "reached"
+
+
+def test_v14_the_check_declines_a_passed_deadline_and_a_tick_late_offset_only_a_tick_past_it():
+    """An exact offset declines the READ of a lease at 0 and lets one with a tick left through;
+    an offset a tick late lets a just-passed deadline through and declines one a tick past."""
+    m = Machine(builtin("vllm-pull-turn2-47021").build())
+    waiting = {"p_phase": {0: P_HELD}, "d_phase": {0: 1}, "src": {0: 0}, "src_owner": {0: 1}, "dest": {0: 0},
+               "owner": {0: 1}}
+    post, decline = _aid(m, "decode_start_load_kv(req=R0)"), _aid(m, "decode_decline_turn2_read(req=R0)")
+    at_zero = _v2_state(m, **waiting, lease={0: 0})
+    assert m.step(at_zero, post) is None and m.step(at_zero, decline) is not None
+    one_left = _v2_state(m, **waiting, lease={0: 1})
+    assert m.step(one_left, post) is not None and m.step(one_left, decline) is None
+    late = Machine(builtin("vllm-pull-turn2-clock-offset-47021").build())
+    post, decline = _aid(late, "decode_start_load_kv(req=R0)"), _aid(late, "decode_decline_turn2_read(req=R0)")
+    just_passed = _v2_state(late, **waiting, lease={0: 0}, overdue={0: 0})
+    assert late.step(just_passed, post) is not None and late.step(just_passed, decline) is None
+    tick_past = _v2_state(late, **waiting, lease={0: 0}, overdue={0: 1})
+    assert late.step(tick_past, post) is None and late.step(tick_past, decline) is not None
+
+
+@pytest.mark.parametrize("engine,message", [
+    ('turn2_read = true', "turn2_read: the turn-2 readback is a pull READ"),
+    ('mode = "push"\nheartbeat_interval = "none"\nturn2_read = true', "turn2_read: the turn-2 readback is a pull READ"),
+    ("turn2_declines_near_expiry = false", "turn2_declines_near_expiry: turn2_declines_near_expiry and "
+                                           "turn2_clock_offset_error matter only with turn2_read = true"),
+    ("turn2_clock_offset_error = 1", "matter only with turn2_read = true"),
+    ('heartbeat_interval = "none"\nturn2_read = true\nturn2_clock_offset_error = 3', "a whole number in 0..2"),
+])
+def test_v14_inconsistent_knobs_are_one_line(tmp_path, capsys, engine, message):
+    test_v2_inconsistent_knobs_are_one_line(tmp_path, capsys, engine, message)
