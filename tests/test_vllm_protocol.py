@@ -711,3 +711,12 @@ def test_v14_the_check_declines_a_passed_deadline_and_a_tick_late_offset_only_a_
 ])
 def test_v14_inconsistent_knobs_are_one_line(tmp_path, capsys, engine, message):
     test_v2_inconsistent_knobs_are_one_line(tmp_path, capsys, engine, message)
+
+
+def test_show_tells_the_stranded_lease_and_the_declined_turn2_read(capsys):
+    assert main(["show", str(TRACES / "vllm-pull-reaper-before-58222__expired_leases_are_reaped.itf.json")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the reaper stops at R0, whose lease is live (heartbeated): R1 expired behind it, not reaped" in out
+    assert "decode holds the aborted R1 until a finished_recving that never comes" in out
+    assert main(["show", str(TRACES / "vllm-pull-turn2-slow-read-47021__no_cross_tenant_read.itf.json")]) == 0
+    assert "takes q0, which R0 no longer holds" in " ".join(capsys.readouterr().out.split())
