@@ -297,7 +297,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(self._running(s))
         if self.e.decode_refuses_replayed_params:
             s.require(o.not_(self._reference_admitted(s, r)))
-        self._allocate(s, n, r, "owner", "dest", self.k.D)
+        # V13: a full local prefix hit -- the block decode takes already holds the request's KV
+        self._allocate(s, n, r, "owner", "dest", self.k.D, content="content" if self.k.cached[r] else None)
         if self.k.replay[r]:
             n.src[r] = s.src[t]
         if self.k.replays:
@@ -316,6 +317,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         since (held by ``delay_free_blocks``) all the same."""
         o = s.ops
         s.require(self.pull)
+        if self.k.cached[r]:  # V13: a full local hit posts no READ (decode_read_blocks_notify_only)
+            s.require(False)
         waiting = o.eq(s.d_phase[r], D_WAITING)
         s.require(o.or_(waiting, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE))))
         s.require(self._running(s))
@@ -742,3 +745,29 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.content[s.dest[r]] = r + 1
         if self.e.defer_block_free:
             self._free(s, n, r, "owner", "dest")
+
+    # -- V13 (#54714 -> #56640): a full local prefix hit's notify-only load ------------------------
+    # Appended after every earlier action so that the other scenarios keep their action ids.
+    @action("decode", "req", fair=True)
+    def decode_read_blocks_notify_only(self, s, n, r):
+        """V13: decode already holds the request's whole KV in its local prefix cache (a full
+        local hit), and the scheduler parked it in ``WAITING_FOR_REMOTE_KVS`` with an empty local
+        block list (``update_state_after_alloc``, pull_scheduler.py:144-183: ``awaiting_kvs``).
+        Decode's worker (``start_load_kv`` -> ``_read_blocks_for_req`` -> ``_read_blocks``,
+        pull_worker.py:450-476) finds nothing to READ and takes the notify-only path:
+        ``send_notif`` of ``"{remote_request_id}:{n}"``, on which prefill frees its blocks
+        (:meth:`prefill_get_new_notifs`).  With #56640 (``report_notify_only_recv``) it records an
+        empty transfer list for a parked request (``self._recving_transfers.setdefault(
+        request_id, [])``), so ``_pop_done_transfers`` reports it in ``finished_recving``
+        (:meth:`decode_finished_recving`) and the request runs on its local KV; before it
+        (#54714) nothing is recorded: no ``finished_recving`` ever names the request, and the
+        scheduler (``_handle_blocked_waiting_request``, scheduler.py:3519-3526) keeps it in
+        ``WAITING_FOR_REMOTE_KVS`` holding its blocks for the life of the process."""
+        o = s.ops
+        s.require(self.pull and self.k.cached[r])
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        n.d_phase[r] = D_READING
+        n.notif[r] = 1
+        if self.e.report_notify_only_recv:
+            n.rd[r] = RD_DONE

@@ -88,6 +88,9 @@ class Codes:
         (V9) the request it replays."""
         self.replay = tuple(r.replays is not None for r in cfg.requests)
         self.replays = any(self.replay)
+        self.cached = tuple(r.cached for r in cfg.requests)
+        """V13: per request, decode holds its whole KV in its local prefix cache (a full local
+        hit: ``_read_blocks``' notify-only path, no READ)."""
         self.F = e.write_fan_in
         self.ranked = e.mode == "push" and (self.F > 1 or e.write_post_may_fail)
         """Push with per-rank WRITEs (fan-in above one, or V6's failed posts): each prefill rank
