@@ -260,7 +260,11 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
     for problem in engine.problems():  # knobs that contradict each other: one line naming the first
         key, _, text = problem.partition(": ")
         raise fail.problem(f"[engine].{key}", text)
-    return Config(tuple(requests), engine=engine, **values)
+    cfg = Config(tuple(requests), engine=engine, **values)
+    for problem in cfg.problems():  # requests that contradict the engine (V9, V13): one line too
+        key, _, text = problem.partition(": ")
+        raise fail.problem(key, text)
+    return cfg
 
 
 WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expires", "async_scheduling",

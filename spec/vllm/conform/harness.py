@@ -90,6 +90,9 @@ class Shape:
     request before the run)."""
     origin: tuple[int, ...] = ()
     """Whose ``kv_transfer_params`` each slot carries (its own, or a replayed one's, V9); empty: its own."""
+    cached: tuple[bool, ...] = ()
+    """V13: the slots whose whole KV decode holds in its local prefix cache (a full local hit);
+    empty: none."""
 
 
 class _Clock:
@@ -425,6 +428,9 @@ class Harness:
         if status.name != "WAITING_FOR_REMOTE_KVS" or s.recv is None:
             raise Divergent(f"vLLM's decode put {self.did(r)} in {status.name}, not WAITING_FOR_REMOTE_KVS "
                             "with a reqs_to_recv entry")
+        if self.cached(r):  # V13: the block decode parked it with holds its KV already (the local hit)
+            for b in self.kv_blocks(self.did(r)):
+                self.d_tag[b] = r + 1
 
     def decode_start_load_kv(self, r: int) -> None:
         """Decode's worker posts the READ of the ``reqs_to_recv`` entry (``_read_blocks``); the
@@ -506,8 +512,86 @@ class Harness:
 
     def _finished_recving(self, r: int) -> set[str]:
         """What decode's worker reports in ``finished_recving`` when ``r``'s READ is done (pull:
-        ``r``, as ``_pop_done_transfers`` does once no READ handle remains)."""
+        ``r``, as ``_pop_done_transfers`` does once no READ handle remains).  V13: a full local
+        hit's load is what the real decode worker's ``_pop_done_transfers`` reports."""
+        if self.cached(r):
+            done, failed = self.notify_dw._pop_done_transfers(self.notify_dw._recving_transfers)
+            if self.did(r) not in done or failed:
+                raise Divergent(f"vLLM's decode worker reports {sorted(done)} done, {sorted(failed)} failed: "
+                                f"not {self.did(r)}'s notify-only load")
+            return done
         return {self.did(r)}
+
+    # -- V13: a full local prefix hit (#54714 -> #56640) ------------------------------------------
+    def cached(self, r: int) -> bool:
+        """Decode holds slot ``r``'s whole KV in its local prefix cache (V13)."""
+        return bool(self.shape.cached) and self.shape.cached[r]
+
+    @property
+    def notify_dw(self):
+        """Decode's ``NixlPullConnectorWorker`` for ``_read_blocks``' notify-only path (V13),
+        created without ``__init__`` on first use: ``_recving_transfers``, the stand-in agent's
+        ``send_notif`` (it puts the notification on its way to prefill), one remote agent for
+        prefill's rank 0, and a ``transfer_topo`` that reports prefill's block size as decode's
+        (``block_size_ratio`` 1)."""
+        if getattr(self, "_notify_dw", None) is None:
+            import types
+
+            m = self.m
+            harness = self
+
+            class DecodeWorker(m["pull_worker"].NixlPullConnectorWorker):
+                """The real class; only ``__del__`` (which shuts a NIXL agent down) is not run."""
+
+                def __del__(self):
+                    pass
+
+            class Wrapper:
+                """Decode's stand-in NIXL agent: ``send_notif`` reaches prefill's agent's inbox."""
+
+                def send_notif(self, agent_name, notif_msg):
+                    harness.agent.inbox.append(notif_msg)
+
+            topo = types.SimpleNamespace(get_engine_info=lambda eid: types.SimpleNamespace(remote_block_size=BLOCK_SIZE),
+                                         block_size_ratio=lambda size: 1)
+            w = object.__new__(DecodeWorker)
+            w._recving_transfers = {}
+            w._remote_agents = defaultdict(lambda: {(0, 0): "prefill"})
+            w.transfer_topo = topo
+            w.nixl_wrapper = Wrapper()
+            w.xfer_stats = m["stats"].NixlKVConnectorStats()
+            self._notify_dw = w
+        return self._notify_dw
+
+    def decode_read_blocks_notify_only(self, r: int) -> None:
+        """V13: decode's worker runs 0.33.0's ``_read_blocks`` for the ``reqs_to_recv`` entry the
+        real decode scheduler emitted (its ``remote.request_id``, its ``awaiting_kvs``: true,
+        the request is parked) with an empty local block list (the harness's: 0.33.0's scheduler
+        gives this parked request one unhashed block; #54714 saw parked requests with none):
+        the notify-only path sends prefill ``"{remote_request_id}:1"`` and (#56640) records an
+        empty transfer list, which ``_pop_done_transfers`` reports at
+        :meth:`decode_finished_recving`."""
+        s = self.slots[r]
+        if s.recv is None:
+            raise HarnessError(f"{self.did(r)} has no reqs_to_recv entry")
+        if not s.recv.awaiting_kvs:
+            raise Divergent(f"vLLM's decode scheduler did not park {self.did(r)} (awaiting_kvs false)")
+        spec = self.m["tp_mapping"].ReadSpec(remote_rank=0, local_block_ids=[], remote_block_ids=[])
+        posted = self.notify_dw._read_blocks(read_spec=spec, dst_engine_id=s.recv.remote.engine_id, request_id=self.did(r),
+                                      remote_request_id=s.recv.remote.request_id, local_xfer_side_handle=0,
+                                      local_dram_handle=None, remote_xfer_side_handle=0, expected_consumers=1,
+                                      awaiting_kvs=s.recv.awaiting_kvs)
+        if not posted:
+            raise Divergent(f"vLLM's _read_blocks routed {self.did(r)} to failure reporting")
+        if self.did(r) in self.notify_dw._recving_transfers:
+            s.read = "done"
+
+    def notify_only_reported(self) -> tuple[int, ...]:
+        """V13: the full local hits whose notify-only load decode's worker recorded (an empty
+        transfer list in ``_recving_transfers``, reported by the next ``_pop_done_transfers``)."""
+        if getattr(self, "_notify_dw", None) is None:
+            return ()
+        return tuple(r for r in range(self.R) if self.cached(r) and self.did(r) in self._notify_dw._recving_transfers)
 
     def prefill_notified(self) -> tuple[int, ...]:
         """The slots whose notification (``"{req}:1"``) waits in prefill's agent (pull)."""

@@ -48,7 +48,9 @@ class Observation:
     ``finished_recving``) for which no WRITE is posted and none can be any more (prefill freed
     the request: its writer dropped the finished blocks), V5; ``prefill_notified``: pull only,
     the requests whose notification to prefill (a READ's, or the notify-only one of a
-    rejection, V12) is on its way.
+    rejection, V12) is on its way; ``notify_only_reported``: pull only, the full local prefix
+    hits (V13) whose notify-only load decode's worker recorded for ``finished_recving`` and the
+    scheduler has not yet taken (#56640).
     """
 
     prefill: tuple[str, ...] = ()
@@ -66,6 +68,7 @@ class Observation:
     stranded: tuple[int, ...] = ()
     prefill_notified: tuple[int, ...] = ()
     count_short: tuple[int, ...] = ()
+    notify_only_reported: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
         """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
@@ -139,6 +142,8 @@ def model_observation(machine, state: bytes) -> Observation:
         prefill_notified=tuple(sorted({k.origin[r] for r in range(k.R) if spec.pull and get("notif", r) == 1})),
         count_short=tuple(r for r in range(k.R) if k.ranked and not spec.e.push_fail_notif
                           and get("d_phase", r) in (D_READING, D_HELD) and RD_FAILED in xfers(r)),
+        notify_only_reported=tuple(r for r in range(k.R) if k.cached[r] and get("d_phase", r) == D_READING
+                                   and get("rd", r) == RD_DONE),
     )
 
 
@@ -205,4 +210,5 @@ def code_observation(h) -> Observation:
                           and any(h.part_read.get((r, w)) == "failed" for w in range(h.F))
                           and h.dw.consumer_notification_counts_by_req.get(h.did(r), 0) < h.F),
         prefill_notified=h.prefill_notified(),
+        notify_only_reported=h.notify_only_reported() if hasattr(h, "notify_only_reported") else (),
     )
