@@ -752,7 +752,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
     def decode_read_blocks_notify_only(self, s, n, r):
         """V13: decode already holds the request's whole KV in its local prefix cache (a full
         local hit), and the scheduler parked it in ``WAITING_FOR_REMOTE_KVS`` with an empty local
-        block list (``update_state_after_alloc``, pull_scheduler.py:144-183: ``awaiting_kvs``).
+        block list (``update_state_after_alloc``, pull_scheduler.py:144-177: ``awaiting_kvs``).
         Decode's worker (``start_load_kv`` -> ``_read_blocks_for_req`` -> ``_read_blocks``,
         pull_worker.py:450-476) finds nothing to READ and takes the notify-only path:
         ``send_notif`` of ``"{remote_request_id}:{n}"``, on which prefill frees its blocks
