@@ -317,3 +317,23 @@ class VllmClaims:
         o = s.ops
         return o.any_(o.and_(o.eq(s.d_phase[r], D_READING), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs
                       if self.k.cached[r]) if any(self.k.cached) else o.const(False)
+
+    # -- V16 (#36958) ------------------------------------------------------------------------------------
+    @witness
+    def sometimes_mla_rank_reports(self, s):
+        """V16: prefill's rank 1 counted decode's MLA notify-only notification (``finished_sending``
+        on that rank: #36958's request id)."""
+        o = s.ops
+        if not self.k.mla:
+            return o.const(False)
+        return o.any_(o.eq(s.r1_sent[r], 1) for r in self.reqs)
+
+    @witness
+    def sometimes_mla_notif_unrecognized(self, s):
+        """V16 before #36958: prefill's rank 1 dropped the MLA notify-only notification as one for
+        an unrecognized request while prefill still holds the request."""
+        o = s.ops
+        if not self.k.mla:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.late[r], 1), o.eq(s.p_phase[r], P_HELD)) for r in self.reqs)
+

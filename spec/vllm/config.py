@@ -34,7 +34,7 @@ CONFIG_KEYS = ("sizes", "requests", "engine")
 _SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
 _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
-_COUNTS = {"write_fan_in": (1, 3)}
+_COUNTS = {"write_fan_in": (1, 3), "mla_prefill_ranks": (1, 2)}
 _CHOICES = {"mode": ("pull", "push")}
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
                    "read_latency_bound": ("unbounded", 1, 6)}
@@ -164,6 +164,19 @@ class Engine:
     scheduler runs it on its local KV; ``false`` is the behaviour before it (#54714): nothing is
     recorded, the request is named in no ``finished_recving`` and sits in
     ``WAITING_FOR_REMOTE_KVS`` holding its blocks for the life of the process."""
+    mla_prefill_ranks: int = 1
+    """Pull (V16, #36958): an MLA model whose prefill runs with more TP ranks than decode
+    (``tp_ratio < 0``): every prefill rank holds a replica of the request's KV, decode READs it
+    from one rank only, and ``_read_blocks_for_req`` (pull_worker.py:377-399) sends each other
+    prefill rank a notify-only ``"{id}:{local_consumers}"``; prefill's scheduler frees the block
+    once every rank reported ``finished_sending`` (``KVOutputAggregator``).  1 (the default):
+    one rank each side."""
+    mla_notif_remote_id: bool = True
+    """#36958 (V16): the MLA notify-only notification names prefill's request id
+    (``meta.remote.request_id``), which the other rank's ``_get_new_notifs`` counts; ``false`` is
+    the behaviour before it (decode's own request id: the rank logs "unrecognized request" and
+    drops it, so it reports the request only when its lease expires).  Only with
+    ``mla_prefill_ranks = 2``."""
     push_fail_notif: bool = False
     """HYPOTHETICAL, not in 0.33.0: #50754 (open) -- a rank whose WRITE failed to post sends a
     ``PUSH_FAIL`` notification; decode counts it, and once every rank answered reports the load
@@ -183,6 +196,10 @@ class Engine:
             out.append("engine.mode: write_fan_in, write_post_may_fail and push_fail_notif are push-mode knobs")
         if self.push_handshake_may_defer and (self.mode == "pull" or self.write_fan_in != 1 or self.write_post_may_fail):
             out.append("engine.push_handshake_may_defer: modelled in push mode with one rank each side")
+        if self.mla_prefill_ranks != 1 and self.mode != "pull":
+            out.append("engine.mla_prefill_ranks: the MLA notify-only notification is modelled in pull mode")
+        if not self.mla_notif_remote_id and self.mla_prefill_ranks == 1:
+            out.append("mla_notif_remote_id: false matters only with mla_prefill_ranks = 2")
         if self.push_fail_notif and not self.write_post_may_fail:
             out.append("engine.push_fail_notif: needs write_post_may_fail = true (a PUSH_FAIL answers a failed post)")
         return out
@@ -219,6 +236,8 @@ class Config:
                 out.append(f"requests[{i}].cached: a full local prefix hit is modelled in pull mode, not for a replay")
             elif self.engine.client_aborts or self.engine.async_scheduling or self.engine.decode_prefix_hit:
                 out.append(f"requests[{i}].cached: not modelled with client_aborts, async_scheduling or decode_prefix_hit")
+        if self.engine.mla_prefill_ranks != 1 and any(r.cached or r.replays is not None for r in self.requests):
+            out.append("engine.mla_prefill_ranks: not modelled with cached or replayed requests")
         if not self.engine.report_notify_only_recv and not any(r.cached for r in self.requests):
             out.append("engine.report_notify_only_recv: false matters only with a cached request (requests[].cached)")
         return out
@@ -270,9 +289,10 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
 WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expires", "async_scheduling",
                     "defer_block_free", "decode_prefix_hit", "prefix_end_trim", "write_fan_in",
                     "write_post_may_fail", "push_fail_notif", "decode_refuses_replayed_params",
-                    "push_handshake_may_defer", "report_notify_only_recv")
+                    "push_handshake_may_defer", "report_notify_only_recv", "mla_prefill_ranks",
+                    "mla_notif_remote_id")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
-fan-in, V6, V9, #55470; V13): :func:`config_data` writes them only when a scenario sets them away
+fan-in, V6, V9, #55470; V13, V16): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,
 traces) stays what it was."""
 

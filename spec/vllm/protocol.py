@@ -246,6 +246,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.notif[r] = 0
         t = self.k.origin[r]  # the request the notification names
         held = o.eq(s.p_phase[t], P_HELD)
+        if self.k.mla:  # V16: rank 0 reports; the scheduler frees once rank 1 reported too
+            n.r0_sent[t] = o.ite(held, 1, s.r0_sent[t])
+            n.late[r] = o.ite(held, s.late[r], 1)
+            self._finish_sending_all_ranks(s, n, t, o.and_(held, o.eq(s.r1_sent[t], 1)))
+            return
         n.p_phase[t] = o.ite(held, P_SENT, s.p_phase[t])
         n.lease[t] = o.ite(held, 0, s.lease[t])
         n.late[r] = o.ite(held, s.late[r], 1)
@@ -324,6 +329,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(self._running(s))
         n.d_phase[r] = o.ite(waiting, D_READING, D_HELD)
         n.rd[r] = RD_POSTED
+        if self.k.mla:  # V16: the same _read_blocks_for_req call notifies the unread prefill rank
+            n.mla_notif[r] = 1
 
     @action("decode", "req", fair=True)
     def decode_finished_recving(self, s, n, r):
@@ -771,3 +778,36 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.notif[r] = 1
         if self.e.report_notify_only_recv:
             n.rd[r] = RD_DONE
+
+    # -- V16 (#36958): MLA's notify-only notification to the prefill rank decode does not READ ---------
+    def _finish_sending_all_ranks(self, s, n, r: int, when) -> None:
+        """V16: once every prefill rank reported ``finished_sending`` (``KVOutputAggregator``)
+        prefill's scheduler frees the request's block (``_update_from_kv_xfer_finished``)."""
+        o = s.ops
+        n.p_phase[r] = o.ite(when, P_SENT, s.p_phase[r])
+        n.lease[r] = o.ite(when, 0, s.lease[r])
+        self._free_source(s, n, r, when=when)
+
+    @action("prefill", "req", fair=True)
+    def prefill_get_new_notifs_mla_rank(self, s, n, r):
+        """V16: prefill's rank 1 (MLA, ``tp_ratio < 0``: decode READs the replicated KV from rank
+        0 only) polls NIXL and finds the notify-only notification decode's
+        ``_read_blocks_for_req`` (pull_worker.py:377-399) sent it when it posted the READ.  With
+        #36958 (``mla_notif_remote_id``) it names prefill's request id (``meta.remote.request_id``):
+        ``_get_new_notifs`` counts it and the rank reports ``finished_sending`` (the block is freed
+        once rank 0 reported too); before it, decode's own request id: the rank logs "Potentially
+        invalid KV blocks for unrecognized request" (``record_notification_after_expiry``), drops
+        it, and reports the request only when its lease expires -- a block held until the lease
+        (forever, with a timeout beyond the horizon)."""
+        o = s.ops
+        s.require(self.pull and self.k.mla)
+        s.require(o.eq(s.mla_notif[r], 1))
+        n.mla_notif[r] = 0
+        if not self.e.mla_notif_remote_id:
+            n.late[r] = 1
+            return
+        held = o.eq(s.p_phase[r], P_HELD)
+        n.r1_sent[r] = o.ite(held, 1, s.r1_sent[r])
+        n.late[r] = o.ite(held, s.late[r], 1)
+        self._finish_sending_all_ranks(s, n, r, o.and_(held, o.eq(s.r0_sent[r], 1)))
+
