@@ -86,6 +86,7 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     ("vllm-push-prefix-hit-before-48758", "nixl_write_land(req=R0)", "kv: model [3, -1], vLLM [1, -1]"),
     ("vllm-pull-full-hit-before-56640", "decode_read_blocks_notify_only(req=R0)",
      "notify_only_reported: model [], vLLM [0]"),
+    ("vllm-pull-mla-notif-before-36958", "decode_start_load_kv(req=R0)", "mla_notified: model [], vLLM [0]"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -582,4 +583,51 @@ def test_v13_random_sequences_agree_thorough():
     rep = fuzz_scenario(builtin("vllm-pull-full-hit-56640"), RANDOM)  # the issue's 300
     assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
     assert rep.sequences == RANDOM and rep.steps > RANDOM
+
+
+# -- V16 (#36958): MLA's notify-only notification to the unread prefill rank ------------------------------
+V16_PATH = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+            "nixl_read_take_data(req=R0)", "nixl_read_complete(req=R0)", "prefill_get_new_notifs(req=R0)",
+            "prefill_get_new_notifs_mla_rank(req=R0)"]
+
+
+def test_v16_0_33s_read_blocks_for_req_notifies_the_unread_rank_with_prefills_id():
+    """0.33.0's own _read_blocks_for_req (MLA, tp_ratio -2) posts one READ from prefill's rank 0
+    and sends rank 1 "R0:1" (meta.remote.request_id); rank 1's real _get_new_notifs counts it and
+    prefill frees R0 only once both ranks reported.  Decode's own id ("d-R0:1", the notification
+    before #36958) is dropped by the same real code as an unrecognized request."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-mla-notif-36958")
+    result, h = _run(VllmPd, sc, V16_PATH[:6])
+    assert result.agrees, result.reason
+    assert h.mla_dw.reads == [(0, "R0")] and b"R0:1" in h.agent_mla.inbox
+    assert "R0" in h.P.requests and h.rank_reported["R0"] == {0}  # rank 0 alone: still held
+    result, h = _run(VllmPd, sc, V16_PATH)
+    assert result.agrees, result.reason
+    assert "R0" not in h.P.requests and not h.pw_mla._reqs_to_send
+    result, h = _run(VllmPd, sc, V16_PATH[:1])
+    h.agent_mla.deliver = [b"d-R0:1"]
+    assert h.pw_mla._get_new_notifs() == set() and "R0" in h.pw_mla._reqs_to_send
+    assert len(h.pw_mla.xfer_stats.data.get("num_notifications_after_expiry", ())) == 1
+
+
+def test_v16_random_sequences_agree():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin("vllm-pull-mla-notif-36958"), 40)  # 30 states: hypothesis finds fewer distinct
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences >= 10 and rep.steps > rep.sequences
+
+
+@pytest.mark.thorough
+def test_v16_random_sequences_agree_thorough():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin("vllm-pull-mla-notif-36958"), RANDOM)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences >= 100 and rep.steps > rep.sequences
 

@@ -50,9 +50,12 @@ CATALOGUE = {
     "vllm-push-reject-lease": (271, set()),
     "vllm-pull-full-hit-before-56640": (10, {"quiescent_holds_nothing"}),
     "vllm-pull-full-hit-56640": (206, set()),
+    "vllm-pull-mla-notif-before-36958": (15, {"quiescent_holds_nothing"}),
+    "vllm-pull-mla-notif-36958": (30, set()),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
-                "vllm-push-write-post-fails", "vllm-pull-full-hit-before-56640"}  # V5, V12, V6, V13: liveness violated
+                "vllm-push-write-post-fails", "vllm-pull-full-hit-before-56640",
+                "vllm-pull-mla-notif-before-36958"}  # V5, V12, V6, V13, V16: liveness violated
 BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-push-heartbeat",
                 "vllm-pull-reject-lease-41269"]  # V1 / V7 closed
 
@@ -97,7 +100,8 @@ def test_every_verified_scenario_exercises_reads_and_reuse():
 PAIRS = [("vllm-pull-reject-before-41269", "vllm-pull-reject-41269", "sometimes_rejection_frees_prefill", False),
          ("vllm-pull-async-before-45357", "vllm-pull-async-45357", "sometimes_block_reused_under_gpu_step", True),
          ("vllm-push-prefix-hit-before-48758", "vllm-push-prefix-hit-48758", "sometimes_suffix_slot_gets_prefix", True),
-         ("vllm-pull-full-hit-before-56640", "vllm-pull-full-hit-56640", "sometimes_full_hit_served", False)]
+         ("vllm-pull-full-hit-before-56640", "vllm-pull-full-hit-56640", "sometimes_full_hit_served", False),
+         ("vllm-pull-mla-notif-before-36958", "vllm-pull-mla-notif-36958", "sometimes_mla_notif_unrecognized", True)]
 
 
 @pytest.mark.parametrize("before,after,witness,hazard_reaches", PAIRS, ids=[p[0] for p in PAIRS])
@@ -108,7 +112,7 @@ def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness
     a, b = builtin(before), builtin(after)
     da, db = a.config.engine.__dict__, b.config.engine.__dict__
     assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"],
-                                                 ["report_notify_only_recv"])
+                                                 ["report_notify_only_recv"], ["mla_notif_remote_id"])
     assert a.config.requests == b.config.requests
     got_a = {c.claim: c.verdict for c in checked(before).claims}
     got_b = {c.claim: c.verdict for c in checked(after).claims}
@@ -241,6 +245,16 @@ class NotifyOnlyNotReported(VllmPd):
         n.rd[r] = s.rd[r]
 
 
+
+class MlaRankCountsTwo(VllmPd):
+    """#36958's id, but the notify-only notification carries a consumer count of 2 for one decode
+    rank (an ``expected_consumers`` mismatch, V16): rank 1 counts 1 of 2 and never reports."""
+
+    def prefill_get_new_notifs_mla_rank(self, s, n, r):
+        s.require(s.ops.eq(s.mla_notif[r], 1))
+        n.mla_notif[r] = 0
+
+
 MUTANTS = [
     ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
     ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
@@ -259,6 +273,7 @@ MUTANTS = [
      "no_cross_tenant_read"),
     ("V13: the parked full hit is not reported", "vllm-pull-full-hit-56640", NotifyOnlyNotReported,
      "quiescent_holds_nothing"),
+    ("V16: rank 1 expects two notifications", "vllm-pull-mla-notif-36958", MlaRankCountsTwo, "quiescent_holds_nothing"),
 ]
 
 
@@ -609,4 +624,22 @@ def test_v13_bad_knobs_are_one_line(tmp_path, capsys, requests, engine, message)
     code = main(["check", str(bad), "--no-traces"])
     err = capsys.readouterr().err
     assert code == 3 and err.count("\n") == 1 and message in err, err
+
+
+# -- V16 (#36958): MLA's notify-only notification to the unread prefill rank -----------------------------
+def test_v16_prefill_frees_only_once_both_ranks_reported():
+    """Rank 0 reports on the READ's notification, rank 1 on the notify-only one (in either order);
+    the block is freed on the second.  Before #36958 rank 1 drops it (unrecognized) and the block
+    stays held with R0 served."""
+    for name, fixed in (("vllm-pull-mla-notif-36958", True), ("vllm-pull-mla-notif-before-36958", False)):
+        spec = builtin(name).build()
+        m, lay = Machine(spec), spec.layout
+        s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+                  "prefill_get_new_notifs_mla_rank(req=R0)")
+        assert s[lay.slot("p_phase", 0)] == P_HELD and s[lay.slot("r1_sent", 0)] == int(fixed)
+        assert s[lay.slot("late", 0)] == int(not fixed)  # before: num_notifications_after_expiry, lease running
+        s = m.run("nixl_read_take_data(req=R0)", "nixl_read_complete(req=R0)", "prefill_get_new_notifs(req=R0)",
+                  state=s)
+        assert s[lay.slot("p_phase", 0)] == (P_SENT if fixed else P_HELD)
+        assert s[lay.slot("src_owner", 0)] == (0 if fixed else 1)
 
