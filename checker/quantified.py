@@ -622,12 +622,13 @@ def _as_candidate(system: ParametricSystem, f: Any, name: str) -> Candidate:
 class MinimiseResult:
     """What :func:`minimise` kept of an inductive invariant: ``kept`` (the claims and the lemmas
     they need, in the given order), how many it was given (``found``), the rounds of the
-    backward closure, seconds, and ``status``: ``"done"`` only when a fresh check of ``kept``
+    backward closure (over all passes), the passes, seconds, and ``status``: ``"done"`` only when a fresh check of ``kept``
     alone (:func:`inductive_problems`) found it inductive; otherwise why not."""
 
     kept: list[Candidate]
     found: int
     rounds: int = 0
+    passes: int = 0
     seconds: float = 0.0
     status: str = "done"
     checked_seconds: float = 0.0
@@ -679,35 +680,42 @@ def minimise(system: ParametricSystem, invariant: Sequence[Candidate], max_secon
              cores: Callable[..., tuple[set[str], str]] | None = None) -> MinimiseResult:
     """A smaller inductive invariant inside ``invariant`` (an inductive one: e.g. what
     :func:`houdini` kept) that still has every claim of it: the backward closure of the claims
-    under unsat cores.  Starting from the claims, each round asks every action, with the whole
+    under unsat cores.  Starting from the claims, each round asks every action, with the
     invariant assumed behind one assumption literal per conjunct, to break one of the conjuncts
     added last (:func:`_cores`: unsat, as the invariant is inductive) and adds the conjuncts in
-    the unsat cores; it stops when a round adds nothing, so each kept conjunct is preserved
-    from states satisfying the kept ones.  The result is then checked from scratch
-    (:func:`inductive_problems`: Init and every action over ``kept`` alone), and ``status`` is
-    ``"done"`` only when that check passes.  ``cores`` replaces :func:`_cores` (tests)."""
+    the unsat cores; a pass stops when a round adds nothing, so each kept conjunct is preserved
+    from states satisfying the kept ones.  Passes repeat over what the last one kept (fewer
+    assumptions, smaller cores) until one keeps everything it was given.  The result is then
+    checked from scratch (:func:`inductive_problems`: Init and every action over ``kept`` alone),
+    and ``status`` is ``"done"`` only when that check passes.  ``cores`` replaces :func:`_cores`
+    (tests)."""
     say = progress or (lambda text: None)
     cores = cores or _cores
     t0 = time.perf_counter()
     deadline = t0 + max_seconds
-    by_name = {c.name: c for c in invariant}
-    kept = {c.name for c in invariant if c.claim}
     res = MinimiseResult([], len(invariant))
-    todo = sorted(kept)
-    if not todo:
+    current = list(invariant)
+    if not any(c.claim for c in current):
         res.status = "no claim in the invariant: nothing to keep it for"
         return res
-    while todo:
-        res.rounds += 1
-        need, why = cores(system, invariant, todo, deadline, say)
-        if why:
-            res.status = f"unknown: {why}"
-            res.seconds = time.perf_counter() - t0
-            return res
-        todo = sorted(need - kept)
-        kept |= need
-        say(f"minimise round {res.rounds}: {len(kept)} of {len(by_name)} kept, {len(todo)} new")
-    res.kept = [c for c in invariant if c.name in kept]
+    while True:
+        res.passes += 1
+        kept = {c.name for c in current if c.claim}
+        todo = sorted(kept)
+        while todo:
+            res.rounds += 1
+            need, why = cores(system, current, todo, deadline, say)
+            if why:
+                res.status = f"unknown: {why}"
+                res.seconds = time.perf_counter() - t0
+                return res
+            todo = sorted(need - kept)
+            kept |= need
+            say(f"minimise pass {res.passes} round {res.rounds}: {len(kept)} of {len(current)} kept, {len(todo)} new")
+        if len(kept) == len(current):
+            break
+        current = [c for c in current if c.name in kept]
+    res.kept = current
     res.seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     problems = inductive_problems(system, res.kept, max(deadline - t1, 1.0))

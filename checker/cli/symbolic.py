@@ -245,7 +245,7 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
                "candidates": r.candidates, "kept": None if h is None else len(h.kept),
                "houdini_rounds": None if h is None else h.rounds,
                "minimised": None if m is None else {"status": m.status, "found": m.found, "kept": len(m.kept),
-                                                    "rounds": m.rounds, "seconds": round(m.seconds, 3),
+                                                    "rounds": m.rounds, "passes": m.passes, "seconds": round(m.seconds, 3),
                                                     "check_seconds": round(m.checked_seconds, 3)},
                "invariant": len(r.invariant),
                "seconds": {k: round(v, 3) for k, v in r.seconds.items()},
@@ -275,7 +275,7 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
                   + ", ".join(f"{k} {v:.1f} s" for k, v in r.seconds.items()))
     if m is not None:
         out.print(f"{sc.name}: minimised the invariant: kept {len(m.kept):,} of {m.found:,} conjuncts "
-                  f"({m.rounds} rounds, {m.seconds:.1f} s; checked from scratch in {m.checked_seconds:.1f} s)"
+                  f"({m.passes} passes, {m.rounds} rounds, {m.seconds:.1f} s; checked from scratch in {m.checked_seconds:.1f} s)"
                   if m.status == "done" else f"{sc.name}: minimising the invariant failed ({m.status}); "
                   f"the certificate states all {len(r.invariant):,} conjuncts")
     if r.certificate is not None:
