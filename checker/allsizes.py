@@ -156,6 +156,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     spec = scenario.build()
     hook = getattr(spec, "all_sizes", lambda: None)()
     report = AllSizesReport(scenario)
+    stored = _read_invariant(invariant_from, hook) if invariant_from is not None else None
     targets = hook.targets if hook is not None else tuple(
         n for n in ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
                     "no_source_free_while_read", "exclusive_ownership") if n in {c.name for c in Machine(spec).claims})
@@ -184,7 +185,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     report.fixed, report.abstractions = hook.fixed, hook.abstractions
 
     if invariant_from is not None:
-        return _from_invariant(report, hook, targets, invariant_from, max_seconds, certificates_dir, say)
+        return _from_invariant(report, hook, targets, stored, max_seconds, certificates_dir, say)
 
     t0 = time.perf_counter()
     say(f"{scenario.name}: mining the small instance")
@@ -267,22 +268,26 @@ def _write_certificate(report: AllSizesReport, hook: AllSizesModel, certificates
     report.seconds["certificate"] = time.perf_counter() - t0
 
 
-def _from_invariant(report: AllSizesReport, hook: AllSizesModel, targets: Sequence[str], source: str | Path,
-                    max_seconds: float, certificates_dir: str | Path | None, say: Callable[[str], None]) -> AllSizesReport:
-    """Steps 2-3 replaced by a stored invariant: its conjuncts minimised and the kept set
-    checked from scratch; the target claims in a set that passes are proved."""
+def _read_invariant(source: str | Path, hook: AllSizesModel | None) -> tuple[Path, list[Candidate]]:
+    """The conjuncts of the invariant an all-sizes certificate states (none without a model to
+    read them over); ``ValueError`` (one line) when the file is not one."""
     from kvproof.checker.quantified import candidates_from, invariant_of
     source = Path(source)
     try:
         inv, _ = invariant_of(source.read_text(encoding="utf-8"))
+        return source, [] if hook is None else candidates_from(hook.system, inv)
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"{source}: cannot be read ({e})") from None
     except ValueError as e:
         raise ValueError(f"{source}: {e}") from None
-    try:
-        cands = candidates_from(hook.system, inv)
-    except ValueError as e:
-        raise ValueError(f"{source}: {e}") from None
+
+
+def _from_invariant(report: AllSizesReport, hook: AllSizesModel, targets: Sequence[str],
+                    stored: tuple[Path, list[Candidate]], max_seconds: float, certificates_dir: str | Path | None,
+                    say: Callable[[str], None]) -> AllSizesReport:
+    """Steps 2-3 replaced by a stored invariant: its conjuncts minimised and the kept set
+    checked from scratch; the target claims in a set that passes are proved."""
+    source, cands = stored
     cands = [c for c in cands if not c.claim or c.name in targets]
     report.candidates = len(cands)
     report.invariant = []
@@ -295,7 +300,7 @@ def _from_invariant(report: AllSizesReport, hook: AllSizesModel, targets: Sequen
     for n in targets:
         report.verdicts[n] = "proved" if n in kept else "inconclusive"
     if not ok:
-        report.reason = (f"the invariant of {source} has no target claim" if m is None
+        report.reason = (f"the invariant of {source} states no target claim" if m is None
                          else f"the invariant of {source}, minimised, did not check: {m.status}")
     elif any(v != "proved" for v in report.verdicts.values()):
         report.reason = f"the invariant of {source} does not state " + ", ".join(

@@ -5,6 +5,7 @@ that a pre-fix scenario is never reported proved."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from pathlib import Path
 
@@ -500,3 +501,42 @@ def test_a_minimiser_that_keeps_too_few_is_caught(tmp_path):
     m = minimise(system, inv, 60, cores=claims_only)
     assert [c.name for c in m.kept] == ["toy_never_b"]
     assert m.status.startswith("the kept set is not inductive") and "set_b" in m.status
+
+
+def test_prove_invariant_from_refuses_bad_input_and_proves_nothing_it_cannot_check(tmp_path, capsys):
+    """``prove --all-sizes --invariant-from FILE``: a file that is not a certificate, or the two
+    new options without ``--all-sizes``, are bad input (exit 3); a certificate whose invariant
+    (a claim and a fact) is not inductive proves nothing (exit 2) and writes no certificate."""
+    from kvproof.checker.allsizes import certificate_header
+    from kvproof.checker.cli.commands import main
+    not_cert = tmp_path / "x.smt2"
+    not_cert.write_text("(check-sat)\n")
+    out = tmp_path / "out"
+    assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(not_cert), "--no-traces",
+                 "--certificates", str(out)]) == 3
+    assert main(["prove", "v0.5.22", "--no-minimise"]) == 3
+    assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(not_cert), "--no-minimise"]) == 3
+    capsys.readouterr()
+    hook = builtin("v0.5.22").build().all_sizes()
+    claim = next(c for c in hook.system.claims() if c.name == "no_write_after_release")
+    weak = tmp_path / "weak.smt2"
+    weak.write_text(certificate_text(hook.system, [_fact(hook.system), claim],
+                                     certificate_header("v0.5.22", [claim.name], hook)))
+    assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(weak), "--no-traces",
+                 "--certificates", str(out), "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert "minimised, did not check" in doc["reason"] and "not inductive" in doc["reason"]
+    assert set(doc["verdicts"].values()) == {"inconclusive"} and doc["minimised"]["found"] == 2
+    assert not out.exists()
+
+
+@pytest.mark.thorough
+def test_the_stored_invariant_minimises_and_proves_every_claim(tmp_path):
+    """``prove --all-sizes v0.5.22 --invariant-from`` the committed certificate (a minute or
+    two): the kept set passes its fresh check and proves all five claims; its certificate
+    passes both solvers."""
+    from kvproof.checker.allsizes import recheck_all_sizes
+    r = prove_all_sizes(builtin("v0.5.22"), 1800, certificates_dir=tmp_path, invariant_from=STORED)
+    assert r.exit_code == 0, (r.reason, r.verdicts)
+    assert r.minimised.status == "done" and len(r.minimised.kept) <= 90
+    assert recheck_all_sizes(r.certificate).ok
