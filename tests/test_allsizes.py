@@ -409,11 +409,12 @@ def test_the_stored_certificate_checks_with_z3_and_cvc5():
 
 @pytest.mark.thorough
 def test_v0522_is_proved_for_every_size(tmp_path):
-    """The full run (about ten minutes of CPU): every target claim of v0.5.22 proved for every
-    number of requests, decode pages and prefill pages."""
+    """The full run (about twenty minutes of CPU): every target claim of v0.5.22 proved for every
+    number of requests, decode pages and prefill pages, and the invariant minimised."""
     r = prove_all_sizes(builtin("v0.5.22"), 3600, certificates_dir=tmp_path)
     assert r.exit_code == 0, (r.reason, r.verdicts)
     assert set(r.verdicts) == set(TARGET_CLAIMS)
+    assert r.minimised.status == "done" and len(r.invariant) == len(r.minimised.kept) < len(r.houdini.kept)
 
 
 class ToySystem(ParametricSystem):
