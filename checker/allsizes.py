@@ -19,7 +19,8 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
    filter only), then on the parametric model itself (quantified, every size) over what the
    filter kept.  A claim that survives is **proved for every size**; one that
    is dropped is *inconclusive* (exit 2), with the counterexample to induction Z3 gave, a state
-   of some small size.
+   of some small size.  Then (by default) the invariant is shrunk to the claims and the lemmas
+   their unsat cores need (:func:`~.quantified.minimise`), the kept set checked from scratch.
 4. A **certificate** (``<scenario>.allsizes.smt2``): the invariant and its obligations as one
    SMT-LIB script that stock z3 and cvc5 each answer ``unsat`` to, obligation by obligation
    (:func:`~.quantified.check_certificate`); :func:`recheck_all_sizes` (what ``certify`` runs)

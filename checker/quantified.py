@@ -20,6 +20,10 @@ sort, since the survivors' conjunction is an inductive invariant implying it.
 Inv ∧ guard ∧ update ⇒ Inv′ per action, Inv ⇒ claim per claim) as a standalone SMT-LIB script
 that stock z3 and cvc5 each answer with one ``unsat`` per obligation (:func:`check_certificate`).
 
+:func:`minimise` shrinks an inductive invariant to its claims and the conjuncts their unsat
+cores need (checked from scratch before it is trusted): a smaller certificate the solvers check
+in seconds.  :func:`candidates_from` reads a certificate's invariant back as candidates.
+
 This module knows no protocol.
 """
 
