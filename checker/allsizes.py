@@ -19,7 +19,8 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
    filter only), then on the parametric model itself (quantified, every size) over what the
    filter kept.  A claim that survives is **proved for every size**; one that
    is dropped is *inconclusive* (exit 2), with the counterexample to induction Z3 gave, a state
-   of some small size.
+   of some small size.  Then (by default) the invariant is shrunk to the claims and the lemmas
+   their unsat cores need (:func:`~.quantified.minimise`), the kept set checked from scratch.
 4. A **certificate** (``<scenario>.allsizes.smt2``): the invariant and its obligations as one
    SMT-LIB script that stock z3 and cvc5 each answer ``unsat`` to, obligation by obligation
    (:func:`~.quantified.check_certificate`); :func:`recheck_all_sizes` (what ``certify`` runs)
@@ -36,7 +37,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kvproof.checker.lemmas import explore_all, mine
-from kvproof.checker.quantified import Candidate, HoudiniResult, ParametricSystem, certificate_text, houdini
+from kvproof.checker.quantified import (Candidate, HoudiniResult, MinimiseResult, ParametricSystem, certificate_text,
+                                        houdini, minimise)
 from kvproof.checker.transition import TransitionSystem
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
@@ -116,6 +118,11 @@ class AllSizesReport:
     seconds: dict[str, float] = field(default_factory=dict)
     fixed: tuple[str, ...] = ()
     abstractions: tuple[str, ...] = ()
+    minimised: MinimiseResult | None = None
+    """The smaller invariant :func:`~.quantified.minimise` kept (``None``: not run); when its
+    ``status`` is ``"done"`` it is what the certificate states, otherwise Houdini's whole set."""
+    invariant: list[Candidate] = field(default_factory=list)
+    """The invariant the verdicts rest on (the certificate's conjuncts)."""
 
     @property
     def exit_code(self) -> int:
@@ -134,8 +141,15 @@ filter that drops most candidates with ground queries; only the unbounded run pr
 
 def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
                     certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
-                    progress: Callable[[str], None] | None = None) -> AllSizesReport:
-    """Run the four steps of the module docstring on ``scenario``."""
+                    progress: Callable[[str], None] | None = None, minimise_invariant: bool = True,
+                    invariant_from: str | Path | None = None) -> AllSizesReport:
+    """Run the four steps of the module docstring on ``scenario``.  With ``minimise_invariant``
+    (the default) Houdini's invariant is first shrunk to the claims and the lemmas they need
+    (:func:`~.quantified.minimise`, checked from scratch; if that fails the whole set is kept).
+    With ``invariant_from`` (an all-sizes certificate: data, its invariant line is read back
+    with :func:`~.quantified.candidates_from`) steps 2 and 3 are skipped: the file's conjuncts
+    are minimised, and only what the fresh check of the kept set finds inductive is proved
+    (``ValueError``, one line, when the file is not a readable certificate)."""
     from kvproof.checker.explicit import Limits
     from kvproof.checker.run import check_scenario
 
@@ -143,6 +157,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     spec = scenario.build()
     hook = getattr(spec, "all_sizes", lambda: None)()
     report = AllSizesReport(scenario)
+    stored = _read_invariant(invariant_from, hook) if invariant_from is not None else None
     targets = hook.targets if hook is not None else tuple(
         n for n in ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
                     "no_source_free_while_read", "exclusive_ownership") if n in {c.name for c in Machine(spec).claims})
@@ -169,6 +184,9 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
         report.verdicts = {n: "inconclusive" for n in targets}
         return report
     report.fixed, report.abstractions = hook.fixed, hook.abstractions
+
+    if invariant_from is not None:
+        return _from_invariant(report, hook, targets, stored, max_seconds, certificates_dir, say)
 
     t0 = time.perf_counter()
     say(f"{scenario.name}: mining the small instance")
@@ -217,14 +235,78 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     elif any(v != "proved" for v in report.verdicts.values()):
         report.reason = "the lifted candidates do not make " + ", ".join(
             n for n, v in report.verdicts.items() if v != "proved") + " inductive"
-    if res.status == "done" and any(v == "proved" for v in report.verdicts.values()) and certificates_dir is not None:
-        t0 = time.perf_counter()
-        header = certificate_header(scenario.name, [n for n, v in report.verdicts.items() if v == "proved"], hook)
-        path = Path(certificates_dir) / f"{scenario.name}.allsizes.smt2"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(certificate_text(hook.system, res.kept, header), encoding="utf-8")
-        report.certificate = path
-        report.seconds["certificate"] = time.perf_counter() - t0
+    report.invariant = list(res.kept)
+    if res.status == "done" and minimise_invariant and any(c.claim for c in res.kept):
+        _minimise(report, hook, res.kept, budget(), say)
+    _write_certificate(report, hook, certificates_dir)
+    return report
+
+
+def _minimise(report: AllSizesReport, hook: AllSizesModel, invariant: list[Candidate], seconds: float,
+              say: Callable[[str], None]) -> None:
+    """Shrink ``invariant`` (inductive) with :func:`~.quantified.minimise`; the report's
+    invariant becomes the kept set only when its fresh check passed."""
+    t0 = time.perf_counter()
+    say(f"{report.scenario.name}: minimising the invariant ({len(invariant)} conjuncts)")
+    m = minimise(hook.system, invariant, seconds, say)
+    report.minimised = m
+    report.seconds["minimise"] = time.perf_counter() - t0
+    if m.status == "done":
+        report.invariant = list(m.kept)
+
+
+def _write_certificate(report: AllSizesReport, hook: AllSizesModel, certificates_dir: str | Path | None) -> None:
+    """``<scenario>.allsizes.smt2`` of the report's invariant, if a claim is proved."""
+    proved = [n for n, v in report.verdicts.items() if v == "proved"]
+    if not proved or certificates_dir is None:
+        return
+    t0 = time.perf_counter()
+    header = certificate_header(report.scenario.name, proved, hook)
+    path = Path(certificates_dir) / f"{report.scenario.name}{SUFFIX}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(certificate_text(hook.system, report.invariant, header), encoding="utf-8")
+    report.certificate = path
+    report.seconds["certificate"] = time.perf_counter() - t0
+
+
+def _read_invariant(source: str | Path, hook: AllSizesModel | None) -> tuple[Path, list[Candidate]]:
+    """The conjuncts of the invariant an all-sizes certificate states (none without a model to
+    read them over); ``ValueError`` (one line) when the file is not one."""
+    from kvproof.checker.quantified import candidates_from, invariant_of
+    source = Path(source)
+    try:
+        inv, _ = invariant_of(source.read_text(encoding="utf-8"))
+        return source, [] if hook is None else candidates_from(hook.system, inv)
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{source}: cannot be read ({e})") from None
+    except ValueError as e:
+        raise ValueError(f"{source}: {e}") from None
+
+
+def _from_invariant(report: AllSizesReport, hook: AllSizesModel, targets: Sequence[str],
+                    stored: tuple[Path, list[Candidate]], max_seconds: float, certificates_dir: str | Path | None,
+                    say: Callable[[str], None]) -> AllSizesReport:
+    """Steps 2-3 replaced by a stored invariant: its conjuncts minimised and the kept set
+    checked from scratch; the target claims in a set that passes are proved."""
+    source, cands = stored
+    cands = [c for c in cands if not c.claim or c.name in targets]
+    report.candidates = len(cands)
+    report.invariant = []
+    spent = sum(report.seconds.values())
+    if any(c.claim for c in cands):
+        _minimise(report, hook, cands, max(max_seconds - spent, 1.0), say)
+    m = report.minimised
+    ok = m is not None and m.status == "done"
+    kept = {c.name for c in report.invariant if c.claim} if ok else set()
+    for n in targets:
+        report.verdicts[n] = "proved" if n in kept else "inconclusive"
+    if not ok:
+        report.reason = (f"the invariant of {source} states no target claim" if m is None
+                         else f"the invariant of {source}, minimised, did not check: {m.status}")
+    elif any(v != "proved" for v in report.verdicts.values()):
+        report.reason = f"the invariant of {source} does not state " + ", ".join(
+            n for n, v in report.verdicts.items() if v != "proved")
+    _write_certificate(report, hook, certificates_dir)
     return report
 
 
@@ -335,5 +417,6 @@ def one_element_triples(spec: Any, clauses: Sequence[tuple]) -> list[tuple]:
 
 
 def proved_lemmas(report: AllSizesReport) -> Sequence[Candidate]:
-    """The invariant's conjuncts (lemmas and claims) of a finished run."""
-    return [] if report.houdini is None else report.houdini.kept
+    """The invariant's conjuncts (lemmas and claims) of a finished run: the minimised set when
+    the minimiser's check passed, else Houdini's."""
+    return report.invariant

@@ -20,6 +20,10 @@ sort, since the survivors' conjunction is an inductive invariant implying it.
 Inv ∧ guard ∧ update ⇒ Inv′ per action, Inv ⇒ claim per claim) as a standalone SMT-LIB script
 that stock z3 and cvc5 each answer with one ``unsat`` per obligation (:func:`check_certificate`).
 
+:func:`minimise` shrinks an inductive invariant to its claims and the conjuncts their unsat
+cores need (checked from scratch before it is trusted): a smaller certificate the solvers check
+in seconds.  :func:`candidates_from` reads a certificate's invariant back as candidates.
+
 This module knows no protocol.
 """
 
@@ -36,7 +40,8 @@ from typing import Any, Callable, Sequence
 import z3
 
 __all__ = ["Symbol", "QState", "Step", "Action", "Candidate", "ParametricSystem", "HoudiniResult",
-           "houdini", "certificate_text", "certificate_from", "invariant_of", "check_certificate", "CertificateCheck", "render_model"]
+           "houdini", "certificate_text", "certificate_from", "invariant_of", "check_certificate", "CertificateCheck", "render_model",
+           "candidates_from", "minimise", "MinimiseResult", "inductive_problems"]
 
 
 @dataclass(frozen=True)
@@ -554,3 +559,181 @@ def check_certificate(path: str | Path, seconds: float = 600.0) -> CertificateCh
             took[name] = time.perf_counter() - t0
             answers[name] = lines
     return CertificateCheck(obligations, answers, took)
+
+
+# -- a smaller invariant ---------------------------------------------------------------------------
+
+def candidates_from(system: ParametricSystem, inv: str) -> list[Candidate]:
+    """The conjuncts of an invariant's one-line SMT-LIB text (a certificate's, :func:`invariant_of`)
+    as candidates over ``system``'s symbols, read with Z3's SMT-LIB parser: a conjunct that is,
+    as text, one of the system's claims becomes that claim (so it stays marked ``claim``); the
+    others are named by their text.  ``ValueError`` (one line) when the text does not parse over
+    the system's sorts and symbols."""
+    sorts = {system.sort(n).name(): system.sort(n) for n in (*system.uninterpreted, *system.enums)}
+    decls: dict[str, Any] = {sym.name: system.function(sym) for sym in (*system.symbols, *system.rigid)}
+    decls.update({n: z3.Const(n, system.sort(s)) for n, s in system.constants})
+    try:
+        parsed = z3.parse_smt2_string(f"(assert {inv})", sorts=sorts, decls=decls)
+    except z3.Z3Exception as e:
+        raise ValueError(f"the invariant does not parse over the model's symbols: {e}") from None
+    conj: list[Any] = []
+    for f in parsed:
+        conj += f.children() if z3.is_and(f) else [f]
+    pre = system.state()
+    claims = {_one_line(system.formula(c, pre)): c for c in system.claims()}
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for f in conj:
+        text = _one_line(f)
+        if text in seen:
+            continue
+        seen.add(text)
+        out.append(claims[text] if text in claims else _as_candidate(system, f, text))
+    return out
+
+
+def _as_candidate(system: ParametricSystem, f: Any, name: str) -> Candidate:
+    """A parsed formula over the pre-state symbols as a candidate whose body may be read over any
+    state (its symbols replaced by the state's)."""
+    if z3.is_quantifier(f) and f.is_forall():
+        n = f.num_vars()
+        names = tuple((f.var_name(i), f.var_sort(i).name()) for i in range(n))
+        matrix = f.body()
+    else:
+        names, matrix = (), f
+    nullary = [sym for sym in system.symbols if not sym.args]
+    funs = [sym for sym in system.symbols if sym.args]
+
+    def body(st: QState, *xs: Any) -> Any:
+        e = z3.substitute_vars(matrix, *reversed(xs)) if xs else matrix
+        pairs = []
+        for sym in funs:
+            mine = getattr(st, sym.name)
+            if isinstance(mine, z3.FuncDeclRef) and mine.eq(system.function(sym)):
+                continue
+            args = [z3.Var(i, system.sort(s)) for i, s in enumerate(sym.args)]
+            pairs.append((system.function(sym), mine(*args)))
+        if pairs:
+            e = z3.substitute_funs(e, *pairs)
+        consts = [(system.function(sym), getattr(st, sym.name)()) for sym in nullary]
+        consts = [(a, b) for a, b in consts if not a.eq(b)]
+        return z3.substitute(e, *consts) if consts else e
+
+    return Candidate(name, names, body)
+
+
+@dataclass
+class MinimiseResult:
+    """What :func:`minimise` kept of an inductive invariant: ``kept`` (the claims and the lemmas
+    they need, in the given order), how many it was given (``found``), the rounds of the
+    backward closure (over all passes), the passes, seconds, and ``status``: ``"done"`` only when a fresh check of ``kept``
+    alone (:func:`inductive_problems`) found it inductive; otherwise why not."""
+
+    kept: list[Candidate]
+    found: int
+    rounds: int = 0
+    passes: int = 0
+    seconds: float = 0.0
+    status: str = "done"
+    checked_seconds: float = 0.0
+
+
+def _cores(system: ParametricSystem, invariant: Sequence[Candidate], goals: Sequence[str],
+           deadline: float, trace: Callable[[str], None] | None = None) -> tuple[set[str], str]:
+    """One query per action (and one for Init): the whole ``invariant`` assumed in the pre-state,
+    each conjunct behind an assumption literal, and the Skolemized negation of one of ``goals``
+    in the post-state; every answer must be unsat, and the conjuncts in its unsat core are what
+    the goals need.  Returns (the conjuncts named in some core, "" or the reason it failed)."""
+    pre = system.state()
+    bg = system.background(pre)
+    names = [c.name for c in invariant]
+    pre_formula = {c.name: system.formula(c, pre) for c in invariant}
+    instance = {c.name: system.instantiate(c, pre, f"k{i}!")[0] for i, c in enumerate(invariant)}
+    assume = {n: z3.Bool(f"assume!{i}") for i, n in enumerate(names)}
+    need: set[str] = set()
+    for a in system.actions:
+        s = z3.Solver()
+        s.set("core.minimize", True)
+        s.set("timeout", max(1, int((deadline - time.perf_counter()) * 1000)))
+        params = {p: z3.Const(f"{a.name}!{p}", system.sort(sort)) for p, sort in a.params}
+        choices = {c.name: system.function(c, f"!{a.name}") for c in a.choices}
+        choices = {k: (lambda f=f: f) if not isinstance(f, z3.FuncDeclRef) else f for k, f in choices.items()}
+        step = a.step(pre, params, choices)
+        pairs = []
+        for sym in system.symbols:
+            if sym.name in step.updates:
+                xs = [z3.Var(i, system.sort(t)) for i, t in enumerate(sym.args)]
+                pairs.append((system.function(sym), step.updates[sym.name](*xs)))
+        move = (lambda t: z3.substitute_funs(t, *pairs)) if pairs else (lambda t: t)
+        s.add(bg, step.guard, *[z3.Implies(assume[n], pre_formula[n]) for n in names])
+        s.add(z3.Or([z3.Not(move(instance[g])) for g in goals]))
+        r = s.check(*assume.values())
+        if r != z3.unsat:
+            why = s.reason_unknown() if r == z3.unknown else "sat: the invariant given is not inductive"
+            return need, f"{a.name}: {why}"
+        core = {str(x) for x in s.unsat_core()}
+        got = {n for n in names if str(assume[n]) in core}
+        if trace is not None:
+            trace(f"{a.name}: core of {len(got)}")
+        need |= got
+    return need, ""
+
+
+def minimise(system: ParametricSystem, invariant: Sequence[Candidate], max_seconds: float = 1800.0,
+             progress: Callable[[str], None] | None = None,
+             cores: Callable[..., tuple[set[str], str]] | None = None) -> MinimiseResult:
+    """A smaller inductive invariant inside ``invariant`` (an inductive one: e.g. what
+    :func:`houdini` kept) that still has every claim of it: the backward closure of the claims
+    under unsat cores.  Starting from the claims, each round asks every action, with the
+    invariant assumed behind one assumption literal per conjunct, to break one of the conjuncts
+    added last (:func:`_cores`: unsat, as the invariant is inductive) and adds the conjuncts in
+    the unsat cores; a pass stops when a round adds nothing, so each kept conjunct is preserved
+    from states satisfying the kept ones.  Passes repeat over what the last one kept (fewer
+    assumptions, smaller cores) until one keeps everything it was given.  The result is then
+    checked from scratch (:func:`inductive_problems`: Init and every action over ``kept`` alone),
+    and ``status`` is ``"done"`` only when that check passes.  ``cores`` replaces :func:`_cores`
+    (tests)."""
+    say = progress or (lambda text: None)
+    cores = cores or _cores
+    t0 = time.perf_counter()
+    deadline = t0 + max_seconds
+    res = MinimiseResult([], len(invariant))
+    current = list(invariant)
+    if not any(c.claim for c in current):
+        res.status = "no claim in the invariant: nothing to keep it for"
+        return res
+    while True:
+        res.passes += 1
+        kept = {c.name for c in current if c.claim}
+        todo = sorted(kept)
+        while todo:
+            res.rounds += 1
+            need, why = cores(system, current, todo, deadline, say)
+            if why:
+                res.status = f"unknown: {why}"
+                res.seconds = time.perf_counter() - t0
+                return res
+            todo = sorted(need - kept)
+            kept |= need
+            say(f"minimise pass {res.passes} round {res.rounds}: {len(kept)} of {len(current)} kept, {len(todo)} new")
+        if len(kept) == len(current):
+            break
+        current = [c for c in current if c.name in kept]
+    res.kept = current
+    res.seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    problems = inductive_problems(system, res.kept, max(deadline - t1, 1.0))
+    res.checked_seconds = time.perf_counter() - t1
+    if problems:
+        res.status = "the kept set is not inductive: " + "; ".join(problems)
+    return res
+
+
+def inductive_problems(system: ParametricSystem, invariant: Sequence[Candidate], max_seconds: float = 600.0) -> list[str]:
+    """From scratch (a fresh :func:`houdini` over ``invariant`` alone): one line per conjunct
+    that Init or some action breaks, or the reason the check did not finish; none when the
+    conjunction is an inductive invariant."""
+    r = houdini(system, invariant, max_seconds)
+    if r.status != "done":
+        return [r.status]
+    return [f"{n[:80]}: {why}" for n, why in r.dropped.items()]

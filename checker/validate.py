@@ -228,7 +228,9 @@ class Verdict:
     one line, ``possible`` the states the engine may have been in just before it (closed under
     internal steps), ``bad`` a state of the violation's explanation after ``event``.
     ``maybe`` is the first possible violation (:class:`Maybe`), whatever the kind: on an
-    ``explained`` log, a breach some explanation makes and the log cannot rule out."""
+    ``explained`` log, a breach some explanation makes and the log cannot rule out.
+    ``tail`` is set (one line) on an ``explained`` log whose closure after the last event passed
+    the cap: a possible violation only that closure would reach is not known."""
 
     kind: str
     events: int = 0
@@ -240,6 +242,7 @@ class Verdict:
     peak: int = 1
     explored: int = 0
     maybe: Maybe | None = None
+    tail: str = ""
 
 
 class Search:
@@ -371,10 +374,13 @@ def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
             return Verdict("violation", count, event, "every behaviour that explains the log up to here " + how
                            + ", ".join(names), list(closed), names, bad, peak, search.explored, tracker.done())
         frontier = nxt
+    tail = ""
     if tracker.pending():  # the closure after the last event belongs to it
-        search.close(frontier)
+        if search.close(frontier) is None:
+            tail = (f"more than {max_states:,} states could follow the last event (--max-states): whether "
+                    "one of them breaks an invariant is not known")
         tracker.closed(None)
-    return Verdict("explained", count, peak=peak, explored=search.explored, maybe=tracker.done())
+    return Verdict("explained", count, peak=peak, explored=search.explored, maybe=tracker.done(), tail=tail)
 
 
 class _MaybeTracker:

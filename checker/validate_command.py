@@ -107,6 +107,11 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
              f"at most {verdict.peak:,} possible {'state' if verdict.peak == 1 else 'states'} at once")
     maybe = verdict.maybe
     certain_only = getattr(args, "certain_only", False)
+    if verdict.kind == "explained" and maybe is None and verdict.tail and not certain_only:
+        out.print(f"{path}: cannot decide: a behaviour of {scenario.name} produces every event and breaks no "
+                  f"invariant up to the last one, but {verdict.tail}", soft_wrap=True)
+        out.print(f"  {stats}")
+        return 2
     if verdict.kind == "explained" and (maybe is None or certain_only):
         out.print(f"{path}: explained: a behaviour of {scenario.name} produces every event "
                   f"and breaks no invariant ({len(invariants)} checked)", soft_wrap=True)

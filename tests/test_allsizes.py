@@ -5,6 +5,7 @@ that a pre-fix scenario is never reported proved."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 import z3
 
 from kvproof.checker.allsizes import prove_all_sizes
-from kvproof.checker.quantified import Candidate, certificate_text, check_certificate, houdini
+from kvproof.checker.quantified import (Action, Candidate, ParametricSystem, Step, Symbol, certificate_text,
+                                        check_certificate, houdini, inductive_problems)
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.allsizes import (TARGET_CLAIMS, Correspondence, Pinned, SglangAllSizes, model_for,
@@ -339,8 +341,7 @@ def test_certify_rechecks_an_all_sizes_certificate(tmp_path):
 
 
 def test_certify_model_only_compares_with_the_model_and_runs_no_solver(tmp_path, monkeypatch, capsys):
-    """``certify --all-sizes-model-only`` (what CI runs: the solvers take minutes on the stored
-    certificate) still fails a certificate that is not today's model's, runs no solver, and says
+    """``certify --all-sizes-model-only`` (the solvers' part left out) still fails a certificate that is not today's model's, runs no solver, and says
     so on the certificate's line and in the summary."""
     from kvproof.checker import quantified
     from kvproof.checker.allsizes import certificate_header
@@ -380,10 +381,26 @@ def test_the_stored_certificate_is_todays_model():
     assert certificate_from(hook.system, inv, claims, certificate_header("v0.5.22", claims, hook)) == text
 
 
+def test_the_stored_certificate_is_the_minimised_invariant():
+    """The committed certificate states the minimised invariant (``prove --all-sizes v0.5.22
+    --invariant-from`` the 455-conjunct one: 90 conjuncts, the five claims among them), and
+    reading its invariant back (:func:`candidates_from`) and writing it again gives the same
+    file, byte for byte."""
+    from kvproof.checker.allsizes import certificate_header
+    from kvproof.checker.quantified import candidates_from, invariant_of
+    text = STORED.read_text()
+    inv, claims = invariant_of(text)
+    hook = builtin("v0.5.22").build().all_sizes()
+    cands = candidates_from(hook.system, inv)
+    assert (len(cands), sorted(c.name for c in cands if c.claim)) == (90, sorted(TARGET_CLAIMS))
+    assert certificate_text(hook.system, cands, certificate_header("v0.5.22", claims, hook)) == text
+
+
 @pytest.mark.thorough
 def test_the_stored_certificate_checks_with_z3_and_cvc5():
     """``certify``'s check of the committed certificate: both solvers answer unsat to each of
-    its obligations (minutes: z3 and cvc5 each on a multi-megabyte file)."""
+    its obligations (seconds since the invariant is minimised; CI's ``certify --complete`` runs
+    it too)."""
     from kvproof.checker.allsizes import recheck_all_sizes
     r = recheck_all_sizes(STORED, seconds=3600)
     assert r.ok, r.problems
@@ -392,8 +409,135 @@ def test_the_stored_certificate_checks_with_z3_and_cvc5():
 
 @pytest.mark.thorough
 def test_v0522_is_proved_for_every_size(tmp_path):
-    """The full run (about ten minutes of CPU): every target claim of v0.5.22 proved for every
-    number of requests, decode pages and prefill pages."""
+    """The full run (about twenty minutes of CPU): every target claim of v0.5.22 proved for every
+    number of requests, decode pages and prefill pages, and the invariant minimised."""
     r = prove_all_sizes(builtin("v0.5.22"), 3600, certificates_dir=tmp_path)
     assert r.exit_code == 0, (r.reason, r.verdicts)
     assert set(r.verdicts) == set(TARGET_CLAIMS)
+    assert r.minimised.status == "done" and len(r.invariant) == len(r.minimised.kept) < len(r.houdini.kept)
+
+
+class ToySystem(ParametricSystem):
+    """A toy parametric system for the minimiser: per request four flags, all false at first;
+    ``set_a`` sets ``a`` where ``c`` holds, ``set_b`` sets ``b`` where ``a`` holds, ``flip_d``
+    flips ``d``.  The claim "never ``b``" needs "never ``a``", which needs "never ``c``"."""
+
+    uninterpreted = ("Req",)
+
+    def __init__(self):
+        self.sorts = {"Req": z3.DeclareSort("Req")}
+        self.enums = {}
+        self.symbols = tuple(Symbol(f"toy_{x}", ("Req",), "Bool") for x in "abcd")
+        self.rigid, self.constants = (), ()
+
+        def setter(flag, guard):
+            def step(st, p, ch):
+                r, f = p["r"], getattr(st, f"toy_{flag}")
+                return Step(getattr(st, f"toy_{guard}")(r), {f"toy_{flag}": lambda x: z3.Or(f(x), x == r)})
+            return Action(f"set_{flag}", (("r", "Req"),), (), step)
+
+        def flip(st, p, ch):
+            r = p["r"]
+            return Step(z3.BoolVal(True), {"toy_d": lambda x: z3.If(x == r, z3.Not(st.toy_d(x)), st.toy_d(x))})
+        self.actions = (setter("a", "c"), setter("b", "a"), Action("flip_d", (("r", "Req"),), (), flip))
+
+    def init(self, st):
+        """Every flag false."""
+        r = z3.Const("r", self.sorts["Req"])
+        return z3.ForAll([r], z3.And([z3.Not(getattr(st, f"toy_{x}")(r)) for x in "abcd"]))
+
+    def claims(self):
+        """Never ``b``."""
+        return [Candidate("toy_never_b", (("r", "Req"),), lambda st, r: z3.Not(st.toy_b(r)), claim=True)]
+
+
+def _toy_invariant(system):
+    never = lambda x: Candidate(f"never {x}", (("r", "Req"),), lambda st, r: z3.Not(getattr(st, f"toy_{x}")(r)))
+    not_both = lambda x: Candidate(f"not {x} and d", (("r", "Req"),),
+                                   lambda st, r: z3.Not(z3.And(getattr(st, f"toy_{x}")(r), st.toy_d(r))))
+    return [never("a"), not_both("a"), never("c"), not_both("c"), *system.claims()]
+
+
+def test_minimise_keeps_what_the_claim_needs():
+    """On the toy: of an inductive invariant of five conjuncts the minimiser keeps the claim and
+    the chain it needs (never a, never c), drops the two it does not, and its fresh check passes;
+    the same invariant read back from its certificate's text (:func:`candidates_from`)
+    minimises the same way."""
+    from kvproof.checker.quantified import candidates_from, invariant_of, minimise
+    system = ToySystem()
+    inv = _toy_invariant(system)
+    assert not inductive_problems(system, inv)
+    m = minimise(system, inv, 60)
+    assert m.status == "done" and m.found == 5
+    assert [c.name for c in m.kept] == ["never a", "never c", "toy_never_b"]
+    text, _ = invariant_of(certificate_text(system, inv))
+    back = candidates_from(system, text)
+    assert [c.claim for c in back] == [False] * 4 + [True]
+    assert len(minimise(system, back, 60).kept) == 3
+
+
+def test_a_minimiser_that_keeps_too_few_is_caught(tmp_path):
+    """A mutant minimiser whose cores leave out a needed lemma (never c) keeps a set that is not
+    inductive, and is never "done": the next pass over that set, or the fresh check of it,
+    names the step that breaks it (set_a); the certificate of that set fails in z3 and cvc5.  A
+    mutant that keeps the claim alone is caught by the fresh check (set_b breaks it)."""
+    from kvproof.checker.quantified import _cores, minimise
+    system = ToySystem()
+    inv = _toy_invariant(system)
+
+    def drops_c(*args):
+        need, why = _cores(*args)
+        return need - {"never c"}, why
+    m = minimise(system, inv, 60, cores=drops_c)
+    assert m.status != "done" and "set_a" in m.status
+    too_few = [c for c in inv if c.name in ("never a", "toy_never_b")]
+    assert any("set_a" in p for p in inductive_problems(system, too_few))
+    bad = tmp_path / "bad.smt2"
+    bad.write_text(certificate_text(system, too_few))
+    check = check_certificate(bad)
+    assert not check.ok and any("set_a" in f for f in check.failures())
+
+    def claims_only(system_, inv_, goals, *rest):  # takes the claims for inductive alone
+        return set(goals), ""
+    m = minimise(system, inv, 60, cores=claims_only)
+    assert [c.name for c in m.kept] == ["toy_never_b"]
+    assert m.status.startswith("the kept set is not inductive") and "set_b" in m.status
+
+
+def test_prove_invariant_from_refuses_bad_input_and_proves_nothing_it_cannot_check(tmp_path, capsys):
+    """``prove --all-sizes --invariant-from FILE``: a file that is not a certificate, or the two
+    new options without ``--all-sizes``, are bad input (exit 3); a certificate whose invariant
+    (a claim and a fact) is not inductive proves nothing (exit 2) and writes no certificate."""
+    from kvproof.checker.allsizes import certificate_header
+    from kvproof.checker.cli.commands import main
+    not_cert = tmp_path / "x.smt2"
+    not_cert.write_text("(check-sat)\n")
+    out = tmp_path / "out"
+    assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(not_cert), "--no-traces",
+                 "--certificates", str(out)]) == 3
+    assert main(["prove", "v0.5.22", "--no-minimise"]) == 3
+    assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(not_cert), "--no-minimise"]) == 3
+    capsys.readouterr()
+    hook = builtin("v0.5.22").build().all_sizes()
+    claim = next(c for c in hook.system.claims() if c.name == "no_write_after_release")
+    weak = tmp_path / "weak.smt2"
+    weak.write_text(certificate_text(hook.system, [_fact(hook.system), claim],
+                                     certificate_header("v0.5.22", [claim.name], hook)))
+    assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(weak), "--no-traces",
+                 "--certificates", str(out), "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert "minimised, did not check" in doc["reason"] and "not inductive" in doc["reason"]
+    assert set(doc["verdicts"].values()) == {"inconclusive"} and doc["minimised"]["found"] == 2
+    assert not out.exists()
+
+
+@pytest.mark.thorough
+def test_the_stored_invariant_minimises_and_proves_every_claim(tmp_path):
+    """``prove --all-sizes v0.5.22 --invariant-from`` the committed certificate (a minute or
+    two): the kept set passes its fresh check and proves all five claims; its certificate
+    passes both solvers."""
+    from kvproof.checker.allsizes import recheck_all_sizes
+    r = prove_all_sizes(builtin("v0.5.22"), 1800, certificates_dir=tmp_path, invariant_from=STORED)
+    assert r.exit_code == 0, (r.reason, r.verdicts)
+    assert r.minimised.status == "done" and len(r.minimised.kept) <= 90
+    assert recheck_all_sizes(r.certificate).ok

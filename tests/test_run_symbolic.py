@@ -61,7 +61,7 @@ AGREEMENT = ["incident", "pr-36988", "abort-race", "pr-35049-drain-ack", "timeou
 # The same for vLLM's pull-mode protocol: between them every knob of its Engine at every value the
 # catalogue uses (lease lengths, heartbeats on and off, stalls, both latency bounds, aborts on both
 # sides, #32255 and #25067 before and after, pull and push mode, the scheduler-side V12, V15 and V11
-# knobs, fan-in and failed posts, replays, deferred WRITEs); 0.33.0 as shipped (heartbeats, a
+# knobs, fan-in and failed posts, replays, deferred WRITEs, V13's and V16's); 0.33.0 as shipped (heartbeats, a
 # stalling decode) is in the fast tier, the rest (3-5 s each) in the slow one.
 AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
                   "vllm-pull-abort-before-32255", "vllm-pull-abort-32255", "vllm-pull-abort-finished-before-25067",
@@ -71,6 +71,9 @@ AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-p
                   # refused (V9; the replay's actions and the shared heartbeat set)
                   "vllm-push-write-post-fails-50754", "vllm-pull-replayed-params-refused",
                   "vllm-push-deferred-write",  # a WRITE deferred behind a pending handshake (#55470)
+                  # a parked full local hit's notify-only load before #56640 (V13); MLA's notify-only
+                  # notification to the unread prefill rank naming decode's id, before #36958 (V16)
+                  "vllm-pull-full-hit-before-56640", "vllm-pull-mla-notif-before-36958",
                   # V2: the reaper before #58222 and a hung READ; V14: the turn-2 check off, and on with
                   # a late clock offset (its overdue counter), READs within a tick
                   "vllm-pull-reaper-before-58222", "vllm-pull-turn2-before-47021",

@@ -134,6 +134,23 @@ def test_the_frontier_cap_is_cannot_decide(tmp_path, capsys):
     assert code == 2 and ": undecided: " in out and "--max-states" in out
 
 
+def test_a_capped_closure_after_the_last_event_is_cannot_decide(tmp_path, capsys):
+    """Every event's search fits the cap, the closure after the last event does not: a possible
+    violation only it would reach cannot be ruled out, so the answer is cannot decide (exit 2),
+    not explained; ``--certain-only`` (which counts no possible violation) still says explained.
+    The prefix and the cap are pinned: with 82 events the closures and steps before the end hold
+    at most 6 states, the closure after the last event 12."""
+    sc, events = _clean("v0.5.22", 1)
+    log = write(tmp_path, sc, events[:82])
+    for backend in ("python", "native"):
+        code, out, _ = run(capsys, log, "--max-states", 6, "--backend", backend)
+        assert code == 2 and ": cannot decide: " in out and "follow the last event" in out, (backend, out)
+        assert run(capsys, log, "--max-states", 6, "--backend", backend, "--certain-only")[0] == 0
+        assert run(capsys, log, "--max-states", 12, "--backend", backend)[0] == 0
+        code, out, _ = run(capsys, log, "--max-states", 5, "--backend", backend)  # an event's search passes it
+        assert code == 2 and ": undecided: " in out
+
+
 # -- mutated logs -------------------------------------------------------------------------------------
 def _verdict(sc, events):
     machine = _invariant_machine(sc.build())

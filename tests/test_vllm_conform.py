@@ -85,6 +85,9 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     ("vllm-pull-reject-before-41269", "decode_reject_request(req=R0)", "prefill_notified: model [], vLLM [0]"),
     ("vllm-pull-async-before-45357", "decode_finished_recving(req=R0)", "decode_free: model 1, vLLM 0"),
     ("vllm-push-prefix-hit-before-48758", "nixl_write_land(req=R0)", "kv: model [3, -1], vLLM [1, -1]"),
+    ("vllm-pull-full-hit-before-56640", "decode_read_blocks_notify_only(req=R0)",
+     "notify_only_reported: model [], vLLM [0]"),
+    ("vllm-pull-mla-notif-before-36958", "decode_start_load_kv(req=R0)", "mla_notified: model [], vLLM [0]"),
     ("vllm-pull-turn2-before-47021", "decode_start_load_kv(req=R0)", "vLLM's _is_turn2_read_expired declines the "
      "READ of d-R0 (deadline 1020.0, now 1020.0)"),
 ])
@@ -523,6 +526,113 @@ def test_v7_deferred_the_real_writer_posts_the_write_after_the_lease_was_reaped(
         assert src == h._blocks(h.P, "R1-aaaa0001") and msg == b"R0-dddd0000:1"  # R1's block, for R0's decode
     finally:
         h.close()
+
+
+# -- V13 (#54714 -> #56640): a full local prefix hit's notify-only load ------------------------------------
+V13_PATH = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)",
+            "decode_read_blocks_notify_only(req=R0)", "prefill_get_new_notifs(req=R0)",
+            "decode_finished_recving(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R1)",
+            "decode_start_load_kv(req=R1)", "nixl_read_take_data(req=R1)", "nixl_read_complete(req=R1)",
+            "decode_finished_recving(req=R1)", "prefill_get_new_notifs(req=R1)"]
+
+
+def test_v13_0_33s_read_blocks_reports_a_parked_full_hit_and_not_an_unparked_one():
+    """0.33.0's own _read_blocks, notify-only path: for the request the real decode scheduler
+    parked (awaiting_kvs) it sends prefill "R0:1" (prefill's real _get_new_notifs frees q0) and
+    records an empty transfer list, which the real _pop_done_transfers reports; R0 runs on its
+    local KV, R1 is READ and served.  The same call with awaiting_kvs false (a full hit the
+    scheduler did not park, or an abort's seeded recv) notifies and records nothing."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    result, h = _run(VllmPd, builtin("vllm-pull-full-hit-56640"), V13_PATH)
+    assert result.agrees, result.reason
+    assert [s.seen for s in h.slots] == ["own", "own"] and not h.notify_dw._recving_transfers
+    assert not h.P.requests and not h.D.requests and not h.pw.xfer_stats.data.get("num_notifications_after_expiry")
+    spec = h.m["tp_mapping"].ReadSpec(remote_rank=0, local_block_ids=[], remote_block_ids=[])
+    assert h.notify_dw._read_blocks(read_spec=spec, dst_engine_id="P", request_id="d-X", remote_request_id="X",
+                             local_xfer_side_handle=0, local_dram_handle=None, remote_xfer_side_handle=0,
+                             expected_consumers=1, awaiting_kvs=False)
+    assert "d-X" not in h.notify_dw._recving_transfers and h.agent.inbox[-1] == b"X:1"
+
+
+def test_v13_a_model_whose_notify_only_path_tells_prefill_nothing_is_caught():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    class NotifiesNobody(VllmPd):
+        def decode_read_blocks_notify_only(self, s, n, r):
+            super().decode_read_blocks_notify_only(s, n, r)
+            n.notif[r] = 0
+
+    result, _ = _run(NotifiesNobody, builtin("vllm-pull-full-hit-56640"), V13_PATH[:3])
+    assert result.diverged_at == 3 and "prefill_notified: model [], vLLM [0]" in result.reason
+
+
+def test_v13_random_sequences_agree():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin("vllm-pull-full-hit-56640"), 40)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == 40 and rep.steps > 40
+
+
+@pytest.mark.thorough
+def test_v13_random_sequences_agree_thorough():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin("vllm-pull-full-hit-56640"), RANDOM)  # the issue's 300
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == RANDOM and rep.steps > RANDOM
+
+
+# -- V16 (#36958): MLA's notify-only notification to the unread prefill rank ------------------------------
+V16_PATH = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+            "nixl_read_take_data(req=R0)", "nixl_read_complete(req=R0)", "prefill_get_new_notifs(req=R0)",
+            "prefill_get_new_notifs_mla_rank(req=R0)"]
+
+
+def test_v16_0_33s_read_blocks_for_req_notifies_the_unread_rank_with_prefills_id():
+    """0.33.0's own _read_blocks_for_req (MLA, tp_ratio -2) posts one READ from prefill's rank 0
+    and sends rank 1 "R0:1" (meta.remote.request_id); rank 1's real _get_new_notifs counts it and
+    prefill frees R0 only once both ranks reported.  Decode's own id ("d-R0:1", the notification
+    before #36958) is dropped by the same real code as an unrecognized request."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-mla-notif-36958")
+    result, h = _run(VllmPd, sc, V16_PATH[:6])
+    assert result.agrees, result.reason
+    assert h.mla_dw.reads == [(0, "R0")] and b"R0:1" in h.agent_mla.inbox
+    assert "R0" in h.P.requests and h.rank_reported["R0"] == {0}  # rank 0 alone: still held
+    result, h = _run(VllmPd, sc, V16_PATH)
+    assert result.agrees, result.reason
+    assert "R0" not in h.P.requests and not h.pw_mla._reqs_to_send
+    result, h = _run(VllmPd, sc, V16_PATH[:1])
+    h.agent_mla.deliver = [b"d-R0:1"]
+    assert h.pw_mla._get_new_notifs() == set() and "R0" in h.pw_mla._reqs_to_send
+    assert len(h.pw_mla.xfer_stats.data.get("num_notifications_after_expiry", ())) == 1
+
+
+def test_v16_random_sequences_agree():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin("vllm-pull-mla-notif-36958"), 40)  # 30 states: hypothesis finds fewer distinct
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences >= 10 and rep.steps > rep.sequences
+
+
+@pytest.mark.thorough
+def test_v16_random_sequences_agree_thorough():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin("vllm-pull-mla-notif-36958"), RANDOM)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences >= 100 and rep.steps > rep.sequences
 
 
 # -- V2 (#58222): the reaper before the fix diverges where 0.33.0's scan reaps more ----------------------

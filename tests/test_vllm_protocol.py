@@ -48,6 +48,10 @@ CATALOGUE = {
     "vllm-pull-reject-lease-41269": (729, set()),
     "vllm-push-reject": (23, {"quiescent_holds_nothing"}),
     "vllm-push-reject-lease": (271, set()),
+    "vllm-pull-full-hit-before-56640": (10, {"quiescent_holds_nothing"}),
+    "vllm-pull-full-hit-56640": (206, set()),
+    "vllm-pull-mla-notif-before-36958": (15, {"quiescent_holds_nothing"}),
+    "vllm-pull-mla-notif-36958": (30, set()),
     "vllm-pull-reaper-before-58222": (11327, {"no_source_free_while_read", "quiescent_holds_nothing"}),
     "vllm-pull-reaper-58222": (12487, {"no_source_free_while_read", "quiescent_holds_nothing"}),
     "vllm-pull-turn2-before-47021": (747, ISOLATION | {"no_source_free_while_read"}),
@@ -56,8 +60,9 @@ CATALOGUE = {
     "vllm-pull-turn2-clock-offset-47021": (1151, ISOLATION | {"no_source_free_while_read"}),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
-                "vllm-push-write-post-fails", "vllm-pull-reaper-before-58222",
-                "vllm-pull-reaper-58222"}  # V5, V12, V6, a hung READ (V2's pair): liveness violated
+                "vllm-push-write-post-fails", "vllm-pull-full-hit-before-56640",
+                "vllm-pull-mla-notif-before-36958", "vllm-pull-reaper-before-58222",
+                "vllm-pull-reaper-58222"}  # V5, V12, V6, V13, V16, a hung READ (V2's pair): liveness violated
 REAPER = {"vllm-pull-reaper-before-58222": "violated", "vllm-pull-reaper-58222": "verified"}  # V2
 BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-push-heartbeat",
                 "vllm-pull-reject-lease-41269"]  # V1 / V7 closed
@@ -93,7 +98,9 @@ def test_state_counts_and_verdicts_are_pinned(name):
 def test_every_verified_scenario_exercises_reads_and_reuse():
     for name in CATALOGUE:
         got = {c.claim: c.verdict for c in checked(name).claims}
-        assert got["sometimes_request_succeeds"] == "reached", name
+        # V13 before #56640: R0 is parked forever and R1 never gets decode's only block
+        served = "unreachable" if name == "vllm-pull-full-hit-before-56640" else "reached"
+        assert got["sometimes_request_succeeds"] == served, name
     for name in BENIGN_LEASE:
         got = {c.claim: c.verdict for c in checked(name).claims}
         assert got["sometimes_source_block_reused"] == "reached", name
@@ -103,7 +110,9 @@ def test_every_verified_scenario_exercises_reads_and_reuse():
 # scenario pair: (before the fix, with it, the witness only the hazard reaches)
 PAIRS = [("vllm-pull-reject-before-41269", "vllm-pull-reject-41269", "sometimes_rejection_frees_prefill", False),
          ("vllm-pull-async-before-45357", "vllm-pull-async-45357", "sometimes_block_reused_under_gpu_step", True),
-         ("vllm-push-prefix-hit-before-48758", "vllm-push-prefix-hit-48758", "sometimes_suffix_slot_gets_prefix", True)]
+         ("vllm-push-prefix-hit-before-48758", "vllm-push-prefix-hit-48758", "sometimes_suffix_slot_gets_prefix", True),
+         ("vllm-pull-full-hit-before-56640", "vllm-pull-full-hit-56640", "sometimes_full_hit_served", False),
+         ("vllm-pull-mla-notif-before-36958", "vllm-pull-mla-notif-36958", "sometimes_mla_notif_unrecognized", True)]
 
 
 @pytest.mark.parametrize("before,after,witness,hazard_reaches", PAIRS, ids=[p[0] for p in PAIRS])
@@ -113,7 +122,9 @@ def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness
     it), and the fix's own witness keeps its pass from being vacuous."""
     a, b = builtin(before), builtin(after)
     da, db = a.config.engine.__dict__, b.config.engine.__dict__
-    assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"])
+    assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"],
+                                                 ["report_notify_only_recv"], ["mla_notif_remote_id"])
+    assert a.config.requests == b.config.requests
     got_a = {c.claim: c.verdict for c in checked(before).claims}
     got_b = {c.claim: c.verdict for c in checked(after).claims}
     assert got_a[witness] == ("reached" if hazard_reaches else "unreachable")
@@ -236,6 +247,25 @@ class RefusesOnlyConsumedReferences(VllmPd):
         return o.any_(o.eq(s.d_phase[x], D_ENDED) for x in self.reqs if x != r and self.k.origin[x] == t)
 
 
+class NotifyOnlyNotReported(VllmPd):
+    """#56640's flag on, but the notify-only path records the load only for a request the
+    scheduler did not park (``awaiting_kvs`` gating inverted): a parked full hit is never reported."""
+
+    def decode_read_blocks_notify_only(self, s, n, r):
+        super().decode_read_blocks_notify_only(s, n, r)
+        n.rd[r] = s.rd[r]
+
+
+
+class MlaRankCountsTwo(VllmPd):
+    """#36958's id, but the notify-only notification carries a consumer count of 2 for one decode
+    rank (an ``expected_consumers`` mismatch, V16): rank 1 counts 1 of 2 and never reports."""
+
+    def prefill_get_new_notifs_mla_rank(self, s, n, r):
+        s.require(s.ops.eq(s.mla_notif[r], 1))
+        n.mla_notif[r] = 0
+
+
 class Turn2NeverDeclines(VllmPd):
     """#47021's flag on, but ``_is_turn2_read_expired`` never fires."""
 
@@ -269,6 +299,9 @@ MUTANTS = [
     ("V14: a declined READ keeps its block", "vllm-pull-turn2-47021", Turn2DeclineKeepsBlock, "pages_conserved"),
     ("V9 fix refusing only consumed references", "vllm-pull-replayed-params-refused", RefusesOnlyConsumedReferences,
      "no_cross_tenant_read"),
+    ("V13: the parked full hit is not reported", "vllm-pull-full-hit-56640", NotifyOnlyNotReported,
+     "quiescent_holds_nothing"),
+    ("V16: rank 1 expects two notifications", "vllm-pull-mla-notif-36958", MlaRankCountsTwo, "quiescent_holds_nothing"),
 ]
 
 
@@ -584,6 +617,59 @@ def test_a_push_rejection_notifies_nobody_even_with_41269():
     assert s[spec.layout.slot("notif", 0)] == 0 and s[spec.layout.slot("p_phase", 0)] == P_HELD
     got = {c.claim: c.verdict for c in checked("vllm-push-reject-lease").claims}  # with the lease: freed by it only
     assert got["sometimes_rejection_frees_prefill"] == "unreachable" and got["held_pages_are_released"] == "verified"
+
+
+# -- V13 (#54714 -> #56640): a full local prefix hit ------------------------------------------------------
+def test_v13_a_full_hit_notifies_prefill_without_a_read_and_runs_on_its_local_kv_with_56640():
+    """The full hit's block holds its own KV from the start, no READ is ever posted, prefill frees
+    q0 on the notify-only notification; with #56640 the load is reported and R0 is served on its
+    own KV, before it R0 stays in WAITING_FOR_REMOTE_KVS holding p0 with nothing left to do."""
+    for name, reported in (("vllm-pull-full-hit-56640", True), ("vllm-pull-full-hit-before-56640", False)):
+        spec = builtin(name).build()
+        m, lay = Machine(spec), spec.layout
+        ids = {m.label(a): a for a in range(len(m.instances))}
+        s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)")
+        assert s[lay.slot("content", s[lay.slot("dest", 0)])] == 1  # R0's KV, from decode's prefix cache
+        assert m.step(s, ids["decode_start_load_kv(req=R0)"]) is None
+        s = m.run("decode_read_blocks_notify_only(req=R0)", "prefill_get_new_notifs(req=R0)", state=s)
+        assert s[lay.slot("p_phase", 0)] == P_SENT and s[lay.slot("src_owner", 0)] == 0  # q0 freed, no READ
+        assert s[lay.slot("rd", 0)] == (RD_DONE if reported else 0) and s[lay.slot("d_phase", 0)] == D_READING
+        done = m.step(s, ids["decode_finished_recving(req=R0)"])
+        assert (done is not None) == reported
+        if reported:
+            assert done[lay.slot("read", 0)] == READ_OWN and done[lay.slot("outcome", 0)] == OUT_SUCCESS
+
+
+@pytest.mark.parametrize("requests,engine,message", [
+    ('tenant = "A"\ncached = true', 'mode = "push"', "requests[0].cached: a full local prefix hit is modelled in pull mode"),
+    ('tenant = "A"', "report_notify_only_recv = false", "report_notify_only_recv: false matters only with a cached request"),
+    ('tenant = "A"\ncached = 1', "", "requests[0].cached"),
+])
+def test_v13_bad_knobs_are_one_line(tmp_path, capsys, requests, engine, message):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nprotocol = "vllm"\n[sizes]\nprefill_blocks = 1\ndecode_blocks = 1\n'
+                   f'[[requests]]\n{requests}\n[engine]\n{engine}\n')
+    code = main(["check", str(bad), "--no-traces"])
+    err = capsys.readouterr().err
+    assert code == 3 and err.count("\n") == 1 and message in err, err
+
+
+# -- V16 (#36958): MLA's notify-only notification to the unread prefill rank -----------------------------
+def test_v16_prefill_frees_only_once_both_ranks_reported():
+    """Rank 0 reports on the READ's notification, rank 1 on the notify-only one (in either order);
+    the block is freed on the second.  Before #36958 rank 1 drops it (unrecognized) and the block
+    stays held with R0 served."""
+    for name, fixed in (("vllm-pull-mla-notif-36958", True), ("vllm-pull-mla-notif-before-36958", False)):
+        spec = builtin(name).build()
+        m, lay = Machine(spec), spec.layout
+        s = m.run("prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+                  "prefill_get_new_notifs_mla_rank(req=R0)")
+        assert s[lay.slot("p_phase", 0)] == P_HELD and s[lay.slot("r1_sent", 0)] == int(fixed)
+        assert s[lay.slot("late", 0)] == int(not fixed)  # before: num_notifications_after_expiry, lease running
+        s = m.run("nixl_read_take_data(req=R0)", "nixl_read_complete(req=R0)", "prefill_get_new_notifs(req=R0)",
+                  state=s)
+        assert s[lay.slot("p_phase", 0)] == (P_SENT if fixed else P_HELD)
+        assert s[lay.slot("src_owner", 0)] == (0 if fixed else 1)
 
 
 # -- V2 (#58222): the reaper that stops at the first live lease ------------------------------------------

@@ -134,6 +134,12 @@ def _prove(args: argparse.Namespace) -> int:
     from kvproof.checker.cti import render_failure
     from kvproof.checker.proofs import ProofBudget, prove_scenario
 
+    if (args.no_minimise or args.invariant_from is not None) and not args.all_sizes:
+        from kvproof.checker.cli.common import BadInput
+        raise BadInput("--no-minimise and --invariant-from go with --all-sizes only")
+    if args.no_minimise and args.invariant_from is not None:
+        from kvproof.checker.cli.common import BadInput
+        raise BadInput("--invariant-from minimises the stored invariant: drop --no-minimise")
     if args.theorems:
         with Progress(not args.quiet, None, "") as progress:
             progress.note("proving the parametric theorems (Z3)")
@@ -225,14 +231,23 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
     out = _console()
     with Progress(not args.quiet and not args.json, 1) as progress:
         progress.start(sc.name)
-        r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity, certs, traces, progress.note)
+        try:
+            r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity, certs, traces, progress.note,
+                                minimise_invariant=not args.no_minimise, invariant_from=args.invariant_from)
+        except ValueError as e:
+            raise BadInput(str(e)) from None
     code = r.exit_code
+    m = r.minimised
     if args.json:
         h = r.houdini
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
                "abstractions": list(r.abstractions), "small_states": r.small_states, "mined": r.mined, "joined": r.joined,
                "candidates": r.candidates, "kept": None if h is None else len(h.kept),
                "houdini_rounds": None if h is None else h.rounds,
+               "minimised": None if m is None else {"status": m.status, "found": m.found, "kept": len(m.kept),
+                                                    "rounds": m.rounds, "passes": m.passes, "seconds": round(m.seconds, 3),
+                                                    "check_seconds": round(m.checked_seconds, 3)},
+               "invariant": len(r.invariant),
                "seconds": {k: round(v, 3) for k, v in r.seconds.items()},
                "certificate": str(r.certificate) if r.certificate else None,
                "traces": {n: t.trace.labels() for n, t in r.traces.items() if getattr(t, "trace", None)},
@@ -258,6 +273,11 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
         out.print(f"{sc.name}: {r.small_states:,} states of the small instance, {r.mined:,} facts mined, "
                   f"{r.candidates:,} quantified candidates; Houdini (Z3) kept {len(h.kept):,} in {h.rounds} rounds; "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in r.seconds.items()))
+    if m is not None:
+        out.print(f"{sc.name}: minimised the invariant: kept {len(m.kept):,} of {m.found:,} conjuncts "
+                  f"({m.passes} passes, {m.rounds} rounds, {m.seconds:.1f} s; checked from scratch in {m.checked_seconds:.1f} s)"
+                  if m.status == "done" else f"{sc.name}: minimising the invariant failed ({m.status}); "
+                  f"the certificate states all {len(r.invariant):,} conjuncts")
     if r.certificate is not None:
         out.print(f"{sc.name}: certificate {r.certificate} (check with `z3 FILE` and cvc5: every answer unsat)")
     if r.reason:
@@ -516,6 +536,12 @@ def add_commands(sub, positive_int, positive_float) -> None:
                     help="prove SCENARIO's safety claims for every number of requests, decode pages and prefill "
                          "pages (quantified invariant found by Houdini over lemmas lifted from a small instance); "
                          "a claim broken at the scenario's own size is shown with its shortest trace (exit 1)")
+    pv.add_argument("--no-minimise", action="store_true",
+                    help="with --all-sizes: keep Houdini's whole invariant (default: shrink it to the claims and the "
+                         "lemmas their unsat cores need, checked from scratch; a smaller certificate)")
+    pv.add_argument("--invariant-from", metavar="FILE",
+                    help="with --all-sizes: skip mining and Houdini; minimise the invariant stated by the all-sizes "
+                         "certificate FILE and prove what the kept set, checked from scratch, makes inductive")
     pv.add_argument("--certificates", default="traces/proofs", metavar="DIR",
                     help="where certificates go (default traces/proofs)")
     pv.add_argument("--no-certificates", action="store_true", help="write no certificate")
@@ -538,10 +564,12 @@ def add_commands(sub, positive_int, positive_float) -> None:
                     help="time limit of each solver process (default 600)")
     cf.add_argument("--all-sizes-seconds", type=positive_float, default=3600.0, metavar="S",
                     help="time limit of each solver process on an all-sizes certificate (*.allsizes.smt2; "
-                         "default 3600: v0.5.22's took z3 13 and cvc5 19 minutes on a loaded 2-core machine)")
+                         "default 3600: v0.5.22's minimised one takes z3 and cvc5 seconds, its 455-conjunct "
+                         "predecessor took them 13 and 19 minutes on a loaded 2-core machine)")
     cf.add_argument("--all-sizes-model-only", action="store_true",
                     help="check an all-sizes certificate against today's parametric model line for line, but "
-                         "run no solver on it (its obligations take z3 and cvc5 minutes each); said on its line")
+                         "run no solver on it (for a large one, whose obligations take the solvers minutes); "
+                         "said on its line")
     cf.add_argument("--complete", action="store_true",
                     help="also fail (exit 1) if a scenario of the catalogue has no certificate among them")
     cf.add_argument("--variant", action="append", metavar="FILE.py",

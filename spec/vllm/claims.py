@@ -303,6 +303,50 @@ class VllmClaims:
                              o.eq(s.content[s.dest[r]], self.k.prefix_content(r)))
                       for r in self.reqs)
 
+    # -- V13 (#54714 -> #56640) ------------------------------------------------------------------------
+    @witness
+    def sometimes_full_hit_frees_prefill(self, s):
+        """V13: prefill frees a request's block on the notify-only notification of decode's full
+        local prefix hit (``_read_blocks``' ``send_notif``; no READ was posted)."""
+        o = s.ops
+        return o.any_(o.eq(s.p_phase[r], P_SENT) for r in self.reqs
+                      if self.k.cached[r]) if any(self.k.cached) else o.const(False)
+
+    @witness
+    def sometimes_full_hit_served(self, s):
+        """V13: a request decode had wholly in its local prefix cache is served on its own KV
+        (its notify-only load was reported in ``finished_recving``: #56640)."""
+        o = s.ops
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_SUCCESS), o.eq(s.read[r], READ_OWN)) for r in self.reqs
+                      if self.k.cached[r]) if any(self.k.cached) else o.const(False)
+
+    @witness
+    def sometimes_full_hit_parked(self, s):
+        """V13: a full local hit sits in ``WAITING_FOR_REMOTE_KVS`` holding its decode block after
+        its worker took the notify-only path (for a step with #56640, forever before it)."""
+        o = s.ops
+        return o.any_(o.and_(o.eq(s.d_phase[r], D_READING), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs
+                      if self.k.cached[r]) if any(self.k.cached) else o.const(False)
+
+    # -- V16 (#36958) ------------------------------------------------------------------------------------
+    @witness
+    def sometimes_mla_rank_reports(self, s):
+        """V16: prefill's rank 1 counted decode's MLA notify-only notification (``finished_sending``
+        on that rank: #36958's request id)."""
+        o = s.ops
+        if not self.k.mla:
+            return o.const(False)
+        return o.any_(o.eq(s.r1_sent[r], 1) for r in self.reqs)
+
+    @witness
+    def sometimes_mla_notif_unrecognized(self, s):
+        """V16 before #36958: prefill's rank 1 dropped the MLA notify-only notification as one for
+        an unrecognized request while prefill still holds the request."""
+        o = s.ops
+        if not self.k.mla:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.late[r], 1), o.eq(s.p_phase[r], P_HELD)) for r in self.reqs)
+
     @witness
     def sometimes_expired_lease_behind_live_head(self, s):
         """V2 (#58222): an expired lease sits behind a live one in ``_reqs_to_send``'s insertion

@@ -15,6 +15,8 @@ The scenario file's tables (:func:`parse_config`, :func:`config_data`)::
     tenant = "A"
     # replays = 0           # optional (V9): a decode-only request carrying request 0's
                             # kv_transfer_params (a replayed or stale reference); never prefilled
+    # cached = true         # optional (V13, pull): decode already holds the request's whole KV
+                            # in its prefix cache (a full local hit: notify-only, no READ)
 
     [engine]                # knobs of :class:`Engine`; unset ones keep their defaults
     mode = "pull"           # or "push"
@@ -32,7 +34,7 @@ CONFIG_KEYS = ("sizes", "requests", "engine")
 _SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
 _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
-_COUNTS = {"write_fan_in": (1, 3), "turn2_clock_offset_error": (0, 2)}
+_COUNTS = {"write_fan_in": (1, 3), "mla_prefill_ranks": (1, 2), "turn2_clock_offset_error": (0, 2)}
 _CHOICES = {"mode": ("pull", "push")}
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
                    "read_latency_bound": ("unbounded", 0, 6)}
@@ -48,6 +50,11 @@ class Request:
     ``kv_transfer_params`` of request ``replays`` (an earlier one), consumed or not -- a router
     retry or a replayed reference.  Its prompt is that request's, so that request's KV is its
     own; it READs the block ids the parameters name, whoever holds them by then."""
+    cached: bool = False
+    """V13 (#54714, pull): decode already has the request's KV in its local prefix cache (a full
+    local hit), yet the scheduler parks it in ``WAITING_FOR_REMOTE_KVS`` (``awaiting_kvs``) with
+    an empty local block list; decode's worker takes ``_read_blocks``' notify-only path: no READ,
+    only ``send_notif`` of ``"{remote_request_id}:{n}"`` so that prefill frees its blocks."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,26 @@ class Engine:
     """HYPOTHETICAL fail-closed fix of V9, not in 0.33.0 (#52234 is open): decode admits a
     ``(remote_engine_id, remote_request_id)`` reference once; a second request carrying it is
     refused before any block is allocated or READ (``FINISHED_ERROR``)."""
+    report_notify_only_recv: bool = True
+    """#56640 (V13): ``_read_blocks``' notify-only path records an empty transfer list for a
+    request the scheduler parked (``awaiting_kvs``: ``self._recving_transfers.setdefault(
+    request_id, [])``), so ``_pop_done_transfers`` reports it in ``finished_recving`` and the
+    scheduler runs it on its local KV; ``false`` is the behaviour before it (#54714): nothing is
+    recorded, the request is named in no ``finished_recving`` and sits in
+    ``WAITING_FOR_REMOTE_KVS`` holding its blocks for the life of the process."""
+    mla_prefill_ranks: int = 1
+    """Pull (V16, #36958): an MLA model whose prefill runs with more TP ranks than decode
+    (``tp_ratio < 0``): every prefill rank holds a replica of the request's KV, decode READs it
+    from one rank only, and ``_read_blocks_for_req`` (pull_worker.py:377-399) sends each other
+    prefill rank a notify-only ``"{id}:{local_consumers}"``; prefill's scheduler frees the block
+    once every rank reported ``finished_sending`` (``KVOutputAggregator``).  1 (the default):
+    one rank each side."""
+    mla_notif_remote_id: bool = True
+    """#36958 (V16): the MLA notify-only notification names prefill's request id
+    (``meta.remote.request_id``), which the other rank's ``_get_new_notifs`` counts; ``false`` is
+    the behaviour before it (decode's own request id: the rank logs "unrecognized request" and
+    drops it, so it reports the request only when its lease expires).  Only with
+    ``mla_prefill_ranks = 2``."""
     reaper_scans_every_lease: bool = True
     """V2 (#58222, #50789): 0.33.0's ``_reap_expired_send_leases`` (base_worker.py:3352-3378)
     scans every ``_reqs_to_send`` entry and reaps each expired one; ``false`` is the reaper of
@@ -205,6 +232,10 @@ class Engine:
             out.append("engine.mode: write_fan_in, write_post_may_fail and push_fail_notif are push-mode knobs")
         if self.push_handshake_may_defer and (self.mode == "pull" or self.write_fan_in != 1 or self.write_post_may_fail):
             out.append("engine.push_handshake_may_defer: modelled in push mode with one rank each side")
+        if self.mla_prefill_ranks != 1 and self.mode != "pull":
+            out.append("engine.mla_prefill_ranks: the MLA notify-only notification is modelled in pull mode")
+        if not self.mla_notif_remote_id and self.mla_prefill_ranks == 1:
+            out.append("mla_notif_remote_id: false matters only with mla_prefill_ranks = 2")
         if self.read_may_hang and self.mode != "pull":
             out.append("read_may_hang: a hanging READ is a pull-mode knob")
         if not self.reaper_scans_every_lease and not self.kv_lease_expires:
@@ -244,6 +275,17 @@ class Config:
                 out.append(f"requests[{i}].replays: the index of an earlier request that is not a replay itself")
             elif self.engine.mode != "pull":
                 out.append(f"requests[{i}].replays: replayed parameters are modelled in pull mode only")
+        for i, r in enumerate(self.requests):
+            if not r.cached:
+                continue
+            if self.engine.mode != "pull" or r.replays is not None:
+                out.append(f"requests[{i}].cached: a full local prefix hit is modelled in pull mode, not for a replay")
+            elif self.engine.client_aborts or self.engine.async_scheduling or self.engine.decode_prefix_hit:
+                out.append(f"requests[{i}].cached: not modelled with client_aborts, async_scheduling or decode_prefix_hit")
+        if self.engine.mla_prefill_ranks != 1 and any(r.cached or r.replays is not None for r in self.requests):
+            out.append("engine.mla_prefill_ranks: not modelled with cached or replayed requests")
+        if not self.engine.report_notify_only_recv and not any(r.cached for r in self.requests):
+            out.append("engine.report_notify_only_recv: false matters only with a cached request (requests[].cached)")
         return out
 
 
@@ -267,29 +309,37 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
         raise fail("[[requests]]", f"1..{_MAX_REQUESTS} request tables")
     requests = []
     for i, r in enumerate(reqs):
-        if not isinstance(r, dict) or "tenant" not in r or set(r) - {"tenant", "replays"}:
+        if not isinstance(r, dict) or "tenant" not in r or set(r) - {"tenant", "replays", "cached"}:
             raise fail(f"requests[{i}]", "a table with exactly tenant (each request is one KV block)"
-                       " and optionally replays", r)
+                       " and optionally replays and cached", r)
         if not isinstance(r["tenant"], str) or not r["tenant"]:
             raise fail(f"requests[{i}].tenant", "a non-empty string", r["tenant"])
         replays = r.get("replays")
         if replays is not None and (not _is_int(replays) or not 0 <= replays < i):
             raise fail(f"requests[{i}].replays", f"the index of an earlier request (0..{i - 1})", replays)
-        requests.append(Request(r["tenant"], replays))
+        cached = r.get("cached", False)
+        if not isinstance(cached, bool):
+            raise fail(f"requests[{i}].cached", "true or false", cached)
+        requests.append(Request(r["tenant"], replays, cached))
     engine = _engine(data.get("engine", {}), fail)
     for problem in engine.problems():  # knobs that contradict each other: one line naming the first
         key, _, text = problem.partition(": ")
         raise fail.problem(f"[engine].{key}", text)
-    return Config(tuple(requests), engine=engine, **values)
+    cfg = Config(tuple(requests), engine=engine, **values)
+    for problem in cfg.problems():  # requests that contradict the engine (V9, V13): one line too
+        key, _, text = problem.partition(": ")
+        raise fail.problem(key, text)
+    return cfg
 
 
 WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expires", "async_scheduling",
                     "defer_block_free", "decode_prefix_hit", "prefix_end_trim", "write_fan_in",
                     "write_post_may_fail", "push_fail_notif", "decode_refuses_replayed_params",
-                    "push_handshake_may_defer", "reaper_scans_every_lease", "read_may_hang",
+                    "push_handshake_may_defer", "report_notify_only_recv", "mla_prefill_ranks",
+                    "mla_notif_remote_id", "reaper_scans_every_lease", "read_may_hang",
                     "turn2_read", "turn2_declines_near_expiry", "turn2_clock_offset_error")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
-fan-in, V6, V9, #55470, V2, V14): :func:`config_data` writes them only when a scenario sets them away
+fan-in, V6, V9, #55470; V13, V16; V2, V14): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,
 traces) stays what it was."""
 
@@ -301,7 +351,8 @@ def config_data(cfg: Config) -> dict[str, Any]:
     default = Engine()
     return {
         "sizes": {"prefill_blocks": cfg.prefill_blocks, "decode_blocks": cfg.decode_blocks},
-        "requests": [{"tenant": r.tenant, **({} if r.replays is None else {"replays": r.replays})}
+        "requests": [{"tenant": r.tenant, **({} if r.replays is None else {"replays": r.replays}),
+                      **({"cached": True} if r.cached else {})}
                      for r in cfg.requests],
         "engine": {k: (words[k] if v is None else v) for k, v in asdict(cfg.engine).items()
                    if k not in WRITTEN_WHEN_SET or v != getattr(default, k)},

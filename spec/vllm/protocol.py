@@ -246,6 +246,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.notif[r] = 0
         t = self.k.origin[r]  # the request the notification names
         held = o.eq(s.p_phase[t], P_HELD)
+        if self.k.mla:  # V16: rank 0 reports; the scheduler frees once rank 1 reported too
+            n.r0_sent[t] = o.ite(held, 1, s.r0_sent[t])
+            n.late[r] = o.ite(held, s.late[r], 1)
+            self._finish_sending_all_ranks(s, n, t, o.and_(held, o.eq(s.r1_sent[t], 1)))
+            return
         n.p_phase[t] = o.ite(held, P_SENT, s.p_phase[t])
         n.lease[t] = o.ite(held, 0, s.lease[t])
         n.late[r] = o.ite(held, s.late[r], 1)
@@ -298,7 +303,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(self._running(s))
         if self.e.decode_refuses_replayed_params:
             s.require(o.not_(self._reference_admitted(s, r)))
-        self._allocate(s, n, r, "owner", "dest", self.k.D)
+        # V13: a full local prefix hit -- the block decode takes already holds the request's KV
+        self._allocate(s, n, r, "owner", "dest", self.k.D, content="content" if self.k.cached[r] else None)
         if self.k.replay[r]:
             n.src[r] = s.src[t]
         if self.k.replays:
@@ -317,6 +323,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         since (held by ``delay_free_blocks``) all the same."""
         o = s.ops
         s.require(self.pull)
+        if self.k.cached[r]:  # V13: a full local hit posts no READ (decode_read_blocks_notify_only)
+            s.require(False)
         waiting = o.eq(s.d_phase[r], D_WAITING)
         s.require(o.or_(waiting, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE))))
         s.require(self._running(s))
@@ -324,6 +332,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
             s.require(o.not_(self._turn2_read_expired(s, r)))
         n.d_phase[r] = o.ite(waiting, D_READING, D_HELD)
         n.rd[r] = RD_POSTED
+        if self.k.mla:  # V16: the same _read_blocks_for_req call notifies the unread prefill rank
+            n.mla_notif[r] = 1
 
     @action("decode", "req", fair=True)
     def decode_finished_recving(self, s, n, r):
@@ -751,6 +761,64 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.content[s.dest[r]] = r + 1
         if self.e.defer_block_free:
             self._free(s, n, r, "owner", "dest")
+
+    # -- V13 (#54714 -> #56640): a full local prefix hit's notify-only load ------------------------
+    # Appended after every earlier action so that the other scenarios keep their action ids.
+    @action("decode", "req", fair=True)
+    def decode_read_blocks_notify_only(self, s, n, r):
+        """V13: decode already holds the request's whole KV in its local prefix cache (a full
+        local hit), and the scheduler parked it in ``WAITING_FOR_REMOTE_KVS`` with an empty local
+        block list (``update_state_after_alloc``, pull_scheduler.py:144-177: ``awaiting_kvs``).
+        Decode's worker (``start_load_kv`` -> ``_read_blocks_for_req`` -> ``_read_blocks``,
+        pull_worker.py:450-476) finds nothing to READ and takes the notify-only path:
+        ``send_notif`` of ``"{remote_request_id}:{n}"``, on which prefill frees its blocks
+        (:meth:`prefill_get_new_notifs`).  With #56640 (``report_notify_only_recv``) it records an
+        empty transfer list for a parked request (``self._recving_transfers.setdefault(
+        request_id, [])``), so ``_pop_done_transfers`` reports it in ``finished_recving``
+        (:meth:`decode_finished_recving`) and the request runs on its local KV; before it
+        (#54714) nothing is recorded: no ``finished_recving`` ever names the request, and the
+        scheduler (``_handle_blocked_waiting_request``, scheduler.py:3519-3526) keeps it in
+        ``WAITING_FOR_REMOTE_KVS`` holding its blocks for the life of the process."""
+        o = s.ops
+        s.require(self.pull and self.k.cached[r])
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        n.d_phase[r] = D_READING
+        n.notif[r] = 1
+        if self.e.report_notify_only_recv:
+            n.rd[r] = RD_DONE
+
+    # -- V16 (#36958): MLA's notify-only notification to the prefill rank decode does not READ ---------
+    def _finish_sending_all_ranks(self, s, n, r: int, when) -> None:
+        """V16: once every prefill rank reported ``finished_sending`` (``KVOutputAggregator``)
+        prefill's scheduler frees the request's block (``_update_from_kv_xfer_finished``)."""
+        o = s.ops
+        n.p_phase[r] = o.ite(when, P_SENT, s.p_phase[r])
+        n.lease[r] = o.ite(when, 0, s.lease[r])
+        self._free_source(s, n, r, when=when)
+
+    @action("prefill", "req", fair=True)
+    def prefill_get_new_notifs_mla_rank(self, s, n, r):
+        """V16: prefill's rank 1 (MLA, ``tp_ratio < 0``: decode READs the replicated KV from rank
+        0 only) polls NIXL and finds the notify-only notification decode's
+        ``_read_blocks_for_req`` (pull_worker.py:377-399) sent it when it posted the READ.  With
+        #36958 (``mla_notif_remote_id``) it names prefill's request id (``meta.remote.request_id``):
+        ``_get_new_notifs`` counts it and the rank reports ``finished_sending`` (the block is freed
+        once rank 0 reported too); before it, decode's own request id: the rank logs "Potentially
+        invalid KV blocks for unrecognized request" (``record_notification_after_expiry``), drops
+        it, and reports the request only when its lease expires -- a block held until the lease
+        (forever, with a timeout beyond the horizon)."""
+        o = s.ops
+        s.require(self.pull and self.k.mla)
+        s.require(o.eq(s.mla_notif[r], 1))
+        n.mla_notif[r] = 0
+        if not self.e.mla_notif_remote_id:
+            n.late[r] = 1
+            return
+        held = o.eq(s.p_phase[r], P_HELD)
+        n.r1_sent[r] = o.ite(held, 1, s.r1_sent[r])
+        n.late[r] = o.ite(held, s.late[r], 1)
+        self._finish_sending_all_ranks(s, n, r, o.and_(held, o.eq(s.r0_sent[r], 1)))
 
     # -- V2 (#58222): the reaper that stops at the first live lease; a hung READ ------------------------
     # Appended after every earlier action so that the earlier scenarios keep their action ids.

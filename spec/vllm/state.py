@@ -88,6 +88,12 @@ class Codes:
         (V9) the request it replays."""
         self.replay = tuple(r.replays is not None for r in cfg.requests)
         self.replays = any(self.replay)
+        self.mla = e.mla_prefill_ranks > 1
+        """V16: MLA with two prefill ranks holding replicas; decode READs from rank 0 and sends
+        rank 1 a notify-only notification."""
+        self.cached = tuple(r.cached for r in cfg.requests)
+        """V13: per request, decode holds its whole KV in its local prefix cache (a full local
+        hit: ``_read_blocks``' notify-only path, no READ)."""
         self.F = e.write_fan_in
         self.ranked = e.mode == "push" and (self.F > 1 or e.write_post_may_fail)
         """Push with per-rank WRITEs (fan-in above one, or V6's failed posts): each prefill rank
@@ -152,6 +158,11 @@ def build_fields(k: Codes) -> list[Field]:
                             "decode block (async scheduling)"))
     if e.decode_may_stall:
         fields.append(Field("stalled", (), flag, 0, "decode's engine loop is stalled (a long forward pass)"))
+    if k.mla:
+        fields.append(Field("mla_notif", (req,), flag, 0,
+                            "decode's MLA notify-only notification to prefill's rank 1 is on its way"))
+        fields.append(Field("r0_sent", (req,), flag, 0, "prefill's rank 0 reported finished_sending (the READ's notification)"))
+        fields.append(Field("r1_sent", (req,), flag, 0, "prefill's rank 1 reported finished_sending (the notify-only one)"))
     if e.turn2_read and e.turn2_clock_offset_error:
         fields.append(Field("overdue", (req,), Domain("overdue", e.turn2_clock_offset_error + 1), 0,
                             "ticks since the exported turn-2 deadline passed (saturating)"))

@@ -52,8 +52,26 @@ class VllmStory:
             return [Note("hazard", f"prefill: \"Potentially invalid KV blocks for unrecognized request R{r} ... "
                                    "retrieved by a decode worker\" (num_notifications_after_expiry); dropped, "
                                    "nothing reaches decode")]
+        if name == "prefill_get_new_notifs" and self.k.cached[r]:  # V13: no READ was posted
+            return [Note("info", f"prefill: finished_sending R{r}: q{g(pre, 'src', r)} freed on decode's "
+                                 "notify-only notification (a full local prefix hit: no READ)")]
+        if name == "prefill_get_new_notifs" and self.k.mla and not g(pre, "r1_sent", r):
+            return [Note("info", f"prefill rank 0: finished_sending R{r} (the READ's notification); "
+                                 f"q{g(pre, 'src', r)} stays held until rank 1 reports R{r} too")]
         if name == "prefill_get_new_notifs":
             return [Note("info", f"prefill: finished_sending R{r}: q{g(pre, 'src', r)} freed after the READ")]
+        if name == "decode_read_blocks_notify_only":
+            text = (f"decode: R{r} is a full local prefix hit; _read_blocks sends prefill \"R{r}:1\" and posts no READ")
+            if self.e.report_notify_only_recv:
+                return [Note("info", text + "; the empty transfer list is reported in finished_recving (#56640)")]
+            return [Note("hazard", text + " and records nothing: no finished_recving will ever name R"
+                                          f"{r}, which holds p{g(pre, 'dest', r)} in WAITING_FOR_REMOTE_KVS (#54714)")]
+        if name == "prefill_get_new_notifs_mla_rank" and not self.e.mla_notif_remote_id:
+            return [Note("hazard", f"prefill rank 1: \"Potentially invalid KV blocks for unrecognized request d-R{r}\": "
+                                   "the MLA notify-only notification names decode's request id; dropped, so only "
+                                   f"rank 1's lease would report R{r} (before #36958)")]
+        if name == "prefill_get_new_notifs_mla_rank":
+            return [Note("info", f"prefill rank 1: finished_sending R{r} on the MLA notify-only notification")]
         if name in ("nixl_read_take_data", "nixl_write_land"):
             xfer = "READ" if name == "nixl_read_take_data" else "WRITE"
             q, p = g(pre, "src", r), g(pre, "dest", r)

@@ -90,6 +90,12 @@ class Shape:
     request before the run)."""
     origin: tuple[int, ...] = ()
     """Whose ``kv_transfer_params`` each slot carries (its own, or a replayed one's, V9); empty: its own."""
+    cached: tuple[bool, ...] = ()
+    """V13: the slots whose whole KV decode holds in its local prefix cache (a full local hit);
+    empty: none."""
+    mla: bool = False
+    """V16: an MLA model with two prefill ranks (each a replica of the KV) and one decode rank:
+    decode READs rank 0 and notifies rank 1 (``_read_blocks_for_req``)."""
     turn2: bool = False
     """V14: the READ is the turn-2 readback: the holder's parameters carry
     ``remote_blocks_expiry_time`` and the reader runs ``_is_turn2_read_expired`` before posting."""
@@ -197,9 +203,17 @@ class Harness:
                    block_size=vc.cache_config.block_size, log_stats=False)
 
     def _workers(self, lease: int) -> None:
-        """The worker-side objects the harness drives (pull: prefill's lease bookkeeping)."""
+        """The worker-side objects the harness drives (pull: prefill's lease bookkeeping; V16:
+        a second prefill rank's, with its own stand-in agent)."""
         self.agent = _Agent()
         self.pw = self._prefill_worker(lease)
+        self.extra_pws: list = []
+        self.rank_reported: dict[str, set[int]] = defaultdict(set)
+        if self.shape.mla:
+            self.agent_mla = _Agent()
+            self.pw_mla = self._prefill_worker(lease)
+            self.pw_mla.nixl_wrapper = self.agent_mla
+            self.extra_pws = [self.pw_mla]
 
     def _prefill_worker(self, lease: int):
         """``NixlPullConnectorWorker`` without ``__init__``: the attributes ``__init__`` sets
@@ -350,9 +364,22 @@ class Harness:
         """What decode's worker does with a step's metadata (pull: nothing is run)."""
 
     def _prefill_worker_step(self, so) -> None:
-        self.pw.start_load_kv(so.kv_connector_metadata)
+        for w in [self.pw, *self.extra_pws]:
+            w.start_load_kv(so.kv_connector_metadata)
 
-    def _free_on_prefill(self, done: set[str]) -> None:
+    def _free_on_prefill(self, done: set[str], rank: int | None = None) -> None:
+        """A prefill step with ``finished_sending``.  V16 (two ranks): a request goes into it once
+        both ranks reported it (``rank``: which one reports ``done`` now; None: both), as
+        ``KVOutputAggregator`` does."""
+        if self.shape.mla:
+            ready = set()
+            for pid in done:
+                self.rank_reported[pid].update((0, 1) if rank is None else (rank,))
+                if self.rank_reported[pid] == {0, 1}:
+                    ready.add(pid)
+            done = ready
+            if not done:
+                return
         self._step(self.P, finished_sending=done, after_schedule=self._prefill_worker_step)
 
     # -- prefill ------------------------------------------------------------------------------
@@ -399,7 +426,7 @@ class Harness:
         self.agent.deliver = [msg]
         done = self.pw._get_new_notifs()
         if done:
-            self._free_on_prefill(done)
+            self._free_on_prefill(done, rank=0)
 
     def prefill_reap_expired_lease(self, r: int) -> None:
         """``_reap_expired_send_leases`` for ``r`` (the other leases are set aside for the call:
@@ -437,14 +464,21 @@ class Harness:
         if status.name != "WAITING_FOR_REMOTE_KVS" or s.recv is None:
             raise Divergent(f"vLLM's decode put {self.did(r)} in {status.name}, not WAITING_FOR_REMOTE_KVS "
                             "with a reqs_to_recv entry")
+        if self.cached(r):  # V13: the block decode parked it with holds its KV already (the local hit)
+            for b in self.kv_blocks(self.did(r)):
+                self.d_tag[b] = r + 1
 
     def decode_start_load_kv(self, r: int) -> None:
         """Decode's worker posts the READ of the ``reqs_to_recv`` entry (``_read_blocks``); the
         ``on_read_posted`` hooks see the entry (decode's worker is not run, so a recorder of
-        ``start_load_kv`` learns of the post here)."""
+        ``start_load_kv`` learns of the post here).  V16: 0.33.0's own ``_read_blocks_for_req``
+        runs on an MLA decode worker (:attr:`mla_dw`), whose READ is this one and whose
+        notify-only notification goes to prefill's rank 1.  V14: the turn-2 expiry check runs first."""
         if self.shape.turn2 and self._turn2_read_expired(r):
             raise Divergent(f"vLLM's _is_turn2_read_expired declines the READ of {self.did(r)} "
                             f"(deadline {self.slots[r].recv.remote.blocks_expiry_time}, now {self.clock.now})")
+        if self.shape.mla:
+            self._mla_read_blocks_for_req(r)
         self.slots[r].read = "posted"
         for hook in self.on_read_posted:
             hook(self.did(r), self.slots[r].recv)
@@ -521,8 +555,174 @@ class Harness:
 
     def _finished_recving(self, r: int) -> set[str]:
         """What decode's worker reports in ``finished_recving`` when ``r``'s READ is done (pull:
-        ``r``, as ``_pop_done_transfers`` does once no READ handle remains)."""
+        ``r``, as ``_pop_done_transfers`` does once no READ handle remains).  V13: a full local
+        hit's load is what the real decode worker's ``_pop_done_transfers`` reports."""
+        if self.cached(r):
+            done, failed = self.notify_dw._pop_done_transfers(self.notify_dw._recving_transfers)
+            if self.did(r) not in done or failed:
+                raise Divergent(f"vLLM's decode worker reports {sorted(done)} done, {sorted(failed)} failed: "
+                                f"not {self.did(r)}'s notify-only load")
+            return done
         return {self.did(r)}
+
+    # -- V16: MLA's notify-only notification to the prefill rank decode does not READ (#36958) -----
+    @property
+    def mla_dw(self):
+        """Decode's ``NixlPullConnectorWorker`` of an MLA model (``use_mla``) with one TP rank
+        against prefill's two (``tp_ratio`` -2), created without ``__init__`` on first use: the
+        attributes ``_read_blocks_for_req`` reads, a one-source-rank TP plan
+        (``local_consumers`` 1), prefill's two ranks as remote agents, and ``_read_blocks``
+        replaced by a recorder (the READ itself is the harness's)."""
+        if getattr(self, "_mla_dw", None) is None:
+            import types
+
+            m = self.m
+            harness = self
+
+            class MlaDecodeWorker(m["pull_worker"].NixlPullConnectorWorker):
+                """The real class; ``_read_blocks`` records, ``__del__`` is not run."""
+
+                def __del__(self):
+                    pass
+
+                def _read_blocks(self, read_spec, **kw):
+                    self.reads.append((read_spec.remote_rank, kw["remote_request_id"]))
+                    return True
+
+            class Wrapper:
+                """Decode's stand-in NIXL agent: ``send_notif`` reaches the named prefill rank's agent."""
+
+                def send_notif(self, agent_name, notif_msg):
+                    (harness.agent if agent_name == "p0" else harness.agent_mla).inbox.append(notif_msg)
+
+            info = types.SimpleNamespace(remote_tp_size=2, remote_dcp_size=1, remote_block_size=BLOCK_SIZE,
+                                         remote_physical_blocks_per_logical=1)
+            w = object.__new__(MlaDecodeWorker)
+            w.reads = []
+            w.transfer_topo = types.SimpleNamespace(get_engine_info=lambda eid: info, tp_ratio=lambda tp: -tp,
+                                                    block_size_ratio=lambda size: 1)
+            w.tp_mappings = defaultdict(lambda: types.SimpleNamespace(all_source_ranks=[0], source_ranks_per_group=[{0}],
+                                                                      local_consumers=1))
+            w._remote_agents = defaultdict(lambda: {(0, 0): "p0", (0, 1): "p1"})
+            w.dst_region_group_ids = defaultdict(lambda: [0])
+            w.region_group_ids = [0]
+            w.dst_xfer_side_handles = defaultdict(lambda: {0: 0, 1: 1})
+            w.src_xfer_handles_by_block_size = {BLOCK_SIZE: 0}
+            w._mixed_mem_types = False
+            w._invalid_remote_engines = set()
+            w._remote_registration_generations = {}
+            w._engine_last_active = {}
+            w._bidirectional_kv_xfer_enabled = False
+            w._recving_transfers = {}
+            w._physical_blocks_per_logical_kv_block = 1
+            w.use_mla, w._has_mamba, w.dcp_size = True, False, 1
+            w.nixl_wrapper = Wrapper()
+            w.xfer_stats = m["stats"].NixlKVConnectorStats()
+            self._mla_dw = w
+        return self._mla_dw
+
+    def _mla_read_blocks_for_req(self, r: int) -> None:
+        """0.33.0's ``_read_blocks_for_req`` for ``r``'s ``reqs_to_recv`` entry: one READ from
+        prefill's rank 0, then the notify-only ``"{meta.remote.request_id}:1"`` to rank 1."""
+        meta = self.slots[r].recv
+        w = self.mla_dw
+        meta.local_physical_block_ids = meta.local_block_ids
+        w._remote_registration_generations[meta.remote.engine_id] = meta.remote.registration_generation
+        w._remote_agents[meta.remote.engine_id]  # handshake done: prefill's two ranks are known agents
+        before = len(w.reads)
+        w._read_blocks_for_req(self.did(r), meta)
+        if [rank for rank, _ in w.reads[before:]] != [0]:
+            raise Divergent(f"vLLM's _read_blocks_for_req posted READs from ranks {w.reads[before:]}, not rank 0 only")
+
+    def prefill_get_new_notifs_mla_rank(self, r: int) -> None:
+        """Prefill's rank 1 polls NIXL and gets decode's notify-only notification for ``r``
+        (whatever id it names) through its real ``_get_new_notifs``; a request it reports is
+        freed once rank 0 reported it too."""
+        msgs = [x for x in self.agent_mla.inbox if x.decode().rsplit(":", 1)[0] in (self.pid(r), self.did(r))]
+        if not msgs:
+            raise HarnessError(f"no notification of {self.pid(r)} is on its way to prefill's rank 1")
+        self.agent_mla.inbox.remove(msgs[0])
+        self.agent_mla.deliver = [msgs[0]]
+        done = self.pw_mla._get_new_notifs()
+        if done:
+            self._free_on_prefill(done, rank=1)
+
+    def mla_notified(self) -> tuple[int, ...]:
+        """V16: the slots whose notify-only notification to prefill's rank 1 names prefill's id."""
+        if not self.shape.mla:
+            return ()
+        return tuple(r for r in range(self.R) if f"{self.pid(r)}:1".encode() in self.agent_mla.inbox)
+
+    # -- V13: a full local prefix hit (#54714 -> #56640) ------------------------------------------
+    def cached(self, r: int) -> bool:
+        """Decode holds slot ``r``'s whole KV in its local prefix cache (V13)."""
+        return bool(self.shape.cached) and self.shape.cached[r]
+
+    @property
+    def notify_dw(self):
+        """Decode's ``NixlPullConnectorWorker`` for ``_read_blocks``' notify-only path (V13),
+        created without ``__init__`` on first use: ``_recving_transfers``, the stand-in agent's
+        ``send_notif`` (it puts the notification on its way to prefill), one remote agent for
+        prefill's rank 0, and a ``transfer_topo`` that reports prefill's block size as decode's
+        (``block_size_ratio`` 1)."""
+        if getattr(self, "_notify_dw", None) is None:
+            import types
+
+            m = self.m
+            harness = self
+
+            class DecodeWorker(m["pull_worker"].NixlPullConnectorWorker):
+                """The real class; only ``__del__`` (which shuts a NIXL agent down) is not run."""
+
+                def __del__(self):
+                    pass
+
+            class Wrapper:
+                """Decode's stand-in NIXL agent: ``send_notif`` reaches prefill's agent's inbox."""
+
+                def send_notif(self, agent_name, notif_msg):
+                    harness.agent.inbox.append(notif_msg)
+
+            topo = types.SimpleNamespace(get_engine_info=lambda eid: types.SimpleNamespace(remote_block_size=BLOCK_SIZE),
+                                         block_size_ratio=lambda size: 1)
+            w = object.__new__(DecodeWorker)
+            w._recving_transfers = {}
+            w._remote_agents = defaultdict(lambda: {(0, 0): "prefill"})
+            w.transfer_topo = topo
+            w.nixl_wrapper = Wrapper()
+            w.xfer_stats = m["stats"].NixlKVConnectorStats()
+            self._notify_dw = w
+        return self._notify_dw
+
+    def decode_read_blocks_notify_only(self, r: int) -> None:
+        """V13: decode's worker runs 0.33.0's ``_read_blocks`` for the ``reqs_to_recv`` entry the
+        real decode scheduler emitted (its ``remote.request_id``, its ``awaiting_kvs``: true,
+        the request is parked) with an empty local block list (the harness's: 0.33.0's scheduler
+        gives this parked request one unhashed block; #54714 saw parked requests with none):
+        the notify-only path sends prefill ``"{remote_request_id}:1"`` and (#56640) records an
+        empty transfer list, which ``_pop_done_transfers`` reports at
+        :meth:`decode_finished_recving`."""
+        s = self.slots[r]
+        if s.recv is None:
+            raise HarnessError(f"{self.did(r)} has no reqs_to_recv entry")
+        if not s.recv.awaiting_kvs:
+            raise Divergent(f"vLLM's decode scheduler did not park {self.did(r)} (awaiting_kvs false)")
+        spec = self.m["tp_mapping"].ReadSpec(remote_rank=0, local_block_ids=[], remote_block_ids=[])
+        posted = self.notify_dw._read_blocks(read_spec=spec, dst_engine_id=s.recv.remote.engine_id, request_id=self.did(r),
+                                      remote_request_id=s.recv.remote.request_id, local_xfer_side_handle=0,
+                                      local_dram_handle=None, remote_xfer_side_handle=0, expected_consumers=1,
+                                      awaiting_kvs=s.recv.awaiting_kvs)
+        if not posted:
+            raise Divergent(f"vLLM's _read_blocks routed {self.did(r)} to failure reporting")
+        if self.did(r) in self.notify_dw._recving_transfers:
+            s.read = "done"
+
+    def notify_only_reported(self) -> tuple[int, ...]:
+        """V13: the full local hits whose notify-only load decode's worker recorded (an empty
+        transfer list in ``_recving_transfers``, reported by the next ``_pop_done_transfers``)."""
+        if getattr(self, "_notify_dw", None) is None:
+            return ()
+        return tuple(r for r in range(self.R) if self.cached(r) and self.did(r) in self._notify_dw._recving_transfers)
 
     def prefill_notified(self) -> tuple[int, ...]:
         """The slots whose notification (``"{req}:1"``) waits in prefill's agent (pull)."""

@@ -48,7 +48,11 @@ class Observation:
     ``finished_recving``) for which no WRITE is posted and none can be any more (prefill freed
     the request: its writer dropped the finished blocks), V5; ``prefill_notified``: pull only,
     the requests whose notification to prefill (a READ's, or the notify-only one of a
-    rejection, V12) is on its way; ``hung``: pull with ``read_may_hang`` only, the requests
+    rejection, V12) is on its way; ``notify_only_reported``: pull only, the full local prefix
+    hits (V13) whose notify-only load decode's worker recorded for ``finished_recving`` and the
+    scheduler has not yet taken (#56640); ``mla_notified``: pull with two MLA prefill ranks only,
+    the requests whose notify-only notification to prefill's rank 1 names prefill's request id
+    and is on its way (V16, #36958); ``hung``: pull with ``read_may_hang`` only, the requests
     whose READ moved its data and will never complete.
     """
 
@@ -67,6 +71,8 @@ class Observation:
     stranded: tuple[int, ...] = ()
     prefill_notified: tuple[int, ...] = ()
     count_short: tuple[int, ...] = ()
+    notify_only_reported: tuple[int, ...] = ()
+    mla_notified: tuple[int, ...] = ()
     hung: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
@@ -141,6 +147,10 @@ def model_observation(machine, state: bytes) -> Observation:
         prefill_notified=tuple(sorted({k.origin[r] for r in range(k.R) if spec.pull and get("notif", r) == 1})),
         count_short=tuple(r for r in range(k.R) if k.ranked and not spec.e.push_fail_notif
                           and get("d_phase", r) in (D_READING, D_HELD) and RD_FAILED in xfers(r)),
+        notify_only_reported=tuple(r for r in range(k.R) if k.cached[r] and get("d_phase", r) == D_READING
+                                   and get("rd", r) == RD_DONE),
+        mla_notified=tuple(r for r in range(k.R) if k.mla and spec.e.mla_notif_remote_id
+                           and get("mla_notif", r) == 1),
         hung=tuple(r for r in range(k.R) if spec.e.read_may_hang and get("hung", r) == 1),
     )
 
@@ -148,7 +158,7 @@ def model_observation(machine, state: bytes) -> Observation:
 def code_observation(h) -> Observation:
     """What harness ``h``'s vLLM objects did, in the model's terms."""
     prefill, decode, kv = [], [], []
-    pws = getattr(h, "pws", [h.pw])  # every prefill rank's worker
+    pws = getattr(h, "pws", None) or [h.pw, *getattr(h, "extra_pws", [])]  # every prefill rank's worker
     for r in range(h.R):
         pid, did = h.pid(r), h.did(r)
         preq = h.P.requests.get(pid)
@@ -208,5 +218,7 @@ def code_observation(h) -> Observation:
                           and any(h.part_read.get((r, w)) == "failed" for w in range(h.F))
                           and h.dw.consumer_notification_counts_by_req.get(h.did(r), 0) < h.F),
         prefill_notified=h.prefill_notified(),
+        notify_only_reported=h.notify_only_reported() if hasattr(h, "notify_only_reported") else (),
+        mla_notified=h.mla_notified() if hasattr(h, "mla_notified") else (),
         hung=tuple(sorted(getattr(h, "hung", ()))),
     )
