@@ -73,7 +73,11 @@ AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-p
                   "vllm-push-deferred-write",  # a WRITE deferred behind a pending handshake (#55470)
                   # a parked full local hit's notify-only load before #56640 (V13); MLA's notify-only
                   # notification to the unread prefill rank naming decode's id, before #36958 (V16)
-                  "vllm-pull-full-hit-before-56640", "vllm-pull-mla-notif-before-36958"]
+                  "vllm-pull-full-hit-before-56640", "vllm-pull-mla-notif-before-36958",
+                  # V2: the reaper before #58222 and a hung READ; V14: the turn-2 check off, and on with
+                  # a late clock offset (its overdue counter), READs within a tick
+                  "vllm-pull-reaper-before-58222", "vllm-pull-turn2-before-47021",
+                  "vllm-pull-turn2-clock-offset-47021"]
 
 
 def _family(name):
@@ -97,7 +101,8 @@ def test_the_agreement_scenarios_set_every_flag_to_every_value_the_catalogue_doe
 
 # The last two vLLM agreement scenarios (3-4 s each) run only with --thorough: the test command is
 # near its budget; vllm-push-write-post-fails-50754 (the per-rank WRITE encoding) stays in the slow tier.
-THOROUGH_ONLY = ("vllm-pull-replayed-params-refused", "vllm-push-deferred-write")
+THOROUGH_ONLY = ("vllm-pull-replayed-params-refused", "vllm-push-deferred-write",
+                 "vllm-pull-reaper-before-58222", "vllm-pull-turn2-before-47021")  # V2, V14: 2.6 s, 1.2 s
 
 
 @pytest.mark.parametrize("name", [n if n in ("abort-race", "pr-41404", "room-reuse-generation", "vllm-pull-heartbeat-stall")

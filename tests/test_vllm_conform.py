@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow  # importing vLLM alone takes 10-60 s on two share
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
               "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-reject",
-              "vllm-push-write-post-fails", "vllm-pull-replayed-params", "vllm-push-deferred-write"]
+              "vllm-push-write-post-fails", "vllm-pull-replayed-params", "vllm-push-deferred-write",
+              "vllm-pull-turn2-slow-read-47021", "vllm-pull-turn2-clock-offset-47021"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
@@ -87,6 +88,8 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     ("vllm-pull-full-hit-before-56640", "decode_read_blocks_notify_only(req=R0)",
      "notify_only_reported: model [], vLLM [0]"),
     ("vllm-pull-mla-notif-before-36958", "decode_start_load_kv(req=R0)", "mla_notified: model [], vLLM [0]"),
+    ("vllm-pull-turn2-before-47021", "decode_start_load_kv(req=R0)", "vLLM's _is_turn2_read_expired declines the "
+     "READ of d-R0 (deadline 1020.0, now 1020.0)"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -631,3 +634,103 @@ def test_v16_random_sequences_agree_thorough():
     assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
     assert rep.sequences >= 100 and rep.steps > rep.sequences
 
+
+# -- V2 (#58222): the reaper before the fix diverges where 0.33.0's scan reaps more ----------------------
+REAPER_PAIR = ["vllm-pull-reaper-before-58222", "vllm-pull-reaper-58222"]
+
+
+def _v2_replay(paths):
+    from kvproof.checker.traces import read_trace
+    from kvproof.spec.vllm.conform.report import replay_trace
+
+    for path in paths:
+        v = replay_trace(path)
+        if path.name == "vllm-pull-reaper-before-58222__expired_leases_are_reaped.itf.json":
+            assert v.verdict == "diverged"
+            assert read_trace(path).labels()[v.step - 1] == "prefill_reap_expired_send_leases_in_order()"
+            assert "reported ['R1']; the reaper before #58222 stops at the first live lease and reports []" in v.reason
+        else:
+            assert v.verdict == "reproduced", (path.name, getattr(v, "reason", ""))
+            if v.claim != "no_source_free_while_read":
+                assert "whose READ hung (no completion, no error)" in v.how
+
+
+def test_v2_the_old_reapers_lasso_diverges_at_the_pass_0_33_fixed_and_the_hung_reads_reproduce():
+    """V2: the lasso of the reaper before #58222 diverges at its reaper pass, where 0.33.0's real
+    ``_reap_expired_send_leases`` reaps R1 behind the heartbeated R0; every other counterexample
+    of the pair (hung READs hold their blocks forever; an aborted load's READ posted after its
+    lease ran out) is what 0.33.0 does."""
+    paths = _traces(REAPER_PAIR)
+    assert len(paths) == 9
+    _v2_replay(paths)
+
+
+def test_v2_random_sequences_agree_with_0_33s_reaper():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+    from kvproof.spec.vllm.conform.replay import ConformError
+
+    rep = fuzz_scenario(builtin("vllm-pull-reaper-58222"), 40)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == 40 and rep.steps > 40
+    with pytest.raises(ConformError, match="reaper_scans_every_lease = false: the behaviour before #58222"):
+        fuzz_scenario(builtin("vllm-pull-reaper-before-58222"), 5)
+
+
+@pytest.mark.thorough
+def test_v2_random_sequences_agree_with_0_33s_reaper_thorough():
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin("vllm-pull-reaper-58222"), 300)  # the issue's 300
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == 300 and rep.steps > 300
+
+
+# -- V14 (#47021): the turn-2 readback's expiry check on the real code ---------------------------------
+TURN2 = ["vllm-pull-turn2-47021", "vllm-pull-turn2-slow-read-47021", "vllm-pull-turn2-clock-offset-47021"]
+
+
+@pytest.mark.parametrize("name", TURN2)
+def test_v14_random_sequences_agree_with_0_33s_turn2_check(name):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin(name), 40)  # 300 under --thorough
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == 40 and rep.steps > 40
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("name", TURN2)
+def test_v14_random_sequences_agree_with_0_33s_turn2_check_thorough(name):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin(name), 300)  # the issue's 300
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == 300 and rep.steps > 300
+
+
+def test_v14_the_real_check_declines_a_passed_deadline_and_the_real_scheduler_ends_the_request():
+    """A turn-2 READ taken when the holder's exported deadline has just passed: 0.33.0's
+    ``_is_turn2_read_expired`` declines it, the failed load ends the request (``FINISHED_ERROR``,
+    its block freed) and the holder, not told, reaps its block at the TTL; a mutant model that
+    posts the READ diverges at the post."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-turn2-47021")
+    path = ["prefill_request_finished(req=R0)", "clock_tick()", "clock_tick()", "decode_on_new_request(req=R0)",
+            "decode_decline_turn2_read(req=R0)", "prefill_reap_expired_lease(req=R0)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and "R0" not in h.P.requests
+    assert h.slots[0].recv.remote.blocks_expiry_time == 1020.0  # parsed by the real metadata from the parameters
+
+    class NeverDeclines(VllmPd):
+        def _turn2_read_expired(self, s, r):
+            return s.ops.const(False)
+
+    result, _ = _run(NeverDeclines, sc, path[:4] + ["decode_start_load_kv(req=R0)"])
+    assert result.diverged_at == 5 and "_is_turn2_read_expired declines the READ of d-R0" in result.reason

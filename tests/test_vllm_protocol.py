@@ -52,10 +52,18 @@ CATALOGUE = {
     "vllm-pull-full-hit-56640": (206, set()),
     "vllm-pull-mla-notif-before-36958": (15, {"quiescent_holds_nothing"}),
     "vllm-pull-mla-notif-36958": (30, set()),
+    "vllm-pull-reaper-before-58222": (11327, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+    "vllm-pull-reaper-58222": (12487, {"no_source_free_while_read", "quiescent_holds_nothing"}),
+    "vllm-pull-turn2-before-47021": (747, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-turn2-47021": (395, set()),
+    "vllm-pull-turn2-slow-read-47021": (1642, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-turn2-clock-offset-47021": (1151, ISOLATION | {"no_source_free_while_read"}),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails", "vllm-pull-full-hit-before-56640",
-                "vllm-pull-mla-notif-before-36958"}  # V5, V12, V6, V13, V16: liveness violated
+                "vllm-pull-mla-notif-before-36958", "vllm-pull-reaper-before-58222",
+                "vllm-pull-reaper-58222"}  # V5, V12, V6, V13, V16, a hung READ (V2's pair): liveness violated
+REAPER = {"vllm-pull-reaper-before-58222": "violated", "vllm-pull-reaper-58222": "verified"}  # V2
 BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-push-heartbeat",
                 "vllm-pull-reject-lease-41269"]  # V1 / V7 closed
 
@@ -81,7 +89,10 @@ def test_state_counts_and_verdicts_are_pinned(name):
         assert live == {}
     else:  # V5: the aborted push load is held forever, V12 before #41269 the rejected one, V6 the half-written one; everything else ends
         bad = "violated" if name in HELD_FOREVER else "verified"
-        assert live == {"held_pages_are_released": bad, "requests_end": bad}
+        want = {"held_pages_are_released": bad, "requests_end": bad}
+        if name in REAPER:
+            want["expired_leases_are_reaped"] = REAPER[name]
+        assert live == want
 
 
 def test_every_verified_scenario_exercises_reads_and_reuse():
@@ -255,6 +266,21 @@ class MlaRankCountsTwo(VllmPd):
         n.mla_notif[r] = 0
 
 
+class Turn2NeverDeclines(VllmPd):
+    """#47021's flag on, but ``_is_turn2_read_expired`` never fires."""
+
+    def _turn2_read_expired(self, s, r):
+        return s.ops.const(False)
+
+
+class Turn2DeclineKeepsBlock(VllmPd):
+    """A declined turn-2 READ ends the request but keeps its block."""
+
+    def decode_decline_turn2_read(self, s, n, r):
+        super().decode_decline_turn2_read(s, n, r)
+        n.owner[s.dest[r]] = s.owner[s.dest[r]]
+
+
 MUTANTS = [
     ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
     ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
@@ -269,6 +295,8 @@ MUTANTS = [
      "decode_reads_only_own_pages"),
     ("#50754: PUSH_FAIL frees the block under a sibling WRITE", "vllm-push-write-post-fails-50754",
      PushFailEndsAtOnce, "no_write_after_release"),
+    ("V14: the turn-2 check never declines", "vllm-pull-turn2-47021", Turn2NeverDeclines, "no_cross_tenant_read"),
+    ("V14: a declined READ keeps its block", "vllm-pull-turn2-47021", Turn2DeclineKeepsBlock, "pages_conserved"),
     ("V9 fix refusing only consumed references", "vllm-pull-replayed-params-refused", RefusesOnlyConsumedReferences,
      "no_cross_tenant_read"),
     ("V13: the parked full hit is not reported", "vllm-pull-full-hit-56640", NotifyOnlyNotReported,
@@ -643,3 +671,138 @@ def test_v16_prefill_frees_only_once_both_ranks_reported():
         assert s[lay.slot("p_phase", 0)] == (P_SENT if fixed else P_HELD)
         assert s[lay.slot("src_owner", 0)] == (0 if fixed else 1)
 
+
+# -- V2 (#58222): the reaper that stops at the first live lease ------------------------------------------
+def test_v2_pair_differs_only_in_the_reaper_and_only_the_fix_reaps_behind_a_live_head():
+    """V2: the two scenarios differ in one knob; in both an expired lease sits behind a live,
+    heartbeated one (the witness keeps the fixed side's pass from being vacuous), and only the
+    reaper before #58222 leaves it unreaped forever."""
+    a, b = builtin("vllm-pull-reaper-before-58222"), builtin("vllm-pull-reaper-58222")
+    da, db = a.config.engine.__dict__, b.config.engine.__dict__
+    assert [k for k in da if da[k] != db[k]] == ["reaper_scans_every_lease"]
+    got_a = {c.claim: c.verdict for c in checked(a.name).claims}
+    got_b = {c.claim: c.verdict for c in checked(b.name).claims}
+    for got in (got_a, got_b):
+        assert got["sometimes_expired_lease_behind_live_head"] == got["sometimes_read_hangs"] == "reached"
+        assert got["sometimes_lease_expires"] == "reached"
+    assert (got_a["expired_leases_are_reaped"], got_b["expired_leases_are_reaped"]) == ("violated", "verified")
+
+
+def _v2_state(m, **fields):
+    """The initial state of ``m`` with ``fields`` (name -> {index: value}) set."""
+    st = bytearray(m.init)
+    for name, values in fields.items():
+        for idx, v in values.items():
+            st[m.spec.layout.slot(name, *(idx if isinstance(idx, tuple) else (idx,)))] = v
+    return bytes(st)
+
+
+def test_v2_the_old_reaper_stops_at_a_live_head_and_reaps_an_expired_prefix():
+    """Before #58222 one pass reaps nothing behind a live head (a step that changes no state) and
+    every expired entry before the first live one; 0.33.0's scan reaps R1 behind the live R0."""
+    before = Machine(builtin("vllm-pull-reaper-before-58222").build())
+    after = Machine(builtin("vllm-pull-reaper-58222").build())
+    held = {"p_phase": {0: P_HELD, 1: P_HELD}, "src": {0: 0, 1: 1}, "src_owner": {0: 1, 1: 2}}
+    live_head = _v2_state(before, **held, lease={0: 2, 1: 0})
+    step = _aid(before, "prefill_reap_expired_send_leases_in_order()")
+    assert before.step(live_head, step) == live_head  # stops at R0: R1 stays held
+    assert before.step(live_head, _aid(before, "prefill_reap_expired_lease(req=R1)")) is None  # 0.27.1: no scan
+    both = before.step(_v2_state(before, **held, lease={0: 0, 1: 0}), step)
+    lay = before.spec.layout
+    assert [both[lay.slot("src_owner", q)] for q in (0, 1)] == [0, 0]  # both expired: both reaped, in one pass
+    fixed = after.step(_v2_state(after, **held, lease={0: 2, 1: 0}), _aid(after, "prefill_reap_expired_lease(req=R1)"))
+    assert fixed[after.spec.layout.slot("src_owner", 1)] == 0 and fixed[after.spec.layout.slot("src_owner", 0)] == 1
+    assert after.step(live_head, step) is None  # 0.33.0 has no in-order pass
+
+
+class ReapsOnlyTheHead(VllmPd):
+    """0.33.0's per-request reaper, but it reaps a request only when no earlier one is held with a
+    live lease (the order #58222 assumed): the fix undone."""
+
+    def prefill_reap_expired_lease(self, s, n, r):
+        o = s.ops
+        for x in range(r):
+            s.require(o.not_(o.and_(o.eq(s.p_phase[x], P_HELD), o.gt(s.lease[x], 0))))
+        return VllmPd.prefill_reap_expired_lease(self, s, n, r)
+
+
+def test_v2_a_reaper_that_stops_at_the_live_head_is_caught():
+    from kvproof.checker.liveness import build_graph, find_lasso
+
+    sc = builtin("vllm-pull-reaper-58222")
+    m = Machine(ReapsOnlyTheHead(sc.config))
+    lasso = find_lasso(m, build_graph(m), "expired_leases_are_reaped")
+    assert lasso is not None and lasso.obligation == "R1 expired, not reaped"
+    m = Machine(sc.build())
+    assert find_lasso(m, build_graph(m), "expired_leases_are_reaped") is None
+
+
+@pytest.mark.parametrize("engine,message", [
+    ('mode = "push"\nread_may_hang = true', "read_may_hang: a hanging READ is a pull-mode knob"),
+    ("kv_lease_expires = false\nreaper_scans_every_lease = false",
+     "reaper_scans_every_lease: false matters only with kv_lease_expires = true"),
+])
+def test_v2_inconsistent_knobs_are_one_line(tmp_path, capsys, engine, message):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nprotocol = "vllm"\n[sizes]\nprefill_blocks = 1\ndecode_blocks = 1\n'
+                   '[[requests]]\ntenant = "A"\n[engine]\n' + engine + "\n")
+    code = main(["check", str(bad), "--no-traces"])
+    err = capsys.readouterr().err
+    assert code == 3 and err.count("\n") == 1 and message in err
+
+
+# -- V14 (#47021): the turn-2 readback ---------------------------------------------------------------------
+def test_v14_each_variant_differs_from_the_fix_in_one_knob_and_only_the_fix_is_safe():
+    """V14: before #47021, a READ slower than the 5 s margin and a clock offset a tick off each
+    differ from ``vllm-pull-turn2-47021`` in one knob; only the fix with both inside the margin
+    verifies, and its pass is not vacuous (a READ is declined, the TTL runs out, q0 is reused)."""
+    fixed = builtin("vllm-pull-turn2-47021").config.engine.__dict__
+    diffs = {"vllm-pull-turn2-before-47021": ["turn2_declines_near_expiry"],
+             "vllm-pull-turn2-slow-read-47021": ["read_latency_bound"],
+             "vllm-pull-turn2-clock-offset-47021": ["turn2_clock_offset_error"]}
+    for name, knobs in diffs.items():
+        other = builtin(name).config.engine.__dict__
+        assert [k for k in fixed if fixed[k] != other[k]] == knobs
+    got = {c.claim: c.verdict for c in checked("vllm-pull-turn2-47021").claims}
+    assert got["sometimes_turn2_read_declined"] == got["sometimes_lease_expires"] == "reached"
+    assert got["sometimes_source_block_reused"] == "reached"
+
+
+def test_v14_the_check_declines_a_passed_deadline_and_a_tick_late_offset_only_a_tick_past_it():
+    """An exact offset declines the READ of a lease at 0 and lets one with a tick left through;
+    an offset a tick late lets a just-passed deadline through and declines one a tick past."""
+    m = Machine(builtin("vllm-pull-turn2-47021").build())
+    waiting = {"p_phase": {0: P_HELD}, "d_phase": {0: 1}, "src": {0: 0}, "src_owner": {0: 1}, "dest": {0: 0},
+               "owner": {0: 1}}
+    post, decline = _aid(m, "decode_start_load_kv(req=R0)"), _aid(m, "decode_decline_turn2_read(req=R0)")
+    at_zero = _v2_state(m, **waiting, lease={0: 0})
+    assert m.step(at_zero, post) is None and m.step(at_zero, decline) is not None
+    one_left = _v2_state(m, **waiting, lease={0: 1})
+    assert m.step(one_left, post) is not None and m.step(one_left, decline) is None
+    late = Machine(builtin("vllm-pull-turn2-clock-offset-47021").build())
+    post, decline = _aid(late, "decode_start_load_kv(req=R0)"), _aid(late, "decode_decline_turn2_read(req=R0)")
+    just_passed = _v2_state(late, **waiting, lease={0: 0}, overdue={0: 0})
+    assert late.step(just_passed, post) is not None and late.step(just_passed, decline) is None
+    tick_past = _v2_state(late, **waiting, lease={0: 0}, overdue={0: 1})
+    assert late.step(tick_past, post) is None and late.step(tick_past, decline) is not None
+
+
+@pytest.mark.parametrize("engine,message", [
+    ('turn2_read = true', "turn2_read: the turn-2 readback is a pull READ"),
+    ('mode = "push"\nheartbeat_interval = "none"\nturn2_read = true', "turn2_read: the turn-2 readback is a pull READ"),
+    ("turn2_declines_near_expiry = false", "turn2_declines_near_expiry: turn2_declines_near_expiry and "
+                                           "turn2_clock_offset_error matter only with turn2_read = true"),
+    ("turn2_clock_offset_error = 1", "matter only with turn2_read = true"),
+    ('heartbeat_interval = "none"\nturn2_read = true\nturn2_clock_offset_error = 3', "a whole number in 0..2"),
+])
+def test_v14_inconsistent_knobs_are_one_line(tmp_path, capsys, engine, message):
+    test_v2_inconsistent_knobs_are_one_line(tmp_path, capsys, engine, message)
+
+
+def test_show_tells_the_stranded_lease_and_the_declined_turn2_read(capsys):
+    assert main(["show", str(TRACES / "vllm-pull-reaper-before-58222__expired_leases_are_reaped.itf.json")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the reaper stops at R0, whose lease is live (heartbeated): R1 expired behind it, not reaped" in out
+    assert "decode holds the aborted R1 until a finished_recving that never comes" in out
+    assert main(["show", str(TRACES / "vllm-pull-turn2-slow-read-47021__no_cross_tenant_read.itf.json")]) == 0
+    assert "takes q0, which R0 no longer holds" in " ".join(capsys.readouterr().out.split())

@@ -138,6 +138,16 @@ class VllmClaims:
         o = s.ops
         return [(f"R{r} unanswered", o.ne(s.d_phase[r], D_ENDED)) for r in self.reqs]
 
+    @liveness
+    def expired_leases_are_reaped(self, s):
+        """V2 (#58222): every lease that ran out is eventually reaped, on every fair path: a
+        request prefill still holds (in ``_reqs_to_send``) with no lease left does not stay so
+        forever.  Broken by the reaper before #58222, which stops at the first live entry while
+        a heartbeated head lives."""
+        o = s.ops
+        return [(f"R{r} expired, not reaped", o.and_(o.eq(s.p_phase[r], P_HELD), o.eq(s.lease[r], 0)))
+                for r in self.reqs]
+
     # -- witnesses -------------------------------------------------------------------------------------
     @witness
     def sometimes_request_succeeds(self, s):
@@ -337,3 +347,29 @@ class VllmClaims:
             return o.const(False)
         return o.any_(o.and_(o.eq(s.late[r], 1), o.eq(s.p_phase[r], P_HELD)) for r in self.reqs)
 
+    @witness
+    def sometimes_expired_lease_behind_live_head(self, s):
+        """V2 (#58222): an expired lease sits behind a live one in ``_reqs_to_send``'s insertion
+        order (an earlier request prefill still holds has lease left, e.g. heartbeated): the
+        order a heartbeat breaks."""
+        o = s.ops
+        return o.any_(o.and_(o.eq(s.p_phase[r], P_HELD), o.eq(s.lease[r], 0),
+                             o.any_(o.and_(o.eq(s.p_phase[x], P_HELD), o.gt(s.lease[x], 0)) for x in range(r)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_read_hangs(self, s):
+        """A READ hung (``read_may_hang``) while decode still loads the request and heartbeats it."""
+        o = s.ops
+        if not self.e.read_may_hang:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.hung[r], 1), o.eq(s.d_phase[r], D_READING)) for r in self.reqs)
+
+    @witness
+    def sometimes_turn2_read_declined(self, s):
+        """V14 with #47021: the reader declined a turn-2 READ whose deadline (nearly) passed
+        (``FINISHED_ERROR``), while the holder still held the block or had reaped it."""
+        o = s.ops
+        if not self.e.turn2_read:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ERROR), o.eq(s.rd[r], RD_NONE)) for r in self.reqs)

@@ -34,10 +34,10 @@ CONFIG_KEYS = ("sizes", "requests", "engine")
 _SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
 _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
-_COUNTS = {"write_fan_in": (1, 3), "mla_prefill_ranks": (1, 2)}
+_COUNTS = {"write_fan_in": (1, 3), "mla_prefill_ranks": (1, 2), "turn2_clock_offset_error": (0, 2)}
 _CHOICES = {"mode": ("pull", "push")}
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
-                   "read_latency_bound": ("unbounded", 1, 6)}
+                   "read_latency_bound": ("unbounded", 0, 6)}
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,42 @@ class Engine:
     the behaviour before it (decode's own request id: the rank logs "unrecognized request" and
     drops it, so it reports the request only when its lease expires).  Only with
     ``mla_prefill_ranks = 2``."""
+    reaper_scans_every_lease: bool = True
+    """V2 (#58222, #50789): 0.33.0's ``_reap_expired_send_leases`` (base_worker.py:3352-3378)
+    scans every ``_reqs_to_send`` entry and reaps each expired one; ``false`` is the reaper of
+    0.27.1 (#58222), which walks the dict in insertion order and stops at the first entry whose
+    lease is still live ("Sorted dict, oldest requests are put first so we can exit early"),
+    although ``_handle_heartbeat`` extends a lease in place, so an expired entry behind a
+    heartbeated head is not reaped while the head lives."""
+    read_may_hang: bool = False
+    """Pull: a READ that moved its data may never complete (a wedged transport: no completion
+    and no error, so ``check_xfer_state`` never reports it done).  0.33.0's decode has no READ
+    timeout: the request stays loading, decode keeps stepping and heartbeating it, and
+    prefill's lease for it is extended for as long as decode runs (the caveat of the
+    reference's section 3.4: "a stuck transport with D still stepping would not expire")."""
+    turn2_read: bool = False
+    """V14 (#47021): the READ is bidirectional KV transfer's turn-2 readback.  The roles mirror
+    pull mode's: the block holder (the ``prefill_*`` actions) is turn 1's decode engine, whose
+    ``request_finished`` (pull_scheduler.py:247-270, the ``is_d_node`` branch) pins its blocks
+    for ``decoder_kv_blocks_ttl`` (480 s; here ``kv_lease_duration`` ticks, never heartbeated:
+    ``heartbeat_interval = "none"``) and exports the deadline as ``remote_blocks_expiry_time``;
+    the reader (the ``decode_*`` actions) is turn 2's prefill engine, whose pull worker READs
+    those blocks when the client sends turn 2 (any time).  The holder frees them on the READ's
+    notification or at the TTL (``_reap_expired_send_leases``), READ in flight or not."""
+    turn2_declines_near_expiry: bool = True
+    """#47021: the reader's ``_read_blocks_for_req`` declines the READ when
+    ``_is_turn2_read_expired`` (pull_worker.py:127-136): ``now + 5 s >= remote_blocks_expiry_time
+    - clock_offset``.  A tick is 10 s here (as in the conformance harness), so with an exact clock
+    offset it declines exactly the READs of a deadline already passed (a lease at 0 the holder
+    has not reaped yet); a READ posted with a tick left is not declined and may outlive the
+    deadline if it takes longer than the margin.  The declined request fails (``failed_recving``,
+    ``kv_load_failure_policy = "fail"``: ``FINISHED_ERROR``) and the holder is told nothing.
+    ``false``: before #47021.  Only with ``turn2_read``."""
+    turn2_clock_offset_error: int = 0
+    """Ticks by which the reader's ``_engine_clock_offset`` (measured at the handshake) places
+    the holder's deadline later than it is.  One tick (10 s) is more than the 5 s margin: the
+    check then lets through READs of a deadline that passed less than a tick ago.  Only with
+    ``turn2_read``."""
     push_fail_notif: bool = False
     """HYPOTHETICAL, not in 0.33.0: #50754 (open) -- a rank whose WRITE failed to post sends a
     ``PUSH_FAIL`` notification; decode counts it, and once every rank answered reports the load
@@ -200,6 +236,16 @@ class Engine:
             out.append("engine.mla_prefill_ranks: the MLA notify-only notification is modelled in pull mode")
         if not self.mla_notif_remote_id and self.mla_prefill_ranks == 1:
             out.append("mla_notif_remote_id: false matters only with mla_prefill_ranks = 2")
+        if self.read_may_hang and self.mode != "pull":
+            out.append("read_may_hang: a hanging READ is a pull-mode knob")
+        if not self.reaper_scans_every_lease and not self.kv_lease_expires:
+            out.append("reaper_scans_every_lease: false matters only with kv_lease_expires = true")
+        if self.turn2_read and (self.mode != "pull" or self.heartbeat_interval is not None):
+            out.append("turn2_read: the turn-2 readback is a pull READ of blocks pinned for a TTL that nothing "
+                       'extends (mode = "pull", heartbeat_interval = "none")')
+        if not self.turn2_read and (not self.turn2_declines_near_expiry or self.turn2_clock_offset_error):
+            out.append("turn2_declines_near_expiry: turn2_declines_near_expiry and turn2_clock_offset_error "
+                       "matter only with turn2_read = true")
         if self.push_fail_notif and not self.write_post_may_fail:
             out.append("engine.push_fail_notif: needs write_post_may_fail = true (a PUSH_FAIL answers a failed post)")
         return out
@@ -290,9 +336,10 @@ WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expir
                     "defer_block_free", "decode_prefix_hit", "prefix_end_trim", "write_fan_in",
                     "write_post_may_fail", "push_fail_notif", "decode_refuses_replayed_params",
                     "push_handshake_may_defer", "report_notify_only_recv", "mla_prefill_ranks",
-                    "mla_notif_remote_id")
+                    "mla_notif_remote_id", "reaper_scans_every_lease", "read_may_hang",
+                    "turn2_read", "turn2_declines_near_expiry", "turn2_clock_offset_error")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
-fan-in, V6, V9, #55470; V13, V16): :func:`config_data` writes them only when a scenario sets them away
+fan-in, V6, V9, #55470; V13, V16; V2, V14): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,
 traces) stays what it was."""
 

@@ -264,6 +264,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         and ``num_kv_expired_reqs`` record it, no negative acknowledgement goes to decode (V1)."""
         o = s.ops
         s.require(self.e.kv_lease_expires)
+        s.require(self.e.reaper_scans_every_lease)  # before #58222: prefill_reap_expired_send_leases_in_order
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.lease[r], 0))
         n.p_phase[r] = P_EXPIRED
@@ -327,6 +328,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         waiting = o.eq(s.d_phase[r], D_WAITING)
         s.require(o.or_(waiting, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE))))
         s.require(self._running(s))
+        if self.e.turn2_read:  # V14: a READ _is_turn2_read_expired declines is not posted
+            s.require(o.not_(self._turn2_read_expired(s, r)))
         n.d_phase[r] = o.ite(waiting, D_READING, D_HELD)
         n.rd[r] = RD_POSTED
         if self.k.mla:  # V16: the same _read_blocks_for_req call notifies the unread prefill rank
@@ -443,8 +446,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
     def nixl_read_complete(self, s, n, r):
         """The READ completes (``check_xfer_state`` DONE) and NIXL delivers its ``notif_msg`` to
         prefill after the data movement: the notification travels with the READ, a drain proof
-        that arrives too late to matter once the lease expired (V1)."""
+        that arrives too late to matter once the lease expired (V1).  A hung READ
+        (``read_may_hang``, :meth:`nixl_read_hangs`) never completes."""
         s.require(self.pull)
+        if self.e.read_may_hang:
+            s.require(s.ops.eq(s.hung[r], 0))
         self._complete(s, n, r)
 
     # -- push mode (NixlPushConnector) ------------------------------------------------------------------
@@ -540,6 +546,9 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         for r in self.reqs:
             if e.kv_lease_expires:
                 n.lease[r] = advance(s.lease[r], o.and_(o.eq(s.p_phase[r], P_HELD), o.gt(s.lease[r], 0)), -1)
+            if e.turn2_read and e.turn2_clock_offset_error:  # V14: how long ago the exported deadline passed
+                n.overdue[r] = advance(s.overdue[r], o.and_(o.ne(s.p_phase[r], P_NEW), o.eq(s.lease[r], 0),
+                                                            o.lt(s.overdue[r], e.turn2_clock_offset_error)))
             if k.A is None:
                 continue
             counting = []
@@ -811,3 +820,84 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.late[r] = o.ite(held, s.late[r], 1)
         self._finish_sending_all_ranks(s, n, r, o.and_(held, o.eq(s.r0_sent[r], 1)))
 
+    # -- V2 (#58222): the reaper that stops at the first live lease; a hung READ ------------------------
+    # Appended after every earlier action so that the earlier scenarios keep their action ids.
+    @action("prefill", fair=True)
+    def prefill_reap_expired_send_leases_in_order(self, s, n):
+        """V2 (#58222, found on 0.27.1; #50789): one pass of the reaper before 0.33.0's
+        ``_reap_expired_send_leases`` (base_worker.py:3352-3378) learned to scan every entry.
+        It walks ``_reqs_to_send`` in insertion order (the order prefill finished the requests:
+        ``start_load_kv`` inserts them, pull_worker.py:115-121) and reaps the expired head
+        entries, stopping at the first entry whose lease is live ("Sorted dict, oldest requests
+        are put first so we can exit early").  ``_handle_heartbeat`` (base_worker.py:3380-3400)
+        extends a lease in place, so a heartbeated head can sit in front of expired entries:
+        the pass then reaps nothing (a step that changes no state) and their blocks stay held
+        while the head lives.  Runs on every ``get_transfer_results`` (fair) when some lease has
+        run out; only with ``reaper_scans_every_lease = false`` (0.33.0 runs
+        :meth:`prefill_reap_expired_lease` instead)."""
+        o = s.ops
+        s.require(self.e.kv_lease_expires and not self.e.reaper_scans_every_lease)
+        held = [o.eq(s.p_phase[r], P_HELD) for r in self.reqs]
+        expired = [o.and_(held[r], o.eq(s.lease[r], 0)) for r in self.reqs]
+        s.require(o.any_(expired))
+        blocked = o.const(False)  # a live entry came first: the loop broke
+        reaped = []
+        for r in self.reqs:  # insertion order: prefill finishes requests in index order
+            reap = o.and_(expired[r], o.not_(blocked))
+            blocked = o.or_(blocked, o.and_(held[r], o.gt(s.lease[r], 0)))
+            n.p_phase[r] = o.ite(reap, P_EXPIRED, s.p_phase[r])
+            reaped.append(reap)
+        for q in range(self.k.P):  # every block a reaped request holds (V11: its prefix block too)
+            mine = [o.and_(reaped[r], o.eq(s.src_owner[q], r + 1),
+                           o.or_(o.eq(s.src[r], q), o.eq(s.src_prefix[r], q)) if self.k.prefix else o.eq(s.src[r], q))
+                    for r in self.reqs]
+            n.src_owner[q] = o.ite(o.any_(mine), FREE, s.src_owner[q])
+
+    @action("nixl", "req")
+    def nixl_read_hangs(self, s, n, r):
+        """A READ that moved its data never completes (``read_may_hang``: a wedged transport,
+        no completion and no error, so ``check_xfer_state`` never reports DONE and
+        ``_pop_done_transfers`` keeps the handle).  0.33.0's decode has no READ timeout: the
+        request stays in ``WAITING_FOR_REMOTE_KVS`` and decode heartbeats it as long as it
+        steps (``_send_heartbeats``), so prefill's lease for it never runs out.  The live head
+        that strands the expired leases behind it in V2 (#58222)."""
+        o = s.ops
+        s.require(self.pull and self.e.read_may_hang)
+        s.require(o.eq(s.rd[r], RD_TAKEN))
+        s.require(o.eq(s.hung[r], 0))
+        n.hung[r] = 1
+
+    # -- V14 (#47021): the turn-2 readback of blocks decode pinned for a TTL ------------------------------
+    def _turn2_read_expired(self, s, r: int):
+        """``_is_turn2_read_expired`` (pull_worker.py:127-136) of ``r``'s turn-2 READ, with #47021
+        (``turn2_declines_near_expiry``): ``now + 5 s >= remote_blocks_expiry_time -
+        clock_offset``.  In 10-s ticks with the deadline on a tick and an offset ``error`` ticks
+        late, that is "the deadline passed at least ``error`` ticks ago": with an exact offset a
+        deadline already passed (``lease`` at 0), with an offset a tick off only one passed a
+        tick or more ago (``overdue``; found by ``kvproof conform --random``: the model declined
+        nothing).  False before #47021."""
+        o = s.ops
+        if not self.e.turn2_declines_near_expiry:
+            return o.const(False)
+        if self.e.turn2_clock_offset_error:
+            return o.and_(o.eq(s.lease[r], 0), o.ge(s.overdue[r], self.e.turn2_clock_offset_error))
+        return o.eq(s.lease[r], 0)
+
+    @action("decode", "req", fair=True)
+    def decode_decline_turn2_read(self, s, n, r):
+        """V14 with #47021: the reader's ``_read_blocks_for_req`` (pull_worker.py:160-171) finds
+        ``_is_turn2_read_expired`` true: it logs "Declining expired remote read", counts
+        ``record_kv_expired_req`` and runs ``_handle_failed_transfer``'s state cleanup, so the
+        request is reported in ``failed_recving`` and, with ``kv_load_failure_policy = "fail"``
+        (the default), ends in ``FINISHED_ERROR`` with its block freed.  No READ is posted and no
+        notification goes to the holder, whose blocks wait for the TTL.  The check reads the
+        exported deadline and the handshake's clock offset, not the holder's state: it is not a
+        drain proof, a READ it lets through may outlive the deadline."""
+        o = s.ops
+        s.require(self.e.turn2_read)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        s.require(self._turn2_read_expired(s, r))
+        n.d_phase[r] = D_ENDED
+        n.outcome[r] = OUT_ERROR
+        self._free(s, n, r, "owner", "dest")

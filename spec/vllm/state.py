@@ -127,7 +127,8 @@ def build_fields(k: Codes) -> list[Field]:
         Field("dest", (req,), k.block_ref, k.D, "decode block the READ fills"),
         Field("rd", (req,), en("xfer", RD_LABELS), RD_NONE, "the NIXL transfer (pull: READ, push: WRITE)"),
         Field("notif", (req,), flag, 0, "the transfer's completion notification on its way to the peer"),
-        Field("outcome", (req,), en("outcome", OUT_LABELS + (("error",) if e.decode_refuses_replayed_params else ())),
+        Field("outcome", (req,), en("outcome", OUT_LABELS + (("error",) if e.decode_refuses_replayed_params
+                                                             or e.turn2_read else ())),
               OUT_NONE, "what the client got"),
         Field("read", (req,), en("read", READ_LABELS), READ_NONE, "what decode computed on"),
         Field("owner", (k.block,), k.owner, FREE, "decode block owner", sentinel=True),
@@ -162,6 +163,11 @@ def build_fields(k: Codes) -> list[Field]:
                             "decode's MLA notify-only notification to prefill's rank 1 is on its way"))
         fields.append(Field("r0_sent", (req,), flag, 0, "prefill's rank 0 reported finished_sending (the READ's notification)"))
         fields.append(Field("r1_sent", (req,), flag, 0, "prefill's rank 1 reported finished_sending (the notify-only one)"))
+    if e.turn2_read and e.turn2_clock_offset_error:
+        fields.append(Field("overdue", (req,), Domain("overdue", e.turn2_clock_offset_error + 1), 0,
+                            "ticks since the exported turn-2 deadline passed (saturating)"))
+    if e.read_may_hang:
+        fields.append(Field("hung", (req,), flag, 0, "the READ moved its data and will never complete (a wedged transport)"))
     return fields
 
 

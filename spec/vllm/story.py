@@ -144,6 +144,25 @@ class VllmStory:
                 return [Note("hazard", f"decode runs R{r} (tenant {self.k.tenants[self.k.tenant[r]]}) on a block "
                                        "holding another request's KV: served with HTTP 200")]
             return []
+        if name == "prefill_reap_expired_send_leases_in_order":  # V2, the reaper before #58222
+            held = [x for x in self.reqs if g(pre, "p_phase", x) == P_HELD]
+            reaped = [x for x in held if g(post, "p_phase", x) != P_HELD]
+            head = next((x for x in held if g(pre, "lease", x) > 0), None)
+            stranded = [x for x in held if x not in reaped and g(pre, "lease", x) == 0]
+            notes = [Note("info", f"prefill: \"Releasing expired KV blocks for request R{x}\"") for x in reaped]
+            if stranded:
+                notes.append(Note("hazard", f"the reaper stops at R{head}, whose lease is live (heartbeated): "
+                                            + ", ".join(f"R{x}" for x in stranded) + " expired behind it, not reaped"))
+            return notes
+        if name == "nixl_read_hangs":
+            if g(pre, "d_phase", r) == D_HELD:
+                return [Note("hazard", f"R{r}'s READ never completes (no completion, no error): decode holds the "
+                                       f"aborted R{r} until a finished_recving that never comes")]
+            return [Note("hazard", f"R{r}'s READ never completes (no completion, no error): decode keeps R{r} "
+                                   "loading and heartbeats it, prefill's lease for it never runs out")]
+        if name == "decode_decline_turn2_read":
+            return [Note("info", f"the turn-2 reader: \"Declining expired remote read for R{r}\" "
+                                 "(_is_turn2_read_expired): FINISHED_ERROR, the holder is not told")]
         if name == "decode_abort" and any(x in (RD_POSTED, RD_TAKEN) for x in self._xfer_values(pre, r)):
             return [Note("hazard", f"R{r} aborted with its READ in flight: p{g(pre, 'dest', r)} freed at once")]
         return []

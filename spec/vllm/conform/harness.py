@@ -96,6 +96,11 @@ class Shape:
     mla: bool = False
     """V16: an MLA model with two prefill ranks (each a replica of the KV) and one decode rank:
     decode READs rank 0 and notifies rank 1 (``_read_blocks_for_req``)."""
+    turn2: bool = False
+    """V14: the READ is the turn-2 readback: the holder's parameters carry
+    ``remote_blocks_expiry_time`` and the reader runs ``_is_turn2_read_expired`` before posting."""
+    turn2_offset_error: int = 0
+    """V14: ticks by which the reader's handshake clock offset places the holder's deadline later."""
 
 
 class _Clock:
@@ -179,6 +184,7 @@ class Harness:
         self.stalled = False
         self.on_read_posted: list = []  # hooks (decode's request id, ReqMeta): where the worker posts
         self.in_flight: dict[int, tuple] = {}  # async: slot -> (step N+1's scheduler output, the blocks it writes)
+        self.hung: set[int] = set()  # slots whose READ hung after moving its data (read_may_hang)
         if shape.prefix_hit:
             self._warm_prefix()
 
@@ -402,6 +408,12 @@ class Harness:
                     self.slots[r].params = dict(o.kv_transfer_params)
         if self.slots[r].params is None:
             raise Divergent(f"vLLM's prefill returned no kv_transfer_params for {pid}")
+        if self.shape.turn2:
+            # V14: the holder's request_finished exports its TTL deadline (pull_scheduler.py:266-270,
+            # the is_d_node branch: blocks_expiry_time = _reqs_need_send[req]); the harness's holder
+            # is a producer, so the harness copies that deadline into the parameters as it does
+            self.slots[r].params["remote_blocks_expiry_time"] = \
+                self.P.connector.connector_scheduler._reqs_need_send[pid]
         self._step(self.P, after_schedule=self._prefill_worker_step)
 
     def prefill_get_new_notifs(self, r: int) -> None:
@@ -461,7 +473,10 @@ class Harness:
         ``on_read_posted`` hooks see the entry (decode's worker is not run, so a recorder of
         ``start_load_kv`` learns of the post here).  V16: 0.33.0's own ``_read_blocks_for_req``
         runs on an MLA decode worker (:attr:`mla_dw`), whose READ is this one and whose
-        notify-only notification goes to prefill's rank 1."""
+        notify-only notification goes to prefill's rank 1.  V14: the turn-2 expiry check runs first."""
+        if self.shape.turn2 and self._turn2_read_expired(r):
+            raise Divergent(f"vLLM's _is_turn2_read_expired declines the READ of {self.did(r)} "
+                            f"(deadline {self.slots[r].recv.remote.blocks_expiry_time}, now {self.clock.now})")
         if self.shape.mla:
             self._mla_read_blocks_for_req(r)
         self.slots[r].read = "posted"
@@ -791,6 +806,85 @@ class Harness:
         """The fake clock moves one tick."""
         self.clock.now += TICK_SECONDS
         self.hb_packaged = False
+
+    # -- V2 (#58222): the reaper before the fix; a hung READ ------------------------------------------
+    def prefill_reap_expired_send_leases_in_order(self) -> None:
+        """One pass of the reaper before #58222, run as 0.33.0 runs it: the real
+        ``_reap_expired_send_leases`` on the whole ``_reqs_to_send``.  The model's pass reports
+        the expired entries in insertion order up to the first live one (0.27.1's loop: "exit
+        early"); when 0.33.0's scan reports another set, its fix acts here and the step
+        diverges.  What it reports a prefill step frees."""
+        now = self.clock.now
+        in_order: list[str] = []
+        for pid, deadline in self.pw._reqs_to_send.items():
+            if now < deadline:
+                break
+            in_order.append(pid)
+        done: set[str] = set()
+        self.pw._reap_expired_send_leases(done)
+        if done != set(in_order):
+            raise Divergent(f"vLLM 0.33.0's _reap_expired_send_leases reported {sorted(done)}; the reaper "
+                            f"before #58222 stops at the first live lease and reports {sorted(in_order)}")
+        if done:
+            self._free_on_prefill(done)
+
+    def nixl_read_hangs(self, r: int) -> None:
+        """The READ, its data moved, never completes: the stand-in agent never reports it done and
+        never delivers its notification (decode's worker is not run: no ``finished_recving``
+        will be reported for it)."""
+        if self.slots[r].read != "taken":
+            raise HarnessError(f"the READ of {self.did(r)} has not moved its data")
+        self.hung.add(r)
+
+    # -- V14 (#47021): the turn-2 readback's expiry check -------------------------------------------
+    def _turn2_read_expired(self, r: int) -> bool:
+        """The real ``_is_turn2_read_expired`` (pull_worker.py:127-136) of the reader's worker,
+        run on the ``reqs_to_recv`` entry the real reader scheduler emitted (its
+        ``remote.blocks_expiry_time`` parsed from the parameters, metadata.py:340), with the
+        handshake's clock offset (``turn2_offset_error`` ticks later than the truth) and the fake
+        clock."""
+        meta = self.slots[r].recv
+        if meta is None:
+            raise HarnessError(f"{self.did(r)} has no reqs_to_recv entry")
+        w = getattr(self, "rw", None)
+        if w is None:
+            m = self.m
+
+            class ReaderWorker(m["pull_worker"].NixlPullConnectorWorker):
+                """The real class; only ``__del__`` (which shuts a NIXL agent down) is not run."""
+
+                def __del__(self):
+                    pass
+
+            w = self.rw = object.__new__(ReaderWorker)
+            w._engine_clock_offset = {}
+        w._engine_clock_offset[meta.remote.engine_id] = -float(self.shape.turn2_offset_error * TICK_SECONDS)
+        if not any(len(g) for g in meta.local_physical_block_ids):
+            meta.local_physical_block_ids = meta.local_block_ids  # start_load_kv's, at a ratio of one
+        return bool(w._is_turn2_read_expired(meta))
+
+    def decode_decline_turn2_read(self, r: int) -> None:
+        """The reader's ``_read_blocks_for_req`` declines the READ (``_is_turn2_read_expired``,
+        real) and ``_handle_failed_transfer`` reports the request in ``failed_recving`` (and
+        ``finished_recving``, as ``get_transfer_results`` does with ``_recv_failures``); the real
+        scheduler (``_handle_failed_recving``, ``kv_load_failure_policy = "fail"``) ends it in
+        ``FINISHED_ERROR``.  Nothing goes to the holder."""
+        did = self.did(r)
+        if not self._turn2_read_expired(r):
+            raise Divergent(f"vLLM's _is_turn2_read_expired lets the READ of {did} through "
+                            f"(deadline {self.slots[r].recv.remote.blocks_expiry_time}, now {self.clock.now})")
+        if self.stalled:
+            raise Divergent("the harness was asked to step a stalled decode engine")
+        kv = self.m["outputs"].KVConnectorOutput(finished_recving={did}, failed_recving={did})
+        so = self.D.schedule()
+        self._decode_meta(so)
+        outs = self.D.update_from_output(so, self._runner_output(so, kv))
+        errors = [o for eco in outs.values() for o in eco.outputs
+                  if o.request_id == did and o.finish_reason is not None]
+        if did in self.D.requests or not errors:
+            raise Divergent(f"vLLM's decode did not end {did} on its failed load")
+        self.slots[r].read = "declined"
+        self.slots[r].outcome = "error"
 
     # -- what the code did ------------------------------------------------------------------------
     def observe(self):

@@ -52,7 +52,8 @@ class Observation:
     hits (V13) whose notify-only load decode's worker recorded for ``finished_recving`` and the
     scheduler has not yet taken (#56640); ``mla_notified``: pull with two MLA prefill ranks only,
     the requests whose notify-only notification to prefill's rank 1 names prefill's request id
-    and is on its way (V16, #36958).
+    and is on its way (V16, #36958); ``hung``: pull with ``read_may_hang`` only, the requests
+    whose READ moved its data and will never complete.
     """
 
     prefill: tuple[str, ...] = ()
@@ -72,6 +73,7 @@ class Observation:
     count_short: tuple[int, ...] = ()
     notify_only_reported: tuple[int, ...] = ()
     mla_notified: tuple[int, ...] = ()
+    hung: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
         """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
@@ -149,6 +151,7 @@ def model_observation(machine, state: bytes) -> Observation:
                                    and get("rd", r) == RD_DONE),
         mla_notified=tuple(r for r in range(k.R) if k.mla and spec.e.mla_notif_remote_id
                            and get("mla_notif", r) == 1),
+        hung=tuple(r for r in range(k.R) if spec.e.read_may_hang and get("hung", r) == 1),
     )
 
 
@@ -217,4 +220,5 @@ def code_observation(h) -> Observation:
         prefill_notified=h.prefill_notified(),
         notify_only_reported=h.notify_only_reported() if hasattr(h, "notify_only_reported") else (),
         mla_notified=h.mla_notified() if hasattr(h, "mla_notified") else (),
+        hung=tuple(sorted(getattr(h, "hung", ()))),
     )

@@ -36,6 +36,10 @@ FIXED_IN_0_33 = {
                                        "notify-only load, so _pop_done_transfers reports it)"),
     "mla_notif_remote_id": (False, "#36958 (0.33.0's _read_blocks_for_req names prefill's request id in the MLA "
                                    "notify-only notification)"),
+    "reaper_scans_every_lease": (False, "#58222 (0.33.0's _reap_expired_send_leases scans every _reqs_to_send "
+                                        "entry instead of stopping at the first live lease)"),
+    "turn2_declines_near_expiry": (False, "#47021 (0.33.0's reader declines a turn-2 READ with "
+                                          "_is_turn2_read_expired)"),
     "reject_notifies_prefill": (False, "#41269 (0.33.0's request_finished seeds an empty recv for a rejected "
                                        "request, and decode's worker notifies prefill)"),
 }
@@ -77,7 +81,8 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
         raise ConformError(f"scenario {scenario.name}: decode_prefix_hit is replayed in push mode only")
     shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L,
                   async_scheduling=e.async_scheduling, prefix_hit=e.decode_prefix_hit, origin=k.origin,
-                  cached=k.cached if any(k.cached) else (), mla=k.mla)
+                  cached=k.cached if any(k.cached) else (), mla=k.mla,
+                  turn2=e.turn2_read, turn2_offset_error=e.turn2_clock_offset_error)
     if k.ranked:
         from kvproof.spec.vllm.conform.ranked import RankedPushHarness
 

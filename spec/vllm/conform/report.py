@@ -47,8 +47,16 @@ def _short(o, trace) -> str | None:
             "WRITE failed to post and sent nothing")
 
 
+def _hung(o, trace) -> str | None:
+    held = [r for r in o.hung if o.decode[r] in ("waiting_for_remote_kvs", "held")]
+    if not held:
+        return None
+    return (f"decode holds {_requests(held)} whose READ hung (no completion, no error): no finished_recving "
+            "will come")
+
+
 def _quiescent(o, trace) -> str | None:
-    return _stranded(o, trace) or _rejected_held(o, trace)
+    return _stranded(o, trace) or _rejected_held(o, trace) or _hung(o, trace)
 
 
 def _held(o, trace) -> str | None:
