@@ -10,7 +10,7 @@ from __future__ import annotations
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_LIVE, D_READING, D_TRACKED, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD,
-    P_NEW, P_SENT, RD_FAILED, RD_NONE, RD_POSTED, READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
+    P_NEW, P_SENT, RD_FAILED, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
 )
 
 __all__ = ["VllmClaims"]
@@ -193,7 +193,7 @@ class VllmClaims:
     def sometimes_write_post_fails(self, s):
         """A prefill rank's WRITE failed to post (V6: ``_xfer_blocks``' except-branch)."""
         o = s.ops
-        if not self.k.ranked:
+        if not self.k.ranked or self.pull:
             return o.const(False)
         return o.any_(o.eq(s.wr[r, w], RD_FAILED) for r in self.reqs for w in range(self.k.F))
 
@@ -202,7 +202,7 @@ class VllmClaims:
         """V6: decode still waits for (holds) a request whose block one rank's WRITE filled with
         its part while another rank's WRITE failed to post: a count it will never reach."""
         o = s.ops
-        if not self.k.ranked:
+        if not self.k.ranked or self.pull:
             return o.const(False)
         F = self.k.F
         return o.any_(o.and_(o.is_in(s.d_phase[r], (D_READING, D_HELD)),
@@ -214,15 +214,16 @@ class VllmClaims:
     def sometimes_counts_several_notifications(self, s):
         """Decode counted a notification of one rank and waits for another's (fan-in above one)."""
         o = s.ops
-        if not self.k.ranked:
+        if not self.k.ranked or self.pull:
             return o.const(False)
         return o.any_(o.and_(o.gt(s.counted[r], 0), o.lt(s.counted[r], self.k.F)) for r in self.reqs)
 
     @witness
     def sometimes_load_fails(self, s):
-        """HYPOTHETICAL #50754: a counted ``PUSH_FAIL`` ends a load in ``FINISHED_ERROR``."""
+        """A load ends in ``FINISHED_ERROR``: a counted ``PUSH_FAIL`` (HYPOTHETICAL #50754), or a
+        failed READ reported as ``failed_recving`` (V8)."""
         o = s.ops
-        if not self.e.push_fail_notif:
+        if not (self.e.push_fail_notif or self.e.read_may_fail):
             return o.const(False)
         return o.any_(o.eq(s.outcome[r], OUT_ERROR) for r in self.reqs)
 
@@ -291,4 +292,37 @@ class VllmClaims:
             return o.const(False)
         return o.any_(o.and_(o.ne(s.dest[r], self.k.D), o.eq(s.owner[s.dest[r]], r + 1),
                              o.eq(s.content[s.dest[r]], self.k.prefix_content(r)))
+                      for r in self.reqs)
+
+    # -- V8: per-rank READs, a READ that fails (#56104) --------------------------------------------
+    @witness
+    def sometimes_read_fails(self, s):
+        """V8: one of a request's sibling READs failed (``check_xfer_state`` returned an error)."""
+        o = s.ops
+        if not (self.k.pull_ranked and self.e.read_may_fail):
+            return o.const(False)
+        return o.any_(o.eq(s.wr[r, w], RD_FAILED) for r in self.reqs for w in range(self.k.F))
+
+    @witness
+    def sometimes_failed_load_waits_for_sibling(self, s):
+        """V8: decode still holds a load one of whose READs failed while a sibling READ is still
+        in progress (with #56104 the failure is not reported before the sibling stops)."""
+        o = s.ops
+        if not (self.k.pull_ranked and self.e.read_may_fail):
+            return o.const(False)
+        F = self.k.F
+        return o.any_(o.and_(o.eq(s.d_phase[r], D_READING),
+                             o.any_(o.eq(s.wr[r, w], RD_FAILED) for w in range(F)),
+                             o.any_(o.is_in(s.wr[r, w], (RD_POSTED, RD_TAKEN)) for w in range(F)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_failed_under_sibling_read(self, s):
+        """V8 before #56104: a load was reported failed (``FINISHED_ERROR``, its block freed)
+        while a sibling READ of it has not yet moved its data."""
+        o = s.ops
+        if not (self.k.pull_ranked and self.e.read_may_fail):
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ERROR), o.eq(s.d_phase[r], D_ENDED),
+                             o.any_(o.eq(s.wr[r, w], RD_POSTED) for w in range(self.k.F)))
                       for r in self.reqs)

@@ -32,7 +32,7 @@ CONFIG_KEYS = ("sizes", "requests", "engine")
 _SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
 _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
-_COUNTS = {"write_fan_in": (1, 3)}
+_COUNTS = {"write_fan_in": (1, 3), "read_fan_in": (1, 3)}
 _CHOICES = {"mode": ("pull", "push")}
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
                    "read_latency_bound": ("unbounded", 1, 6)}
@@ -156,9 +156,39 @@ class Engine:
     failed (``failed_recving``: ``kv_load_failure_policy = "fail"``, the request ends in
     ``FINISHED_ERROR`` and its block is freed)."""
 
+    read_fan_in: int = 1
+    """Pull, heterogeneous TP (V8): prefill's ``tp_size`` is this many times decode's, so
+    decode's rank READs each of that many prefill ranks' part of the block (its heads) with a
+    handle of its own: ``_read_blocks_for_req`` calls ``_read_blocks`` once per ``read_spec``
+    (pull_worker.py:318-372), each READ's ``notif_msg`` ``"{req}:{local_consumers}"`` (1 here)
+    tells its own prefill rank, and the request is done on decode when no handle remains
+    (``_pop_done_transfers``).  1 (the default): one rank each side."""
+    read_may_fail: bool = False
+    """Pull (V8): a posted READ may fail: ``check_xfer_state`` returns an error (a transport
+    fault); NIXL delivers no notification for it.  With ``kv_load_failure_policy = "fail"``
+    (0.33.0's default) the failed load ends the request in ``FINISHED_ERROR`` and frees its
+    blocks."""
+    failure_waits_for_siblings: bool = True
+    """#56104 (in 0.33.0): a failed READ is reported (``failed_recving``, blocks invalidated and
+    freed) only once no sibling handle of the request is in progress: ``_pop_done_transfers``
+    retains in-progress handles and ``get_transfer_results`` reports a request of
+    ``_recv_failures`` only when it is no longer in ``_recving_transfers``
+    (base_worker.py:3198-3225, 3402-3452); ``false`` is the behaviour before it (the first
+    failed handle reports the load failed while sibling READs still write into its blocks,
+    V8)."""
+
     def problems(self) -> list[str]:
         """What is inconsistent about these knobs (``key: text``), or nothing."""
         out = []
+        if self.mode == "push" and (self.read_fan_in != 1 or self.read_may_fail or not self.failure_waits_for_siblings):
+            out.append("engine.mode: read_fan_in, read_may_fail and failure_waits_for_siblings are pull-mode knobs")
+        if not self.failure_waits_for_siblings and not self.read_may_fail:
+            out.append("engine.failure_waits_for_siblings: false matters only with read_may_fail = true")
+        if (self.read_fan_in != 1 or self.read_may_fail) and (
+                self.decode_rejects or self.async_scheduling or self.decode_prefix_hit or self.client_aborts
+                or self.prefill_aborts or self.decode_refuses_replayed_params):
+            out.append("engine.read_fan_in: per-rank READs are modelled without rejections, aborts, async "
+                       "scheduling, prefix hits or refused replays")
         if not self.prefix_end_trim and not self.decode_prefix_hit:
             out.append("prefix_end_trim: false matters only with decode_prefix_hit = true")
         if not self.reject_notifies_prefill and not self.decode_rejects:
@@ -198,6 +228,8 @@ class Config:
                 out.append(f"requests[{i}].replays: the index of an earlier request that is not a replay itself")
             elif self.engine.mode != "pull":
                 out.append(f"requests[{i}].replays: replayed parameters are modelled in pull mode only")
+            elif self.engine.read_fan_in != 1 or self.engine.read_may_fail:
+                out.append(f"requests[{i}].replays: replayed parameters are modelled with one READ per request")
         return out
 
 
@@ -240,9 +272,10 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
 WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expires", "async_scheduling",
                     "defer_block_free", "decode_prefix_hit", "prefix_end_trim", "write_fan_in",
                     "write_post_may_fail", "push_fail_notif", "decode_refuses_replayed_params",
-                    "push_handshake_may_defer")
+                    "push_handshake_may_defer", "read_fan_in", "read_may_fail",
+                    "failure_waits_for_siblings")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
-fan-in, V6, V9, #55470): :func:`config_data` writes them only when a scenario sets them away
+fan-in, V6, V9, #55470, V8): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,
 traces) stays what it was."""
 

@@ -241,7 +241,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         request, which is then ``finished_sending`` and freed while its own decode READ may still
         be in flight."""
         o = s.ops
-        s.require(self.pull)
+        s.require(self.pull and not self.k.ranked)
         s.require(o.eq(s.notif[r], 1))
         n.notif[r] = 0
         t = self.k.origin[r]  # the request the notification names
@@ -315,7 +315,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``reqs_to_recv`` of the step that allocated it, so it posts the READ of a request aborted
         since (held by ``delay_free_blocks``) all the same."""
         o = s.ops
-        s.require(self.pull)
+        s.require(self.pull and not self.k.ranked)
         waiting = o.eq(s.d_phase[r], D_WAITING)
         s.require(o.or_(waiting, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE))))
         s.require(self._running(s))
@@ -426,7 +426,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         """The one-sided READ moves its data at some moment between post and completion: the
         destination block receives what prefill's block holds NOW (V1: a block prefill freed and
         reused holds another request's KV), whoever owns the destination now (V4)."""
-        s.require(self.pull)
+        s.require(self.pull and not self.k.ranked)
         self._move_data(s, n, r)
 
     @action("nixl", "req", fair=True)
@@ -434,7 +434,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         """The READ completes (``check_xfer_state`` DONE) and NIXL delivers its ``notif_msg`` to
         prefill after the data movement: the notification travels with the READ, a drain proof
         that arrives too late to matter once the lease expired (V1)."""
-        s.require(self.pull)
+        s.require(self.pull and not self.k.ranked)
         self._complete(s, n, r)
 
     # -- push mode (NixlPushConnector) ------------------------------------------------------------------
@@ -569,7 +569,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``_xfer_blocks``: ``make_prepped_xfer("WRITE", ..., notif_msg="{D_req}:{world_size}")``
         and ``transfer``, push_worker.py:651-763) while prefill still holds the request."""
         o = s.ops
-        s.require(self.k.ranked)
+        s.require(self.k.ranked and not self.pull)
         s.require(o.eq(s.reg[r], 1))
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.wr[r, w], RD_NONE))
@@ -599,7 +599,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         layers) at some moment between post and completion: that part of decode's block
         receives what prefill's block holds NOW (V7 per rank)."""
         o = s.ops
-        s.require(self.k.ranked)
+        s.require(self.k.ranked and not self.pull)
         s.require(o.eq(s.wr[r, w], RD_POSTED))
         n.wr[r, w] = RD_TAKEN
         n.content[w, s.dest[r]] = s.src_content[s.src[r]]
@@ -609,7 +609,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         """Push, per-rank WRITEs: rank ``w``'s WRITE completes (``check_xfer_state`` DONE) and
         NIXL delivers its ``"{D_req}:{world_size}"`` to decode after the data movement."""
         o = s.ops
-        s.require(self.k.ranked)
+        s.require(self.k.ranked and not self.pull)
         s.require(o.eq(s.wr[r, w], RD_TAKEN))
         n.wr[r, w] = RD_DONE
         n.wnotif[r, w] = WN_DONE
@@ -630,7 +630,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         once would free the block under a sibling WRITE, V8's shape; not modelled)."""
         o = s.ops
         k = self.k
-        s.require(k.ranked)
+        s.require(k.ranked and not self.pull)
         s.require(o.ne(s.wnotif[r, w], WN_NONE))
         s.require(o.is_in(s.d_phase[r], (D_READING, D_HELD)))
         s.require(self._running(s))
@@ -742,3 +742,108 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.content[s.dest[r]] = r + 1
         if self.e.defer_block_free:
             self._free(s, n, r, "owner", "dest")
+
+    # -- V8: pull with per-rank READs (hetero TP), a READ that fails, #56104 --------------------------
+    # Declared after every other action so that the earlier scenarios keep their action ids.
+    @action("decode", "req", fair=True)
+    def decode_read_blocks_for_req(self, s, n, r):
+        """Pull with per-rank READs (``read_fan_in``, V8): decode's worker ``start_load_kv`` ->
+        ``_read_blocks_for_req`` (pull_worker.py:138-372) builds one ``ReadSpec`` per prefill
+        rank of ``tp_mappings[engine].all_source_ranks`` (prefill's ``tp_size`` a multiple of
+        decode's: ``tp_ratio < 0``) and posts each with ``_read_blocks``:
+        ``make_prepped_xfer("READ", ..., notif_msg="{req}:{local_consumers}")`` and ``transfer``,
+        every handle appended to ``_recving_transfers[req]`` (sibling handles).  Each READ
+        reads its prefill rank's part (its heads) of the block into decode's part."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        n.d_phase[r] = D_READING
+        for w in range(self.k.F):
+            n.wr[r, w] = RD_POSTED
+
+    @action("nixl", "req", "wrank", fair=True)
+    def nixl_read_take_data_part(self, s, n, r, w):
+        """Pull, per-rank READs (V8): the READ of prefill rank ``w``'s part moves its data at
+        some moment between post and completion: that part of decode's block receives what
+        prefill's block holds NOW, whoever owns decode's block now (a sibling READ still
+        writing a block the scheduler freed and reused: V8 before #56104)."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.wr[r, w], RD_POSTED))
+        n.wr[r, w] = RD_TAKEN
+        n.content[w, s.dest[r]] = s.src_content[s.src[r]]
+
+    @action("nixl", "req", "wrank", fair=True)
+    def nixl_read_complete_part(self, s, n, r, w):
+        """Pull, per-rank READs (V8): rank ``w``'s READ completes (``check_xfer_state`` DONE)
+        and NIXL delivers its ``"{req}:1"`` to prefill rank ``w`` after the data movement."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.wr[r, w], RD_TAKEN))
+        n.wr[r, w] = RD_DONE
+        n.wnotif[r, w] = WN_DONE
+
+    @action("nixl", "req", "wrank")
+    def nixl_read_fails_part(self, s, n, r, w):
+        """Pull (``read_may_fail``, V8): rank ``w``'s posted READ fails (``check_xfer_state``
+        returns ``ERR``: a transport fault) before moving its data; NIXL sends prefill rank
+        ``w`` no notification, so only its lease frees prefill's block.  Its sibling READs go
+        on: "Posted transfers cannot be aborted" (#56104)."""
+        o = s.ops
+        s.require(self.k.pull_ranked and self.e.read_may_fail)
+        s.require(o.eq(s.wr[r, w], RD_POSTED))
+        n.wr[r, w] = RD_FAILED
+
+    @action("prefill", "req", "wrank", fair=True)
+    def prefill_get_new_notifs_part(self, s, n, r, w):
+        """Pull, per-rank READs (V8): prefill rank ``w``'s worker polls NIXL
+        (``_get_new_notifs``, pull_worker.py:650-701) and finds its READ's ``"{req}:1"``: its
+        count reaches the one consumer it expects, so rank ``w`` reports ``finished_sending``;
+        the scheduler frees the block once every rank reported (``KVOutputAggregator``), here
+        when this is the last rank's notification and the others' were consumed.  After the
+        lease expired it is the "unrecognized request" branch: a log line, nothing more (V1)."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.wnotif[r, w], WN_DONE))
+        n.wnotif[r, w] = WN_NONE
+        held = o.eq(s.p_phase[r], P_HELD)
+        others = [o.and_(o.eq(s.wr[r, x], RD_DONE), o.eq(s.wnotif[r, x], WN_NONE)) for x in range(self.k.F) if x != w]
+        last = o.and_(held, *others)
+        n.p_phase[r] = o.ite(last, P_SENT, s.p_phase[r])
+        n.lease[r] = o.ite(last, 0, s.lease[r])
+        n.late[r] = o.ite(held, s.late[r], 1)
+        self._free_source(s, n, r, when=last)
+
+    @action("decode", "req", fair=True)
+    def decode_pop_done_transfers(self, s, n, r):
+        """Pull, per-rank READs (V8): decode's worker ``get_transfer_results`` polls the
+        request's handles (``_pop_done_transfers``, base_worker.py:3402-3452) and a decode step
+        applies what it reports.  Every READ done: ``finished_recving``, the request is cached
+        and runs on its block (every rank's part of it).  A READ failed: ``failed_recving``,
+        and ``kv_load_failure_policy = "fail"`` (0.33.0's default) ends the request in
+        ``FINISHED_ERROR`` (``finish_requests``) and ``_update_from_kv_xfer_finished`` frees its
+        blocks.  With #56104 (``failure_waits_for_siblings``) ``_pop_done_transfers`` retains the
+        sibling handles still in progress and ``get_transfer_results`` reports a request of
+        ``_recv_failures`` only once it has no handle left (base_worker.py:3198-3225), so the
+        blocks are freed after every sibling READ stopped; before it the first failed handle
+        reported the load failed while sibling READs still wrote into the blocks the scheduler
+        then reused (V8)."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.d_phase[r], D_READING))
+        s.require(self._running(s))
+        xs = [s.wr[r, w] for w in range(self.k.F)]
+        ok = o.all_(o.eq(x, RD_DONE) for x in xs)
+        if self.e.read_may_fail:
+            failed = o.any_(o.eq(x, RD_FAILED) for x in xs)
+            if self.e.failure_waits_for_siblings:
+                failed = o.and_(failed, o.all_(o.is_in(x, (RD_DONE, RD_FAILED)) for x in xs))
+            s.require(o.or_(ok, failed))
+            n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
+        else:
+            s.require(ok)
+            n.outcome[r] = OUT_SUCCESS
+        n.read[r] = o.ite(ok, self._classify(s, r), s.read[r])
+        n.d_phase[r] = D_ENDED
+        self._free(s, n, r, "owner", "dest")
