@@ -7,6 +7,7 @@ import pytest
 
 from kvproof.checker.cli import main
 from kvproof.checker.explicit import explore
+from kvproof.model.framework import action
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_scenario
 from kvproof.spec.vllm.config import Config, Engine, Request
@@ -48,6 +49,8 @@ CATALOGUE = {
     "vllm-pull-reject-lease-41269": (729, set()),
     "vllm-push-reject": (23, {"quiescent_holds_nothing"}),
     "vllm-push-reject-lease": (271, set()),
+    "vllm-pull-sibling-read-before-56104": (29153, ISOLATION | {"no_write_after_release", "no_source_free_while_read"}),
+    "vllm-pull-sibling-read-56104": (14885, set()),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails"}  # V5, V12, V6: liveness violated
@@ -92,7 +95,9 @@ def test_every_verified_scenario_exercises_reads_and_reuse():
 # scenario pair: (before the fix, with it, the witness only the hazard reaches)
 PAIRS = [("vllm-pull-reject-before-41269", "vllm-pull-reject-41269", "sometimes_rejection_frees_prefill", False),
          ("vllm-pull-async-before-45357", "vllm-pull-async-45357", "sometimes_block_reused_under_gpu_step", True),
-         ("vllm-push-prefix-hit-before-48758", "vllm-push-prefix-hit-48758", "sometimes_suffix_slot_gets_prefix", True)]
+         ("vllm-push-prefix-hit-before-48758", "vllm-push-prefix-hit-48758", "sometimes_suffix_slot_gets_prefix", True),
+         ("vllm-pull-sibling-read-before-56104", "vllm-pull-sibling-read-56104", "sometimes_failed_under_sibling_read",
+          True)]
 
 
 @pytest.mark.parametrize("before,after,witness,hazard_reaches", PAIRS, ids=[p[0] for p in PAIRS])
@@ -102,12 +107,14 @@ def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness
     it), and the fix's own witness keeps its pass from being vacuous."""
     a, b = builtin(before), builtin(after)
     da, db = a.config.engine.__dict__, b.config.engine.__dict__
-    assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"])
+    assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"],
+                                                 ["failure_waits_for_siblings"])
     got_a = {c.claim: c.verdict for c in checked(before).claims}
     got_b = {c.claim: c.verdict for c in checked(after).claims}
     assert got_a[witness] == ("reached" if hazard_reaches else "unreachable")
     assert got_b[witness] == ("unreachable" if hazard_reaches else "reached")
-    for name in ("sometimes_request_rejected", "sometimes_finished_under_gpu_step"):
+    for name in ("sometimes_request_rejected", "sometimes_finished_under_gpu_step", "sometimes_read_fails",
+                 "sometimes_failed_load_waits_for_sibling", "sometimes_load_fails"):
         if name in got_a:
             assert got_a[name] == got_b[name] == "reached"
 
@@ -225,6 +232,26 @@ class RefusesOnlyConsumedReferences(VllmPd):
         return o.any_(o.eq(s.d_phase[x], D_ENDED) for x in self.reqs if x != r and self.k.origin[x] == t)
 
 
+class FailsBeforeSiblingsStop(VllmPd):
+    """V8's fix done halfway: decode reports a failed READ at once unless the failed handle is
+    the last one posted (it waits for earlier siblings only), so a failure of rank w0 is
+    reported while rank w1's READ still writes."""
+
+    @action("decode", "req", fair=True)
+    def decode_pop_done_transfers(self, s, n, r):
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.d_phase[r], D_READING))
+        xs = [s.wr[r, w] for w in range(self.k.F)]
+        ok = o.all_(o.eq(x, RD_DONE) for x in xs)
+        failed = o.and_(o.eq(xs[0], RD_FAILED), *[o.ne(x, RD_TAKEN) for x in xs[1:]])
+        s.require(o.or_(ok, failed))
+        n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
+        n.read[r] = o.ite(ok, self._classify(s, r), s.read[r])
+        n.d_phase[r] = D_ENDED
+        self._free(s, n, r, "owner", "dest")
+
+
 MUTANTS = [
     ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
     ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
@@ -241,6 +268,8 @@ MUTANTS = [
      PushFailEndsAtOnce, "no_write_after_release"),
     ("V9 fix refusing only consumed references", "vllm-pull-replayed-params-refused", RefusesOnlyConsumedReferences,
      "no_cross_tenant_read"),
+    ("V8: failure reported before a sibling READ stopped", "vllm-pull-sibling-read-56104", FailsBeforeSiblingsStop,
+     "no_write_after_release"),
 ]
 
 
@@ -534,6 +563,10 @@ def test_new_knobs_are_written_to_stored_scenarios_only_when_set():
     ({"reject_notifies_prefill": False}, "reject_notifies_prefill: false describes a rejection"),
     ({"defer_block_free": False}, "defer_block_free: false matters only with async_scheduling = true"),
     ({"prefix_end_trim": False}, "prefix_end_trim: false matters only with decode_prefix_hit = true"),
+    ({"failure_waits_for_siblings": False}, "failure_waits_for_siblings: false matters only with read_may_fail"),
+    ({"mode": "push", "read_fan_in": 2}, "read_fan_in, read_may_fail and failure_waits_for_siblings are pull-mode"),
+    ({"read_fan_in": 2, "client_aborts": True}, "per-rank READs are modelled without rejections, aborts"),
+    ({"read_fan_in": 4}, "[engine].read_fan_in: expected a whole number in 1..3, got 4"),
 ])
 def test_inconsistent_scheduler_knobs_are_one_line(tmp_path, capsys, engine, message):
     lines = [f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v).replace(chr(39), chr(34))}"
@@ -556,3 +589,48 @@ def test_a_push_rejection_notifies_nobody_even_with_41269():
     assert s[spec.layout.slot("notif", 0)] == 0 and s[spec.layout.slot("p_phase", 0)] == P_HELD
     got = {c.claim: c.verdict for c in checked("vllm-push-reject-lease").claims}  # with the lease: freed by it only
     assert got["sometimes_rejection_frees_prefill"] == "unreachable" and got["held_pages_are_released"] == "verified"
+
+
+_V8_HEAD = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R0)",
+            "decode_read_blocks_for_req(req=R0)", "nixl_read_fails_part(req=R0, wrank=w0)"]
+
+
+def test_v8_a_failed_read_is_reported_after_its_sibling_stopped_only_with_56104():
+    """Hetero TP: R0's two READs are posted together; w0's fails.  With #56104 (0.33.0) decode
+    cannot report R0 while w1's READ is posted: only once it completed, and then R0 ends in
+    FINISHED_ERROR, its block freed with nothing writing it; w0's prefill rank got no
+    notification, so prefill's block waits for the lease, w1's rank is notified.  Before #56104
+    the report is enabled at once and frees the block under w1's READ."""
+    spec = builtin("vllm-pull-sibling-read-56104").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*_V8_HEAD)
+    assert [s[g("wr", 0, w)] for w in range(2)] == [RD_FAILED, RD_POSTED] and s[g("d_phase", 0)] == D_READING
+    assert m.step(s, _aid(m, "decode_pop_done_transfers(req=R0)")) is None  # w1 still in progress
+    s = m.run("nixl_read_take_data_part(req=R0, wrank=w1)", "nixl_read_complete_part(req=R0, wrank=w1)",
+              "decode_pop_done_transfers(req=R0)", state=s)
+    assert s[g("outcome", 0)] == OUT_ERROR and s[g("owner", 0)] == 0 and s[g("d_phase", 0)] == D_ENDED
+    assert [s[g("wnotif", 0, w)] for w in range(2)] == [0, 1] and s[g("p_phase", 0)] == P_HELD
+    s = m.run("prefill_get_new_notifs_part(req=R0, wrank=w1)", state=s)
+    assert s[g("p_phase", 0)] == P_HELD and s[g("src_owner", 0)] == 1  # rank w0 still holds it (lease)
+    before = builtin("vllm-pull-sibling-read-before-56104").build()
+    m = Machine(before)
+    s = m.run(*_V8_HEAD, "decode_pop_done_transfers(req=R0)")
+    assert s[g("owner", 0)] == 0 and s[g("wr", 0, 1)] == RD_POSTED  # freed under w1's READ
+
+
+def test_v8_both_reads_done_serve_both_halves_and_free_prefill_on_the_last_notification():
+    spec = builtin("vllm-pull-sibling-read-56104").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*_V8_HEAD[:4], *[f"nixl_read_{x}_part(req=R0, wrank=w{w})" for w in (0, 1)
+                                for x in ("take_data", "complete")], "decode_pop_done_transfers(req=R0)")
+    assert s[g("outcome", 0)] == OUT_SUCCESS and s[g("read", 0)] == READ_OWN
+    s = m.run("prefill_get_new_notifs_part(req=R0, wrank=w0)", state=s)
+    assert s[g("p_phase", 0)] == P_HELD and s[g("src_owner", 0)] == 1  # one of two ranks reported
+    s = m.run("prefill_get_new_notifs_part(req=R0, wrank=w1)", state=s)
+    assert s[g("p_phase", 0)] == P_SENT and s[g("src_owner", 0)] == 0
+
+
+def test_show_tells_the_sibling_read(capsys):
+    assert main(["show", str(TRACES / "vllm-pull-sibling-read-before-56104__no_cross_tenant_read.itf.json")]) == 0
+    out = capsys.readouterr().out
+    assert "with sibling READ(s) of rank(s) w1 still in" in out and "lands in p0, which decode freed and gave to R1" in out

@@ -48,7 +48,8 @@ class Observation:
     ``finished_recving``) for which no WRITE is posted and none can be any more (prefill freed
     the request: its writer dropped the finished blocks), V5; ``prefill_notified``: pull only,
     the requests whose notification to prefill (a READ's, or the notify-only one of a
-    rejection, V12) is on its way.
+    rejection, V12) is on its way (per-rank READs, V8: to some prefill rank).  With per-rank
+    READs ``late`` counts requests, not notifications (two ranks may each find one).
     """
 
     prefill: tuple[str, ...] = ()
@@ -136,8 +137,9 @@ def model_observation(machine, state: bytes) -> Observation:
         stranded=tuple(r for r in range(k.R) if not spec.pull and get("d_phase", r) == D_HELD
                        and all(x == RD_NONE for x in xfers(r)) and get("p_phase", r) in P_FREED),
         # a notification names the request whose parameters the READ carried (a replay's: the one it replays, V9)
-        prefill_notified=tuple(sorted({k.origin[r] for r in range(k.R) if spec.pull and get("notif", r) == 1})),
-        count_short=tuple(r for r in range(k.R) if k.ranked and not spec.e.push_fail_notif
+        prefill_notified=tuple(sorted({k.origin[r] for r in range(k.R) if spec.pull and (
+            any(get("wnotif", r, w) for w in range(k.F)) if k.ranked else get("notif", r) == 1)})),
+        count_short=tuple(r for r in range(k.R) if k.ranked and not spec.pull and not spec.e.push_fail_notif
                           and get("d_phase", r) in (D_READING, D_HELD) and RD_FAILED in xfers(r)),
     )
 
@@ -178,6 +180,7 @@ def code_observation(h) -> Observation:
     hb = h.D.connector.connector_scheduler._heartbeat_req_engine
     stats = h.pw.xfer_stats.data
     ranked = hasattr(h, "pws")
+    pull_ranked = getattr(h, "pull_ranked", False)  # V8: per-rank READs (late counted per request)
 
     def posted(r):
         if ranked:
@@ -196,12 +199,13 @@ def code_observation(h) -> Observation:
         tracked=frozenset(h.slot_of(d) for d in hb),
         outcome=tuple(s.outcome for s in h.slots), read=tuple(s.seen for s in h.slots),
         expired=len(h.expired_slots) if ranked else len(stats.get("num_kv_expired_reqs", ())),
-        late=sum(len(pw.xfer_stats.data.get("num_notifications_after_expiry", ())) for pw in pws),
+        late=(len(h.late_slots) if pull_ranked
+              else sum(len(pw.xfer_stats.data.get("num_notifications_after_expiry", ())) for pw in pws)),
         source_freed_under_read=tuple(r for r in range(h.R) if posted(r)
                                       and h.pid(h.origin(r)) not in h.P.requests),
         dest_freed_under_read=tuple(r for r in range(h.R) if posted(r) and not h._blocks(h.D, h.did(r))),
         stranded=tuple(r for r in range(h.R) if decode[r] == "held" and unposted(r) and h.stranded(r)),
-        count_short=tuple(r for r in range(h.R) if ranked and decode[r] in ("waiting_for_remote_kvs", "held")
+        count_short=tuple(r for r in range(h.R) if ranked and not pull_ranked and decode[r] in ("waiting_for_remote_kvs", "held")
                           and any(h.part_read.get((r, w)) == "failed" for w in range(h.F))
                           and h.dw.consumer_notification_counts_by_req.get(h.did(r), 0) < h.F),
         prefill_notified=h.prefill_notified(),

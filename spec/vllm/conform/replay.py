@@ -34,6 +34,8 @@ FIXED_IN_0_33 = {
                                "_apply_prefix_caching)"),
     "reject_notifies_prefill": (False, "#41269 (0.33.0's request_finished seeds an empty recv for a rejected "
                                        "request, and decode's worker notifies prefill)"),
+    "failure_waits_for_siblings": (False, "#56104 (0.33.0's decode worker reports a failed READ only once no "
+                                          "sibling handle of the request is in progress)"),
 }
 """Engine knobs whose value describes a vLLM before a fix 0.33.0 has: knob -> (value, fix).
 Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences refuse them."""
@@ -73,6 +75,10 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
         raise ConformError(f"scenario {scenario.name}: decode_prefix_hit is replayed in push mode only")
     shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L,
                   async_scheduling=e.async_scheduling, prefix_hit=e.decode_prefix_hit, origin=k.origin)
+    if k.pull_ranked:
+        from kvproof.spec.vllm.conform.ranked_pull import RankedPullHarness
+
+        return RankedPullHarness(shape, k.F)
     if k.ranked:
         from kvproof.spec.vllm.conform.ranked import RankedPushHarness
 
