@@ -84,6 +84,9 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     ("vllm-pull-reject-before-41269", "decode_reject_request(req=R0)", "prefill_notified: model [], vLLM [0]"),
     ("vllm-pull-async-before-45357", "decode_finished_recving(req=R0)", "decode_free: model 1, vLLM 0"),
     ("vllm-push-prefix-hit-before-48758", "nixl_write_land(req=R0)", "kv: model [3, -1], vLLM [1, -1]"),
+    ("vllm-pull-sibling-read-before-56104", "decode_pop_done_transfers(req=R0)",  # V8: #56104 retains the sibling
+     "vLLM's decode worker reported finished_recving [], not d-R0 (handles still retained: {101: 'PROC'}, "
+     "_recv_failures ['d-R0'])"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -520,3 +523,51 @@ def test_v7_deferred_the_real_writer_posts_the_write_after_the_lease_was_reaped(
         assert src == h._blocks(h.P, "R1-aaaa0001") and msg == b"R0-dddd0000:1"  # R1's block, for R0's decode
     finally:
         h.close()
+
+
+_V8_HEAD = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R0)",
+            "decode_read_blocks_for_req(req=R0)", "nixl_read_fails_part(req=R0, wrank=w0)"]
+
+
+def test_v8_the_real_worker_reports_a_failed_read_once_its_sibling_stopped():
+    """Decode's real _read_blocks_for_req posts one READ per prefill rank (notif_msg "R0:1");
+    w0's READ fails (the stand-in agent reports ERR).  0.33.0's get_transfer_results keeps w1's
+    handle and reports nothing while it is in progress (a model that reports the failure then,
+    the mutant of test_vllm_protocol, diverges there); once w1 completed it reports R0 in
+    finished_recving and failed_recving, the real scheduler ends R0 in FINISHED_ERROR and frees
+    its block, and w1's prefill rank frees nothing until rank w0's lease expires."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    from .test_vllm_protocol import FailsBeforeSiblingsStop
+
+    sc = builtin("vllm-pull-sibling-read-56104")
+    path = _V8_HEAD + ["nixl_read_take_data_part(req=R0, wrank=w1)", "nixl_read_complete_part(req=R0, wrank=w1)",
+                       "decode_pop_done_transfers(req=R0)", "prefill_get_new_notifs_part(req=R0, wrank=w1)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert sorted(m for _, _, _, m in h.dagent.posted.values()) == [b"R0:1", b"R0:1"]
+    assert sorted(w for w, _, _, _ in h.dagent.posted.values()) == [0, 1]  # one READ per prefill rank
+    assert len(h.dw.xfer_stats.data["num_failed_transfers"]) == 1 and h.dw._invalid_block_ids.qsize() == 1
+    assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and not h.dw._recving_transfers
+    assert "R0" in h.P.requests and h.reported[0] == {1} and "R0" in h.pws[0]._reqs_to_send  # rank w0: the lease
+    result, _ = _run(FailsBeforeSiblingsStop, sc, _V8_HEAD + ["decode_pop_done_transfers(req=R0)"])
+    assert result.diverged_at == len(_V8_HEAD) + 1 and "handles still retained: {101: 'PROC'}" in result.reason
+
+
+def _v8_random(n):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin("vllm-pull-sibling-read-56104"), n)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == n and rep.steps > n
+
+
+def test_v8_random_sequences_agree():
+    _v8_random(40)  # the default tier; 300 under --thorough
+
+
+@pytest.mark.thorough
+def test_v8_random_sequences_agree_thorough():
+    _v8_random(300)
