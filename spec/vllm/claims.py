@@ -326,3 +326,23 @@ class VllmClaims:
         return o.any_(o.and_(o.eq(s.outcome[r], OUT_ERROR), o.eq(s.d_phase[r], D_ENDED),
                              o.any_(o.eq(s.wr[r, w], RD_POSTED) for w in range(self.k.F)))
                       for r in self.reqs)
+
+    # -- V17: a re-registered prefill KV cache --------------------------------------------------------
+    @witness
+    def sometimes_read_through_stale_registration(self, s):
+        """V17: a READ is in progress through descriptors of a prefill registration that was
+        replaced (decode's cached descriptors name released memory)."""
+        o = s.ops
+        if not self.e.prefill_reregisters:
+            return o.const(False)
+        return o.any_(o.and_(o.ne(s.rgen[r], s.p_gen),
+                             o.any_(o.is_in(s.wr[r, w], (RD_POSTED, RD_TAKEN)) for w in range(self.k.F)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_reregistered_request_served(self, s):
+        """V17: a request prefilled after prefill re-registered its KV cache is served."""
+        o = s.ops
+        if not self.e.prefill_reregisters:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.gen[r], 1), o.eq(s.outcome[r], OUT_SUCCESS)) for r in self.reqs)

@@ -177,14 +177,34 @@ class Engine:
     failed handle reports the load failed while sibling READs still write into its blocks,
     V8)."""
 
+    prefill_reregisters: bool = False
+    """Pull (V17): prefill may re-register its KV cache once, while it holds no request: a sleep
+    (level 1 discards the KV cache; ``release_kv_cache_memory`` needs a completed pause and no
+    request) and ``wake_up``, whose ``_set_kv_connector_handshake_metadata`` publishes the new
+    registration (``set_xfer_handshake_metadata`` bumps ``_registration_generation``,
+    base_scheduler.py:296-322).  Decode's cached descriptors still name the old memory; a READ
+    through them reads released memory, not the request's KV.  Requests prefilled after it carry
+    the new ``remote_registration_generation``."""
+    registration_generation_check: bool = True
+    """V17 (in 0.33.0): decode's ``_read_blocks_for_req`` (pull_worker.py:146-151) compares the
+    request's ``remote_registration_generation`` with the one it loaded
+    (``_remote_registration_generations``); a newer one makes it drop the engine's agent and
+    descriptors (``_cleanup_remote_engine``) and handshake again before the READ; ``false`` is
+    the behaviour without it (the cached descriptors are used until the engine TTL evicts them).
+    Only with ``prefill_reregisters``."""
+
     def problems(self) -> list[str]:
         """What is inconsistent about these knobs (``key: text``), or nothing."""
         out = []
+        if self.mode == "push" and self.prefill_reregisters:
+            out.append("engine.prefill_reregisters: modelled in pull mode only")
+        if not self.registration_generation_check and not self.prefill_reregisters:
+            out.append("engine.registration_generation_check: false matters only with prefill_reregisters = true")
         if self.mode == "push" and (self.read_fan_in != 1 or self.read_may_fail or not self.failure_waits_for_siblings):
             out.append("engine.mode: read_fan_in, read_may_fail and failure_waits_for_siblings are pull-mode knobs")
         if not self.failure_waits_for_siblings and not self.read_may_fail:
             out.append("engine.failure_waits_for_siblings: false matters only with read_may_fail = true")
-        if (self.read_fan_in != 1 or self.read_may_fail) and (
+        if (self.read_fan_in != 1 or self.read_may_fail or self.prefill_reregisters) and (
                 self.decode_rejects or self.async_scheduling or self.decode_prefix_hit or self.client_aborts
                 or self.prefill_aborts or self.decode_refuses_replayed_params):
             out.append("engine.read_fan_in: per-rank READs are modelled without rejections, aborts, async "
@@ -228,7 +248,7 @@ class Config:
                 out.append(f"requests[{i}].replays: the index of an earlier request that is not a replay itself")
             elif self.engine.mode != "pull":
                 out.append(f"requests[{i}].replays: replayed parameters are modelled in pull mode only")
-            elif self.engine.read_fan_in != 1 or self.engine.read_may_fail:
+            elif self.engine.read_fan_in != 1 or self.engine.read_may_fail or self.engine.prefill_reregisters:
                 out.append(f"requests[{i}].replays: replayed parameters are modelled with one READ per request")
         return out
 
@@ -273,9 +293,9 @@ WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expir
                     "defer_block_free", "decode_prefix_hit", "prefix_end_trim", "write_fan_in",
                     "write_post_may_fail", "push_fail_notif", "decode_refuses_replayed_params",
                     "push_handshake_may_defer", "read_fan_in", "read_may_fail",
-                    "failure_waits_for_siblings")
+                    "failure_waits_for_siblings", "prefill_reregisters", "registration_generation_check")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
-fan-in, V6, V9, #55470, V8): :func:`config_data` writes them only when a scenario sets them away
+fan-in, V6, V9, #55470, V8, V17): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,
 traces) stays what it was."""
 

@@ -743,8 +743,9 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         if self.e.defer_block_free:
             self._free(s, n, r, "owner", "dest")
 
-    # -- V8: pull with per-rank READs (hetero TP), a READ that fails, #56104 --------------------------
-    # Declared after every other action so that the earlier scenarios keep their action ids.
+    # -- V8: pull with per-rank READs (hetero TP), a READ that fails, #56104; V17: a re-registered --
+    # prefill KV cache.  Declared after every other action so that the earlier scenarios keep
+    # their action ids.
     @action("decode", "req", fair=True)
     def decode_read_blocks_for_req(self, s, n, r):
         """Pull with per-rank READs (``read_fan_in``, V8): decode's worker ``start_load_kv`` ->
@@ -753,7 +754,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         decode's: ``tp_ratio < 0``) and posts each with ``_read_blocks``:
         ``make_prepped_xfer("READ", ..., notif_msg="{req}:{local_consumers}")`` and ``transfer``,
         every handle appended to ``_recving_transfers[req]`` (sibling handles).  Each READ
-        reads its prefill rank's part (its heads) of the block into decode's part."""
+        reads its prefill rank's part (its heads) of the block into decode's part.  V17: the
+        READs use decode's cached descriptors of prefill; with the registration check (0.33.0,
+        pull_worker.py:146-151) a request carrying a newer ``remote_registration_generation``
+        first makes decode drop them (``_cleanup_remote_engine``) and handshake again
+        (instantaneous here), without it the old ones are used."""
         o = s.ops
         s.require(self.k.pull_ranked)
         s.require(o.eq(s.d_phase[r], D_WAITING))
@@ -761,6 +766,13 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.d_phase[r] = D_READING
         for w in range(self.k.F):
             n.wr[r, w] = RD_POSTED
+        if self.e.prefill_reregisters:  # V17: whose registration the READs' descriptors name
+            handshake = o.eq(s.d_gen, 0)  # no agent of prefill's yet: _background_nixl_handshake
+            if self.e.registration_generation_check:  # newer: _cleanup_remote_engine, handshake again
+                handshake = o.or_(handshake, o.gt(o.add(s.gen[r], 1), s.d_gen))
+            loaded = o.ite(handshake, s.p_gen, o.add(s.d_gen, -1))
+            n.d_gen = o.add(loaded, 1)
+            n.rgen[r] = loaded
 
     @action("nixl", "req", "wrank", fair=True)
     def nixl_read_take_data_part(self, s, n, r, w):
@@ -772,7 +784,10 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(self.k.pull_ranked)
         s.require(o.eq(s.wr[r, w], RD_POSTED))
         n.wr[r, w] = RD_TAKEN
-        n.content[w, s.dest[r]] = s.src_content[s.src[r]]
+        took = s.src_content[s.src[r]]
+        if self.e.prefill_reregisters:  # V17: descriptors of a released registration read no KV of prefill's
+            took = o.ite(o.eq(s.rgen[r], s.p_gen), took, UNWRITTEN)
+        n.content[w, s.dest[r]] = took
 
     @action("nixl", "req", "wrank", fair=True)
     def nixl_read_complete_part(self, s, n, r, w):
@@ -847,3 +862,22 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.read[r] = o.ite(ok, self._classify(s, r), s.read[r])
         n.d_phase[r] = D_ENDED
         self._free(s, n, r, "owner", "dest")
+
+    @action("prefill")
+    def prefill_reregister_kv_caches(self, s, n):
+        """V17 (``prefill_reregisters``): prefill sleeps (level 1: its KV cache is discarded;
+        ``release_kv_cache_memory`` needs a completed pause and no request, so it holds none)
+        and wakes up: ``EngineCore.wake_up`` re-registers the KV cache at new memory and
+        ``_set_kv_connector_handshake_metadata`` -> ``set_xfer_handshake_metadata``
+        (base_scheduler.py:296-322) bumps ``_registration_generation``.  Requests prefilled from
+        now on carry the new ``remote_registration_generation``; decode's cached descriptors
+        still name the released memory."""
+        o = s.ops
+        s.require(self.e.prefill_reregisters)
+        s.require(o.eq(s.p_gen, 0))
+        s.require(o.all_(o.ne(s.p_phase[r], P_HELD) for r in self.reqs))
+        n.p_gen = 1
+        for r in self.reqs:
+            n.gen[r] = o.ite(o.eq(s.p_phase[r], P_NEW), 1, s.gen[r])
+        for q in range(self.k.P):
+            n.src_content[q] = UNWRITTEN  # the new memory: the old KV was discarded

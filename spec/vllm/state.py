@@ -90,11 +90,11 @@ class Codes:
         (V9) the request it replays."""
         self.replay = tuple(r.replays is not None for r in cfg.requests)
         self.replays = any(self.replay)
-        self.pull_ranked = e.mode == "pull" and (e.read_fan_in > 1 or e.read_may_fail)
+        self.pull_ranked = e.mode == "pull" and (e.read_fan_in > 1 or e.read_may_fail or e.prefill_reregisters)
         """Pull with per-rank READs (V8: hetero TP, READs that may fail): decode's rank READs
         each prefill rank ``w``'s part with its own handle ``wr[r, w]`` into its part
         ``content[w, block]``, and each READ's notification ``wnotif[r, w]`` goes to its own
-        prefill rank."""
+        prefill rank.  V17 (``prefill_reregisters``) uses the same per-rank READs."""
         self.F = e.read_fan_in if self.pull_ranked else e.write_fan_in
         self.ranked = self.pull_ranked or (e.mode == "push" and (self.F > 1 or e.write_post_may_fail))
         """Per-rank transfers: push with per-rank WRITEs (fan-in above one, or V6's failed
@@ -195,6 +195,15 @@ def _ranked_fields(k: Codes, e, req: Domain, en, flag) -> list[Field]:
         fields.append(Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writers"))
     if e.push_fail_notif:
         fields.append(Field("load_failed", (req,), flag, 0, "decode counted a PUSH_FAIL for the request"))
+    if e.prefill_reregisters:  # V17
+        gen = Domain("registration", 2, ("first", "second"))
+        fields += [
+            Field("p_gen", (), gen, 0, "prefill's KV cache registration (_registration_generation)"),
+            Field("d_gen", (), Domain("handshake", 3, ("none", "first", "second")), 0,
+                  "the registration decode's cached descriptors of prefill name (none: no handshake yet)"),
+            Field("gen", (req,), gen, 0, "the remote_registration_generation the request's kv_transfer_params carry"),
+            Field("rgen", (req,), gen, 0, "the registration whose descriptors the request's READs were posted with"),
+        ]
     if k.A is not None:
         fields.append(Field("age", (req,), Domain("age", k.A + 1), 0,
                             "ticks waiting for decode to take the request, then for its WRITEs"))

@@ -129,6 +129,13 @@ class VllmStory:
         if name == "nixl_read_fails_part":
             return [Note("info", f"R{r}'s READ of prefill rank w{args['wrank']}'s part fails (check_xfer_state: ERR); "
                                  "no notification goes to that rank")]
+        if name == "prefill_reregister_kv_caches":
+            return [Note("info", "prefill sleeps and wakes up: its KV cache is registered again at new memory "
+                                 "(_registration_generation bumped); decode's cached descriptors name the old one")]
+        if name == "nixl_read_take_data_part" and self.e.prefill_reregisters and \
+                g(pre, "rgen", r) != g(pre, "p_gen"):
+            return [Note("hazard", f"R{r}'s READ goes through decode's cached descriptors of prefill's old "
+                                   f"registration: p{g(pre, 'dest', r)} gets released memory, not R{r}'s KV")]
         if name == "nixl_read_take_data_part":
             w, q, p = args["wrank"], g(pre, "src", r), g(pre, "dest", r)
             notes = []
@@ -151,7 +158,7 @@ class VllmStory:
                                      f"FINISHED_ERROR, p{g(pre, 'dest', r)} freed")]
             if g(post, "read", r) in (READ_FOREIGN, READ_CROSS_TENANT):
                 return [Note("hazard", f"decode runs R{r} (tenant {self.k.tenants[self.k.tenant[r]]}) on a block "
-                                       "holding another request's KV: served with HTTP 200")]
+                                       "holding KV that is not its own: served with HTTP 200")]
             return []
         if name == "decode_abort" and any(x in (RD_POSTED, RD_TAKEN) for x in self._xfer_values(pre, r)):
             return [Note("hazard", f"R{r} aborted with its READ in flight: p{g(pre, 'dest', r)} freed at once")]
