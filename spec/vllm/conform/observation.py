@@ -50,6 +50,8 @@ class Observation:
     the requests whose notification to prefill (a READ's, or the notify-only one of a
     rejection, V12) is on its way (per-rank READs, V8: to some prefill rank).  With per-rank
     READs ``late`` counts requests, not notifications (two ranks may each find one).
+    ``stale_read`` (V17): the requests with a READ in progress through decode's descriptors of
+    a prefill KV cache registration that was replaced since.
     """
 
     prefill: tuple[str, ...] = ()
@@ -67,6 +69,7 @@ class Observation:
     stranded: tuple[int, ...] = ()
     prefill_notified: tuple[int, ...] = ()
     count_short: tuple[int, ...] = ()
+    stale_read: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
         """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
@@ -141,6 +144,8 @@ def model_observation(machine, state: bytes) -> Observation:
             any(get("wnotif", r, w) for w in range(k.F)) if k.ranked else get("notif", r) == 1)})),
         count_short=tuple(r for r in range(k.R) if k.ranked and not spec.pull and not spec.e.push_fail_notif
                           and get("d_phase", r) in (D_READING, D_HELD) and RD_FAILED in xfers(r)),
+        stale_read=tuple(r for r in range(k.R) if spec.e.prefill_reregisters and get("rgen", r) != get("p_gen")
+                         and any(x in (RD_POSTED, RD_TAKEN) for x in xfers(r))),
     )
 
 
@@ -209,4 +214,5 @@ def code_observation(h) -> Observation:
                           and any(h.part_read.get((r, w)) == "failed" for w in range(h.F))
                           and h.dw.consumer_notification_counts_by_req.get(h.did(r), 0) < h.F),
         prefill_notified=h.prefill_notified(),
+        stale_read=h.stale_reads() if getattr(h, "reregisters", False) else (),
     )

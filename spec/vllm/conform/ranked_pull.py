@@ -63,7 +63,7 @@ class _ReadAgent:
 
     def __init__(self) -> None:
         self.state: dict[int, str] = {}
-        self.posted: dict[int, tuple[int, list[int], list[int], bytes]] = {}  # handle -> (rank, src, dst, msg)
+        self.posted: dict[int, tuple[int, list[int], list[int], bytes]] = {}  # handle -> (remote, src, dst, msg)
 
     def make_prepped_xfer(self, op, local_handle, local_descs, remote_handle, remote_descs, notif_msg=b""):
         """Prepare a READ of prefill rank ``remote_handle``'s descriptors into ours."""
@@ -71,7 +71,7 @@ class _ReadAgent:
             raise HarnessError(f"decode posted a {op}")
         handle = 100 + len(self.posted)
         self.state[handle] = "PROC"
-        self.posted[handle] = (int(remote_handle), [int(x) for x in remote_descs],
+        self.posted[handle] = (int(remote_handle), [int(x) for x in remote_descs],  # 100 * epoch + rank
                                [int(x) for x in local_descs], bytes(notif_msg))
         return handle
 
@@ -98,6 +98,12 @@ class _ReadAgent:
         """The prefill ranks' metadata stays loaded (``_cleanup_remote_engines``)."""
         return True
 
+    def release_dlist_handle(self, handle: int) -> None:
+        """``_cleanup_remote_engine`` releases the engine's descriptor lists (V17)."""
+
+    def remove_remote_agent(self, agent_name: str) -> None:
+        """``_cleanup_remote_engine`` removes the engine's agents (V17)."""
+
 
 class RankedPullHarness(Harness):
     """vLLM 0.33.0's pull mode with ``fan_in`` prefill ranks per decode rank; the pull harness's
@@ -108,8 +114,11 @@ class RankedPullHarness(Harness):
     pull_ranked = True
     """Read by :func:`~.observation.code_observation`: pull with per-rank READs."""
 
-    def __init__(self, shape, fan_in: int):
+    def __init__(self, shape, fan_in: int, reregisters: bool = False):
         self.F = fan_in
+        self.reregisters = reregisters
+        self.epoch = 0  # V17: prefill's KV cache registrations so far, less one
+        self.handshakes = 0  # V17: decode's (stand-in) handshakes with prefill
         super().__init__(shape)
         self.d_part = [[0] * (shape.decode_blocks + 2) for _ in range(fan_in)]  # rank -> block -> tag
         self.d_tag = _Parts(self.d_part)
@@ -129,12 +138,44 @@ class RankedPullHarness(Harness):
         self.pw, self.agent = self.pws[0], self.agents[0]
         self.dagent = _ReadAgent()
         self.dw = self._decode_worker()
+        if self.reregisters:  # V17: prefill published its first registration; decode has not handshaken
+            self._publish()
+        else:
+            self._install_engine(self.dw)
+
+    def _publish(self) -> None:
+        """Prefill's scheduler publishes its KV cache registration (``set_xfer_handshake_metadata``,
+        as ``EngineCore._set_kv_connector_handshake_metadata`` does at start and after
+        ``wake_up``); the side-channel listener is not started (decode's handshake is the
+        harness's)."""
+        m = self.m
+        cs = self.P.connector.connector_scheduler
+        if cs._nixl_handshake_listener_t is None:
+            cs._nixl_handshake_listener_t = SimpleNamespace()  # no ZMQ listener thread
+        payload = m["metadata"].NixlHandshakePayload(compatibility_hash="kvproof",
+                                                     agent_metadata_bytes=f"registration {self.epoch}".encode())
+        cs.set_xfer_handshake_metadata({(0, w): payload for w in range(self.F)})
+
+    def _install_engine(self, w) -> None:
+        """What a completed handshake with the ``F``-rank prefill engine leaves in decode's worker,
+        for prefill's current registration (descriptor handle ``100 * epoch + rank``)."""
+        F, engine = self.F, self.p_engine
+        w._remote_agents[engine] = {(0, r): f"prefill{r}" for r in range(F)}
+        w._engine_by_address[("prefill", 0)] = engine
+        w.tp_mappings[engine] = SimpleNamespace(all_source_ranks=list(range(F)), local_consumers=1,
+                                                source_ranks_per_group=[set(range(F))])
+        w.dst_xfer_side_handles[engine] = {r: 100 * self.epoch + r for r in range(F)}
+        w.dst_num_blocks[engine] = self.shape.prefill_blocks + 1
+        w.dst_region_num_blocks[engine] = None
+        w.dst_region_group_ids[engine] = []
+        w.dst_uses_region_group_mapping[engine] = False
 
     def _decode_worker(self):
         """``NixlPullConnectorWorker`` of decode without ``__init__``: the attributes its
         ``__init__`` and a completed handshake with the ``F``-rank prefill engine set."""
         m = self.m
         F = self.F
+        harness = self
 
         class DecodeWorker(m["pull_worker"].NixlPullConnectorWorker):
             """The real class; heartbeat sending (the harness's) and ``__del__`` are not run."""
@@ -144,6 +185,9 @@ class RankedPullHarness(Harness):
 
             def _send_heartbeats(self, metadata):
                 pass  # delivered by decode_send_heartbeats
+
+            def _background_nixl_handshake(self, req_id, remote_engine_id, meta):
+                harness._handshake(self, req_id, meta)
 
         w = object.__new__(DecodeWorker)
         engine = self.P.vllm_config.kv_transfer_config.engine_id
@@ -168,26 +212,25 @@ class RankedPullHarness(Harness):
         w.enable_permute_local_kv = w.enable_heterogeneous_attn_post_process = False
         info = SimpleNamespace(remote_tp_size=F, remote_dcp_size=1, remote_block_size=BLOCK_SIZE,
                                remote_physical_blocks_per_logical=1)
-        w.transfer_topo = SimpleNamespace(get_engine_info=lambda e: info, tp_ratio=lambda tp: -F,
-                                          block_size_ratio=lambda size: 1)
-        w.tp_mappings = {engine: SimpleNamespace(all_source_ranks=list(range(F)), local_consumers=1,
-                                                 source_ranks_per_group=[set(range(F))])}
+        w.transfer_topo = SimpleNamespace(get_engine_info=lambda e: info, tp_ratio=lambda tp: -F if F > 1 else 1,
+                                          block_size_ratio=lambda size: 1, unregister_remote_engine=lambda e: None)
+        w.tp_mappings, w.draft_tp_mappings = {}, {}
         w.kv_cache_config = SimpleNamespace(transfer_groups=[0])
         w._remote_registration_generations = {}
         w._invalid_remote_engines, w._failed_remote_engines = set(), set()
         w._invalid_engine_backoff = {}
         w._handshake_lock = threading.Lock()
         w._handshake_futures = {}
-        w._engine_by_address = {("prefill", 0): engine}
-        w._remote_agents = {engine: {(0, r): f"prefill{r}" for r in range(F)}}
-        w._engine_last_active = {}
+        w._engine_by_address, w._remote_agents, w._engine_last_active = {}, {}, {}
+        w.kv_caches_base_addr, w.dst_region_mem_types, w._engine_clock_offset = {}, {}, {}
         w.src_xfer_handles_by_tp_ratio = {(-F, BLOCK_SIZE): [_LOCAL_HANDLE + r for r in range(F)]}
-        w.dst_xfer_side_handles = {engine: {r: r for r in range(F)}}  # remote handle = prefill rank
-        # one descriptor region: descriptor ids are block ids
-        w.dst_num_blocks = {engine: self.shape.prefill_blocks + 1, w.engine_id: self.shape.decode_blocks + 1}
-        w.dst_region_num_blocks = {engine: None, w.engine_id: None}
-        w.dst_region_group_ids = {engine: [], w.engine_id: []}
-        w.dst_uses_region_group_mapping = {engine: False, w.engine_id: False}
+        w.src_xfer_handles_by_block_size = {BLOCK_SIZE: _LOCAL_HANDLE}
+        w.dst_xfer_side_handles = {}  # engine -> rank -> handle (100 * registration epoch + rank)
+        # one descriptor region: descriptor ids are block ids (decode's own entry; prefill's at handshake)
+        w.dst_num_blocks = {w.engine_id: self.shape.decode_blocks + 1}
+        w.dst_region_num_blocks = {w.engine_id: None}
+        w.dst_region_group_ids = {w.engine_id: []}
+        w.dst_uses_region_group_mapping = {w.engine_id: False}
         w.region_group_ids, w._uses_region_group_mapping = [], False
         w._transfer_layer_group_ids, w.num_regions, w.block_len_per_layer = [], 1, [1]
         return w
@@ -273,12 +316,13 @@ class RankedPullHarness(Harness):
         before = set(self.dagent.posted)
         self.dw.start_load_kv(md)
         new = [h for h in self.dagent.posted if h not in before]
-        ranks = sorted(self.dagent.posted[h][0] for h in new)
+        ranks = sorted(self.dagent.posted[h][0] % 100 for h in new)
         if ranks != list(range(self.F)) or sorted(self.dw._recving_transfers.get(did, ())) != sorted(new):
             raise Divergent(f"vLLM's decode worker posted READs from prefill ranks {ranks} for {did} "
                             f"(handles {sorted(self.dw._recving_transfers.get(did, ()))})")
         for h in new:
-            w, src, dst, msg = self.dagent.posted[h]
+            remote, src, dst, msg = self.dagent.posted[h]
+            w = remote % 100
             if msg != f"{self.pid(r)}:1".encode():
                 raise Divergent(f"vLLM's decode worker's READ notif_msg is {msg!r}")
             self.part_writes[(r, w)] = (h, src, dst, msg)
@@ -288,9 +332,10 @@ class RankedPullHarness(Harness):
     def nixl_read_take_data_part(self, r: int, w: int) -> None:
         """The READ of rank ``w``'s part moves its data: that part of each decode block gets the
         prefill block's tag now."""
-        _, src, dst, _ = self.part_writes[(r, w)]
+        h, src, dst, _ = self.part_writes[(r, w)]
+        stale = self.dagent.posted[h][0] // 100 != self.epoch  # V17: descriptors of released memory
         for a, b in zip(src, dst):
-            self.d_part[w][b] = self.p_tag[a]
+            self.d_part[w][b] = 0 if stale else self.p_tag[a]
         self.part_read[(r, w)] = "taken"
 
     def nixl_read_complete_part(self, r: int, w: int) -> None:
@@ -351,3 +396,33 @@ class RankedPullHarness(Harness):
     def _kind(self, tags, r: int) -> str:
         """As the base harness, over every rank's part of the block."""
         return super()._kind(list(tags), r)
+
+    # -- V17: a re-registered prefill KV cache -----------------------------------------------------------
+    def _handshake(self, w, req_id: str, meta) -> None:
+        """``_background_nixl_handshake``, completed at once: decode loads prefill's current
+        registration and the request goes on ``_ready_requests``, which the same
+        ``start_load_kv`` call reads next."""
+        self.handshakes += 1
+        self._install_engine(w)
+        w._ready_requests.put((req_id, meta))
+
+    def prefill_reregister_kv_caches(self) -> None:
+        """Prefill, holding no request, sleeps and wakes up: its KV cache is discarded (every
+        block's tag is gone) and registered again, and its scheduler's real
+        ``set_xfer_handshake_metadata`` publishes the new registration
+        (``_registration_generation`` bumped)."""
+        if self.P.requests:
+            raise HarnessError(f"prefill holds {sorted(self.P.requests)} at its sleep")
+        cs = self.P.connector.connector_scheduler
+        before = cs._registration_generation
+        self.epoch += 1
+        self._publish()
+        if cs._registration_generation <= before:
+            raise Divergent("vLLM's prefill scheduler did not bump _registration_generation")
+        self.p_tag = [0] * len(self.p_tag)
+
+    def stale_reads(self) -> tuple[int, ...]:
+        """The slots with a READ in progress through descriptors of an older registration."""
+        return tuple(sorted({r for (r, w), (h, _, _, _) in self.part_writes.items()
+                             if self.part_read.get((r, w)) in ("posted", "taken")
+                             and self.dagent.posted[h][0] // 100 != self.epoch}))

@@ -34,6 +34,8 @@ FIXED_IN_0_33 = {
                                "_apply_prefix_caching)"),
     "reject_notifies_prefill": (False, "#41269 (0.33.0's request_finished seeds an empty recv for a rejected "
                                        "request, and decode's worker notifies prefill)"),
+    "registration_generation_check": (False, "the registration check (0.33.0's decode compares a request's "
+                                             "remote_registration_generation and handshakes again when it is newer)"),
     "failure_waits_for_siblings": (False, "#56104 (0.33.0's decode worker reports a failed READ only once no "
                                           "sibling handle of the request is in progress)"),
 }
@@ -78,7 +80,7 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if k.pull_ranked:
         from kvproof.spec.vllm.conform.ranked_pull import RankedPullHarness
 
-        return RankedPullHarness(shape, k.F)
+        return RankedPullHarness(shape, k.F, reregisters=e.prefill_reregisters)
     if k.ranked:
         from kvproof.spec.vllm.conform.ranked import RankedPushHarness
 
