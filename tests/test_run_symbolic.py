@@ -61,7 +61,8 @@ AGREEMENT = ["incident", "pr-36988", "abort-race", "pr-35049-drain-ack", "timeou
 # The same for vLLM's pull-mode protocol: between them every knob of its Engine at every value the
 # catalogue uses (lease lengths, heartbeats on and off, stalls, both latency bounds, aborts on both
 # sides, #32255 and #25067 before and after, pull and push mode, the scheduler-side V12, V15 and V11
-# knobs, fan-in and failed posts, replays, deferred WRITEs, per-rank READs and V8's fix); 0.33.0 as shipped (heartbeats, a
+# knobs, fan-in and failed posts, replays, deferred WRITEs, per-rank READs and V8's fix, V17's
+# re-registration and check); 0.33.0 as shipped (heartbeats, a
 # stalling decode) is in the fast tier, the rest (3-5 s each) in the slow one.
 AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
                   "vllm-pull-abort-before-32255", "vllm-pull-abort-32255", "vllm-pull-abort-finished-before-25067",
@@ -71,7 +72,8 @@ AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-p
                   # refused (V9; the replay's actions and the shared heartbeat set)
                   "vllm-push-write-post-fails-50754", "vllm-pull-replayed-params-refused",
                   "vllm-push-deferred-write",  # a WRITE deferred behind a pending handshake (#55470)
-                  "vllm-pull-sibling-read-before-56104"]  # per-rank READs that fail, before #56104 (V8)
+                  "vllm-pull-sibling-read-before-56104",  # per-rank READs that fail, before #56104 (V8)
+                  "vllm-pull-reregistered-no-generation-check"]  # a re-registered prefill, no check (V17)
 
 
 def _family(name):

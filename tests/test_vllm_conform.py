@@ -87,6 +87,8 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     ("vllm-pull-sibling-read-before-56104", "decode_pop_done_transfers(req=R0)",  # V8: #56104 retains the sibling
      "vLLM's decode worker reported finished_recving [], not d-R0 (handles still retained: {101: 'PROC'}, "
      "_recv_failures ['d-R0'])"),
+    ("vllm-pull-reregistered-no-generation-check", "decode_read_blocks_for_req(req=R1)",  # V17: 0.33.0 handshakes again
+     "stale_read: model [1], vLLM []"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -555,19 +557,52 @@ def test_v8_the_real_worker_reports_a_failed_read_once_its_sibling_stopped():
     assert result.diverged_at == len(_V8_HEAD) + 1 and "handles still retained: {101: 'PROC'}" in result.reason
 
 
-def _v8_random(n):
+def test_v17_the_real_worker_drops_the_old_registration_and_handshakes_again():
+    """R0 is READ through decode's first handshake; prefill's real scheduler publishes a
+    re-registration (_registration_generation bumped) and R1's kv_transfer_params carry it:
+    decode's real _read_blocks_for_req runs _cleanup_remote_engine and a second handshake before
+    posting R1's READ through the new registration's descriptors, and R1 runs on its own KV.
+    A model without the check diverges at that READ."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    from .test_vllm_protocol import ChecksOnlyOnFirstContact
+
+    head = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_read_blocks_for_req(req=R0)",
+            "nixl_read_take_data_part(req=R0, wrank=w0)", "nixl_read_complete_part(req=R0, wrank=w0)",
+            "prefill_get_new_notifs_part(req=R0, wrank=w0)", "decode_pop_done_transfers(req=R0)",
+            "prefill_reregister_kv_caches()", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R1)",
+            "decode_read_blocks_for_req(req=R1)"]
+    sc = builtin("vllm-pull-reregistered-generation-check")
+    result, h = _run(VllmPd, sc, head + ["nixl_read_take_data_part(req=R1, wrank=w0)",
+                                         "nixl_read_complete_part(req=R1, wrank=w0)", "decode_pop_done_transfers(req=R1)"])
+    assert result.agrees, result.reason
+    gen = h.P.connector.connector_scheduler._registration_generation
+    assert h.slots[1].recv.remote.registration_generation == gen == 2  # first publication, then the wake-up's
+    assert h.handshakes == 2 and h.dw._remote_registration_generations[h.p_engine] == gen
+    assert h.dw.dst_xfer_side_handles[h.p_engine] == {0: 100} and h.slots[1].seen == "own"
+    result, _ = _run(ChecksOnlyOnFirstContact, sc, head)
+    assert result.diverged_at == len(head) and "stale_read: model [1], vLLM []" in result.reason
+
+
+def _random(name, n):
     from kvproof.model.scenario import builtin
     from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
 
-    rep = fuzz_scenario(builtin("vllm-pull-sibling-read-56104"), n)
+    rep = fuzz_scenario(builtin(name), n)
     assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
     assert rep.sequences == n and rep.steps > n
 
 
-def test_v8_random_sequences_agree():
-    _v8_random(40)  # the default tier; 300 under --thorough
+V8_V17 = ["vllm-pull-sibling-read-56104", "vllm-pull-reregistered-generation-check"]
+
+
+@pytest.mark.parametrize("name", V8_V17)
+def test_v8_v17_random_sequences_agree(name):
+    _random(name, 40)  # the default tier; 300 under --thorough
 
 
 @pytest.mark.thorough
-def test_v8_random_sequences_agree_thorough():
-    _v8_random(300)
+@pytest.mark.parametrize("name", V8_V17)
+def test_v8_v17_random_sequences_agree_thorough(name):
+    _random(name, 300)

@@ -13,7 +13,7 @@ from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_
 from kvproof.spec.vllm.config import Config, Engine, Request
 from kvproof.spec.vllm.protocol import VllmPd
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_READING, D_TRACKED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_HELD, P_SENT, RD_DONE, RD_FAILED,
+    D_ENDED, D_HELD, D_READING, D_TRACKED, D_WAITING, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_HELD, P_SENT, RD_DONE, RD_FAILED,
     RD_POSTED, RD_TAKEN, READ_FOREIGN, READ_OWN, WN_FAIL,
 )
 
@@ -51,6 +51,8 @@ CATALOGUE = {
     "vllm-push-reject-lease": (271, set()),
     "vllm-pull-sibling-read-before-56104": (29153, ISOLATION | {"no_write_after_release", "no_source_free_while_read"}),
     "vllm-pull-sibling-read-56104": (14885, set()),
+    "vllm-pull-reregistered-no-generation-check": (446, {"decode_reads_only_own_pages"}),
+    "vllm-pull-reregistered-generation-check": (446, set()),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails"}  # V5, V12, V6: liveness violated
@@ -97,7 +99,9 @@ PAIRS = [("vllm-pull-reject-before-41269", "vllm-pull-reject-41269", "sometimes_
          ("vllm-pull-async-before-45357", "vllm-pull-async-45357", "sometimes_block_reused_under_gpu_step", True),
          ("vllm-push-prefix-hit-before-48758", "vllm-push-prefix-hit-48758", "sometimes_suffix_slot_gets_prefix", True),
          ("vllm-pull-sibling-read-before-56104", "vllm-pull-sibling-read-56104", "sometimes_failed_under_sibling_read",
-          True)]
+          True),
+         ("vllm-pull-reregistered-no-generation-check", "vllm-pull-reregistered-generation-check",
+          "sometimes_read_through_stale_registration", True)]
 
 
 @pytest.mark.parametrize("before,after,witness,hazard_reaches", PAIRS, ids=[p[0] for p in PAIRS])
@@ -108,13 +112,14 @@ def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness
     a, b = builtin(before), builtin(after)
     da, db = a.config.engine.__dict__, b.config.engine.__dict__
     assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"],
-                                                 ["failure_waits_for_siblings"])
+                                                 ["failure_waits_for_siblings"], ["registration_generation_check"])
     got_a = {c.claim: c.verdict for c in checked(before).claims}
     got_b = {c.claim: c.verdict for c in checked(after).claims}
     assert got_a[witness] == ("reached" if hazard_reaches else "unreachable")
     assert got_b[witness] == ("unreachable" if hazard_reaches else "reached")
     for name in ("sometimes_request_rejected", "sometimes_finished_under_gpu_step", "sometimes_read_fails",
-                 "sometimes_failed_load_waits_for_sibling", "sometimes_load_fails"):
+                 "sometimes_failed_load_waits_for_sibling", "sometimes_load_fails",
+                 "sometimes_reregistered_request_served"):
         if name in got_a:
             assert got_a[name] == got_b[name] == "reached"
 
@@ -252,6 +257,23 @@ class FailsBeforeSiblingsStop(VllmPd):
         self._free(s, n, r, "owner", "dest")
 
 
+class ChecksOnlyOnFirstContact(VllmPd):
+    """V17's check done halfway: decode handshakes with prefill once and never compares the
+    registration generation again (the cached descriptors are kept after a re-registration)."""
+
+    @action("decode", "req", fair=True)
+    def decode_read_blocks_for_req(self, s, n, r):
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        n.d_phase[r] = D_READING
+        for w in range(self.k.F):
+            n.wr[r, w] = RD_POSTED
+        loaded = o.ite(o.eq(s.d_gen, 0), s.p_gen, o.add(s.d_gen, -1))
+        n.d_gen = o.add(loaded, 1)
+        n.rgen[r] = loaded
+
+
 MUTANTS = [
     ("heartbeat does not extend the lease", "vllm-pull-heartbeat", HeartbeatDoesNotExtend, "no_source_free_while_read"),
     ("notification before the data moved", "vllm-pull-lease-outlasts-read", NotifyAtPost, "no_source_free_while_read"),
@@ -270,6 +292,8 @@ MUTANTS = [
      "no_cross_tenant_read"),
     ("V8: failure reported before a sibling READ stopped", "vllm-pull-sibling-read-56104", FailsBeforeSiblingsStop,
      "no_write_after_release"),
+    ("V17: registration checked on first contact only", "vllm-pull-reregistered-generation-check",
+     ChecksOnlyOnFirstContact, "decode_reads_only_own_pages"),
 ]
 
 
@@ -567,6 +591,8 @@ def test_new_knobs_are_written_to_stored_scenarios_only_when_set():
     ({"mode": "push", "read_fan_in": 2}, "read_fan_in, read_may_fail and failure_waits_for_siblings are pull-mode"),
     ({"read_fan_in": 2, "client_aborts": True}, "per-rank READs are modelled without rejections, aborts"),
     ({"read_fan_in": 4}, "[engine].read_fan_in: expected a whole number in 1..3, got 4"),
+    ({"registration_generation_check": False}, "registration_generation_check: false matters only with prefill_rereg"),
+    ({"mode": "push", "prefill_reregisters": True}, "prefill_reregisters: modelled in pull mode only"),
 ])
 def test_inconsistent_scheduler_knobs_are_one_line(tmp_path, capsys, engine, message):
     lines = [f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v).replace(chr(39), chr(34))}"
@@ -634,3 +660,26 @@ def test_show_tells_the_sibling_read(capsys):
     assert main(["show", str(TRACES / "vllm-pull-sibling-read-before-56104__no_cross_tenant_read.itf.json")]) == 0
     out = capsys.readouterr().out
     assert "with sibling READ(s) of rank(s) w1 still in" in out and "lands in p0, which decode freed and gave to R1" in out
+
+
+def test_v17_a_request_after_the_reregistration_makes_decode_handshake_again_only_with_the_check():
+    """R0 is READ and served through the first registration; prefill, holding nothing,
+    re-registers; R1 carries the new generation.  With 0.33.0's check decode loads the new
+    registration before R1's READ and serves R1 its own KV; without it R1's READ goes through
+    the old descriptors and decode serves released memory."""
+    head = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_read_blocks_for_req(req=R0)",
+            "nixl_read_take_data_part(req=R0, wrank=w0)", "nixl_read_complete_part(req=R0, wrank=w0)",
+            "prefill_get_new_notifs_part(req=R0, wrank=w0)", "decode_pop_done_transfers(req=R0)",
+            "prefill_reregister_kv_caches()", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R1)",
+            "decode_read_blocks_for_req(req=R1)", "nixl_read_take_data_part(req=R1, wrank=w0)",
+            "nixl_read_complete_part(req=R1, wrank=w0)", "decode_pop_done_transfers(req=R1)"]
+    for name, d_gen, read in (("vllm-pull-reregistered-generation-check", 2, READ_OWN),
+                              ("vllm-pull-reregistered-no-generation-check", 1, READ_FOREIGN)):
+        spec = builtin(name).build()
+        m, g = Machine(spec), spec.layout.slot
+        s = m.run(*head)
+        assert s[g("gen", 0)] == 0 and s[g("gen", 1)] == 1 and s[g("p_gen")] == 1, name
+        assert s[g("d_gen")] == d_gen and s[g("read", 1)] == read and s[g("read", 0)] == READ_OWN, name
+    m = Machine(builtin("vllm-pull-reregistered-generation-check").build())
+    s = m.run(*head[:2])
+    assert m.step(s, _aid(m, "prefill_reregister_kv_caches()")) is None  # prefill holds R0
