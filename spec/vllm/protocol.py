@@ -30,6 +30,13 @@ Modelling choices, each stated once here:
   instantaneous and a WRITE is posted only while prefill still holds the request, unless
   ``push_handshake_may_defer`` lets the writer defer a matched WRITE behind a pending handshake
   and post it later, lease or no lease (#55470); the watchdog is not modelled.
+* Pull with per-rank READs (``read_fan_in``, V8; also V17's ``prefill_reregisters``): decode
+  posts one READ per prefill rank at once (sibling handles ``wr[r, w]``), each moves its rank's
+  part of the block and notifies its own prefill rank; prefill stays one view of the request
+  (its ranks' leases move together) and frees once every rank reported.  A READ may fail
+  (``read_may_fail``) before moving data; decode reports the load (``decode_pop_done_transfers``)
+  with ``kv_load_failure_policy = "fail"``.  V17: prefill re-registers at most once, while it
+  holds nothing; decode's handshake is instantaneous.
 * V9 (pull): a request with ``replays = N`` carries request N's ``kv_transfer_params``: it is
   never prefilled, READs N's block ids (``src``), its notification names N, and decode's
   heartbeat set (``hb_set``) holds N's id once for both.
