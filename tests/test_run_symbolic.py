@@ -73,7 +73,8 @@ AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-p
                   "vllm-push-write-post-fails-50754", "vllm-pull-replayed-params-refused",
                   "vllm-push-deferred-write",  # a WRITE deferred behind a pending handshake (#55470)
                   "vllm-pull-sibling-read-before-56104",  # per-rank READs that fail, before #56104 (V8)
-                  "vllm-pull-reregistered-no-generation-check"]  # a re-registered prefill, no check (V17)
+                  "vllm-pull-reregistered-no-generation-check",  # a re-registered prefill, no check (V17)
+                  "vllm-pull-sibling-post-fails-before-56104"]  # a READ that fails to post (V8)
 
 
 def _family(name):
@@ -98,7 +99,8 @@ def test_the_agreement_scenarios_set_every_flag_to_every_value_the_catalogue_doe
 # The last two vLLM agreement scenarios (3-4 s each) run only with --thorough: the test command is
 # near its budget; vllm-push-write-post-fails-50754 (the per-rank WRITE encoding) stays in the slow tier.
 THOROUGH_ONLY = ("vllm-pull-replayed-params-refused", "vllm-push-deferred-write",
-                 "vllm-pull-sibling-read-before-56104")  # V8's per-rank READs: 4.5 s
+                 "vllm-pull-sibling-read-before-56104",  # V8's per-rank READs: 4.5 s
+                 "vllm-pull-sibling-post-fails-before-56104")
 
 
 @pytest.mark.parametrize("name", [n if n in ("abort-race", "pr-41404", "room-reuse-generation", "vllm-pull-heartbeat-stall")

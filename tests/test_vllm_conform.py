@@ -89,6 +89,8 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
      "_recv_failures ['d-R0'])"),
     ("vllm-pull-reregistered-no-generation-check", "decode_read_blocks_for_req(req=R1)",  # V17: 0.33.0 handshakes again
      "stale_read: model [1], vLLM []"),
+    ("vllm-pull-sibling-post-fails-before-56104", "decode_read_blocks_post_fails(req=R0, wrank=w0)",  # V8: no sibling
+     "reads_posted: model [1, 0], vLLM [0, 0]"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -594,7 +596,7 @@ def _random(name, n):
     assert rep.sequences == n and rep.steps > n
 
 
-V8_V17 = ["vllm-pull-sibling-read-56104", "vllm-pull-reregistered-generation-check"]
+V8_V17 = ["vllm-pull-sibling-read-56104", "vllm-pull-reregistered-generation-check", "vllm-pull-sibling-post-fails-56104"]
 
 
 @pytest.mark.parametrize("name", V8_V17)
@@ -606,3 +608,20 @@ def test_v8_v17_random_sequences_agree(name):
 @pytest.mark.parametrize("name", V8_V17)
 def test_v8_v17_random_sequences_agree_thorough(name):
     _random(name, 300)
+
+
+def test_v8_a_failed_post_on_the_real_worker_stops_the_loop_and_waits_for_the_earlier_read():
+    """The stand-in agent's make_prepped_xfer raises for prefill rank 1: 0.33.0's _read_blocks
+    records the failure (_recv_failures) and _read_blocks_for_req posts nothing more; rank 0's
+    READ goes on, and the failure is reported (FINISHED_ERROR, the block freed) once it is done."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-sibling-post-fails-56104")
+    path = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R0)",
+            "decode_read_blocks_post_fails(req=R0, wrank=w1)", "nixl_read_take_data_part(req=R0, wrank=w0)",
+            "nixl_read_complete_part(req=R0, wrank=w0)", "decode_pop_done_transfers(req=R0)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert [w % 100 for w, _, _, _ in h.dagent.posted.values()] == [0]  # rank 1's READ never posted
+    assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and not h.dw._recv_failures

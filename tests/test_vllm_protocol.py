@@ -53,6 +53,9 @@ CATALOGUE = {
     "vllm-pull-sibling-read-56104": (14885, set()),
     "vllm-pull-reregistered-no-generation-check": (446, {"decode_reads_only_own_pages"}),
     "vllm-pull-reregistered-generation-check": (446, set()),
+    "vllm-pull-sibling-post-fails-before-56104": (26435, ISOLATION | {"no_write_after_release",
+                                                                     "no_source_free_while_read"}),
+    "vllm-pull-sibling-post-fails-56104": (9427, set()),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails"}  # V5, V12, V6: liveness violated
@@ -101,7 +104,9 @@ PAIRS = [("vllm-pull-reject-before-41269", "vllm-pull-reject-41269", "sometimes_
          ("vllm-pull-sibling-read-before-56104", "vllm-pull-sibling-read-56104", "sometimes_failed_under_sibling_read",
           True),
          ("vllm-pull-reregistered-no-generation-check", "vllm-pull-reregistered-generation-check",
-          "sometimes_read_through_stale_registration", True)]
+          "sometimes_read_through_stale_registration", True),
+         ("vllm-pull-sibling-post-fails-before-56104", "vllm-pull-sibling-post-fails-56104",
+          "sometimes_failed_under_sibling_read", True)]
 
 
 @pytest.mark.parametrize("before,after,witness,hazard_reaches", PAIRS, ids=[p[0] for p in PAIRS])
@@ -119,7 +124,7 @@ def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness
     assert got_b[witness] == ("unreachable" if hazard_reaches else "reached")
     for name in ("sometimes_request_rejected", "sometimes_finished_under_gpu_step", "sometimes_read_fails",
                  "sometimes_failed_load_waits_for_sibling", "sometimes_load_fails",
-                 "sometimes_reregistered_request_served"):
+                 "sometimes_reregistered_request_served", "sometimes_read_post_fails"):
         if name in got_a:
             assert got_a[name] == got_b[name] == "reached"
 
@@ -683,3 +688,20 @@ def test_v17_a_request_after_the_reregistration_makes_decode_handshake_again_onl
     m = Machine(builtin("vllm-pull-reregistered-generation-check").build())
     s = m.run(*head[:2])
     assert m.step(s, _aid(m, "prefill_reregister_kv_caches()")) is None  # prefill holds R0
+
+
+def test_v8_a_failed_post_stops_the_later_siblings_only_with_56104():
+    """0.33.0: a failed post of rank w0's READ leaves rank w1's unposted and R0's failure is
+    reported at once (no handle remains); before #56104 w1's READ is posted all the same and
+    writes into the block the failure freed.  A failed post of w1 keeps w0's READ, and the
+    failure waits for it."""
+    head = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R0)"]
+    for name, w1 in (("vllm-pull-sibling-post-fails-56104", 0), ("vllm-pull-sibling-post-fails-before-56104", 1)):
+        spec = builtin(name).build()
+        m, g = Machine(spec), spec.layout.slot
+        s = m.run(*head, "decode_read_blocks_post_fails(req=R0, wrank=w0)", "decode_pop_done_transfers(req=R0)")
+        assert s[g("wr", 0, 0)] == RD_FAILED and s[g("wr", 0, 1)] == w1 and s[g("owner", 0)] == 0, name
+    spec = builtin("vllm-pull-sibling-post-fails-56104").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*head, "decode_read_blocks_post_fails(req=R0, wrank=w1)")
+    assert s[g("wr", 0, 0)] == RD_POSTED and m.step(s, _aid(m, "decode_pop_done_transfers(req=R0)")) is None

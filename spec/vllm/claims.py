@@ -223,7 +223,7 @@ class VllmClaims:
         """A load ends in ``FINISHED_ERROR``: a counted ``PUSH_FAIL`` (HYPOTHETICAL #50754), or a
         failed READ reported as ``failed_recving`` (V8)."""
         o = s.ops
-        if not (self.e.push_fail_notif or self.e.read_may_fail):
+        if not (self.e.push_fail_notif or self.e.read_may_fail or self.e.read_post_may_fail):
             return o.const(False)
         return o.any_(o.eq(s.outcome[r], OUT_ERROR) for r in self.reqs)
 
@@ -308,7 +308,7 @@ class VllmClaims:
         """V8: decode still holds a load one of whose READs failed while a sibling READ is still
         in progress (with #56104 the failure is not reported before the sibling stops)."""
         o = s.ops
-        if not (self.k.pull_ranked and self.e.read_may_fail):
+        if not (self.k.pull_ranked and (self.e.read_may_fail or self.e.read_post_may_fail)):
             return o.const(False)
         F = self.k.F
         return o.any_(o.and_(o.eq(s.d_phase[r], D_READING),
@@ -321,10 +321,30 @@ class VllmClaims:
         """V8 before #56104: a load was reported failed (``FINISHED_ERROR``, its block freed)
         while a sibling READ of it has not yet moved its data."""
         o = s.ops
-        if not (self.k.pull_ranked and self.e.read_may_fail):
+        if not (self.k.pull_ranked and (self.e.read_may_fail or self.e.read_post_may_fail)):
             return o.const(False)
         return o.any_(o.and_(o.eq(s.outcome[r], OUT_ERROR), o.eq(s.d_phase[r], D_ENDED),
                              o.any_(o.eq(s.wr[r, w], RD_POSTED) for w in range(self.k.F)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_read_post_fails(self, s):
+        """V8: posting one of a request's sibling READs failed (``_read_blocks``' except-branch)."""
+        o = s.ops
+        if not self.e.read_post_may_fail:
+            return o.const(False)
+        return o.any_(o.eq(s.wr[r, w], RD_FAILED) for r in self.reqs for w in range(self.k.F))
+
+    @witness
+    def sometimes_sibling_left_unposted(self, s):
+        """V8 with #56104: after a failed post decode loads a request one of whose sibling READs
+        was never posted (``_read_blocks_for_req`` stopped)."""
+        o = s.ops
+        if not self.e.read_post_may_fail:
+            return o.const(False)
+        F = self.k.F
+        return o.any_(o.and_(o.eq(s.d_phase[r], D_READING), o.any_(o.eq(s.wr[r, w], RD_FAILED) for w in range(F)),
+                             o.any_(o.eq(s.wr[r, w], RD_NONE) for w in range(F)))
                       for r in self.reqs)
 
     # -- V17: a re-registered prefill KV cache --------------------------------------------------------

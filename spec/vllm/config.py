@@ -177,6 +177,14 @@ class Engine:
     failed handle reports the load failed while sibling READs still write into its blocks,
     V8)."""
 
+    read_post_may_fail: bool = False
+    """Pull (V8): posting a READ may fail (``make_prepped_xfer`` or ``transfer`` raises in
+    ``_read_blocks``, pull_worker.py:536-567): the except-branch routes the request to failure
+    reporting (``_handle_failed_transfer`` into ``_recv_failures``) and returns ``False``, and
+    ``_read_blocks_for_req`` (357-372) posts no further sibling ("no sibling READs may be
+    posted"); the READs posted before it go on.  With ``failure_waits_for_siblings = false``
+    (before #56104) the failure is reported at once and the loop posts the remaining siblings."""
+
     prefill_reregisters: bool = False
     """Pull (V17): prefill may re-register its KV cache once, while it holds no request: a sleep
     (level 1 discards the KV cache; ``release_kv_cache_memory`` needs a completed pause and no
@@ -202,9 +210,13 @@ class Engine:
             out.append("engine.registration_generation_check: false matters only with prefill_reregisters = true")
         if self.mode == "push" and (self.read_fan_in != 1 or self.read_may_fail or not self.failure_waits_for_siblings):
             out.append("engine.mode: read_fan_in, read_may_fail and failure_waits_for_siblings are pull-mode knobs")
-        if not self.failure_waits_for_siblings and not self.read_may_fail:
+        if not self.failure_waits_for_siblings and not (self.read_may_fail or self.read_post_may_fail):
             out.append("engine.failure_waits_for_siblings: false matters only with read_may_fail = true")
-        if (self.read_fan_in != 1 or self.read_may_fail or self.prefill_reregisters) and (
+        if self.mode == "push" and self.read_post_may_fail:
+            out.append("engine.read_post_may_fail: a pull-mode knob")
+        if self.read_post_may_fail and self.prefill_reregisters:
+            out.append("engine.read_post_may_fail: not modelled with prefill_reregisters")
+        if (self.read_fan_in != 1 or self.read_may_fail or self.read_post_may_fail or self.prefill_reregisters) and (
                 self.decode_rejects or self.async_scheduling or self.decode_prefix_hit or self.client_aborts
                 or self.prefill_aborts or self.decode_refuses_replayed_params):
             out.append("engine.read_fan_in: per-rank READs are modelled without rejections, aborts, async "
@@ -248,7 +260,8 @@ class Config:
                 out.append(f"requests[{i}].replays: the index of an earlier request that is not a replay itself")
             elif self.engine.mode != "pull":
                 out.append(f"requests[{i}].replays: replayed parameters are modelled in pull mode only")
-            elif self.engine.read_fan_in != 1 or self.engine.read_may_fail or self.engine.prefill_reregisters:
+            elif (self.engine.read_fan_in != 1 or self.engine.read_may_fail or self.engine.read_post_may_fail
+                  or self.engine.prefill_reregisters):
                 out.append(f"requests[{i}].replays: replayed parameters are modelled with one READ per request")
         return out
 
@@ -293,7 +306,8 @@ WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expir
                     "defer_block_free", "decode_prefix_hit", "prefix_end_trim", "write_fan_in",
                     "write_post_may_fail", "push_fail_notif", "decode_refuses_replayed_params",
                     "push_handshake_may_defer", "read_fan_in", "read_may_fail",
-                    "failure_waits_for_siblings", "prefill_reregisters", "registration_generation_check")
+                    "failure_waits_for_siblings", "prefill_reregisters", "registration_generation_check",
+                    "read_post_may_fail")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
 fan-in, V6, V9, #55470, V8, V17): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,

@@ -857,10 +857,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(self._running(s))
         xs = [s.wr[r, w] for w in range(self.k.F)]
         ok = o.all_(o.eq(x, RD_DONE) for x in xs)
-        if self.e.read_may_fail:
+        if self.e.read_may_fail or self.e.read_post_may_fail:
             failed = o.any_(o.eq(x, RD_FAILED) for x in xs)
-            if self.e.failure_waits_for_siblings:
-                failed = o.and_(failed, o.all_(o.is_in(x, (RD_DONE, RD_FAILED)) for x in xs))
+            if self.e.failure_waits_for_siblings:  # a sibling never posted (after a failed post) has stopped too
+                stopped = (RD_DONE, RD_FAILED, RD_NONE) if self.e.read_post_may_fail else (RD_DONE, RD_FAILED)
+                failed = o.and_(failed, o.all_(o.is_in(x, stopped) for x in xs))
             s.require(o.or_(ok, failed))
             n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
         else:
@@ -888,3 +889,22 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
             n.gen[r] = o.ite(o.eq(s.p_phase[r], P_NEW), 1, s.gen[r])
         for q in range(self.k.P):
             n.src_content[q] = UNWRITTEN  # the new memory: the old KV was discarded
+
+    @action("decode", "req", "wrank")
+    def decode_read_blocks_post_fails(self, s, n, r, w):
+        """Pull (``read_post_may_fail``, V8): decode's ``_read_blocks_for_req`` posts the READs
+        of ranks before ``w`` and ``_read_blocks`` fails to post rank ``w``'s
+        (``make_prepped_xfer`` or ``transfer`` raises; pull_worker.py:536-567): the request goes
+        to ``_recv_failures`` and, with #56104, ``_read_blocks`` returns ``False`` and the loop
+        (357-372) posts no later sibling; the earlier READs go on.  Before #56104 the loop posted
+        the later siblings all the same."""
+        o = s.ops
+        s.require(self.k.pull_ranked and self.e.read_post_may_fail)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        n.d_phase[r] = D_READING
+        for x in range(self.k.F):
+            if x == w:
+                n.wr[r, x] = RD_FAILED
+            elif x < w or not self.e.failure_waits_for_siblings:
+                n.wr[r, x] = RD_POSTED

@@ -90,7 +90,8 @@ class Codes:
         (V9) the request it replays."""
         self.replay = tuple(r.replays is not None for r in cfg.requests)
         self.replays = any(self.replay)
-        self.pull_ranked = e.mode == "pull" and (e.read_fan_in > 1 or e.read_may_fail or e.prefill_reregisters)
+        self.pull_ranked = e.mode == "pull" and (e.read_fan_in > 1 or e.read_may_fail or e.read_post_may_fail
+                                                 or e.prefill_reregisters)
         """Pull with per-rank READs (V8: hetero TP, READs that may fail): decode's rank READs
         each prefill rank ``w``'s part with its own handle ``wr[r, w]`` into its part
         ``content[w, block]``, and each READ's notification ``wnotif[r, w]`` goes to its own
@@ -167,7 +168,7 @@ def _ranked_fields(k: Codes, e, req: Domain, en, flag) -> list[Field]:
     and ``content`` become per prefill rank (``wr``, ``wnotif``, ``content[w, block]``), decode
     counts notifications (``counted``)."""
     w = k.wrank
-    outcomes = OUT_LABELS + (("error",) if e.push_fail_notif or e.read_may_fail else ())
+    outcomes = OUT_LABELS + (("error",) if e.push_fail_notif or e.read_may_fail or e.read_post_may_fail else ())
     fields = [
         Field("p_phase", (req,), en("p_phase", P_LABELS), P_NEW, "prefill's view of the request"),
         Field("src", (req,), k.pblock_ref, k.P, "prefill block holding the request's KV"),

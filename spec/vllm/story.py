@@ -129,6 +129,13 @@ class VllmStory:
         if name == "nixl_read_fails_part":
             return [Note("info", f"R{r}'s READ of prefill rank w{args['wrank']}'s part fails (check_xfer_state: ERR); "
                                  "no notification goes to that rank")]
+        if name == "decode_read_blocks_post_fails":
+            w = args["wrank"]
+            later = [x for x in range(self.k.F) if x > w and self._get(post, "wr", r, x) != RD_NONE]
+            text = (f"decode fails to post R{r}'s READ of rank w{w}'s part (_read_blocks raises): "
+                    + (f"the loop posts rank(s) {', '.join(f'w{x}' for x in later)} all the same" if later
+                       else "no later sibling is posted"))
+            return [Note("info", text)]
         if name == "prefill_reregister_kv_caches":
             return [Note("info", "prefill sleeps and wakes up: its KV cache is registered again at new memory "
                                  "(_registration_generation bumped); decode's cached descriptors name the old one")]

@@ -51,7 +51,8 @@ class Observation:
     rejection, V12) is on its way (per-rank READs, V8: to some prefill rank).  With per-rank
     READs ``late`` counts requests, not notifications (two ranks may each find one).
     ``stale_read`` (V17): the requests with a READ in progress through decode's descriptors of
-    a prefill KV cache registration that was replaced since.
+    a prefill KV cache registration that was replaced since.  ``reads_posted`` (V8 with failed
+    posts): per request, how many of its READs were posted (in flight or done).
     """
 
     prefill: tuple[str, ...] = ()
@@ -70,6 +71,7 @@ class Observation:
     prefill_notified: tuple[int, ...] = ()
     count_short: tuple[int, ...] = ()
     stale_read: tuple[int, ...] = ()
+    reads_posted: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
         """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
@@ -146,6 +148,8 @@ def model_observation(machine, state: bytes) -> Observation:
                           and get("d_phase", r) in (D_READING, D_HELD) and RD_FAILED in xfers(r)),
         stale_read=tuple(r for r in range(k.R) if spec.e.prefill_reregisters and get("rgen", r) != get("p_gen")
                          and any(x in (RD_POSTED, RD_TAKEN) for x in xfers(r))),
+        reads_posted=(tuple(sum(x in (RD_POSTED, RD_TAKEN, RD_DONE) for x in xfers(r)) for r in range(k.R))
+                      if spec.e.read_post_may_fail else ()),
     )
 
 
@@ -215,4 +219,6 @@ def code_observation(h) -> Observation:
                           and h.dw.consumer_notification_counts_by_req.get(h.did(r), 0) < h.F),
         prefill_notified=h.prefill_notified(),
         stale_read=h.stale_reads() if getattr(h, "reregisters", False) else (),
+        reads_posted=(tuple(sum(h.part_read.get((r, w)) in ("posted", "taken", "done") for w in range(h.F))
+                            for r in range(h.R)) if getattr(h, "post_may_fail", False) else ()),
     )

@@ -62,6 +62,7 @@ class _ReadAgent:
     (``ERR``); it receives no notification."""
 
     def __init__(self) -> None:
+        self.fail_rank: int | None = None  # V8: the prefill rank whose READ post raises next
         self.state: dict[int, str] = {}
         self.posted: dict[int, tuple[int, list[int], list[int], bytes]] = {}  # handle -> (remote, src, dst, msg)
 
@@ -69,6 +70,9 @@ class _ReadAgent:
         """Prepare a READ of prefill rank ``remote_handle``'s descriptors into ours."""
         if op != "READ":
             raise HarnessError(f"decode posted a {op}")
+        if self.fail_rank is not None and int(remote_handle) % 100 == self.fail_rank:
+            self.fail_rank = None
+            raise RuntimeError("NIXL_ERR_BACKEND: stand-in agent failed the post")
         handle = 100 + len(self.posted)
         self.state[handle] = "PROC"
         self.posted[handle] = (int(remote_handle), [int(x) for x in remote_descs],  # 100 * epoch + rank
@@ -114,9 +118,10 @@ class RankedPullHarness(Harness):
     pull_ranked = True
     """Read by :func:`~.observation.code_observation`: pull with per-rank READs."""
 
-    def __init__(self, shape, fan_in: int, reregisters: bool = False):
+    def __init__(self, shape, fan_in: int, reregisters: bool = False, post_may_fail: bool = False):
         self.F = fan_in
         self.reregisters = reregisters
+        self.post_may_fail = post_may_fail  # V8: read_post_may_fail (observed: reads_posted)
         self.epoch = 0  # V17: prefill's KV cache registrations so far, less one
         self.handshakes = 0  # V17: decode's (stand-in) handshakes with prefill
         super().__init__(shape)
@@ -303,9 +308,23 @@ class RankedPullHarness(Harness):
         return tuple(r for r in range(self.R) if any(f"{self.pid(r)}:1".encode() in a.inbox for a in self.agents))
 
     # -- decode ------------------------------------------------------------------------------------
-    def decode_read_blocks_for_req(self, r: int) -> None:
+    def decode_read_blocks_post_fails(self, r: int, w: int) -> None:
+        """As :meth:`decode_read_blocks_for_req`, with the stand-in agent's
+        ``make_prepped_xfer`` raising for prefill rank ``w``: 0.33.0's ``_read_blocks`` puts the
+        request in ``_recv_failures`` and ``_read_blocks_for_req`` posts no later sibling."""
+        self.dagent.fail_rank = w
+        try:
+            self.decode_read_blocks_for_req(r, ranks=list(range(w)))
+        finally:
+            self.dagent.fail_rank = None
+        if self.did(r) not in self.dw._recv_failures:
+            raise Divergent(f"vLLM's decode worker did not record the failed post of {self.did(r)}")
+        self.part_read[(r, w)] = "failed"
+
+    def decode_read_blocks_for_req(self, r: int, ranks: list[int] | None = None) -> None:
         """Decode's real ``start_load_kv`` on the ``reqs_to_recv`` entry the real decode
-        scheduler emitted for ``r``: ``_read_blocks_for_req`` posts one READ per prefill rank."""
+        scheduler emitted for ``r``: ``_read_blocks_for_req`` posts one READ per prefill rank
+        (``ranks``: the ones expected posted, all by default)."""
         if self.stalled:
             raise Divergent("the harness was asked to step a stalled decode engine")
         did, s = self.did(r), self.slots[r]
@@ -316,9 +335,10 @@ class RankedPullHarness(Harness):
         before = set(self.dagent.posted)
         self.dw.start_load_kv(md)
         new = [h for h in self.dagent.posted if h not in before]
-        ranks = sorted(self.dagent.posted[h][0] % 100 for h in new)
-        if ranks != list(range(self.F)) or sorted(self.dw._recving_transfers.get(did, ())) != sorted(new):
-            raise Divergent(f"vLLM's decode worker posted READs from prefill ranks {ranks} for {did} "
+        got = sorted(self.dagent.posted[h][0] % 100 for h in new)
+        if got != (list(range(self.F)) if ranks is None else ranks) or \
+                sorted(self.dw._recving_transfers.get(did, ())) != sorted(new):
+            raise Divergent(f"vLLM's decode worker posted READs from prefill ranks {got} for {did} "
                             f"(handles {sorted(self.dw._recving_transfers.get(did, ()))})")
         for h in new:
             remote, src, dst, msg = self.dagent.posted[h]

@@ -80,7 +80,7 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if k.pull_ranked:
         from kvproof.spec.vllm.conform.ranked_pull import RankedPullHarness
 
-        return RankedPullHarness(shape, k.F, reregisters=e.prefill_reregisters)
+        return RankedPullHarness(shape, k.F, reregisters=e.prefill_reregisters, post_may_fail=e.read_post_may_fail)
     if k.ranked:
         from kvproof.spec.vllm.conform.ranked import RankedPushHarness
 
