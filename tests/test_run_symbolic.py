@@ -61,7 +61,8 @@ AGREEMENT = ["incident", "pr-36988", "abort-race", "pr-35049-drain-ack", "timeou
 # The same for vLLM's pull-mode protocol: between them every knob of its Engine at every value the
 # catalogue uses (lease lengths, heartbeats on and off, stalls, both latency bounds, aborts on both
 # sides, #32255 and #25067 before and after, pull and push mode, the scheduler-side V12, V15 and V11
-# knobs, fan-in and failed posts, replays, deferred WRITEs, V13's and V16's); 0.33.0 as shipped (heartbeats, a
+# knobs, fan-in and failed posts, replays, deferred WRITEs, V13's and V16's, per-rank READs and V8's fix,
+# V17's re-registration and check); 0.33.0 as shipped (heartbeats, a
 # stalling decode) is in the fast tier, the rest (3-5 s each) in the slow one.
 AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
                   "vllm-pull-abort-before-32255", "vllm-pull-abort-32255", "vllm-pull-abort-finished-before-25067",
@@ -77,7 +78,10 @@ AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-p
                   # V2: the reaper before #58222 and a hung READ; V14: the turn-2 check off, and on with
                   # a late clock offset (its overdue counter), READs within a tick
                   "vllm-pull-reaper-before-58222", "vllm-pull-turn2-before-47021",
-                  "vllm-pull-turn2-clock-offset-47021"]
+                  "vllm-pull-turn2-clock-offset-47021",
+                  "vllm-pull-sibling-read-before-56104",  # per-rank READs that fail, before #56104 (V8)
+                  "vllm-pull-reregistered-no-generation-check",  # a re-registered prefill, no check (V17)
+                  "vllm-pull-sibling-post-fails-before-56104"]  # a READ that fails to post (V8)
 
 
 def _family(name):
@@ -102,7 +106,9 @@ def test_the_agreement_scenarios_set_every_flag_to_every_value_the_catalogue_doe
 # The last two vLLM agreement scenarios (3-4 s each) run only with --thorough: the test command is
 # near its budget; vllm-push-write-post-fails-50754 (the per-rank WRITE encoding) stays in the slow tier.
 THOROUGH_ONLY = ("vllm-pull-replayed-params-refused", "vllm-push-deferred-write",
-                 "vllm-pull-reaper-before-58222", "vllm-pull-turn2-before-47021")  # V2, V14: 2.6 s, 1.2 s
+                  "vllm-pull-reaper-before-58222", "vllm-pull-turn2-before-47021",  # V2, V14: 2.6 s, 1.2 s
+                  "vllm-pull-sibling-read-before-56104",  # V8's per-rank READs: 4.5 s
+                  "vllm-pull-sibling-post-fails-before-56104")
 
 
 @pytest.mark.parametrize("name", [n if n in ("abort-race", "pr-41404", "room-reuse-generation", "vllm-pull-heartbeat-stall")

@@ -90,6 +90,13 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     ("vllm-pull-mla-notif-before-36958", "decode_start_load_kv(req=R0)", "mla_notified: model [], vLLM [0]"),
     ("vllm-pull-turn2-before-47021", "decode_start_load_kv(req=R0)", "vLLM's _is_turn2_read_expired declines the "
      "READ of d-R0 (deadline 1020.0, now 1020.0)"),
+    ("vllm-pull-sibling-read-before-56104", "decode_pop_done_transfers(req=R0)",  # V8: #56104 retains the sibling
+     "vLLM's decode worker reported finished_recving [], not d-R0 (handles still retained: {101: 'PROC'}, "
+     "_recv_failures ['d-R0'])"),
+    ("vllm-pull-reregistered-no-generation-check", "decode_read_blocks_for_req(req=R1)",  # V17: 0.33.0 handshakes again
+     "stale_read: model [1], vLLM []"),
+    ("vllm-pull-sibling-post-fails-before-56104", "decode_read_blocks_post_fails(req=R0, wrank=w0)",  # V8: no sibling
+     "reads_posted: model [1, 0], vLLM [0, 0]"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -734,3 +741,99 @@ def test_v14_the_real_check_declines_a_passed_deadline_and_the_real_scheduler_en
 
     result, _ = _run(NeverDeclines, sc, path[:4] + ["decode_start_load_kv(req=R0)"])
     assert result.diverged_at == 5 and "_is_turn2_read_expired declines the READ of d-R0" in result.reason
+_V8_HEAD = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R0)",
+            "decode_read_blocks_for_req(req=R0)", "nixl_read_fails_part(req=R0, wrank=w0)"]
+
+
+def test_v8_the_real_worker_reports_a_failed_read_once_its_sibling_stopped():
+    """Decode's real _read_blocks_for_req posts one READ per prefill rank (notif_msg "R0:1");
+    w0's READ fails (the stand-in agent reports ERR).  0.33.0's get_transfer_results keeps w1's
+    handle and reports nothing while it is in progress (a model that reports the failure then,
+    the mutant of test_vllm_protocol, diverges there); once w1 completed it reports R0 in
+    finished_recving and failed_recving, the real scheduler ends R0 in FINISHED_ERROR and frees
+    its block, and w1's prefill rank frees nothing until rank w0's lease expires."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    from .test_vllm_protocol import FailsBeforeSiblingsStop
+
+    sc = builtin("vllm-pull-sibling-read-56104")
+    path = _V8_HEAD + ["nixl_read_take_data_part(req=R0, wrank=w1)", "nixl_read_complete_part(req=R0, wrank=w1)",
+                       "decode_pop_done_transfers(req=R0)", "prefill_get_new_notifs_part(req=R0, wrank=w1)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert sorted(m for _, _, _, m in h.dagent.posted.values()) == [b"R0:1", b"R0:1"]
+    assert sorted(w for w, _, _, _ in h.dagent.posted.values()) == [0, 1]  # one READ per prefill rank
+    assert len(h.dw.xfer_stats.data["num_failed_transfers"]) == 1 and h.dw._invalid_block_ids.qsize() == 1
+    assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and not h.dw._recving_transfers
+    assert "R0" in h.P.requests and h.reported[0] == {1} and "R0" in h.pws[0]._reqs_to_send  # rank w0: the lease
+    result, _ = _run(FailsBeforeSiblingsStop, sc, _V8_HEAD + ["decode_pop_done_transfers(req=R0)"])
+    assert result.diverged_at == len(_V8_HEAD) + 1 and "handles still retained: {101: 'PROC'}" in result.reason
+
+
+def test_v17_the_real_worker_drops_the_old_registration_and_handshakes_again():
+    """R0 is READ through decode's first handshake; prefill's real scheduler publishes a
+    re-registration (_registration_generation bumped) and R1's kv_transfer_params carry it:
+    decode's real _read_blocks_for_req runs _cleanup_remote_engine and a second handshake before
+    posting R1's READ through the new registration's descriptors, and R1 runs on its own KV.
+    A model without the check diverges at that READ."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    from .test_vllm_protocol import ChecksOnlyOnFirstContact
+
+    head = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_read_blocks_for_req(req=R0)",
+            "nixl_read_take_data_part(req=R0, wrank=w0)", "nixl_read_complete_part(req=R0, wrank=w0)",
+            "prefill_get_new_notifs_part(req=R0, wrank=w0)", "decode_pop_done_transfers(req=R0)",
+            "prefill_reregister_kv_caches()", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R1)",
+            "decode_read_blocks_for_req(req=R1)"]
+    sc = builtin("vllm-pull-reregistered-generation-check")
+    result, h = _run(VllmPd, sc, head + ["nixl_read_take_data_part(req=R1, wrank=w0)",
+                                         "nixl_read_complete_part(req=R1, wrank=w0)", "decode_pop_done_transfers(req=R1)"])
+    assert result.agrees, result.reason
+    gen = h.P.connector.connector_scheduler._registration_generation
+    assert h.slots[1].recv.remote.registration_generation == gen == 2  # first publication, then the wake-up's
+    assert h.handshakes == 2 and h.dw._remote_registration_generations[h.p_engine] == gen
+    assert h.dw.dst_xfer_side_handles[h.p_engine] == {0: 100} and h.slots[1].seen == "own"
+    result, _ = _run(ChecksOnlyOnFirstContact, sc, head)
+    assert result.diverged_at == len(head) and "stale_read: model [1], vLLM []" in result.reason
+
+
+def _random(name, n):
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
+
+    rep = fuzz_scenario(builtin(name), n)
+    assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
+    assert rep.sequences == n and rep.steps > n
+
+
+V8_V17 = ["vllm-pull-sibling-read-56104", "vllm-pull-reregistered-generation-check", "vllm-pull-sibling-post-fails-56104"]
+
+
+@pytest.mark.parametrize("name", V8_V17)
+def test_v8_v17_random_sequences_agree(name):
+    _random(name, 40)  # the default tier; 300 under --thorough
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("name", V8_V17)
+def test_v8_v17_random_sequences_agree_thorough(name):
+    _random(name, 300)
+
+
+def test_v8_a_failed_post_on_the_real_worker_stops_the_loop_and_waits_for_the_earlier_read():
+    """The stand-in agent's make_prepped_xfer raises for prefill rank 1: 0.33.0's _read_blocks
+    records the failure (_recv_failures) and _read_blocks_for_req posts nothing more; rank 0's
+    READ goes on, and the failure is reported (FINISHED_ERROR, the block freed) once it is done."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-sibling-post-fails-56104")
+    path = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R0)",
+            "decode_read_blocks_post_fails(req=R0, wrank=w1)", "nixl_read_take_data_part(req=R0, wrank=w0)",
+            "nixl_read_complete_part(req=R0, wrank=w0)", "decode_pop_done_transfers(req=R0)"]
+    result, h = _run(VllmPd, sc, path)
+    assert result.agrees, result.reason
+    assert [w % 100 for w, _, _, _ in h.dagent.posted.values()] == [0]  # rank 1's READ never posted
+    assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and not h.dw._recv_failures

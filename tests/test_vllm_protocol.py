@@ -7,12 +7,13 @@ import pytest
 
 from kvproof.checker.cli import main
 from kvproof.checker.explicit import explore
+from kvproof.model.framework import action
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_scenario
 from kvproof.spec.vllm.config import Config, Engine, Request
 from kvproof.spec.vllm.protocol import VllmPd
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, D_READING, D_TRACKED, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_HELD, P_SENT, RD_DONE, RD_FAILED,
+    D_ENDED, D_HELD, D_READING, D_TRACKED, D_WAITING, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_HELD, P_SENT, RD_DONE, RD_FAILED,
     RD_POSTED, RD_TAKEN, READ_FOREIGN, READ_OWN, WN_FAIL,
 )
 
@@ -58,6 +59,13 @@ CATALOGUE = {
     "vllm-pull-turn2-47021": (395, set()),
     "vllm-pull-turn2-slow-read-47021": (1642, ISOLATION | {"no_source_free_while_read"}),
     "vllm-pull-turn2-clock-offset-47021": (1151, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-pull-sibling-read-before-56104": (29153, ISOLATION | {"no_write_after_release", "no_source_free_while_read"}),
+    "vllm-pull-sibling-read-56104": (14885, set()),
+    "vllm-pull-reregistered-no-generation-check": (446, {"decode_reads_only_own_pages"}),
+    "vllm-pull-reregistered-generation-check": (446, set()),
+    "vllm-pull-sibling-post-fails-before-56104": (26435, ISOLATION | {"no_write_after_release",
+                                                                     "no_source_free_while_read"}),
+    "vllm-pull-sibling-post-fails-56104": (9427, set()),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails", "vllm-pull-full-hit-before-56640",
@@ -112,7 +120,13 @@ PAIRS = [("vllm-pull-reject-before-41269", "vllm-pull-reject-41269", "sometimes_
          ("vllm-pull-async-before-45357", "vllm-pull-async-45357", "sometimes_block_reused_under_gpu_step", True),
          ("vllm-push-prefix-hit-before-48758", "vllm-push-prefix-hit-48758", "sometimes_suffix_slot_gets_prefix", True),
          ("vllm-pull-full-hit-before-56640", "vllm-pull-full-hit-56640", "sometimes_full_hit_served", False),
-         ("vllm-pull-mla-notif-before-36958", "vllm-pull-mla-notif-36958", "sometimes_mla_notif_unrecognized", True)]
+         ("vllm-pull-mla-notif-before-36958", "vllm-pull-mla-notif-36958", "sometimes_mla_notif_unrecognized", True),
+         ("vllm-pull-sibling-read-before-56104", "vllm-pull-sibling-read-56104", "sometimes_failed_under_sibling_read",
+          True),
+         ("vllm-pull-reregistered-no-generation-check", "vllm-pull-reregistered-generation-check",
+          "sometimes_read_through_stale_registration", True),
+         ("vllm-pull-sibling-post-fails-before-56104", "vllm-pull-sibling-post-fails-56104",
+          "sometimes_failed_under_sibling_read", True)]
 
 
 @pytest.mark.parametrize("before,after,witness,hazard_reaches", PAIRS, ids=[p[0] for p in PAIRS])
@@ -123,13 +137,16 @@ def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness
     a, b = builtin(before), builtin(after)
     da, db = a.config.engine.__dict__, b.config.engine.__dict__
     assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"],
-                                                 ["report_notify_only_recv"], ["mla_notif_remote_id"])
+                                                 ["report_notify_only_recv"], ["mla_notif_remote_id"],
+                                                 ["failure_waits_for_siblings"], ["registration_generation_check"])
     assert a.config.requests == b.config.requests
     got_a = {c.claim: c.verdict for c in checked(before).claims}
     got_b = {c.claim: c.verdict for c in checked(after).claims}
     assert got_a[witness] == ("reached" if hazard_reaches else "unreachable")
     assert got_b[witness] == ("unreachable" if hazard_reaches else "reached")
-    for name in ("sometimes_request_rejected", "sometimes_finished_under_gpu_step"):
+    for name in ("sometimes_request_rejected", "sometimes_finished_under_gpu_step", "sometimes_read_fails",
+                 "sometimes_failed_load_waits_for_sibling", "sometimes_load_fails",
+                 "sometimes_reregistered_request_served", "sometimes_read_post_fails"):
         if name in got_a:
             assert got_a[name] == got_b[name] == "reached"
 
@@ -279,6 +296,41 @@ class Turn2DeclineKeepsBlock(VllmPd):
     def decode_decline_turn2_read(self, s, n, r):
         super().decode_decline_turn2_read(s, n, r)
         n.owner[s.dest[r]] = s.owner[s.dest[r]]
+class FailsBeforeSiblingsStop(VllmPd):
+    """V8's fix done halfway: decode reports a failed READ at once unless the failed handle is
+    the last one posted (it waits for earlier siblings only), so a failure of rank w0 is
+    reported while rank w1's READ still writes."""
+
+    @action("decode", "req", fair=True)
+    def decode_pop_done_transfers(self, s, n, r):
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.d_phase[r], D_READING))
+        xs = [s.wr[r, w] for w in range(self.k.F)]
+        ok = o.all_(o.eq(x, RD_DONE) for x in xs)
+        failed = o.and_(o.eq(xs[0], RD_FAILED), *[o.ne(x, RD_TAKEN) for x in xs[1:]])
+        s.require(o.or_(ok, failed))
+        n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
+        n.read[r] = o.ite(ok, self._classify(s, r), s.read[r])
+        n.d_phase[r] = D_ENDED
+        self._free(s, n, r, "owner", "dest")
+
+
+class ChecksOnlyOnFirstContact(VllmPd):
+    """V17's check done halfway: decode handshakes with prefill once and never compares the
+    registration generation again (the cached descriptors are kept after a re-registration)."""
+
+    @action("decode", "req", fair=True)
+    def decode_read_blocks_for_req(self, s, n, r):
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        n.d_phase[r] = D_READING
+        for w in range(self.k.F):
+            n.wr[r, w] = RD_POSTED
+        loaded = o.ite(o.eq(s.d_gen, 0), s.p_gen, o.add(s.d_gen, -1))
+        n.d_gen = o.add(loaded, 1)
+        n.rgen[r] = loaded
 
 
 MUTANTS = [
@@ -302,6 +354,10 @@ MUTANTS = [
     ("V13: the parked full hit is not reported", "vllm-pull-full-hit-56640", NotifyOnlyNotReported,
      "quiescent_holds_nothing"),
     ("V16: rank 1 expects two notifications", "vllm-pull-mla-notif-36958", MlaRankCountsTwo, "quiescent_holds_nothing"),
+    ("V8: failure reported before a sibling READ stopped", "vllm-pull-sibling-read-56104", FailsBeforeSiblingsStop,
+     "no_write_after_release"),
+    ("V17: registration checked on first contact only", "vllm-pull-reregistered-generation-check",
+     ChecksOnlyOnFirstContact, "decode_reads_only_own_pages"),
 ]
 
 
@@ -595,6 +651,14 @@ def test_new_knobs_are_written_to_stored_scenarios_only_when_set():
     ({"reject_notifies_prefill": False}, "reject_notifies_prefill: false describes a rejection"),
     ({"defer_block_free": False}, "defer_block_free: false matters only with async_scheduling = true"),
     ({"prefix_end_trim": False}, "prefix_end_trim: false matters only with decode_prefix_hit = true"),
+    ({"failure_waits_for_siblings": False}, "failure_waits_for_siblings: false matters only with read_may_fail"),
+    ({"mode": "push", "read_fan_in": 2}, "read_fan_in, read_may_fail and failure_waits_for_siblings are pull-mode"),
+    ({"read_fan_in": 2, "client_aborts": True}, "per-rank READs are modelled without rejections, aborts"),
+    ({"read_fan_in": 2, "mla_prefill_ranks": 2}, "per-rank READs are modelled without MLA ranks, hanging READs"),
+    ({"read_may_fail": True, "turn2_read": True}, "per-rank READs are modelled without MLA ranks, hanging READs"),
+    ({"read_fan_in": 4}, "[engine].read_fan_in: expected a whole number in 1..3, got 4"),
+    ({"registration_generation_check": False}, "registration_generation_check: false matters only with prefill_rereg"),
+    ({"mode": "push", "prefill_reregisters": True}, "prefill_reregisters: modelled in pull mode only"),
 ])
 def test_inconsistent_scheduler_knobs_are_one_line(tmp_path, capsys, engine, message):
     lines = [f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v).replace(chr(39), chr(34))}"
@@ -806,3 +870,86 @@ def test_show_tells_the_stranded_lease_and_the_declined_turn2_read(capsys):
     assert "decode holds the aborted R1 until a finished_recving that never comes" in out
     assert main(["show", str(TRACES / "vllm-pull-turn2-slow-read-47021__no_cross_tenant_read.itf.json")]) == 0
     assert "takes q0, which R0 no longer holds" in " ".join(capsys.readouterr().out.split())
+_V8_HEAD = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R0)",
+            "decode_read_blocks_for_req(req=R0)", "nixl_read_fails_part(req=R0, wrank=w0)"]
+
+
+def test_v8_a_failed_read_is_reported_after_its_sibling_stopped_only_with_56104():
+    """Hetero TP: R0's two READs are posted together; w0's fails.  With #56104 (0.33.0) decode
+    cannot report R0 while w1's READ is posted: only once it completed, and then R0 ends in
+    FINISHED_ERROR, its block freed with nothing writing it; w0's prefill rank got no
+    notification, so prefill's block waits for the lease, w1's rank is notified.  Before #56104
+    the report is enabled at once and frees the block under w1's READ."""
+    spec = builtin("vllm-pull-sibling-read-56104").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*_V8_HEAD)
+    assert [s[g("wr", 0, w)] for w in range(2)] == [RD_FAILED, RD_POSTED] and s[g("d_phase", 0)] == D_READING
+    assert m.step(s, _aid(m, "decode_pop_done_transfers(req=R0)")) is None  # w1 still in progress
+    s = m.run("nixl_read_take_data_part(req=R0, wrank=w1)", "nixl_read_complete_part(req=R0, wrank=w1)",
+              "decode_pop_done_transfers(req=R0)", state=s)
+    assert s[g("outcome", 0)] == OUT_ERROR and s[g("owner", 0)] == 0 and s[g("d_phase", 0)] == D_ENDED
+    assert [s[g("wnotif", 0, w)] for w in range(2)] == [0, 1] and s[g("p_phase", 0)] == P_HELD
+    s = m.run("prefill_get_new_notifs_part(req=R0, wrank=w1)", state=s)
+    assert s[g("p_phase", 0)] == P_HELD and s[g("src_owner", 0)] == 1  # rank w0 still holds it (lease)
+    before = builtin("vllm-pull-sibling-read-before-56104").build()
+    m = Machine(before)
+    s = m.run(*_V8_HEAD, "decode_pop_done_transfers(req=R0)")
+    assert s[g("owner", 0)] == 0 and s[g("wr", 0, 1)] == RD_POSTED  # freed under w1's READ
+
+
+def test_v8_both_reads_done_serve_both_halves_and_free_prefill_on_the_last_notification():
+    spec = builtin("vllm-pull-sibling-read-56104").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*_V8_HEAD[:4], *[f"nixl_read_{x}_part(req=R0, wrank=w{w})" for w in (0, 1)
+                                for x in ("take_data", "complete")], "decode_pop_done_transfers(req=R0)")
+    assert s[g("outcome", 0)] == OUT_SUCCESS and s[g("read", 0)] == READ_OWN
+    s = m.run("prefill_get_new_notifs_part(req=R0, wrank=w0)", state=s)
+    assert s[g("p_phase", 0)] == P_HELD and s[g("src_owner", 0)] == 1  # one of two ranks reported
+    s = m.run("prefill_get_new_notifs_part(req=R0, wrank=w1)", state=s)
+    assert s[g("p_phase", 0)] == P_SENT and s[g("src_owner", 0)] == 0
+
+
+def test_show_tells_the_sibling_read(capsys):
+    assert main(["show", str(TRACES / "vllm-pull-sibling-read-before-56104__no_cross_tenant_read.itf.json")]) == 0
+    out = capsys.readouterr().out
+    assert "with sibling READ(s) of rank(s) w1 still in" in out and "lands in p0, which decode freed and gave to R1" in out
+
+
+def test_v17_a_request_after_the_reregistration_makes_decode_handshake_again_only_with_the_check():
+    """R0 is READ and served through the first registration; prefill, holding nothing,
+    re-registers; R1 carries the new generation.  With 0.33.0's check decode loads the new
+    registration before R1's READ and serves R1 its own KV; without it R1's READ goes through
+    the old descriptors and decode serves released memory."""
+    head = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_read_blocks_for_req(req=R0)",
+            "nixl_read_take_data_part(req=R0, wrank=w0)", "nixl_read_complete_part(req=R0, wrank=w0)",
+            "prefill_get_new_notifs_part(req=R0, wrank=w0)", "decode_pop_done_transfers(req=R0)",
+            "prefill_reregister_kv_caches()", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R1)",
+            "decode_read_blocks_for_req(req=R1)", "nixl_read_take_data_part(req=R1, wrank=w0)",
+            "nixl_read_complete_part(req=R1, wrank=w0)", "decode_pop_done_transfers(req=R1)"]
+    for name, d_gen, read in (("vllm-pull-reregistered-generation-check", 2, READ_OWN),
+                              ("vllm-pull-reregistered-no-generation-check", 1, READ_FOREIGN)):
+        spec = builtin(name).build()
+        m, g = Machine(spec), spec.layout.slot
+        s = m.run(*head)
+        assert s[g("gen", 0)] == 0 and s[g("gen", 1)] == 1 and s[g("p_gen")] == 1, name
+        assert s[g("d_gen")] == d_gen and s[g("read", 1)] == read and s[g("read", 0)] == READ_OWN, name
+    m = Machine(builtin("vllm-pull-reregistered-generation-check").build())
+    s = m.run(*head[:2])
+    assert m.step(s, _aid(m, "prefill_reregister_kv_caches()")) is None  # prefill holds R0
+
+
+def test_v8_a_failed_post_stops_the_later_siblings_only_with_56104():
+    """0.33.0: a failed post of rank w0's READ leaves rank w1's unposted and R0's failure is
+    reported at once (no handle remains); before #56104 w1's READ is posted all the same and
+    writes into the block the failure freed.  A failed post of w1 keeps w0's READ, and the
+    failure waits for it."""
+    head = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R0)"]
+    for name, w1 in (("vllm-pull-sibling-post-fails-56104", 0), ("vllm-pull-sibling-post-fails-before-56104", 1)):
+        spec = builtin(name).build()
+        m, g = Machine(spec), spec.layout.slot
+        s = m.run(*head, "decode_read_blocks_post_fails(req=R0, wrank=w0)", "decode_pop_done_transfers(req=R0)")
+        assert s[g("wr", 0, 0)] == RD_FAILED and s[g("wr", 0, 1)] == w1 and s[g("owner", 0)] == 0, name
+    spec = builtin("vllm-pull-sibling-post-fails-56104").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*head, "decode_read_blocks_post_fails(req=R0, wrank=w1)")
+    assert s[g("wr", 0, 0)] == RD_POSTED and m.step(s, _aid(m, "decode_pop_done_transfers(req=R0)")) is None

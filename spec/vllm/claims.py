@@ -10,7 +10,7 @@ from __future__ import annotations
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_LIVE, D_READING, D_TRACKED, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD,
-    P_NEW, P_SENT, RD_FAILED, RD_NONE, RD_POSTED, READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
+    P_NEW, P_SENT, RD_FAILED, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
 )
 
 __all__ = ["VllmClaims"]
@@ -203,7 +203,7 @@ class VllmClaims:
     def sometimes_write_post_fails(self, s):
         """A prefill rank's WRITE failed to post (V6: ``_xfer_blocks``' except-branch)."""
         o = s.ops
-        if not self.k.ranked:
+        if not self.k.ranked or self.pull:
             return o.const(False)
         return o.any_(o.eq(s.wr[r, w], RD_FAILED) for r in self.reqs for w in range(self.k.F))
 
@@ -212,7 +212,7 @@ class VllmClaims:
         """V6: decode still waits for (holds) a request whose block one rank's WRITE filled with
         its part while another rank's WRITE failed to post: a count it will never reach."""
         o = s.ops
-        if not self.k.ranked:
+        if not self.k.ranked or self.pull:
             return o.const(False)
         F = self.k.F
         return o.any_(o.and_(o.is_in(s.d_phase[r], (D_READING, D_HELD)),
@@ -224,15 +224,16 @@ class VllmClaims:
     def sometimes_counts_several_notifications(self, s):
         """Decode counted a notification of one rank and waits for another's (fan-in above one)."""
         o = s.ops
-        if not self.k.ranked:
+        if not self.k.ranked or self.pull:
             return o.const(False)
         return o.any_(o.and_(o.gt(s.counted[r], 0), o.lt(s.counted[r], self.k.F)) for r in self.reqs)
 
     @witness
     def sometimes_load_fails(self, s):
-        """HYPOTHETICAL #50754: a counted ``PUSH_FAIL`` ends a load in ``FINISHED_ERROR``."""
+        """A load ends in ``FINISHED_ERROR``: a counted ``PUSH_FAIL`` (HYPOTHETICAL #50754), or a
+        failed READ reported as ``failed_recving`` (V8)."""
         o = s.ops
-        if not self.e.push_fail_notif:
+        if not (self.e.push_fail_notif or self.e.read_may_fail or self.e.read_post_may_fail):
             return o.const(False)
         return o.any_(o.eq(s.outcome[r], OUT_ERROR) for r in self.reqs)
 
@@ -373,3 +374,75 @@ class VllmClaims:
         if not self.e.turn2_read:
             return o.const(False)
         return o.any_(o.and_(o.eq(s.outcome[r], OUT_ERROR), o.eq(s.rd[r], RD_NONE)) for r in self.reqs)
+    # -- V8: per-rank READs, a READ that fails (#56104) --------------------------------------------
+    @witness
+    def sometimes_read_fails(self, s):
+        """V8: one of a request's sibling READs failed (``check_xfer_state`` returned an error)."""
+        o = s.ops
+        if not (self.k.pull_ranked and self.e.read_may_fail):
+            return o.const(False)
+        return o.any_(o.eq(s.wr[r, w], RD_FAILED) for r in self.reqs for w in range(self.k.F))
+
+    @witness
+    def sometimes_failed_load_waits_for_sibling(self, s):
+        """V8: decode still holds a load one of whose READs failed while a sibling READ is still
+        in progress (with #56104 the failure is not reported before the sibling stops)."""
+        o = s.ops
+        if not (self.k.pull_ranked and (self.e.read_may_fail or self.e.read_post_may_fail)):
+            return o.const(False)
+        F = self.k.F
+        return o.any_(o.and_(o.eq(s.d_phase[r], D_READING),
+                             o.any_(o.eq(s.wr[r, w], RD_FAILED) for w in range(F)),
+                             o.any_(o.is_in(s.wr[r, w], (RD_POSTED, RD_TAKEN)) for w in range(F)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_failed_under_sibling_read(self, s):
+        """V8 before #56104: a load was reported failed (``FINISHED_ERROR``, its block freed)
+        while a sibling READ of it has not yet moved its data."""
+        o = s.ops
+        if not (self.k.pull_ranked and (self.e.read_may_fail or self.e.read_post_may_fail)):
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ERROR), o.eq(s.d_phase[r], D_ENDED),
+                             o.any_(o.eq(s.wr[r, w], RD_POSTED) for w in range(self.k.F)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_read_post_fails(self, s):
+        """V8: posting one of a request's sibling READs failed (``_read_blocks``' except-branch)."""
+        o = s.ops
+        if not self.e.read_post_may_fail:
+            return o.const(False)
+        return o.any_(o.eq(s.wr[r, w], RD_FAILED) for r in self.reqs for w in range(self.k.F))
+
+    @witness
+    def sometimes_sibling_left_unposted(self, s):
+        """V8 with #56104: after a failed post decode loads a request one of whose sibling READs
+        was never posted (``_read_blocks_for_req`` stopped)."""
+        o = s.ops
+        if not self.e.read_post_may_fail:
+            return o.const(False)
+        F = self.k.F
+        return o.any_(o.and_(o.eq(s.d_phase[r], D_READING), o.any_(o.eq(s.wr[r, w], RD_FAILED) for w in range(F)),
+                             o.any_(o.eq(s.wr[r, w], RD_NONE) for w in range(F)))
+                      for r in self.reqs)
+
+    # -- V17: a re-registered prefill KV cache --------------------------------------------------------
+    @witness
+    def sometimes_read_through_stale_registration(self, s):
+        """V17: a READ is in progress through descriptors of a prefill registration that was
+        replaced (decode's cached descriptors name released memory)."""
+        o = s.ops
+        if not self.e.prefill_reregisters:
+            return o.const(False)
+        return o.any_(o.and_(o.ne(s.rgen[r], s.p_gen),
+                             o.any_(o.is_in(s.wr[r, w], (RD_POSTED, RD_TAKEN)) for w in range(self.k.F)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_reregistered_request_served(self, s):
+        """V17: a request prefilled after prefill re-registered its KV cache is served."""
+        o = s.ops
+        if not self.e.prefill_reregisters:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.gen[r], 1), o.eq(s.outcome[r], OUT_SUCCESS)) for r in self.reqs)

@@ -34,7 +34,8 @@ CONFIG_KEYS = ("sizes", "requests", "engine")
 _SIZES = {"prefill_blocks": (1, 4), "decode_blocks": (1, 4)}
 _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
-_COUNTS = {"write_fan_in": (1, 3), "mla_prefill_ranks": (1, 2), "turn2_clock_offset_error": (0, 2)}
+_COUNTS = {"write_fan_in": (1, 3), "mla_prefill_ranks": (1, 2), "turn2_clock_offset_error": (0, 2),
+           "read_fan_in": (1, 3)}
 _CHOICES = {"mode": ("pull", "push")}
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
                    "read_latency_bound": ("unbounded", 0, 6)}
@@ -219,9 +220,76 @@ class Engine:
     failed (``failed_recving``: ``kv_load_failure_policy = "fail"``, the request ends in
     ``FINISHED_ERROR`` and its block is freed)."""
 
+    read_fan_in: int = 1
+    """Pull, heterogeneous TP (V8): prefill's ``tp_size`` is this many times decode's, so
+    decode's rank READs each of that many prefill ranks' part of the block (its heads) with a
+    handle of its own: ``_read_blocks_for_req`` calls ``_read_blocks`` once per ``read_spec``
+    (pull_worker.py:318-372), each READ's ``notif_msg`` ``"{req}:{local_consumers}"`` (1 here)
+    tells its own prefill rank, and the request is done on decode when no handle remains
+    (``_pop_done_transfers``).  1 (the default): one rank each side."""
+    read_may_fail: bool = False
+    """Pull (V8): a posted READ may fail: ``check_xfer_state`` returns an error (a transport
+    fault); NIXL delivers no notification for it.  With ``kv_load_failure_policy = "fail"``
+    (0.33.0's default) the failed load ends the request in ``FINISHED_ERROR`` and frees its
+    blocks."""
+    failure_waits_for_siblings: bool = True
+    """#56104 (in 0.33.0): a failed READ is reported (``failed_recving``, blocks invalidated and
+    freed) only once no sibling handle of the request is in progress: ``_pop_done_transfers``
+    retains in-progress handles and ``get_transfer_results`` reports a request of
+    ``_recv_failures`` only when it is no longer in ``_recving_transfers``
+    (base_worker.py:3198-3225, 3402-3452); ``false`` is the behaviour before it (the first
+    failed handle reports the load failed while sibling READs still write into its blocks,
+    V8)."""
+
+    read_post_may_fail: bool = False
+    """Pull (V8): posting a READ may fail (``make_prepped_xfer`` or ``transfer`` raises in
+    ``_read_blocks``, pull_worker.py:536-567): the except-branch routes the request to failure
+    reporting (``_handle_failed_transfer`` into ``_recv_failures``) and returns ``False``, and
+    ``_read_blocks_for_req`` (357-372) posts no further sibling ("no sibling READs may be
+    posted"); the READs posted before it go on.  With ``failure_waits_for_siblings = false``
+    (before #56104) the failure is reported at once and the loop posts the remaining siblings."""
+
+    prefill_reregisters: bool = False
+    """Pull (V17): prefill may re-register its KV cache once, while it holds no request: a sleep
+    (level 1 discards the KV cache; ``release_kv_cache_memory`` needs a completed pause and no
+    request) and ``wake_up``, whose ``_set_kv_connector_handshake_metadata`` publishes the new
+    registration (``set_xfer_handshake_metadata`` bumps ``_registration_generation``,
+    base_scheduler.py:296-322).  Decode's cached descriptors still name the old memory; a READ
+    through them reads released memory, not the request's KV.  Requests prefilled after it carry
+    the new ``remote_registration_generation``."""
+    registration_generation_check: bool = True
+    """V17 (in 0.33.0): decode's ``_read_blocks_for_req`` (pull_worker.py:146-151) compares the
+    request's ``remote_registration_generation`` with the one it loaded
+    (``_remote_registration_generations``); a newer one makes it drop the engine's agent and
+    descriptors (``_cleanup_remote_engine``) and handshake again before the READ; ``false`` is
+    the behaviour without it (the cached descriptors are used until the engine TTL evicts them).
+    Only with ``prefill_reregisters``."""
+
     def problems(self) -> list[str]:
         """What is inconsistent about these knobs (``key: text``), or nothing."""
         out = []
+        if self.mode == "push" and self.prefill_reregisters:
+            out.append("engine.prefill_reregisters: modelled in pull mode only")
+        if not self.registration_generation_check and not self.prefill_reregisters:
+            out.append("engine.registration_generation_check: false matters only with prefill_reregisters = true")
+        if self.mode == "push" and (self.read_fan_in != 1 or self.read_may_fail or not self.failure_waits_for_siblings):
+            out.append("engine.mode: read_fan_in, read_may_fail and failure_waits_for_siblings are pull-mode knobs")
+        if not self.failure_waits_for_siblings and not (self.read_may_fail or self.read_post_may_fail):
+            out.append("engine.failure_waits_for_siblings: false matters only with read_may_fail = true")
+        if self.mode == "push" and self.read_post_may_fail:
+            out.append("engine.read_post_may_fail: a pull-mode knob")
+        if self.read_post_may_fail and self.prefill_reregisters:
+            out.append("engine.read_post_may_fail: not modelled with prefill_reregisters")
+        if (self.read_fan_in != 1 or self.read_may_fail or self.read_post_may_fail or self.prefill_reregisters) and (
+                self.decode_rejects or self.async_scheduling or self.decode_prefix_hit or self.client_aborts
+                or self.prefill_aborts or self.decode_refuses_replayed_params):
+            out.append("engine.read_fan_in: per-rank READs are modelled without rejections, aborts, async "
+                       "scheduling, prefix hits or refused replays")
+        if (self.read_fan_in != 1 or self.read_may_fail or self.read_post_may_fail or self.prefill_reregisters) and (
+                self.mla_prefill_ranks != 1 or self.read_may_hang or not self.reaper_scans_every_lease
+                or self.turn2_read):
+            out.append("engine.read_fan_in: per-rank READs are modelled without MLA ranks, hanging READs, the "
+                       "reaper before #58222 or the turn-2 readback")
         if not self.prefix_end_trim and not self.decode_prefix_hit:
             out.append("prefix_end_trim: false matters only with decode_prefix_hit = true")
         if not self.reject_notifies_prefill and not self.decode_rejects:
@@ -275,6 +343,9 @@ class Config:
                 out.append(f"requests[{i}].replays: the index of an earlier request that is not a replay itself")
             elif self.engine.mode != "pull":
                 out.append(f"requests[{i}].replays: replayed parameters are modelled in pull mode only")
+            elif (self.engine.read_fan_in != 1 or self.engine.read_may_fail or self.engine.read_post_may_fail
+                  or self.engine.prefill_reregisters):
+                out.append(f"requests[{i}].replays: replayed parameters are modelled with one READ per request")
         for i, r in enumerate(self.requests):
             if not r.cached:
                 continue
@@ -335,11 +406,13 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
 WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expires", "async_scheduling",
                     "defer_block_free", "decode_prefix_hit", "prefix_end_trim", "write_fan_in",
                     "write_post_may_fail", "push_fail_notif", "decode_refuses_replayed_params",
-                    "push_handshake_may_defer", "report_notify_only_recv", "mla_prefill_ranks",
-                    "mla_notif_remote_id", "reaper_scans_every_lease", "read_may_hang",
-                    "turn2_read", "turn2_declines_near_expiry", "turn2_clock_offset_error")
+                     "push_handshake_may_defer", "report_notify_only_recv", "mla_prefill_ranks",
+                     "mla_notif_remote_id", "reaper_scans_every_lease", "read_may_hang",
+                     "turn2_read", "turn2_declines_near_expiry", "turn2_clock_offset_error",
+                     "read_fan_in", "read_may_fail", "failure_waits_for_siblings", "prefill_reregisters",
+                     "registration_generation_check", "read_post_may_fail")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
-fan-in, V6, V9, #55470; V13, V16; V2, V14): :func:`config_data` writes them only when a scenario sets them away
+fan-in, V6, V9, #55470; V13, V16; V2, V14; V8, V17): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,
 traces) stays what it was."""
 

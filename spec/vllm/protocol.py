@@ -30,6 +30,13 @@ Modelling choices, each stated once here:
   instantaneous and a WRITE is posted only while prefill still holds the request, unless
   ``push_handshake_may_defer`` lets the writer defer a matched WRITE behind a pending handshake
   and post it later, lease or no lease (#55470); the watchdog is not modelled.
+* Pull with per-rank READs (``read_fan_in``, V8; also V17's ``prefill_reregisters``): decode
+  posts one READ per prefill rank at once (sibling handles ``wr[r, w]``), each moves its rank's
+  part of the block and notifies its own prefill rank; prefill stays one view of the request
+  (its ranks' leases move together) and frees once every rank reported.  A READ may fail
+  (``read_may_fail``) before moving data; decode reports the load (``decode_pop_done_transfers``)
+  with ``kv_load_failure_policy = "fail"``.  V17: prefill re-registers at most once, while it
+  holds nothing; decode's handshake is instantaneous.
 * V9 (pull): a request with ``replays = N`` carries request N's ``kv_transfer_params``: it is
   never prefilled, READs N's block ids (``src``), its notification names N, and decode's
   heartbeat set (``hb_set``) holds N's id once for both.
@@ -241,7 +248,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         request, which is then ``finished_sending`` and freed while its own decode READ may still
         be in flight."""
         o = s.ops
-        s.require(self.pull)
+        s.require(self.pull and not self.k.ranked)
         s.require(o.eq(s.notif[r], 1))
         n.notif[r] = 0
         t = self.k.origin[r]  # the request the notification names
@@ -322,7 +329,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``reqs_to_recv`` of the step that allocated it, so it posts the READ of a request aborted
         since (held by ``delay_free_blocks``) all the same."""
         o = s.ops
-        s.require(self.pull)
+        s.require(self.pull and not self.k.ranked)
         if self.k.cached[r]:  # V13: a full local hit posts no READ (decode_read_blocks_notify_only)
             s.require(False)
         waiting = o.eq(s.d_phase[r], D_WAITING)
@@ -439,7 +446,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         """The one-sided READ moves its data at some moment between post and completion: the
         destination block receives what prefill's block holds NOW (V1: a block prefill freed and
         reused holds another request's KV), whoever owns the destination now (V4)."""
-        s.require(self.pull)
+        s.require(self.pull and not self.k.ranked)
         self._move_data(s, n, r)
 
     @action("nixl", "req", fair=True)
@@ -448,7 +455,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         prefill after the data movement: the notification travels with the READ, a drain proof
         that arrives too late to matter once the lease expired (V1).  A hung READ
         (``read_may_hang``, :meth:`nixl_read_hangs`) never completes."""
-        s.require(self.pull)
+        s.require(self.pull and not self.k.ranked)
         if self.e.read_may_hang:
             s.require(s.ops.eq(s.hung[r], 0))
         self._complete(s, n, r)
@@ -588,7 +595,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``_xfer_blocks``: ``make_prepped_xfer("WRITE", ..., notif_msg="{D_req}:{world_size}")``
         and ``transfer``, push_worker.py:651-763) while prefill still holds the request."""
         o = s.ops
-        s.require(self.k.ranked)
+        s.require(self.k.ranked and not self.pull)
         s.require(o.eq(s.reg[r], 1))
         s.require(o.eq(s.p_phase[r], P_HELD))
         s.require(o.eq(s.wr[r, w], RD_NONE))
@@ -618,7 +625,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         layers) at some moment between post and completion: that part of decode's block
         receives what prefill's block holds NOW (V7 per rank)."""
         o = s.ops
-        s.require(self.k.ranked)
+        s.require(self.k.ranked and not self.pull)
         s.require(o.eq(s.wr[r, w], RD_POSTED))
         n.wr[r, w] = RD_TAKEN
         n.content[w, s.dest[r]] = s.src_content[s.src[r]]
@@ -628,7 +635,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         """Push, per-rank WRITEs: rank ``w``'s WRITE completes (``check_xfer_state`` DONE) and
         NIXL delivers its ``"{D_req}:{world_size}"`` to decode after the data movement."""
         o = s.ops
-        s.require(self.k.ranked)
+        s.require(self.k.ranked and not self.pull)
         s.require(o.eq(s.wr[r, w], RD_TAKEN))
         n.wr[r, w] = RD_DONE
         n.wnotif[r, w] = WN_DONE
@@ -649,7 +656,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         once would free the block under a sibling WRITE, V8's shape; not modelled)."""
         o = s.ops
         k = self.k
-        s.require(k.ranked)
+        s.require(k.ranked and not self.pull)
         s.require(o.ne(s.wnotif[r, w], WN_NONE))
         s.require(o.is_in(s.d_phase[r], (D_READING, D_HELD)))
         s.require(self._running(s))
@@ -901,3 +908,161 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.d_phase[r] = D_ENDED
         n.outcome[r] = OUT_ERROR
         self._free(s, n, r, "owner", "dest")
+    # -- V8: pull with per-rank READs (hetero TP), a READ that fails, #56104; V17: a re-registered --
+    # prefill KV cache.  Declared after every other action so that the earlier scenarios keep
+    # their action ids.
+    @action("decode", "req", fair=True)
+    def decode_read_blocks_for_req(self, s, n, r):
+        """Pull with per-rank READs (``read_fan_in``, V8): decode's worker ``start_load_kv`` ->
+        ``_read_blocks_for_req`` (pull_worker.py:138-372) builds one ``ReadSpec`` per prefill
+        rank of ``tp_mappings[engine].all_source_ranks`` (prefill's ``tp_size`` a multiple of
+        decode's: ``tp_ratio < 0``) and posts each with ``_read_blocks``:
+        ``make_prepped_xfer("READ", ..., notif_msg="{req}:{local_consumers}")`` and ``transfer``,
+        every handle appended to ``_recving_transfers[req]`` (sibling handles).  Each READ
+        reads its prefill rank's part (its heads) of the block into decode's part.  V17: the
+        READs use decode's cached descriptors of prefill; with the registration check (0.33.0,
+        pull_worker.py:146-151) a request carrying a newer ``remote_registration_generation``
+        first makes decode drop them (``_cleanup_remote_engine``) and handshake again
+        (instantaneous here), without it the old ones are used."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        n.d_phase[r] = D_READING
+        for w in range(self.k.F):
+            n.wr[r, w] = RD_POSTED
+        if self.e.prefill_reregisters:  # V17: whose registration the READs' descriptors name
+            handshake = o.eq(s.d_gen, 0)  # no agent of prefill's yet: _background_nixl_handshake
+            if self.e.registration_generation_check:  # newer: _cleanup_remote_engine, handshake again
+                handshake = o.or_(handshake, o.gt(o.add(s.gen[r], 1), s.d_gen))
+            loaded = o.ite(handshake, s.p_gen, o.add(s.d_gen, -1))
+            n.d_gen = o.add(loaded, 1)
+            n.rgen[r] = loaded
+
+    @action("nixl", "req", "wrank", fair=True)
+    def nixl_read_take_data_part(self, s, n, r, w):
+        """Pull, per-rank READs (V8): the READ of prefill rank ``w``'s part moves its data at
+        some moment between post and completion: that part of decode's block receives what
+        prefill's block holds NOW, whoever owns decode's block now (a sibling READ still
+        writing a block the scheduler freed and reused: V8 before #56104)."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.wr[r, w], RD_POSTED))
+        n.wr[r, w] = RD_TAKEN
+        took = s.src_content[s.src[r]]
+        if self.e.prefill_reregisters:  # V17: descriptors of a released registration read no KV of prefill's
+            took = o.ite(o.eq(s.rgen[r], s.p_gen), took, UNWRITTEN)
+        n.content[w, s.dest[r]] = took
+
+    @action("nixl", "req", "wrank", fair=True)
+    def nixl_read_complete_part(self, s, n, r, w):
+        """Pull, per-rank READs (V8): rank ``w``'s READ completes (``check_xfer_state`` DONE)
+        and NIXL delivers its ``"{req}:1"`` to prefill rank ``w`` after the data movement."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.wr[r, w], RD_TAKEN))
+        n.wr[r, w] = RD_DONE
+        n.wnotif[r, w] = WN_DONE
+
+    @action("nixl", "req", "wrank")
+    def nixl_read_fails_part(self, s, n, r, w):
+        """Pull (``read_may_fail``, V8): rank ``w``'s posted READ fails (``check_xfer_state``
+        returns ``ERR``: a transport fault) before moving its data; NIXL sends prefill rank
+        ``w`` no notification, so only its lease frees prefill's block.  Its sibling READs go
+        on: "Posted transfers cannot be aborted" (#56104)."""
+        o = s.ops
+        s.require(self.k.pull_ranked and self.e.read_may_fail)
+        s.require(o.eq(s.wr[r, w], RD_POSTED))
+        n.wr[r, w] = RD_FAILED
+
+    @action("prefill", "req", "wrank", fair=True)
+    def prefill_get_new_notifs_part(self, s, n, r, w):
+        """Pull, per-rank READs (V8): prefill rank ``w``'s worker polls NIXL
+        (``_get_new_notifs``, pull_worker.py:650-701) and finds its READ's ``"{req}:1"``: its
+        count reaches the one consumer it expects, so rank ``w`` reports ``finished_sending``;
+        the scheduler frees the block once every rank reported (``KVOutputAggregator``), here
+        when this is the last rank's notification and the others' were consumed.  After the
+        lease expired it is the "unrecognized request" branch: a log line, nothing more (V1)."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.wnotif[r, w], WN_DONE))
+        n.wnotif[r, w] = WN_NONE
+        held = o.eq(s.p_phase[r], P_HELD)
+        others = [o.and_(o.eq(s.wr[r, x], RD_DONE), o.eq(s.wnotif[r, x], WN_NONE)) for x in range(self.k.F) if x != w]
+        last = o.and_(held, *others)
+        n.p_phase[r] = o.ite(last, P_SENT, s.p_phase[r])
+        n.lease[r] = o.ite(last, 0, s.lease[r])
+        n.late[r] = o.ite(held, s.late[r], 1)
+        self._free_source(s, n, r, when=last)
+
+    @action("decode", "req", fair=True)
+    def decode_pop_done_transfers(self, s, n, r):
+        """Pull, per-rank READs (V8): decode's worker ``get_transfer_results`` polls the
+        request's handles (``_pop_done_transfers``, base_worker.py:3402-3452) and a decode step
+        applies what it reports.  Every READ done: ``finished_recving``, the request is cached
+        and runs on its block (every rank's part of it).  A READ failed: ``failed_recving``,
+        and ``kv_load_failure_policy = "fail"`` (0.33.0's default) ends the request in
+        ``FINISHED_ERROR`` (``finish_requests``) and ``_update_from_kv_xfer_finished`` frees its
+        blocks.  With #56104 (``failure_waits_for_siblings``) ``_pop_done_transfers`` retains the
+        sibling handles still in progress and ``get_transfer_results`` reports a request of
+        ``_recv_failures`` only once it has no handle left (base_worker.py:3198-3225), so the
+        blocks are freed after every sibling READ stopped; before it the first failed handle
+        reported the load failed while sibling READs still wrote into the blocks the scheduler
+        then reused (V8)."""
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.d_phase[r], D_READING))
+        s.require(self._running(s))
+        xs = [s.wr[r, w] for w in range(self.k.F)]
+        ok = o.all_(o.eq(x, RD_DONE) for x in xs)
+        if self.e.read_may_fail or self.e.read_post_may_fail:
+            failed = o.any_(o.eq(x, RD_FAILED) for x in xs)
+            if self.e.failure_waits_for_siblings:  # a sibling never posted (after a failed post) has stopped too
+                stopped = (RD_DONE, RD_FAILED, RD_NONE) if self.e.read_post_may_fail else (RD_DONE, RD_FAILED)
+                failed = o.and_(failed, o.all_(o.is_in(x, stopped) for x in xs))
+            s.require(o.or_(ok, failed))
+            n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
+        else:
+            s.require(ok)
+            n.outcome[r] = OUT_SUCCESS
+        n.read[r] = o.ite(ok, self._classify(s, r), s.read[r])
+        n.d_phase[r] = D_ENDED
+        self._free(s, n, r, "owner", "dest")
+
+    @action("prefill")
+    def prefill_reregister_kv_caches(self, s, n):
+        """V17 (``prefill_reregisters``): prefill sleeps (level 1: its KV cache is discarded;
+        ``release_kv_cache_memory`` needs a completed pause and no request, so it holds none)
+        and wakes up: ``EngineCore.wake_up`` re-registers the KV cache at new memory and
+        ``_set_kv_connector_handshake_metadata`` -> ``set_xfer_handshake_metadata``
+        (base_scheduler.py:296-322) bumps ``_registration_generation``.  Requests prefilled from
+        now on carry the new ``remote_registration_generation``; decode's cached descriptors
+        still name the released memory."""
+        o = s.ops
+        s.require(self.e.prefill_reregisters)
+        s.require(o.eq(s.p_gen, 0))
+        s.require(o.all_(o.ne(s.p_phase[r], P_HELD) for r in self.reqs))
+        n.p_gen = 1
+        for r in self.reqs:
+            n.gen[r] = o.ite(o.eq(s.p_phase[r], P_NEW), 1, s.gen[r])
+        for q in range(self.k.P):
+            n.src_content[q] = UNWRITTEN  # the new memory: the old KV was discarded
+
+    @action("decode", "req", "wrank")
+    def decode_read_blocks_post_fails(self, s, n, r, w):
+        """Pull (``read_post_may_fail``, V8): decode's ``_read_blocks_for_req`` posts the READs
+        of ranks before ``w`` and ``_read_blocks`` fails to post rank ``w``'s
+        (``make_prepped_xfer`` or ``transfer`` raises; pull_worker.py:536-567): the request goes
+        to ``_recv_failures`` and, with #56104, ``_read_blocks`` returns ``False`` and the loop
+        (357-372) posts no later sibling; the earlier READs go on.  Before #56104 the loop posted
+        the later siblings all the same."""
+        o = s.ops
+        s.require(self.k.pull_ranked and self.e.read_post_may_fail)
+        s.require(o.eq(s.d_phase[r], D_WAITING))
+        s.require(self._running(s))
+        n.d_phase[r] = D_READING
+        for x in range(self.k.F):
+            if x == w:
+                n.wr[r, x] = RD_FAILED
+            elif x < w or not self.e.failure_waits_for_siblings:
+                n.wr[r, x] = RD_POSTED

@@ -38,10 +38,12 @@ D_TRACKED = (D_WAITING, D_READING)  # phases decode heartbeats for (queued or lo
 # (data not yet moved), data moved, complete
 RD_NONE, RD_POSTED, RD_TAKEN, RD_DONE = range(4)
 RD_LABELS = ("none", "posted", "data_taken", "complete")
-RD_FAILED = 4  # push with per-rank WRITEs only: the rank's WRITE failed to post (V6)
+RD_FAILED = 4  # per-rank transfers only: the rank's WRITE failed to post (V6), or the READ failed (V8)
 WR_LABELS = RD_LABELS + ("post_failed",)
 # a rank's notification on its way to decode (per-rank WRITEs): none, the WRITE's completion
-# "{D_req}:{tp}", or (hypothetical #50754) PUSH_FAIL
+# "{D_req}:{tp}", or (hypothetical #50754) PUSH_FAIL; per-rank READs (V8): the READ's
+# completion "{req}:1" on its way to its prefill rank
+# a per-rank READ that failed (V8) is RD_FAILED: check_xfer_state returned an error
 WN_NONE, WN_DONE, WN_FAIL = range(3)
 WN_LABELS = ("none", "write_done", "push_fail")
 OUT_NONE, OUT_SUCCESS, OUT_ABORTED = range(3)
@@ -94,11 +96,18 @@ class Codes:
         self.cached = tuple(r.cached for r in cfg.requests)
         """V13: per request, decode holds its whole KV in its local prefix cache (a full local
         hit: ``_read_blocks``' notify-only path, no READ)."""
-        self.F = e.write_fan_in
-        self.ranked = e.mode == "push" and (self.F > 1 or e.write_post_may_fail)
-        """Push with per-rank WRITEs (fan-in above one, or V6's failed posts): each prefill rank
-        ``w`` has its own WRITE ``wr[r, w]`` writing its part ``content[w, block]`` and its own
-        notification ``wnotif[r, w]``; decode counts them (``counted``)."""
+        self.pull_ranked = e.mode == "pull" and (e.read_fan_in > 1 or e.read_may_fail or e.read_post_may_fail
+                                                 or e.prefill_reregisters)
+        """Pull with per-rank READs (V8: hetero TP, READs that may fail): decode's rank READs
+        each prefill rank ``w``'s part with its own handle ``wr[r, w]`` into its part
+        ``content[w, block]``, and each READ's notification ``wnotif[r, w]`` goes to its own
+        prefill rank.  V17 (``prefill_reregisters``) uses the same per-rank READs."""
+        self.F = e.read_fan_in if self.pull_ranked else e.write_fan_in
+        self.ranked = self.pull_ranked or (e.mode == "push" and (self.F > 1 or e.write_post_may_fail))
+        """Per-rank transfers: push with per-rank WRITEs (fan-in above one, or V6's failed
+        posts): each prefill rank ``w`` has its own WRITE ``wr[r, w]`` writing its part
+        ``content[w, block]`` and its own notification ``wnotif[r, w]``; decode counts them
+        (``counted``); or pull with per-rank READs (:attr:`pull_ranked`)."""
         self.wrank = Domain("prefill_rank", self.F, tuple(f"w{w}" for w in range(self.F)))
 
     def prefix_content(self, r: int) -> int:
@@ -176,7 +185,7 @@ def _ranked_fields(k: Codes, e, req: Domain, en, flag) -> list[Field]:
     and ``content`` become per prefill rank (``wr``, ``wnotif``, ``content[w, block]``), decode
     counts notifications (``counted``)."""
     w = k.wrank
-    outcomes = OUT_LABELS + (("error",) if e.push_fail_notif else ())
+    outcomes = OUT_LABELS + (("error",) if e.push_fail_notif or e.read_may_fail or e.read_post_may_fail else ())
     fields = [
         Field("p_phase", (req,), en("p_phase", P_LABELS), P_NEW, "prefill's view of the request"),
         Field("src", (req,), k.pblock_ref, k.P, "prefill block holding the request's KV"),
@@ -184,11 +193,14 @@ def _ranked_fields(k: Codes, e, req: Domain, en, flag) -> list[Field]:
         Field("late", (req,), flag, 0, "prefill saw a completion notification after the lease expired"),
         Field("d_phase", (req,), en("d_phase", D_LABELS), D_NEW, "decode's view of the request"),
         Field("dest", (req,), k.block_ref, k.D, "decode block the WRITEs fill"),
-        Field("wr", (req, w), en("xfer", WR_LABELS), RD_NONE, "each prefill rank's WRITE of its part"),
-        Field("wnotif", (req, w), en("wnotif", WN_LABELS), WN_NONE,
-              "each rank's notification on its way to decode"),
-        Field("counted", (req,), Domain("counted", k.F + 1), 0,
-              "notifications decode's _get_new_notifs counted (consumer_notification_counts_by_req)"),
+        Field("wr", (req, w), en("xfer", RD_LABELS + ("failed",) if k.pull_ranked else WR_LABELS), RD_NONE,
+              "decode's READ of each prefill rank's part" if k.pull_ranked else "each prefill rank's WRITE of its part"),
+        Field("wnotif", (req, w), en("wnotif", ("none", "read_done") if k.pull_ranked else WN_LABELS), WN_NONE,
+              "each READ's notification on its way to its prefill rank" if k.pull_ranked
+              else "each rank's notification on its way to decode"),
+        *([] if k.pull_ranked else [
+            Field("counted", (req,), Domain("counted", k.F + 1), 0,
+                  "notifications decode's _get_new_notifs counted (consumer_notification_counts_by_req)")]),
         Field("outcome", (req,), en("outcome", outcomes), OUT_NONE, "what the client got"),
         Field("read", (req,), en("read", READ_LABELS), READ_NONE, "what decode computed on"),
         Field("owner", (k.block,), k.owner, FREE, "decode block owner", sentinel=True),
@@ -196,10 +208,20 @@ def _ranked_fields(k: Codes, e, req: Domain, en, flag) -> list[Field]:
               sentinel=True),
         Field("src_owner", (k.pblock,), k.owner, FREE, "prefill block owner", sentinel=True),
         Field("src_content", (k.pblock,), k.content, UNWRITTEN, "whose KV a prefill block holds", sentinel=True),
-        Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writers"),
     ]
+    if not k.pull_ranked:
+        fields.append(Field("reg", (req,), flag, 0, "decode's PUSH_REG for the request reached prefill's writers"))
     if e.push_fail_notif:
         fields.append(Field("load_failed", (req,), flag, 0, "decode counted a PUSH_FAIL for the request"))
+    if e.prefill_reregisters:  # V17
+        gen = Domain("registration", 2, ("first", "second"))
+        fields += [
+            Field("p_gen", (), gen, 0, "prefill's KV cache registration (_registration_generation)"),
+            Field("d_gen", (), Domain("handshake", 3, ("none", "first", "second")), 0,
+                  "the registration decode's cached descriptors of prefill name (none: no handshake yet)"),
+            Field("gen", (req,), gen, 0, "the remote_registration_generation the request's kv_transfer_params carry"),
+            Field("rgen", (req,), gen, 0, "the registration whose descriptors the request's READs were posted with"),
+        ]
     if k.A is not None:
         fields.append(Field("age", (req,), Domain("age", k.A + 1), 0,
                             "ticks waiting for decode to take the request, then for its WRITEs"))

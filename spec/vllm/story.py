@@ -163,6 +163,47 @@ class VllmStory:
         if name == "decode_decline_turn2_read":
             return [Note("info", f"the turn-2 reader: \"Declining expired remote read for R{r}\" "
                                  "(_is_turn2_read_expired): FINISHED_ERROR, the holder is not told")]
+        if name == "nixl_read_fails_part":
+            return [Note("info", f"R{r}'s READ of prefill rank w{args['wrank']}'s part fails (check_xfer_state: ERR); "
+                                 "no notification goes to that rank")]
+        if name == "decode_read_blocks_post_fails":
+            w = args["wrank"]
+            later = [x for x in range(self.k.F) if x > w and self._get(post, "wr", r, x) != RD_NONE]
+            text = (f"decode fails to post R{r}'s READ of rank w{w}'s part (_read_blocks raises): "
+                    + (f"the loop posts rank(s) {', '.join(f'w{x}' for x in later)} all the same" if later
+                       else "no later sibling is posted"))
+            return [Note("info", text)]
+        if name == "prefill_reregister_kv_caches":
+            return [Note("info", "prefill sleeps and wakes up: its KV cache is registered again at new memory "
+                                 "(_registration_generation bumped); decode's cached descriptors name the old one")]
+        if name == "nixl_read_take_data_part" and self.e.prefill_reregisters and \
+                g(pre, "rgen", r) != g(pre, "p_gen"):
+            return [Note("hazard", f"R{r}'s READ goes through decode's cached descriptors of prefill's old "
+                                   f"registration: p{g(pre, 'dest', r)} gets released memory, not R{r}'s KV")]
+        if name == "nixl_read_take_data_part":
+            w, q, p = args["wrank"], g(pre, "src", r), g(pre, "dest", r)
+            notes = []
+            if g(pre, "src_owner", q) != r + 1:
+                notes.append(Note("hazard", f"R{r}'s READ of rank w{w}'s part takes q{q}, which R{r} no longer holds: "
+                                            f"it holds {self.content_label(g(pre, 'src_content', q))}"))
+            if g(pre, "owner", p) != r + 1:
+                notes.append(Note("hazard", f"R{r}'s sibling READ (rank w{w}) lands in p{p}, which decode freed"
+                                            + (f" and gave to R{g(pre, 'owner', p) - 1}" if g(pre, "owner", p) else "")))
+            return notes
+        if name == "decode_pop_done_transfers":
+            xs = self._xfer_values(pre, r)
+            if g(post, "outcome", r) == 3:  # OUT_ERROR
+                busy = [w for w, x in enumerate(xs) if x in (RD_POSTED, RD_TAKEN)]
+                if busy:
+                    return [Note("hazard", f"decode reports R{r}'s load failed (failed_recving, FINISHED_ERROR) with "
+                                           f"sibling READ(s) of rank(s) {', '.join(f'w{w}' for w in busy)} still in "
+                                           f"progress: p{g(pre, 'dest', r)} is freed under them")]
+                return [Note("info", f"decode reports R{r}'s load failed once no READ handle remains (#56104): "
+                                     f"FINISHED_ERROR, p{g(pre, 'dest', r)} freed")]
+            if g(post, "read", r) in (READ_FOREIGN, READ_CROSS_TENANT):
+                return [Note("hazard", f"decode runs R{r} (tenant {self.k.tenants[self.k.tenant[r]]}) on a block "
+                                       "holding KV that is not its own: served with HTTP 200")]
+            return []
         if name == "decode_abort" and any(x in (RD_POSTED, RD_TAKEN) for x in self._xfer_values(pre, r)):
             return [Note("hazard", f"R{r} aborted with its READ in flight: p{g(pre, 'dest', r)} freed at once")]
         return []

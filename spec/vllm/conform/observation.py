@@ -48,12 +48,16 @@ class Observation:
     ``finished_recving``) for which no WRITE is posted and none can be any more (prefill freed
     the request: its writer dropped the finished blocks), V5; ``prefill_notified``: pull only,
     the requests whose notification to prefill (a READ's, or the notify-only one of a
-    rejection, V12) is on its way; ``notify_only_reported``: pull only, the full local prefix
+    rejection, V12) is on its way (per-rank READs, V8: to some prefill rank); ``notify_only_reported``: pull only, the full local prefix
     hits (V13) whose notify-only load decode's worker recorded for ``finished_recving`` and the
     scheduler has not yet taken (#56640); ``mla_notified``: pull with two MLA prefill ranks only,
     the requests whose notify-only notification to prefill's rank 1 names prefill's request id
     and is on its way (V16, #36958); ``hung``: pull with ``read_may_hang`` only, the requests
-    whose READ moved its data and will never complete.
+    whose READ moved its data and will never complete.  With per-rank
+    READs ``late`` counts requests, not notifications (two ranks may each find one).
+    ``stale_read`` (V17): the requests with a READ in progress through decode's descriptors of
+    a prefill KV cache registration that was replaced since.  ``reads_posted`` (V8 with failed
+    posts): per request, how many of its READs were posted (in flight or done).
     """
 
     prefill: tuple[str, ...] = ()
@@ -74,6 +78,8 @@ class Observation:
     notify_only_reported: tuple[int, ...] = ()
     mla_notified: tuple[int, ...] = ()
     hung: tuple[int, ...] = ()
+    stale_read: tuple[int, ...] = ()
+    reads_posted: tuple[int, ...] = ()
 
     def differences(self, other: "Observation", engine: str = "vLLM") -> list[str]:
         """What differs, one phrase per field (``self`` is the model, ``other`` the code)."""
@@ -144,14 +150,19 @@ def model_observation(machine, state: bytes) -> Observation:
         stranded=tuple(r for r in range(k.R) if not spec.pull and get("d_phase", r) == D_HELD
                        and all(x == RD_NONE for x in xfers(r)) and get("p_phase", r) in P_FREED),
         # a notification names the request whose parameters the READ carried (a replay's: the one it replays, V9)
-        prefill_notified=tuple(sorted({k.origin[r] for r in range(k.R) if spec.pull and get("notif", r) == 1})),
-        count_short=tuple(r for r in range(k.R) if k.ranked and not spec.e.push_fail_notif
+        prefill_notified=tuple(sorted({k.origin[r] for r in range(k.R) if spec.pull and (
+            any(get("wnotif", r, w) for w in range(k.F)) if k.ranked else get("notif", r) == 1)})),
+        count_short=tuple(r for r in range(k.R) if k.ranked and not spec.pull and not spec.e.push_fail_notif
                           and get("d_phase", r) in (D_READING, D_HELD) and RD_FAILED in xfers(r)),
         notify_only_reported=tuple(r for r in range(k.R) if k.cached[r] and get("d_phase", r) == D_READING
                                    and get("rd", r) == RD_DONE),
         mla_notified=tuple(r for r in range(k.R) if k.mla and spec.e.mla_notif_remote_id
                            and get("mla_notif", r) == 1),
         hung=tuple(r for r in range(k.R) if spec.e.read_may_hang and get("hung", r) == 1),
+        stale_read=tuple(r for r in range(k.R) if spec.e.prefill_reregisters and get("rgen", r) != get("p_gen")
+                         and any(x in (RD_POSTED, RD_TAKEN) for x in xfers(r))),
+        reads_posted=(tuple(sum(x in (RD_POSTED, RD_TAKEN, RD_DONE) for x in xfers(r)) for r in range(k.R))
+                      if spec.e.read_post_may_fail else ()),
     )
 
 
@@ -191,6 +202,7 @@ def code_observation(h) -> Observation:
     hb = h.D.connector.connector_scheduler._heartbeat_req_engine
     stats = h.pw.xfer_stats.data
     ranked = hasattr(h, "pws")
+    pull_ranked = getattr(h, "pull_ranked", False)  # V8: per-rank READs (late counted per request)
 
     def posted(r):
         if ranked:
@@ -209,16 +221,20 @@ def code_observation(h) -> Observation:
         tracked=frozenset(h.slot_of(d) for d in hb),
         outcome=tuple(s.outcome for s in h.slots), read=tuple(s.seen for s in h.slots),
         expired=len(h.expired_slots) if ranked else len(stats.get("num_kv_expired_reqs", ())),
-        late=sum(len(pw.xfer_stats.data.get("num_notifications_after_expiry", ())) for pw in pws),
+        late=(len(h.late_slots) if pull_ranked
+              else sum(len(pw.xfer_stats.data.get("num_notifications_after_expiry", ())) for pw in pws)),
         source_freed_under_read=tuple(r for r in range(h.R) if posted(r)
                                       and h.pid(h.origin(r)) not in h.P.requests),
         dest_freed_under_read=tuple(r for r in range(h.R) if posted(r) and not h._blocks(h.D, h.did(r))),
         stranded=tuple(r for r in range(h.R) if decode[r] == "held" and unposted(r) and h.stranded(r)),
-        count_short=tuple(r for r in range(h.R) if ranked and decode[r] in ("waiting_for_remote_kvs", "held")
+        count_short=tuple(r for r in range(h.R) if ranked and not pull_ranked and decode[r] in ("waiting_for_remote_kvs", "held")
                           and any(h.part_read.get((r, w)) == "failed" for w in range(h.F))
                           and h.dw.consumer_notification_counts_by_req.get(h.did(r), 0) < h.F),
         prefill_notified=h.prefill_notified(),
         notify_only_reported=h.notify_only_reported() if hasattr(h, "notify_only_reported") else (),
         mla_notified=h.mla_notified() if hasattr(h, "mla_notified") else (),
         hung=tuple(sorted(getattr(h, "hung", ()))),
+        stale_read=h.stale_reads() if getattr(h, "reregisters", False) else (),
+        reads_posted=(tuple(sum(h.part_read.get((r, w)) in ("posted", "taken", "done") for w in range(h.F))
+                            for r in range(h.R)) if getattr(h, "post_may_fail", False) else ()),
     )

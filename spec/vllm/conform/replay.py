@@ -42,6 +42,10 @@ FIXED_IN_0_33 = {
                                           "_is_turn2_read_expired)"),
     "reject_notifies_prefill": (False, "#41269 (0.33.0's request_finished seeds an empty recv for a rejected "
                                        "request, and decode's worker notifies prefill)"),
+    "registration_generation_check": (False, "the registration check (0.33.0's decode compares a request's "
+                                             "remote_registration_generation and handshakes again when it is newer)"),
+    "failure_waits_for_siblings": (False, "#56104 (0.33.0's decode worker reports a failed READ only once no "
+                                          "sibling handle of the request is in progress)"),
 }
 """Engine knobs whose value describes a vLLM before a fix 0.33.0 has: knob -> (value, fix).
 Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences refuse them."""
@@ -83,6 +87,10 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
                   async_scheduling=e.async_scheduling, prefix_hit=e.decode_prefix_hit, origin=k.origin,
                   cached=k.cached if any(k.cached) else (), mla=k.mla,
                   turn2=e.turn2_read, turn2_offset_error=e.turn2_clock_offset_error)
+    if k.pull_ranked:
+        from kvproof.spec.vllm.conform.ranked_pull import RankedPullHarness
+
+        return RankedPullHarness(shape, k.F, reregisters=e.prefill_reregisters, post_may_fail=e.read_post_may_fail)
     if k.ranked:
         from kvproof.spec.vllm.conform.ranked import RankedPushHarness
 
