@@ -115,6 +115,8 @@ class LinkResult:
     seconds: float = 0.0
     used: set[str] = field(default_factory=set)
     """The hypotheses the unsat cores of this obligation's queries named."""
+    needed: int = 0
+    """How many of its instances needed the hypotheses (the others are proved without)."""
 
 
 @dataclass
@@ -222,6 +224,7 @@ def check_link(spec: Any, link: LinkMap, claims: bool = True, steps: bool = True
         def solver() -> Any:
             s = z3.Solver()
             s.set("timeout", max(1, int(seconds * 1000)))
+            s.set("core.minimize", True)
             return s
 
         def settle(res: LinkResult, s: Any, label: str, explain: Callable[[Any], list[str]],
@@ -296,8 +299,13 @@ def check_link(spec: Any, link: LinkMap, claims: bool = True, steps: bool = True
                 s.push()
                 s.add(as_term(st.guard), z3.Not(z3.Or(moves)) if moves else z3.BoolVal(True))
                 label = _label(spec, inst)
-                if settle(res, s, label, lambda m: _step_detail(link, ts, m, xs, X, nxt, posts), list(lits)):
+                # first with no hypothesis; only where that fails, with them (and their core named)
+                bare = s.check() if lits else None
+                if bare == z3.unsat:
+                    pass
+                elif settle(res, s, label, lambda m: _step_detail(link, ts, m, xs, X, nxt, posts), list(lits)):
                     res.used |= {lits[c] for c in s.unsat_core() if c in lits}
+                    res.needed += 1
                 s.pop()
                 res.seconds += time.perf_counter() - q
             timings["steps"] = time.perf_counter() - t

@@ -732,7 +732,8 @@ def model_for(spec: Any, protocol: type) -> Any:
     small = protocol(small_config(spec.cfg))
     corr = Correspondence(system, small)
     fixed = (*FIXED_LINES, f"deadline (timeout) {e.timeout} ticks, write latency bound {e.write_latency_bound} tick(s)")
-    return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES, corr.joins)
+    return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES, corr.joins,
+                         lambda invariant, source: link_map(spec, system, invariant, source))
 
 
 class Pinned:
