@@ -235,7 +235,8 @@ def _prove_linked(args: argparse.Namespace) -> int:
                           progress.note)
     code = r.exit_code
     k = getattr(spec, "k", None)
-    size = (f"{k.R} requests, {k.D} decode pages, {k.P} prefill pages" if k is not None and hasattr(k, "D") else "its size")
+    size = (f"{plural(k.R, 'request')}, {plural(k.D, 'decode page')}, {plural(k.P, 'prefill page')}"
+            if k is not None and hasattr(k, "D") else "its size")
     link = r.link
     if args.json:
         doc = {"scenario": sc.name, "size": size, "verdicts": r.verdicts, "reason": r.reason, "mismatch": r.mismatch,
@@ -258,7 +259,8 @@ def _prove_linked(args: argparse.Namespace) -> int:
             if x.kind == "init":
                 what = "Init: every model Init state is the spec's initial state" if x.name == "Init" else x.name
             elif x.kind == "step":
-                what = (f"step {x.name}: each of its {plural(x.instances, 'instance')} is a model step"
+                what = (f"step {x.name}: " + (f"each of its {x.instances} instances" if x.instances != 1 else "its instance")
+                        + " is a model step"
                         + (f" ({x.needed} from states whose model image satisfies the certified invariant)" if x.needed else ""))
             else:
                 what = f"claim {x.name}: the model's and the spec's agree on every typed state"
