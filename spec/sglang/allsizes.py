@@ -17,9 +17,10 @@ failures on; no prefill aborts, lossy messages, peer death, waiting timeout, che
 streams.  **Unbounded**: requests (any tenants, any prompt lengths, any subset over-long), decode
 pages, prefill pages.
 
-**Abstractions**, each an over-approximation (every step of the spec at any size is a step here;
-``tests/test_allsizes.py`` checks it transition by transition at small sizes), so a safety claim
-proved here holds for the spec at every size:
+**Abstractions**, each an over-approximation (every step of the spec at any size is meant to be a
+step here: :func:`link_map` with :mod:`kvproof.checker.link` *proves* it from the spec's one-hot
+encoding at a given size, ``prove --all-sizes SCENARIO --link``; ``tests/test_allsizes.py``
+samples it), so a safety claim proved here holds for the spec at every size where the link holds:
 
 * allocation takes *any* free pages, distinct per chunk (the spec: the lowest-numbered free ones);
 * arrival order is not enforced (the spec: request ``r`` reaches a door after ``r - 1``);
