@@ -145,6 +145,7 @@ class LinkReport:
 
 
 def _bit(b: Any) -> Any:
+    """A one-hot condition (a Python ``bool`` or a Z3 term) as a Z3 term."""
     return as_term(b)
 
 
@@ -195,6 +196,8 @@ def view(link: LinkMap, xs: Sequence[Values], default: dict[str, Any]) -> QState
 
 
 def _defaults(system: ParametricSystem, universe: dict[str, list[Any]]) -> dict[str, Any]:
+    """A value of each sort (the first element, the first enumeration constant, false): what
+    :func:`view` shows at positions no slot observes."""
     out = {"Bool": z3.BoolVal(False)}
     for name in system.sorts:
         out[name] = universe[name][0] if name in universe else system.E[name][0]
@@ -323,7 +326,7 @@ def check_link(spec: Any, link: LinkMap, claims: bool = True, steps: bool = True
                 s.push()
                 s.add(system.formula(cands[name], X, link.universe) != ts.safe(name, xs))
                 settle(res, s, f"a state where the model's {name} and the spec's disagree",
-                       lambda m: _differences(link, ts, m, xs, X, show_all=True))
+                       lambda m: _differences(link, ts, m, xs, X))
                 s.pop()
                 res.seconds = time.perf_counter() - q
                 results.append(res)
@@ -350,28 +353,24 @@ def _choices(action: Action, given: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _label(spec: Any, inst: Any) -> str:
+    """``name(param=label, ...)`` of a spec action instance, every parameter shown."""
     args = ", ".join(f"{p}={spec.domain(p).label(v)}" for p, v in zip(inst.action.params, inst.args))
     return f"{inst.name}({args})"
 
 
 def _slot_name(ts: TransitionSystem, slot: int) -> str:
+    """``field[flat index]`` of a slot."""
     name, k, _ = ts._slots[slot]
     return f"{name}[{k}]"
 
 
-def _state_lines(ts: TransitionSystem, m: Any, xs: Sequence[Values]) -> dict[int, int]:
-    state = ts.decode_state(m, xs)
-    return {i: v for i, v in enumerate(state)}
-
-
-def _differences(link: LinkMap, ts: TransitionSystem, m: Any, xs: Sequence[Values], X: QState,
-                 show_all: bool = False) -> list[str]:
-    """The spec state of the model ``m`` (its non-initial slots) and, per observed slot, where
-    the model state differs from it."""
+def _differences(link: LinkMap, ts: TransitionSystem, m: Any, xs: Sequence[Values], X: QState) -> list[str]:
+    """The spec state of the model ``m`` (its slots off their initial value) and, per observed
+    slot, where the model state differs from it (a dozen lines at most)."""
     out = []
     state = ts.decode_state(m, xs)
     init = ts.spec.init_state()
-    shown = [f"{_slot_name(ts, i)}={v}" for i, v in enumerate(state) if v != init[i] or show_all and False]
+    shown = [f"{_slot_name(ts, i)}={v}" for i, v in enumerate(state) if v != init[i]]
     out.append("spec state (slots off their initial value): " + (", ".join(shown) or "the initial state"))
     for slot, vals in enumerate(xs):
         ob = link.observe(slot)

@@ -291,6 +291,14 @@ def _prove_linked(args: argparse.Namespace) -> int:
     elif r.reason:
         out.print(Text(f"{sc.name}: {'REFUTED' if code == 1 else 'INCONCLUSIVE'}: {r.reason}",
                        style="bold red" if code == 1 else "yellow"))
+    held = sum(v == "holds" for v in r.verdicts.values())
+    meaning = ("every target claim holds at this size, no enumeration" if code == EXIT_OK
+               else "the link is refuted" if code == EXIT_MISMATCH and link is not None and link.refuted
+               else "a claim the scenario expects violated holds" if code == EXIT_MISMATCH
+               else "inconclusive: not every claim is said to hold (the reason above)")
+    Summary("prove", f"{sc.name} at {size} through the link, {plural(len(r.verdicts), 'claim')}",
+            held - len(r.mismatch), len(r.mismatch) + (len(r.verdicts) - held if code == EXIT_MISMATCH else 0),
+            len(r.verdicts) - held if code != EXIT_MISMATCH else 0, code, meaning).print(out)
     return code
 
 
