@@ -203,3 +203,20 @@ def test_the_large_example_holds_without_enumeration():
     assert r.verdicts == {n: "holds" for n in TARGET_CLAIMS}
     steps = [x for x in r.link.results if x.kind == "step"]
     assert len(steps) == 18 and sum(x.instances for x in steps) == 92
+
+
+def test_a_certificate_whose_obligations_fail_is_not_rested_on(tmp_path):
+    """With ``solve``, the certificate's obligations are re-solved first: a certificate of the
+    model (line for line) whose invariant the claims do not follow from is refused by the
+    solvers, and nothing is said to hold (exit 2, the failing obligation named); the link is not
+    even run."""
+    from kvproof.checker.allsizes import certificate_header
+    from kvproof.checker.quantified import certificate_from
+    hook = builtin("v0.5.22").build().all_sizes()
+    weak = tmp_path / "v0.5.22.allsizes.smt2"
+    weak.write_text(certificate_from(hook.system, "true", ["no_write_after_release"],
+                                     certificate_header("v0.5.22", ["no_write_after_release"], hook)))
+    assert model_certificate(hook, weak) == ("true", ["no_write_after_release"])
+    r = prove_by_link(builtin("v0.5.22"), weak, solve=True, seconds=120)
+    assert r.exit_code == 2 and r.link is None
+    assert "claim no_write_after_release" in r.reason and set(r.verdicts.values()) == {"inconclusive"}
