@@ -220,3 +220,19 @@ def test_a_certificate_whose_obligations_fail_is_not_rested_on(tmp_path):
     r = prove_by_link(builtin("v0.5.22"), weak, solve=True, seconds=120)
     assert r.exit_code == 2 and r.link is None
     assert "claim no_write_after_release" in r.reason and set(r.verdicts.values()) == {"inconclusive"}
+
+
+def test_the_exit_codes_of_a_linked_report():
+    """0 when every claim holds; 1 when the link is refuted or a claim the scenario expects
+    violated holds; 2 when a claim is inconclusive or there is no verdict at all."""
+    from kvproof.checker.allsizes import LinkedReport
+    from kvproof.checker.link import LinkReport, LinkResult
+    sc = builtin("v0.5.22")
+    holds = {n: "holds" for n in TARGET_CLAIMS}
+    proved = LinkReport([LinkResult("step", "clock_tick", 1)], {})
+    assert LinkedReport(sc, dict(holds), proved).exit_code == 0
+    assert LinkedReport(sc, dict(holds), proved, mismatch=["x: holds, expected violated"]).exit_code == 1
+    refuted = LinkReport([LinkResult("step", "clock_tick", 1, "refuted", "clock_tick()")], {})
+    assert LinkedReport(sc, {n: "inconclusive" for n in TARGET_CLAIMS}, refuted).exit_code == 1
+    assert LinkedReport(sc, {**holds, "exclusive_ownership": "inconclusive"}, proved).exit_code == 2
+    assert LinkedReport(sc).exit_code == 2
