@@ -152,17 +152,23 @@ def _bit(b: Any) -> Any:
 def related(link: LinkMap, xs: Sequence[Values], st: QState) -> list[Any]:
     """``R(xs, st)``: per observed slot and value, the one-hot condition of the value holds
     exactly when ``st``'s term equals the value's model counterpart (a value without one: its
-    condition is false)."""
+    condition is false), and the term is one of the listed values' counterparts (a successor's
+    value set lists only the values it may take)."""
     out = []
     for slot, vals in enumerate(xs):
         ob = link.observe(slot)
         if ob is None:
             continue
         term = getattr(st, ob.symbol)(*ob.args)
+        listed = []
         for v, cond in vals.items():
             want = ob.values[v] if v < len(ob.values) else None
             c = _bit(cond)
             out.append(z3.Not(c) if want is None else c == (term == want))
+            if want is not None:
+                listed.append(term == want)
+        # the term takes one of the listed values: a value set missing the true one is no relation
+        out.append(z3.Or(listed) if listed else z3.BoolVal(False))
     return out
 
 
