@@ -189,10 +189,15 @@ def view(link: LinkMap, xs: Sequence[Values], default: dict[str, Any]) -> QState
         table.setdefault(ob.symbol, []).append((ob.args, value))
     funcs: dict[str, Callable[..., Any]] = {}
     base = link.system.state()
+    elements = {e.get_id() for es in link.universe.values() for e in es}
     for sym in link.system.symbols:
         rows = table.get(sym.name, [])
+        by_ids = {tuple(k.get_id() for k in key): value for key, value in rows}
 
-        def f(*args, rows=rows, sym=sym):
+        def f(*args, rows=rows, sym=sym, by_ids=by_ids):
+            ids = tuple(a.get_id() for a in args)
+            if all(i in elements for i in ids):  # at elements (distinct): the row itself
+                return by_ids.get(ids, default[sym.result])
             out = default[sym.result]
             for key, value in rows:
                 out = z3.If(z3.And([a == k for a, k in zip(args, key)]), value, out) if key else value
@@ -205,8 +210,8 @@ def _defaults(system: ParametricSystem, universe: dict[str, list[Any]]) -> dict[
     """A value of each sort (the first element, the first enumeration constant, false): what
     :func:`view` shows at positions no slot observes."""
     out = {"Bool": z3.BoolVal(False)}
-    for name in system.sorts:
-        out[name] = universe[name][0] if name in universe else system.E[name][0]
+    for name, sort in system.sorts.items():
+        out[name] = universe[name][0] if name in universe else sort.constructor(0)()
     return out
 
 
