@@ -44,7 +44,7 @@ from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 
 __all__ = ["AllSizesModel", "AllSizesReport", "AllSizesRecheck", "Join", "SUFFIX", "certificate_header", "mine_joined",
-           "prove_all_sizes", "recheck_all_sizes"]
+           "prove_all_sizes", "recheck_all_sizes", "LinkedReport", "prove_by_link", "model_certificate"]
 
 
 @dataclass
@@ -64,6 +64,10 @@ class AllSizesModel:
     joins: Callable[[Any], Sequence["Join"]] | None = None
     """The joined templates (:class:`Join`) of the small instance's reachable states (one row
     each), or ``None`` (no pointer to join through)."""
+    link: Callable[[str | None, str], Any] | None = None
+    """``link(invariant, source)``: the :class:`~.link.LinkMap` of the scenario's own instance
+    and ``system`` (hypotheses: the conjuncts of ``invariant``, a certificate's one-line
+    invariant read from ``source``), or ``None`` (no link at a fixed size)."""
 
 
 @dataclass
@@ -420,3 +424,125 @@ def proved_lemmas(report: AllSizesReport) -> Sequence[Candidate]:
     """The invariant's conjuncts (lemmas and claims) of a finished run: the minimised set when
     the minimiser's check passed, else Houdini's."""
     return report.invariant
+
+
+# -- at one size, through the link (no enumeration) ---------------------------------------------------
+
+@dataclass
+class LinkedReport:
+    """What :func:`prove_by_link` found for one scenario: per target claim ``holds`` (at the
+    scenario's size: the link is proved and the certificate, today's model's, proves it) or
+    ``inconclusive``; the link's report; the certificate it rests on and whether its obligations
+    were re-solved now; ``mismatch`` lines (a claim the scenario expects violated); ``reason``."""
+
+    scenario: Scenario
+    verdicts: dict[str, str] = field(default_factory=dict)
+    link: Any = None
+    certificate: Path | None = None
+    certificate_claims: list[str] = field(default_factory=list)
+    solved: dict[str, list[str]] | None = None
+    reason: str = ""
+    mismatch: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when the link is refuted (a spec step that is no model step, or a claim on which
+        they disagree) or a claim the scenario expects violated holds; 2 when a claim is
+        inconclusive; 0 when every target claim holds."""
+        if self.mismatch or (self.link is not None and self.link.refuted):
+            return 1
+        if not self.verdicts or any(v != "holds" for v in self.verdicts.values()):
+            return 2
+        return 0
+
+
+def model_certificate(hook: AllSizesModel, path: Path) -> tuple[str, list[str]] | str:
+    """``(invariant, claims)`` of the all-sizes certificate at ``path`` when it is, line for
+    line, the certificate ``hook``'s parametric model demands for the invariant it states (the
+    scenario its first line names may be any: the model is what is compared); otherwise one
+    line saying why not."""
+    from kvproof.checker.quantified import certificate_from, invariant_of
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return f"{path}: cannot be read ({e})"
+    tag = "; kvproof all-sizes certificate: scenario "
+    first = text.split("\n", 1)[0]
+    if not first.startswith(tag):
+        return f"{path}: not a kvproof all-sizes certificate"
+    try:
+        inv, claims = invariant_of(text)
+        want = certificate_from(hook.system, inv, claims, certificate_header(first[len(tag):].strip(), claims, hook))
+    except ValueError as e:
+        return f"{path}: {e}"
+    if want != text:
+        got, exp = text.splitlines(), want.splitlines()
+        k = next((i for i, (a, b) in enumerate(zip(got, exp)) if a != b), min(len(got), len(exp)))
+        return f"{path}: line {k + 1} differs from the parametric model of this scenario's engine"
+    return inv, claims
+
+
+def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
+                  certificates_dir: str | Path = "traces/proofs", seconds: float = 600.0,
+                  solve: bool = False, progress: Callable[[str], None] | None = None) -> LinkedReport:
+    """The target claims of ``scenario`` at its own size, with no enumeration: the all-sizes
+    certificate of the scenario's parametric model (``certificate``, or the first
+    ``*.allsizes.smt2`` under ``certificates_dir`` that is, line for line, that model's: see
+    :func:`model_certificate`; with ``solve`` its obligations are re-solved by z3 and cvc5 too)
+    proves them for the model at every size, and the link (:func:`~.link.check_link`, the
+    certificate's invariant as its hypotheses) carries them to the spec at this size."""
+    from kvproof.checker.link import check_link
+    from kvproof.checker.quantified import check_certificate
+
+    say = progress or (lambda text: None)
+    report = LinkedReport(scenario)
+    spec = scenario.build()
+    hook = getattr(spec, "all_sizes", lambda: None)()
+    if hook is None or hook.link is None:
+        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the README)"
+        return report
+    report.verdicts = {n: "inconclusive" for n in hook.targets}
+    t0 = time.perf_counter()
+    paths = [Path(certificate)] if certificate is not None else sorted(Path(certificates_dir).glob(f"*{SUFFIX}"))
+    why = [] if paths else [f"no *{SUFFIX} file under {certificates_dir}"]
+    found = None
+    for path in paths:
+        got = model_certificate(hook, path)
+        if isinstance(got, str):
+            why.append(got)
+            continue
+        found = (path, *got)
+        break
+    report.seconds["certificate"] = time.perf_counter() - t0
+    if found is None:
+        report.reason = "no all-sizes certificate of this model: " + "; ".join(why[:3])
+        return report
+    report.certificate, inv, report.certificate_claims = found
+    say(f"{scenario.name}: certificate {report.certificate} is the model's")
+    if solve:
+        t0 = time.perf_counter()
+        check = check_certificate(report.certificate, seconds)
+        report.solved = check.answers
+        report.seconds["solve"] = time.perf_counter() - t0
+        if not check.ok:
+            report.reason = "the certificate's obligations: " + "; ".join(check.failures()[:3])
+            return report
+    t0 = time.perf_counter()
+    say(f"{scenario.name}: the link at its size (Z3)")
+    report.link = check_link(spec, hook.link(inv, str(report.certificate)), seconds=seconds, progress=say)
+    report.seconds["link"] = time.perf_counter() - t0
+    if not report.link.proved:
+        bad = [r for r in report.link.results if r.verdict != "proved"]
+        report.reason = "the link is not proved: " + "; ".join(f"{r.kind} {r.name}: {r.verdict} ({r.offending})" for r in bad[:3])
+        return report
+    expect = getattr(scenario, "expect", {}) or {}
+    agreed = {r.name for r in report.link.results if r.kind == "claim" and r.verdict == "proved"}
+    for name in hook.targets:
+        if name in report.certificate_claims and name in agreed:
+            report.verdicts[name] = "holds"
+            if expect.get(name) == "violated":
+                report.mismatch.append(f"{name}: holds at this size, but the scenario expects it violated")
+    if any(v != "holds" for v in report.verdicts.values()):
+        report.reason = "the certificate does not prove " + ", ".join(n for n, v in report.verdicts.items() if v != "holds")
+    return report

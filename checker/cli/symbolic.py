@@ -20,7 +20,7 @@ from kvproof.model.scenario import builtins
 
 # The engines, the solvers and rich are imported by the command that uses them (kvproof --help
 # loads none of them).
-from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, Progress, Summary,
+from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, BadInput, Progress, Summary,
                                         claim_counts, plural, protocol_command, reports_summary)
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import console as _console
@@ -135,10 +135,8 @@ def _prove(args: argparse.Namespace) -> int:
     from kvproof.checker.proofs import ProofBudget, prove_scenario
 
     if (args.no_minimise or args.invariant_from is not None) and not args.all_sizes:
-        from kvproof.checker.cli.common import BadInput
         raise BadInput("--no-minimise and --invariant-from go with --all-sizes only")
     if args.no_minimise and args.invariant_from is not None:
-        from kvproof.checker.cli.common import BadInput
         raise BadInput("--invariant-from minimises the stored invariant: drop --no-minimise")
     if args.theorems:
         with Progress(not args.quiet, None, "") as progress:
@@ -160,6 +158,10 @@ def _prove(args: argparse.Namespace) -> int:
                     out.print(f"         {line}")
             summary.print(out)
         return summary.exit_code
+    if args.link and not args.all_sizes:
+        raise BadInput("--link goes with --all-sizes (prove --all-sizes SCENARIO --link)")
+    if args.all_sizes and args.link:
+        return _prove_linked(args)
     if args.all_sizes:
         return _prove_all_sizes(args)
     if args.lift_from is not None:
@@ -212,6 +214,98 @@ def _prove(args: argparse.Namespace) -> int:
     return summary.exit_code
 
 
+def _prove_linked(args: argparse.Namespace) -> int:
+    """``prove --all-sizes SCENARIO --link``: SCENARIO's target claims at its own size with no
+    enumeration, from the all-sizes certificate of its parametric model and the link between
+    the spec and the model, proved at that size (:func:`~kvproof.checker.allsizes.prove_by_link`).
+    One line per obligation of the link, one for the certificate, one per claim, one saying what
+    the result rests on.  Exit 0 when every target claim holds, 1 when the link is refuted (the
+    offending spec action is named) or a claim the scenario expects violated holds, 2 when a
+    claim is inconclusive (no certificate of the model, a solver gave up), 3 on bad input."""
+    from rich.text import Text
+
+    from kvproof.checker.allsizes import prove_by_link
+
+    if len(args.scenarios) != 1 or args.lift_from is not None:
+        raise BadInput("prove --all-sizes --link takes exactly one SCENARIO (and no --lift-from)")
+    sc = _resolve(args.scenarios[0])
+    spec = sc.build()
+    if args.certificate is not None and not Path(args.certificate).is_file():
+        raise BadInput(f"--certificate {args.certificate}: no such file")
+    out = _console()
+    with Progress(not args.quiet and not args.json, 1) as progress:
+        progress.start(sc.name)
+        r = prove_by_link(sc, args.certificate, args.certificates, args.lemma_seconds, args.solve_certificate,
+                          progress.note)
+    code = r.exit_code
+    k = getattr(spec, "k", None)
+    size = (f"{plural(k.R, 'request')}, {plural(k.D, 'decode page')}, {plural(k.P, 'prefill page')}"
+            if k is not None and hasattr(k, "D") else "its size")
+    link = r.link
+    if args.json:
+        doc = {"scenario": sc.name, "size": size, "verdicts": r.verdicts, "reason": r.reason, "mismatch": r.mismatch,
+               "certificate": str(r.certificate) if r.certificate else None, "certificate_claims": r.certificate_claims,
+               "certificate_solved": r.solved, "seconds": {k_: round(v, 3) for k_, v in r.seconds.items()},
+               "link": None if link is None else {
+                   "hypotheses": link.hypotheses, "hypotheses_used": sorted(link.used),
+                   "seconds": {k_: round(v, 3) for k_, v in link.seconds.items()},
+                   "results": [{"kind": x.kind, "name": x.name, "instances": x.instances, "verdict": x.verdict,
+                                "offending": x.offending, "detail": x.detail, "needed_hypotheses": x.needed,
+                                "seconds": round(x.seconds, 3)} for x in link.results]},
+               "exit_code": code}
+        print(json.dumps(doc, indent=2))
+        return code
+    if args.quiet:
+        return code
+    if link is not None:
+        for x in link.results:
+            style = "green" if x.verdict == "proved" else "bold red" if x.verdict == "refuted" else "yellow"
+            if x.kind == "init":
+                what = "Init: every model Init state is the spec's initial state" if x.name == "Init" else x.name
+            elif x.kind == "step":
+                what = (f"step {x.name}: " + (f"each of its {x.instances} instances" if x.instances != 1 else "its instance")
+                        + " is a model step"
+                        + (f" ({x.needed} from states whose model image satisfies the certified invariant)" if x.needed else ""))
+            else:
+                what = f"claim {x.name}: the model's and the spec's agree on every typed state"
+            out.print(Text(f"{x.verdict:<9} link {what}" + (f": {x.offending}" if x.verdict != "proved" else ""),
+                           style=style))
+            if x.verdict != "proved":
+                for line in x.detail:
+                    out.print(f"          {line}", overflow="fold")
+    if r.certificate is not None:
+        how = ("its obligations re-solved now: z3 and cvc5 answered unsat" if r.solved is not None and not r.reason
+               else "its obligations not re-solved now (--no-solve-certificate; kvproof certify FILE re-solves them)")
+        out.print(f"{'ok':<9} certificate {r.certificate}: the parametric model's, line for line; "
+                  f"proves {len(r.certificate_claims)} claims for every size; {how}")
+    for name, verdict in r.verdicts.items():
+        style = "green" if verdict == "holds" else "yellow"
+        out.print(Text(f"{verdict:<13} {name} at {size}" + (", no enumeration" if verdict == "holds" else ""),
+                       style=style))
+    for line in r.mismatch:
+        out.print(Text(f"MISMATCH {line}", style="bold red"))
+    total = sum(r.seconds.values())
+    if code == 0:
+        used = len(link.used) if link is not None else 0
+        out.print(f"{sc.name}: {plural(len(r.verdicts), 'claim')} hold at {size} without enumerating it; they rest on "
+                  f"the link proved now ({r.seconds.get('link', 0):.1f} s; {used} of the certificate's "
+                  f"{link.hypotheses if link else 0} invariant conjuncts assumed where needed) and the certificate "
+                  f"{r.certificate} ({'re-solved now' if r.solved is not None else 'solved by z3 and cvc5 when written, not now'}); "
+                  f"{total:.1f} s")
+    elif r.reason:
+        out.print(Text(f"{sc.name}: {'REFUTED' if code == 1 else 'INCONCLUSIVE'}: {r.reason}",
+                       style="bold red" if code == 1 else "yellow"))
+    held = sum(v == "holds" for v in r.verdicts.values())
+    meaning = ("every target claim holds at this size, no enumeration" if code == EXIT_OK
+               else "the link is refuted" if code == EXIT_MISMATCH and link is not None and link.refuted
+               else "a claim the scenario expects violated holds" if code == EXIT_MISMATCH
+               else "inconclusive: not every claim is said to hold (the reason above)")
+    Summary("prove", f"{sc.name} at {size} through the link, {plural(len(r.verdicts), 'claim')}",
+            held - len(r.mismatch), len(r.mismatch) + (len(r.verdicts) - held if code == EXIT_MISMATCH else 0),
+            len(r.verdicts) - held if code != EXIT_MISMATCH else 0, code, meaning).print(out)
+    return code
+
+
 def _prove_all_sizes(args: argparse.Namespace) -> int:
     """``prove --all-sizes SCENARIO``: the safety claims for every number of requests and pages
     (:mod:`~kvproof.checker.allsizes`).  Exit 0 when every target claim is proved, 1 when one is
@@ -220,7 +314,6 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from kvproof.checker.allsizes import prove_all_sizes
-    from kvproof.checker.cli.common import BadInput
 
     if len(args.scenarios) != 1 or args.lift_from is not None:
         raise BadInput("prove --all-sizes takes exactly one SCENARIO (and no --lift-from)")
@@ -542,8 +635,19 @@ def add_commands(sub, positive_int, positive_float) -> None:
     pv.add_argument("--invariant-from", metavar="FILE",
                     help="with --all-sizes: skip mining and Houdini; minimise the invariant stated by the all-sizes "
                          "certificate FILE and prove what the kept set, checked from scratch, makes inductive")
+    pv.add_argument("--link", action="store_true",
+                    help="with --all-sizes: the claims at SCENARIO's own size with no enumeration, from the all-sizes "
+                         "certificate of its model (--certificate, or found under --certificates) and the link "
+                         "between the spec and the model, proved at that size with Z3")
+    pv.add_argument("--certificate", metavar="FILE",
+                    help="with --link: the all-sizes certificate to rest on (default: the first *.allsizes.smt2 "
+                         "under --certificates that is the model's)")
+    pv.add_argument("--solve-certificate", action=argparse.BooleanOptionalAction, default=True,
+                    help="with --link: re-solve the certificate's obligations with z3 and cvc5 (the default: seconds "
+                         "for the minimised v0.5.22 one); --no-solve-certificate rests on the line-for-line "
+                         "comparison with today's model alone")
     pv.add_argument("--certificates", default="traces/proofs", metavar="DIR",
-                    help="where certificates go (default traces/proofs)")
+                    help="where certificates go (default traces/proofs); with --link, where to look")
     pv.add_argument("--no-certificates", action="store_true", help="write no certificate")
     pv.add_argument("--traces", default="traces", metavar="DIR", help="where counterexamples go")
     pv.add_argument("--no-traces", action="store_true", help="write no trace files")

@@ -17,9 +17,10 @@ failures on; no prefill aborts, lossy messages, peer death, waiting timeout, che
 streams.  **Unbounded**: requests (any tenants, any prompt lengths, any subset over-long), decode
 pages, prefill pages.
 
-**Abstractions**, each an over-approximation (every step of the spec at any size is a step here;
-``tests/test_allsizes.py`` checks it transition by transition at small sizes), so a safety claim
-proved here holds for the spec at every size:
+**Abstractions**, each an over-approximation (every step of the spec at any size is meant to be a
+step here: :func:`link_map` with :mod:`kvproof.checker.link` *proves* it from the spec's one-hot
+encoding at a given size, ``prove --all-sizes SCENARIO --link``; ``tests/test_allsizes.py``
+samples it), so a safety claim proved here holds for the spec at every size where the link holds:
 
 * allocation takes *any* free pages, distinct per chunk (the spec: the lowest-numbered free ones);
 * arrival order is not enforced (the spec: request ``r`` reaches a door after ``r - 1``);
@@ -732,7 +733,8 @@ def model_for(spec: Any, protocol: type) -> Any:
     small = protocol(small_config(spec.cfg))
     corr = Correspondence(system, small)
     fixed = (*FIXED_LINES, f"deadline (timeout) {e.timeout} ticks, write latency bound {e.write_latency_bound} tick(s)")
-    return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES, corr.joins)
+    return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES, corr.joins,
+                         lambda invariant, source: link_map(spec, system, invariant, source))
 
 
 class Pinned:
@@ -809,3 +811,120 @@ class Pinned:
         s = z3.Solver()
         s.add(self.axioms, *self.rigid(st), *self.pins(st, state), z3.Not(sysm.formula(cand, st, self.universe)))
         return s.check() == z3.sat
+
+
+# -- the link, proved at one size (checker/link.py) -------------------------------------------------
+SPEC_ACTION_OF = {"decode_prealloc_pick": "decode_prealloc"}
+"""Spec actions whose model action has another name (with ``any_free_pages`` the spec reserves by
+``decode_prealloc_pick``; the model's ``decode_prealloc`` takes any free pages already)."""
+
+
+def link_map(spec: Any, system: SglangAllSizes | None = None, invariant: str | None = None,
+             source: str = "") -> Any:
+    """The :class:`~kvproof.checker.link.LinkMap` of ``spec`` (an instance of the base protocol
+    with the engine the model describes) and the parametric model (``system``, by default the
+    model of the instance's deadline and latency bound): the bounded universe of
+    :class:`Pinned` (one element per request, page, prefill page, chunk index and tenant, plus
+    ``rnone``, ``pnone``, ``qnone``); every slot of :data:`FIELDS` observed at its elements (a
+    chunk slot only for a chunk the request has; the spec's sentinel rows ``owner``/``content``
+    of the page ``none`` and ``src_owner``/``src_content`` of the prefill page ``none`` at
+    ``pnone``/``qnone``, where the spec keeps them free and unwritten); the rigid symbols as
+    the instance has them; each spec action instance a step of the model action of the same
+    name (``decode_prealloc`` also of ``decode_prealloc.rejected``) with its request and chunk
+    as parameters; and the witnesses of the choice functions: the pages an allocation picks are
+    the ones the spec's successor names, ``taken``/``mine`` the pages the request's chunks
+    name (as the model's guards define them; ``found_cross``/``found_foreign`` are left to the
+    checker, which tries both values).  With ``invariant`` (the one-line invariant of an
+    all-sizes certificate of this model, read from ``source``), its conjuncts are the
+    hypotheses the step obligations may assume of the model state."""
+    from kvproof.checker.link import LinkMap, Observation, certified_conjuncts, ground
+    from kvproof.checker.lift import field_slots
+
+    problem = supported(spec.cfg)
+    if problem:
+        raise ValueError(problem)
+    e = spec.cfg.engine
+    system = system if system is not None else SglangAllSizes(e.timeout, e.write_latency_bound)
+    pin = Pinned(system, spec)
+    k, lay, u = spec.k, spec.layout, pin.universe
+    slots = field_slots(lay)
+
+    def element(kind: str, i: int) -> Any:
+        return {"req": u["Req"], "page": u["Page"], "ppage": u["PPage"]}[kind][1 + i]
+
+    def values(kind: str, size: int) -> tuple:
+        if kind.startswith("enum:"):
+            return tuple(system.E[kind[5:]][:size])
+        if kind == "bool":
+            return (z3.BoolVal(False), z3.BoolVal(True))
+        if kind == "page":
+            return tuple(element("page", v) if v < k.D else u["Page"][0] for v in range(size))
+        if kind == "ppage":
+            return tuple(element("ppage", v) if v < k.P else u["PPage"][0] for v in range(size))
+        # an owner or content code: free/unwritten, a request, or old KV (no counterpart)
+        return tuple(u["Req"][0] if v == 0 else element("req", v - 1) if v <= k.R else None for v in range(size))
+
+    table: list[Any] = []
+    for slot, (fname, idx) in enumerate(slots):
+        if fname not in FIELDS:
+            table.append(None)
+            continue
+        sym, args, kind = FIELDS[fname]
+        f = lay.by_name[fname]
+        xs, ok = [], True
+        for a in args:
+            if a[0] == "chunk":
+                r, c = idx[a[1]], idx[a[2]]
+                if r >= k.R or c >= spec.pages(r):
+                    ok = False
+                    break
+                xs.append(u["Chunk"][c])
+            else:
+                i = idx[a[1]]
+                size = f.dims[a[1]].size
+                if i < size:
+                    xs.append(element(a[0], i))
+                elif a[0] in ("page", "ppage"):
+                    xs.append({"page": u["Page"], "ppage": u["PPage"]}[a[0]][0])  # the sentinel row
+                else:
+                    ok = False
+                    break
+        table.append(Observation(sym, tuple(xs), values(kind, f.values.size)) if ok else None)
+
+    actions = {a.name: a for a in system.actions}
+
+    def options(inst: Any) -> list:
+        name = SPEC_ACTION_OF.get(inst.name, inst.name)
+        p = inst.params()
+        params = {}
+        if "req" in p:
+            params["r"] = element("req", p["req"])
+        if "chunk" in p:
+            params["c"] = u["Chunk"][p["chunk"]]
+        return [(a, {n: params[n] for n, _ in a.params}) for a in system.actions
+                if a.name.split(".")[0] == name]
+
+    def pointed(st: Any, r: Any, ptr: str, sort: str) -> Any:
+        """``x ↦ ∃ c. ch(r, c) ∧ ptr(r, c) = x`` over the bounded chunks."""
+        return lambda x: z3.Or([z3.And(st.ch(r, c), getattr(st, ptr)(r, c) == x) for c in u["Chunk"]])
+
+    def witness(action: Any, st: Any, params: dict, post: Any) -> dict:
+        names = {c.name: c for c in action.choices}
+        r = params.get("r")
+        out: dict[str, Any] = {}
+        if "pick" in names:
+            ptr = "src" if names["pick"].result == "PPage" else "dest"
+            out["pick"] = lambda c, ptr=ptr: getattr(post, ptr)(r, c)
+            out["taken"] = lambda x, ptr=ptr: z3.Or([z3.And(st.ch(r, c), getattr(post, ptr)(r, c) == x) for c in u["Chunk"]])
+        if "mine" in names:
+            out["mine"] = pointed(st, r, "src" if names["mine"].args == ("PPage",) else "dest", "")
+        return out
+
+    hypothesis = None
+    if invariant is not None:
+        conjuncts = certified_conjuncts(system, invariant)
+        hypothesis = lambda st: [(name, ground(t, u)) for name, t in conjuncts]  # noqa: E731
+    return LinkMap(system, pin.sizes, u, pin.axioms, lambda slot: table[slot], pin.rigid, options, witness,
+                   tuple(n for n in TARGET_CLAIMS if n in {c.name for c in spec.claims}), hypothesis,
+                   f"the {len(conjuncts)} conjuncts of the invariant of {source or 'an all-sizes certificate'}"
+                   if invariant is not None else "")
