@@ -383,16 +383,24 @@ def _differences(link: LinkMap, ts: TransitionSystem, m: Any, xs: Sequence[Value
     init = ts.spec.init_state()
     shown = [f"{_slot_name(ts, i)}={v}" for i, v in enumerate(state) if v != init[i]]
     out.append("spec state (slots off their initial value): " + (", ".join(shown) or "the initial state"))
-    for slot, vals in enumerate(xs):
+    for slot, v, ob, got in _unrelated(link, m, X, state):
+        out.append(f"  {_slot_name(ts, slot)} = {v} but the model's {ob.symbol}{tuple(str(a) for a in ob.args)} = {got}")
+    return out[:12]
+
+
+def _unrelated(link: LinkMap, m: Any, X: QState, state: Sequence[int]) -> list[tuple[int, int, Any, Any]]:
+    """The observed slots where the model state ``X`` is not related to the spec's decoded
+    ``state`` in ``m``: ``(slot, the spec's value, the slot's observation, the model's value)``."""
+    out = []
+    for slot, v in enumerate(state):
         ob = link.observe(slot)
         if ob is None:
             continue
         got = m.eval(getattr(X, ob.symbol)(*ob.args), model_completion=True)
-        v = state[slot]
         want = ob.values[v] if v < len(ob.values) else None
         if want is None or not z3.is_true(m.eval(got == want, model_completion=True)):
-            out.append(f"  {_slot_name(ts, slot)} = {v} but the model's {ob.symbol}{tuple(str(a) for a in ob.args)} = {got}")
-    return out[:12]
+            out.append((slot, v, ob, got))
+    return out
 
 
 def _step_detail(link: LinkMap, ts: TransitionSystem, m: Any, xs: Sequence[Values], X: QState,
@@ -410,16 +418,8 @@ def _step_detail(link: LinkMap, ts: TransitionSystem, m: Any, xs: Sequence[Value
         if not z3.is_true(m.eval(guard, model_completion=True)):
             out.append(f"model {name}: disabled (its guard is false here)")
             continue
-        diff = []
-        for slot in range(len(nxt)):
-            ob = link.observe(slot)
-            if ob is None:
-                continue
-            got = m.eval(getattr(Y, ob.symbol)(*ob.args), model_completion=True)
-            v = post[slot]
-            want = ob.values[v] if v < len(ob.values) else None
-            if want is None or not z3.is_true(m.eval(got == want, model_completion=True)):
-                diff.append(f"{_slot_name(ts, slot)}: spec {v}, model {ob.symbol} = {got}")
+        diff = [f"{_slot_name(ts, slot)}: spec {v}, model {ob.symbol} = {got}"
+                for slot, v, ob, got in _unrelated(link, m, Y, post)]
         out.append(f"model {name}: enabled, its successor differs at " + ("; ".join(diff[:4]) or "?"))
     return out
 

@@ -797,8 +797,9 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
 
     # -- V16 (#36958): MLA's notify-only notification to the prefill rank decode does not READ ---------
     def _finish_sending_all_ranks(self, s, n, r: int, when) -> None:
-        """V16: once every prefill rank reported ``finished_sending`` (``KVOutputAggregator``)
-        prefill's scheduler frees the request's block (``_update_from_kv_xfer_finished``)."""
+        """V16 (MLA ranks) and V8 (per-rank READs): once every prefill rank reported
+        ``finished_sending`` (``KVOutputAggregator``, ``when``) prefill's scheduler frees the
+        request's block (``_update_from_kv_xfer_finished``)."""
         o = s.ops
         n.p_phase[r] = o.ite(when, P_SENT, s.p_phase[r])
         n.lease[r] = o.ite(when, 0, s.lease[r])
@@ -989,11 +990,8 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.wnotif[r, w] = WN_NONE
         held = o.eq(s.p_phase[r], P_HELD)
         others = [o.and_(o.eq(s.wr[r, x], RD_DONE), o.eq(s.wnotif[r, x], WN_NONE)) for x in range(self.k.F) if x != w]
-        last = o.and_(held, *others)
-        n.p_phase[r] = o.ite(last, P_SENT, s.p_phase[r])
-        n.lease[r] = o.ite(last, 0, s.lease[r])
         n.late[r] = o.ite(held, s.late[r], 1)
-        self._free_source(s, n, r, when=last)
+        self._finish_sending_all_ranks(s, n, r, o.and_(held, *others))
 
     @action("decode", "req", fair=True)
     def decode_pop_done_transfers(self, s, n, r):
