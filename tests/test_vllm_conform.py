@@ -26,7 +26,8 @@ TRACES = Path(__file__).resolve().parent.parent / "traces"
 AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-heartbeat-stall",
               "vllm-push-lease-expiry-stall", "vllm-push-abort-unanswered", "vllm-push-reject",
               "vllm-push-write-post-fails", "vllm-pull-replayed-params", "vllm-push-deferred-write",
-              "vllm-pull-turn2-slow-read-47021", "vllm-pull-turn2-clock-offset-47021"]
+              "vllm-pull-turn2-slow-read-47021", "vllm-pull-turn2-clock-offset-47021",
+              "vllm-pull-appended-token-prefix-hit"]
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
@@ -68,7 +69,10 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
     assert "fails in the code" in v.how  # the claim fails in what vLLM did, not only in the model
     if "read" in v.claim and "source" not in v.claim:
         victim = "R2" if "replayed" in path.name else "R0"  # V9: the replay R2 carries R0's parameters
-        assert f"{victim}: cross_tenant" in v.how  # decode ran it on R1's (tenant B's) KV
+        if "appended-token" in path.name:  # V11 pull (#50558): R0's own prefix KV in its suffix slot
+            assert f"{victim}: foreign" in v.how
+        else:
+            assert f"{victim}: cross_tenant" in v.how  # decode ran it on R1's (tenant B's) KV
     if v.claim in ("held_pages_are_released", "requests_end", "quiescent_holds_nothing"):
         if "reject" in path.name:
             assert "which decode rejected, and no notification is on its way" in v.how  # V12 in push mode
@@ -790,3 +794,69 @@ def test_v8_a_failed_post_on_the_real_worker_stops_the_loop_and_waits_for_the_ea
     assert result.agrees, result.reason
     assert [w % 100 for w, _, _, _ in h.dagent.posted.values()] == [0]  # rank 1's READ never posted
     assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and not h.dw._recv_failures
+
+
+# -- V11 pull (#50558): a proxy-appended token with a partial prefix hit ----------------------------
+_PULL_LOAD = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+              "nixl_read_take_data(req=R0)"]
+
+
+def test_v11_pull_0_33s_uncapped_count_takes_two_blocks_and_apply_prefix_caching_shifts_the_read():
+    """0.33.0's decode scheduler counts the whole 65-token prompt (prefill's 64 plus the appended
+    token) as remote tokens, not the 64 of ``remote_num_tokens``: past the cached prefix block it
+    takes two uncached blocks, as many as prefill exported, so 0.33.0's own
+    ``_apply_prefix_caching`` trims nothing and decode's suffix slot gets prefill's prefix block
+    (its appended-token block gets prefill's suffix block)."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    result, h = _run(VllmPd, builtin("vllm-pull-appended-token-prefix-hit"), _PULL_LOAD)
+    assert result.agrees, result.reason
+    rm, params = h.slots[0].recv, h.slots[0].params
+    p_blocks = h._blocks(h.P, h.pid(0))
+    d_blocks = [b for b in h._blocks(h.D, h.did(0)) if b != h.prefix_block]
+    assert params["remote_num_tokens"] == 64 and len(h.D.requests[h.did(0)].prompt_token_ids) == 65
+    assert [list(g) for g in rm.remote.block_ids] == [p_blocks] and len(p_blocks) == 2
+    assert [list(g) for g in rm.local_block_ids] == [d_blocks] and len(d_blocks) == 2
+    assert [h.d_tag[b] for b in d_blocks] == [h.p_tag[p_blocks[0]], h.p_tag[p_blocks[1]]]
+    assert h.p_tag[p_blocks[0]] == h.R + 1  # R0's prefix tag, in decode's suffix slot
+
+
+def test_v11_pull_without_a_prefix_hit_0_33s_apply_prefix_caching_asserts():
+    """No prefix hit: decode's three blocks against prefill's two fail the assertion in
+    ``_apply_prefix_caching`` (base_worker.py:3791), which ``_read_blocks`` calls outside its
+    try (pull_worker.py:485): read in the code, not a scenario."""
+    from kvproof.spec.vllm.conform.engine import load_vllm
+
+    m = load_vllm()
+
+    class Worker(m["pull_worker"].NixlPullConnectorWorker):
+        def __del__(self):
+            pass
+
+    w = object.__new__(Worker)
+    w._has_mamba = False
+    assert w._apply_prefix_caching([[5, 6]], [[1, 2]], 1, 1) == ([[5, 6]], [[1, 2]])  # equal counts: no trim
+    with pytest.raises(AssertionError):
+        w._apply_prefix_caching([[5, 6, 7]], [[1, 2]], 1, 1)
+
+
+def test_v11_pull_a_model_that_caps_the_count_diverges_at_the_read():
+    """A model whose READ end-trims although 0.33.0 does not cap decode's count (the engine
+    property forced off) is caught at the READ's data movement."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.config import Engine
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    sc = builtin("vllm-pull-appended-token-prefix-hit")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Engine, "suffix_slot_gets_prefix", property(lambda self: False))
+    try:
+        result, _ = _run(VllmPd, sc, _PULL_LOAD)
+    finally:
+        mp.undo()
+    assert result.diverged_at == 4 and "kv: model [1, -1], vLLM [3, -1]" in result.reason, result.reason
+
+
+def test_v11_pull_random_sequences_agree():
+    _random("vllm-pull-appended-token-prefix-hit", RANDOM)  # the issue's 300, in the README's test command

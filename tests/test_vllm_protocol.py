@@ -66,6 +66,8 @@ CATALOGUE = {
     "vllm-pull-sibling-post-fails-before-56104": (26435, ISOLATION | {"no_write_after_release",
                                                                      "no_source_free_while_read"}),
     "vllm-pull-sibling-post-fails-56104": (9427, set()),
+    "vllm-pull-appended-token-prefix-hit": (149, {"decode_reads_only_own_pages"}),  # V11 pull (#50558), as shipped
+    "vllm-pull-appended-token-capped": (149, set()),  # its HYPOTHETICAL fix
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails", "vllm-pull-full-hit-before-56640",
@@ -126,7 +128,9 @@ PAIRS = [("vllm-pull-reject-before-41269", "vllm-pull-reject-41269", "sometimes_
          ("vllm-pull-reregistered-no-generation-check", "vllm-pull-reregistered-generation-check",
           "sometimes_read_through_stale_registration", True),
          ("vllm-pull-sibling-post-fails-before-56104", "vllm-pull-sibling-post-fails-56104",
-          "sometimes_failed_under_sibling_read", True)]
+          "sometimes_failed_under_sibling_read", True),
+         ("vllm-pull-appended-token-prefix-hit", "vllm-pull-appended-token-capped", "sometimes_suffix_slot_gets_prefix",
+          True)]
 
 
 @pytest.mark.parametrize("before,after,witness,hazard_reaches", PAIRS, ids=[p[0] for p in PAIRS])
@@ -138,7 +142,8 @@ def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness
     da, db = a.config.engine.__dict__, b.config.engine.__dict__
     assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"],
                                                  ["report_notify_only_recv"], ["mla_notif_remote_id"],
-                                                 ["failure_waits_for_siblings"], ["registration_generation_check"])
+                                                 ["failure_waits_for_siblings"], ["registration_generation_check"],
+                                                 ["remote_token_cap"])  # V11 pull: a HYPOTHETICAL fix
     assert a.config.requests == b.config.requests
     got_a = {c.claim: c.verdict for c in checked(before).claims}
     got_b = {c.claim: c.verdict for c in checked(after).claims}
@@ -343,6 +348,8 @@ MUTANTS = [
     ("V12: rejection tells nobody", "vllm-pull-reject-41269", RejectionTellsNobody, "quiescent_holds_nothing"),
     ("V15: fence misses step N+1", "vllm-pull-async-45357", FenceMissesStepNPlus1, "no_write_after_release"),
     ("V11: blocks paired from the front", "vllm-push-prefix-hit-48758", PairsFromTheFront, "decode_reads_only_own_pages"),
+    ("V11 pull: the capped count still pairs the prefix", "vllm-pull-appended-token-capped", PairsFromTheFront,
+     "decode_reads_only_own_pages"),
     ("push fan-in: decode counts one notification", "vllm-push-write-post-fails", CountsOneNotification,
      "decode_reads_only_own_pages"),
     ("#50754: PUSH_FAIL frees the block under a sibling WRITE", "vllm-push-write-post-fails-50754",
@@ -636,6 +643,21 @@ def test_the_suffix_slot_gets_the_prefix_when_paired_from_the_front():
         assert s[lay.slot("read", 0)] == read, name
 
 
+def test_an_uncapped_appended_token_gives_the_suffix_slot_the_prefix_in_pull():
+    """V11 pull (#50558): the READ of 0.33.0 as shipped lands R0's prefix KV in decode's suffix
+    slot; capped at ``remote_num_tokens`` (HYPOTHETICAL) it lands R0's suffix; without the
+    appended token (the existing knobs alone, pull) it is end-trimmed as in push with #48758."""
+    base = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_start_load_kv(req=R0)",
+            "nixl_read_take_data(req=R0)", "nixl_read_complete(req=R0)", "decode_finished_recving(req=R0)"]
+    for name, read in (("vllm-pull-appended-token-prefix-hit", READ_FOREIGN), ("vllm-pull-appended-token-capped",
+                                                                               READ_OWN)):
+        spec = builtin(name).build()
+        s = Machine(spec).run(*base)
+        assert s[spec.layout.slot("read", 0)] == read, name
+    assert builtin("vllm-pull-appended-token-prefix-hit").config.engine.suffix_slot_gets_prefix
+    assert not builtin("vllm-pull-appended-token-capped").config.engine.suffix_slot_gets_prefix
+
+
 def test_new_knobs_are_written_to_stored_scenarios_only_when_set():
     """Existing traces and certificates embed the engine table: knobs added since stay out of
     it at their defaults, and round-trip when set."""
@@ -659,6 +681,10 @@ def test_new_knobs_are_written_to_stored_scenarios_only_when_set():
     ({"read_fan_in": 4}, "[engine].read_fan_in: expected a whole number in 1..3, got 4"),
     ({"registration_generation_check": False}, "registration_generation_check: false matters only with prefill_rereg"),
     ({"mode": "push", "prefill_reregisters": True}, "prefill_reregisters: modelled in pull mode only"),
+    ({"decode_appended_token": True}, "decode_appended_token: modelled in pull mode with decode_prefix_hit = true"),
+    ({"mode": "push", "decode_prefix_hit": True, "decode_appended_token": True},
+     "decode_appended_token: modelled in pull mode with decode_prefix_hit = true"),
+    ({"remote_token_cap": True}, "remote_token_cap: matters only with decode_appended_token = true"),
 ])
 def test_inconsistent_scheduler_knobs_are_one_line(tmp_path, capsys, engine, message):
     lines = [f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v).replace(chr(39), chr(34))}"

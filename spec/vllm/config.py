@@ -138,6 +138,23 @@ class Engine:
     suffix block (push: ``_xfer_blocks``, push_worker.py:690-695); ``false`` is push before it
     (the block lists paired from the front: prefill's prefix block lands in decode's suffix
     slot, silently, V11).  Only with ``decode_prefix_hit``."""
+    decode_appended_token: bool = False
+    """V11's pull-side variant (#50558): the proxy appended a token to decode's prompt, which
+    crosses a block boundary.  0.33.0's decode counts its whole prompt as remote tokens
+    (``get_num_new_matched_tokens``' ``do_remote_prefill`` branch, pull_scheduler.py:59-65, via
+    ``_get_remote_prefill_token_count``, base_scheduler.py:402-409: not capped by the
+    ``remote_num_tokens`` prefill exported), so with the prefix cached it allocates two uncached
+    blocks, as many as prefill exported; ``_apply_prefix_caching`` (pull_worker.py:479-494,
+    base_worker.py:3786-3792) then trims nothing and the READ pairs decode's first uncached
+    (suffix) slot with prefill's prefix block, silently.  The model tracks that suffix slot only
+    (decode's block for the appended token, which gets prefill's suffix block, is not modelled).
+    Pull mode, with ``decode_prefix_hit``."""
+    remote_token_cap: bool = False
+    """HYPOTHETICAL (#50558 was closed unmerged; not in 0.33.0): decode caps its remote token
+    count at ``remote_num_tokens``, as the ``do_remote_decode`` branch already does
+    (pull_scheduler.py:85-87), allocates only the suffix block for the loaded tokens and
+    computes the appended token itself, so ``_apply_prefix_caching`` end-trims as without the
+    appended token.  Only with ``decode_appended_token``."""
     write_fan_in: int = 1
     """Push: ``pp_size * producers_per_consumer``, how many prefill ranks each WRITE their part of
     decode's block (their heads, their pipeline stage) and each send a ``"{D_req}:{tp}"``
@@ -265,6 +282,14 @@ class Engine:
     the behaviour without it (the cached descriptors are used until the engine TTL evicts them).
     Only with ``prefill_reregisters``."""
 
+    @property
+    def suffix_slot_gets_prefix(self) -> bool:
+        """V11: the transfer pairs decode's one (suffix) slot with prefill's prefix block: push
+        before #48758 (lists paired from the front), or pull with a proxy-appended token that
+        0.33.0 does not cap (#50558: equal counts, nothing trimmed)."""
+        return self.decode_prefix_hit and (not self.prefix_end_trim
+                                           or (self.decode_appended_token and not self.remote_token_cap))
+
     def problems(self) -> list[str]:
         """What is inconsistent about these knobs (``key: text``), or nothing."""
         out = []
@@ -290,6 +315,10 @@ class Engine:
                 or self.turn2_read):
             out.append("engine.read_fan_in: per-rank READs are modelled without MLA ranks, hanging READs, the "
                        "reaper before #58222 or the turn-2 readback")
+        if self.decode_appended_token and (self.mode != "pull" or not self.decode_prefix_hit):
+            out.append("decode_appended_token: modelled in pull mode with decode_prefix_hit = true (#50558)")
+        if self.remote_token_cap and not self.decode_appended_token:
+            out.append("remote_token_cap: matters only with decode_appended_token = true")
         if not self.prefix_end_trim and not self.decode_prefix_hit:
             out.append("prefix_end_trim: false matters only with decode_prefix_hit = true")
         if not self.reject_notifies_prefill and not self.decode_rejects:
@@ -410,7 +439,8 @@ WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expir
                      "mla_notif_remote_id", "reaper_scans_every_lease", "read_may_hang",
                      "turn2_read", "turn2_declines_near_expiry", "turn2_clock_offset_error",
                      "read_fan_in", "read_may_fail", "failure_waits_for_siblings", "prefill_reregisters",
-                     "registration_generation_check", "read_post_may_fail")
+                     "registration_generation_check", "read_post_may_fail", "decode_appended_token",
+                     "remote_token_cap")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
 fan-in, V6, V9, #55470; V13, V16; V2, V14; V8, V17): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,

@@ -203,8 +203,11 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         n.rd[r] = RD_TAKEN
         # V11: decode allocated one (suffix) block; prefill's list is [prefix, suffix].  End-trimmed
         # (_apply_prefix_caching, #48758) the transfer pairs decode's slot with prefill's suffix;
-        # paired from the front (push before #48758) with prefill's prefix.
-        src = s.src[r] if not self.k.prefix or self.e.prefix_end_trim else s.src_prefix[r]
+        # paired from the front (push before #48758) with prefill's prefix.  Pull with a
+        # proxy-appended token (#50558, ``decode_appended_token``): decode took two uncached blocks,
+        # as many as prefill's list, so _apply_prefix_caching trims nothing and its first (suffix)
+        # slot, the one modelled, gets prefill's prefix too.
+        src = s.src_prefix[r] if self.e.suffix_slot_gets_prefix else s.src[r]
         n.content[s.dest[r]] = s.src_content[src]
 
     def _complete(self, s, n, r: int):

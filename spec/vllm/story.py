@@ -77,7 +77,12 @@ class VllmStory:
             q, p = g(pre, "src", r), g(pre, "dest", r)
             held = g(pre, "src_content", q)
             notes = []
-            if self.k.prefix and not self.e.prefix_end_trim:
+            if self.e.suffix_slot_gets_prefix and self.e.prefix_end_trim:  # #50558: pull, appended token
+                q = g(pre, "src_prefix", r)
+                notes.append(Note("hazard", f"the {xfer} pairs decode's first uncached (suffix) slot p{p} with "
+                                            f"prefill's first block q{q}, R{r}'s prefix: decode allocated one more "
+                                            "block for the proxy-appended token, so _apply_prefix_caching trims nothing"))
+            elif self.e.suffix_slot_gets_prefix:
                 q = g(pre, "src_prefix", r)
                 notes.append(Note("hazard", f"the {xfer} pairs decode's one (suffix) slot p{p} with prefill's first "
                                             f"block q{q}, R{r}'s prefix: the lists are not end-trimmed"))

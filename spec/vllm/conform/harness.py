@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -88,6 +89,10 @@ class Shape:
     """V11: every prompt is two blocks whose first (the same tokens for every request) decode
     has in its prefix cache (prefix caching on, one more decode block, warmed by a local
     request before the run)."""
+    appended_token: bool = False
+    """V11 pull (#50558): decode's prompt is prefill's plus one proxy-appended token, which starts a
+    third block; decode takes two uncached blocks per request (twice the model's decode blocks,
+    plus the cached prefix), of which the first, the suffix slot, is the one the model tracks."""
     origin: tuple[int, ...] = ()
     """Whose ``kv_transfer_params`` each slot carries (its own, or a replayed one's, V9); empty: its own."""
     cached: tuple[bool, ...] = ()
@@ -167,7 +172,8 @@ class Harness:
         try:
             self.P = self._scheduler(vllm_config("kv_producer", lease, shape.prefill_blocks, self.CONNECTOR),
                                      shape.prefill_blocks)
-            dblocks = shape.decode_blocks + (1 if shape.prefix_hit else 0)  # + the cached prefix
+            # + the cached prefix; V11 pull (#50558): a second uncached block per request for the appended token
+            dblocks = shape.decode_blocks * (2 if shape.appended_token else 1) + (1 if shape.prefix_hit else 0)
             self.D = self._scheduler(vllm_config("kv_consumer", lease, dblocks, self.CONNECTOR,
                                                  async_scheduling=shape.async_scheduling,
                                                  prefix_caching=shape.prefix_hit), dblocks)
@@ -176,7 +182,7 @@ class Harness:
             self.close()
             raise
         self.p_tag = [0] * (shape.prefill_blocks + 1)  # block id -> tag (0: unwritten)
-        self.d_tag = [0] * (shape.decode_blocks + 2)
+        self.d_tag = [0] * (max(shape.decode_blocks + 2, dblocks + 1))
         self.slots = [_Slot() for _ in range(self.R)]
         self.prefix_block: int | None = None  # V11: decode's cached prefix block
         self.block_hasher = None  # V11: the block hasher of decode's requests
@@ -267,7 +273,8 @@ class Harness:
         if not self.shape.prefix_hit:
             return list(range(1, PROMPT_TOKENS + 1))
         r = next(r for r in range(self.R) if rid in (self.pid(r), self.did(r)))
-        return _PREFIX + [100 + 40 * r + i for i in range(BLOCK_SIZE)]
+        appended = [99] if self.shape.appended_token and rid == self.did(r) else []  # #50558: decode's only
+        return _PREFIX + [100 + 40 * r + i for i in range(BLOCK_SIZE)] + appended
 
     def _warm_prefix(self) -> None:
         """V11: a local request on decode computes the shared prefix block, which stays in
@@ -292,8 +299,10 @@ class Harness:
         self.prefix_block = blocks[0]
 
     def kv_blocks(self, did: str) -> list[int]:
-        """Decode's blocks of ``did`` the transfer fills (V11: not the cached prefix block)."""
-        return [b for b in self._blocks(self.D, did) if b != self.prefix_block]
+        """Decode's blocks of ``did`` the transfer fills (V11: not the cached prefix block; with a
+        proxy-appended token, #50558, only the first uncached one, the suffix slot the model tracks)."""
+        blocks = [b for b in self._blocks(self.D, did) if b != self.prefix_block]
+        return blocks[:1] if self.shape.appended_token else blocks
 
     def decode_free(self) -> int:
         """Free decode blocks, the cached prefix block (V11) not counted while unreferenced."""
@@ -301,6 +310,10 @@ class Harness:
         free = pool.get_num_free_blocks()
         if self.prefix_block is not None and pool.blocks[self.prefix_block].ref_cnt == 0:
             free -= 1
+        if self.shape.appended_token:  # #50558: two vLLM blocks per model block (every request takes both)
+            if free % 2:
+                raise HarnessError(f"decode has {free} free blocks with two per request")
+            free //= 2
         return free
 
     def _request(self, rid: str, params: dict, decode: bool = False):
@@ -484,10 +497,17 @@ class Harness:
             hook(self.did(r), self.slots[r].recv)
 
     def nixl_read_take_data(self, r: int) -> None:
-        """The READ moves its data: each destination block gets its source block's tag now."""
+        """The READ moves its data: each destination block gets its source block's tag now.  V11
+        (pull, a prefix hit): the block lists are paired by 0.33.0's own ``_apply_prefix_caching``,
+        as ``_read_blocks`` does (pull_worker.py:479-494; a non-Mamba worker, one group)."""
         s = self.slots[r]
-        src = [b for g in s.recv.remote.block_ids for b in g]
-        dst = [b for g in s.recv.local_block_ids for b in g]
+        local, remote = s.recv.local_block_ids, s.recv.remote.block_ids
+        if self.shape.prefix_hit:
+            local, remote = type(self.pw)._apply_prefix_caching(
+                SimpleNamespace(_has_mamba=False), decode_block_ids=local, prefill_block_ids=remote,
+                decode_physical_per_logical=1, prefill_physical_per_logical=1)
+        src = [b for g in remote for b in g]
+        dst = [b for g in local for b in g]
         for a, b in zip(src, dst):
             self.d_tag[b] = self.p_tag[a]
         s.read = "taken"

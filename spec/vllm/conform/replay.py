@@ -54,6 +54,8 @@ Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences
 NOT_IN_0_33 = {
     "push_fail_notif": (True, "#50754's PUSH_FAIL (an open PR, not in 0.33.0)"),
     "decode_refuses_replayed_params": (True, "a fail-closed decode refusing replayed references (not in 0.33.0)"),
+    "remote_token_cap": (True, "a decode that caps its remote token count at remote_num_tokens (#50558 was "
+                               "closed unmerged; not in 0.33.0)"),
 }
 """Engine knobs whose value describes a hypothetical fix 0.33.0 does not have: knob -> (value,
 fix).  Neither its traces nor random sequences can run on 0.33.0."""
@@ -81,10 +83,12 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
                            "every kv_lease_duration // 6 s, within every tick")
     if e.async_scheduling and e.mode != "pull":
         raise ConformError(f"scenario {scenario.name}: async_scheduling is replayed in pull mode only")
-    if e.decode_prefix_hit and e.mode != "push":
-        raise ConformError(f"scenario {scenario.name}: decode_prefix_hit is replayed in push mode only")
+    if e.decode_prefix_hit and e.mode != "push" and not e.decode_appended_token:
+        raise ConformError(f"scenario {scenario.name}: decode_prefix_hit is replayed in push mode, and in pull "
+                           "mode with decode_appended_token (#50558)")
     shape = Shape(tuple(k.tenant), scenario.config.prefill_blocks, scenario.config.decode_blocks, k.L,
-                  async_scheduling=e.async_scheduling, prefix_hit=e.decode_prefix_hit, origin=k.origin,
+                  async_scheduling=e.async_scheduling, prefix_hit=e.decode_prefix_hit,
+                  appended_token=e.decode_appended_token, origin=k.origin,
                   cached=k.cached if any(k.cached) else (), mla=k.mla,
                   turn2=e.turn2_read, turn2_offset_error=e.turn2_clock_offset_error)
     if k.pull_ranked:
