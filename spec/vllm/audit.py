@@ -117,7 +117,8 @@ TRANSFER_KEYS: dict[str, str] = {
     "kv_connector": "which connector: NixlConnector (pull) or NixlPushConnector (push)",
     "kv_role": "kv_producer, kv_consumer or kv_both (NixlConnector does not distinguish them: the router does)",
     "kv_connector_extra_config": "the connector's own settings (kv_lease_duration, ...)",
-    "kv_load_failure_policy": "fail or recompute after a failed READ (a failed READ is not among the model's faults)",
+    "kv_load_failure_policy": "fail or recompute after a failed READ (the audit does not map it; V8's scenarios model "
+                              "a failed READ under the default, fail)",
     "engine_id": "the engine's id for KV transfers",
     "kv_buffer_device": "where the connector buffers KV",
     "kv_buffer_size": "buffer size of other connectors",
@@ -131,7 +132,8 @@ TRANSFER_KEYS: dict[str, str] = {
 
 EXTRA_KEYS: dict[str, str] = {
     "kv_lease_duration": "prefill's lease on a finished request's blocks, seconds (default 30)",
-    "decoder_kv_blocks_ttl": "bidirectional mode's TTL of decode-cached blocks (480 s; the mode is not modelled)",
+    "decoder_kv_blocks_ttl": "bidirectional mode's TTL of decode-cached blocks (480 s; the audit does not "
+                             "map it; V14's scenarios model the turn-2 readback)",
     "push_registration_timeout": "push: decode's one-shot watchdog, drops a registration only (not modelled)",
     "backends": "the NIXL transport plugins (UCX, LIBFABRIC, ...): a transport, not a lifecycle",
     "enable_cross_layers_blocks": "contiguous blocks across layers: a layout, not a lifecycle",
