@@ -166,6 +166,18 @@ class VllmStory:
         if name == "nixl_read_fails_part":
             return [Note("info", f"R{r}'s READ of prefill rank w{args['wrank']}'s part fails (check_xfer_state: ERR); "
                                  "no notification goes to that rank")]
+        if name == "decode_try_release_xfer_handle_fails":
+            kept = self.e.retains_unreleased_handle
+            return [Note("info" if kept else "hazard",
+                         f"R{r}'s READ of rank w{args['wrank']}'s part reports an error, but its DMA was not stopped "
+                         "and _try_release_xfer_handle fails: "
+                         + (f"decode retains the handle, R{r}'s failure waits" if kept
+                            else "decode drops the handle (HYPOTHETICAL): the failure can be reported "
+                                 "while the DMA still moves data"))]
+        if name == "nixl_read_lands_after_error_part":
+            return [Note("info", f"R{r}'s failed, unreleased READ of rank w{args['wrank']} still lands its data")]
+        if name == "decode_retry_release_xfer_handle":
+            return [Note("info", f"a later poll releases R{r}'s retained handle (rank w{args['wrank']}): its DMA stopped")]
         if name == "decode_read_blocks_post_fails":
             w = args["wrank"]
             later = [x for x in range(self.k.F) if x > w and self._get(post, "wr", r, x) != RD_NONE]
