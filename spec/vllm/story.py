@@ -9,7 +9,7 @@ from typing import Sequence
 
 from kvproof.model.narration import Note
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, P_HELD, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT, READ_FOREIGN, UNWRITTEN,
+    D_ENDED, D_HELD, P_HELD, RD_NONE, RD_POSTED, RD_RETAINED, RD_TAKEN, READ_CROSS_TENANT, READ_FOREIGN, UNWRITTEN,
 )
 
 __all__ = ["VllmStory"]
@@ -210,6 +210,11 @@ class VllmStory:
                     return [Note("hazard", f"decode reports R{r}'s load failed (failed_recving, FINISHED_ERROR) with "
                                            f"sibling READ(s) of rank(s) {', '.join(f'w{w}' for w in busy)} still in "
                                            f"progress: p{g(pre, 'dest', r)} is freed under them")]
+                live = [w for w, x in enumerate(xs) if x == RD_RETAINED]
+                if live:  # V8's third path, HYPOTHETICAL: the unreleased handle was dropped
+                    return [Note("hazard", f"decode reports R{r}'s load failed (failed_recving, FINISHED_ERROR) with the "
+                                           f"unreleased READ(s) of rank(s) {', '.join(f'w{w}' for w in live)} dropped, "
+                                           f"their DMA not stopped: p{g(pre, 'dest', r)} is freed under them")]
                 return [Note("info", f"decode reports R{r}'s load failed once no READ handle remains (#56104): "
                                      f"FINISHED_ERROR, p{g(pre, 'dest', r)} freed")]
             if g(post, "read", r) in (READ_FOREIGN, READ_CROSS_TENANT):
