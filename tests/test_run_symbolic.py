@@ -82,7 +82,8 @@ AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-p
                   "vllm-pull-sibling-read-before-56104",  # per-rank READs that fail, before #56104 (V8)
                   "vllm-pull-reregistered-no-generation-check",  # a re-registered prefill, no check (V17)
                   "vllm-pull-sibling-post-fails-before-56104",  # a READ that fails to post (V8)
-                  "vllm-pull-appended-token-capped"]  # V11 pull: an appended token, the count capped (#50558)
+                  "vllm-pull-appended-token-capped",  # V11 pull: an appended token, the count capped (#50558)
+                  "vllm-pull-release-fails-drop-handle"]  # a failed handle release, the handle dropped (V8's third path)
 
 
 def _family(name):

@@ -101,6 +101,9 @@ def test_every_counterexample_of_0_33_reproduces_on_the_real_code(path):
      "stale_read: model [1], vLLM []"),
     ("vllm-pull-sibling-post-fails-before-56104", "decode_read_blocks_post_fails(req=R0, wrank=w0)",  # V8: no sibling
      "reads_posted: model [1, 0], vLLM [0, 0]"),
+    ("vllm-pull-release-fails-drop-handle", "decode_pop_done_transfers(req=R0)",  # V8's third path: 0.33.0 retains
+     "vLLM's decode worker reported finished_recving [], not d-R0 (handles still retained: {100: 'ERR'}, "
+     "_recv_failures ['d-R0'])"),
 ])
 def test_a_counterexample_of_a_vllm_before_the_fix_diverges_where_0_33_fixed_it(name, step, what):
     from kvproof.checker.traces import read_trace
@@ -771,7 +774,8 @@ def _random(name, n):
     assert rep.sequences == n and rep.steps > n
 
 
-V8_V17 = ["vllm-pull-sibling-read-56104", "vllm-pull-reregistered-generation-check", "vllm-pull-sibling-post-fails-56104"]
+V8_V17 = ["vllm-pull-sibling-read-56104", "vllm-pull-reregistered-generation-check", "vllm-pull-sibling-post-fails-56104",
+          "vllm-pull-release-fails-retain-handle"]  # the last: V8's third path (a failed handle release)
 
 
 @pytest.mark.parametrize("name", V8_V17)
@@ -860,3 +864,24 @@ def test_v11_pull_a_model_that_caps_the_count_diverges_at_the_read():
 
 def test_v11_pull_random_sequences_agree():
     _random("vllm-pull-appended-token-prefix-hit", RANDOM)  # the issue's 300, in the README's test command
+def test_v8_the_real_worker_retains_a_handle_whose_release_failed():
+    """R0's READ reports ERR and the stand-in agent refuses to release its handle (NIXL's
+    releaseXferReq on an active transfer): 0.33.0's _pop_done_transfers keeps the handle
+    (_try_release_xfer_handle returns False), records the failure and reports nothing; once a
+    later poll releases it, get_transfer_results reports R0 failed and the real scheduler ends it
+    in FINISHED_ERROR with its block freed.  The HYPOTHETICAL model that drops the handle
+    diverges at its report."""
+    from kvproof.model.scenario import builtin
+    from kvproof.spec.vllm.protocol import VllmPd
+
+    head = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_read_blocks_for_req(req=R0)",
+            "decode_try_release_xfer_handle_fails(req=R0, wrank=w0)", "nixl_read_lands_after_error_part(req=R0, wrank=w0)"]
+    sc = builtin("vllm-pull-release-fails-retain-handle")
+    result, h = _run(VllmPd, sc, head + ["decode_retry_release_xfer_handle(req=R0, wrank=w0)",
+                                         "decode_pop_done_transfers(req=R0)"])
+    assert result.agrees, result.reason
+    failures = h.dw.xfer_stats.data.get("num_failed_transfers", ())
+    assert len(failures) == 2  # the first poll's ERR and the retry's: each goes through _handle_failed_transfer
+    assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and not h.dw._recving_transfers
+    result, h = _run(VllmPd, builtin("vllm-pull-release-fails-drop-handle"), head + ["decode_pop_done_transfers(req=R0)"])
+    assert result.diverged_at == len(head) + 1 and "handles still retained: {100: 'ERR'}" in result.reason

@@ -14,7 +14,7 @@ from kvproof.spec.vllm.config import Config, Engine, Request
 from kvproof.spec.vllm.protocol import VllmPd
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_READING, D_TRACKED, D_WAITING, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_HELD, P_SENT, RD_DONE, RD_FAILED,
-    RD_POSTED, RD_TAKEN, READ_FOREIGN, READ_OWN, WN_FAIL,
+    RD_POSTED, RD_RETAINED, RD_TAKEN, READ_FOREIGN, READ_OWN, WN_FAIL,
 )
 
 from .conftest import checked
@@ -68,6 +68,9 @@ CATALOGUE = {
     "vllm-pull-sibling-post-fails-56104": (9427, set()),
     "vllm-pull-appended-token-prefix-hit": (149, {"decode_reads_only_own_pages"}),  # V11 pull (#50558), as shipped
     "vllm-pull-appended-token-capped": (149, set()),  # its HYPOTHETICAL fix
+    "vllm-pull-release-fails-drop-handle": (2463, ISOLATION | {"no_write_after_release",
+                                                               "no_source_free_while_read"}),
+    "vllm-pull-release-fails-retain-handle": (1686, set()),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails", "vllm-pull-full-hit-before-56640",
@@ -130,7 +133,9 @@ PAIRS = [("vllm-pull-reject-before-41269", "vllm-pull-reject-41269", "sometimes_
          ("vllm-pull-sibling-post-fails-before-56104", "vllm-pull-sibling-post-fails-56104",
           "sometimes_failed_under_sibling_read", True),
          ("vllm-pull-appended-token-prefix-hit", "vllm-pull-appended-token-capped", "sometimes_suffix_slot_gets_prefix",
-          True)]
+          True),
+         ("vllm-pull-release-fails-drop-handle", "vllm-pull-release-fails-retain-handle",
+          "sometimes_failed_under_unreleased_read", True)]
 
 
 @pytest.mark.parametrize("before,after,witness,hazard_reaches", PAIRS, ids=[p[0] for p in PAIRS])
@@ -143,7 +148,8 @@ def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness
     assert [k for k in da if da[k] != db[k]] in (["reject_notifies_prefill"], ["defer_block_free"], ["prefix_end_trim"],
                                                  ["report_notify_only_recv"], ["mla_notif_remote_id"],
                                                  ["failure_waits_for_siblings"], ["registration_generation_check"],
-                                                 ["remote_token_cap"])  # V11 pull: a HYPOTHETICAL fix
+                                                 ["remote_token_cap"],  # V11 pull: a HYPOTHETICAL fix
+                                                 ["retains_unreleased_handle"])
     assert a.config.requests == b.config.requests
     got_a = {c.claim: c.verdict for c in checked(before).claims}
     got_b = {c.claim: c.verdict for c in checked(after).claims}
@@ -151,7 +157,8 @@ def test_each_scheduler_side_pair_differs_only_in_the_fix(before, after, witness
     assert got_b[witness] == ("unreachable" if hazard_reaches else "reached")
     for name in ("sometimes_request_rejected", "sometimes_finished_under_gpu_step", "sometimes_read_fails",
                  "sometimes_failed_load_waits_for_sibling", "sometimes_load_fails",
-                 "sometimes_reregistered_request_served", "sometimes_read_post_fails"):
+                 "sometimes_reregistered_request_served", "sometimes_read_post_fails", "sometimes_release_fails",
+                 "sometimes_failed_load_waits_for_release"):
         if name in got_a:
             assert got_a[name] == got_b[name] == "reached"
 
@@ -321,6 +328,28 @@ class FailsBeforeSiblingsStop(VllmPd):
         self._free(s, n, r, "owner", "dest")
 
 
+class ReportsUnreleasedFailure(VllmPd):
+    """V8's third path done halfway: ``_pop_done_transfers`` retains a handle whose release
+    failed, but the failure is reported once no handle is in progress (``PROC``), as if a
+    retained error handle had stopped: the failure is reported while its DMA may still land."""
+
+    @action("decode", "req", fair=True)
+    def decode_pop_done_transfers(self, s, n, r):
+        o = s.ops
+        s.require(self.k.pull_ranked)
+        s.require(o.eq(s.d_phase[r], D_READING))
+        s.require(self._running(s))
+        xs = [s.wr[r, w] for w in range(self.k.F)]
+        ok = o.all_(o.eq(x, RD_DONE) for x in xs)
+        failed = o.and_(o.any_(o.is_in(x, (RD_FAILED, RD_RETAINED)) for x in xs),
+                        o.all_(o.is_in(x, (RD_DONE, RD_FAILED, RD_RETAINED)) for x in xs))
+        s.require(o.or_(ok, failed))
+        n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
+        n.read[r] = o.ite(ok, self._classify(s, r), s.read[r])
+        n.d_phase[r] = D_ENDED
+        self._free(s, n, r, "owner", "dest")
+
+
 class ChecksOnlyOnFirstContact(VllmPd):
     """V17's check done halfway: decode handshakes with prefill once and never compares the
     registration generation again (the cached descriptors are kept after a re-registration)."""
@@ -365,6 +394,8 @@ MUTANTS = [
      "no_write_after_release"),
     ("V17: registration checked on first contact only", "vllm-pull-reregistered-generation-check",
      ChecksOnlyOnFirstContact, "decode_reads_only_own_pages"),
+    ("V8: a failure reported with an unreleased handle retained", "vllm-pull-release-fails-retain-handle",
+     ReportsUnreleasedFailure, "no_write_after_release"),
 ]
 
 
@@ -979,3 +1010,26 @@ def test_v8_a_failed_post_stops_the_later_siblings_only_with_56104():
     m, g = Machine(spec), spec.layout.slot
     s = m.run(*head, "decode_read_blocks_post_fails(req=R0, wrank=w1)")
     assert s[g("wr", 0, 0)] == RD_POSTED and m.step(s, _aid(m, "decode_pop_done_transfers(req=R0)")) is None
+
+
+def test_v8_a_handle_whose_release_failed_holds_the_failure_until_released():
+    """0.33.0: R0's READ reports an error and its release fails (the DMA goes on): decode keeps
+    the handle, cannot report R0 until a later release succeeds, and the DMA may land in R0's own
+    block meanwhile; the HYPOTHETICAL worker that drops the handle reports at once and frees the
+    block under the DMA, which no retry can stop (the handle is gone)."""
+    head = ["prefill_request_finished(req=R0)", "decode_on_new_request(req=R0)", "decode_read_blocks_for_req(req=R0)",
+            "decode_try_release_xfer_handle_fails(req=R0, wrank=w0)"]
+    spec = builtin("vllm-pull-release-fails-retain-handle").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*head)
+    assert s[g("wr", 0, 0)] == RD_RETAINED and m.step(s, _aid(m, "decode_pop_done_transfers(req=R0)")) is None
+    s = m.run(*head, "nixl_read_lands_after_error_part(req=R0, wrank=w0)", "decode_retry_release_xfer_handle(req=R0, wrank=w0)",
+              "decode_pop_done_transfers(req=R0)")
+    assert s[g("wr", 0, 0)] == RD_FAILED and s[g("outcome", 0)] == OUT_ERROR and s[g("owner", 0)] == 0
+    assert m.step(s, _aid(m, "nixl_read_lands_after_error_part(req=R0, wrank=w0)")) is None  # the DMA stopped
+    spec = builtin("vllm-pull-release-fails-drop-handle").build()
+    m, g = Machine(spec), spec.layout.slot
+    s = m.run(*head, "decode_pop_done_transfers(req=R0)")
+    assert s[g("outcome", 0)] == OUT_ERROR and s[g("owner", 0)] == 0 and s[g("wr", 0, 0)] == RD_RETAINED
+    assert m.step(s, _aid(m, "decode_retry_release_xfer_handle(req=R0, wrank=w0)")) is None
+    assert m.step(s, _aid(m, "nixl_read_lands_after_error_part(req=R0, wrank=w0)")) is not None

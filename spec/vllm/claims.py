@@ -10,7 +10,7 @@ from __future__ import annotations
 from kvproof.model.framework import invariant, liveness, witness
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_LIVE, D_READING, D_TRACKED, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_EXPIRED, P_FREED, P_HELD,
-    P_NEW, P_SENT, RD_FAILED, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
+    P_NEW, P_SENT, RD_DONE, RD_FAILED, RD_NONE, RD_POSTED, RD_RETAINED, RD_TAKEN, READ_CROSS_TENANT, READ_OWN, UNWRITTEN,
 )
 
 __all__ = ["VllmClaims"]
@@ -31,6 +31,8 @@ class VllmClaims:
         o = s.ops
         if not self.k.ranked:
             return o.eq(s.rd[r], RD_POSTED)
+        if self.k.release_may_fail:  # V8's third path: a failed READ's unreleased DMA may still move data
+            return o.any_(o.is_in(x, (RD_POSTED, RD_RETAINED)) for x in self.xfers(s, r))
         return o.any_(o.eq(x, RD_POSTED) for x in self.xfers(s, r))
 
     # -- isolation ---------------------------------------------------------------------------------
@@ -446,3 +448,38 @@ class VllmClaims:
         if not self.e.prefill_reregisters:
             return o.const(False)
         return o.any_(o.and_(o.eq(s.gen[r], 1), o.eq(s.outcome[r], OUT_SUCCESS)) for r in self.reqs)
+
+    # -- V8's third path: a failed READ whose handle release fails (0.33.0 retains it) ------------------
+    @witness
+    def sometimes_release_fails(self, s):
+        """V8's third path: a READ's status was an error and its handle release failed
+        (``_try_release_xfer_handle`` returned ``False``): its DMA may still move data."""
+        o = s.ops
+        if not self.k.release_may_fail:
+            return o.const(False)
+        return o.any_(o.eq(s.wr[r, w], RD_RETAINED) for r in self.reqs for w in range(self.k.F))
+
+    @witness
+    def sometimes_failed_load_waits_for_release(self, s):
+        """V8's third path in 0.33.0: decode still holds a load whose every READ stopped or
+        failed but one failed READ's handle is retained (its release failed): the failure waits."""
+        o = s.ops
+        if not self.k.release_may_fail:
+            return o.const(False)
+        F = self.k.F
+        return o.any_(o.and_(o.eq(s.d_phase[r], D_READING),
+                             o.any_(o.eq(s.wr[r, w], RD_RETAINED) for w in range(F)),
+                             o.all_(o.is_in(s.wr[r, w], (RD_DONE, RD_FAILED, RD_RETAINED)) for w in range(F)))
+                      for r in self.reqs)
+
+    @witness
+    def sometimes_failed_under_unreleased_read(self, s):
+        """V8's third path without retention (HYPOTHETICAL): a load was reported failed
+        (``FINISHED_ERROR``, its block freed) while a failed READ of it, whose handle release
+        failed, may still move data."""
+        o = s.ops
+        if not self.k.release_may_fail:
+            return o.const(False)
+        return o.any_(o.and_(o.eq(s.outcome[r], OUT_ERROR), o.eq(s.d_phase[r], D_ENDED),
+                             o.any_(o.eq(s.wr[r, w], RD_RETAINED) for w in range(self.k.F)))
+                      for r in self.reqs)

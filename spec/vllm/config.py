@@ -266,6 +266,18 @@ class Engine:
     posted"); the READs posted before it go on.  With ``failure_waits_for_siblings = false``
     (before #56104) the failure is reported at once and the loop posts the remaining siblings."""
 
+    read_release_may_fail: bool = False
+    """Pull (V8's third path, 0.33.0): a READ whose ``check_xfer_state`` returned an error may
+    still be moving data ("A status error does not guarantee that the backend stopped DMA"), and
+    releasing its handle may fail (NIXL's ``releaseXferReq`` refuses an active transfer):
+    ``_handle_failed_transfer`` -> ``_try_release_xfer_handle`` (base_worker.py:3454-3467)
+    returns ``False`` and ``_pop_done_transfers`` keeps the handle, so the request's failure is
+    reported (its blocks freed) only after a later release succeeds.  Needs ``read_may_fail``."""
+    retains_unreleased_handle: bool = True
+    """0.33.0's ``_try_release_xfer_handle`` keeps a handle whose release failed; ``false`` is a
+    HYPOTHETICAL decode worker that drops it (releases the handle ignoring the error) and reports
+    the failure at once.  Only with ``read_release_may_fail``."""
+
     prefill_reregisters: bool = False
     """Pull (V17): prefill may re-register its KV cache once, while it holds no request: a sleep
     (level 1 discards the KV cache; ``release_kv_cache_memory`` needs a completed pause and no
@@ -303,6 +315,10 @@ class Engine:
             out.append("engine.failure_waits_for_siblings: false matters only with read_may_fail = true")
         if self.mode == "push" and self.read_post_may_fail:
             out.append("engine.read_post_may_fail: a pull-mode knob")
+        if self.read_release_may_fail and not self.read_may_fail:
+            out.append("engine.read_release_may_fail: needs read_may_fail = true (a READ whose status is an error)")
+        if not self.retains_unreleased_handle and not self.read_release_may_fail:
+            out.append("engine.retains_unreleased_handle: false matters only with read_release_may_fail = true")
         if self.read_post_may_fail and self.prefill_reregisters:
             out.append("engine.read_post_may_fail: not modelled with prefill_reregisters")
         if (self.read_fan_in != 1 or self.read_may_fail or self.read_post_may_fail or self.prefill_reregisters) and (
@@ -440,9 +456,9 @@ WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expir
                      "turn2_read", "turn2_declines_near_expiry", "turn2_clock_offset_error",
                      "read_fan_in", "read_may_fail", "failure_waits_for_siblings", "prefill_reregisters",
                      "registration_generation_check", "read_post_may_fail", "decode_appended_token",
-                     "remote_token_cap")
+                     "remote_token_cap", "read_release_may_fail", "retains_unreleased_handle")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
-fan-in, V6, V9, #55470; V13, V16; V2, V14; V8, V17): :func:`config_data` writes them only when a scenario sets them away
+fan-in, V6, V9, #55470; V13, V16; V2, V14; V8, V17; V8's release path): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,
 traces) stays what it was."""
 

@@ -62,7 +62,8 @@ from kvproof.model.layout import Domain
 from kvproof.spec.vllm.claims import VllmClaims
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_ABORTED, OUT_SUCCESS,
-    OUT_ERROR, P_ABORTED, P_EXPIRED, P_HELD, P_NEW, P_SENT, RD_DONE, RD_FAILED, RD_NONE, RD_POSTED, RD_TAKEN,
+    OUT_ERROR, P_ABORTED, P_EXPIRED, P_HELD, P_NEW, P_SENT, RD_DONE, RD_FAILED, RD_NONE, RD_POSTED, RD_RETAINED,
+    RD_TAKEN,
     READ_CROSS_TENANT, READ_FOREIGN, READ_OWN, UNWRITTEN, WN_DONE, WN_FAIL, WN_NONE, Codes, build_fields,
 )
 from kvproof.spec.vllm.story import VllmStory
@@ -1018,8 +1019,17 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ok = o.all_(o.eq(x, RD_DONE) for x in xs)
         if self.e.read_may_fail or self.e.read_post_may_fail:
             failed = o.any_(o.eq(x, RD_FAILED) for x in xs)
+            if self.k.release_may_fail:  # V8's third path: a handle whose release failed
+                # 0.33.0 retains it (not stopped: the failure waits); HYPOTHETICAL: dropped, so
+                # the failure is reported with its DMA possibly still moving data
+                failed = o.any_(o.is_in(x, (RD_FAILED, RD_RETAINED)) for x in xs)
+                if self.e.retains_unreleased_handle:
+                    failed = o.and_(o.any_(o.eq(x, RD_FAILED) for x in xs),
+                                    o.all_(o.ne(x, RD_RETAINED) for x in xs))
             if self.e.failure_waits_for_siblings:  # a sibling never posted (after a failed post) has stopped too
                 stopped = (RD_DONE, RD_FAILED, RD_NONE) if self.e.read_post_may_fail else (RD_DONE, RD_FAILED)
+                if self.k.release_may_fail and not self.e.retains_unreleased_handle:
+                    stopped += (RD_RETAINED,)  # the dropped handle is no longer in _recving_transfers
                 failed = o.and_(failed, o.all_(o.is_in(x, stopped) for x in xs))
             s.require(o.or_(ok, failed))
             n.outcome[r] = o.ite(ok, OUT_SUCCESS, OUT_ERROR)
@@ -1067,3 +1077,51 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                 n.wr[r, x] = RD_FAILED
             elif x < w or not self.e.failure_waits_for_siblings:
                 n.wr[r, x] = RD_POSTED
+
+    # -- V8's third path (0.33.0): a failed READ whose handle release fails ----------------------------
+    # (``read_release_may_fail``).  Declared after every other action so that the earlier scenarios
+    # keep their action ids.
+    @action("decode", "req", "wrank")
+    def decode_try_release_xfer_handle_fails(self, s, n, r, w):
+        """Pull (``read_release_may_fail``, V8's third path): decode's poll (``get_transfer_results``
+        -> ``_pop_done_transfers``, base_worker.py:3402-3452) finds rank ``w``'s posted READ in an
+        error state before it moved its data, but the status error did not stop the backend's
+        DMA, and ``_handle_failed_transfer`` -> ``_try_release_xfer_handle`` (3454-3467) fails to
+        release the handle (NIXL refuses to release an active transfer): the request is in
+        ``_recv_failures`` and, in 0.33.0, the handle stays in ``_recving_transfers`` ("Retaining
+        handle and blocks until release succeeds"), so ``get_transfer_results`` does not report the
+        load yet.  With ``retains_unreleased_handle = false`` (HYPOTHETICAL) the handle is dropped
+        and the failure is reported as if the READ had stopped.  No notification reaches prefill
+        rank ``w``."""
+        o = s.ops
+        s.require(self.k.release_may_fail)
+        s.require(o.eq(s.wr[r, w], RD_POSTED))
+        s.require(o.eq(s.d_phase[r], D_READING))
+        s.require(self._running(s))
+        n.wr[r, w] = RD_RETAINED
+
+    @action("nixl", "req", "wrank")
+    def nixl_read_lands_after_error_part(self, s, n, r, w):
+        """Pull (``read_release_may_fail``, V8's third path): the DMA of rank ``w``'s READ, whose
+        status was an error and whose handle could not be released, still moves its data: that
+        part of decode's block receives what prefill's block holds now, whoever owns decode's
+        block now (the hazard when the failure was reported and the block freed and reused).  It
+        may land at any time until a release succeeds (and again: a still-running DMA)."""
+        o = s.ops
+        s.require(self.k.release_may_fail)
+        s.require(o.eq(s.wr[r, w], RD_RETAINED))
+        n.content[w, s.dest[r]] = s.src_content[s.src[r]]
+
+    @action("decode", "req", "wrank", fair=True)
+    def decode_retry_release_xfer_handle(self, s, n, r, w):
+        """Pull (``read_release_may_fail``, 0.33.0): a later poll of decode's retained handle
+        (``_pop_done_transfers``: ``check_xfer_state`` still an error, ``_try_release_xfer_handle``
+        again) releases it: the backend stopped the DMA, the handle leaves ``_recving_transfers``
+        and the request's failure can be reported once no sibling is in progress.  Only when the
+        handle was retained (``retains_unreleased_handle``, 0.33.0)."""
+        o = s.ops
+        s.require(self.k.release_may_fail and self.e.retains_unreleased_handle)
+        s.require(o.eq(s.wr[r, w], RD_RETAINED))
+        s.require(o.eq(s.d_phase[r], D_READING))
+        s.require(self._running(s))
+        n.wr[r, w] = RD_FAILED

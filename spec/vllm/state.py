@@ -15,7 +15,7 @@ from kvproof.spec.vllm.config import Config
 __all__ = [
     "P_NEW", "P_HELD", "P_SENT", "P_EXPIRED", "P_ABORTED", "P_FREED",
     "D_NEW", "D_WAITING", "D_READING", "D_HELD", "D_ENDED", "D_LIVE", "D_TRACKED",
-    "RD_NONE", "RD_POSTED", "RD_TAKEN", "RD_DONE", "RD_FAILED", "WN_NONE", "WN_DONE", "WN_FAIL",
+    "RD_NONE", "RD_POSTED", "RD_TAKEN", "RD_DONE", "RD_FAILED", "RD_RETAINED", "WN_NONE", "WN_DONE", "WN_FAIL",
     "OUT_NONE", "OUT_SUCCESS", "OUT_ABORTED", "OUT_ERROR",
     "READ_NONE", "READ_OWN", "READ_FOREIGN", "READ_CROSS_TENANT",
     "FREE", "UNWRITTEN", "NO_TENANT", "Codes", "build_fields",
@@ -40,6 +40,8 @@ RD_NONE, RD_POSTED, RD_TAKEN, RD_DONE = range(4)
 RD_LABELS = ("none", "posted", "data_taken", "complete")
 RD_FAILED = 4  # per-rank transfers only: the rank's WRITE failed to post (V6), or the READ failed (V8)
 WR_LABELS = RD_LABELS + ("post_failed",)
+RD_RETAINED = 5  # per-rank READs with read_release_may_fail (V8's third path): check_xfer_state returned an
+# error and _try_release_xfer_handle failed: the DMA may still land (0.33.0 retains the handle)
 # a rank's notification on its way to decode (per-rank WRITEs): none, the WRITE's completion
 # "{D_req}:{tp}", or (hypothetical #50754) PUSH_FAIL; per-rank READs (V8): the READ's
 # completion "{req}:1" on its way to its prefill rank
@@ -103,6 +105,8 @@ class Codes:
         ``content[w, block]``, and each READ's notification ``wnotif[r, w]`` goes to its own
         prefill rank.  V17 (``prefill_reregisters``) uses the same per-rank READs."""
         self.F = e.read_fan_in if self.pull_ranked else e.write_fan_in
+        self.release_may_fail = self.pull_ranked and e.read_release_may_fail
+        """V8's third path (``read_release_may_fail``): a failed READ's handle release may fail."""
         self.ranked = self.pull_ranked or (e.mode == "push" and (self.F > 1 or e.write_post_may_fail))
         """Per-rank transfers: push with per-rank WRITEs (fan-in above one, or V6's failed
         posts): each prefill rank ``w`` has its own WRITE ``wr[r, w]`` writing its part
@@ -193,7 +197,8 @@ def _ranked_fields(k: Codes, e, req: Domain, en, flag) -> list[Field]:
         Field("late", (req,), flag, 0, "prefill saw a completion notification after the lease expired"),
         Field("d_phase", (req,), en("d_phase", D_LABELS), D_NEW, "decode's view of the request"),
         Field("dest", (req,), k.block_ref, k.D, "decode block the WRITEs fill"),
-        Field("wr", (req, w), en("xfer", RD_LABELS + ("failed",) if k.pull_ranked else WR_LABELS), RD_NONE,
+        Field("wr", (req, w), en("xfer", RD_LABELS + ("failed",) + (("release_failed",) if k.release_may_fail else ())
+                                if k.pull_ranked else WR_LABELS), RD_NONE,
               "decode's READ of each prefill rank's part" if k.pull_ranked else "each prefill rank's WRITE of its part"),
         Field("wnotif", (req, w), en("wnotif", ("none", "read_done") if k.pull_ranked else WN_LABELS), WN_NONE,
               "each READ's notification on its way to its prefill rank" if k.pull_ranked

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from kvproof.model.narration import Note
 from kvproof.spec.vllm.state import (
-    D_ENDED, D_HELD, P_HELD, RD_NONE, RD_POSTED, RD_TAKEN, READ_CROSS_TENANT, READ_FOREIGN, UNWRITTEN,
+    D_ENDED, D_HELD, P_HELD, RD_NONE, RD_POSTED, RD_RETAINED, RD_TAKEN, READ_CROSS_TENANT, READ_FOREIGN, UNWRITTEN,
 )
 
 __all__ = ["VllmStory"]
@@ -171,6 +171,18 @@ class VllmStory:
         if name == "nixl_read_fails_part":
             return [Note("info", f"R{r}'s READ of prefill rank w{args['wrank']}'s part fails (check_xfer_state: ERR); "
                                  "no notification goes to that rank")]
+        if name == "decode_try_release_xfer_handle_fails":
+            kept = self.e.retains_unreleased_handle
+            return [Note("info" if kept else "hazard",
+                         f"R{r}'s READ of rank w{args['wrank']}'s part reports an error, but its DMA was not stopped "
+                         "and _try_release_xfer_handle fails: "
+                         + (f"decode retains the handle, R{r}'s failure waits" if kept
+                            else "decode drops the handle (HYPOTHETICAL): the failure can be reported "
+                                 "while the DMA still moves data"))]
+        if name == "nixl_read_lands_after_error_part":
+            return [Note("info", f"R{r}'s failed, unreleased READ of rank w{args['wrank']} still lands its data")]
+        if name == "decode_retry_release_xfer_handle":
+            return [Note("info", f"a later poll releases R{r}'s retained handle (rank w{args['wrank']}): its DMA stopped")]
         if name == "decode_read_blocks_post_fails":
             w = args["wrank"]
             later = [x for x in range(self.k.F) if x > w and self._get(post, "wr", r, x) != RD_NONE]
@@ -203,6 +215,11 @@ class VllmStory:
                     return [Note("hazard", f"decode reports R{r}'s load failed (failed_recving, FINISHED_ERROR) with "
                                            f"sibling READ(s) of rank(s) {', '.join(f'w{w}' for w in busy)} still in "
                                            f"progress: p{g(pre, 'dest', r)} is freed under them")]
+                live = [w for w, x in enumerate(xs) if x == RD_RETAINED]
+                if live:  # V8's third path, HYPOTHETICAL: the unreleased handle was dropped
+                    return [Note("hazard", f"decode reports R{r}'s load failed (failed_recving, FINISHED_ERROR) with the "
+                                           f"unreleased READ(s) of rank(s) {', '.join(f'w{w}' for w in live)} dropped, "
+                                           f"their DMA not stopped: p{g(pre, 'dest', r)} is freed under them")]
                 return [Note("info", f"decode reports R{r}'s load failed once no READ handle remains (#56104): "
                                      f"FINISHED_ERROR, p{g(pre, 'dest', r)} freed")]
             if g(post, "read", r) in (READ_FOREIGN, READ_CROSS_TENANT):

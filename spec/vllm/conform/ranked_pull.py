@@ -64,6 +64,7 @@ class _ReadAgent:
     def __init__(self) -> None:
         self.fail_rank: int | None = None  # V8: the prefill rank whose READ post raises next
         self.state: dict[int, str] = {}
+        self.refuse_release: set[int] = set()  # V8's third path: handles whose release raises
         self.posted: dict[int, tuple[int, list[int], list[int], bytes]] = {}  # handle -> (remote, src, dst, msg)
 
     def make_prepped_xfer(self, op, local_handle, local_descs, remote_handle, remote_descs, notif_msg=b""):
@@ -92,7 +93,10 @@ class _ReadAgent:
         return None
 
     def release_xfer_handle(self, handle: int) -> None:
-        """Releasing a handle succeeds."""
+        """Releasing a handle succeeds, but for one in ``refuse_release`` (V8's third path: the
+        stand-in raises as NIXL's ``releaseXferReq`` does for a transfer still active)."""
+        if handle in self.refuse_release:
+            raise RuntimeError("NIXL_ERR_REPOST_ACTIVE: stand-in agent refused to release an active transfer")
 
     def get_new_notifs(self) -> dict:
         """Decode receives no notification in pull mode."""
@@ -113,6 +117,8 @@ class RankedPullHarness(Harness):
     """vLLM 0.33.0's pull mode with ``fan_in`` prefill ranks per decode rank; the pull harness's
     events plus the per-rank ones (``decode_read_blocks_for_req``, ``nixl_read_take_data_part``,
     ``nixl_read_complete_part``, ``nixl_read_fails_part``, ``prefill_get_new_notifs_part``,
+    V8's third path: ``decode_try_release_xfer_handle_fails``, ``nixl_read_lands_after_error_part``,
+    ``decode_retry_release_xfer_handle``,
     ``decode_pop_done_transfers``)."""
 
     pull_ranked = True
@@ -370,6 +376,58 @@ class RankedPullHarness(Harness):
         """Rank ``w``'s READ fails: ``check_xfer_state`` will return ``ERR``; no notification."""
         h = self.part_writes[(r, w)][0]
         self.dagent.state[h] = "ERR"
+        self.part_read[(r, w)] = "failed"
+
+    # -- V8's third path: a failed READ whose handle release fails --------------------------------------
+    def _poll(self, r: int) -> None:
+        """The first lines of decode's real ``get_transfer_results`` with only ``r`` in view: its
+        ``_pop_done_transfers`` over ``r``'s handles (a failed handle through
+        ``_handle_failed_transfer`` and ``_try_release_xfer_handle``), newly failed requests into
+        ``_recv_failures``; reporting is left to :meth:`decode_pop_done_transfers`."""
+        did, dw = self.did(r), self.dw
+        view = {did: list(dw._recving_transfers[did])} if did in dw._recving_transfers else {}
+        _, failed = dw._pop_done_transfers(view)
+        if did in view:
+            dw._recving_transfers[did] = view[did]
+        elif did in dw._recving_transfers:
+            del dw._recving_transfers[did]
+        dw._recv_failures.update(failed)
+
+    def decode_try_release_xfer_handle_fails(self, r: int, w: int) -> None:
+        """Rank ``w``'s READ reports ``ERR`` before moving its data and the stand-in agent refuses
+        to release its handle (the DMA goes on); decode's real ``_pop_done_transfers`` must keep
+        the handle (``_try_release_xfer_handle`` returns ``False``) and record the failure."""
+        if self.stalled:
+            raise Divergent("the harness was asked to step a stalled decode engine")
+        h = self.part_writes[(r, w)][0]
+        self.dagent.state[h] = "ERR"
+        self.dagent.refuse_release.add(h)
+        self._poll(r)
+        if h not in self.dw._recving_transfers.get(self.did(r), ()):
+            raise Divergent(f"vLLM's decode worker dropped the handle {h} of {self.did(r)} whose release failed")
+        if self.did(r) not in self.dw._recv_failures:
+            raise Divergent(f"vLLM's decode worker did not record the failed READ of {self.did(r)}")
+        self.part_read[(r, w)] = "retained"
+
+    def nixl_read_lands_after_error_part(self, r: int, w: int) -> None:
+        """The DMA of rank ``w``'s failed, unreleased READ still moves its data: that part of
+        each decode block gets the prefill block's tag now."""
+        h, src, dst, _ = self.part_writes[(r, w)]
+        if h not in self.dagent.refuse_release:
+            raise HarnessError(f"READ handle {h} was released: its DMA has stopped")
+        for a, b in zip(src, dst):
+            self.d_part[w][b] = self.p_tag[a]
+
+    def decode_retry_release_xfer_handle(self, r: int, w: int) -> None:
+        """A later poll of decode's real ``_pop_done_transfers`` releases the retained handle (the
+        stand-in no longer refuses: the DMA has stopped); it must leave ``_recving_transfers``."""
+        if self.stalled:
+            raise Divergent("the harness was asked to step a stalled decode engine")
+        h = self.part_writes[(r, w)][0]
+        self.dagent.refuse_release.discard(h)
+        self._poll(r)
+        if h in self.dw._recving_transfers.get(self.did(r), ()):
+            raise Divergent(f"vLLM's decode worker still retains handle {h} of {self.did(r)} after its release")
         self.part_read[(r, w)] = "failed"
 
     def decode_pop_done_transfers(self, r: int) -> None:

@@ -46,6 +46,8 @@ FIXED_IN_0_33 = {
                                              "remote_registration_generation and handshakes again when it is newer)"),
     "failure_waits_for_siblings": (False, "#56104 (0.33.0's decode worker reports a failed READ only once no "
                                           "sibling handle of the request is in progress)"),
+    "retains_unreleased_handle": (False, "0.33.0's _try_release_xfer_handle (HYPOTHETICAL before: a decode worker "
+                                         "that drops a failed READ's handle whose release failed)"),
 }
 """Engine knobs whose value describes a vLLM before a fix 0.33.0 has: knob -> (value, fix).
 Their traces replay on 0.33.0 (and diverge where the fix acts); random sequences refuse them."""
