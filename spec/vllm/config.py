@@ -254,7 +254,7 @@ class Engine:
     freed) only once no sibling handle of the request is in progress: ``_pop_done_transfers``
     retains in-progress handles and ``get_transfer_results`` reports a request of
     ``_recv_failures`` only when it is no longer in ``_recving_transfers``
-    (base_worker.py:3198-3225, 3402-3452); ``false`` is the behaviour before it (the first
+    (base_worker.py:3198-3227, 3402-3452); ``false`` is the behaviour before it (the first
     failed handle reports the load failed while sibling READs still write into its blocks,
     V8)."""
 
@@ -262,7 +262,7 @@ class Engine:
     """Pull (V8): posting a READ may fail (``make_prepped_xfer`` or ``transfer`` raises in
     ``_read_blocks``, pull_worker.py:536-567): the except-branch routes the request to failure
     reporting (``_handle_failed_transfer`` into ``_recv_failures``) and returns ``False``, and
-    ``_read_blocks_for_req`` (357-372) posts no further sibling ("no sibling READs may be
+    ``_read_blocks_for_req`` (361-375) posts no further sibling ("no sibling READs may be
     posted"); the READs posted before it go on.  With ``failure_waits_for_siblings = false``
     (before #56104) the failure is reported at once and the loop posts the remaining siblings."""
 

@@ -1007,7 +1007,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``FINISHED_ERROR`` (``finish_requests``) and ``_update_from_kv_xfer_finished`` frees its
         blocks.  With #56104 (``failure_waits_for_siblings``) ``_pop_done_transfers`` retains the
         sibling handles still in progress and ``get_transfer_results`` reports a request of
-        ``_recv_failures`` only once it has no handle left (base_worker.py:3198-3225), so the
+        ``_recv_failures`` only once it has no handle left (base_worker.py:3198-3227), so the
         blocks are freed after every sibling READ stopped; before it the first failed handle
         reported the load failed while sibling READs still wrote into the blocks the scheduler
         then reused (V8)."""
@@ -1065,7 +1065,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         of ranks before ``w`` and ``_read_blocks`` fails to post rank ``w``'s
         (``make_prepped_xfer`` or ``transfer`` raises; pull_worker.py:536-567): the request goes
         to ``_recv_failures`` and, with #56104, ``_read_blocks`` returns ``False`` and the loop
-        (357-372) posts no later sibling; the earlier READs go on.  Before #56104 the loop posted
+        (361-375) posts no later sibling; the earlier READs go on.  Before #56104 the loop posted
         the later siblings all the same."""
         o = s.ops
         s.require(self.k.pull_ranked and self.e.read_post_may_fail)
