@@ -371,15 +371,9 @@ def test_async_scheduling_defers_the_free_in_0_33s_own_scheduler():
 def test_0_33s_apply_prefix_caching_end_trims_prefills_blocks():
     """V11: 0.33.0's _apply_prefix_caching, which push's _xfer_blocks calls since #48758, pairs
     decode's one uncached block with prefill's last block, not its first."""
-    from kvproof.spec.vllm.conform.engine import load_vllm
+    from kvproof.spec.vllm.conform.engine import worker_class
 
-    m = load_vllm()
-
-    class Worker(m["push_worker"].NixlPushConnectorWorker):
-        def __del__(self):
-            pass
-
-    w = object.__new__(Worker)
+    w = object.__new__(worker_class("push"))
     w._has_mamba = False
     assert w._apply_prefix_caching([[9]], [[1, 2]], 1, 1) == ([[9]], [[2]])
 
@@ -830,15 +824,9 @@ def test_v11_pull_without_a_prefix_hit_0_33s_apply_prefix_caching_asserts():
     """No prefix hit: decode's three blocks against prefill's two fail the assertion in
     ``_apply_prefix_caching`` (base_worker.py:3791), which ``_read_blocks`` calls outside its
     try (pull_worker.py:485): read in the code, not a scenario."""
-    from kvproof.spec.vllm.conform.engine import load_vllm
+    from kvproof.spec.vllm.conform.engine import worker_class
 
-    m = load_vllm()
-
-    class Worker(m["pull_worker"].NixlPullConnectorWorker):
-        def __del__(self):
-            pass
-
-    w = object.__new__(Worker)
+    w = object.__new__(worker_class("pull"))
     w._has_mamba = False
     assert w._apply_prefix_caching([[5, 6]], [[1, 2]], 1, 1) == ([[5, 6]], [[1, 2]])  # equal counts: no trim
     with pytest.raises(AssertionError):

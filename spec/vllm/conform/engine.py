@@ -23,7 +23,7 @@ import os
 import tempfile
 import types
 
-__all__ = ["ENGINE", "BLOCK_SIZE", "EngineUnavailable", "engine_problem", "load_vllm", "vllm_config"]
+__all__ = ["ENGINE", "BLOCK_SIZE", "EngineUnavailable", "engine_problem", "load_vllm", "vllm_config", "worker_class"]
 
 ENGINE = "vllm==0.33.0"
 _VERSION = "0.33.0"
@@ -99,6 +99,26 @@ def load_vllm() -> dict[str, types.ModuleType]:
     logging.getLogger("vllm").setLevel(logging.CRITICAL)
     _loaded.update(mods)
     return _loaded
+
+
+_WORKERS: dict[str, type] = {}
+
+
+def worker_class(mode: str) -> type:
+    """vLLM 0.33.0's NIXL connector worker class of ``mode`` (``"pull"``: ``NixlPullConnectorWorker``,
+    ``"push"``: ``NixlPushConnectorWorker``), the real class but for ``__del__``, which shuts a NIXL
+    agent down and is not run: the harnesses build instances with ``object.__new__`` (no
+    ``__init__``), set the attributes the methods they drive read, and subclass it to stand in for
+    the handshake, heartbeat sending or the READ itself."""
+    if mode not in _WORKERS:
+        module = load_vllm()[f"{mode}_worker"]
+        real = getattr(module, f"Nixl{mode.capitalize()}ConnectorWorker")
+
+        def __del__(self):
+            pass
+
+        _WORKERS[mode] = type(real.__name__, (real,), {"__del__": __del__, "__doc__": worker_class.__doc__})
+    return _WORKERS[mode]
 
 
 def _model() -> str:

@@ -54,7 +54,7 @@ from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
-from kvproof.spec.vllm.conform.engine import BLOCK_SIZE, load_vllm, vllm_config
+from kvproof.spec.vllm.conform.engine import BLOCK_SIZE, load_vllm, vllm_config, worker_class
 
 __all__ = ["Harness", "HarnessError", "Divergent", "Shape", "TICK_SECONDS", "PROMPT_TOKENS"]
 
@@ -229,13 +229,7 @@ class Harness:
 
         m = self.m
 
-        class PrefillWorker(m["pull_worker"].NixlPullConnectorWorker):
-            """The real class; only ``__del__`` (which shuts a NIXL agent down) is not run."""
-
-            def __del__(self):
-                pass
-
-        w = object.__new__(PrefillWorker)
+        w = object.__new__(worker_class("pull"))
         w._reqs_to_send = {}
         w._reqs_to_process = set()
         w._replicated_pcp_done_sending = set()
@@ -599,11 +593,8 @@ class Harness:
             m = self.m
             harness = self
 
-            class MlaDecodeWorker(m["pull_worker"].NixlPullConnectorWorker):
+            class MlaDecodeWorker(worker_class("pull")):
                 """The real class; ``_read_blocks`` records, ``__del__`` is not run."""
-
-                def __del__(self):
-                    pass
 
                 def _read_blocks(self, read_spec, **kw):
                     self.reads.append((read_spec.remote_rank, kw["remote_request_id"]))
@@ -691,11 +682,7 @@ class Harness:
             m = self.m
             harness = self
 
-            class DecodeWorker(m["pull_worker"].NixlPullConnectorWorker):
-                """The real class; only ``__del__`` (which shuts a NIXL agent down) is not run."""
-
-                def __del__(self):
-                    pass
+            DecodeWorker = worker_class("pull")
 
             class Wrapper:
                 """Decode's stand-in NIXL agent: ``send_notif`` reaches prefill's agent's inbox."""
@@ -868,15 +855,7 @@ class Harness:
             raise HarnessError(f"{self.did(r)} has no reqs_to_recv entry")
         w = getattr(self, "rw", None)
         if w is None:
-            m = self.m
-
-            class ReaderWorker(m["pull_worker"].NixlPullConnectorWorker):
-                """The real class; only ``__del__`` (which shuts a NIXL agent down) is not run."""
-
-                def __del__(self):
-                    pass
-
-            w = self.rw = object.__new__(ReaderWorker)
+            w = self.rw = object.__new__(worker_class("pull"))
             w._engine_clock_offset = {}
         w._engine_clock_offset[meta.remote.engine_id] = -float(self.shape.turn2_offset_error * TICK_SECONDS)
         if not any(len(g) for g in meta.local_physical_block_ids):

@@ -53,7 +53,7 @@ from collections import defaultdict
 from concurrent.futures import Future
 from types import SimpleNamespace
 
-from kvproof.spec.vllm.conform.engine import BLOCK_SIZE
+from kvproof.spec.vllm.conform.engine import BLOCK_SIZE, worker_class
 from kvproof.spec.vllm.conform.harness import Divergent, Harness, HarnessError
 
 __all__ = ["PushHarness"]
@@ -164,12 +164,9 @@ class PushHarness(Harness):
         m = self.m
         harness = self
 
-        class PushWorker(m["push_worker"].NixlPushConnectorWorker):
+        class PushWorker(worker_class("push")):
             """The real class; the handshake, the WRITE's descriptor plumbing, decode's heartbeat
             sending and ``__del__`` are the harness's."""
-
-            def __del__(self):
-                pass
 
             def _ensure_handshake(self, *args, **kwargs):
                 if harness.defer_next and self is harness.pw:  # prefill_defer_push: still pending

@@ -48,7 +48,7 @@ import threading
 from collections import defaultdict
 from types import SimpleNamespace
 
-from kvproof.spec.vllm.conform.engine import BLOCK_SIZE
+from kvproof.spec.vllm.conform.engine import BLOCK_SIZE, worker_class
 from kvproof.spec.vllm.conform.harness import Divergent, Harness, HarnessError, _Agent
 from kvproof.spec.vllm.conform.ranked import _Parts
 
@@ -188,11 +188,8 @@ class RankedPullHarness(Harness):
         F = self.F
         harness = self
 
-        class DecodeWorker(m["pull_worker"].NixlPullConnectorWorker):
+        class DecodeWorker(worker_class("pull")):
             """The real class; heartbeat sending (the harness's) and ``__del__`` are not run."""
-
-            def __del__(self):
-                pass
 
             def _send_heartbeats(self, metadata):
                 pass  # delivered by decode_send_heartbeats
