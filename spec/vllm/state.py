@@ -185,9 +185,9 @@ def build_fields(k: Codes) -> list[Field]:
 
 
 def _ranked_fields(k: Codes, e, req: Domain, en, flag) -> list[Field]:
-    """The fields of push mode with per-rank WRITEs (:attr:`Codes.ranked`): ``rd``, ``notif``
-    and ``content`` become per prefill rank (``wr``, ``wnotif``, ``content[w, block]``), decode
-    counts notifications (``counted``)."""
+    """The fields of per-rank transfers (:attr:`Codes.ranked`: push's per-rank WRITEs, or pull's
+    per-rank READs, V8 and V17): ``rd``, ``notif`` and ``content`` become per prefill rank (``wr``,
+    ``wnotif``, ``content[w, block]``), decode counts notifications (``counted``)."""
     w = k.wrank
     outcomes = OUT_LABELS + (("error",) if e.push_fail_notif or e.read_may_fail or e.read_post_may_fail else ())
     fields = [
