@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 from kvproof.checker.lemmas import explore_all, mine
 from kvproof.checker.quantified import (Candidate, HoudiniResult, MinimiseResult, ParametricSystem, certificate_text,
-                                        houdini, minimise)
+                                        drop_redundant, houdini, minimise)
 from kvproof.checker.transition import TransitionSystem
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
@@ -146,14 +146,16 @@ filter that drops most candidates with ground queries; only the unbounded run pr
 def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
                     certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
                     progress: Callable[[str], None] | None = None, minimise_invariant: bool = True,
-                    invariant_from: str | Path | None = None) -> AllSizesReport:
+                    invariant_from: str | Path | None = None, irredundant: bool = False) -> AllSizesReport:
     """Run the four steps of the module docstring on ``scenario``.  With ``minimise_invariant``
     (the default) Houdini's invariant is first shrunk to the claims and the lemmas they need
     (:func:`~.quantified.minimise`, checked from scratch; if that fails the whole set is kept).
     With ``invariant_from`` (an all-sizes certificate: data, its invariant line is read back
     with :func:`~.quantified.candidates_from`) steps 2 and 3 are skipped: the file's conjuncts
     are minimised, and only what the fresh check of the kept set finds inductive is proved
-    (``ValueError``, one line, when the file is not a readable certificate)."""
+    (``ValueError``, one line, when the file is not a readable certificate).  With
+    ``irredundant`` the minimised set then goes through the greedy drop pass
+    (:func:`~.quantified.drop_redundant`): no single lemma of what it leaves can be removed."""
     from kvproof.checker.explicit import Limits
     from kvproof.checker.run import check_scenario
 
@@ -190,7 +192,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     report.fixed, report.abstractions = hook.fixed, hook.abstractions
 
     if invariant_from is not None:
-        return _from_invariant(report, hook, targets, stored, max_seconds, certificates_dir, say)
+        return _from_invariant(report, hook, targets, stored, max_seconds, certificates_dir, say, irredundant)
 
     t0 = time.perf_counter()
     say(f"{scenario.name}: mining the small instance")
@@ -241,20 +243,26 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
             n for n, v in report.verdicts.items() if v != "proved") + " inductive"
     report.invariant = list(res.kept)
     if res.status == "done" and minimise_invariant and any(c.claim for c in res.kept):
-        _minimise(report, hook, res.kept, budget(), say)
+        _minimise(report, hook, res.kept, budget(), say, irredundant)
     _write_certificate(report, hook, certificates_dir)
     return report
 
 
 def _minimise(report: AllSizesReport, hook: AllSizesModel, invariant: list[Candidate], seconds: float,
-              say: Callable[[str], None]) -> None:
-    """Shrink ``invariant`` (inductive) with :func:`~.quantified.minimise`; the report's
-    invariant becomes the kept set only when its fresh check passed."""
+              say: Callable[[str], None], irredundant: bool = False) -> None:
+    """Shrink ``invariant`` (inductive) with :func:`~.quantified.minimise` (and, with
+    ``irredundant``, :func:`~.quantified.drop_redundant`); the report's invariant becomes the
+    kept set only when its fresh check passed."""
     t0 = time.perf_counter()
     say(f"{report.scenario.name}: minimising the invariant ({len(invariant)} conjuncts)")
     m = minimise(hook.system, invariant, seconds, say)
     report.minimised = m
     report.seconds["minimise"] = time.perf_counter() - t0
+    if irredundant and m.status == "done":
+        t0 = time.perf_counter()
+        say(f"{report.scenario.name}: the drop pass over the {len(m.kept)} kept")
+        drop_redundant(hook.system, m, max(seconds - report.seconds["minimise"], 1.0), say)
+        report.seconds["drop"] = time.perf_counter() - t0
     if m.status == "done":
         report.invariant = list(m.kept)
 
@@ -289,7 +297,7 @@ def _read_invariant(source: str | Path, hook: AllSizesModel | None) -> tuple[Pat
 
 def _from_invariant(report: AllSizesReport, hook: AllSizesModel, targets: Sequence[str],
                     stored: tuple[Path, list[Candidate]], max_seconds: float, certificates_dir: str | Path | None,
-                    say: Callable[[str], None]) -> AllSizesReport:
+                    say: Callable[[str], None], irredundant: bool = False) -> AllSizesReport:
     """Steps 2-3 replaced by a stored invariant: its conjuncts minimised and the kept set
     checked from scratch; the target claims in a set that passes are proved."""
     source, cands = stored
@@ -298,7 +306,7 @@ def _from_invariant(report: AllSizesReport, hook: AllSizesModel, targets: Sequen
     report.invariant = []
     spent = sum(report.seconds.values())
     if any(c.claim for c in cands):
-        _minimise(report, hook, cands, max(max_seconds - spent, 1.0), say)
+        _minimise(report, hook, cands, max(max_seconds - spent, 1.0), say, irredundant)
     m = report.minimised
     ok = m is not None and m.status == "done"
     kept = {c.name for c in report.invariant if c.claim} if ok else set()

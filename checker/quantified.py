@@ -41,7 +41,7 @@ import z3
 
 __all__ = ["Symbol", "QState", "Step", "Action", "Candidate", "ParametricSystem", "HoudiniResult",
            "houdini", "certificate_text", "certificate_from", "invariant_of", "check_certificate", "CertificateCheck", "render_model",
-           "candidates_from", "minimise", "MinimiseResult", "inductive_problems"]
+           "candidates_from", "minimise", "MinimiseResult", "inductive_problems", "drop_redundant", "preserved"]
 
 
 @dataclass(frozen=True)
@@ -636,10 +636,20 @@ class MinimiseResult:
     seconds: float = 0.0
     status: str = "done"
     checked_seconds: float = 0.0
+    dropped: int = 0
+    """Lemmas :func:`drop_redundant` removed after the closure (0: not run or none removable)."""
+    irredundant: bool = False
+    """:func:`drop_redundant` ran to a pass that removed nothing: no single lemma of ``kept`` can
+    be left out with the rest still inductive (a local minimum, not a smallest invariant)."""
+    drop_checks: int = 0
+    drop_seconds: float = 0.0
+    drop_note: str = ""
+    """Why the drop pass stopped early or was undone ("" when it ran to an irredundant set)."""
 
 
 def _cores(system: ParametricSystem, invariant: Sequence[Candidate], goals: Sequence[str],
-           deadline: float, trace: Callable[[str], None] | None = None) -> tuple[set[str], str]:
+           deadline: float, trace: Callable[[str], None] | None = None,
+           minimize_core: bool = True) -> tuple[set[str], str]:
     """One query per action (and one for Init): the whole ``invariant`` assumed in the pre-state,
     each conjunct behind an assumption literal, and the Skolemized negation of one of ``goals``
     in the post-state; every answer must be unsat, and the conjuncts in its unsat core are what
@@ -653,7 +663,7 @@ def _cores(system: ParametricSystem, invariant: Sequence[Candidate], goals: Sequ
     need: set[str] = set()
     for a in system.actions:
         s = z3.Solver()
-        s.set("core.minimize", True)
+        s.set("core.minimize", minimize_core)
         s.set("timeout", max(1, int((deadline - time.perf_counter()) * 1000)))
         params = {p: z3.Const(f"{a.name}!{p}", system.sort(sort)) for p, sort in a.params}
         choices = {c.name: system.function(c, f"!{a.name}") for c in a.choices}
@@ -727,6 +737,77 @@ def minimise(system: ParametricSystem, invariant: Sequence[Candidate], max_secon
     if problems:
         res.status = "the kept set is not inductive: " + "; ".join(problems)
     return res
+
+
+def preserved(system: ParametricSystem, invariant: Sequence[Candidate], deadline: float) -> str:
+    """``""`` when every action, from a state satisfying every conjunct of ``invariant``, leads to
+    one that satisfies them all (one query per action, stopping at the first that is not unsat);
+    otherwise the action and why ("sat: ..." or Z3's reason for unknown).  Init is not asked:
+    :func:`drop_redundant` only removes conjuncts from an invariant Init already implies."""
+    _, why = _cores(system, invariant, [c.name for c in invariant], deadline, minimize_core=False)
+    return why
+
+
+def drop_redundant(system: ParametricSystem, result: MinimiseResult, max_seconds: float = 1800.0,
+                   progress: Callable[[str], None] | None = None,
+                   check: Callable[..., str] | None = None) -> MinimiseResult:
+    """The greedy drop pass after :func:`minimise` (``result.status`` must be ``"done"``): each
+    lemma of ``result.kept`` in turn (the longest first: the certificate shrinks most), the
+    rest asked whether they are still preserved by every action (:func:`preserved`; Init implies
+    every subset of an inductive invariant's conjuncts, and the claims are never removed); a
+    lemma whose removal leaves an inductive set is dropped for good.  Passes repeat until one
+    drops nothing, so no single lemma of the result can be removed (``irredundant``).  Out of
+    time (or on an ``unknown``) the set reached so far is kept, ``irredundant`` stays false and
+    ``drop_note`` says why.  The result is checked from scratch again (:func:`inductive_problems`);
+    should that fail, the closure's set is restored and ``drop_note`` says so, so ``status``
+    stays ``"done"`` and ``kept`` is always a checked inductive set.  ``check`` replaces
+    :func:`preserved` (tests)."""
+    say = progress or (lambda text: None)
+    check = check or preserved
+    if result.status != "done":
+        return result
+    t0 = time.perf_counter()
+    deadline = t0 + max_seconds
+    before = list(result.kept)
+    current = list(before)
+    probe = system.state()
+    order = sorted((c for c in current if not c.claim), key=lambda c: -len(str(system.formula(c, probe))))
+    stop = ""
+    sat = tuple(f"{a.name}: sat" for a in system.actions)
+    while not stop:
+        removed = 0
+        for lemma in order:
+            if time.perf_counter() >= deadline:
+                stop = "out of time"
+                break
+            if lemma not in current:
+                continue
+            rest = [c for c in current if c is not lemma]
+            result.drop_checks += 1
+            why = check(system, rest, deadline)
+            if not why:
+                current = rest
+                removed += 1
+                say(f"drop pass: {lemma.name[:60]} removed; {len(current)} left")
+            elif not why.startswith(sat):
+                stop = f"unknown: {why}"
+                break
+        if not stop and removed == 0:
+            result.irredundant = True
+            break
+        order = [c for c in order if c in current]
+    result.drop_seconds = time.perf_counter() - t0
+    result.drop_note = stop
+    t1 = time.perf_counter()
+    problems = inductive_problems(system, current, max(deadline - t1, 1.0)) if len(current) < len(before) else []
+    result.checked_seconds += time.perf_counter() - t1
+    if problems:
+        result.drop_note = "undone: the set it left is not inductive: " + "; ".join(problems)
+        result.irredundant = False
+        current = before
+    result.kept = current
+    result.dropped = len(before) - len(current)
+    return result
 
 
 def inductive_problems(system: ParametricSystem, invariant: Sequence[Candidate], max_seconds: float = 600.0) -> list[str]:

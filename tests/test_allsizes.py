@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -516,6 +517,8 @@ def test_prove_invariant_from_refuses_bad_input_and_proves_nothing_it_cannot_che
     assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(not_cert), "--no-traces",
                  "--certificates", str(out)]) == 3
     assert main(["prove", "v0.5.22", "--no-minimise"]) == 3
+    assert main(["prove", "v0.5.22", "--irredundant"]) == 3
+    assert main(["prove", "--all-sizes", "v0.5.22", "--irredundant", "--no-minimise"]) == 3
     assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(not_cert), "--no-minimise"]) == 3
     capsys.readouterr()
     hook = builtin("v0.5.22").build().all_sizes()
@@ -541,3 +544,32 @@ def test_the_stored_invariant_minimises_and_proves_every_claim(tmp_path):
     assert r.exit_code == 0, (r.reason, r.verdicts)
     assert r.minimised.status == "done" and len(r.minimised.kept) <= 90
     assert recheck_all_sizes(r.certificate).ok
+
+
+def test_the_drop_pass_leaves_an_irredundant_invariant():
+    """On the toy's whole inductive invariant (five conjuncts, none removed by a closure) the
+    greedy drop pass leaves the claim and its chain (never a, never c): each "not x and d" goes
+    (the rest stay inductive), "never a" and "never c" stay (set_b, set_a break the rest), and
+    the last pass removes nothing, so the result is irredundant and checked."""
+    from kvproof.checker.quantified import MinimiseResult, drop_redundant, preserved
+    system = ToySystem()
+    inv = _toy_invariant(system)
+    m = drop_redundant(system, MinimiseResult(list(inv), len(inv)), 60)
+    assert m.status == "done" and m.irredundant and not m.drop_note
+    assert sorted(c.name for c in m.kept) == ["never a", "never c", "toy_never_b"] and m.dropped == 2
+    assert m.drop_checks == 4 + 2  # first pass: four lemmas tried; second: the two left, none removed
+    assert not inductive_problems(system, m.kept)
+    assert preserved(system, m.kept, time.perf_counter() + 60) == ""
+    assert preserved(system, [c for c in m.kept if c.name != "never c"], time.perf_counter() + 60).startswith("set_a: sat")
+
+
+def test_a_drop_pass_that_drops_too_much_is_undone():
+    """A mutant check that calls every set inductive would drop every lemma; the fresh check
+    catches it (set_b), the closure's set is restored, and nothing is called irredundant."""
+    from kvproof.checker.quantified import MinimiseResult, drop_redundant
+    system = ToySystem()
+    inv = _toy_invariant(system)
+    m = drop_redundant(system, MinimiseResult(list(inv), len(inv)), 60, check=lambda *a: "")
+    assert m.status == "done" and not m.irredundant and m.dropped == 0
+    assert m.drop_note.startswith("undone") and "set_b" in m.drop_note
+    assert [c.name for c in m.kept] == [c.name for c in inv]

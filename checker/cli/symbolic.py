@@ -134,8 +134,10 @@ def _prove(args: argparse.Namespace) -> int:
     from kvproof.checker.cti import render_failure
     from kvproof.checker.proofs import ProofBudget, prove_scenario
 
-    if (args.no_minimise or args.invariant_from is not None) and not args.all_sizes:
-        raise BadInput("--no-minimise and --invariant-from go with --all-sizes only")
+    if (args.no_minimise or args.invariant_from is not None or args.irredundant) and not args.all_sizes:
+        raise BadInput("--no-minimise, --invariant-from and --irredundant go with --all-sizes only")
+    if args.no_minimise and args.irredundant:
+        raise BadInput("--irredundant shrinks the minimised invariant further: drop --no-minimise")
     if args.no_minimise and args.invariant_from is not None:
         raise BadInput("--invariant-from minimises the stored invariant: drop --no-minimise")
     if args.theorems:
@@ -326,7 +328,8 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
         progress.start(sc.name)
         try:
             r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity, certs, traces, progress.note,
-                                minimise_invariant=not args.no_minimise, invariant_from=args.invariant_from)
+                                minimise_invariant=not args.no_minimise, invariant_from=args.invariant_from,
+                                irredundant=args.irredundant)
         except ValueError as e:
             raise BadInput(str(e)) from None
     code = r.exit_code
@@ -339,7 +342,10 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
                "houdini_rounds": None if h is None else h.rounds,
                "minimised": None if m is None else {"status": m.status, "found": m.found, "kept": len(m.kept),
                                                     "rounds": m.rounds, "passes": m.passes, "seconds": round(m.seconds, 3),
-                                                    "check_seconds": round(m.checked_seconds, 3)},
+                                                    "check_seconds": round(m.checked_seconds, 3),
+                                                    "dropped": m.dropped, "irredundant": m.irredundant,
+                                                    "drop_checks": m.drop_checks, "drop_seconds": round(m.drop_seconds, 3),
+                                                    "drop_note": m.drop_note},
                "invariant": len(r.invariant),
                "seconds": {k: round(v, 3) for k, v in r.seconds.items()},
                "certificate": str(r.certificate) if r.certificate else None,
@@ -367,10 +373,14 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
                   f"{r.candidates:,} quantified candidates; Houdini (Z3) kept {len(h.kept):,} in {h.rounds} rounds; "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in r.seconds.items()))
     if m is not None:
-        out.print(f"{sc.name}: minimised the invariant: kept {len(m.kept):,} of {m.found:,} conjuncts "
+        out.print(f"{sc.name}: minimised the invariant: kept {len(m.kept) + m.dropped:,} of {m.found:,} conjuncts "
                   f"({m.passes} passes, {m.rounds} rounds, {m.seconds:.1f} s; checked from scratch in {m.checked_seconds:.1f} s)"
                   if m.status == "done" else f"{sc.name}: minimising the invariant failed ({m.status}); "
                   f"the certificate states all {len(r.invariant):,} conjuncts")
+        if m.drop_checks:
+            out.print(f"{sc.name}: the drop pass removed {m.dropped:,} more in {m.drop_checks:,} checks ({m.drop_seconds:.1f} s): "
+                      + ("no single lemma of the rest can be removed (irredundant; not necessarily the smallest)"
+                         if m.irredundant else f"stopped early, not irredundant ({m.drop_note})"))
     if r.certificate is not None:
         out.print(f"{sc.name}: certificate {r.certificate} (check with `z3 FILE` and cvc5: every answer unsat)")
     if r.reason:
@@ -632,6 +642,9 @@ def add_commands(sub, positive_int, positive_float) -> None:
     pv.add_argument("--no-minimise", action="store_true",
                     help="with --all-sizes: keep Houdini's whole invariant (default: shrink it to the claims and the "
                          "lemmas their unsat cores need, checked from scratch; a smaller certificate)")
+    pv.add_argument("--irredundant", action="store_true",
+                    help="with --all-sizes: after minimising, try leaving out each lemma in turn (the rest re-checked "
+                         "by every action) until none can go: an irredundant invariant (slower; not always the smallest)")
     pv.add_argument("--invariant-from", metavar="FILE",
                     help="with --all-sizes: skip mining and Houdini; minimise the invariant stated by the all-sizes "
                          "certificate FILE and prove what the kept set, checked from scratch, makes inductive")
