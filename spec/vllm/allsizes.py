@@ -42,7 +42,7 @@ from kvproof.checker.quantified import Action, Candidate, ParametricSystem, QSta
 from kvproof.spec.vllm.state import D_LABELS, OUT_LABELS, P_LABELS, RD_LABELS, READ_LABELS
 
 __all__ = ["VllmAllSizes", "Correspondence", "FIELDS", "supported", "TARGET_CLAIMS", "FIXED_ENGINE", "Pinned",
-           "model_for", "small_config", "FILTER_SIZES"]
+           "model_for", "small_config", "FILTER_SIZES", "link_map"]
 
 FIXED_ENGINE: dict[str, Any] = {
     "mode": "pull", "heartbeat_interval": None, "decode_may_stall": False, "client_aborts": True,
@@ -112,6 +112,7 @@ class VllmAllSizes(ParametricSystem):
     and what is abstracted)."""
 
     uninterpreted = ("Req", "Block", "PBlock", "Tenant")
+    one_goal_at_a_time = True  # the disjunctive Houdini query does not finish here; single goals take ms
 
     def __init__(self, lease: int, arrival: int, read: int):
         self.L, self.X, self.Y = lease, arrival, read
@@ -588,7 +589,8 @@ def model_for(spec: Any, protocol: type) -> Any:
     fixed = (*FIXED_LINES, f"lease {e.kv_lease_duration} ticks, arrival latency bound {e.arrival_latency_bound}, "
                            f"READ latency bound {e.read_latency_bound} tick(s)")
     return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES, corr.joins,
-                         None, filter_sizes=FILTER_SIZES, triples=corr.triples)
+                         lambda invariant, source: link_map(spec, system, invariant, source),
+                         filter_sizes=FILTER_SIZES, triples=corr.triples)
 
 
 class Pinned:
@@ -652,3 +654,70 @@ class Pinned:
         s = z3.Solver()
         s.add(self.axioms, *self.rigid(st), *self.pins(st, state), z3.Not(sysm.formula(cand, st, self.universe)))
         return s.check() == z3.sat
+
+
+# -- the link, proved at one size (checker/link.py) -------------------------------------------------
+def link_map(spec: Any, system: VllmAllSizes | None = None, invariant: str | None = None, source: str = "") -> Any:
+    """The :class:`~kvproof.checker.link.LinkMap` of ``spec`` (an instance of the base protocol
+    with the engine the model describes) and the parametric model (``system``, by default the
+    model of the instance's lease and latency bounds): the bounded universe of :class:`Pinned`
+    (one element per request, block, prefill block and tenant, plus ``rnone``, ``bnone``,
+    ``qnone``); every slot of :data:`FIELDS` observed at its element (the spec's sentinel rows of
+    ``owner``/``content`` and ``src_owner``/``src_content`` at ``bnone``/``qnone``, where the spec
+    keeps them free and unwritten); the tenants as the instance has them; each spec action
+    instance a step of the model action of the same name with its request as parameter, and for
+    an allocation with any block of the pool as the block parameter (the checker asks that one of
+    them match the spec's successor).  No choice functions, so no witnesses.  With
+    ``invariant`` (the one-line invariant of an all-sizes certificate of this model, read from
+    ``source``), its conjuncts are the hypotheses the step obligations may assume."""
+    from kvproof.checker.link import LinkMap, Observation, certified_conjuncts, ground
+
+    problem = supported(spec.cfg)
+    if problem:
+        raise ValueError(problem)
+    e = spec.cfg.engine
+    system = system if system is not None else VllmAllSizes(e.kv_lease_duration, e.arrival_latency_bound,
+                                                            e.read_latency_bound)
+    pin = Pinned(system, spec)
+    corr, u = pin.corr, pin.universe
+
+    def values(kind: str, size: int) -> tuple:
+        if kind.startswith("enum:"):
+            return tuple(system.E[kind[5:]][:size])
+        if kind == "bool":
+            return (z3.BoolVal(False), z3.BoolVal(True))
+        if kind in ("block", "pblock"):
+            return tuple(pin.term(kind, v) for v in range(size))
+        return tuple(u["Req"][0] if v == 0 else pin.term("req", v - 1) for v in range(size))
+
+    table: list[Any] = []
+    for fname, idx in corr.slots:
+        if fname not in FIELDS:
+            table.append(None)
+            continue
+        sym, ix, kind = FIELDS[fname]
+        table.append(Observation(sym, (pin.term(ix, idx[0]),), values(kind, spec.layout.by_name[fname].values.size)))
+
+    by_name = {a.name: a for a in system.actions}
+    pool = {"q": [pin.term("pblock", q) for q in range(spec.k.P)], "b": [pin.term("block", b) for b in range(spec.k.D)]}
+
+    def options(inst: Any) -> list:
+        a = by_name.get(inst.name)
+        if a is None:
+            return []
+        p = inst.params()
+        base = {"r": pin.term("req", p["req"])} if "req" in p else {}
+        extra = [n for n, _ in a.params if n != "r"]
+        if not extra:
+            return [(a, base)]
+        return [(a, {**base, extra[0]: x}) for x in pool[extra[0]]]
+
+    hypothesis, conjuncts = None, []
+    if invariant is not None:
+        conjuncts = certified_conjuncts(system, invariant)
+        hypothesis = lambda st: [(name, ground(t, u)) for name, t in conjuncts]  # noqa: E731
+    return LinkMap(system, pin.sizes, u, pin.axioms, lambda slot: table[slot], pin.rigid, options,
+                   lambda action, st, params, post: {},
+                   tuple(n for n in TARGET_CLAIMS if n in {c.name for c in spec.claims}), hypothesis,
+                   f"the {len(conjuncts)} conjuncts of the invariant of {source or 'an all-sizes certificate'}"
+                   if invariant is not None else "")
