@@ -19,8 +19,10 @@ The lease duration and the two latency bounds (arrival, READ) are the scenario's
 enumerations of those sizes.  **Unbounded**: requests (any tenants), decode blocks, prefill blocks.
 
 **Abstractions**, each an over-approximation (every step of the spec at any size is a step
-here; ``tests/test_vllm_allsizes.py`` samples it), so a safety claim proved here holds for the
-spec at every size:
+here: :func:`link_map` with :mod:`kvproof.checker.link` *proves* it from the spec's one-hot
+encoding at a given size, ``prove --all-sizes SCENARIO --link``; ``tests/test_vllm_allsizes.py``
+samples it and proves it at 3 requests on 4 + 4 blocks), so a safety claim proved here holds for
+the spec at every size where the link holds:
 
 * allocation takes *any* free block (the spec: the lowest-numbered free one), in both pools;
 * requests reach prefill in any order (the spec: in request order);
