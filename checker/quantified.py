@@ -713,8 +713,11 @@ def _cores(system: ParametricSystem, invariant: Sequence[Candidate], goals: Sequ
         move = (lambda t: z3.substitute_funs(t, *pairs)) if pairs else (lambda t: t)
         s.add(bg, step.guard, *[z3.Implies(assume[n], pre_formula[n]) for n in names])
         got = set()
+        # one query for all goals (the disjunction of their negations), or with
+        # one_goal_at_a_time one per goal, each in its own push/pop scope
         for group in ([[g] for g in goals] if system.one_goal_at_a_time else [list(goals)]):
-            s.push()
+            if system.one_goal_at_a_time:
+                s.push()
             s.add(z3.Or([z3.Not(move(instance[g])) for g in group]))
             r = s.check(*assume.values())
             if r != z3.unsat:
@@ -722,7 +725,8 @@ def _cores(system: ParametricSystem, invariant: Sequence[Candidate], goals: Sequ
                 return need, f"{a.name}: {why}"
             core = {str(x) for x in s.unsat_core()}
             got |= {n for n in names if str(assume[n]) in core}
-            s.pop()
+            if system.one_goal_at_a_time:
+                s.pop()
         if trace is not None:
             trace(f"{a.name}: core of {len(got)}")
         need |= got
