@@ -68,6 +68,12 @@ class AllSizesModel:
     """``link(invariant, source)``: the :class:`~.link.LinkMap` of the scenario's own instance
     and ``system`` (hypotheses: the conjuncts of ``invariant``, a certificate's one-line
     invariant read from ``source``), or ``None`` (no link at a fixed size)."""
+    filter_sizes: dict[str, int] | None = None
+    """The bounded instance Houdini filters on first (each uninterpreted sort's size, its
+    sentinel included); ``None``: :data:`FILTER_SIZES` (SGLang's sorts)."""
+    triples: Callable[[Sequence[tuple]], list[tuple]] | None = None
+    """Which three-value facts of the small instance ``--template-arity 3`` keeps; ``None``: those
+    of one element by the protocol's index sorts (:func:`one_element_triples`)."""
 
 
 @dataclass
@@ -140,7 +146,8 @@ class AllSizesReport:
 
 FILTER_SIZES = {"Req": 4, "Page": 4, "PPage": 3, "Chunk": 2, "Tenant": 2}
 """The bounded instance Houdini runs on first (each sort's size, its sentinel included): a fast
-filter that drops most candidates with ground queries; only the unbounded run proves."""
+filter that drops most candidates with ground queries; only the unbounded run proves.  SGLang's
+sorts; a model with other sorts names its own (:attr:`AllSizesModel.filter_sizes`)."""
 
 
 def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
@@ -201,7 +208,8 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     small_ts = TransitionSystem(hook.small)
     clauses = list(mine(small_ts, states, arity=min(arity, 2)))
     if arity == 3:
-        clauses += one_element_triples(hook.small, mine(small_ts, states, arity=3))
+        three = mine(small_ts, states, arity=3)
+        clauses += hook.triples(three) if hook.triples is not None else one_element_triples(hook.small, three)
     cands: dict[str, Candidate] = {}
     for cl in clauses:
         cand = hook.lift(cl)
@@ -223,7 +231,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     t0 = time.perf_counter()
     say(f"{scenario.name}: Houdini over {len(cands)} lifted candidates and {len(claims)} claims, bounded instance")
     budget = lambda: max(max_seconds - sum(report.seconds.values()) - (time.perf_counter() - t0), 1.0)
-    pre = houdini(hook.system, [*cands.values(), *claims], budget(), say, sizes=FILTER_SIZES)
+    pre = houdini(hook.system, [*cands.values(), *claims], budget(), say, sizes=hook.filter_sizes or FILTER_SIZES)
     report.filtered = len(pre.kept)
     report.seconds["bounded"] = time.perf_counter() - t0
     t0 = time.perf_counter()

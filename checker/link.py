@@ -162,7 +162,7 @@ def related(link: LinkMap, xs: Sequence[Values], st: QState) -> list[Any]:
         term = getattr(st, ob.symbol)(*ob.args)
         listed = []
         for v, cond in vals.items():
-            want = ob.values[v] if v < len(ob.values) else None
+            want = ob.values[v] if 0 <= v < len(ob.values) else None
             c = _bit(cond)
             out.append(z3.Not(c) if want is None else c == (term == want))
             if want is not None:
@@ -183,7 +183,7 @@ def view(link: LinkMap, xs: Sequence[Values], default: dict[str, Any]) -> QState
         sym = next(s for s in link.system.symbols if s.name == ob.symbol)
         value = default[sym.result]
         for v, cond in vals.items():
-            want = ob.values[v] if v < len(ob.values) else None
+            want = ob.values[v] if 0 <= v < len(ob.values) else None
             if want is not None:
                 value = z3.If(_bit(cond), want, value)
         table.setdefault(ob.symbol, []).append((ob.args, value))
@@ -397,7 +397,7 @@ def _unrelated(link: LinkMap, m: Any, X: QState, state: Sequence[int]) -> list[t
         if ob is None:
             continue
         got = m.eval(getattr(X, ob.symbol)(*ob.args), model_completion=True)
-        want = ob.values[v] if v < len(ob.values) else None
+        want = ob.values[v] if 0 <= v < len(ob.values) else None
         if want is None or not z3.is_true(m.eval(got == want, model_completion=True)):
             out.append((slot, v, ob, got))
     return out

@@ -116,6 +116,12 @@ class ParametricSystem:
     constants: tuple[tuple[str, str], ...]
     """Rigid constants (name, sort), e.g. the ``none`` element of a sort."""
     actions: tuple[Action, ...]
+    one_goal_at_a_time: bool = False
+    """When true, :func:`houdini` and :func:`minimise` ask each action about one post-state
+    candidate at a time (an incremental solver, the pre-state behind assumption literals) rather
+    than about the disjunction of all of them: for some models (vLLM's) Z3 answers hundreds of
+    single-goal queries in a second where the one disjunctive query does not finish.  The
+    answers mean the same: a candidate is kept only when every query about it is unsat."""
     universe: dict[str, list[Any]] | None = None
     """Set while a bounded instance is checked: :meth:`forall` and :meth:`exists` then expand
     over these elements (no quantifier reaches the solver)."""
@@ -321,6 +327,17 @@ def _houdini(system, candidates, max_seconds, say, universe, axioms, pre) -> Hou
         changed = False
         res.rounds += 1
         for a, s, goal in solvers:
+            if system.one_goal_at_a_time and universe is None:
+                status = _one_by_one(system, a, s, goal, alive, assume, deadline, record)
+                if status is None:
+                    continue
+                if status:
+                    res.status = status
+                    res.seconds = time.perf_counter() - t0
+                    return res
+                say(f"round {res.rounds}: {a.name} breaks some, {len(alive)} left")
+                changed = True
+                continue
             while alive:
                 if time.perf_counter() > deadline:
                     res.status = f"unknown: time limit of {max_seconds:.0f} s"
@@ -350,6 +367,35 @@ def _houdini(system, candidates, max_seconds, say, universe, axioms, pre) -> Hou
     res.kept = [c for c in candidates if c.name in alive]
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _one_by_one(system: ParametricSystem, a: Action, s: Any, goal: dict[str, Any], alive: dict[str, Any],
+                assume: dict[str, Any], deadline: float, record: Callable[..., None]) -> str | None:
+    """One pass of :func:`houdini` over action ``a`` asking about one alive candidate at a time
+    (:attr:`ParametricSystem.one_goal_at_a_time`): each query assumes the alive candidates in
+    the pre-state and negates one in the post-state; a model drops every alive candidate it
+    breaks.  Returns ``None`` when every query answered unsat (nothing dropped), ``""`` when
+    something was dropped, or the reason the pass stopped (time, *unknown*)."""
+    dropped = False
+    for name in list(goal):
+        if name not in alive:
+            continue
+        if time.perf_counter() > deadline:
+            return "unknown: time limit"
+        s.push()
+        s.add(z3.Not(goal[name]))
+        s.set("timeout", max(1, int((deadline - time.perf_counter()) * 1000)))
+        r = s.check(*[assume[n] for n in alive])
+        if r == z3.sat:
+            m = s.model()
+            broken = [n for n in alive if n in goal and z3.is_false(m.eval(goal[n], model_completion=True))]
+            for n in broken or [name]:
+                record(n, f"not preserved by {a.name}", m, a.name)
+            dropped = True
+        s.pop()
+        if r not in (z3.sat, z3.unsat):
+            return f"unknown: {s.reason_unknown()} ({a.name})"
+    return "" if dropped else None
 
 
 def _closed(system: ParametricSystem, st: QState | None, universe: dict[str, list[Any]] | None,
@@ -676,13 +722,21 @@ def _cores(system: ParametricSystem, invariant: Sequence[Candidate], goals: Sequ
                 pairs.append((system.function(sym), step.updates[sym.name](*xs)))
         move = (lambda t: z3.substitute_funs(t, *pairs)) if pairs else (lambda t: t)
         s.add(bg, step.guard, *[z3.Implies(assume[n], pre_formula[n]) for n in names])
-        s.add(z3.Or([z3.Not(move(instance[g])) for g in goals]))
-        r = s.check(*assume.values())
-        if r != z3.unsat:
-            why = s.reason_unknown() if r == z3.unknown else "sat: the invariant given is not inductive"
-            return need, f"{a.name}: {why}"
-        core = {str(x) for x in s.unsat_core()}
-        got = {n for n in names if str(assume[n]) in core}
+        got = set()
+        # one query for all goals (the disjunction of their negations), or with
+        # one_goal_at_a_time one per goal, each in its own push/pop scope
+        for group in ([[g] for g in goals] if system.one_goal_at_a_time else [list(goals)]):
+            if system.one_goal_at_a_time:
+                s.push()
+            s.add(z3.Or([z3.Not(move(instance[g])) for g in group]))
+            r = s.check(*assume.values())
+            if r != z3.unsat:
+                why = s.reason_unknown() if r == z3.unknown else "sat: the invariant given is not inductive"
+                return need, f"{a.name}: {why}"
+            core = {str(x) for x in s.unsat_core()}
+            got |= {n for n in names if str(assume[n]) in core}
+            if system.one_goal_at_a_time:
+                s.pop()
         if trace is not None:
             trace(f"{a.name}: core of {len(got)}")
         need |= got
