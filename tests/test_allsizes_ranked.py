@@ -230,7 +230,8 @@ def verdicts(report):
     return {(r.kind, r.name): r.verdict for r in report.results}
 
 
-@pytest.mark.parametrize("ranks", [(2, 1), (3, 1), (2, 2), (1, 2), (4, 2)])
+@pytest.mark.parametrize("ranks", [(2, 1), pytest.param((3, 1), marks=pytest.mark.slow), (2, 2), (1, 2),
+                                   pytest.param((4, 2), marks=pytest.mark.slow)])
 def test_at_several_ranks_the_same_holds(ranks):
     """At several prefill and decode ranks (each prefill rank writes its shards, acks for
     itself; each decode rank publishes its metadata; 1 x 2 has two shards both written by the
