@@ -3,8 +3,9 @@
 **Not yet the model ``prove --all-sizes`` uses**: that is :mod:`.allsizes` (one prefill rank, one
 decode rank), whose certificate is committed; this one makes prefill and decode ranks sorts,
 is linked to the spec at several ranks (``tests/test_allsizes_ranked.py``), and awaits its own
-certificate (the pipeline's unbounded Houdini over its 718 candidates ran over 45 minutes here
-without finishing).  When it has one, it replaces :mod:`.allsizes`.
+certificate (the pipeline's unbounded Houdini over what the bounded filter kept of its 718
+candidates did not finish its first round in 57 minutes here: stopped at ``prefill_forward``).
+When it has one, it replaces :mod:`.allsizes`.
 
 A parametric transition system over uninterpreted sorts (:mod:`kvproof.checker.quantified`):
 ``Req`` (requests), ``Page`` (decode pages), ``PPage`` (prefill source pages), ``Chunk`` (a
