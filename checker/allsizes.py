@@ -6,8 +6,8 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
 1. **The scenario's own size first**, with the explicit engine (:func:`~.run.check_scenario`):
    a target claim broken there is reported *violated* with the shortest counterexample, replayed
    (exit 1); nothing is proved for a scenario that is unsafe at its own size.
-2. **Candidates found, not written**: the reachable states of the model's small instance are
-   enumerated, the template facts of at most two slot values that no reachable state shows
+2. **Candidates found, not written**: the reachable states of the model's small instance (and
+   of each further one it names, :attr:`AllSizesModel.more`) are enumerated, the template facts of at most two slot values that no reachable state shows
    together are mined (:func:`~.lemmas.mine`), with ``arity`` 3 also the three-value facts of
    one element (:func:`one_element_triples`), and each is lifted to a ``∀``-formula over the
    sorts by the protocol's correspondence (its concrete requests, pages and chunks become
@@ -74,6 +74,9 @@ class AllSizesModel:
     triples: Callable[[Sequence[tuple]], list[tuple]] | None = None
     """Which three-value facts of the small instance ``--template-arity 3`` keeps; ``None``: those
     of one element by the protocol's index sorts (:func:`one_element_triples`)."""
+    more: tuple[tuple[Any, Callable[[tuple], Candidate | None], Callable[[Any], Sequence["Join"]] | None], ...] = ()
+    """Further instances mined the same way, each ``(small, lift, joins)``: what ``small`` cannot
+    show within an enumerable size (e.g. several ranks beside several requests)."""
 
 
 @dataclass
@@ -119,6 +122,7 @@ class AllSizesReport:
     traces: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     small_states: int = 0
+    """The reachable states of the small instances mined, summed."""
     mined: int = 0
     joined: dict[str, int] = field(default_factory=dict)
     candidates: int = 0
@@ -144,7 +148,7 @@ class AllSizesReport:
         return 0
 
 
-FILTER_SIZES = {"Req": 4, "Page": 4, "PPage": 3, "Chunk": 2, "Tenant": 2}
+FILTER_SIZES = {"Req": 4, "Page": 4, "PPage": 3, "Chunk": 2, "Tenant": 2, "PRank": 2, "DRank": 2}
 """The bounded instance Houdini runs on first (each sort's size, its sentinel included): a fast
 filter that drops most candidates with ground queries; only the unbounded run proves.  SGLang's
 sorts; a model with other sorts names its own (:attr:`AllSizesModel.filter_sizes`)."""
@@ -202,28 +206,30 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
         return _from_invariant(report, hook, targets, stored, max_seconds, certificates_dir, say, irredundant)
 
     t0 = time.perf_counter()
-    say(f"{scenario.name}: mining the small instance")
-    states, _ = explore_all(Machine(hook.small))
-    report.small_states = len(states)
-    small_ts = TransitionSystem(hook.small)
-    clauses = list(mine(small_ts, states, arity=min(arity, 2)))
-    if arity == 3:
-        three = mine(small_ts, states, arity=3)
-        clauses += hook.triples(three) if hook.triples is not None else one_element_triples(hook.small, three)
     cands: dict[str, Candidate] = {}
-    for cl in clauses:
-        cand = hook.lift(cl)
-        if cand is not None:
-            cands.setdefault(cand.name, cand)
-    for join in (hook.joins(states) if hook.joins is not None else ()):
-        facts = mine_joined(join, arity)
-        report.joined[join.name] = len(facts)
-        clauses += facts
-        for fact in facts:
-            cand = join.lift(fact)
+    report.mined = 0
+    for i, (small, lift, joins) in enumerate(((hook.small, hook.lift, hook.joins), *hook.more)):
+        say(f"{scenario.name}: mining small instance {i + 1} of {1 + len(hook.more)}")
+        states, _ = explore_all(Machine(small))
+        report.small_states += len(states)
+        small_ts = TransitionSystem(small)
+        clauses = list(mine(small_ts, states, arity=min(arity, 2)))
+        if arity == 3:
+            three = mine(small_ts, states, arity=3)
+            clauses += hook.triples(three) if hook.triples is not None else one_element_triples(small, three)
+        for cl in clauses:
+            cand = lift(cl)
             if cand is not None:
                 cands.setdefault(cand.name, cand)
-    report.mined = len(clauses)
+        for join in (joins(states) if joins is not None else ()):
+            facts = mine_joined(join, arity)
+            report.joined[join.name] = report.joined.get(join.name, 0) + len(facts)
+            clauses += facts
+            for fact in facts:
+                cand = join.lift(fact)
+                if cand is not None:
+                    cands.setdefault(cand.name, cand)
+        report.mined += len(clauses)
     claims = [c for c in hook.system.claims() if c.name in targets]
     report.candidates = len(cands)
     report.seconds["mine"] = time.perf_counter() - t0
