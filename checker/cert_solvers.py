@@ -54,6 +54,9 @@ import sys
 import cvc5
 tm = cvc5.TermManager()
 solver = cvc5.Solver(tm)
+# quantified obligations: when e-matching is stuck, instantiate with ground terms before answering
+# unknown (sound; the ranked all-sizes certificate's prefill_forward step needs it)
+solver.setOption('full-saturate-quant', 'true')
 sm = cvc5.SymbolManager(tm)
 parser = cvc5.InputParser(solver, sm)
 with open(sys.argv[1], encoding="utf-8") as f:

@@ -242,9 +242,11 @@ def test_one_element_triples_keep_only_facts_of_one_request():
 
 @pytest.fixture(scope="module")
 def joined():
-    """The joined templates of v0.5.22's small instance (51,492 reachable states)."""
+    """The joined templates of v0.5.22's small instance (51,492 reachable states), read in the
+    one-rank model (:mod:`kvproof.spec.sglang.allsizes`; the ranked model's joins are
+    ``tests/test_allsizes_ranked.py``'s)."""
     from kvproof.checker.lemmas import explore_all
-    hook = builtin("v0.5.22").build().all_sizes()
+    hook = model_for(builtin("v0.5.22").build(), PdProtocol)
     states, _ = explore_all(Machine(hook.small))
     return hook, {j.name: j for j in hook.joins(states)}
 
@@ -383,9 +385,9 @@ def test_the_stored_certificate_is_todays_model():
 
 
 def test_the_stored_certificate_is_the_minimised_invariant():
-    """The committed certificate states the irredundant invariant (``prove --all-sizes v0.5.22
-    --invariant-from`` the 90-conjunct minimised one ``--irredundant``: 71 conjuncts, the five
-    claims among them), and
+    """The committed certificate states the ranked model's irredundant invariant (``prove
+    --all-sizes v0.5.22 --invariant-from`` its 111-conjunct minimised one ``--irredundant``: 69
+    conjuncts, the five claims among them), and
     reading its invariant back (:func:`candidates_from`) and writing it again gives the same
     file, byte for byte."""
     from kvproof.checker.allsizes import certificate_header
@@ -394,7 +396,7 @@ def test_the_stored_certificate_is_the_minimised_invariant():
     inv, claims = invariant_of(text)
     hook = builtin("v0.5.22").build().all_sizes()
     cands = candidates_from(hook.system, inv)
-    assert (len(cands), sorted(c.name for c in cands if c.claim)) == (71, sorted(TARGET_CLAIMS))
+    assert (len(cands), sorted(c.name for c in cands if c.claim)) == (69, sorted(TARGET_CLAIMS))
     assert certificate_text(hook.system, cands, certificate_header("v0.5.22", claims, hook)) == text
 
 
@@ -543,7 +545,7 @@ def test_the_stored_invariant_minimises_and_proves_every_claim(tmp_path):
     from kvproof.checker.allsizes import recheck_all_sizes
     r = prove_all_sizes(builtin("v0.5.22"), 1800, certificates_dir=tmp_path, invariant_from=STORED)
     assert r.exit_code == 0, (r.reason, r.verdicts)
-    assert r.minimised.status == "done" and len(r.minimised.kept) <= 71
+    assert r.minimised.status == "done" and len(r.minimised.kept) <= 69
     assert recheck_all_sizes(r.certificate).ok
 
 

@@ -168,7 +168,7 @@ def test_prove_link_on_v0522_and_the_command(capsys):
     assert needs == ["kv_write_lands"]
     for name in TARGET_CLAIMS:
         assert f"holds {name} at 3 requests, 2 decode pages, 1 prefill page, no enumeration" in out
-    used = re.search(r"(\d+) of the certificate's 71 invariant conjuncts assumed where needed", out)
+    used = re.search(r"(\d+) of the certificate's \d+ invariant conjuncts assumed where needed", out)
     assert used and 1 <= int(used.group(1)) <= 10
     assert "ok certificate traces/proofs/v0.5.22.allsizes.smt2: the parametric model's, line for line" in out
     assert "its obligations re-solved now: z3 and cvc5 answered unsat" in out  # the default

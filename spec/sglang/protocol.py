@@ -118,12 +118,12 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         return Domain("pick", size)
 
     def all_sizes(self):
-        """The all-sizes model (:mod:`.allsizes`) when this is the base protocol with the fixed
-        engine it describes; ``None`` for a variant (it overrides actions the model does not
-        know) or another engine."""
+        """The all-sizes model (:mod:`.allsizes_ranked`: ranks as sorts) when this is the base
+        protocol with the fixed engine it describes; ``None`` for a variant (it overrides
+        actions the model does not know) or another engine."""
         if type(self) is not PdProtocol:
             return None
-        from kvproof.spec.sglang.allsizes import model_for
+        from kvproof.spec.sglang.allsizes_ranked import model_for
         return model_for(self, PdProtocol)
 
     # -- static facts (plain Python: configuration, not state) ---------------------------------
