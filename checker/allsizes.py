@@ -23,8 +23,9 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
    their unsat cores need (:func:`~.quantified.minimise`), the kept set checked from scratch.
 4. A **certificate** (``<scenario>.allsizes.smt2``): the invariant and its obligations as one
    SMT-LIB script that stock z3 and cvc5 each answer ``unsat`` to, obligation by obligation
-   (:func:`~.quantified.check_certificate`); :func:`recheck_all_sizes` (what ``certify`` runs)
-   also demands that it be, line for line, what today's model gives for its invariant.
+   (:mod:`~.certs.solvers`); :func:`recheck_all_sizes` (what ``certify`` runs) reads it with the
+   one certificate reader and also demands that it be, term for term, what today's model gives
+   for its invariant (:func:`model_problems`).
 
 This module knows no protocol.
 """
@@ -36,6 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from kvproof.checker.certs.reader import ALL_SIZES, ALL_SIZES_SUFFIX, Certificate, CertificateError, parse_certificate, read_certificate
+from kvproof.checker.certs.sexpr import free_symbols, render
+from kvproof.checker.certs.solvers import run_solvers
 from kvproof.checker.lemmas import explore_all, mine
 from kvproof.checker.quantified import (Candidate, HoudiniResult, MinimiseResult, ParametricSystem, certificate_text,
                                         drop_redundant, houdini, minimise)
@@ -44,7 +48,7 @@ from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 
 __all__ = ["AllSizesModel", "AllSizesReport", "AllSizesRecheck", "Join", "SUFFIX", "certificate_header", "mine_joined",
-           "prove_all_sizes", "recheck_all_sizes", "LinkedReport", "prove_by_link", "model_certificate"]
+           "prove_all_sizes", "recheck_all_sizes", "LinkedReport", "prove_by_link", "model_certificate", "model_problems"]
 
 
 @dataclass
@@ -297,14 +301,15 @@ def _write_certificate(report: AllSizesReport, hook: AllSizesModel, certificates
 
 def _read_invariant(source: str | Path, hook: AllSizesModel | None) -> tuple[Path, list[Candidate]]:
     """The conjuncts of the invariant an all-sizes certificate states (none without a model to
-    read them over); ``ValueError`` (one line) when the file is not one."""
-    from kvproof.checker.quantified import candidates_from, invariant_of
+    read them over), read by the one certificate reader; ``ValueError`` (one line) when the file
+    is not one."""
+    from kvproof.checker.quantified import candidates_from
     source = Path(source)
+    cert = read_certificate(source, ALL_SIZES)
+    if cert.problems:
+        raise ValueError(f"{source}: {cert.problems[0]}")
     try:
-        inv, _ = invariant_of(source.read_text(encoding="utf-8"))
-        return source, [] if hook is None else candidates_from(hook.system, inv)
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{source}: cannot be read ({e})") from None
+        return source, [] if hook is None else candidates_from(hook.system, cert.invariant_text)
     except ValueError as e:
         raise ValueError(f"{source}: {e}") from None
 
@@ -336,7 +341,7 @@ def _from_invariant(report: AllSizesReport, hook: AllSizesModel, targets: Sequen
     return report
 
 
-SUFFIX = ".allsizes.smt2"
+SUFFIX = ALL_SIZES_SUFFIX
 """The file name ending of an all-sizes certificate (``<scenario>.allsizes.smt2``)."""
 
 
@@ -351,12 +356,13 @@ def certificate_header(scenario: str, proved: Sequence[str], hook: AllSizesModel
 @dataclass
 class AllSizesRecheck:
     """What :func:`recheck_all_sizes` found: the scenario the file names, the claims it proves,
-    each solver's answers, and one line per problem (none: the certificate checks)."""
+    each solver's answer per obligation, and one line per problem (none: the certificate
+    checks)."""
 
     path: Path
     scenario: str
     proves: list[str]
-    answers: dict[str, list[str]]
+    answers: dict[str, dict[str, str]]
     problems: list[str]
 
     @property
@@ -365,60 +371,84 @@ class AllSizesRecheck:
         return not self.problems
 
 
+def model_problems(cert: Certificate, hook: AllSizesModel, scenario: str) -> list[str]:
+    """Where ``cert`` (read by the one reader) is not, term for term, the certificate today's
+    parametric model ``hook`` demands for the invariant it states (:func:`~.quantified.certificate_from`:
+    the same header, sorts, Init, guards, updates and claims; only the invariant is the file's
+    own); empty when it is.  ``scenario`` is the name its first line must give."""
+    from kvproof.checker.quantified import certificate_from
+
+    claims = [o.name[len("claim "):] for o in cert.obligations if o.name.startswith("claim ")]
+    bare = sorted(free_symbols(cert.invariant) & {s.name for s in hook.system.symbols if not s.args})
+    if bare:  # a changed symbol of no arguments would not be renamed in Inv' (none today)
+        return [f"the invariant mentions {', '.join(bare)}, a state symbol without arguments"]
+    try:
+        want_text = certificate_from(hook.system, cert.invariant_text, claims,
+                                     certificate_header(scenario, claims, hook))
+        want = parse_certificate(want_text, f"today's model of {scenario}", ALL_SIZES)
+    except ValueError as e:
+        return [f"today's parametric model of {scenario} cannot state this invariant: {e}"]
+    differs = f"differs from today's parametric model of {scenario}"
+    if cert.scenario_name != scenario:
+        return [f"the certificate is of scenario {cert.scenario_name}, not of {scenario}"]
+    for key in ("proves", "fixed", "abstraction"):
+        if cert.header.get(key, []) != want.header.get(key, []):
+            return [f"its '; {key}:' lines {differs} (re-prove with prove --all-sizes)"]
+    if cert.prelude != want.prelude:
+        k = next((i for i, (a, b) in enumerate(zip(cert.prelude, want.prelude)) if a != b),
+                 min(len(cert.prelude), len(want.prelude)))
+        return [f"its declarations {differs} (declaration {k + 1}: {render(cert.prelude[k])[:60] if k < len(cert.prelude) else 'missing'}); "
+                "re-prove with prove --all-sizes"]
+    got = [o.name for o in cert.obligations]
+    exp = [o.name for o in want.obligations]
+    if got != exp:
+        return [f"its obligations ({len(got)}) {differs} ({len(exp)}: "
+                + ", ".join(exp[:3]) + (" ..." if len(exp) > 3 else "") + "); re-prove with prove --all-sizes"]
+    for mine, theirs in zip(cert.obligations, want.obligations):
+        if mine.body != theirs.body:
+            return [f"obligation {mine.name} (line {mine.line}) {differs}: the stored obligations are not the "
+                    "model's; re-prove with prove --all-sizes"]
+    return []
+
+
 def recheck_all_sizes(path: str | Path, scenario: Scenario | None = None, seconds: float = 600.0,
                       solve: bool = True) -> AllSizesRecheck:
-    """Re-check an all-sizes certificate: the file must be, line for line, the certificate
-    today's parametric model of the scenario it names (or of ``scenario``) demands for the
-    invariant it states (:func:`~.quantified.certificate_from`: the same sorts, Init, guards,
-    updates and claims; only the invariant's line is the file's own), and fresh z3 and cvc5
-    processes must answer ``unsat`` to each of its obligations (with ``solve`` false they are not
-    run: ``answers`` stays empty and the result says the file is today's model's, nothing more).
-    ``ValueError`` (one line) when the file cannot be read as one."""
-    from kvproof.checker.quantified import certificate_from, check_certificate, invariant_of
+    """Re-check an all-sizes certificate: read by the one certificate reader (bad input:
+    :class:`~.certs.reader.CertificateError`, one line), it must be, term for term, the
+    certificate today's parametric model of the scenario it names (or of ``scenario``) demands
+    for the invariant it states (:func:`model_problems`), and fresh z3 and cvc5 processes must
+    answer ``unsat`` to each of its obligations, each answer bound to its obligation
+    (:mod:`~.certs.solvers`).  With ``solve`` false they are not run: ``answers`` stays empty
+    and the result says the file is today's model's, nothing more; they are not run either on a
+    file that is not today's model's."""
     from kvproof.model.scenario import builtin
 
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: cannot be read ({e})") from None
-    first = text.split("\n", 1)[0]
-    tag = "; kvproof all-sizes certificate: scenario "
-    if not first.startswith(tag):
-        raise ValueError(f"{path}: not a kvproof all-sizes certificate (its first line is not '{tag.strip()} NAME')")
-    name = first[len(tag):].strip()
-    try:
-        inv, claims = invariant_of(text)
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
-    problems: list[str] = []
+    cert = read_certificate(path, ALL_SIZES)
+    name = cert.scenario_name
+    problems: list[str] = list(cert.problems)
     try:
         sc = scenario if scenario is not None else builtin(name)
     except Exception as e:  # an unknown name: the catalogue's own message
-        return AllSizesRecheck(path, name, claims, {}, [f"scenario {name}: {e}"])
+        return AllSizesRecheck(path, name, cert.proves, {}, problems + [f"scenario {name}: {e}"])
     spec = sc.build()
     hook = getattr(spec, "all_sizes", lambda: None)()
     if hook is None:
-        return AllSizesRecheck(path, name, claims, {}, [f"scenario {sc.name}: no all-sizes model for its engine today"])
+        return AllSizesRecheck(path, name, cert.proves, {},
+                               problems + [f"scenario {sc.name}: no all-sizes model for its engine today"])
     if path.name != f"{sc.name}{SUFFIX}":
         problems.append(f"file name {path.name}: expected {sc.name}{SUFFIX}")
-    try:
-        want = certificate_from(hook.system, inv, claims, certificate_header(sc.name, claims, hook))
-    except ValueError as e:
-        want = None
-        problems.append(str(e))
-    if want is not None and want != text:
-        got, exp = text.splitlines(), want.splitlines()
-        k = next((i for i, (a, b) in enumerate(zip(got, exp)) if a != b), min(len(got), len(exp)))
-        problems.append(f"line {k + 1} differs from today's parametric model of {sc.name} "
-                        f"(the stored obligations are not the model's; re-prove with prove --all-sizes)")
+    model = model_problems(cert, hook, sc.name)
+    problems += model
     if not solve:
-        return AllSizesRecheck(path, sc.name, claims, {}, problems)
-    check = check_certificate(path, seconds)
-    problems += check.failures()
-    if not check.obligations:
-        problems.append("no obligations")
-    return AllSizesRecheck(path, sc.name, claims, check.answers, problems)
+        return AllSizesRecheck(path, sc.name, cert.proves, {}, problems)
+    if model or cert.problems:
+        problems.append("z3 and cvc5 not run: the file is not today's model's certificate")
+        return AllSizesRecheck(path, sc.name, cert.proves, {}, problems)
+    runs = run_solvers(cert, seconds)
+    for run in runs:
+        problems += run.problems
+    return AllSizesRecheck(path, sc.name, cert.proves, {r.solver: r.answers for r in runs}, problems)
 
 
 def one_element_triples(spec: Any, clauses: Sequence[tuple]) -> list[tuple]:
@@ -480,29 +510,18 @@ class LinkedReport:
 
 
 def model_certificate(hook: AllSizesModel, path: Path) -> tuple[str, list[str]] | str:
-    """``(invariant, claims)`` of the all-sizes certificate at ``path`` when it is, line for
-    line, the certificate ``hook``'s parametric model demands for the invariant it states (the
+    """``(invariant, claims)`` of the all-sizes certificate at ``path`` when it is, term for
+    term, the certificate ``hook``'s parametric model demands for the invariant it states (the
     scenario its first line names may be any: the model is what is compared); otherwise one
     line saying why not."""
-    from kvproof.checker.quantified import certificate_from, invariant_of
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        return f"{path}: cannot be read ({e})"
-    tag = "; kvproof all-sizes certificate: scenario "
-    first = text.split("\n", 1)[0]
-    if not first.startswith(tag):
-        return f"{path}: not a kvproof all-sizes certificate"
-    try:
-        inv, claims = invariant_of(text)
-        want = certificate_from(hook.system, inv, claims, certificate_header(first[len(tag):].strip(), claims, hook))
-    except ValueError as e:
-        return f"{path}: {e}"
-    if want != text:
-        got, exp = text.splitlines(), want.splitlines()
-        k = next((i for i, (a, b) in enumerate(zip(got, exp)) if a != b), min(len(got), len(exp)))
-        return f"{path}: line {k + 1} differs from the parametric model of this scenario's engine"
-    return inv, claims
+        cert = read_certificate(path, ALL_SIZES)
+    except CertificateError as e:
+        return str(e)
+    why = cert.problems or model_problems(cert, hook, cert.scenario_name)
+    if why:
+        return f"{path}: {why[0]}"
+    return cert.invariant_text, [o.name[len("claim "):] for o in cert.obligations if o.name.startswith("claim ")]
 
 
 def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
@@ -515,7 +534,6 @@ def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
     proves them for the model at every size, and the link (:func:`~.link.check_link`, the
     certificate's invariant as its hypotheses) carries them to the spec at this size."""
     from kvproof.checker.link import check_link
-    from kvproof.checker.quantified import check_certificate
 
     say = progress or (lambda text: None)
     report = LinkedReport(scenario)
@@ -544,11 +562,12 @@ def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
     say(f"{scenario.name}: certificate {report.certificate} is the model's")
     if solve:
         t0 = time.perf_counter()
-        check = check_certificate(report.certificate, seconds)
-        report.solved = check.answers
+        runs = run_solvers(read_certificate(report.certificate, ALL_SIZES), seconds)
+        report.solved = {r.solver: r.answers for r in runs}
         report.seconds["solve"] = time.perf_counter() - t0
-        if not check.ok:
-            report.reason = "the certificate's obligations: " + "; ".join(check.failures()[:3])
+        failures = [p for r in runs for p in r.problems]
+        if failures:
+            report.reason = "the certificate's obligations: " + "; ".join(failures[:3])
             return report
     t0 = time.perf_counter()
     say(f"{scenario.name}: the link at its size (Z3)")

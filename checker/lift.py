@@ -56,7 +56,7 @@ import z3
 from kvproof.model.framework import Spec
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
-from kvproof.checker.certificate import write_certificate
+from kvproof.checker.certs.fixed import write_certificate
 from kvproof.checker.cti import InductionFailure
 from kvproof.checker.explicit import Limits, explore
 from kvproof.checker.kinduction import k_induction

@@ -451,7 +451,7 @@ def ground(term: Any, universe: dict[str, list[Any]]) -> Any:
 
 def certified_conjuncts(system: ParametricSystem, inv: str) -> list[tuple[str, Any]]:
     """The conjuncts of an all-sizes certificate's invariant (its one-line SMT-LIB text over the
-    pre-state, :func:`~.quantified.invariant_of`), parsed over ``system``'s own sorts and
+    pre-state, :attr:`~.certs.reader.Certificate.invariant_text`), parsed over ``system``'s own sorts and
     pre-state symbols, each named by its one-line text.  ``ValueError`` when it does not parse."""
     decls: dict[str, Any] = {}
     for sym in (*system.symbols, *system.rigid):

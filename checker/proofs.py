@@ -47,7 +47,7 @@ import z3
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 from kvproof.checker.bmc import EngineError, bmc, confirmed_path
-from kvproof.checker.certificate import write_certificate
+from kvproof.checker.certs.fixed import write_certificate
 from kvproof.checker.cti import InductionFailure, from_block, from_k_induction
 from kvproof.checker.explicit import Limits
 from kvproof.checker.kinduction import InductionOutcome, k_induction

@@ -18,7 +18,8 @@ sort, since the survivors' conjunction is an inductive invariant implying it.
 
 :func:`certificate_text` writes the invariant and the obligations (Init ⇒ Inv, one
 Inv ∧ guard ∧ update ⇒ Inv′ per action, Inv ⇒ claim per claim) as a standalone SMT-LIB script
-that stock z3 and cvc5 each answer with one ``unsat`` per obligation (:func:`check_certificate`).
+that stock z3 and cvc5 each answer with one ``unsat`` per obligation (``kvproof certify``, through
+the one certificate reader and :mod:`~.certs.solvers`).
 
 :func:`minimise` shrinks an inductive invariant to its claims and the conjuncts their unsat
 cores need (checked from scratch before it is trusted): a smaller certificate the solvers check
@@ -40,7 +41,7 @@ from typing import Any, Callable, Sequence
 import z3
 
 __all__ = ["Symbol", "QState", "Step", "Action", "Candidate", "ParametricSystem", "HoudiniResult",
-           "houdini", "certificate_text", "certificate_from", "invariant_of", "check_certificate", "CertificateCheck", "render_model",
+           "houdini", "certificate_text", "certificate_from", "render_model",
            "candidates_from", "minimise", "MinimiseResult", "inductive_problems", "drop_redundant", "preserved"]
 
 
@@ -480,27 +481,11 @@ def certificate_text(system: ParametricSystem, invariant: Sequence[Candidate], h
     one ``(push)``/``(check-sat)``/``(pop)`` per obligation: Init ⇒ Inv, per action
     Inv ∧ guard ∧ (post-state defined by the updates) ⇒ Inv′, per claim of ``invariant``
     Inv ⇒ claim.  Every answer must be ``unsat``.  The invariant is one line (``Inv``), and
-    ``Inv′`` is that line with the changed symbols renamed, so that :func:`invariant_of` can
-    read it back and :func:`certificate_from` rebuild the whole file from the model."""
+    ``Inv′`` is that line with the changed symbols renamed, so that the one certificate
+    reader (:mod:`~.certs.reader`) can read it back and :func:`certificate_from` rebuild the whole file from the model."""
     pre = system.state()
     inv = _one_line(z3.And([system.formula(c, pre) for c in invariant]))
     return certificate_from(system, inv, [c.name for c in invariant if c.claim], header)
-
-
-def invariant_of(text: str) -> tuple[str, list[str]]:
-    """The invariant's line and the claims of a certificate's text (what
-    :func:`certificate_from` needs to rebuild it); ``ValueError`` when the text has no Init
-    obligation of the expected shape."""
-    lines = text.splitlines()
-    try:
-        k = lines.index("; obligation init")
-    except ValueError:
-        raise ValueError("no '; obligation init' line: not an all-sizes certificate") from None
-    neg = lines[k + 4] if len(lines) > k + 4 else ""
-    if not (neg.startswith("(assert (not ") and neg.endswith("))")):
-        raise ValueError(f"line {k + 5}: the Init obligation does not end with (assert (not Inv))")
-    claims = [ln[len("; obligation claim "):] for ln in lines if ln.startswith("; obligation claim ")]
-    return neg[len("(assert (not "):-2], claims
 
 
 def certificate_from(system: ParametricSystem, inv: str, claims: Sequence[str], header: Sequence[str] = ()) -> str:
@@ -555,62 +540,10 @@ def certificate_from(system: ParametricSystem, inv: str, claims: Sequence[str], 
     return "\n".join(out) + "\n"
 
 
-@dataclass
-class CertificateCheck:
-    """Per solver: the obligations named in the file and each answer; ``ok`` when every
-    answer of both solvers is ``unsat``."""
-
-    obligations: list[str]
-    answers: dict[str, list[str]]
-    seconds: dict[str, float]
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.obligations) and all(
-            len(a) == len(self.obligations) and all(x == "unsat" for x in a) for a in self.answers.values())
-
-    def failures(self) -> list[str]:
-        """One line per obligation a solver did not answer ``unsat``."""
-        out = []
-        for solver, answers in self.answers.items():
-            if len(answers) != len(self.obligations):
-                out.append(f"{solver}: {len(answers)} answers for {len(self.obligations)} obligations")
-            for ob, a in zip(self.obligations, answers):
-                if a != "unsat":
-                    out.append(f"{solver}: {ob}: {a}")
-        return out
-
-
-_ANSWER = re.compile(r"^(unsat|sat|unknown|\(error.*)$")
-
-
-def check_certificate(path: str | Path, seconds: float = 600.0) -> CertificateCheck:
-    """Run stock z3 and cvc5 (each in a fresh process, on the file's text alone: the commands of
-    :mod:`.cert_solvers`) and collect their answers."""
-    from kvproof.checker.cert_solvers import cvc5_command, z3_command
-    text = Path(path).read_text(encoding="utf-8")
-    obligations = [line[len("; obligation "):] for line in text.splitlines() if line.startswith("; obligation ")]
-    answers: dict[str, list[str]] = {}
-    took: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "cert.smt2"
-        script.write_text(text, encoding="utf-8")
-        for name, (argv, _) in (("z3", z3_command()), ("cvc5", cvc5_command())):
-            t0 = time.perf_counter()
-            try:
-                run = subprocess.run([*argv, str(script)], capture_output=True, text=True, timeout=seconds)
-                lines = [ln.strip() for ln in run.stdout.splitlines() if _ANSWER.match(ln.strip())]
-            except subprocess.TimeoutExpired:
-                lines = ["timeout"]
-            took[name] = time.perf_counter() - t0
-            answers[name] = lines
-    return CertificateCheck(obligations, answers, took)
-
-
 # -- a smaller invariant ---------------------------------------------------------------------------
 
 def candidates_from(system: ParametricSystem, inv: str) -> list[Candidate]:
-    """The conjuncts of an invariant's one-line SMT-LIB text (a certificate's, :func:`invariant_of`)
+    """The conjuncts of an invariant's one-line SMT-LIB text (a certificate's, as the one reader reads it)
     as candidates over ``system``'s symbols, read with Z3's SMT-LIB parser: a conjunct that is,
     as text, one of the system's claims becomes that claim (so it stays marked ``claim``); the
     others are named by their text.  ``ValueError`` (one line) when the text does not parse over

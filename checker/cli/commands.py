@@ -832,7 +832,7 @@ _ONE_LINE = (("kvproof.checker.cli.common", "BadInput"), ("kvproof.model.scenari
              ("kvproof.model.registry", "ProtocolError"), ("kvproof.model.expr", "SpecError"),
              ("kvproof.checker.traces", "TraceError"), ("kvproof.checker.ray_backend", "RayUnavailable"),
              ("kvproof.checker.native", "NativeUnavailable"),
-             ("kvproof.checker.certificate", "CertificateError"))
+             ("kvproof.checker.certs.reader", "CertificateError"))
 
 
 def _is_one_line(e: BaseException) -> bool:

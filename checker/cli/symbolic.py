@@ -508,56 +508,35 @@ def _json(reports) -> dict[str, Any]:
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
-    """Re-check certificates (default: every one under traces/proofs): the stored text by fresh
-    z3 and cvc5 processes, the stored definitions against the catalogue.  Exit 1 if one does not
-    check, 3 if one cannot be read as a certificate (each named on stdout, the others still
-    checked, and one line on stderr).  With ``--complete``, a scenario of the catalogue that no
-    certificate given names is listed as MISSING and fails the run too (exit 1).  An all-sizes
-    certificate (``<scenario>.allsizes.smt2``, from ``prove --all-sizes``) is checked by
-    :func:`~kvproof.checker.allsizes.recheck_all_sizes` (line for line today's parametric model's
-    obligations, each answered unsat by z3 and cvc5); it counts for no scenario under ``--complete``."""
+    """Re-check certificates (default: every one under traces/proofs), fixed-size and all-sizes
+    alike: each read by the one certificate reader, its obligations answered by fresh z3 and cvc5
+    processes, one answer bound to each, and held against today's catalogue scenario
+    (fixed-size) or parametric model (all-sizes).  Exit 1 if one does not check, 3 if one cannot
+    be read as a certificate (each named on stdout, the others still checked, and one line on
+    stderr).  With ``--complete``, a scenario of the catalogue that no fixed-size certificate
+    given names is listed as MISSING and fails the run too (exit 1)."""
     from rich.text import Text
 
-    from kvproof.checker.certificate import CertificateError
     from kvproof.checker.certify import recheck
-    from kvproof.checker.allsizes import SUFFIX as ALLSIZES_SUFFIX, recheck_all_sizes
+    from kvproof.checker.certs.reader import ALL_SIZES, CertificateError
+    from kvproof.checker.certs.solvers import cvc5_command, z3_command
 
-    from kvproof.checker.cert_solvers import cvc5_command, z3_command
     files = [Path(f) for f in args.files] or sorted(Path(args.certificates).glob("*.smt2"))
     if not files:
         raise CertificateError(f"no certificates given and none under {args.certificates}")
     against = None
     if args.scenario:
-            against = _resolve(args.scenario)
+        against = _resolve(args.scenario)
     out = _console()
     bad = unreadable = 0
+    model_only = False
     last: CertificateError | None = None
-    _certified: set[str] = set()  # the scenarios the readable certificates name
+    _certified: set[str] = set()  # the scenarios the readable fixed-size certificates name
     with Progress(True, len(files), "certificates") as progress:  # removed however the loop ends
         for f in files:
             progress.start(f"{f.name}: z3 and cvc5")
-            if f.name.endswith(ALLSIZES_SUFFIX):  # a proof for every size: its own format
-                try:
-                    ra = recheck_all_sizes(f, against, args.all_sizes_seconds, solve=not args.all_sizes_model_only)
-                except ValueError as e:
-                    unreadable += 1
-                    last = CertificateError(str(e))
-                    if len(files) > 1:
-                        with progress.paused():
-                            out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
-                    continue
-                bad += not ra.ok
-                with progress.paused():
-                    how = ("; compared with today's model only, not re-solved: --all-sizes-model-only"
-                           if args.all_sizes_model_only else "")
-                    out.print(Text(f"{'ok' if ra.ok else 'FAILED':<6} {f}  ({ra.scenario}, every size: "
-                                   f"{len(ra.proves)} claims{how})", style="green" if ra.ok else "bold red"),
-                              soft_wrap=True)
-                    for p in ra.problems:
-                        out.print(f"       {p}", soft_wrap=True)
-                continue
             try:
-                rc = recheck(f, against, args.seconds)
+                rc = recheck(f, against, args.seconds, args.all_sizes_seconds, solve_all_sizes=not args.all_sizes_model_only)
             except CertificateError as e:  # named here with the others; one line on stderr at the end
                 unreadable += 1
                 last = e
@@ -565,11 +544,17 @@ def cmd_certify(args: argparse.Namespace) -> int:
                     with progress.paused():
                         out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
                 continue
-            _certified.add(rc.scenario)
-            status = "ok" if rc.ok else "FAILED"
             bad += not rc.ok
+            if rc.kind == ALL_SIZES:
+                model_only |= args.all_sizes_model_only
+                how = ("; compared with today's model only, not re-solved: --all-sizes-model-only"
+                       if args.all_sizes_model_only else "")
+                what = f"{rc.scenario}, every size: {len(rc.invariants)} claims{how}"
+            else:
+                _certified.add(rc.scenario)
+                what = f"{rc.scenario}: {len(rc.invariants)} invariants"
             with progress.paused():
-                out.print(Text(f"{status:<6} {f}  ({rc.scenario}: {len(rc.invariants)} invariants)",
+                out.print(Text(f"{'ok' if rc.ok else 'FAILED':<6} {f}  ({what})",
                                style="green" if rc.ok else "bold red"), soft_wrap=True)
                 for p in rc.problems:
                     out.print(f"       {p}", soft_wrap=True)  # one line per failure, however long
@@ -590,7 +575,6 @@ def cmd_certify(args: argparse.Namespace) -> int:
     meaning = {EXIT_OK: "every certificate checks" + (" and every scenario of the catalogue has one" if args.complete else ""),
                EXIT_MISMATCH: ("a certificate does not check" if bad else "a scenario of the catalogue has no certificate"),
                EXIT_BAD_INPUT: "a file cannot be read as a kvproof certificate"}[code]
-    model_only = args.all_sizes_model_only and any(f.name.endswith(ALLSIZES_SUFFIX) for f in files)
     ran = (plural(len(files), "certificate") + " (z3 and cvc5" + ("; all-sizes ones against today's model only"
                                                                   if model_only else "")
            + (", every scenario of the catalogue asked for)" if args.complete else ")"))

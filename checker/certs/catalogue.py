@@ -1,6 +1,6 @@
 """A certificate held against the catalogue: is it a proof of *today's* scenario of its name?
 
-The solvers of :mod:`.cert_solvers` check that the stored text is a proof of *something*; this
+The solvers of :mod:`.solvers` check that the stored text is a proof of *something*; this
 module checks that the something is the catalogue's scenario as kvproof encodes it today:
 
 * the stored scenario (JSON data, never built) equals the catalogue scenario of the same name
@@ -27,7 +27,9 @@ import z3
 
 from kvproof.model.registry import ProtocolError, canonical
 from kvproof.model.scenario import Scenario, ScenarioError, builtin
-from kvproof.checker.certificate import TAG, Certificate, certificate_filename
+from kvproof.checker.certs.fixed import certificate_filename
+from kvproof.checker.certs.reader import TAG, Certificate
+from kvproof.checker.certs.sexpr import render
 from kvproof.checker.transition import TransitionSystem
 
 __all__ = ["CatalogueMatch", "match_catalogue", "scenario_differences", "COMPARED"]
@@ -126,8 +128,6 @@ def match_catalogue(cert: Certificate, scenario: Scenario | None = None) -> Cata
                             + (f"; no such bit: {extra[0]}" if extra else "")
                             + (f"; not declared: {lacking[0]}" if lacking else ""))
         return out
-    if any("is not one S-expression" in p for p in cert.problems):
-        return out
     try:
         stored = _parse(cert)
     except z3.Z3Exception as e:
@@ -155,7 +155,7 @@ def match_catalogue(cert: Certificate, scenario: Scenario | None = None) -> Cata
 def _parse(cert: Certificate) -> dict[str, Any]:
     """The stored definitions as Z3 terms over the declared constants (text to z3's parser)."""
     decls = [f"(declare-const {b} Bool)" for b in cert.pre + cert.post] + [f"(declare-const {TAG} Int)"]
-    defs = [f"(define-fun {n} () Bool {body})" for n, body in cert.defs.items()]
+    defs = [f"(define-fun {n} () Bool {render(body)})" for n, body in cert.defs.items()]
     asserts = [f"(assert {n})" for n in COMPARED]
     terms = z3.parse_smt2_string("\n".join(decls + defs + asserts))
     return dict(zip(COMPARED, terms))
