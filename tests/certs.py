@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import z3
 
 from kvproof.checker.certs.fixed import write_certificate
+from kvproof.checker.certs.reader import (ALL_SIZES, ALL_SIZES_HOWTO, ALL_SIZES_MAGIC, parse_certificate,
+                                          read_certificate)
+from kvproof.checker.certs.solvers import run_solvers
+from kvproof.checker.quantified import certificate_text
 from kvproof.checker.transition import TransitionSystem
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
@@ -126,3 +131,47 @@ def fresh_copy(tmp_path: Path, name: str = SMALL) -> Path:
     folder = tmp_path / "fresh"
     folder.mkdir(exist_ok=True)
     return Path(shutil.copy(committed(name), folder / f"{name}.smt2"))
+
+
+# -- all-sizes certificates: read back and solved through the one reader -----------------------
+
+def invariant_of(text: str) -> tuple[str, list[str]]:
+    """The invariant (one line) and the claims of an all-sizes certificate's text, as the one
+    reader reads them."""
+    cert = parse_certificate(text, "<text>", ALL_SIZES)
+    return cert.invariant_text, [o.name[len("claim "):] for o in cert.obligations if o.name.startswith("claim ")]
+
+
+def headed(system, invariant, scenario: str = "toy") -> str:
+    """:func:`certificate_text` of ``invariant`` with the header the reader needs (the scenario,
+    the claims it states), for a model that is no catalogue scenario's."""
+    claims = [c.name for c in invariant if c.claim]
+    return certificate_text(system, invariant, [f"{ALL_SIZES_MAGIC}{scenario}", "proves: " + " ".join(claims),
+                                                 ALL_SIZES_HOWTO])
+
+
+@dataclass
+class Solved:
+    """Both solvers' answers to an all-sizes certificate's obligations (through the one reader
+    and :func:`run_solvers`)."""
+
+    obligations: list[str]
+    answers: dict[str, dict[str, str]]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """Every obligation answered unsat by both."""
+        return not self.problems and all(set(a.values()) == {"unsat"} for a in self.answers.values())
+
+    def failures(self) -> list[str]:
+        """The problem lines."""
+        return self.problems
+
+
+def solve(path: Path, seconds: float = 600.0) -> Solved:
+    """z3 and cvc5 on the all-sizes certificate at ``path``."""
+    cert = read_certificate(path, ALL_SIZES)
+    runs = run_solvers(cert, seconds)
+    return Solved([o.name for o in cert.obligations], {r.solver: r.answers for r in runs},
+                  cert.problems + [p for r in runs for p in r.problems])

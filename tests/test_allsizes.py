@@ -14,14 +14,17 @@ import pytest
 import z3
 
 from kvproof.checker.allsizes import prove_all_sizes
-from kvproof.checker.quantified import (Action, Candidate, ParametricSystem, Step, Symbol, certificate_text,
-                                        check_certificate, houdini, inductive_problems)
+from kvproof.checker.certs.reader import CertificateError
+from kvproof.checker.quantified import (Action, Candidate, ParametricSystem, Step, Symbol, certificate_text, houdini,
+                                        inductive_problems)
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.allsizes import (TARGET_CLAIMS, Correspondence, Pinned, SglangAllSizes, model_for,
                                           supported)
 from kvproof.spec.sglang.config import Request
 from kvproof.spec.sglang.protocol import PdProtocol
+
+from .certs import headed, invariant_of, solve
 
 
 def small_spec(requests=(("A", 1), ("B", 2), ("A", 3)), decode_pages=3, prefill_pages=2):
@@ -190,20 +193,22 @@ def test_a_certificate_checks_and_a_tampered_one_fails(tmp_path):
     fact = Candidate("read none while no outcome", (("r", "Req"),), lambda st, r: z3.Implies(
         st.outcome(r) == c_("Out", "none"), st.read(r) == c_("Read", "none")))
     good = tmp_path / "good.smt2"
-    good.write_text(certificate_text(system, [fact]))
-    check = check_certificate(good)
-    assert check.ok, check.failures()
+    good.write_text(headed(system, [fact]))
+    check = solve(good)
+    assert check.problems == ["'; proves:' names no claim"]  # an invariant that states no claim proves nothing
+    assert {a for answers in check.answers.values() for a in answers.values()} == {"unsat"}
     assert len(check.obligations) == 1 + len(system.actions)
     claim = next(c for c in system.claims() if c.name == "no_write_after_release")
     bad = tmp_path / "bad.smt2"
-    bad.write_text(certificate_text(system, [fact, claim]))
-    check = check_certificate(bad)
+    bad.write_text(headed(system, [fact, claim]))
+    check = solve(bad)
     assert not check.ok
     assert any("kv_transfer_write" in f for f in check.failures())
     text = good.read_text()
     tampered = tmp_path / "tampered.smt2"
     tampered.write_text(text.replace("(assert (not ", "(assert (", 1))  # Init => Inv turned into Init and Inv
-    assert not check_certificate(tampered).ok
+    with pytest.raises(CertificateError, match="does not end with"):
+        solve(tampered)
 
 
 @pytest.mark.slow
@@ -317,9 +322,13 @@ def test_certify_rechecks_an_all_sizes_certificate(tmp_path):
     hook = builtin("v0.5.22").build().all_sizes()
     system = hook.system
     good = tmp_path / "v0.5.22.allsizes.smt2"
-    good.write_text(certificate_text(system, [_fact(system)], certificate_header("v0.5.22", [], hook)))
+    good.write_text(STORED.read_text())
     r = recheck_all_sizes(good)
     assert r.ok, r.problems
+    vacuous = tmp_path / "vacuous" / "v0.5.22.allsizes.smt2"
+    vacuous.parent.mkdir()
+    vacuous.write_text(certificate_text(system, [_fact(system)], certificate_header("v0.5.22", [], hook)))
+    assert recheck_all_sizes(vacuous, solve=False).problems == ["'; proves:' names no claim"]
     assert main(["certify", str(good)]) == 0
     text = good.read_text()
     guard = next(ln for ln in text.splitlines() if "pab_none" in ln and ln.startswith("(assert (and (distinct"))
@@ -346,16 +355,16 @@ def test_certify_rechecks_an_all_sizes_certificate(tmp_path):
 def test_certify_model_only_compares_with_the_model_and_runs_no_solver(tmp_path, monkeypatch, capsys):
     """``certify --all-sizes-model-only`` (the solvers' part left out) still fails a certificate that is not today's model's, runs no solver, and says
     so on the certificate's line and in the summary."""
-    from kvproof.checker import quantified
+    from kvproof.checker import allsizes
     from kvproof.checker.allsizes import certificate_header
     from kvproof.checker.cli.commands import main
 
     def no_solver(*a, **k):
         raise AssertionError("a solver ran")
-    monkeypatch.setattr(quantified, "check_certificate", no_solver)
+    monkeypatch.setattr(allsizes, "run_solvers", no_solver)
     hook = builtin("v0.5.22").build().all_sizes()
     good = tmp_path / "v0.5.22.allsizes.smt2"
-    good.write_text(certificate_text(hook.system, [_fact(hook.system)], certificate_header("v0.5.22", [], hook)))
+    good.write_text(STORED.read_text())
     assert main(["certify", str(good), "--all-sizes-model-only"]) == 0
     out = capsys.readouterr().out
     assert "compared with today's model only, not re-solved" in out and "all-sizes ones against today's model only" in out
@@ -376,7 +385,7 @@ def test_the_stored_certificate_is_todays_model():
     parametric model demands for the invariant it states (no solver run: the cheap half of
     ``certify``), and it states every target claim."""
     from kvproof.checker.allsizes import certificate_header
-    from kvproof.checker.quantified import certificate_from, invariant_of
+    from kvproof.checker.quantified import certificate_from
     text = STORED.read_text()
     inv, claims = invariant_of(text)
     assert sorted(claims) == sorted(TARGET_CLAIMS)
@@ -391,7 +400,7 @@ def test_the_stored_certificate_is_the_minimised_invariant():
     reading its invariant back (:func:`candidates_from`) and writing it again gives the same
     file, byte for byte."""
     from kvproof.checker.allsizes import certificate_header
-    from kvproof.checker.quantified import candidates_from, invariant_of
+    from kvproof.checker.quantified import candidates_from
     text = STORED.read_text()
     inv, claims = invariant_of(text)
     hook = builtin("v0.5.22").build().all_sizes()
@@ -467,14 +476,14 @@ def test_minimise_keeps_what_the_claim_needs():
     the chain it needs (never a, never c), drops the two it does not, and its fresh check passes;
     the same invariant read back from its certificate's text (:func:`candidates_from`)
     minimises the same way."""
-    from kvproof.checker.quantified import candidates_from, invariant_of, minimise
+    from kvproof.checker.quantified import candidates_from, minimise
     system = ToySystem()
     inv = _toy_invariant(system)
     assert not inductive_problems(system, inv)
     m = minimise(system, inv, 60)
     assert m.status == "done" and m.found == 5
     assert [c.name for c in m.kept] == ["never a", "never c", "toy_never_b"]
-    text, _ = invariant_of(certificate_text(system, inv))
+    text, _ = invariant_of(headed(system, inv))
     back = candidates_from(system, text)
     assert [c.claim for c in back] == [False] * 4 + [True]
     assert len(minimise(system, back, 60).kept) == 3
@@ -497,8 +506,8 @@ def test_a_minimiser_that_keeps_too_few_is_caught(tmp_path):
     too_few = [c for c in inv if c.name in ("never a", "toy_never_b")]
     assert any("set_a" in p for p in inductive_problems(system, too_few))
     bad = tmp_path / "bad.smt2"
-    bad.write_text(certificate_text(system, too_few))
-    check = check_certificate(bad)
+    bad.write_text(headed(system, too_few))
+    check = solve(bad)
     assert not check.ok and any("set_a" in f for f in check.failures())
 
     def claims_only(system_, inv_, goals, *rest):  # takes the claims for inductive alone
@@ -583,7 +592,7 @@ def test_no_sampled_lemma_of_the_stored_invariant_can_be_left_out():
     """The committed invariant is irredundant (the drop pass ended with a pass that removed
     nothing): for six of its lemmas, drawn with a fixed seed, the rest is not preserved by some
     action (:func:`preserved` answers sat), while the whole set is."""
-    from kvproof.checker.quantified import candidates_from, invariant_of, preserved
+    from kvproof.checker.quantified import candidates_from, preserved
     hook = builtin("v0.5.22").build().all_sizes()
     inv, _ = invariant_of(STORED.read_text())
     cands = candidates_from(hook.system, inv)

@@ -3,8 +3,8 @@ scenario, what it proves and its file name; an encoding changed after it was wri
 
 import tomli_w
 
-from kvproof.checker.cert_catalogue import match_catalogue, scenario_differences
-from kvproof.checker.certificate import read_certificate
+from kvproof.checker.certs.catalogue import match_catalogue, scenario_differences
+from kvproof.checker.certs.reader import read_certificate
 from kvproof.checker.cli.commands import main
 from kvproof.model import ops
 from kvproof.model.scenario import builtin, load_scenario

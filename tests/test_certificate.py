@@ -8,9 +8,11 @@ import subprocess
 import pytest
 import z3
 
-from kvproof.checker.certificate import CertificateError, read_certificate, sexpr_problem, write_certificate
 from kvproof.checker.certify import recheck
-from kvproof.checker.cert_solvers import z3_binary
+from kvproof.checker.certs.fixed import write_certificate
+from kvproof.checker.certs.reader import CertificateError, read_certificate
+from kvproof.checker.certs.sexpr import Command, Comment, SexprError, free_symbols, parse_script, render
+from kvproof.checker.certs.solvers import z3_binary
 from kvproof.checker.cli.commands import main
 from kvproof.checker.transition import TransitionSystem
 from kvproof.model.scenario import builtin
@@ -23,7 +25,7 @@ def test_the_writer_reproduces_a_committed_certificate_byte_for_byte(tmp_path):
     sc = builtin(SMALL)
     ts = TransitionSystem(sc.build())
     decls = "\n".join(f"(declare-const {b} Bool)" for b in cert.pre)
-    inv = z3.parse_smt2_string(f"{decls}\n(define-fun inv () Bool {cert.defs['inv']})\n(assert inv)")[0]
+    inv = z3.parse_smt2_string(f"{decls}\n(define-fun inv () Bool {cert.text_of('inv')})\n(assert inv)")[0]
     path = write_certificate(tmp_path, sc, ts, inv, cert.proves, method=cert.method)
     assert path.name == f"{SMALL}.smt2"
     assert path.read_bytes() == committed().read_bytes()
@@ -53,7 +55,6 @@ REJECTED = {
     "assert false": "obligation inv_is_inductive is not the standard one: (assert false)",
     "empty proves": "'; proves:' names no invariant",
     "title changed": "the stored scenario differs from the catalogue's ack-target-cleared in title",
-    "smuggled command": "the definition of inv is not one S-expression",
 }
 
 
@@ -64,15 +65,24 @@ def test_a_tampered_certificate_is_rejected_naming_what_failed(tmp_path, capsys,
     assert any(line.startswith("       ") and REJECTED[how] in line for line in out.splitlines()), out
 
 
-def test_a_stray_command_fails_the_certificate_with_one_line(tmp_path, capsys):
+def test_a_stray_command_is_bad_input_in_one_line(tmp_path, capsys):
     # z3 FILE would answer unsat three times with this line in front of the obligations
     lines = committed().read_text().splitlines()
     k = lines.index("; obligation: init_implies_inv")
     lines[k:k] = ["(assert false)", "(check-sat)"]
     path = copy_as(tmp_path, "\n".join(lines) + "\n")
-    assert read_certificate(path).problems == [
-        f"line {k + 1}: not part of a kvproof certificate: (assert false) (and 1 more such lines)"]
-    assert main(["certify", str(path)]) == 1
+    with pytest.raises(CertificateError, match=f"line {k + 1}: \\(assert false\\) before the obligations: "
+                                               "kvproof writes no assert command there"):
+        read_certificate(path)
+    assert main(["certify", str(path)]) == 3
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_definition_that_closes_itself_and_smuggles_commands_is_bad_input(tmp_path, capsys):
+    path = tampered(tmp_path, "smuggled command")
+    with pytest.raises(CertificateError, match="kvproof writes no assert command there"):
+        read_certificate(path)
+    assert main(["certify", str(path)]) == 3
 
 
 def test_an_empty_proves_line_fails_coverage_too(tmp_path):
@@ -135,7 +145,7 @@ def test_a_claim_the_scenario_violates_is_not_certified(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (b"\xff\xfe\x00binary", "not UTF-8 text"),
     (b"; kvproof certificate 1\n\x00\x01\n", "a binary file"),
-    (b"(check-sat)\n", "not a kvproof certificate (first line"),
+    (b"(check-sat)\n", "not a kvproof certificate (its first line is not"),
     (b"; kvproof certificate 1\n; proves: a\n(set-logic ALL)\n", "no '; scenario:' line"),
     (b"; kvproof certificate 1\n; scenario: {nope\n; proves: a\n", "the scenario line is not JSON"),
     (b"; kvproof certificate 1\n; scenario: " + b"[" * 100000 + b"\n; proves: a\n", "the scenario line is not JSON"),
@@ -190,16 +200,35 @@ def test_certify_reports_an_unreadable_one_and_still_checks_the_rest(tmp_path, c
     assert "1 of 1 certificates check, 1 unreadable" in out
 
 
-def test_sexpr_problem():
-    assert sexpr_problem("(and |a@pre| (not |b)@pre|))") is None
-    assert sexpr_problem("true") is None
-    assert "text after the end" in sexpr_problem("(a)(b)")
-    assert "more than one term" in sexpr_problem("true false")
-    assert "unbalanced ')'" in sexpr_problem("true) (assert false")
-    assert "unbalanced '('" in sexpr_problem("(and a")
-    assert "comment" in sexpr_problem("(and a ; b)")
-    assert "nested more than" in sexpr_problem("(" * 1001 + ")" * 1001)
-    assert "unterminated" in sexpr_problem("|abc")
+def test_the_parser_reads_terms_and_refuses_the_rest():
+    items = parse_script("; c\n(define-fun inv () Bool (and |a@pre| (not |b)@pre|)))\n(check-sat)\n")
+    assert items == [Comment("c", 1), Command(("define-fun", "inv", (), "Bool", ("and", "|a@pre|", ("not", "|b)@pre|"))), 2),
+                     Command(("check-sat",), 3)]
+    assert render(items[1].term) == "(define-fun inv () Bool (and |a@pre| (not |b)@pre|)))"
+    for text, message in [
+        ("(assert true) (assert false", "line 1, column 15: an unbalanced '('"),
+        ("(assert true))", "line 1, column 14: an unbalanced ')'"),
+        ("(assert (and a ; b\n c))", "a comment inside a command"),
+        ("(check-sat) ; after", "a comment after a command on the same line"),
+        ('(echo "x")', "a string literal"),
+        ("(assert (! a :named n))", "a keyword"),
+        ("(assert (= x #x1f))", "a hexadecimal or binary literal"),
+        ("(assert (= x 1.5))", "the character '1'"),
+        ("(assert |a\nb|)", "an unterminated or multi-line |quoted symbol|"),
+        ("true", "'true' outside any command"),
+        ("(" * 257 + ")" * 257, "line 1, column 257: a term nested more than 256 deep"),
+        ("(" * 300000 + ")" * 300000, "a term nested more than 256 deep"),
+    ]:
+        with pytest.raises(SexprError, match=message.replace("(", "\\(").replace(")", "\\)").replace("|", "\\|")):
+            parse_script(text)
+    with pytest.raises(SexprError, match="more than 10 symbols and lists"):
+        parse_script("(and " + "a " * 10 + ")", max_nodes=10)
+    assert len(parse_script("(" * 256 + ")" * 256)) == 1
+
+
+def test_free_symbols_leave_out_what_binders_bind():
+    term = parse_script("(assert (forall ((r Req)) (let ((a!1 (f r)) (b x)) (and a!1 b (g r y)))))")[0].term[1]
+    assert free_symbols(term) == {"forall", "let", "f", "x", "and", "g", "y"} - {"forall", "let"} | {"and"}
 
 
 @pytest.mark.slow

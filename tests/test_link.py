@@ -187,7 +187,7 @@ def test_prove_link_bad_input_and_missing_or_foreign_certificates(tmp_path, caps
     changed = tmp_path / "v0.5.22.allsizes.smt2"
     changed.write_text(text.replace(guard, guard.replace("pab_none", "pab_received", 1)))
     hook = builtin("v0.5.22").build().all_sizes()
-    assert "differs from the parametric model" in model_certificate(hook, changed)
+    assert "differs from today's parametric model" in model_certificate(hook, changed)
     assert main(["prove", "--all-sizes", "v0.5.22", "--link", "--certificate", str(changed)]) == 2
     assert "INCONCLUSIVE: no all-sizes certificate of this model" in capsys.readouterr().out
     assert main(["prove", "--all-sizes", "v0.5.22", "--link", "--certificates", str(tmp_path / "empty")]) == 2

@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 import z3
 
-from kvproof.checker.allsizes import prove_all_sizes, recheck_all_sizes
+from kvproof.checker.allsizes import certificate_header, prove_all_sizes, recheck_all_sizes
 from kvproof.checker.lemmas import explore_all
-from kvproof.checker.quantified import (Action, Step, candidates_from, certificate_from, check_certificate,
-                                        inductive_problems, invariant_of)
+from kvproof.checker.quantified import Action, Step, candidates_from, certificate_from, inductive_problems
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.vllm.allsizes import (TARGET_CLAIMS, Correspondence, Pinned, VllmAllSizes, model_for, small_config,
                                         supported)
 from kvproof.spec.vllm.config import Request
 from kvproof.spec.vllm.protocol import VllmPd
+
+from .certs import invariant_of, solve
 
 FIXED = "vllm-pull-abort-32255"
 BEFORE = "vllm-pull-abort-before-32255"
@@ -168,18 +169,19 @@ def test_the_stored_certificate_checks_and_a_tampered_one_fails(tmp_path):
     dropped (decode_abort frees the block at once, as before #32255) or the invariant cut to
     the claims, it fails."""
     text = STORED.read_text()
-    check = check_certificate(STORED)
+    check = solve(STORED)
     assert check.ok, check.failures()
     assert len(check.obligations) == 1 + 10 + len(TARGET_CLAIMS)
     inv, claims = invariant_of(text)
     hook = builtin(FIXED).build().all_sizes()
     only = " ".join(t for t in (z3_text(hook, c) for c in hook.system.claims()))
     weak = tmp_path / f"{FIXED}.allsizes.smt2"
-    weak.write_text(certificate_from(hook.system, f"(and {only})", claims, text.splitlines()[0:0]))
-    assert not check_certificate(weak).ok
+    weak.write_text(certificate_from(hook.system, f"(and {only})", claims, certificate_header(FIXED, claims, hook)))
+    assert not solve(weak).ok
     tampered = tmp_path / "tampered.allsizes.smt2"
     tampered.write_text(text.replace("(assert (not ", "(assert (", 1))
-    assert not check_certificate(tampered).ok
+    with pytest.raises(ValueError, match="does not end with"):
+        solve(tampered)
     with pytest.raises(ValueError, match="does not end with"):
         recheck_all_sizes(tampered, builtin(FIXED), solve=False)
     lines = text.splitlines()

@@ -220,9 +220,6 @@ def _blocks(body: list, comment_prefix: str, bad) -> tuple[tuple[tuple, ...], li
             raise bad(f"line {line}: obligation {_clip(name)} does not end with (pop 1) after its one (check-sat)")
         k += 1
         obligations.append(Obligation(name, c.line, tuple(inner)))  # type: ignore[arg-type]
-    for cmd in prelude:
-        if cmd.head in ("push", "pop", "check-sat"):
-            raise bad(f"line {cmd.line}: {render(cmd.term)[:40]} outside an obligation")
     return tuple(prelude), obligations  # type: ignore[return-value]
 
 
