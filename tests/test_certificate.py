@@ -213,7 +213,7 @@ def test_the_parser_reads_terms_and_refuses_the_rest():
         ('(echo "x")', "a string literal"),
         ("(assert (! a :named n))", "a keyword"),
         ("(assert (= x #x1f))", "a hexadecimal or binary literal"),
-        ("(assert (= x 1.5))", "the character '1'"),
+        ("(assert (= x 1.5))", "the token '1.5'"),
         ("(assert |a\nb|)", "an unterminated or multi-line |quoted symbol|"),
         ("true", "'true' outside any command"),
         ("(" * 257 + ")" * 257, "line 1, column 257: a term nested more than 256 deep"),

@@ -197,7 +197,10 @@ def _blocks(body: list, comment_prefix: str, bad) -> tuple[tuple[tuple, ...], li
     obligations: list[Obligation] = []
     while k < len(body):
         c = body[k]
-        if not (isinstance(c, Comment) and c.text.startswith(comment_prefix)):
+        if isinstance(c, Command):
+            raise bad(f"line {c.line}: {_clip(render(c.term), 50)} between obligations: kvproof writes no command "
+                      "outside an obligation after the first")
+        if not c.text.startswith(comment_prefix):
             raise bad(f"line {c.line}: a comment that is not part of a kvproof certificate: {_clip(c.text)}")
         name = c.text[len(comment_prefix):]
         k += 1

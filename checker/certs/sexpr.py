@@ -17,7 +17,6 @@ never the file's raw text.
 
 from __future__ import annotations
 
-import bisect
 import re
 from dataclasses import dataclass
 from typing import Iterator, Union
@@ -36,15 +35,8 @@ all sizes of v0.5.22, holds about 120,000)."""
 MAX_CHARS = 64 * 1024 * 1024
 """The longest script accepted, in characters (the largest committed one is 0.6 million)."""
 
-_TOKEN = re.compile(r"""
-    (?P<ws>[ \t\r\n]+)
-  | (?P<comment>;[^\n]*)
-  | (?P<open>\()
-  | (?P<close>\))
-  | (?P<quoted>\|[^|\\\n\r]*\|)
-  | (?P<numeral>(?:0|[1-9][0-9]*)(?![A-Za-z0-9~!@$%^&*_+=<>.?/\-]))
-  | (?P<symbol>[A-Za-z~!@$%^&*_+=<>.?/\-][A-Za-z0-9~!@$%^&*_+=<>.?/\-]*)
-""", re.X)
+_TOKEN = re.compile(r"[()]|\|[^|\\\n\r]*\||;[^\n]*|[^\s()|;]+|\S")  # whitespace falls between tokens
+_ATOM = re.compile(r"(?:0|[1-9][0-9]*)|[A-Za-z~!@$%^&*_+=<>.?/\-][A-Za-z0-9~!@$%^&*_+=<>.?/\-]*|\|[^|\\\n\r]*\|")
 
 _WHAT = {'"': "a string literal", ":": "a keyword", "#": "a hexadecimal or binary literal",
          "|": "an unterminated or multi-line |quoted symbol|", "\\": "a backslash"}
@@ -86,65 +78,64 @@ def parse_script(text: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NOD
     line and column) for anything outside the accepted subset or past a limit."""
     if len(text) > MAX_CHARS:
         raise SexprError(f"longer than {MAX_CHARS:,} characters")
-    newlines = [m.start() for m in re.finditer("\n", text)]
-
-    def where(pos: int) -> str:
-        line = bisect.bisect_left(newlines, pos)
-        col = pos - (newlines[line - 1] + 1 if line else 0)
-        return f"line {line + 1}, column {col + 1}"
-
-    def line_of(pos: int) -> int:
-        return bisect.bisect_left(newlines, pos) + 1
-
     items: list[Item] = []
     stack: list[list] = []
-    starts: list[int] = []
+    starts: list[tuple[int, int]] = []  # (line, token) where each open list began
     nodes = 0
-    pos, end = 0, len(text)
-    match = _TOKEN.match
-    while pos < end:
-        m = match(text, pos)
-        if m is None:
-            c = text[pos]
-            what = _WHAT.get(c, f"the character {c!r}")
-            raise SexprError(f"{where(pos)}: {what}, which kvproof never writes")
-        kind = m.lastgroup
-        if kind == "ws":
-            pass
-        elif kind == "comment":
-            if stack:
-                raise SexprError(f"{where(pos)}: a comment inside a command")
-            line = line_of(pos)
-            if text[(newlines[line - 2] + 1 if line > 1 else 0):pos].strip():
-                raise SexprError(f"{where(pos)}: a comment after a command on the same line")
-            body = m.group()[1:]
-            items.append(Comment(body[1:] if body.startswith(" ") else body, line))
-        elif kind == "open":
-            if len(stack) >= max_depth:
-                raise SexprError(f"{where(pos)}: a term nested more than {max_depth} deep")
-            nodes += 1
-            stack.append([])
-            starts.append(pos)
-        elif kind == "close":
-            if not stack:
-                raise SexprError(f"{where(pos)}: an unbalanced ')'")
-            done = tuple(stack.pop())
-            start = starts.pop()
-            if stack:
-                stack[-1].append(done)
-            else:
-                items.append(Command(done, line_of(start)))
-        else:  # a symbol, a quoted symbol or a numeral
-            if not stack:
-                raise SexprError(f"{where(pos)}: {m.group()[:40]!r} outside any command")
-            nodes += 1
-            stack[-1].append(m.group())
-        if nodes > max_nodes:
-            raise SexprError(f"{where(pos)}: more than {max_nodes:,} symbols and lists")
-        pos = m.end()
+    atoms: dict[str, bool] = {}  # each distinct atom checked once
+    findall = _TOKEN.findall
+    lineno = 0
+    for lineno, line in enumerate(text.split("\n"), 1):
+        for k, tok in enumerate(findall(line)):
+            c = tok[0]
+            if c == "(":
+                if len(stack) >= max_depth:
+                    raise SexprError(f"{_where(line, lineno, k)}: a term nested more than {max_depth} deep")
+                nodes += 1
+                stack.append([])
+                starts.append((lineno, k))
+            elif c == ")":
+                if not stack:
+                    raise SexprError(f"{_where(line, lineno, k)}: an unbalanced ')'")
+                done = tuple(stack.pop())
+                start = starts.pop()
+                if stack:
+                    stack[-1].append(done)
+                else:
+                    items.append(Command(done, start[0]))
+            elif c == ";":
+                if stack:
+                    raise SexprError(f"{_where(line, lineno, k)}: a comment inside a command")
+                if k:
+                    raise SexprError(f"{_where(line, lineno, k)}: a comment after a command on the same line")
+                body = tok[1:]
+                items.append(Comment(body[1:] if body.startswith(" ") else body, lineno))
+            else:  # a symbol, a quoted symbol or a numeral
+                ok = atoms.get(tok)
+                if ok is None:
+                    ok = atoms[tok] = _ATOM.fullmatch(tok) is not None
+                if not ok:
+                    what = _WHAT.get(c) or next((_WHAT[x] for x in tok if x in _WHAT), None) or f"the token {tok[:40]!r}"
+                    raise SexprError(f"{_where(line, lineno, k)}: {what}, which kvproof never writes")
+                if not stack:
+                    raise SexprError(f"{_where(line, lineno, k)}: {tok[:40]!r} outside any command")
+                nodes += 1
+                stack[-1].append(tok)
+            if nodes > max_nodes:
+                raise SexprError(f"{_where(line, lineno, k)}: more than {max_nodes:,} symbols and lists")
     if stack:
-        raise SexprError(f"{where(starts[-1])}: an unbalanced '(' (the command is never closed)")
+        line_no, k = starts[-1]
+        raise SexprError(f"{_where(text.split(chr(10))[line_no - 1], line_no, k)}: an unbalanced '(' "
+                         "(the command is never closed)")
     return items
+
+
+def _where(line: str, lineno: int, k: int) -> str:
+    """``line N, column C`` of the ``k``-th token of ``line``."""
+    for i, m in enumerate(_TOKEN.finditer(line)):
+        if i == k:
+            return f"line {lineno}, column {m.start() + 1}"
+    return f"line {lineno}"
 
 
 def render(term: Term) -> str:
