@@ -5,8 +5,9 @@ fingerprinted visited set), :mod:`.symmetry` (checked symmetry reduction), :mod:
 :mod:`.parallel` (worker processes) and :mod:`.ray_backend` (Ray actors), :mod:`.liveness`
 (fair lassos).  The Z3 engine: :mod:`.symbolic` (Z3 terms over integers), :mod:`.onehot`
 (one-hot interpretation), :mod:`.transition` (Init, Next, Safe), :mod:`.bmc`,
-:mod:`.kinduction`, :mod:`.lemmas`, :mod:`.cti`, :mod:`.certificate` (with
-:mod:`.cert_solvers` and :mod:`.cert_catalogue`), :mod:`.proofs` (``prove``),
+:mod:`.kinduction`, :mod:`.lemmas`, :mod:`.cti`, :mod:`.certs` (the one certificate reader,
+the solver processes, the fixed-size writer and catalogue check) and :mod:`.certify`
+(``certify``), :mod:`.proofs` (``prove``),
 :mod:`.run_symbolic` (``check --engine bmc|both``), :mod:`.watchdog` and :mod:`.interrupts`
 (time limits and Ctrl-C inside Z3).  Results and files: :mod:`.results`, :mod:`.run` (scenario
 -> report), :mod:`.traces` (ITF), :mod:`.expected` (the expected-verdict table),
