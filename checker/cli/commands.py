@@ -14,6 +14,8 @@ Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``repla
   an engine variant's code (named by file and line).  One line on stderr names the problem;
   nothing is left half-written;
 * 4 - out of memory (one line with the advice: fingerprints, symmetry, workers);
+* 5 - ``validate`` only: a line of the log is unexplained (an event lost, duplicated or
+  reordered) and no violation came before it (a violation wins: exit 1);
 * 130 - interrupted (Ctrl-C), worker processes included.
 
 ``simulate`` exits 1 when a response read another request's KV (0 with ``--report-only``);
@@ -41,8 +43,8 @@ from typing import Any, Sequence
 
 from kvproof.checker.cli import symbolic as cli_symbolic
 from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED,
-                                        EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, BadInput, Progress, Summary,
-                                        plural, protocol_command, reports_summary)
+                                        EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, BadInput,
+                                        Progress, Summary, plural, protocol_command, reports_summary)
 from kvproof.checker.cli.common import console as _console
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import resolve as _resolve
@@ -53,7 +55,7 @@ from kvproof.model.scenario import Scenario, builtins, load_variant
 # ``kvproof --help`` and ``kvproof list`` load neither Z3 nor numpy.
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
-           "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
+           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "VALIDATE_EXITS"]
 
 class _Parser(argparse.ArgumentParser):
     """argparse with kvproof's bad-input exit (3; argparse's own 2 means "inconclusive" here),
@@ -585,12 +587,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return run_audit(args, _console(), BadInput)
 
 
+VALIDATE_EXITS = {"explained": EXIT_OK, "violation": EXIT_MISMATCH, "undecided": EXIT_INCONCLUSIVE,
+                  "unexplained": EXIT_UNEXPLAINED}
+"""``validate``'s answers (:data:`kvproof.checker.validate_command.ANSWERS`) and their exit codes."""
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Search for a behaviour of the spec that explains an engine's event log (the protocol the
-    log's header names supplies the ``validate`` command)."""
+    log's header names supplies the ``validate`` command); the exit code of its answer
+    (:data:`VALIDATE_EXITS`)."""
     from kvproof.checker.validate_command import run_validate
 
-    return run_validate(args, _console(), BadInput)
+    return VALIDATE_EXITS[run_validate(args, _console(), BadInput)]
 
 
 def _plural(n: int, word: str) -> str:
@@ -766,7 +774,14 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the launch command, after --")
     au.set_defaults(func=cmd_audit, launch_parser=au)
 
-    va = sub.add_parser("validate", help="does a behaviour of the spec explain an engine's event log (JSONL)?")
+    va = sub.add_parser("validate", help="does a behaviour of the spec explain an engine's event log (JSONL)?",
+                        description="Search for a behaviour of the spec that explains an engine's event log. "
+                                    "Exit 0: explained; 1: a violation (every explanation up to an event breaks "
+                                    "an invariant) or a possible violation (some explanation does; 0 with "
+                                    "--certain-only); 5: unexplained, a line no behaviour produces (an event "
+                                    "lost, duplicated or reordered) with no violation before it - a violation "
+                                    "before an unexplained line wins, exit 1; 2: cannot decide (--max-states); "
+                                    "3: bad input, wherever it is in the log.")
     va.add_argument("log", metavar="LOG", help="an event log: JSONL, a header line, then one event a line (schema 1)")
     va.add_argument("--max-states", type=_positive_int, default=100_000, metavar="N",
                     help="cannot decide (exit 2) past N possible states at one event (default 100000)")
@@ -851,7 +866,7 @@ _OUT_OF_MEMORY = ("kvproof: error: out of memory: store states as fingerprints (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0-4, 130 when interrupted, 141 when the reader
+    """Run the command line; returns the exit code (0-5, 130 when interrupted, 141 when the reader
     of the output left)."""
     parser = _parser()
     try:
