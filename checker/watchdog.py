@@ -37,6 +37,17 @@ INTERRUPTED = "interrupted"
 _EVERY = 0.02  # seconds between interrupts once the deadline has passed
 
 
+def _wait_until(stop: threading.Event, deadline: float) -> bool:
+    """Wait for ``stop`` until ``deadline`` (a ``time.perf_counter()`` reading, which may be
+    ``inf``: a wait is at most an hour, so no timeout overflows); whether ``stop`` was set."""
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return stop.is_set()
+        if stop.wait(min(left, 3600.0)):
+            return True
+
+
 def _interrupt_z3() -> None:
     """Interrupt the running call of Z3's main context, if Z3 is loaded (not while its import
     is still running: there is no call to interrupt then)."""
@@ -57,7 +68,7 @@ def z3_deadline(deadline: float | None) -> Iterator[None]:
     stop = threading.Event()
 
     def watch() -> None:
-        if stop.wait(max(0.0, deadline - time.perf_counter())):
+        if _wait_until(stop, deadline):
             return
         ctx = z3.main_ctx()
         while True:
@@ -105,7 +116,7 @@ def backstop(deadline: float | None) -> Iterator[None]:
     main = threading.main_thread().ident
 
     def watch() -> None:
-        if stop.wait(max(0.0, deadline - time.perf_counter())):
+        if _wait_until(stop, deadline):
             return
         while True:  # until the block ends: a Z3 call started while the exception unwinds ends at once too
             _interrupt_z3()
