@@ -381,6 +381,8 @@ def body(r: AuditReport, hazards: Mapping[str, str], no_fix: str) -> list[str]:
     verdict = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed", EXIT_UNDECIDED: "cannot decide"}[code]
     if code == EXIT_UNDECIDED and r.hazards:
         verdict += f" (the model checked is exposed to {len(r.hazards)})"
+    elif code == EXIT_UNDECIDED and r.cut_short and not s.unmodelled and not lifecycle:
+        verdict += " (inconclusive: a limit cut a search short)"
     if code == EXIT_NOT_EXPOSED and s.unknown:
         verdict += " (assuming the flags kvproof does not know leave the KV handoff alone)"
     lines.append(f"verdict: {verdict}")
@@ -406,11 +408,11 @@ def conclude(args: Any, out: Any, lines: list[str], audit: Callable[[Any], Audit
     ``args.max_seconds``), write each hazard's trace to ``args.traces`` unless
     ``args.no_traces``, print the header ``lines`` and the :func:`body`; return the exit
     code."""
-    from kvproof import STARTED
     from kvproof.checker.explicit import Limits
     from kvproof.checker.traces import write_trace
 
-    limits = Limits(args.max_states, args.max_seconds, None, STARTED if args.max_seconds else None)
+    budget = getattr(args, "budget", None)  # --max-seconds: the command's budget (kvproof.checker.budget)
+    limits = budget.limits(args.max_states) if budget is not None else Limits(args.max_states)
     report = audit(limits)
     if not args.no_traces:
         for h in report.hazards:

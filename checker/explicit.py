@@ -363,6 +363,7 @@ def explore(
     outcome = (True, "")  # (complete, reason) of the search, fixed when it ended; the graph may go on
     frontier: list[bytes] = [init]
     lo, n_states, depth = 0, 1, 0
+    per_successor = 0.0  # seconds the last level took per successor after its expansion
     while frontier:
         if ended is None and stop_when_all_hit and not book.open:
             complete, reason = False, "stopped once every claim asked for had hit"
@@ -391,6 +392,9 @@ def explore(
                 stats.states, stats.depth, stats.seconds = n_states, depth, now - start
                 progress(stats)
         stats.transitions += len(cand)
+        expanded_at = time.perf_counter()
+        if deadline is not None and expanded_at + len(cand) * per_successor > deadline:
+            timed_out = True  # deduplicating and checking the level would end past the deadline, as the last one went
         if timed_out:  # time is up part way through the level: end now, without deduplicating and
             cand, codes = [], array("q")  # checking its successors (the search is incomplete anyway)
         if canon is not None:
@@ -461,6 +465,8 @@ def explore(
         frontier = new_states
         if frontier:
             depth += 1
+        if cand:
+            per_successor = (time.perf_counter() - expanded_at) / len(cand)
 
     if ended is None:
         ended, outcome = _ended(stats, n_states, depth, start, represented, orbit), (complete, reason)

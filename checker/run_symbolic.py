@@ -61,7 +61,10 @@ def check_scenario_bmc(scenario: Scenario, depth: int, only: list[str] | None = 
     machine = Machine(spec)
     if (late := out_of_time()) is not None:
         return late
-    ts = TransitionSystem(spec)  # (the encoding takes a second or two on the largest scenarios)
+    try:  # (the encoding takes a second or two on the largest scenarios)
+        ts = TransitionSystem(spec, deadline)
+    except TimeoutError:
+        return out_of_time()
     claims = [spec.claim(name) for name in expected if spec.claim(name).kind in ("invariant", "witness")]
     run = bmc(ts, claims, depth, max_seconds, deadline=deadline)
     stats = Stats(states=0, transitions=0, depth=run.depth, seconds=run.seconds)

@@ -22,6 +22,8 @@ left out; their ids are never taken, as in the compiled engine.
 
 from __future__ import annotations
 
+import time
+
 from functools import cached_property
 from typing import Any, Sequence
 
@@ -55,7 +57,9 @@ class TransitionSystem:
     variables.
     """
 
-    def __init__(self, spec: Spec):
+    def __init__(self, spec: Spec, deadline: float | None = None):
+        """Encode ``spec``; past ``deadline`` (a ``time.perf_counter()`` reading: the encoding
+        of a large spec takes seconds) it stops with :class:`TimeoutError`."""
         self.spec = spec
         self.layout = spec.layout
         self.size = spec.layout.size
@@ -71,6 +75,8 @@ class TransitionSystem:
         self._pre_bits = self.bits(self.pre)
         steps = []
         for inst in spec.instances:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise TimeoutError("the time limit was reached while the spec was encoded for Z3")
             ops = OneHotOps(self.pre)
             if spec.run_action(inst, ops) is False:  # ruled out by the configuration
                 continue

@@ -1,6 +1,8 @@
 """``kvproof validate LOG``: read an event log's header, build the scenario and the protocol's
 observation, run the search (:mod:`kvproof.checker.validate`; its steps in C where that can run,
 :mod:`kvproof.checker.validate_native`) over the log read once, and print the answer.
+
+The answer is one of :data:`ANSWERS`; the command line maps it to the exit code.
 """
 
 from __future__ import annotations
@@ -13,7 +15,23 @@ from kvproof.checker.validate import Checked, Event, LogError, Observation, _Row
 from kvproof.checker.validate_native import make_search
 from kvproof.model.machine import Machine
 
-__all__ = ["run_validate"]
+__all__ = ["run_validate", "ANSWERS", "EXPLAINED", "VIOLATION", "UNDECIDED", "UNEXPLAINED"]
+
+EXPLAINED = "explained"
+"""A behaviour of the spec produces every event and breaks no invariant (with ``--certain-only``,
+also when another behaviour consistent with the log breaks one)."""
+VIOLATION = "violation"
+"""The log shows a violation: every explanation of it up to some event breaks an invariant, or
+(unless ``--certain-only``) some explanation does (a *possible* violation).  It wins over an
+unexplained line after it: a violation is the stronger statement about the engine, and the
+search stops at the first certain one."""
+UNDECIDED = "undecided"
+"""Cannot decide: more than ``--max-states`` states were possible at one event (or after the last)."""
+UNEXPLAINED = "unexplained"
+"""A line no behaviour of the spec explains (an event lost, duplicated or reordered, or an engine
+that does what the spec does not), with no violation counted before it."""
+ANSWERS = (EXPLAINED, VIOLATION, UNDECIDED, UNEXPLAINED)
+"""What :func:`run_validate` answers, one word each."""
 
 
 def _events(obs: Observation, path: str, rows: Iterator[tuple[int, dict]]) -> Iterator[Event]:
@@ -34,13 +52,15 @@ def _reread(obs: Observation, path: str) -> Iterator[Event]:
         rows.close()
 
 
-def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
+def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> str:
     """``kvproof validate LOG``: read the header, find the protocol's ``validate`` command and
     search, reading the log once; where the search stops early the rest of the log is still
-    read, so bad input is exit 3 wherever it is.  Exit 0 explained, 1 unexplained, a
-    violation (its trace written) or a *possible* violation (an explained log that some
-    explanation breaks an invariant along: :class:`~kvproof.checker.validate.Maybe`, its trace
-    written; exit 0 with ``--certain-only``), 2 cannot decide."""
+    read, so bad input is ``bad_input`` (exit 3) wherever it is.  Returns one of
+    :data:`ANSWERS`: :data:`EXPLAINED`; :data:`VIOLATION` for a violation or a *possible*
+    violation (an explained log that some explanation breaks an invariant along:
+    :class:`~kvproof.checker.validate.Maybe`; not counted with ``--certain-only``), its trace
+    written, also when an unexplained line follows it; :data:`UNEXPLAINED` for a line nothing
+    explains with no violation counted before it; :data:`UNDECIDED` when it cannot decide."""
     import time
 
     from kvproof.checker.traces import Trace, to_itf
@@ -111,7 +131,7 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
         out.print(f"{path}: cannot decide: a behaviour of {scenario.name} produces every event and breaks no "
                   f"invariant up to the last one, but {verdict.tail}", soft_wrap=True)
         out.print(f"  {stats}")
-        return 2
+        return UNDECIDED
     if verdict.kind == "explained" and (maybe is None or certain_only):
         out.print(f"{path}: explained: a behaviour of {scenario.name} produces every event "
                   f"and breaks no invariant ({len(invariants)} checked)", soft_wrap=True)
@@ -120,7 +140,7 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
                       f"(some behaviour consistent with the log breaks it; not counted: --certain-only)",
                       soft_wrap=True)
         out.print(f"  {stats}")
-        return 0
+        return EXPLAINED
 
     def write(claim: str, last: Any, bad: bytes, closed: bool) -> None:
         """Rebuild the explanation that ends in ``bad`` and write its trace up to where it breaks ``claim``."""
@@ -151,17 +171,22 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
         if not args.no_traces:
             write(maybe.claims[0], None if maybe.before else ev, maybe.bad, True)
         out.print(f"  {stats}")
-        return 1
+        return VIOLATION
     ev = verdict.event
     assert ev is not None
     out.print(f"{path}:{ev.line}: {verdict.kind}: {ev.raw.get('event')} - {verdict.why}", soft_wrap=True)
     out.print(f"  {json.dumps(ev.raw, separators=(',', ':'))}", soft_wrap=True, markup=False)
+    # a possible violation before an unexplained line counts, as on an explained log (the
+    # violation is the stronger statement), unless --certain-only
+    counted = verdict.kind == "unexplained" and maybe is not None and not certain_only
     if maybe is not None and (maybe.event.line != ev.line or verdict.kind != "violation"):
+        note = (": counted, it wins over the unexplained line (--certain-only does not count it)" if counted
+                else ": not counted (--certain-only)" if verdict.kind == "unexplained" else "")
         out.print(f"  possible violation of {', '.join(maybe.claims)} from {path}:{maybe.event.line} "
-                  f"(some behaviour consistent with the log up to there breaks it)", soft_wrap=True)
+                  f"(some behaviour consistent with the log up to there breaks it){note}", soft_wrap=True)
     if verdict.kind == "undecided":
         out.print(f"  {stats}")
-        return 2
+        return UNDECIDED
     if verdict.possible:
         shown = sorted({obs.describe(s, ev) for s in verdict.possible})
         out.print(f"  {len(verdict.possible):,} possible {'state' if len(verdict.possible) == 1 else 'states'} "
@@ -172,5 +197,9 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> int:
             out.print(f"    ... and {len(shown) - 5} more")
     if verdict.kind == "violation" and not args.no_traces and verdict.bad is not None:
         write(verdict.claims[0], ev, verdict.bad, False)
+    if counted and not args.no_traces:
+        write(maybe.claims[0], None if maybe.before else maybe.event, maybe.bad, True)
     out.print(f"  {stats}")
-    return 1
+    if verdict.kind == "violation" or counted:
+        return VIOLATION
+    return UNEXPLAINED

@@ -16,8 +16,9 @@ import os as _os
 import time as _time
 
 STARTED = _time.perf_counter()
-"""``time.perf_counter()`` when kvproof was first imported: the command line's ``--max-seconds``
-budget counts from here (interpreter start-up before it takes a few tens of milliseconds)."""
+"""``time.perf_counter()`` when kvproof was first imported: where the process's own start cannot
+be read, the console command's ``--max-seconds`` budget counts from here
+(:func:`kvproof.checker.budget.process_started`)."""
 
 __version__ = "0.1.0"
 

@@ -60,3 +60,28 @@ def test_the_verdict_table_at_fixed_width(race):
     assert not any("sometimes_" in ln and "verified" in ln for ln in lines)
     assert all(len(ln) <= 120 for ln in lines)
     assert "\x1b[" not in text
+
+
+def test_scenarios_no_search_reached_are_one_line_not_a_row_per_claim(race):
+    """The time budget ran out before two scenarios: each claim of theirs is inconclusive, and
+    they are named in one line after the table (a row per claim of a hundred scenarios took
+    rich seconds to lay out, past the budget) - the scenario that was searched keeps its rows,
+    laid out as before (the column widths given: the same text)."""
+    import time
+
+    from kvproof.checker.explicit import Limits
+
+    spent = Limits(max_seconds=1.0, started=time.perf_counter() - 5)
+    skipped = [check_scenario(builtin(n), spent) for n in ("incident", "pr-36988")]
+    assert all(c.verdict == "inconclusive" for r in skipped for c in r.claims) and not skipped[0].stats.states
+    text = to_text(render_reports([race, *skipped]), width=200)
+    claims = sum(len(r.claims) for r in skipped)
+    assert (f"not searched: 2 scenarios ({claims} claims, every one inconclusive): time limit 1 s reached before "
+            f"them: incident, pr-36988") in " ".join(text.split())
+    rows = [ln for ln in text.splitlines() if "│" in ln]
+    assert not any("incident" in ln or "pr-36988" in ln for ln in rows)
+    assert sum("abort-race" in ln for ln in rows) == 1 and len(rows) == len(race.claims)
+    alone = to_text(render_reports([race]), width=200)
+    assert text.startswith(alone.rstrip("\n"))  # the searched scenario's table, unchanged
+    only_skipped = to_text(render_reports(skipped), width=120)
+    assert "│" not in only_skipped and only_skipped.startswith("not searched: 2 scenarios")

@@ -170,7 +170,7 @@ def test_a_dropped_forward_is_rejected_at_the_rooms_next_write(tmp_path, capsys)
     j = _find(mutated, lambda e: e["room"] == room, i)
     assert mutated[j]["event"] == "kv_transfer_write"  # the write needs the forward pass's source pages
     code, out, _ = run(capsys, write(tmp_path, sc, mutated))
-    assert code == 1 and f"run.jsonl:{j + 2}: unexplained: kv_transfer_write" in out
+    assert code == 5 and f"run.jsonl:{j + 2}: unexplained: kv_transfer_write" in out
     assert "possible state" in out and f"room {room}: p_phase=queued" in out
 
 
@@ -339,7 +339,7 @@ def test_bad_input_after_an_unexplained_event_is_still_exit_3(tmp_path, capsys):
 def test_an_unexplained_first_event_names_the_line(tmp_path, capsys):
     ev = dict(GOOD, event="decode_commit", actor="decode", pages=[0], status="success")
     code, out, _ = _lines(tmp_path, capsys, json.dumps(GOOD), json.dumps(ev))
-    assert code == 1 and "bad.jsonl:3: unexplained: decode_commit" in out and "room 0: p_phase=queued" in out
+    assert code == 5 and "bad.jsonl:3: unexplained: decode_commit" in out and "room 0: p_phase=queued" in out
 
 
 def test_read_log_is_lazy_and_skips_blank_lines(tmp_path):
@@ -389,3 +389,119 @@ def test_any_line_decodes_or_is_one_line_bad_input(raw, name):
         assert "\n" not in str(e)
     else:
         assert ev.raw is raw and all(isinstance(a, int) for a in ev.aids)
+
+
+# -- exit codes: 0 explained, 1 a violation, 5 an unexplained line (and which wins) -------------------
+CLEAN_LOG = "examples/validate/v0.5.22-clean.jsonl"
+INCIDENT_LOG = "examples/validate/incident.jsonl"
+
+
+def _log_lines(path):
+    from pathlib import Path
+
+    return Path(path).read_text().splitlines(keepends=True)
+
+
+def _log(tmp_path, lines, name="mutated.jsonl"):
+    path = tmp_path / name
+    path.write_text("".join(lines))
+    return path
+
+
+def test_validate_has_one_exit_code_per_answer():
+    from kvproof.checker.cli.commands import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK,
+                                              EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, VALIDATE_EXITS)
+    from kvproof.checker.validate_command import ANSWERS
+
+    assert set(VALIDATE_EXITS) == set(ANSWERS)
+    assert VALIDATE_EXITS == {"explained": 0, "violation": 1, "undecided": 2, "unexplained": 5}
+    assert EXIT_UNEXPLAINED == 5
+    assert EXIT_UNEXPLAINED not in (EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT, EXIT_OUT_OF_MEMORY)
+
+
+@pytest.mark.parametrize("log, code, first", [
+    (CLEAN_LOG, 0, f"{CLEAN_LOG}: explained: "),
+    ("examples/validate/vllm-clean.jsonl", 0, "examples/validate/vllm-clean.jsonl: explained: "),
+    (INCIDENT_LOG, 1, f"{INCIDENT_LOG}:13: violation: decode_prealloc"),
+    ("examples/validate/vllm-lease-expiry.jsonl", 1, "examples/validate/vllm-lease-expiry.jsonl:6: violation: "),
+], ids=["sglang-clean", "vllm-clean", "incident", "vllm-lease-expiry"])
+def test_clean_logs_exit_0_and_hazard_logs_exit_1(capsys, log, code, first):
+    got, out, _ = run(capsys, log, "--no-traces")
+    assert got == code and out.startswith(first), out
+
+
+def _reordered(lines):
+    """The first write's landing moved before the write itself; the line it lands on then."""
+    i = next(k for k, line in enumerate(lines) if '"event":"kv_transfer_write"' in line)
+    key = json.loads(lines[i])
+    j = next(k for k in range(i + 1, len(lines)) if json.loads(lines[k])["event"] == "kv_write_lands"
+             and all(json.loads(lines[k])[f] == key[f] for f in ("room", "rank", "chunk", "gen")))
+    return lines[:i] + [lines[j]] + lines[i:j] + lines[j + 1:], i + 1
+
+
+@pytest.mark.parametrize("how", ["dropped", "duplicated", "reordered"])
+def test_a_clean_log_with_a_line_lost_duplicated_or_reordered_exits_5(tmp_path, capsys, how):
+    """The clean example with one line dropped (room 2's bootstrap: its forward pass at line 24
+    then has no request), one duplicated (a second bootstrap of room 5) or a write's landing
+    moved before the write: unexplained, exit 5 - not 1, which says the engine broke a claim."""
+    lines = _log_lines(CLEAN_LOG)
+    if how == "dropped":
+        mutated, line, event = lines[:2] + lines[3:], 24, "prefill_forward"
+    elif how == "duplicated":
+        mutated, line, event = lines[:2] + lines[1:], 3, "prefill_bootstrap_add"
+    else:
+        (mutated, line), event = _reordered(lines), "kv_write_lands"
+    log = _log(tmp_path, mutated)
+    code, out, _ = run(capsys, log, "--traces", tmp_path / "out")
+    assert code == 5, out
+    assert out.startswith(f"{log}:{line}: unexplained: {event} - no behaviour of the spec explains it"), out
+    assert "violation" not in out and not (tmp_path / "out").exists()
+
+
+def test_a_violation_before_an_unexplained_line_wins_exit_1(tmp_path, capsys):
+    """The incident's log with its line 15 duplicated: read without any claim, line 16 is
+    unexplained; read by validate, every explanation breaks a claim at line 13 first, and a
+    violation is the stronger statement: exit 1, its trace written."""
+    lines = _log_lines(INCIDENT_LOG)
+    log = _log(tmp_path, lines[:15] + lines[14:])
+    header, rows = read_log(str(log))
+    bare = Checked(builtin(header["scenario"]).build(), [])  # no claim: nothing is a violation
+    obs = sv.observation(bare)
+    v = explain(bare, obs, [obs.decode(no, raw) for no, raw in rows])
+    assert (v.kind, v.event.line) == ("unexplained", 16)
+    code, out, _ = run(capsys, log, "--traces", tmp_path / "out")
+    assert code == 1 and out.startswith(f"{log}:13: violation: decode_prealloc"), out
+    assert (tmp_path / "out" / "mutated__rejected_never_reserves.itf.json").is_file()
+
+
+def test_an_unexplained_line_before_the_violation_exits_5(tmp_path, capsys):
+    """The same log with line 3 duplicated instead: no behaviour explains the log from line 4,
+    so none reaches the violation at line 13 - the log is unexplained, exit 5."""
+    lines = _log_lines(INCIDENT_LOG)
+    log = _log(tmp_path, lines[:3] + lines[2:])
+    code, out, _ = run(capsys, log, "--traces", tmp_path / "out")
+    assert code == 5 and out.startswith(f"{log}:4: unexplained: prefill_bootstrap_add"), out
+    assert "violation" not in out and not (tmp_path / "out").exists()
+
+
+def test_a_possible_violation_before_an_unexplained_line_counts_unless_certain_only(tmp_path, capsys):
+    """The push-window log (a possible violation at line 6, the reap) with its last line
+    duplicated (unexplained at line 9): the possible violation counts, as on an explained log -
+    exit 1, its trace written; with --certain-only it does not, and the log is unexplained: exit 5."""
+    lines = _log_lines("examples/validate/vllm-push-window.jsonl")
+    log = _log(tmp_path, lines + lines[-1:])
+    code, out, _ = run(capsys, log, "--traces", tmp_path / "out")
+    assert code == 1 and out.startswith(f"{log}:9: unexplained: decode_finished_recving"), out
+    assert f"possible violation of no_source_free_while_read from {log}:6" in out and ": counted, it wins" in out
+    assert (tmp_path / "out" / "mutated__no_source_free_while_read.itf.json").is_file()
+    code, out, _ = run(capsys, log, "--traces", tmp_path / "certain", "--certain-only")
+    assert code == 5 and out.startswith(f"{log}:9: unexplained: decode_finished_recving"), out
+    assert ": not counted (--certain-only)" in out and not (tmp_path / "certain").exists()
+
+
+def test_the_help_documents_every_exit_code_and_which_wins(capsys):
+    assert main(["validate", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("Exit 0: explained", "1: a violation", "5: unexplained", "2: cannot decide", "3: bad input",
+                  "a violation before an unexplained line wins, exit 1"):
+        assert words in text, words

@@ -41,7 +41,7 @@ def write(tmp_path, base, events, name="run.jsonl", **header):
 
 def unexplained_at(capsys, path, line):
     code, out, _ = run(capsys, path, "--no-traces")
-    assert code == 1 and out.startswith(f"{path}:{line}: unexplained:"), out
+    assert code == 5 and out.startswith(f"{path}:{line}: unexplained:"), out
     return out
 
 

@@ -8,12 +8,15 @@ Commands are verbs: ``list``, ``check``, ``report``, ``show``, ``diff``, ``repla
 * 0 - every verdict matches its expectation (``replay``: the violation reproduces);
 * 1 - a verdict does not (an unexpected violation, or an expected one not found);
 * 2 - a result is inconclusive (a limit cut the search short: ``--max-states``, ``--max-depth``,
-  or ``--max-seconds``, one time budget for the whole command, from process start to exit);
+  or ``--max-seconds``, one time budget for the whole command, from process start to exit:
+  :mod:`kvproof.checker.budget`);
 * 3 - bad input: an unknown scenario or claim, a malformed scenario file, a trace that does not
   fit the spec, an output path that cannot be written (checked before any search), an error in
   an engine variant's code (named by file and line).  One line on stderr names the problem;
   nothing is left half-written;
 * 4 - out of memory (one line with the advice: fingerprints, symmetry, workers);
+* 5 - ``validate`` only: a line of the log is unexplained (an event lost, duplicated or
+  reordered) and no violation came before it (a violation wins: exit 1);
 * 130 - interrupted (Ctrl-C), worker processes included.
 
 ``simulate`` exits 1 when a response read another request's KV (0 with ``--report-only``);
@@ -30,6 +33,7 @@ built-in one is refused unless the variant file is passed explicitly with ``--va
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -41,9 +45,10 @@ from typing import Any, Sequence
 
 from kvproof.checker.cli import symbolic as cli_symbolic
 from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED,
-                                        EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, BadInput, Progress, Summary,
-                                        plural, protocol_command, reports_summary)
+                                        EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, BadInput,
+                                        Progress, Summary, plural, protocol_command, reports_summary)
 from kvproof.checker.cli.common import console as _console
+from kvproof.checker.watchdog import BudgetSpent
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import resolve as _resolve
 from kvproof.model.registry import trust_variant, variant_error, variant_scope
@@ -53,7 +58,7 @@ from kvproof.model.scenario import Scenario, builtins, load_variant
 # ``kvproof --help`` and ``kvproof list`` load neither Z3 nor numpy.
 
 __all__ = ["main", "EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
-           "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
+           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "VALIDATE_EXITS"]
 
 class _Parser(argparse.ArgumentParser):
     """argparse with kvproof's bad-input exit (3; argparse's own 2 means "inconclusive" here),
@@ -100,8 +105,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from kvproof.checker.results import exit_code
     from kvproof.model.scenario import did_you_mean
 
-    names = args.scenarios or [s.name for s in builtins()]
-    scenarios = _unique([_resolve(n) for n in names])
+    scenarios = _unique([_resolve(n) for n in args.scenarios]) if args.scenarios else builtins()
     for sc in scenarios:  # fail on bad input before any search starts or any file is written
         spec = sc.build()
         for inv in args.invariant or []:
@@ -124,7 +128,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     traces_dir = None if args.no_traces else Path(args.traces)
     engine = dict(visited=args.visited, symmetry=args.symmetry, workers=args.workers,
                   backend=args.backend, ray_address=args.ray_address)
-    reports = _run(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json, **engine)
+    reports = _run(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json,
+                   budget=args.budget, table=not args.quiet and not args.json, html=bool(args.html), **engine)
     if args.write_expected:
         try:
             write_expected(Path(args.write_expected), reports)
@@ -170,25 +175,39 @@ def _coverage_text(name: str, cov) -> str:
 
 
 def _limits(args: argparse.Namespace):
-    """The limit flags; ``--max-seconds`` is one budget for the whole command, counted from
-    when the process started (kvproof's import), across every scenario and phase."""
-    from kvproof import STARTED
+    """The limit flags; ``--max-seconds`` is one budget for the whole command (``args.budget``,
+    set by :func:`main`: from process start for the console command), across every scenario
+    and phase."""
     from kvproof.checker.explicit import Limits
 
-    return Limits(args.max_states, args.max_seconds, args.max_depth, STARTED if args.max_seconds else None)
+    budget = getattr(args, "budget", None)
+    if budget is not None:
+        return budget.limits(args.max_states, args.max_depth)
+    return Limits(args.max_states, None, args.max_depth)
 
 
-def _run(scenarios, limits, only, traces_dir, show_progress: bool, **engine) -> list:
+def _run(scenarios, limits, only, traces_dir, show_progress: bool, budget=None, table: bool = False,
+         html: bool = False, **engine) -> list:
     """Check every scenario in turn, with a progress bar on long runs; ``engine`` holds the
-    explicit engine's options (visited set, symmetry, workers, backend)."""
+    explicit engine's options (visited set, symmetry, workers, backend).  With the command's
+    ``budget`` (``--max-seconds``), each scenario's phases also keep back the time that
+    reporting the scenarios before it takes: their rows of the verdict table (``table``), their
+    counterexamples in the HTML report (``html``; :mod:`kvproof.checker.budget`)."""
+    from kvproof.checker.budget import HTML_TRACE_SECONDS, ROW_SECONDS
     from kvproof.checker.run import check_scenario
 
     progress = Progress(show_progress, len(scenarios))
     reports = []
+    keep = 0.0
     try:
         for sc in scenarios:
             progress.start(sc.name)
+            if budget is not None:
+                limits = budget.limits(limits.max_states, limits.max_depth, keep)
             report = check_scenario(sc, limits, only, traces_dir, progress, **engine)
+            if report.stats.states:  # a scenario no search reached is one name in the table, not its rows
+                keep += ROW_SECONDS * len(report.claims) * table
+                keep += HTML_TRACE_SECONDS * sum(c.verdict == "violated" for c in report.claims) * html
             if report.symmetry.startswith("refused"):
                 print(f"kvproof: {sc.name}: symmetry {report.symmetry}; searched without reduction", file=sys.stderr)
             reports.append(report)
@@ -289,12 +308,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Check scenarios and write the HTML report (verdicts, sequence diagrams, page timelines)."""
     from kvproof.checker.results import exit_code
 
-    names = args.scenarios or [s.name for s in builtins()]
-    scenarios = _unique([_resolve(n) for n in names])
+    scenarios = _unique([_resolve(n) for n in args.scenarios]) if args.scenarios else builtins()
     for sc in scenarios:
         sc.build()
     limits = _limits(args)
-    reports = _run(scenarios, limits, None, None, not args.quiet)
+    reports = _run(scenarios, limits, None, None, not args.quiet, budget=args.budget, html=True)
     args.html, args.junit, args.sarif = args.output, None, None
     _write_outputs(args, reports)
     summary = reports_summary("report", reports, exit_code(reports), "explicit search")
@@ -566,10 +584,16 @@ def _conform_protocol(args: argparse.Namespace):
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    """Map an engine's launch line to the model, check it, and print the hazards it is exposed to.
+    """Map an engine's launch line to the model, check it, and print the hazards it is exposed to
+    (kvproof's own options after ENGINE==VERSION were parsed by :func:`_audit_options`)."""
+    run_audit = protocol_command("audit", args.engine.partition("==")[0].strip().lower())
+    return run_audit(args, _console(), BadInput)
 
-    argparse hands everything after ENGINE==VERSION to ``launch``: kvproof's own options there
-    (before ``--``) are parsed here, and what follows ``--`` is the launch command."""
+
+def _audit_options(args: argparse.Namespace) -> None:
+    """argparse hands everything after ENGINE==VERSION to ``launch``: kvproof's own options
+    there (before ``--``) are parsed here, before the command starts (``--max-seconds`` among
+    them), and what follows ``--`` is the launch command."""
     words = list(args.launch)
     if "--" in words:
         cut = words.index("--")
@@ -581,16 +605,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
             args.launch = words[cut + 1:]
     elif words and words[0].startswith("-"):
         raise BadInput(f"audit: {words[0]}: put the launch command after --")
-    run_audit = protocol_command("audit", args.engine.partition("==")[0].strip().lower())
-    return run_audit(args, _console(), BadInput)
+
+
+VALIDATE_EXITS = {"explained": EXIT_OK, "violation": EXIT_MISMATCH, "undecided": EXIT_INCONCLUSIVE,
+                  "unexplained": EXIT_UNEXPLAINED}
+"""``validate``'s answers (:data:`kvproof.checker.validate_command.ANSWERS`) and their exit codes."""
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Search for a behaviour of the spec that explains an engine's event log (the protocol the
-    log's header names supplies the ``validate`` command)."""
+    log's header names supplies the ``validate`` command); the exit code of its answer
+    (:data:`VALIDATE_EXITS`)."""
     from kvproof.checker.validate_command import run_validate
 
-    return run_validate(args, _console(), BadInput)
+    return VALIDATE_EXITS[run_validate(args, _console(), BadInput)]
 
 
 def _plural(n: int, word: str) -> str:
@@ -601,6 +629,9 @@ def _plural(n: int, word: str) -> str:
 # -- parser --------------------------------------------------------------------------------------
 VISITED_MODES = ("exact", "fingerprint")  # kvproof.checker.visited.MODES (a test keeps them equal)
 _TRUST = "trust this engine variant file (it is code) for the protocol the input names (repeatable)"
+_MAX_SECONDS = ("one wall-clock budget of S seconds for the whole command, from process start (start-up included) "
+                "to exit, shared by every scenario and phase: the command ends within S + 0.5 s, what it did not "
+                "decide inconclusive (exit 2)")
 
 
 def _version() -> str:
@@ -630,8 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "if it has one (repeatable)")
     ck.add_argument("--invariant", action="append", metavar="NAME", help="check only this claim (repeatable)")
     ck.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
-    ck.add_argument("--max-seconds", type=_positive_float, metavar="S",
-                    help="stop after S seconds: one budget for the whole command (every scenario and phase)")
+    ck.add_argument("--max-seconds", type=_positive_float, metavar="S", help=_MAX_SECONDS)
     ck.add_argument("--max-depth", type=_positive_int, metavar="D", help="explore at most D steps deep")
     ck.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ck.add_argument("--traces", default="traces", metavar="DIR", help="where counterexamples go (default: traces)")
@@ -669,8 +699,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp_.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="built-in name or scenario .toml file")
     rp_.add_argument("-o", "--output", default="report.html", metavar="FILE", help="where (default: report.html)")
     rp_.add_argument("--max-states", type=_positive_int, metavar="N", help="stop after N distinct states")
-    rp_.add_argument("--max-seconds", type=_positive_float, metavar="S",
-                     help="stop after S seconds: one budget for the whole command (every scenario and phase)")
+    rp_.add_argument("--max-seconds", type=_positive_float, metavar="S", help=_MAX_SECONDS)
     rp_.add_argument("--max-depth", type=_positive_int, metavar="D", help="explore at most D steps deep")
     rp_.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
     rp_.add_argument("--variant", action="append", metavar="FILE.py",
@@ -762,11 +791,18 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--traces", default="traces", metavar="DIR", help="where the hazards' traces go (default: traces)")
     au.add_argument("--no-traces", action="store_true", help="write no trace files")
     au.add_argument("--max-states", type=_positive_int, metavar="N", help="stop each search after N distinct states")
-    au.add_argument("--max-seconds", type=_positive_float, metavar="S", help="one time budget for the whole command")
+    au.add_argument("--max-seconds", type=_positive_float, metavar="S", help=_MAX_SECONDS)
     au.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the launch command, after --")
     au.set_defaults(func=cmd_audit, launch_parser=au)
 
-    va = sub.add_parser("validate", help="does a behaviour of the spec explain an engine's event log (JSONL)?")
+    va = sub.add_parser("validate", help="does a behaviour of the spec explain an engine's event log (JSONL)?",
+                        description="Search for a behaviour of the spec that explains an engine's event log. "
+                                    "Exit 0: explained; 1: a violation (every explanation up to an event breaks "
+                                    "an invariant) or a possible violation (some explanation does; 0 with "
+                                    "--certain-only); 5: unexplained, a line no behaviour produces (an event "
+                                    "lost, duplicated or reordered) with no violation before it - a violation "
+                                    "before an unexplained line wins, exit 1; 2: cannot decide (--max-states); "
+                                    "3: bad input, wherever it is in the log.")
     va.add_argument("log", metavar="LOG", help="an event log: JSONL, a header line, then one event a line (schema 1)")
     va.add_argument("--max-states", type=_positive_int, default=100_000, metavar="N",
                     help="cannot decide (exit 2) past N possible states at one event (default 100000)")
@@ -850,16 +886,32 @@ _OUT_OF_MEMORY = ("kvproof: error: out of memory: store states as fingerprints (
                   "processes or machines (--workers N, --backend ray)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0-4, 130 when interrupted, 141 when the reader
-    of the output left)."""
+def main(argv: Sequence[str] | None = None, *, started: float | None = None, enforce: bool = False) -> int:
+    """Run the command line; returns the exit code (0-5, 130 when interrupted, 141 when the reader
+    of the output left).
+
+    ``--max-seconds`` counts from ``started`` (a ``time.perf_counter()`` reading; default: this
+    call); with ``enforce`` (the console command: :func:`entry`) a backstop also stops the call
+    shortly after the budget's end, whatever runs then (:mod:`kvproof.checker.budget`), exit 2."""
+    return _main(argv, started, enforce, [])
+
+
+def _main(argv: Sequence[str] | None, started: float | None, enforce: bool, parsed: list) -> int:
+    """:func:`main`; the parsed arguments are appended to ``parsed``."""
+    called = time.perf_counter()
     parser = _parser()
+    args = None
     try:
         try:
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help
             return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
-        with variant_scope():  # the variants trusted by this command only
+        if args.func is cmd_audit:
+            _audit_options(args)
+        args.budget = _budget(args, called if started is None else started)
+        parsed.append(args)
+        backstop = args.budget.backstop() if enforce and args.budget is not None else contextlib.nullcontext()
+        with backstop, variant_scope():  # the variants trusted by this command only
             try:
                 _check_outputs(args)
                 _trust_variants(args)
@@ -889,6 +941,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kvproof: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BudgetSpent:
+        return _out_of_budget(args)
+
+
+def _budget(args: argparse.Namespace, started: float):
+    """The command's ``--max-seconds`` budget from ``started`` (``None`` without the flag)."""
+    seconds = getattr(args, "max_seconds", None)
+    if seconds is None:
+        return None
+    from kvproof.checker.budget import Budget
+
+    return Budget(seconds, started)
+
+
+def _out_of_budget(args: argparse.Namespace) -> int:
+    """The backstop stopped the command: its closing line (the ``summary`` of ``--json``;
+    nothing with ``--quiet``), exit 2."""
+    meaning = "inconclusive: the command was stopped before it reported its verdicts"
+    summary = Summary(args.command, args.budget.line(), 0, 0, 0, EXIT_INCONCLUSIVE, meaning)
+    try:
+        if getattr(args, "json", False):
+            print(json.dumps({"summary": summary.to_json()}, indent=2), flush=True)
+        elif not getattr(args, "quiet", False):
+            print(f"\nkvproof {args.command}: {args.budget.line()}; exit {EXIT_INCONCLUSIVE}: {meaning}", flush=True)
+    except BrokenPipeError:
+        _silence_stdout()
+    return EXIT_INCONCLUSIVE
 
 
 def _silence_stdout() -> None:
@@ -912,5 +991,29 @@ def _one_line(e: BaseException) -> str:
 
 
 def entry() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point (also ``python -m kvproof``): ``--max-seconds`` counts from the
+    process's start, and is enforced (:func:`main`); with it, the process then exits without
+    tearing the interpreter down (:func:`_exit_now`), which after a large search takes a tenth
+    of a second or more that the budget would otherwise not cover."""
+    from kvproof.checker.budget import process_started
+
+    parsed: list = []
+    code = _main(None, process_started(), True, parsed)
+    if parsed and parsed[0].budget is not None:
+        _exit_now(code)
+    sys.exit(code)
+
+
+def _exit_now(code: int) -> None:
+    """End the process with ``code`` now: the exit handlers run (``atexit``: temporary folders,
+    multiprocessing's children) and the output is flushed, but the objects are not freed one by
+    one, nor modules torn down."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more can be said
+            pass
+    os._exit(code)

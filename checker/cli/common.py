@@ -16,11 +16,12 @@ from kvproof.model.registry import protocols
 from kvproof.model.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
-           "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInput", "Summary", "claim_counts", "reports_summary", "Progress",
+           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInput", "Summary", "claim_counts", "reports_summary", "Progress",
            "console", "resolve", "json_reports", "protocol_command", "plural"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
 EXIT_OUT_OF_MEMORY = 4  # the search ran out of memory: one line with the advice (fingerprints, symmetry, workers)
+EXIT_UNEXPLAINED = 5  # validate: a line of the log no behaviour of the model explains (lost, duplicated, reordered)
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output left (`kvproof show … | head`)
 
@@ -30,6 +31,7 @@ EXIT_MEANINGS = {  # what an exit code means when the command has nothing more p
     EXIT_MISMATCH: "a verdict does not match its expectation",
     EXIT_INCONCLUSIVE: "a result is inconclusive (a limit cut the work short)",
     EXIT_BAD_INPUT: "bad input",
+    EXIT_UNEXPLAINED: "a line of the log is unexplained (no behaviour of the model produces it)",
 }
 _EXIT_STYLES = {EXIT_OK: "bold green", EXIT_MISMATCH: "bold red", EXIT_INCONCLUSIVE: "bold yellow"}
 

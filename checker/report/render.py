@@ -252,23 +252,33 @@ def _verdict_line(trace: Trace) -> Text:
                 "disabled somewhere on it)", style=HAZARD)
 
 
+def _not_started(rep: ScenarioReport) -> bool:
+    """No search of the scenario ran (not one state explored: a time limit ran out before it),
+    so every claim of it is inconclusive."""
+    return not rep.complete and rep.stats.states == 0 and all(c.verdict == "inconclusive" for c in rep.claims)
+
+
 def render_reports(reports: Iterable[ScenarioReport]) -> Group:
     """The verdict table, then where each counterexample was written and which searches were
-    cut short."""
-    table = Table(show_lines=False, pad_edge=False)
-    for col, justify in (("scenario", "left"), ("claim", "left"), ("expected", "left"), ("found", "left"),
-                         ("states", "right"), ("depth", "right"), ("seconds", "right")):
-        table.add_column(col, justify=justify, no_wrap=True)
+    cut short; the scenarios no search reached (the time budget ran out before them) are one
+    line after the table, not a row per claim (a thousand rows take rich seconds to lay out)."""
+    columns = (("scenario", "left"), ("claim", "left"), ("expected", "left"), ("found", "left"),
+               ("states", "right"), ("depth", "right"), ("seconds", "right"))
+    rows: list[tuple] = []
     written: list[Text] = []
     cut: list[Text] = []
     notes: list[Text] = []
+    untouched: dict[str, list[ScenarioReport]] = {}
     for rep in reports:
+        if _not_started(rep):
+            untouched.setdefault(rep.reason, []).append(rep)
+            continue
         for n, c in enumerate(rep.claims):
             style = "green" if c.matches else ("yellow" if c.verdict == "inconclusive" else HAZARD)
             found = c.verdict if c.matches else f"{c.verdict} ✗"
             depth = c.depth if c.depth is not None else rep.stats.depth
-            table.add_row(rep.scenario.name if n == 0 else "", c.claim, c.expected, Text(found, style=style),
-                          f"{rep.stats.states:,}", str(depth), f"{rep.stats.seconds:.2f}")
+            rows.append((rep.scenario.name if n == 0 else "", c.claim, c.expected, Text(found, style=style),
+                         f"{rep.stats.states:,}", str(depth), f"{rep.stats.seconds:.2f}"))
             if c.trace_path is not None:
                 written.append(Text(f"  {c.trace_path}"))
         if not rep.complete:
@@ -277,7 +287,19 @@ def render_reports(reports: Iterable[ScenarioReport]) -> Group:
         if how:
             notes.append(Text(f"{rep.scenario.name}: {how}", style="dim"))
         notes += [Text(f"{rep.scenario.name}: note: {note}", style="yellow") for note in rep.notes]
-    parts: list[Any] = [table]
+    # every column's width given: rich then measures no cell (the same table, twice as fast)
+    table = Table(show_lines=False, pad_edge=False)
+    for k, (col, justify) in enumerate(columns):
+        width = max([cell_len(col)] + [cell_len(r[k].plain if isinstance(r[k], Text) else r[k]) for r in rows])
+        table.add_column(col, justify=justify, no_wrap=True, width=width)
+    for row in rows:
+        table.add_row(*row)
+    for reason, reps in untouched.items():
+        claims = sum(len(r.claims) for r in reps)
+        cut.append(Text(f"not searched: {len(reps):,} {'scenario' if len(reps) == 1 else 'scenarios'} "
+                        f"({claims:,} {'claim' if claims == 1 else 'claims'}, every one inconclusive): {reason} "
+                        f"before them: {', '.join(r.scenario.name for r in reps)}", style="yellow"))
+    parts: list[Any] = [table] if table.row_count else []
     if written:
         parts += [Text("Counterexamples written:")] + written
     return Group(*parts, *notes, *cut)

@@ -1,0 +1,111 @@
+"""``--max-seconds S``: one wall-clock budget for a whole command, from the start of its process
+to its exit.
+
+The phases of a command look at the deadline as they go (:class:`~kvproof.checker.explicit.Limits`
+carries it to the searches, the C compiler, the liveness graph, and Z3 through
+:func:`~kvproof.checker.watchdog.z3_deadline`), stop there and leave what they did not decide
+inconclusive.  Three things make that a bound on the process rather than on the phases:
+
+* the budget counts from when the process started (:func:`process_started`: the kernel's record
+  of it, so the interpreter's start-up and kvproof's imports are spent from it too);
+* the phases stop :func:`reserve` seconds before the end (:meth:`Budget.limits`), keeping that
+  time for what follows them: the verdict table, the traces, the reports, the closing line;
+* the console command runs under :func:`~kvproof.checker.watchdog.backstop`, which stops what
+  does not look at the deadline :data:`GRACE` seconds after the end (:meth:`Budget.backstop`):
+  one line, exit 2, inconclusive.
+
+``kvproof.checker.cli.main`` called in-process (a test, a script) counts the budget from the call
+and only the phases keep to it; no signal is sent into the caller's process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["process_started", "reserve", "GRACE", "ROW_SECONDS", "HTML_TRACE_SECONDS", "Budget"]
+
+GRACE = 0.3
+"""Seconds past the end of the budget at which :meth:`Budget.backstop` stops the command (what
+is left then is unwinding and the interpreter's exit, which the budget cannot cut)."""
+
+ROW_SECONDS = 0.002
+"""Seconds kept back per verdict row a command has yet to print (rich lays out a row of the
+verdict table in about a millisecond on an idle core; twice that on a loaded machine)."""
+
+HTML_TRACE_SECONDS = 0.15
+"""Seconds kept back per counterexample an HTML report has yet to draw (its steps, sequence
+diagram and page timeline: about 70 ms each on an idle core)."""
+
+_RESERVE_SHARE, _RESERVE_MAX = 0.1, 0.25
+
+
+def reserve(seconds: float) -> float:
+    """The seconds of a budget of ``seconds`` kept for what follows the phases: a tenth of it,
+    at most a quarter of a second."""
+    return min(_RESERVE_MAX, _RESERVE_SHARE * seconds)
+
+
+def _proc_start_age() -> float | None:
+    """Seconds since this process started, from ``/proc/self/stat`` (its start in clock ticks
+    since boot, against ``CLOCK_BOOTTIME``; 10 ms resolution); ``None`` where that cannot be read."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])  # field 22, starttime (the name may hold spaces)
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def process_started() -> float:
+    """When this process started, as a ``time.perf_counter()`` reading: the kernel's start time
+    on Linux, else (or where that reading is implausible) :data:`kvproof.STARTED`, when kvproof
+    was first imported (a few tens of milliseconds later)."""
+    from kvproof import STARTED
+
+    now = time.perf_counter()
+    age = _proc_start_age()
+    if age is None:
+        return STARTED
+    started = now - age
+    # the process started before kvproof's import (a clock tick's rounding aside), and not long before
+    if started > STARTED + 0.02 or STARTED - started > 60.0:
+        return STARTED
+    return min(started, STARTED)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """``seconds`` of wall-clock time from ``started`` (a ``time.perf_counter()`` reading)."""
+
+    seconds: float
+    started: float
+
+    @property
+    def end(self) -> float:
+        """The ``time.perf_counter()`` reading at which the budget is spent."""
+        return self.started + self.seconds
+
+    def limits(self, max_states: int | None = None, max_depth: int | None = None, keep: float = 0.0) -> Any:
+        """The :class:`~kvproof.checker.explicit.Limits` of the command's phases: their deadline
+        is :func:`reserve` seconds before :attr:`end`, and ``keep`` more (what the results found
+        so far take to report: :data:`ROW_SECONDS`, :data:`HTML_TRACE_SECONDS`).  ``Limits``
+        counts ``max_seconds`` from its ``started``, so that is moved back by as much; their
+        reason names ``seconds``."""
+        from kvproof.checker.explicit import Limits
+
+        return Limits(max_states, self.seconds, max_depth, self.started - reserve(self.seconds) - keep)
+
+    def backstop(self) -> Any:
+        """:func:`~kvproof.checker.watchdog.backstop` at :data:`GRACE` seconds past :attr:`end`."""
+        from kvproof.checker.watchdog import backstop
+
+        return backstop(self.end + GRACE)
+
+    def line(self) -> str:
+        """Why a command the backstop stopped ended: ``time limit S s reached ...``."""
+        return (f"time limit {self.seconds:g} s reached before the command finished (one budget for the whole "
+                f"command, from process start)")

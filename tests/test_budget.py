@@ -1,0 +1,155 @@
+"""``--max-seconds``: one budget for the whole command, from the process's start
+(:mod:`kvproof.checker.budget`), and the backstop that stops what does not look at it
+(:func:`kvproof.checker.watchdog.backstop`).  The console command itself is timed in
+``tests/test_cli.py``."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import kvproof
+from kvproof.checker import budget as B
+from kvproof.checker.watchdog import BudgetSpent, backstop
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="the process start is read from /proc")
+def test_the_budget_counts_from_the_process_start_not_from_kvproofs_import():
+    probe = ("import time; t = time.perf_counter()\n"
+             "from kvproof.checker.budget import process_started\n"
+             "import kvproof\n"
+             "p = process_started(); print(t - p, kvproof.STARTED - p)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    before_first_line, before_import = map(float, done.stdout.split())
+    # the interpreter started before the script's first line ran (kvproof's import came after it)
+    assert 0 <= before_first_line < 30, done.stdout
+    assert before_import >= before_first_line
+
+
+@pytest.mark.parametrize("age", [None, -5.0, 1e6], ids=["unreadable", "in-the-future", "implausibly-old"])
+def test_without_a_plausible_process_start_the_budget_counts_from_kvproofs_import(monkeypatch, age):
+    monkeypatch.setattr(B, "_proc_start_age", lambda: age)
+    assert B.process_started() == kvproof.STARTED
+
+
+def test_the_phases_keep_back_what_reporting_takes():
+    b = B.Budget(3.0, 100.0)
+    assert b.end == 103.0
+    lim = b.limits(7, 9)
+    assert (lim.max_states, lim.max_depth, lim.max_seconds) == (7, 9, 3.0)
+    assert lim.deadline() == pytest.approx(103.0 - 0.25)  # a tenth of S, at most a quarter of a second
+    assert lim.time_reason == "time limit 3 s reached"
+    assert b.limits(keep=0.5).deadline() == pytest.approx(103.0 - 0.75)
+    assert B.Budget(1.0, 100.0).limits().deadline() == pytest.approx(100.9)
+    assert B.Budget(1.0, time.perf_counter() - 0.95).limits().expired()
+
+
+def test_the_backstop_interrupts_a_blocking_call_at_its_deadline():
+    old = signal.getsignal(signal.SIGALRM)
+    t0 = time.perf_counter()
+    with pytest.raises(BudgetSpent):
+        with backstop(t0 + 0.2):
+            time.sleep(30)  # a system call: interrupted, not waited out
+    assert 0.15 < time.perf_counter() - t0 < 5
+    assert signal.getsignal(signal.SIGALRM) is old
+
+
+def test_the_backstop_interrupts_python_code_and_a_deadline_already_passed():
+    old = signal.getsignal(signal.SIGALRM)
+    t0 = time.perf_counter()
+    for _ in range(20):  # the alarm may come while the block is being entered: it is raised once, inside
+        with pytest.raises(BudgetSpent):
+            with backstop(t0 - 1):  # spent before the block starts: at once
+                while time.perf_counter() - t0 < 30:
+                    pass
+    assert time.perf_counter() - t0 < 10
+    # and it left nothing behind: no watcher still interrupting Z3 calls, SIGALRM's handler restored
+    assert not [t for t in threading.enumerate() if t.name == "kvproof-backstop"]
+    assert signal.getsignal(signal.SIGALRM) is old
+
+
+def test_an_alarm_that_lands_in_a_finaliser_still_stops_the_block(capsys):
+    """Python ignores an exception raised in ``__del__`` (it reports it as unraisable): an alarm
+    that comes while a finaliser runs is raised at a later one instead, so the block still
+    stops.  Half of the time goes to finalisers here, five times over: a backstop that raised
+    once, wherever the alarm landed, would let the block run on in most of these runs."""
+    class Slow:
+        def __del__(self):
+            t = time.perf_counter()
+            while time.perf_counter() - t < 0.01:
+                pass
+
+    for _ in range(5):
+        t0 = time.perf_counter()
+        with pytest.raises(BudgetSpent):
+            with backstop(t0 + 0.05):
+                while time.perf_counter() - t0 < 10:
+                    Slow()
+                    t = time.perf_counter()
+                    while time.perf_counter() - t < 0.01:
+                        pass
+        assert time.perf_counter() - t0 < 3
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_block_that_ends_in_time_is_not_stopped():
+    old = signal.getsignal(signal.SIGALRM)
+    with backstop(time.perf_counter() + 0.3):
+        pass
+    time.sleep(0.5)  # past the deadline: the watcher is gone, nothing is raised
+    assert signal.getsignal(signal.SIGALRM) is old
+
+
+def test_the_backstop_does_nothing_outside_the_main_thread():
+    seen = []
+
+    def work():
+        try:
+            with backstop(time.perf_counter() - 1):
+                time.sleep(0.3)
+            seen.append("finished")
+        except BaseException as e:  # pragma: no cover - what the test forbids
+            seen.append(type(e).__name__)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert seen == ["finished"]
+
+
+def test_the_backstop_interrupts_a_z3_call():
+    import z3
+
+    n = 12  # n + 1 pigeons in n holes: unsat, and far beyond a SAT solver's reach in seconds
+    x = [[z3.Bool(f"bp{i}_{j}") for j in range(n)] for i in range(n + 1)]
+    s = z3.SolverFor("QF_FD")
+    s.set("timeout", 60_000)  # if the interrupt were lost, fail after a minute rather than hang
+    for i in range(n + 1):
+        s.add(z3.Or(*x[i]))
+    for j in range(n):
+        for i in range(n + 1):
+            for k in range(i + 1, n + 1):
+                s.add(z3.Not(z3.And(x[i][j], x[k][j])))
+    t0 = time.perf_counter()
+    with pytest.raises(BudgetSpent):
+        with backstop(t0 + 0.3):
+            s.check()
+    assert time.perf_counter() - t0 < 10
+
+
+def test_a_command_the_backstop_stopped_says_so_in_its_json(tmp_path):
+    """``python -m kvproof`` is the console command too: the budget is enforced, and with
+    ``--json`` the closing line is the document's ``summary``."""
+    done = subprocess.run([sys.executable, "-m", "kvproof", "check", "--json", "--no-traces", "--max-seconds", "0.05"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(kvproof.__file__).parents[1])})
+    assert done.returncode == 2, done.stdout + done.stderr
+    summary = json.loads(done.stdout)["summary"]
+    assert summary["exit_code"] == 2 and summary["command"] == "check"
+    assert "inconclusive" in summary["meaning"] and "time limit 0.05 s reached" in summary["ran"]
