@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
-from kvproof.checker.explicit import Stats
+from kvproof.checker.explicit.search import Stats
 from kvproof.checker.traces import Trace
 
 __all__ = ["Verified", "Violated", "Reached", "Unreachable", "Inconclusive", "Result", "ClaimReport",

@@ -10,7 +10,7 @@ from pathlib import Path
 import z3
 
 from kvproof.checker.certificate import write_certificate
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 

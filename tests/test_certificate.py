@@ -12,7 +12,7 @@ from kvproof.checker.certificate import CertificateError, read_certificate, sexp
 from kvproof.checker.certify import recheck
 from kvproof.checker.cert_solvers import z3_binary
 from kvproof.checker.cli.commands import main
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.scenario import builtin
 
 from .certs import PROOFS, SMALL, TAG_CLAIM, committed, copy_as, fresh_copy, renamed, tag_exploit, tampered

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from kvproof.checker.cli import main
 from kvproof.checker.traces import read_trace
-from kvproof.checker.validate import Checked, Search, explain, read_log
+from kvproof.checker.logs.validate import Checked, Search, explain, read_log
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang import validate as sv

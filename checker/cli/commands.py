@@ -152,7 +152,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _coverage(scenarios, limits) -> list:
     """``check --coverage``: each scenario's transitions by action, from its reachable graph
     (a pass of its own, so that a plain check pays nothing)."""
-    from kvproof.checker.coverage import action_coverage
+    from kvproof.checker.explicit.coverage import action_coverage
     from kvproof.model.machine import Machine
 
     return [action_coverage(Machine(sc.build()), limits) for sc in scenarios]
@@ -173,7 +173,7 @@ def _limits(args: argparse.Namespace):
     """The limit flags; ``--max-seconds`` is one budget for the whole command, counted from
     when the process started (kvproof's import), across every scenario and phase."""
     from kvproof import STARTED
-    from kvproof.checker.explicit import Limits
+    from kvproof.checker.explicit.search import Limits
 
     return Limits(args.max_states, args.max_seconds, args.max_depth, STARTED if args.max_seconds else None)
 
@@ -181,7 +181,7 @@ def _limits(args: argparse.Namespace):
 def _run(scenarios, limits, only, traces_dir, show_progress: bool, **engine) -> list:
     """Check every scenario in turn, with a progress bar on long runs; ``engine`` holds the
     explicit engine's options (visited set, symmetry, workers, backend)."""
-    from kvproof.checker.run import check_scenario
+    from kvproof.checker.explicit.run import check_scenario
 
     progress = Progress(show_progress, len(scenarios))
     reports = []
@@ -374,7 +374,7 @@ def _unverified(trace) -> str | None:
     """Why ``trace`` cannot be shown as what it claims (``None``: it can): its stored states
     differ from what replaying its actions gives, or its claim does not fail (a witness: does not
     hold) at its last state, as in a file cut short, or a lasso is not a fair violating cycle."""
-    from kvproof.checker.liveness import lasso_is_fair
+    from kvproof.checker.explicit.liveness import lasso_is_fair
     from kvproof.model.machine import reference_hits
     from kvproof.model.replay import replay
 
@@ -395,7 +395,7 @@ def _unverified(trace) -> str | None:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     """Write a small scenario's reachable state graph as DOT or GraphML (through networkx)."""
-    from kvproof.checker.coverage import GRAPH_LIMIT, GraphTooBig, state_graph, write_graph
+    from kvproof.checker.explicit.coverage import GRAPH_LIMIT, GraphTooBig, state_graph, write_graph
     from kvproof.model.machine import Machine
 
     sc = _resolve(args.scenario)
@@ -418,7 +418,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-execute a stored trace and confirm its claim still hits at its last state."""
-    from kvproof.checker.liveness import lasso_is_fair
+    from kvproof.checker.explicit.liveness import lasso_is_fair
     from kvproof.checker.traces import read_trace
     from kvproof.model.machine import reference_hits
     from kvproof.model.replay import replay
@@ -588,7 +588,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Search for a behaviour of the spec that explains an engine's event log (the protocol the
     log's header names supplies the ``validate`` command)."""
-    from kvproof.checker.validate_command import run_validate
+    from kvproof.checker.logs.validate_command import run_validate
 
     return run_validate(args, _console(), BadInput)
 
@@ -599,7 +599,7 @@ def _plural(n: int, word: str) -> str:
 
 
 # -- parser --------------------------------------------------------------------------------------
-VISITED_MODES = ("exact", "fingerprint")  # kvproof.checker.visited.MODES (a test keeps them equal)
+VISITED_MODES = ("exact", "fingerprint")  # kvproof.checker.explicit.visited.MODES (a test keeps them equal)
 _TRUST = "trust this engine variant file (it is code) for the protocol the input names (repeatable)"
 
 
@@ -830,8 +830,8 @@ def _parser() -> argparse.ArgumentParser:
 
 _ONE_LINE = (("kvproof.checker.cli.common", "BadInput"), ("kvproof.model.scenario", "ScenarioError"),
              ("kvproof.model.registry", "ProtocolError"), ("kvproof.model.expr", "SpecError"),
-             ("kvproof.checker.traces", "TraceError"), ("kvproof.checker.ray_backend", "RayUnavailable"),
-             ("kvproof.checker.native", "NativeUnavailable"),
+             ("kvproof.checker.traces", "TraceError"), ("kvproof.checker.explicit.ray_backend", "RayUnavailable"),
+             ("kvproof.checker.explicit.native", "NativeUnavailable"),
              ("kvproof.checker.certificate", "CertificateError"))
 
 

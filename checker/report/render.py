@@ -17,7 +17,7 @@ from rich.text import Text
 
 from kvproof.checker.report.focus import Focus
 from kvproof.model.narration import Cell, PageMap, rename
-from kvproof.checker.liveness import pending_throughout
+from kvproof.checker.explicit.liveness import pending_throughout
 from kvproof.checker.results import ScenarioReport
 from kvproof.checker.traces import Trace
 

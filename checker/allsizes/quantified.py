@@ -1,0 +1,874 @@
+"""Quantified inductive invariants over uninterpreted sorts: proofs for every size.
+
+A protocol hands this module a :class:`ParametricSystem`: sorts (uninterpreted, so a model may
+have any number of elements of each), state symbols (Z3 functions over the sorts), rigid symbols
+(fixed for a run: a request's tenant, which chunks a request has), ``Init``, actions (a guard over
+the pre-state and, per changed symbol, its new value as a function of its arguments, with
+existentially chosen action parameters and *choice functions* such as "which free pages"), and
+claims.  A *candidate* is a universally quantified formula ``∀ vars. body``.
+
+:func:`houdini` keeps the greatest subset of candidates that is inductive for the system (every
+survivor holds in ``Init`` and is preserved by every action from any state satisfying all the
+survivors): one incremental solver per action, pre-state candidates behind assumption literals,
+and the negation of each post-state candidate Skolemized (fresh constants for its variables), so
+that a model names exactly which candidates the step breaks; those are dropped and the loop runs
+until every action answers **unsat**.  A solver that answers *unknown* stops the loop: nothing is
+proved then.  Claims are candidates too: a claim that survives is proved for every size of every
+sort, since the survivors' conjunction is an inductive invariant implying it.
+
+:func:`certificate_text` writes the invariant and the obligations (Init ⇒ Inv, one
+Inv ∧ guard ∧ update ⇒ Inv′ per action, Inv ⇒ claim per claim) as a standalone SMT-LIB script
+that stock z3 and cvc5 each answer with one ``unsat`` per obligation (:func:`check_certificate`).
+
+:func:`minimise` shrinks an inductive invariant to its claims and the conjuncts their unsat
+cores need (checked from scratch before it is trusted): a smaller certificate the solvers check
+in seconds.  :func:`candidates_from` reads a certificate's invariant back as candidates.
+
+This module knows no protocol.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import z3
+
+__all__ = ["Symbol", "QState", "Step", "Action", "Candidate", "ParametricSystem", "HoudiniResult",
+           "houdini", "certificate_text", "certificate_from", "invariant_of", "check_certificate", "CertificateCheck", "render_model",
+           "candidates_from", "minimise", "MinimiseResult", "inductive_problems", "drop_redundant", "preserved"]
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A state or rigid symbol: ``name`` over argument sorts ``args`` (names) to sort ``result``."""
+
+    name: str
+    args: tuple[str, ...]
+    result: str
+
+
+class QState:
+    """One state of the parametric system: ``st.owner(p)`` is the term of ``owner`` at ``p``.
+    Built from Z3 functions (a pre-state) or from update closures over another state."""
+
+    def __init__(self, funcs: dict[str, Callable[..., Any]]):
+        self._funcs = funcs
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        try:
+            return self.__dict__["_funcs"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def with_updates(self, updates: dict[str, Callable[..., Any]]) -> "QState":
+        """This state with ``updates`` in place of the symbols they name (the frame is the rest)."""
+        return QState({**self._funcs, **updates})
+
+
+@dataclass
+class Step:
+    """One action from a pre-state: its ``guard`` (a condition, which may constrain the choice
+    functions) and the new value of each symbol it changes."""
+
+    guard: Any
+    updates: dict[str, Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class Action:
+    """An action: parameters ``params`` (name, sort), choice functions ``choices`` (symbols whose
+    value the step picks freely, subject to the guard), and ``step(state, params, choices)``."""
+
+    name: str
+    params: tuple[tuple[str, str], ...]
+    choices: tuple[Symbol, ...]
+    step: Callable[[QState, dict[str, Any], dict[str, Any]], Step]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """``∀ vars. body(state, *vars)``; ``name`` identifies it (a claim's name, or the lemma's text)."""
+
+    name: str
+    vars: tuple[tuple[str, str], ...]
+    body: Callable[..., Any]
+    claim: bool = False
+
+
+class ParametricSystem:
+    """What a protocol provides (see the module docstring); subclasses fill the attributes."""
+
+    sorts: dict[str, Any]
+    """Sort name to Z3 sort: uninterpreted sorts and enumeration datatypes."""
+    uninterpreted: tuple[str, ...]
+    """The names of the uninterpreted sorts (any number of elements)."""
+    enums: dict[str, tuple[str, ...]]
+    """Enumeration sort name to its constant names (in code order)."""
+    symbols: tuple[Symbol, ...]
+    rigid: tuple[Symbol, ...]
+    constants: tuple[tuple[str, str], ...]
+    """Rigid constants (name, sort), e.g. the ``none`` element of a sort."""
+    actions: tuple[Action, ...]
+    one_goal_at_a_time: bool = False
+    """When true, :func:`houdini` and :func:`minimise` ask each action about one post-state
+    candidate at a time (an incremental solver, the pre-state behind assumption literals) rather
+    than about the disjunction of all of them: for some models (vLLM's) Z3 answers hundreds of
+    single-goal queries in a second where the one disjunctive query does not finish.  The
+    answers mean the same: a candidate is kept only when every query about it is unsat."""
+    universe: dict[str, list[Any]] | None = None
+    """Set while a bounded instance is checked: :meth:`forall` and :meth:`exists` then expand
+    over these elements (no quantifier reaches the solver)."""
+
+    def forall(self, xs: Sequence[Any], body: Any) -> Any:
+        """``∀ xs. body`` (Z3 constants ``xs``), expanded over :attr:`universe` when it is set."""
+        if self.universe is None:
+            return z3.ForAll(list(xs), body)
+        import itertools
+        sorts = [x.sort().name() for x in xs]
+        return z3.And([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.universe[s] for s in sorts])])
+
+    def exists(self, xs: Sequence[Any], body: Any) -> Any:
+        """``∃ xs. body``, expanded over :attr:`universe` when it is set."""
+        if self.universe is None:
+            return z3.Exists(list(xs), body)
+        import itertools
+        sorts = [x.sort().name() for x in xs]
+        return z3.Or([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.universe[s] for s in sorts])])
+
+    def init(self, st: QState) -> Any:  # pragma: no cover - abstract
+        """``Init`` over state ``st``."""
+        raise NotImplementedError
+
+    def background(self, st: QState) -> Any:
+        """Axioms over the rigid symbols (default: none)."""
+        return z3.BoolVal(True)
+
+    def claims(self) -> list[Candidate]:  # pragma: no cover - abstract
+        """The safety claims, as candidates marked ``claim``."""
+        raise NotImplementedError
+
+    # -- built from the above ------------------------------------------------------------------
+    def sort(self, name: str) -> Any:
+        """The Z3 sort named ``name`` (``Bool`` included)."""
+        return z3.BoolSort() if name == "Bool" else self.sorts[name]
+
+    def function(self, sym: Symbol, suffix: str = "") -> Any:
+        """The Z3 function (or constant) of ``sym``, its name suffixed."""
+        sorts = [self.sort(a) for a in sym.args] + [self.sort(sym.result)]
+        if not sym.args:
+            return z3.Const(sym.name + suffix, sorts[-1])
+        return z3.Function(sym.name + suffix, *sorts)
+
+    def state(self, suffix: str = "") -> QState:
+        """A state of Z3 functions named after the symbols (rigid ones and constants unsuffixed)."""
+        funcs: dict[str, Callable[..., Any]] = {}
+        for sym in (*self.symbols, *self.rigid):
+            f = self.function(sym, suffix if sym in self.symbols else "")
+            funcs[sym.name] = (lambda f=f: f) if not sym.args else f
+        for name, sort in self.constants:
+            c = z3.Const(name, self.sort(sort))
+            funcs[name] = lambda c=c: c
+        return QState(funcs)
+
+    def instantiate(self, cand: Candidate, st: QState, prefix: str) -> tuple[Any, list[Any]]:
+        """``cand``'s body at fresh constants named ``prefix``+var (its Skolemized negation's
+        witnesses) and those constants."""
+        consts = [z3.Const(f"{prefix}{v}", self.sort(s)) for v, s in cand.vars]
+        return cand.body(st, *consts), consts
+
+    def formula(self, cand: Candidate, st: QState, universe: dict[str, list[Any]] | None = None) -> Any:
+        """``∀ vars. body`` over ``st``; with ``universe`` (sort name to its elements, a bounded
+        instance), the conjunction of ``body`` at every tuple of elements instead."""
+        if not cand.vars:
+            return cand.body(st)
+        if universe is not None:
+            import itertools
+            body = cand.body(st, *[z3.Var(i, self.sort(s)) for i, (_, s) in enumerate(cand.vars)])
+            return z3.And([z3.substitute_vars(body, *xs)
+                           for xs in itertools.product(*[universe[s] for _, s in cand.vars])])
+        consts = [z3.Const(v, self.sort(s)) for v, s in cand.vars]
+        return z3.ForAll(consts, cand.body(st, *consts))
+
+    def bounded(self, sizes: dict[str, int]) -> tuple[dict[str, list[Any]], Any]:
+        """A bounded instance: ``sizes[sort]`` distinct elements of each uninterpreted sort (the
+        rigid constants among them) and the axioms saying they are all of it."""
+        universe, axioms = {}, []
+        named = {}
+        for name, sort in self.constants:
+            named.setdefault(sort, []).append(z3.Const(name, self.sort(sort)))
+        for name in self.uninterpreted:
+            own = named.get(name, [])
+            extra = [z3.Const(f"{name}!e{i}", self.sorts[name]) for i in range(max(sizes.get(name, 1) - len(own), 0))]
+            elems = own + extra
+            universe[name] = elems
+            x = z3.Const(f"{name}!x", self.sorts[name])
+            if len(elems) > 1:
+                axioms.append(z3.Distinct(*elems))
+        return universe, z3.And(axioms)
+
+
+@dataclass
+class HoudiniResult:
+    """What :func:`houdini` kept, what it dropped and why (the first counterexample to induction
+    of each dropped claim), and its seconds."""
+
+    kept: list[Candidate]
+    dropped: dict[str, str] = field(default_factory=dict)
+    counterexamples: dict[str, str] = field(default_factory=dict)
+    rounds: int = 0
+    seconds: float = 0.0
+    status: str = "done"  # "done" or "unknown: <reason>"
+
+
+def _solver(seconds: float) -> Any:
+    s = z3.Solver()
+    s.set("timeout", max(1, int(seconds * 1000)))
+    return s
+
+
+def houdini(system: ParametricSystem, candidates: Sequence[Candidate], max_seconds: float = 600.0,
+            progress: Callable[[str], None] | None = None, sizes: dict[str, int] | None = None) -> HoudiniResult:
+    """The greatest inductive subset of ``candidates`` (see the module docstring).  With
+    ``sizes``, of the bounded instance of those sizes instead (:meth:`ParametricSystem.bounded`):
+    a fast filter only, never a proof for every size."""
+    say = progress or (lambda text: None)
+    pre = system.state()
+    universe, axioms = system.bounded(sizes) if sizes else (None, z3.BoolVal(True))
+    system.universe = universe
+    try:
+        return _houdini(system, candidates, max_seconds, say, universe, axioms, pre)
+    finally:
+        system.universe = None
+
+
+def _houdini(system, candidates, max_seconds, say, universe, axioms, pre) -> HoudiniResult:
+    t0 = time.perf_counter()
+    deadline = t0 + max_seconds
+    res = HoudiniResult(kept=[])
+    alive = {c.name: c for c in candidates}
+    bg = z3.And(system.background(pre), axioms, *_closed(system, pre, universe, []))
+    claims = {c.name for c in candidates if c.claim}
+    post_of: dict[str, QState] = {}
+
+    def record(name: str, why: str, model: Any, where: str) -> None:
+        alive.pop(name, None)
+        res.dropped[name] = why
+        if model is not None and name in claims:
+            res.counterexamples.setdefault(name, f"{where}\n{render_model(system, model, pre, post_of.get(where))}")
+
+    # each candidate's body built once over the pre-state: the formula (assumed in the pre-state)
+    # and its Skolemized instance (negated in the post-state, after substituting the updates)
+    pre_formula = {c.name: system.formula(c, pre, universe) for c in candidates}
+    instance = {c.name: pre_formula[c.name] if universe is not None else system.instantiate(c, pre, f"k{i}!")[0]
+                for i, c in enumerate(candidates)}
+
+    def after(step: Step) -> Callable[[Any], Any]:
+        pairs = []
+        for sym in system.symbols:
+            if sym.name in step.updates:
+                xs = [z3.Var(i, system.sort(s)) for i, s in enumerate(sym.args)]
+                pairs.append((system.function(sym), step.updates[sym.name](*xs)))
+        return lambda term: z3.substitute_funs(term, *pairs) if pairs else term
+
+    # Init: drop what Init breaks
+    s = _solver(max(deadline - time.perf_counter(), 1))
+    s.add(bg, system.init(pre))
+    goals = {}
+    for c in candidates:
+        goals[c.name] = instance[c.name]
+    while alive:
+        lit = z3.FreshBool("round")
+        s.add(z3.Implies(lit, z3.Or([z3.Not(goals[n]) for n in alive])))
+        r = s.check(lit)
+        if r == z3.unsat:
+            break
+        if r != z3.sat:
+            res.status = f"unknown: {s.reason_unknown()} (Init)"
+            res.seconds = time.perf_counter() - t0
+            return res
+        m = s.model()
+        broken = [n for n in alive if z3.is_false(m.eval(goals[n], model_completion=True))]
+        if not broken:
+            res.status = "unknown: Init model breaks no candidate"
+            res.seconds = time.perf_counter() - t0
+            return res
+        for n in broken:
+            record(n, "Init breaks it", m, "Init")
+    say(f"Init keeps {len(alive)} of {len(candidates)}")
+
+    # one solver per action
+    solvers = []
+    assume = {c.name: z3.Bool(f"assume!{i}") for i, c in enumerate(candidates)}
+    for a in system.actions:
+        s = _solver(max(deadline - time.perf_counter(), 1))
+        params = {p: z3.Const(f"{a.name}!{p}", system.sort(sort)) for p, sort in a.params}
+        choices = {c.name: system.function(c, f"!{a.name}") for c in a.choices}
+        choices = {k: (lambda f=f: f) if not isinstance(f, z3.FuncDeclRef) else f for k, f in choices.items()}
+        step = a.step(pre, params, choices)
+        post = pre.with_updates(step.updates)
+        post_of[a.name] = post
+        s.add(bg, step.guard, *_closed(system, None, universe, [*params.values(), *[
+            (sym, choices[sym.name]) for sym in a.choices]]))
+        for c in candidates:
+            if c.name in alive:
+                s.add(z3.Implies(assume[c.name], pre_formula[c.name]))
+        move = after(step)
+        goal = {c.name: move(instance[c.name]) for c in candidates if c.name in alive}
+        solvers.append((a, s, goal))
+    changed = True
+    while changed:
+        changed = False
+        res.rounds += 1
+        for a, s, goal in solvers:
+            if system.one_goal_at_a_time and universe is None:
+                status = _one_by_one(system, a, s, goal, alive, assume, deadline, record)
+                if status is None:
+                    continue
+                if status:
+                    res.status = status
+                    res.seconds = time.perf_counter() - t0
+                    return res
+                say(f"round {res.rounds}: {a.name} breaks some, {len(alive)} left")
+                changed = True
+                continue
+            while alive:
+                if time.perf_counter() > deadline:
+                    res.status = f"unknown: time limit of {max_seconds:.0f} s"
+                    res.seconds = time.perf_counter() - t0
+                    return res
+                lit = z3.FreshBool("round")
+                s.add(z3.Implies(lit, z3.Or([z3.Not(goal[n]) for n in alive])))
+                s.set("timeout", max(1, int((deadline - time.perf_counter()) * 1000)))
+                r = s.check(lit, *[assume[n] for n in alive])
+                if r == z3.unsat:
+                    break
+                if r != z3.sat:
+                    res.status = f"unknown: {s.reason_unknown()} ({a.name})"
+                    res.seconds = time.perf_counter() - t0
+                    return res
+                m = s.model()
+                broken = [n for n in alive if z3.is_false(m.eval(goal[n], model_completion=True))]
+                if not broken:
+                    res.status = f"unknown: {a.name}: a model breaking no candidate"
+                    res.seconds = time.perf_counter() - t0
+                    return res
+                for n in broken:
+                    record(n, f"not preserved by {a.name}", m, a.name)
+                say(f"round {res.rounds}: {a.name} breaks {len(broken)}, {len(alive)} left")
+                changed = True
+        say(f"round {res.rounds}: {len(alive)} kept")
+    res.kept = [c for c in candidates if c.name in alive]
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _one_by_one(system: ParametricSystem, a: Action, s: Any, goal: dict[str, Any], alive: dict[str, Any],
+                assume: dict[str, Any], deadline: float, record: Callable[..., None]) -> str | None:
+    """One pass of :func:`houdini` over action ``a`` asking about one alive candidate at a time
+    (:attr:`ParametricSystem.one_goal_at_a_time`): each query assumes the alive candidates in
+    the pre-state and negates one in the post-state; a model drops every alive candidate it
+    breaks.  Returns ``None`` when every query answered unsat (nothing dropped), ``""`` when
+    something was dropped, or the reason the pass stopped (time, *unknown*)."""
+    dropped = False
+    for name in list(goal):
+        if name not in alive:
+            continue
+        if time.perf_counter() > deadline:
+            return "unknown: time limit"
+        s.push()
+        s.add(z3.Not(goal[name]))
+        s.set("timeout", max(1, int((deadline - time.perf_counter()) * 1000)))
+        r = s.check(*[assume[n] for n in alive])
+        if r == z3.sat:
+            m = s.model()
+            broken = [n for n in alive if n in goal and z3.is_false(m.eval(goal[n], model_completion=True))]
+            for n in broken or [name]:
+                record(n, f"not preserved by {a.name}", m, a.name)
+            dropped = True
+        s.pop()
+        if r not in (z3.sat, z3.unsat):
+            return f"unknown: {s.reason_unknown()} ({a.name})"
+    return "" if dropped else None
+
+
+def _closed(system: ParametricSystem, st: QState | None, universe: dict[str, list[Any]] | None,
+            extra: list[Any]) -> list[Any]:
+    """In a bounded instance: every value of a state symbol of ``st`` at elements, every action
+    parameter and every choice function's value (``extra``) is one of the elements."""
+    import itertools
+    if universe is None:
+        return []
+    out = []
+
+    def member(term: Any, sort: str) -> None:
+        if sort in universe:
+            out.append(z3.Or([term == e for e in universe[sort]]))
+
+    if st is not None:
+        for sym in system.symbols:
+            f = getattr(st, sym.name)
+            for args in itertools.product(*[universe[s] for s in sym.args]):
+                member(f(*args), sym.result)
+    for x in extra:
+        if isinstance(x, tuple):
+            sym, f = x
+            for args in itertools.product(*[universe[s] for s in sym.args]):
+                member(f(*args), sym.result)
+        else:
+            member(x, x.sort().name())
+    return out
+
+
+def render_model(system: ParametricSystem, model: Any, pre: QState, post: QState | None) -> str:
+    """A model (a counterexample to induction) as a concrete state: each uninterpreted sort's
+    elements, then every state symbol's value at every argument tuple, and what the step changes."""
+    import itertools
+    universes = {}
+    for name in system.uninterpreted:
+        u = model.get_universe(system.sorts[name])
+        universes[name] = list(u) if u is not None else []
+    lines = ["  " + "  ".join(f"{n}: {len(u)} element(s)" for n, u in universes.items())]
+
+    def show(v: Any) -> str:
+        return str(model.eval(v, model_completion=True))
+
+    for sym in (*system.rigid, *system.symbols):
+        f = getattr(pre, sym.name)
+        cells = []
+        for args in itertools.product(*[universes.get(a, []) for a in sym.args]):
+            before = show(f(*args))
+            cell = f"{','.join(str(x) for x in args) or '-'}={before}"
+            if post is not None and sym in system.symbols:
+                after = show(getattr(post, sym.name)(*args))
+                if after != before:
+                    cell += f" -> {after}"
+            cells.append(cell)
+        lines.append(f"    {sym.name:14s} " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+# -- certificates ---------------------------------------------------------------------------------
+
+def _decl(system: ParametricSystem, name: str, args: Sequence[str], result: str) -> str:
+    sort = lambda s: system.sort(s).name()
+    return f"(declare-fun {name} ({' '.join(sort(a) for a in args)}) {sort(result)})"
+
+
+def _one_line(term: Any) -> str:
+    """A term's SMT-LIB text on one line."""
+    return " ".join(term.sexpr().split())
+
+
+def _next_names(text: str, names: Sequence[str]) -> str:
+    """``text`` with every application of a symbol in ``names`` renamed ``<name>!next``: an
+    invariant over the pre-state read over the post-state of a step that changes ``names``."""
+    if not names:
+        return text
+    pat = re.compile(r"\((" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")(?=[ )])")
+    return pat.sub(lambda m: f"({m.group(1)}!next", text)
+
+
+def certificate_text(system: ParametricSystem, invariant: Sequence[Candidate], header: Sequence[str] = ()) -> str:
+    """The standalone SMT-LIB script: sorts, rigid symbols and the pre-state declared once; then
+    one ``(push)``/``(check-sat)``/``(pop)`` per obligation: Init ⇒ Inv, per action
+    Inv ∧ guard ∧ (post-state defined by the updates) ⇒ Inv′, per claim of ``invariant``
+    Inv ⇒ claim.  Every answer must be ``unsat``.  The invariant is one line (``Inv``), and
+    ``Inv′`` is that line with the changed symbols renamed, so that :func:`invariant_of` can
+    read it back and :func:`certificate_from` rebuild the whole file from the model."""
+    pre = system.state()
+    inv = _one_line(z3.And([system.formula(c, pre) for c in invariant]))
+    return certificate_from(system, inv, [c.name for c in invariant if c.claim], header)
+
+
+def invariant_of(text: str) -> tuple[str, list[str]]:
+    """The invariant's line and the claims of a certificate's text (what
+    :func:`certificate_from` needs to rebuild it); ``ValueError`` when the text has no Init
+    obligation of the expected shape."""
+    lines = text.splitlines()
+    try:
+        k = lines.index("; obligation init")
+    except ValueError:
+        raise ValueError("no '; obligation init' line: not an all-sizes certificate") from None
+    neg = lines[k + 4] if len(lines) > k + 4 else ""
+    if not (neg.startswith("(assert (not ") and neg.endswith("))")):
+        raise ValueError(f"line {k + 5}: the Init obligation does not end with (assert (not Inv))")
+    claims = [ln[len("; obligation claim "):] for ln in lines if ln.startswith("; obligation claim ")]
+    return neg[len("(assert (not "):-2], claims
+
+
+def certificate_from(system: ParametricSystem, inv: str, claims: Sequence[str], header: Sequence[str] = ()) -> str:
+    """The certificate of :func:`certificate_text` for the invariant ``inv`` (its one-line
+    SMT-LIB text over the pre-state) and the claims named ``claims`` (the system's own
+    formulas): every line but the invariant's comes from the model, so a stored certificate
+    equal to this text has exactly the model's sorts, Init, guards, updates and claims."""
+    pre = system.state()
+    out = [f"; {line}" for line in header]
+    out.append("(set-logic ALL)")
+    for name in system.uninterpreted:
+        out.append(f"(declare-sort {name} 0)")
+    for name, labels in system.enums.items():
+        out.append(f"(declare-datatypes (({system.sort(name).name()} 0)) (({' '.join(f'({c})' for c in labels)})))")
+    for name, sort in system.constants:
+        out.append(_decl(system, name, (), sort))
+    for sym in (*system.rigid, *system.symbols):
+        out.append(_decl(system, sym.name, sym.args, sym.result))
+    bg = _one_line(system.background(pre))
+    out.append("; obligation init")
+    out += ["(push 1)", f"(assert {bg})", f"(assert {_one_line(system.init(pre))})",
+            f"(assert (not {inv}))", "(check-sat)", "(pop 1)"]
+    for a in system.actions:
+        params = {p: z3.Const(f"{a.name}!{p}", system.sort(sort)) for p, sort in a.params}
+        choices = {c.name: system.function(c, f"!{a.name}") for c in a.choices}
+        wrapped = {k: (lambda f=f: f) if not isinstance(f, z3.FuncDeclRef) else f for k, f in choices.items()}
+        step = a.step(pre, params, wrapped)
+        # the post-state: a define-fun per changed symbol, from its update
+        defs, changed = [], []
+        for sym in system.symbols:
+            if sym.name not in step.updates:
+                continue
+            changed.append(sym.name)
+            formals = [z3.Const(f"{sym.name}!arg{i}", system.sort(s)) for i, s in enumerate(sym.args)]
+            body = step.updates[sym.name](*formals)
+            sig = " ".join(f"({x.sexpr()} {system.sort(s).name()})" for x, s in zip(formals, sym.args))
+            defs.append(f"(define-fun {sym.name}!next ({sig}) {system.sort(sym.result).name()} {_one_line(body)})")
+        out.append(f"; obligation step {a.name}")
+        out.append("(push 1)")
+        out += [_decl(system, f"{a.name}!{p}", (), sort) for p, sort in a.params]
+        out += [_decl(system, f"{c.name}!{a.name}", c.args, c.result) for c in a.choices]
+        out += defs
+        out += [f"(assert {bg})", f"(assert {inv})", f"(assert {_one_line(step.guard)})",
+                f"(assert (not {_next_names(inv, changed)}))", "(check-sat)", "(pop 1)"]
+    by_name = {c.name: c for c in system.claims()}
+    for name in claims:
+        if name not in by_name:
+            raise ValueError(f"claim {name}: not a claim of the model")
+        out.append(f"; obligation claim {name}")
+        out += ["(push 1)", f"(assert {inv})", f"(assert (not {_one_line(system.formula(by_name[name], pre))}))",
+                "(check-sat)", "(pop 1)"]
+    return "\n".join(out) + "\n"
+
+
+@dataclass
+class CertificateCheck:
+    """Per solver: the obligations named in the file and each answer; ``ok`` when every
+    answer of both solvers is ``unsat``."""
+
+    obligations: list[str]
+    answers: dict[str, list[str]]
+    seconds: dict[str, float]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.obligations) and all(
+            len(a) == len(self.obligations) and all(x == "unsat" for x in a) for a in self.answers.values())
+
+    def failures(self) -> list[str]:
+        """One line per obligation a solver did not answer ``unsat``."""
+        out = []
+        for solver, answers in self.answers.items():
+            if len(answers) != len(self.obligations):
+                out.append(f"{solver}: {len(answers)} answers for {len(self.obligations)} obligations")
+            for ob, a in zip(self.obligations, answers):
+                if a != "unsat":
+                    out.append(f"{solver}: {ob}: {a}")
+        return out
+
+
+_ANSWER = re.compile(r"^(unsat|sat|unknown|\(error.*)$")
+
+
+def check_certificate(path: str | Path, seconds: float = 600.0) -> CertificateCheck:
+    """Run stock z3 and cvc5 (each in a fresh process, on the file's text alone: the commands of
+    :mod:`~kvproof.checker.cert_solvers`) and collect their answers."""
+    from kvproof.checker.cert_solvers import cvc5_command, z3_command
+    text = Path(path).read_text(encoding="utf-8")
+    obligations = [line[len("; obligation "):] for line in text.splitlines() if line.startswith("; obligation ")]
+    answers: dict[str, list[str]] = {}
+    took: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "cert.smt2"
+        script.write_text(text, encoding="utf-8")
+        for name, (argv, _) in (("z3", z3_command()), ("cvc5", cvc5_command())):
+            t0 = time.perf_counter()
+            try:
+                run = subprocess.run([*argv, str(script)], capture_output=True, text=True, timeout=seconds)
+                lines = [ln.strip() for ln in run.stdout.splitlines() if _ANSWER.match(ln.strip())]
+            except subprocess.TimeoutExpired:
+                lines = ["timeout"]
+            took[name] = time.perf_counter() - t0
+            answers[name] = lines
+    return CertificateCheck(obligations, answers, took)
+
+
+# -- a smaller invariant ---------------------------------------------------------------------------
+
+def candidates_from(system: ParametricSystem, inv: str) -> list[Candidate]:
+    """The conjuncts of an invariant's one-line SMT-LIB text (a certificate's, :func:`invariant_of`)
+    as candidates over ``system``'s symbols, read with Z3's SMT-LIB parser: a conjunct that is,
+    as text, one of the system's claims becomes that claim (so it stays marked ``claim``); the
+    others are named by their text.  ``ValueError`` (one line) when the text does not parse over
+    the system's sorts and symbols."""
+    sorts = {system.sort(n).name(): system.sort(n) for n in (*system.uninterpreted, *system.enums)}
+    decls: dict[str, Any] = {sym.name: system.function(sym) for sym in (*system.symbols, *system.rigid)}
+    decls.update({n: z3.Const(n, system.sort(s)) for n, s in system.constants})
+    try:
+        parsed = z3.parse_smt2_string(f"(assert {inv})", sorts=sorts, decls=decls)
+    except z3.Z3Exception as e:
+        raise ValueError(f"the invariant does not parse over the model's symbols: {e}") from None
+    conj: list[Any] = []
+    for f in parsed:
+        conj += f.children() if z3.is_and(f) else [f]
+    pre = system.state()
+    claims = {_one_line(system.formula(c, pre)): c for c in system.claims()}
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for f in conj:
+        text = _one_line(f)
+        if text in seen:
+            continue
+        seen.add(text)
+        out.append(claims[text] if text in claims else _as_candidate(system, f, text))
+    return out
+
+
+def _as_candidate(system: ParametricSystem, f: Any, name: str) -> Candidate:
+    """A parsed formula over the pre-state symbols as a candidate whose body may be read over any
+    state (its symbols replaced by the state's)."""
+    if z3.is_quantifier(f) and f.is_forall():
+        n = f.num_vars()
+        names = tuple((f.var_name(i), f.var_sort(i).name()) for i in range(n))
+        matrix = f.body()
+    else:
+        names, matrix = (), f
+    nullary = [sym for sym in system.symbols if not sym.args]
+    funs = [sym for sym in system.symbols if sym.args]
+
+    def body(st: QState, *xs: Any) -> Any:
+        e = z3.substitute_vars(matrix, *reversed(xs)) if xs else matrix
+        pairs = []
+        for sym in funs:
+            mine = getattr(st, sym.name)
+            if isinstance(mine, z3.FuncDeclRef) and mine.eq(system.function(sym)):
+                continue
+            args = [z3.Var(i, system.sort(s)) for i, s in enumerate(sym.args)]
+            pairs.append((system.function(sym), mine(*args)))
+        if pairs:
+            e = z3.substitute_funs(e, *pairs)
+        consts = [(system.function(sym), getattr(st, sym.name)()) for sym in nullary]
+        consts = [(a, b) for a, b in consts if not a.eq(b)]
+        return z3.substitute(e, *consts) if consts else e
+
+    return Candidate(name, names, body)
+
+
+@dataclass
+class MinimiseResult:
+    """What :func:`minimise` kept of an inductive invariant: ``kept`` (the claims and the lemmas
+    they need, in the given order), how many it was given (``found``), the rounds of the
+    backward closure (over all passes), the passes, seconds, and ``status``: ``"done"`` only when a fresh check of ``kept``
+    alone (:func:`inductive_problems`) found it inductive; otherwise why not."""
+
+    kept: list[Candidate]
+    found: int
+    rounds: int = 0
+    passes: int = 0
+    seconds: float = 0.0
+    status: str = "done"
+    checked_seconds: float = 0.0
+    dropped: int = 0
+    """Lemmas :func:`drop_redundant` removed after the closure (0: not run or none removable)."""
+    irredundant: bool = False
+    """:func:`drop_redundant` ran to a pass that removed nothing: no single lemma of ``kept`` can
+    be left out with the rest still inductive (a local minimum, not a smallest invariant)."""
+    drop_checks: int = 0
+    drop_seconds: float = 0.0
+    drop_note: str = ""
+    """Why the drop pass stopped early or was undone ("" when it ran to an irredundant set)."""
+
+
+def _cores(system: ParametricSystem, invariant: Sequence[Candidate], goals: Sequence[str],
+           deadline: float, trace: Callable[[str], None] | None = None,
+           minimize_core: bool = True) -> tuple[set[str], str]:
+    """One query per action (and one for Init): the whole ``invariant`` assumed in the pre-state,
+    each conjunct behind an assumption literal, and the Skolemized negation of one of ``goals``
+    in the post-state; every answer must be unsat, and the conjuncts in its unsat core are what
+    the goals need.  Returns (the conjuncts named in some core, "" or the reason it failed)."""
+    pre = system.state()
+    bg = system.background(pre)
+    names = [c.name for c in invariant]
+    pre_formula = {c.name: system.formula(c, pre) for c in invariant}
+    instance = {c.name: system.instantiate(c, pre, f"k{i}!")[0] for i, c in enumerate(invariant)}
+    assume = {n: z3.Bool(f"assume!{i}") for i, n in enumerate(names)}
+    need: set[str] = set()
+    for a in system.actions:
+        s = z3.Solver()
+        s.set("core.minimize", minimize_core)
+        s.set("timeout", max(1, int((deadline - time.perf_counter()) * 1000)))
+        params = {p: z3.Const(f"{a.name}!{p}", system.sort(sort)) for p, sort in a.params}
+        choices = {c.name: system.function(c, f"!{a.name}") for c in a.choices}
+        choices = {k: (lambda f=f: f) if not isinstance(f, z3.FuncDeclRef) else f for k, f in choices.items()}
+        step = a.step(pre, params, choices)
+        pairs = []
+        for sym in system.symbols:
+            if sym.name in step.updates:
+                xs = [z3.Var(i, system.sort(t)) for i, t in enumerate(sym.args)]
+                pairs.append((system.function(sym), step.updates[sym.name](*xs)))
+        move = (lambda t: z3.substitute_funs(t, *pairs)) if pairs else (lambda t: t)
+        s.add(bg, step.guard, *[z3.Implies(assume[n], pre_formula[n]) for n in names])
+        got = set()
+        # one query for all goals (the disjunction of their negations), or with
+        # one_goal_at_a_time one per goal, each in its own push/pop scope
+        for group in ([[g] for g in goals] if system.one_goal_at_a_time else [list(goals)]):
+            if system.one_goal_at_a_time:
+                s.push()
+            s.add(z3.Or([z3.Not(move(instance[g])) for g in group]))
+            r = s.check(*assume.values())
+            if r != z3.unsat:
+                why = s.reason_unknown() if r == z3.unknown else "sat: the invariant given is not inductive"
+                return need, f"{a.name}: {why}"
+            core = {str(x) for x in s.unsat_core()}
+            got |= {n for n in names if str(assume[n]) in core}
+            if system.one_goal_at_a_time:
+                s.pop()
+        if trace is not None:
+            trace(f"{a.name}: core of {len(got)}")
+        need |= got
+    return need, ""
+
+
+def minimise(system: ParametricSystem, invariant: Sequence[Candidate], max_seconds: float = 1800.0,
+             progress: Callable[[str], None] | None = None,
+             cores: Callable[..., tuple[set[str], str]] | None = None) -> MinimiseResult:
+    """A smaller inductive invariant inside ``invariant`` (an inductive one: e.g. what
+    :func:`houdini` kept) that still has every claim of it: the backward closure of the claims
+    under unsat cores.  Starting from the claims, each round asks every action, with the
+    invariant assumed behind one assumption literal per conjunct, to break one of the conjuncts
+    added last (:func:`_cores`: unsat, as the invariant is inductive) and adds the conjuncts in
+    the unsat cores; a pass stops when a round adds nothing, so each kept conjunct is preserved
+    from states satisfying the kept ones.  Passes repeat over what the last one kept (fewer
+    assumptions, smaller cores) until one keeps everything it was given.  The result is then
+    checked from scratch (:func:`inductive_problems`: Init and every action over ``kept`` alone),
+    and ``status`` is ``"done"`` only when that check passes.  ``cores`` replaces :func:`_cores`
+    (tests)."""
+    say = progress or (lambda text: None)
+    cores = cores or _cores
+    t0 = time.perf_counter()
+    deadline = t0 + max_seconds
+    res = MinimiseResult([], len(invariant))
+    current = list(invariant)
+    if not any(c.claim for c in current):
+        res.status = "no claim in the invariant: nothing to keep it for"
+        return res
+    while True:
+        res.passes += 1
+        kept = {c.name for c in current if c.claim}
+        todo = sorted(kept)
+        while todo:
+            res.rounds += 1
+            need, why = cores(system, current, todo, deadline, say)
+            if why:
+                res.status = f"unknown: {why}"
+                res.seconds = time.perf_counter() - t0
+                return res
+            todo = sorted(need - kept)
+            kept |= need
+            say(f"minimise pass {res.passes} round {res.rounds}: {len(kept)} of {len(current)} kept, {len(todo)} new")
+        if len(kept) == len(current):
+            break
+        current = [c for c in current if c.name in kept]
+    res.kept = current
+    res.seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    problems = inductive_problems(system, res.kept, max(deadline - t1, 1.0))
+    res.checked_seconds = time.perf_counter() - t1
+    if problems:
+        res.status = "the kept set is not inductive: " + "; ".join(problems)
+    return res
+
+
+def preserved(system: ParametricSystem, invariant: Sequence[Candidate], deadline: float) -> str:
+    """``""`` when every action, from a state satisfying every conjunct of ``invariant``, leads to
+    one that satisfies them all (one query per action, stopping at the first that is not unsat);
+    otherwise the action and why ("sat: ..." or Z3's reason for unknown).  Init is not asked:
+    :func:`drop_redundant` only removes conjuncts from an invariant Init already implies."""
+    _, why = _cores(system, invariant, [c.name for c in invariant], deadline, minimize_core=False)
+    return why
+
+
+def drop_redundant(system: ParametricSystem, result: MinimiseResult, max_seconds: float = 1800.0,
+                   progress: Callable[[str], None] | None = None,
+                   check: Callable[..., str] | None = None) -> MinimiseResult:
+    """The greedy drop pass after :func:`minimise` (``result.status`` must be ``"done"``): each
+    lemma of ``result.kept`` in turn (the longest first: the certificate shrinks most), the
+    rest asked whether they are still preserved by every action (:func:`preserved`; Init implies
+    every subset of an inductive invariant's conjuncts, and the claims are never removed); a
+    lemma whose removal leaves an inductive set is dropped for good.  Passes repeat until one
+    drops nothing, so no single lemma of the result can be removed (``irredundant``).  Out of
+    time (or on an ``unknown``) the set reached so far is kept, ``irredundant`` stays false and
+    ``drop_note`` says why.  The result is checked from scratch again (:func:`inductive_problems`);
+    should that fail, the closure's set is restored and ``drop_note`` says so, so ``status``
+    stays ``"done"`` and ``kept`` is always a checked inductive set.  ``check`` replaces
+    :func:`preserved` (tests)."""
+    say = progress or (lambda text: None)
+    check = check or preserved
+    if result.status != "done":
+        return result
+    t0 = time.perf_counter()
+    deadline = t0 + max_seconds
+    before = list(result.kept)
+    current = list(before)
+    probe = system.state()
+    order = sorted((c for c in current if not c.claim), key=lambda c: -len(str(system.formula(c, probe))))
+    stop = ""
+    sat = tuple(f"{a.name}: sat" for a in system.actions)
+    while not stop:
+        removed = 0
+        for lemma in order:
+            if time.perf_counter() >= deadline:
+                stop = "out of time"
+                break
+            if lemma not in current:
+                continue
+            rest = [c for c in current if c is not lemma]
+            result.drop_checks += 1
+            why = check(system, rest, deadline)
+            if not why:
+                current = rest
+                removed += 1
+                say(f"drop pass: {lemma.name[:60]} removed; {len(current)} left")
+            elif not why.startswith(sat):
+                stop = f"unknown: {why}"
+                break
+        if not stop and removed == 0:
+            result.irredundant = True
+            break
+        order = [c for c in order if c in current]
+    result.drop_seconds = time.perf_counter() - t0
+    result.drop_note = stop
+    t1 = time.perf_counter()
+    problems = inductive_problems(system, current, max(deadline - t1, 1.0)) if len(current) < len(before) else []
+    result.checked_seconds += time.perf_counter() - t1
+    if problems:
+        result.drop_note = "undone: the set it left is not inductive: " + "; ".join(problems)
+        result.irredundant = False
+        current = before
+    result.kept = current
+    result.dropped = len(before) - len(current)
+    return result
+
+
+def inductive_problems(system: ParametricSystem, invariant: Sequence[Candidate], max_seconds: float = 600.0) -> list[str]:
+    """From scratch (a fresh :func:`houdini` over ``invariant`` alone): one line per conjunct
+    that Init or some action breaks, or the reason the check did not finish; none when the
+    conjunction is an inductive invariant."""
+    r = houdini(system, invariant, max_seconds)
+    if r.status != "done":
+        return [r.status]
+    return [f"{n[:80]}: {why}" for n, why in r.dropped.items()]
