@@ -15,13 +15,15 @@ and :mod:`.certify`.
 import importlib as _importlib
 
 _PUBLIC = {  # name: the module that defines it (imported on first use, so the CLI starts fast)
-    "Exploration": "kvproof.checker.explicit.search", "Limits": "kvproof.checker.explicit.search", "Stats": "kvproof.checker.explicit.search",
+    "Exploration": "kvproof.checker.explicit.search", "Limits": "kvproof.checker.explicit.search",
     "explore": "kvproof.checker.explicit.search", "explore_parallel": "kvproof.checker.explicit.parallel",
+    "Stats": "kvproof.checker.results",
     "ClaimReport": "kvproof.checker.results", "Inconclusive": "kvproof.checker.results",
     "ScenarioReport": "kvproof.checker.results", "Verified": "kvproof.checker.results",
     "Violated": "kvproof.checker.results", "Reached": "kvproof.checker.results",
     "Unreachable": "kvproof.checker.results", "exit_code": "kvproof.checker.results",
-    "check_scenario": "kvproof.checker.explicit.run", "Trace": "kvproof.checker.traces", "TraceError": "kvproof.checker.traces",
+    "check_scenario": "kvproof.checker.explicit.run",
+    "Trace": "kvproof.checker.traces", "TraceError": "kvproof.checker.traces",
     "read_trace": "kvproof.checker.traces", "write_trace": "kvproof.checker.traces",
 }
 

@@ -241,7 +241,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
 
 def test_no_progress_display_off_a_terminal(capsys):
     from kvproof.checker.cli.commands import _Progress
-    from kvproof.checker.explicit.search import Stats
+    from kvproof.checker.results import Stats
 
     p = _Progress(True, total=3)
     p.started -= 10  # as if the run had been going for ten seconds

@@ -5,7 +5,8 @@ import time
 import pytest
 
 from kvproof.checker.explicit.liveness import OutOfTime, StateGraph, _lasso_for, build_graph, find_lasso, lasso_is_fair
-from kvproof.checker.explicit.search import Limits, Stats, explore
+from kvproof.checker.explicit.search import Limits, explore
+from kvproof.checker.results import Stats
 from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtin
 

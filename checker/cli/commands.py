@@ -352,7 +352,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.format == "json":
         doc = trace_records(trace, args.step, only)
         if args.full:  # every field of the state after each step (and before the first)
-            from kvproof.checker.report.render import named_values
+            from kvproof.checker.states import named_values
 
             layout = trace.machine.spec.layout
             if args.step in (None, 0):

@@ -35,7 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kvproof.checker.explicit.search import ClaimBook, Exploration, Limits, Stats, _ended
+from kvproof.checker.explicit.search import ClaimBook, Exploration, Limits, _ended
+from kvproof.checker.results import Stats
 from kvproof.checker.explicit.native_store import NativeVisited, Scratch, grown_table, join_rows, take_rows  # noqa: F401 - re-exported
 from kvproof.checker.explicit.visited import collision_probability
 from kvproof.model.ccompiler import MAX_CLAIMS, CSource, c_source

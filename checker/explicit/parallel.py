@@ -20,7 +20,8 @@ import signal
 import time
 from typing import Any, Callable
 
-from kvproof.checker.explicit.search import Exploration, Limits, Stats
+from kvproof.checker.explicit.search import Exploration, Limits
+from kvproof.checker.results import Stats
 from kvproof.checker.explicit.partition import Partition
 from kvproof.checker.explicit.visited import collision_probability
 

@@ -22,7 +22,8 @@ from kvproof.model.canon import Canonicaliser
 from kvproof.model.machine import Machine
 from kvproof.model.registry import trust_variant, trusted_files
 from kvproof.model.scenario import Scenario
-from kvproof.checker.explicit.search import Exploration, Limits, Stats
+from kvproof.checker.explicit.search import Exploration, Limits
+from kvproof.checker.results import Stats
 from kvproof.checker.explicit.parallel import coordinate
 from kvproof.checker.explicit.partition import Partition
 

@@ -13,8 +13,9 @@ from kvproof.model.machine import Machine
 from kvproof.model.registry import builtin_ancestor
 from kvproof.model.replay import run_actions
 from kvproof.model.scenario import Scenario
-from kvproof.checker.explicit.search import Exploration, Limits, StateGraph, Stats, explore
-from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Verified, Violated, expectations_of, found, not_found
+from kvproof.checker.explicit.search import Exploration, Limits, StateGraph, explore
+from kvproof.checker.results import (ClaimReport, Inconclusive, ScenarioReport, Stats, Verified, Violated, expectations_of,
+                                     found, not_found)
 from kvproof.checker.explicit.symmetry import Reduction, concrete_path, reduction_for
 from kvproof.checker.traces import Trace, write_trace
 

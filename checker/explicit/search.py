@@ -39,8 +39,9 @@ from typing import Any, Callable
 
 from kvproof.checker.explicit import visited_small
 from kvproof.checker.explicit.visited_small import SmallVisitedSet, collision_probability
+from kvproof.checker.results import Stats
 
-__all__ = ["Limits", "Stats", "StateGraph", "Exploration", "ClaimBook", "explore", "claim_checks", "expander"]
+__all__ = ["Limits", "StateGraph", "Exploration", "ClaimBook", "explore", "claim_checks", "expander"]
 
 _CHECK_EVERY = 2048  # expansions between limit checks and progress reports
 _AFTER_FROM = 20_000  # states found from which the per-action claim checks (``hits_after``) repay compiling them
@@ -85,43 +86,6 @@ class Limits:
     def time_reason(self) -> str:
         """The reason a search stopped on the time limit."""
         return f"time limit {self.max_seconds or 0:g} s reached"
-
-
-@dataclass
-class Stats:
-    """What a search did."""
-
-    states: int = 0
-    transitions: int = 0
-    depth: int = 0
-    seconds: float = 0.0
-    quiescent: int = 0
-    visited: str = "exact"
-    """How states were stored: ``exact`` or ``fingerprint`` (64-bit)."""
-    bytes_per_state: float = 0.0
-    """Bytes stored per distinct state: its key, parent number and action (with the graph
-    kept: the state, its parent, action and depth, and its share of the edge arrays; the
-    numbering dict's own overhead is not counted)."""
-    collision_probability: float = 0.0
-    """With fingerprints: bound on the chance that a fingerprint collision hid a state."""
-    represented: int = 0
-    """With symmetry reduction: concrete states the explored representatives stand for (the sum
-    of their orbit sizes); otherwise equal to ``states``."""
-    workers: int = 1
-    worker_cpu: tuple[float, ...] = ()
-    """With several workers: CPU seconds each worker process spent (its share of the work)."""
-
-    @property
-    def reduction(self) -> float:
-        """Concrete states per explored state (1.0 without symmetry reduction)."""
-        return self.represented / self.states if self.states and self.represented else 1.0
-
-    @property
-    def states_per_second(self) -> float:
-        """Distinct states found per second of search (0 when none were searched)."""
-        if not self.states:
-            return 0.0
-        return self.states / self.seconds if self.seconds > 0 else float("inf")
 
 
 @dataclass

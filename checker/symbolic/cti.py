@@ -20,7 +20,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from kvproof.checker.report.render import named_values, slot_names, state_changes
+from kvproof.checker.states import named_values, slot_names, state_changes
 
 __all__ = ["InductionFailure", "from_block", "from_k_induction", "render_failure"]
 

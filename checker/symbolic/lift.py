@@ -61,7 +61,7 @@ from kvproof.checker.symbolic.cti import InductionFailure
 from kvproof.checker.explicit.search import Limits, explore
 from kvproof.checker.symbolic.kinduction import k_induction
 from kvproof.checker.symbolic.lemmas import Clause, _Checker, clause_term, explore_all, houdini, mine
-from kvproof.checker.report.render import named_values, state_changes
+from kvproof.checker.states import named_values, state_changes
 from kvproof.checker.symbolic.transition import TransitionSystem
 
 __all__ = ["LiftError", "Lifter", "LiftBudget", "LiftRow", "LiftReport", "prove_lifted", "field_slots", "sample_states",

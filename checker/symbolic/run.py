@@ -29,8 +29,7 @@ from kvproof.checker.symbolic.bmc import EngineError, bmc, confirmed_path
 from kvproof.checker.symbolic.cti import InductionFailure, from_k_induction
 from kvproof.checker.symbolic.lemmas import Reachable, explore_all
 from kvproof.checker.symbolic.proofs import ProofBudget, strengthened_k_induction
-from kvproof.checker.explicit.search import Stats
-from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, expectations_of, found
+from kvproof.checker.results import ClaimReport, Inconclusive, ScenarioReport, Stats, expectations_of, found
 from kvproof.checker.traces import Trace, write_trace
 from kvproof.checker.symbolic.transition import TransitionSystem
 
