@@ -24,10 +24,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from kvproof.checker.explicit import explore
-from kvproof.checker.parallel import explore_parallel
-from kvproof.checker.ray_backend import explore_ray
-from kvproof.checker.symmetry import reduction_for
+from kvproof.checker.explicit.search import explore
+from kvproof.checker.explicit.parallel import explore_parallel
+from kvproof.checker.explicit.ray_backend import explore_ray
+from kvproof.checker.explicit.symmetry import reduction_for
 from kvproof.model.machine import Machine
 from kvproof.spec.sglang.config import Request
 from kvproof.model.scenario import load_scenario

@@ -17,7 +17,7 @@ liveness claims (one search keeping the graph, against REV's search plus ``build
     python bench/bench_explicit.py --sizes 2,3 --against HEAD~1 --scenarios sglang-0.5.23-tp2
 
 ``--native`` times the Python engine against the native backend (``--backend native``: the
-model compiled to C, :mod:`kvproof.checker.native`) on the same machines, alternately, medians
+model compiled to C, :mod:`kvproof.checker.explicit.native`) on the same machines, alternately, medians
 of ``--repeat`` runs of the whole search in CPU seconds per distinct state, for each visited-set
 mode; the C compiler's time is reported apart (a cold cache in a temporary directory), and the
 two engines' state and transition counts must agree::
@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from dataclasses import replace
 
-from kvproof.checker.explicit import explore
+from kvproof.checker.explicit.search import explore
 from kvproof.model.machine import Machine
 from kvproof.spec.sglang.config import Request
 from kvproof.spec.sglang.protocol import PdProtocol
@@ -61,13 +61,13 @@ def config(n: int):
 
 def engine_at(rev: str):
     """``(explore, build_graph)`` of the engine at git revision ``rev``, loaded from its sources
-    (``checker/explicit.py`` and ``checker/liveness.py``; everything else from this checkout)."""
+    (``checker/explicit/search.py`` and ``checker/explicit/liveness.py``; everything else from this checkout)."""
     root = Path(__file__).resolve().parent.parent
     mods = []
     for name in ("explicit", "liveness"):
         src = subprocess.run(["git", "show", f"{rev}:checker/{name}.py"], cwd=root, check=True,
                              capture_output=True, text=True).stdout
-        src = src.replace("kvproof.checker.explicit import", "_bench_old_explicit import")
+        src = src.replace("kvproof.checker.explicit.search import", "_bench_old_explicit import")
         spec = importlib.util.spec_from_loader(f"_bench_old_{name}", loader=None)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
@@ -115,7 +115,7 @@ def native(machines: list[tuple[str, object]], repeat: int, modes: list[str], sy
     import os
     import tempfile
 
-    from kvproof.checker.native import NativeMachine
+    from kvproof.checker.explicit.native import NativeMachine
 
     os.environ["KVPROOF_CACHE_DIR"] = tempfile.mkdtemp(prefix="kvproof-bench-native-")
     print(f"# python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; "
@@ -130,7 +130,7 @@ def native(machines: list[tuple[str, object]], repeat: int, modes: list[str], sy
         cc = nm.native.compile_seconds
         red = {}
         if symmetry:
-            from kvproof.checker.symmetry import reduction_for
+            from kvproof.checker.explicit.symmetry import reduction_for
 
             r = reduction_for(py)
             if r.canonicaliser is None:

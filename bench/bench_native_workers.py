@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
     import kvpages as kv
 
-    from kvproof.checker.native import NativeMachine, explore_native
+    from kvproof.checker.explicit.native import NativeMachine, explore_native
 
     n, d = (int(x) for x in args.size.split("x"))
     machine = NativeMachine(kv.KvPages(kv.variant("fix_ack", N=n, D=d)), opt="-O2")

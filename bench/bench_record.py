@@ -109,7 +109,7 @@ def main() -> None:
                         events += n
             plain, recorded = plain + p, recorded + r
             print(f"round {k + 1}: plain {p:.3f} s, recorded {r:.3f} s, ratio {r / p:.3f}")
-    from kvproof.checker.eventlog import EventLog
+    from kvproof.checker.logs.eventlog import EventLog
 
     with tempfile.TemporaryDirectory() as tmp:  # the writer alone: one line appended and flushed
         log = EventLog(os.path.join(tmp, "emit.jsonl"), args.scenario)

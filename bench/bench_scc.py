@@ -23,7 +23,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from kvproof.checker.liveness import build_graph
+from kvproof.checker.explicit.liveness import build_graph
 from kvproof.model.compiler import compile_pending
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin, load_scenario

@@ -106,14 +106,14 @@ def child(variant: str, n: int, d: int, backend: str, visited: str) -> None:
     compiler), search, and print one JSON line."""
     import resource
 
-    from kvproof.checker.explicit import explore
+    from kvproof.checker.explicit.search import explore
 
     kv = _kvpages()
     spec = kv.KvPages(kv.variant(variant, N=n, D=d))
     c0 = time.process_time()
     k0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if backend == "native":
-        from kvproof.checker.native import NativeMachine
+        from kvproof.checker.explicit.native import NativeMachine
 
         machine = NativeMachine(spec)
     else:

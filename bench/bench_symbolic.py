@@ -20,9 +20,9 @@ import time
 
 import z3
 
-from kvproof.checker.bmc import Unrolling
-from kvproof.checker.proofs import ProofBudget, prove_scenario
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.bmc import Unrolling
+from kvproof.checker.symbolic.proofs import ProofBudget, prove_scenario
+from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.scenario import builtin, builtin_names
 
 

@@ -19,8 +19,8 @@ import os
 import tempfile
 import time
 
-from kvproof.checker.validate import Checked, explain, read_log
-from kvproof.checker.validate_native import make_search
+from kvproof.checker.logs.validate import Checked, explain, read_log
+from kvproof.checker.logs.validate_native import make_search
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang import validate as sv

@@ -343,7 +343,7 @@ if not kvproof.spec.__file__.startswith(sys.argv[1]):
     print(json.dumps({"error": "the installed kvproof shadows the mutated copy: " + kvproof.spec.__file__}))
     sys.exit(3)
 from kvproof.checker.results import exit_code
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtins
 only = [n for n in sys.argv[3].split(",") if n]
 order = json.loads(sys.argv[2])

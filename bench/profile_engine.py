@@ -18,8 +18,8 @@ from pathlib import Path
 
 import xxhash
 
-from kvproof.checker.explicit import explore
-from kvproof.checker.symmetry import reduction_for
+from kvproof.checker.explicit.search import explore
+from kvproof.checker.explicit.symmetry import reduction_for
 from kvproof.model.machine import Machine
 from kvproof.spec.sglang.config import Request
 from kvproof.model.scenario import load_scenario

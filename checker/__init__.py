@@ -1,32 +1,30 @@
 """Protocol-agnostic engines and what they return; nothing here imports a protocol.
 
-The explicit engine: :mod:`.explicit` (breadth-first search), :mod:`.visited` (exact or
-fingerprinted visited set), :mod:`.symmetry` (checked symmetry reduction), :mod:`.partition`,
-:mod:`.parallel` (worker processes) and :mod:`.ray_backend` (Ray actors), :mod:`.liveness`
-(fair lassos).  The Z3 engine: :mod:`.symbolic` (Z3 terms over integers), :mod:`.onehot`
-(one-hot interpretation), :mod:`.transition` (Init, Next, Safe), :mod:`.bmc`,
-:mod:`.kinduction`, :mod:`.lemmas`, :mod:`.cti`, :mod:`.certs` (the one certificate reader,
-the solver processes, the fixed-size writer and catalogue check) and :mod:`.certify`
-(``certify``), :mod:`.proofs` (``prove``),
-:mod:`.run_symbolic` (``check --engine bmc|both``), :mod:`.watchdog` and :mod:`.interrupts`
-(time limits and Ctrl-C inside Z3).  Results and files: :mod:`.results`, :mod:`.run` (scenario
--> report), :mod:`.traces` (ITF), :mod:`.expected` (the expected-verdict table),
-:mod:`.atomic` (whole-or-nothing writes).  Protocol commands' protocol-neutral halves:
-:mod:`.validate` (trace validation of event logs), :mod:`.audit` (a launch line's settings, a
-scenario family's hazards and the verdict).  :mod:`.report` renders; :mod:`.cli` is the command
-line.
+One subpackage per role: :mod:`.explicit` (the explicit-state engine: search, visited sets, the
+native backend, workers, Ray, symmetry, liveness), :mod:`.symbolic` (the Z3 engine at a fixed
+size: the encoding, bounded model checking, k-induction, lemmas, ``prove``, the fixed-size
+certificate's writer and its catalogue check), :mod:`.allsizes` (quantified proofs for every
+size), :mod:`.certs` (the one certificate reader and the solver processes), :mod:`.logs`
+(``validate``: event logs against the spec), :mod:`.audit` (``audit``'s protocol-neutral half),
+:mod:`.report` (text, HTML, SVG, Mermaid, JUnit, SARIF) and :mod:`.cli` (the command line).  At
+the top, what they share: :mod:`.results` (verdicts and reports), :mod:`.traces` (ITF),
+:mod:`.expected` (the expected-verdict table), :mod:`.atomic` (whole-or-nothing writes),
+:mod:`.conform` (``conform``'s protocol-neutral half), :mod:`.budget` (``--max-seconds``), and
+:mod:`.certify` (``certify``: either kind of certificate re-checked).
 """
 
 import importlib as _importlib
 
 _PUBLIC = {  # name: the module that defines it (imported on first use, so the CLI starts fast)
-    "Exploration": "kvproof.checker.explicit", "Limits": "kvproof.checker.explicit", "Stats": "kvproof.checker.explicit",
-    "explore": "kvproof.checker.explicit", "explore_parallel": "kvproof.checker.parallel",
+    "Exploration": "kvproof.checker.explicit.search", "Limits": "kvproof.checker.explicit.search",
+    "explore": "kvproof.checker.explicit.search", "explore_parallel": "kvproof.checker.explicit.parallel",
+    "Stats": "kvproof.checker.results",
     "ClaimReport": "kvproof.checker.results", "Inconclusive": "kvproof.checker.results",
     "ScenarioReport": "kvproof.checker.results", "Verified": "kvproof.checker.results",
     "Violated": "kvproof.checker.results", "Reached": "kvproof.checker.results",
     "Unreachable": "kvproof.checker.results", "exit_code": "kvproof.checker.results",
-    "check_scenario": "kvproof.checker.run", "Trace": "kvproof.checker.traces", "TraceError": "kvproof.checker.traces",
+    "check_scenario": "kvproof.checker.explicit.run",
+    "Trace": "kvproof.checker.traces", "TraceError": "kvproof.checker.traces",
     "read_trace": "kvproof.checker.traces", "write_trace": "kvproof.checker.traces",
 }
 

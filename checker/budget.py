@@ -3,14 +3,14 @@ to its exit.
 
 The phases of a command look at the deadline as they go (:class:`~kvproof.checker.explicit.Limits`
 carries it to the searches, the C compiler, the liveness graph, and Z3 through
-:func:`~kvproof.checker.watchdog.z3_deadline`), stop there and leave what they did not decide
+:func:`~kvproof.checker.symbolic.watchdog.z3_deadline`), stop there and leave what they did not decide
 inconclusive.  Three things make that a bound on the process rather than on the phases:
 
 * the budget counts from when the process started (:func:`process_started`: the kernel's record
   of it, so the interpreter's start-up and kvproof's imports are spent from it too);
 * the phases stop :func:`reserve` seconds before the end (:meth:`Budget.limits`), keeping that
   time for what follows them: the verdict table, the traces, the reports, the closing line;
-* the console command runs under :func:`~kvproof.checker.watchdog.backstop`, which stops what
+* the console command runs under :func:`~kvproof.checker.symbolic.watchdog.backstop`, which stops what
   does not look at the deadline :data:`GRACE` seconds after the end (:meth:`Budget.backstop`):
   one line, exit 2, inconclusive.
 
@@ -95,13 +95,13 @@ class Budget:
         so far take to report: :data:`ROW_SECONDS`, :data:`HTML_TRACE_SECONDS`).  ``Limits``
         counts ``max_seconds`` from its ``started``, so that is moved back by as much; their
         reason names ``seconds``."""
-        from kvproof.checker.explicit import Limits
+        from kvproof.checker.explicit.search import Limits
 
         return Limits(max_states, self.seconds, max_depth, self.started - reserve(self.seconds) - keep)
 
     def backstop(self) -> Any:
-        """:func:`~kvproof.checker.watchdog.backstop` at :data:`GRACE` seconds past :attr:`end`."""
-        from kvproof.checker.watchdog import backstop
+        """:func:`~kvproof.checker.symbolic.watchdog.backstop` at :data:`GRACE` seconds past :attr:`end`."""
+        from kvproof.checker.symbolic.watchdog import backstop
 
         return backstop(self.end + GRACE)
 

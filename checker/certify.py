@@ -6,7 +6,7 @@ is :class:`~.certs.reader.CertificateError`, one line, exit 3), then:
 
 * a **fixed-size** certificate: fresh z3 and cvc5 processes answer its three obligations
   (:mod:`.certs.solvers`) while its definitions are compared with today's encoding of the
-  catalogue scenario of the same name (:mod:`.certs.catalogue`);
+  catalogue scenario of the same name (:mod:`.symbolic.cert_catalogue`);
 * an **all-sizes** certificate: it must be, term for term, the certificate today's parametric
   model demands for the invariant it states, and fresh z3 and cvc5 processes answer each of its
   obligations (:func:`~.allsizes.recheck_all_sizes`).
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvproof.checker.allsizes import recheck_all_sizes
-from kvproof.checker.certs.catalogue import match_catalogue
+from kvproof.checker.allsizes.prove import recheck_all_sizes
+from kvproof.checker.symbolic.cert_catalogue import match_catalogue
 from kvproof.checker.certs.reader import FIXED, read_certificate
 from kvproof.checker.certs.solvers import SolverJob, invariant_scope_problems, script_for
 from kvproof.model.scenario import Scenario

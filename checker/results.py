@@ -17,11 +17,47 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
-from kvproof.checker.explicit import Stats
 from kvproof.checker.traces import Trace
 
-__all__ = ["Verified", "Violated", "Reached", "Unreachable", "Inconclusive", "Result", "ClaimReport",
+__all__ = ["Stats", "Verified", "Violated", "Reached", "Unreachable", "Inconclusive", "Result", "ClaimReport",
            "ScenarioReport", "exit_code", "found", "not_found", "default_expectation", "expectations_of"]
+
+
+@dataclass
+class Stats:
+    """What a search did."""
+
+    states: int = 0
+    transitions: int = 0
+    depth: int = 0
+    seconds: float = 0.0
+    quiescent: int = 0
+    visited: str = "exact"
+    """How states were stored: ``exact`` or ``fingerprint`` (64-bit)."""
+    bytes_per_state: float = 0.0
+    """Bytes stored per distinct state: its key, parent number and action (with the graph
+    kept: the state, its parent, action and depth, and its share of the edge arrays; the
+    numbering dict's own overhead is not counted)."""
+    collision_probability: float = 0.0
+    """With fingerprints: bound on the chance that a fingerprint collision hid a state."""
+    represented: int = 0
+    """With symmetry reduction: concrete states the explored representatives stand for (the sum
+    of their orbit sizes); otherwise equal to ``states``."""
+    workers: int = 1
+    worker_cpu: tuple[float, ...] = ()
+    """With several workers: CPU seconds each worker process spent (its share of the work)."""
+
+    @property
+    def reduction(self) -> float:
+        """Concrete states per explored state (1.0 without symmetry reduction)."""
+        return self.represented / self.states if self.states and self.represented else 1.0
+
+    @property
+    def states_per_second(self) -> float:
+        """Distinct states found per second of search (0 when none were searched)."""
+        if not self.states:
+            return 0.0
+        return self.states / self.seconds if self.seconds > 0 else float("inf")
 
 
 @dataclass(frozen=True)

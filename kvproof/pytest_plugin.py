@@ -138,8 +138,8 @@ class _ScenarioNode:
     def report(self) -> Any:
         """The scenario's :class:`~kvproof.checker.results.ScenarioReport`, searched once."""
         if self._report is None:
-            from kvproof.checker.explicit import Limits
-            from kvproof.checker.run import check_scenario
+            from kvproof.checker.explicit.search import Limits
+            from kvproof.checker.explicit.run import check_scenario
 
             opt = self.config.getoption
             limits = Limits(opt("kvproof_max_states"), opt("kvproof_max_seconds"))

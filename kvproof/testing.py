@@ -25,10 +25,10 @@ from __future__ import annotations
 from os import PathLike
 from pathlib import Path
 
-from kvproof.checker.explicit import Limits
+from kvproof.checker.explicit.search import Limits
 from kvproof.checker.report.render import render_trace, to_text
 from kvproof.checker.results import ClaimReport, ScenarioReport
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.checker.traces import Trace
 from kvproof.model.registry import trust_variant
 from kvproof.model.scenario import Scenario, builtin, load_scenario

@@ -23,7 +23,7 @@ points over *packed* states (``width`` bytes each, one byte per slot, states bac
 A run-time range check that fails (a write or an index outside its field's codes) stops the
 call and reports which check and what value; :func:`c_source` returns the checks' messages so
 the caller raises the same :class:`~kvproof.model.compiler.RangeCheckFailed` as the Python
-engine.  Nothing here compiles or loads C: that is :mod:`kvproof.checker.native`.
+engine.  Nothing here compiles or loads C: that is :mod:`kvproof.checker.explicit.native`.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ void kv_unpack(const uint8_t *in, int64_t n, uint8_t *out) {
     for (int64_t j = 0; j < n; j++) unpack1(in + (size_t)j * PW, out + (size_t)j * W);
 }
 
-/* The sharded visited set of several workers (kvproof.checker.native_workers): the keys of a
+/* The sharded visited set of several workers (kvproof.checker.explicit.native_workers): the keys of a
    batch of candidates are computed by kv_prep over ranges (in parallel), then each shard's table
    takes the candidates whose key falls to it, in order (kv_insert_shard, one thread per shard:
    the tables are disjoint), flagging the first occurrences; kv_number_shard then gives each new

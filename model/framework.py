@@ -317,7 +317,7 @@ class Spec:
 
     def all_sizes(self) -> Any:
         """The protocol's parametric model of this instance's engine for ``prove --all-sizes``
-        (a :class:`kvproof.checker.allsizes.AllSizesModel`), or ``None`` (the default: the
+        (a :class:`kvproof.checker.allsizes.prove.AllSizesModel`), or ``None`` (the default: the
         protocol has none for this engine)."""
         return None
 

@@ -6,7 +6,7 @@ operations instead, so that one spec can be evaluated in four ways:
 * :class:`ConcreteOps` (here) - plain Python ints and bools, the reference interpreter;
 * ``kvproof.model.compiler.CodegenOps`` - Python source text, compiled once into the explicit
   engine's straight-line successor function;
-* ``kvproof.checker.symbolic.Z3Ops`` - Z3 terms, the symbolic engine's transition relation;
+* ``kvproof.checker.symbolic.z3ops.Z3Ops`` - Z3 terms, the symbolic engine's transition relation;
 * ``kvproof.model.ccompiler.COps`` - C source text, the native backend's successor and claim
   functions (``check --backend native``).
 

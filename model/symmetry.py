@@ -8,7 +8,7 @@ rewrites every value that *refers* to ``a`` (an owner code ``a + 1``, say) to re
 
 A declaration is a claim, not a fact: the checker tests it on sampled reachable states (the
 initial state, the claims and the successor sets must all commute with the permutations) and
-refuses to reduce when it fails (:mod:`kvproof.checker.symmetry`).
+refuses to reduce when it fails (:mod:`kvproof.checker.explicit.symmetry`).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Symmetry:
 @dataclass(frozen=True)
 class IndexSort:
     """One index domain whose elements a ground fact may be *renamed* over, from one instance of
-    a protocol to a larger one (:mod:`kvproof.checker.lift`).
+    a protocol to a larger one (:mod:`kvproof.checker.symbolic.lift`).
 
     Unlike :class:`Symmetry` this claims nothing: it says which elements exist (``domain``),
     which of them are of the same kind (``kinds``: one hashable per element; a renaming maps an

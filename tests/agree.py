@@ -3,8 +3,8 @@
 The reference interpreter (:class:`~kvproof.model.ops.ConcreteOps`) defines what a spec means.
 :class:`Interpretations` builds the others once - the compiled engine (``successors``,
 ``expand``, ``hits``, ``quiescent_hits``, ``hits_after``, ``pending``), Z3 over integers
-(:class:`~kvproof.checker.symbolic.Z3Ops`) and Z3 over one-hot bits (the
-:class:`~kvproof.checker.transition.TransitionSystem` the symbolic engines use) - and
+(:class:`~kvproof.checker.symbolic.z3ops.Z3Ops`) and Z3 over one-hot bits (the
+:class:`~kvproof.checker.symbolic.transition.TransitionSystem` the symbolic engines use) - and
 :meth:`Interpretations.disagreements` lists every way one of them differs from the reference at
 a state: the set of ``(action, next state)`` pairs, and every claim's value.
 """
@@ -15,8 +15,8 @@ from typing import Any, Sequence
 
 import z3
 
-from kvproof.checker.symbolic import Z3Ops, claim_term, state_vars
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.z3ops import Z3Ops, claim_term, state_vars
+from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.compiler import compile_pending
 from kvproof.model.machine import Machine, reference_claim, reference_hits, reference_successors
 from kvproof.model.framework import Spec
@@ -72,7 +72,7 @@ class Interpretations:
                 self.hot_claims[c.name] = z3.Not(self.ts.safe(c.name, self.ts.pre))
             elif c.kind == "witness":
                 self.hot_claims[c.name] = self.ts.holds(c.name, self.ts.pre)
-        from kvproof.checker.onehot import OneHotOps
+        from kvproof.checker.symbolic.onehot import OneHotOps
         self.hot_live = {c.name: spec.eval_claim(c.name, OneHotOps(self.ts.pre)) for c in self.live}
 
     # -- each interpretation's answer at one state ------------------------------------------------
@@ -214,7 +214,7 @@ def all_states_disagreements(spec: Spec, states: Sequence[bytes], symbolic: bool
     (:mod:`.batch`).  At most ``most`` differences are listed."""
     import numpy as np
 
-    from kvproof.checker.onehot import OneHotOps
+    from kvproof.checker.symbolic.onehot import OneHotOps
 
     from .batch import batch_claim, batch_step, z3_values
 
@@ -354,7 +354,7 @@ def all_states_disagreements(spec: Spec, states: Sequence[bytes], symbolic: bool
 
 # -- the native backend (C compiled from the spec) -----------------------------------------------------
 def native_disagreements(machine: Any, states: Sequence[bytes], batched: bool = False, most: int = 10) -> list[str]:
-    """The differences between a :class:`~kvproof.checker.native.NativeMachine`'s C code and
+    """The differences between a :class:`~kvproof.checker.explicit.native.NativeMachine`'s C code and
     the reference semantics on ``states``, all expanded and checked in one call each: the set
     of ``(action, next state)`` pairs per state, the flag of a state without successors, every
     safety claim's hit (quiescent ones where nothing is enabled) and the fingerprints (equal

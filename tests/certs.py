@@ -10,12 +10,12 @@ from pathlib import Path
 
 import z3
 
-from kvproof.checker.certs.fixed import write_certificate
+from kvproof.checker.allsizes.quantified import certificate_text
 from kvproof.checker.certs.reader import (ALL_SIZES, ALL_SIZES_HOWTO, ALL_SIZES_MAGIC, parse_certificate,
                                           read_certificate)
 from kvproof.checker.certs.solvers import run_solvers
-from kvproof.checker.quantified import certificate_text
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.certificate import write_certificate
+from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import pytest
 
-from kvproof.checker.explicit import Limits, explore
+from kvproof.checker.explicit.search import Limits, explore
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 
@@ -48,7 +48,7 @@ def reachable(name: str) -> list[bytes]:
 
 @lru_cache(maxsize=None)
 def _checked(name: str):
-    from kvproof.checker.run import check_scenario
+    from kvproof.checker.explicit.run import check_scenario
 
     return check_scenario(builtin(name))
 

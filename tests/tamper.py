@@ -336,9 +336,9 @@ def _relabelled() -> list[Forgery]:
 
 
 def _all_sizes_content() -> list[Forgery]:
-    from kvproof.checker.allsizes import certificate_header
+    from kvproof.checker.allsizes.prove import certificate_header
     from kvproof.checker.certs.sexpr import parse_script, render
-    from kvproof.checker.quantified import certificate_from
+    from kvproof.checker.allsizes.quantified import certificate_from
     from kvproof.model.scenario import builtin
 
     text, name = committed(ALL_SIZES, ".allsizes.smt2"), f"{ALL_SIZES}.allsizes.smt2"

@@ -1,5 +1,5 @@
 """``prove --all-sizes``: the parametric model (spec/sglang/allsizes.py) against the spec, the
-quantified Houdini and its certificates (checker/quantified.py, checker/allsizes.py), and the rule
+quantified Houdini and its certificates (checker/allsizes/quantified.py, checker/allsizes/prove.py), and the rule
 that a pre-fix scenario is never reported proved."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import z3
 
-from kvproof.checker.allsizes import prove_all_sizes
+from kvproof.checker.allsizes.prove import prove_all_sizes
+from kvproof.checker.allsizes.quantified import (Action, Candidate, ParametricSystem, Step, Symbol, certificate_text,
+                                                 houdini, inductive_problems)
 from kvproof.checker.certs.reader import CertificateError
-from kvproof.checker.quantified import (Action, Candidate, ParametricSystem, Step, Symbol, certificate_text, houdini,
-                                        inductive_problems)
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.allsizes import (TARGET_CLAIMS, Correspondence, Pinned, SglangAllSizes, model_for,
@@ -236,7 +236,7 @@ def test_a_scenario_without_a_model_is_inconclusive():
 def test_one_element_triples_keep_only_facts_of_one_request():
     """``--template-arity 3`` adds the three-value facts whose slots all belong to one request
     (or one page): a triple over two requests is left out, one over one request kept."""
-    from kvproof.checker.allsizes import one_element_triples
+    from kvproof.checker.allsizes.prove import one_element_triples
     spec = small_spec((("A", 1), ("A", 1)), 2, 1)
     lay = spec.layout
     one = ((lay.slot("p_phase", 0), 2), (lay.slot("p_abort", 0, 0), 0), (lay.slot("d_phase", 0), 5))
@@ -250,7 +250,7 @@ def joined():
     """The joined templates of v0.5.22's small instance (51,492 reachable states), read in the
     one-rank model (:mod:`kvproof.spec.sglang.allsizes`; the ranked model's joins are
     ``tests/test_allsizes_ranked.py``'s)."""
-    from kvproof.checker.lemmas import explore_all
+    from kvproof.checker.symbolic.lemmas import explore_all
     hook = model_for(builtin("v0.5.22").build(), PdProtocol)
     states, _ = explore_all(Machine(hook.small))
     return hook, {j.name: j for j in hook.joins(states)}
@@ -262,7 +262,7 @@ def test_joined_templates_find_the_facts_through_a_pointer(joined):
     another request's KV (and a landed chunk's page is never unwritten); a sending request's source page is never another's
     or free.  Counts pinned (a wrong join, e.g. a page column read at the wrong page, moves
     them)."""
-    from kvproof.checker.allsizes import mine_joined
+    from kvproof.checker.allsizes.prove import mine_joined
     hook, js = joined
     assert set(js) == {"dest", "src"}
     dest, src = js["dest"], js["src"]
@@ -317,7 +317,7 @@ def test_certify_rechecks_an_all_sizes_certificate(tmp_path):
     checks (exit 0); the same with a guard changed (still a file the solvers may accept) fails
     as not the model's, and one whose invariant is replaced by one the claims do not follow from
     fails in the solvers (exit 1)."""
-    from kvproof.checker.allsizes import certificate_header, recheck_all_sizes
+    from kvproof.checker.allsizes.prove import certificate_header, recheck_all_sizes
     from kvproof.checker.cli.commands import main
     hook = builtin("v0.5.22").build().all_sizes()
     system = hook.system
@@ -342,7 +342,7 @@ def test_certify_rechecks_an_all_sizes_certificate(tmp_path):
     claim = next(c for c in system.claims() if c.name == "no_write_after_release")
     weak = tmp_path / "weak" / "v0.5.22.allsizes.smt2"
     weak.parent.mkdir()
-    from kvproof.checker.quantified import certificate_from
+    from kvproof.checker.allsizes.quantified import certificate_from
     weak.write_text(certificate_from(system, "true", [claim.name],
                                      certificate_header("v0.5.22", [claim.name], hook)))
     r = recheck_all_sizes(weak)
@@ -355,8 +355,8 @@ def test_certify_rechecks_an_all_sizes_certificate(tmp_path):
 def test_certify_model_only_compares_with_the_model_and_runs_no_solver(tmp_path, monkeypatch, capsys):
     """``certify --all-sizes-model-only`` (the solvers' part left out) still fails a certificate that is not today's model's, runs no solver, and says
     so on the certificate's line and in the summary."""
-    from kvproof.checker import allsizes
-    from kvproof.checker.allsizes import certificate_header
+    from kvproof.checker.allsizes import prove as allsizes
+    from kvproof.checker.allsizes.prove import certificate_header
     from kvproof.checker.cli.commands import main
 
     def no_solver(*a, **k):
@@ -384,8 +384,8 @@ def test_the_stored_certificate_is_todays_model():
     """The committed all-sizes certificate of v0.5.22 is, line for line, what today's
     parametric model demands for the invariant it states (no solver run: the cheap half of
     ``certify``), and it states every target claim."""
-    from kvproof.checker.allsizes import certificate_header
-    from kvproof.checker.quantified import certificate_from
+    from kvproof.checker.allsizes.prove import certificate_header
+    from kvproof.checker.allsizes.quantified import certificate_from
     text = STORED.read_text()
     inv, claims = invariant_of(text)
     assert sorted(claims) == sorted(TARGET_CLAIMS)
@@ -399,8 +399,8 @@ def test_the_stored_certificate_is_the_minimised_invariant():
     conjuncts, the five claims among them), and
     reading its invariant back (:func:`candidates_from`) and writing it again gives the same
     file, byte for byte."""
-    from kvproof.checker.allsizes import certificate_header
-    from kvproof.checker.quantified import candidates_from
+    from kvproof.checker.allsizes.prove import certificate_header
+    from kvproof.checker.allsizes.quantified import candidates_from
     text = STORED.read_text()
     inv, claims = invariant_of(text)
     hook = builtin("v0.5.22").build().all_sizes()
@@ -414,7 +414,7 @@ def test_the_stored_certificate_checks_with_z3_and_cvc5():
     """``certify``'s check of the committed certificate: both solvers answer unsat to each of
     its obligations (seconds since the invariant is minimised; CI's ``certify --complete`` runs
     it too)."""
-    from kvproof.checker.allsizes import recheck_all_sizes
+    from kvproof.checker.allsizes.prove import recheck_all_sizes
     r = recheck_all_sizes(STORED, seconds=3600)
     assert r.ok, r.problems
     assert len(r.answers["z3"]) == 1 + len(builtin("v0.5.22").build().all_sizes().system.actions) + len(TARGET_CLAIMS)
@@ -476,7 +476,7 @@ def test_minimise_keeps_what_the_claim_needs():
     the chain it needs (never a, never c), drops the two it does not, and its fresh check passes;
     the same invariant read back from its certificate's text (:func:`candidates_from`)
     minimises the same way."""
-    from kvproof.checker.quantified import candidates_from, minimise
+    from kvproof.checker.allsizes.quantified import candidates_from, minimise
     system = ToySystem()
     inv = _toy_invariant(system)
     assert not inductive_problems(system, inv)
@@ -494,7 +494,7 @@ def test_a_minimiser_that_keeps_too_few_is_caught(tmp_path):
     inductive, and is never "done": the next pass over that set, or the fresh check of it,
     names the step that breaks it (set_a); the certificate of that set fails in z3 and cvc5.  A
     mutant that keeps the claim alone is caught by the fresh check (set_b breaks it)."""
-    from kvproof.checker.quantified import _cores, minimise
+    from kvproof.checker.allsizes.quantified import _cores, minimise
     system = ToySystem()
     inv = _toy_invariant(system)
 
@@ -521,7 +521,7 @@ def test_prove_invariant_from_refuses_bad_input_and_proves_nothing_it_cannot_che
     """``prove --all-sizes --invariant-from FILE``: a file that is not a certificate, or the two
     new options without ``--all-sizes``, are bad input (exit 3); a certificate whose invariant
     (a claim and a fact) is not inductive proves nothing (exit 2) and writes no certificate."""
-    from kvproof.checker.allsizes import certificate_header
+    from kvproof.checker.allsizes.prove import certificate_header
     from kvproof.checker.cli.commands import main
     not_cert = tmp_path / "x.smt2"
     not_cert.write_text("(check-sat)\n")
@@ -551,7 +551,7 @@ def test_the_stored_invariant_minimises_and_proves_every_claim(tmp_path):
     """``prove --all-sizes v0.5.22 --invariant-from`` the committed certificate (a minute or
     two): the kept set passes its fresh check and proves all five claims; its certificate
     passes both solvers."""
-    from kvproof.checker.allsizes import recheck_all_sizes
+    from kvproof.checker.allsizes.prove import recheck_all_sizes
     r = prove_all_sizes(builtin("v0.5.22"), 1800, certificates_dir=tmp_path, invariant_from=STORED)
     assert r.exit_code == 0, (r.reason, r.verdicts)
     assert r.minimised.status == "done" and len(r.minimised.kept) <= 69
@@ -563,7 +563,7 @@ def test_the_drop_pass_leaves_an_irredundant_invariant():
     greedy drop pass leaves the claim and its chain (never a, never c): each "not x and d" goes
     (the rest stay inductive), "never a" and "never c" stay (set_b, set_a break the rest), and
     the last pass removes nothing, so the result is irredundant and checked."""
-    from kvproof.checker.quantified import MinimiseResult, drop_redundant, preserved
+    from kvproof.checker.allsizes.quantified import MinimiseResult, drop_redundant, preserved
     system = ToySystem()
     inv = _toy_invariant(system)
     m = drop_redundant(system, MinimiseResult(list(inv), len(inv)), 60)
@@ -578,7 +578,7 @@ def test_the_drop_pass_leaves_an_irredundant_invariant():
 def test_a_drop_pass_that_drops_too_much_is_undone():
     """A mutant check that calls every set inductive would drop every lemma; the fresh check
     catches it (set_b), the closure's set is restored, and nothing is called irredundant."""
-    from kvproof.checker.quantified import MinimiseResult, drop_redundant
+    from kvproof.checker.allsizes.quantified import MinimiseResult, drop_redundant
     system = ToySystem()
     inv = _toy_invariant(system)
     m = drop_redundant(system, MinimiseResult(list(inv), len(inv)), 60, check=lambda *a: "")
@@ -592,7 +592,7 @@ def test_no_sampled_lemma_of_the_stored_invariant_can_be_left_out():
     """The committed invariant is irredundant (the drop pass ended with a pass that removed
     nothing): for six of its lemmas, drawn with a fixed seed, the rest is not preserved by some
     action (:func:`preserved` answers sat), while the whole set is."""
-    from kvproof.checker.quantified import candidates_from, preserved
+    from kvproof.checker.allsizes.quantified import candidates_from, preserved
     hook = builtin("v0.5.22").build().all_sizes()
     inv, _ = invariant_of(STORED.read_text())
     cands = candidates_from(hook.system, inv)

@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from kvproof.checker.allsizes import prove_all_sizes
-from kvproof.checker.link import check_link
+from kvproof.checker.allsizes.prove import prove_all_sizes
+from kvproof.checker.allsizes.link import check_link
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.allsizes_ranked import TARGET_CLAIMS, Pinned, SglangAllSizes, link_map, supported
@@ -300,9 +300,9 @@ def test_candidates_are_mined_from_both_instances():
     (51,492 states; the same 649 lifted candidates as the one-rank model's) and on one two-page
     request at 2 x 2 ranks (10,852 states, 69 more), the rank indices lifted to rank variables
     (a wr/content joined fact over ``∀ r, c, w``)."""
-    from kvproof.checker.allsizes import mine_joined, one_element_triples
-    from kvproof.checker.lemmas import explore_all, mine
-    from kvproof.checker.transition import TransitionSystem
+    from kvproof.checker.allsizes.prove import mine_joined, one_element_triples
+    from kvproof.checker.symbolic.lemmas import explore_all, mine
+    from kvproof.checker.symbolic.transition import TransitionSystem
     from kvproof.spec.sglang.allsizes_ranked import model_for
     hook = model_for(builtin("v0.5.22").build(), PdProtocol)
     assert len(hook.more) == 1 and (hook.more[0][0].k.PR, hook.more[0][0].k.DR) == (2, 2)

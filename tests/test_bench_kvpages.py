@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvproof.checker.cli import main
-from kvproof.checker.explicit import explore
+from kvproof.checker.explicit.search import explore
 from kvproof.model.machine import Machine
 from kvproof.model.registry import register, unregister
 
@@ -39,7 +39,7 @@ def machine(backend, cfg):
     spec = kv.KvPages(cfg)
     if backend == "python":
         return Machine(spec)
-    from kvproof.checker.native import NativeMachine, NativeUnavailable, c_compiler
+    from kvproof.checker.explicit.native import NativeMachine, NativeUnavailable, c_compiler
     if c_compiler() is None:
         pytest.skip("no C compiler")
     try:
@@ -129,7 +129,7 @@ def test_the_benchmark_fails_loudly_when_the_counts_disagree(monkeypatch, capsys
 
 
 def test_the_benchmark_says_how_to_get_spin_and_runs_without_it(monkeypatch, capsys):
-    from kvproof.checker.native import c_compiler
+    from kvproof.checker.explicit.native import c_compiler
     if c_compiler() is None:
         pytest.skip("no C compiler")
     bench = _bench_script()

@@ -2,8 +2,8 @@
 
 import pytest
 
-from kvproof.checker.bmc import EngineError, bmc, confirmed_path
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.bmc import EngineError, bmc, confirmed_path
+from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.machine import Machine
 
 from .conftest import machine_of

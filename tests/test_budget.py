@@ -1,6 +1,6 @@
 """``--max-seconds``: one budget for the whole command, from the process's start
 (:mod:`kvproof.checker.budget`), and the backstop that stops what does not look at it
-(:func:`kvproof.checker.watchdog.backstop`).  The console command itself is timed in
+(:func:`kvproof.checker.symbolic.watchdog.backstop`).  The console command itself is timed in
 ``tests/test_cli.py``."""
 
 import json
@@ -16,7 +16,7 @@ import pytest
 
 import kvproof
 from kvproof.checker import budget as B
-from kvproof.checker.watchdog import BudgetSpent, backstop
+from kvproof.checker.symbolic.watchdog import BudgetSpent, backstop
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="the process start is read from /proc")

@@ -3,7 +3,7 @@ scenario, what it proves and its file name; an encoding changed after it was wri
 
 import tomli_w
 
-from kvproof.checker.certs.catalogue import match_catalogue, scenario_differences
+from kvproof.checker.symbolic.cert_catalogue import match_catalogue, scenario_differences
 from kvproof.checker.certs.reader import read_certificate
 from kvproof.checker.cli.commands import main
 from kvproof.model import ops

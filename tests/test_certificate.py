@@ -9,12 +9,12 @@ import pytest
 import z3
 
 from kvproof.checker.certify import recheck
-from kvproof.checker.certs.fixed import write_certificate
+from kvproof.checker.symbolic.certificate import write_certificate
 from kvproof.checker.certs.reader import CertificateError, read_certificate
 from kvproof.checker.certs.sexpr import Command, Comment, SexprError, free_symbols, parse_script, render
 from kvproof.checker.certs.solvers import z3_binary
 from kvproof.checker.cli.commands import main
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.scenario import builtin
 
 from .certs import PROOFS, SMALL, TAG_CLAIM, committed, copy_as, fresh_copy, renamed, tag_exploit, tampered

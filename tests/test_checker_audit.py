@@ -1,4 +1,4 @@
-"""``kvproof.checker.audit``: the protocol-neutral half of ``kvproof audit``, on hand-built input
+"""``kvproof.checker.audit.common``: the protocol-neutral half of ``kvproof audit``, on hand-built input
 (no protocol: the engines' audits are tested in test_audit.py and test_vllm_audit.py)."""
 
 from dataclasses import dataclass, field, replace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kvproof.checker import audit as core
+from kvproof.checker.audit import common as core
 
 
 class _Bad(Exception):

@@ -241,7 +241,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
 
 def test_no_progress_display_off_a_terminal(capsys):
     from kvproof.checker.cli.commands import _Progress
-    from kvproof.checker.explicit import Stats
+    from kvproof.checker.results import Stats
 
     p = _Progress(True, total=3)
     p.started -= 10  # as if the run had been going for ten seconds
@@ -523,7 +523,7 @@ def no_search(monkeypatch):
     def searched(*a, **k):
         raise AssertionError("a search started")
 
-    monkeypatch.setattr("kvproof.checker.run.check_scenario", searched)
+    monkeypatch.setattr("kvproof.checker.explicit.run.check_scenario", searched)
 
 
 def _one_line_3(code, err, message):
@@ -673,14 +673,14 @@ def test_out_of_memory_is_one_line_with_the_advice_and_exit_4(capsys, monkeypatc
     def oom(*a, **k):
         raise MemoryError
 
-    monkeypatch.setattr("kvproof.checker.run.check_scenario", oom)
+    monkeypatch.setattr("kvproof.checker.explicit.run.check_scenario", oom)
     code, _, err = run(capsys, "check", "abort-race", "--no-traces")
     assert code == 4 and err.count("\n") == 1
     assert "out of memory" in err and "--visited fingerprint" in err and "--symmetry" in err and "--workers" in err
 
 
 def test_a_worker_out_of_memory_is_exit_4(capsys, monkeypatch):
-    from kvproof.checker.partition import Partition
+    from kvproof.checker.explicit.partition import Partition
 
     def oom(self, *a):
         raise MemoryError
@@ -694,7 +694,7 @@ def test_ctrl_c_is_exit_130_and_one_line(capsys, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("kvproof.checker.run.check_scenario", interrupted)
+    monkeypatch.setattr("kvproof.checker.explicit.run.check_scenario", interrupted)
     code, _, err = run(capsys, "check", "abort-race", "--no-traces")
     assert code == 130 and err == "kvproof: interrupted\n"
 

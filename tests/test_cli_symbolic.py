@@ -12,7 +12,7 @@ CHILD = r'''
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, whatever started us
 import z3
-from kvproof.checker import proofs
+from kvproof.checker.symbolic import proofs
 from kvproof.checker.cli.commands import main
 
 def hard_block(*args, **kwargs):

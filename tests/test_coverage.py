@@ -7,10 +7,10 @@ import sys
 import networkx as nx
 import pytest
 
-from kvproof.checker import coverage as cov_mod
+from kvproof.checker.explicit import coverage as cov_mod
 from kvproof.checker.cli.commands import EXIT_BAD_INPUT, EXIT_OK, main
-from kvproof.checker.coverage import action_coverage, state_graph, write_graph
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.coverage import action_coverage, state_graph, write_graph
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model import action
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
@@ -77,7 +77,7 @@ def test_coverage_refuses_the_symbolic_engine(capsys):
 
 def test_a_plain_check_does_not_load_coverage():
     code = ("import sys; from kvproof.checker.cli.commands import main; main(['check', 'incident', "
-            "'--no-traces', '--quiet']); print('kvproof.checker.coverage' in sys.modules)")
+            "'--no-traces', '--quiet']); print('kvproof.checker.explicit.coverage' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
 

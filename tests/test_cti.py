@@ -3,11 +3,11 @@ and the conjunct it breaks."""
 
 import pytest
 
-from kvproof.checker.cti import from_block, from_k_induction, render_failure
-from kvproof.checker.kinduction import k_induction
-from kvproof.checker.lemmas import BlockTimeout, Reachable, block, explore_all
+from kvproof.checker.symbolic.cti import from_block, from_k_induction, render_failure
+from kvproof.checker.symbolic.kinduction import k_induction
+from kvproof.checker.symbolic.lemmas import BlockTimeout, Reachable, block, explore_all
 from kvproof.checker.report.render import to_text
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.machine import Machine
 
 from .ring import Ring

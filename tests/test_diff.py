@@ -6,7 +6,7 @@ import pytest
 
 from kvproof.checker.report.diff import diff_traces, render_diff
 from kvproof.checker.report.render import to_text
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtin
 
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvproof.checker.explicit import explore
+from kvproof.checker.explicit.search import explore
 from kvproof.model.machine import Machine
 from kvproof.model.framework import Spec, action, invariant
 from kvproof.model.layout import Domain, Field
@@ -168,7 +168,7 @@ def test_the_catalogue_comparison_catches_a_compiled_engine_that_differs(monkeyp
 def test_an_override_that_undoes_its_base_write_gets_the_reference_verdicts():
     """``super().decode_abort(s, n, r); n.outcome[r] = s.outcome[r]`` gave a violation at depth 1
     in the compiled engine that neither the reference nor Z3 had."""
-    from kvproof.checker.explicit import explore
+    from kvproof.checker.explicit.search import explore
     from kvproof.spec.sglang.protocol import PdProtocol
 
     class KeepOutcome(PdProtocol):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kvproof.checker.expected import expected_table, read_expected
-from kvproof.checker.liveness import lasso_is_fair
+from kvproof.checker.explicit.liveness import lasso_is_fair
 from kvproof.checker.traces import read_trace, trace_filename
 from kvproof.model.replay import replay
 from kvproof.model.scenario import builtin_names, builtins

@@ -1,6 +1,6 @@
 """The explicit engine on tiny hand-built graphs whose answers are known."""
 
-from kvproof.checker.explicit import Limits, explore
+from kvproof.checker.explicit.search import Limits, explore
 from kvproof.model.framework import Claim
 
 CLAIMS = [
@@ -123,9 +123,9 @@ def test_a_search_that_outgrows_the_python_set_finds_what_one_that_stays_in_it_f
     one past ``SMALL_STATES`` states: with the threshold lowered, the same search moves over
     after a few levels and must find the same states, numbers, parents, actions and hits
     (exact, fingerprints, symmetry reduction, a state limit, a stop once every claim hit)."""
-    from kvproof.checker import visited_small
-    from kvproof.checker.symmetry import reduction_for
-    from kvproof.checker.visited import VisitedSet
+    from kvproof.checker.explicit import visited_small
+    from kvproof.checker.explicit.symmetry import reduction_for
+    from kvproof.checker.explicit.visited import VisitedSet
 
     from .conftest import machine_of
     from .symmetric import machine

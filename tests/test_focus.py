@@ -4,7 +4,7 @@ import pytest
 
 from kvproof.checker.report.focus import Focus, FocusError
 from kvproof.checker.report.render import render_trace, to_text
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtin
 
 

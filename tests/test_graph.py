@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-import kvproof.checker.liveness as liveness
-import kvproof.checker.run as run
-from kvproof.checker.explicit import Limits, explore
-from kvproof.checker.liveness import build_graph
+import kvproof.checker.explicit.liveness as liveness
+import kvproof.checker.explicit.run as run
+from kvproof.checker.explicit.search import Limits, explore
+from kvproof.checker.explicit.liveness import build_graph
 from kvproof.model.scenario import builtin
 
 from .conftest import machine_of

@@ -9,7 +9,7 @@ import time
 import pytest
 import z3
 
-from kvproof.checker.interrupts import interrupts_reach_python
+from kvproof.checker.symbolic.interrupts import interrupts_reach_python
 
 
 def _pigeonhole(n: int = 14):

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from kvproof.checker.explicit import Limits
+from kvproof.checker.explicit.search import Limits
 from kvproof.checker.report.junit import junit_xml, write_junit
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtin
 
 SCHEMA = etree.XMLSchema(etree.parse(str(Path(__file__).parent / "schemas" / "junit-10.xsd")))

@@ -2,8 +2,8 @@
 
 import z3
 
-from kvproof.checker.kinduction import k_induction
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.kinduction import k_induction
+from kvproof.checker.symbolic.transition import TransitionSystem
 
 from .ring import Ring
 

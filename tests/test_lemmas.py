@@ -3,9 +3,9 @@
 import pytest
 import z3
 
-from kvproof.checker.bmc import EngineError
-from kvproof.checker.lemmas import block, clause_term, explore_all, houdini, mine
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.bmc import EngineError
+from kvproof.checker.symbolic.lemmas import block, clause_term, explore_all, houdini, mine
+from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.machine import Machine
 
 from .ring import Ring
@@ -115,7 +115,7 @@ def test_mine_refuses_an_arity_it_has_no_template_for(ring):
 
 
 def test_the_core_of_an_unreachable_state_is_what_no_reachable_state_shows(ring):
-    from kvproof.checker.lemmas import Reachable
+    from kvproof.checker.symbolic.lemmas import Reachable
     ts, states, _ = ring
     reach = Reachable(ts, states)
     assert reach.core(bytes([4, 1])) == ()  # reachable: nothing to show
@@ -127,7 +127,7 @@ def test_the_triples_are_those_a_count_of_every_value_combination_finds():
 
     import numpy as np
 
-    from kvproof.checker.lemmas import _free_slots
+    from kvproof.checker.symbolic.lemmas import _free_slots
     from kvproof.model.scenario import builtin
     spec = builtin("abort-race").build()
     ts = TransitionSystem(spec)

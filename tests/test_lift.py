@@ -1,4 +1,4 @@
-"""Lifting lemmas by renaming (checker/lift.py): known answers, a mutant that drops renamings,
+"""Lifting lemmas by renaming (checker/symbolic/lift.py): known answers, a mutant that drops renamings,
 and the rule that a buggy scenario's larger instance is never reported proved."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from kvproof.model.scenario import parse_scenario
-from kvproof.checker.lift import Lifter, LiftBudget, LiftError, field_slots, prove_lifted
+from kvproof.checker.symbolic.lift import Lifter, LiftBudget, LiftError, field_slots, prove_lifted
 
 FIXED = {"reject_at_prefill_door": True, "reject_at_decode_door": True, "retire_pending_error_prefill": True,
          "client_aborts": False}

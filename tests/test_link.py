@@ -1,4 +1,4 @@
-"""The link between the spec and the parametric model, proved at one size (checker/link.py,
+"""The link between the spec and the parametric model, proved at one size (checker/allsizes/link.py,
 spec/sglang/allsizes.py's ``link_map``), and ``prove --all-sizes SCENARIO --link``: proved on
 v0.5.22's own size; mutants of the spec and of the model (a weakened guard, a changed update, a
 changed claim or Init) refuted with the offending action named."""
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import z3
 
-from kvproof.checker.allsizes import model_certificate, prove_by_link
-from kvproof.checker.link import check_link, ground
-from kvproof.checker.quantified import Candidate
+from kvproof.checker.allsizes.prove import model_certificate, prove_by_link
+from kvproof.checker.allsizes.link import check_link, ground
+from kvproof.checker.allsizes.quantified import Candidate
 from kvproof.model.framework import action
 from kvproof.model.scenario import builtin, load_scenario
 from kvproof.spec.sglang.allsizes import TARGET_CLAIMS, SglangAllSizes, link_map
@@ -211,8 +211,8 @@ def test_a_certificate_whose_obligations_fail_is_not_rested_on(tmp_path):
     model (line for line) whose invariant the claims do not follow from is refused by the
     solvers, and nothing is said to hold (exit 2, the failing obligation named); the link is not
     even run."""
-    from kvproof.checker.allsizes import certificate_header
-    from kvproof.checker.quantified import certificate_from
+    from kvproof.checker.allsizes.prove import certificate_header
+    from kvproof.checker.allsizes.quantified import certificate_from
     hook = builtin("v0.5.22").build().all_sizes()
     weak = tmp_path / "v0.5.22.allsizes.smt2"
     weak.write_text(certificate_from(hook.system, "true", ["no_write_after_release"],
@@ -226,8 +226,8 @@ def test_a_certificate_whose_obligations_fail_is_not_rested_on(tmp_path):
 def test_the_exit_codes_of_a_linked_report():
     """0 when every claim holds; 1 when the link is refuted or a claim the scenario expects
     violated holds; 2 when a claim is inconclusive or there is no verdict at all."""
-    from kvproof.checker.allsizes import LinkedReport
-    from kvproof.checker.link import LinkReport, LinkResult
+    from kvproof.checker.allsizes.prove import LinkedReport
+    from kvproof.checker.allsizes.link import LinkReport, LinkResult
     sc = builtin("v0.5.22")
     holds = {n: "holds" for n in TARGET_CLAIMS}
     proved = LinkReport([LinkResult("step", "clock_tick", 1)], {})

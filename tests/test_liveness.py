@@ -4,9 +4,10 @@ import time
 
 import pytest
 
-from kvproof.checker.liveness import OutOfTime, StateGraph, _lasso_for, build_graph, find_lasso, lasso_is_fair
-from kvproof.checker.explicit import Limits, Stats, explore
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.liveness import OutOfTime, StateGraph, _lasso_for, build_graph, find_lasso, lasso_is_fair
+from kvproof.checker.explicit.search import Limits, explore
+from kvproof.checker.results import Stats
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtin
 
 from .conftest import machine_of
@@ -196,7 +197,7 @@ def test_small_graph_components_are_scipys():
     connected components do, on random graphs with self-loops, isolated states and cycles."""
     import numpy as np
 
-    from kvproof.checker import liveness
+    from kvproof.checker.explicit import liveness
 
     rng = np.random.default_rng(3)
     for trial in range(60):

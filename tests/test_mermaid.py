@@ -2,7 +2,7 @@
 
 from kvproof.checker.report.focus import Focus
 from kvproof.checker.report.mermaid import trace_mermaid
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtin
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kvproof.checker.explicit import explore
+from kvproof.checker.explicit.search import explore
 from kvproof.model.machine import Machine
 from kvproof.spec.sglang.config import Request
 from kvproof.spec.sglang.protocol import PdProtocol

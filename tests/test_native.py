@@ -1,4 +1,4 @@
-"""The native backend (the spec compiled to C, :mod:`kvproof.checker.native`) has the reference
+"""The native backend (the spec compiled to C, :mod:`kvproof.checker.explicit.native`) has the reference
 semantics: successor sets with action ids, quiescence and claim hits agree with the reference
 interpreter on random specs (:mod:`.randspec`) and with the batched reference on every reachable
 state of catalogue scenarios; its search has the Python engine's outcome (states, transitions,
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvproof.checker.explicit import Limits, explore
+from kvproof.checker.explicit.search import Limits, explore
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin, builtin_names
 
@@ -23,7 +23,7 @@ from .agree import native_disagreements
 from .conftest import reachable
 from .randspec import build, specs, states
 
-native = pytest.importorskip("kvproof.checker.native")
+native = pytest.importorskip("kvproof.checker.explicit.native")
 if native.c_compiler() is None:  # pragma: no cover - every CI image has one
     pytest.skip("no C compiler", allow_module_level=True)
 
@@ -222,7 +222,7 @@ def _catalogue_case(name, tmp_path, monkeypatch):
     from pathlib import Path
 
     from kvproof.checker.expected import read_expected
-    from kvproof.checker.run import check_scenario
+    from kvproof.checker.explicit.run import check_scenario
 
     _o0(monkeypatch)
     root = Path(__file__).resolve().parents[1] / "traces"
@@ -253,7 +253,7 @@ def test_the_catalogue_keeps_its_pinned_counts_verdicts_and_traces_under_the_nat
     from pathlib import Path
 
     from kvproof.checker.expected import read_expected
-    from kvproof.checker.run import trace_of
+    from kvproof.checker.explicit.run import trace_of
     from kvproof.checker.traces import write_trace
 
     root = Path(__file__).resolve().parents[1] / "traces"
@@ -282,7 +282,7 @@ def _report_outcome(r):
 
 def test_the_default_searches_a_model_past_the_probe_natively_with_the_python_engines_outcome(
         tmp_path, monkeypatch):
-    from kvproof.checker import run
+    from kvproof.checker.explicit import run
 
     _o0(monkeypatch)
     monkeypatch.setattr(run, "PROBE_STATES", 500)  # abort-race: 2,958 states
@@ -296,7 +296,7 @@ def test_the_default_searches_a_model_past_the_probe_natively_with_the_python_en
 
 
 def test_the_default_keeps_a_small_model_on_the_python_engine_and_says_why(monkeypatch):
-    from kvproof.checker import run
+    from kvproof.checker.explicit import run
 
     monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C for a small model"))
     got = run.check_scenario(builtin("abort-race"))
@@ -310,7 +310,7 @@ def test_the_default_keeps_a_small_model_on_the_python_engine_and_says_why(monke
     (Limits(max_depth=5), None, "depth limit 5 reached"),
 ])
 def test_the_default_under_limits_has_the_python_engines_outcome(limits, states, reason, monkeypatch):
-    from kvproof.checker import run
+    from kvproof.checker.explicit import run
 
     _o0(monkeypatch)
     monkeypatch.setattr(run, "PROBE_STATES", 1000)
@@ -321,7 +321,7 @@ def test_the_default_under_limits_has_the_python_engines_outcome(limits, states,
 
 
 def test_the_default_falls_back_to_the_python_engine_without_a_c_compiler(monkeypatch, tmp_path):
-    from kvproof.checker import run
+    from kvproof.checker.explicit import run
 
     monkeypatch.setenv("CC", "no-such-compiler-kvproof")
     monkeypatch.setattr(run, "PROBE_STATES", 500)
@@ -336,7 +336,7 @@ def test_a_compiler_that_outruns_the_time_limit_is_stopped(monkeypatch, tmp_path
     the claims are inconclusive, as the Python engine leaves them when time is up."""
     import time
 
-    from kvproof.checker import run
+    from kvproof.checker.explicit import run
 
     slow = tmp_path / "slow-cc"
     slow.write_text("#!/bin/sh\nsleep 20\n")
@@ -352,7 +352,7 @@ def test_a_compiler_that_outruns_the_time_limit_is_stopped(monkeypatch, tmp_path
 
 
 def test_the_default_with_workers_probes_in_processes_then_searches_natively_in_threads(monkeypatch):
-    from kvproof.checker import parallel, run
+    from kvproof.checker.explicit import parallel, run
 
     _o0(monkeypatch)
     probes = []
@@ -380,7 +380,7 @@ _REDUCED: dict[str, tuple] = {}
 
 def _reduced(which: str):
     """The machine, canonicaliser and C code of a symmetric scenario (once per test process)."""
-    from kvproof.checker.symmetry import reduction_for
+    from kvproof.checker.explicit.symmetry import reduction_for
 
     if which not in _REDUCED:
         m = Machine(_symmetric_scenarios()[which].build())
@@ -403,7 +403,7 @@ def test_a_reduced_native_search_has_the_python_engines_outcome(which, case):
 
 
 def test_symmetry_under_the_native_backend_keeps_verdicts_and_writes_the_same_traces(tmp_path, monkeypatch):
-    from kvproof.checker import run
+    from kvproof.checker.explicit import run
 
     _o0(monkeypatch)
     sc = _symmetric_scenarios()["requests-and-pages"]
@@ -417,7 +417,7 @@ def test_symmetry_under_the_native_backend_keeps_verdicts_and_writes_the_same_tr
 
 
 def test_liveness_claims_stay_on_the_python_engine_with_their_verdicts(monkeypatch):
-    from kvproof.checker import run
+    from kvproof.checker.explicit import run
 
     name = next(n for n in ("ack-before-register", "incident") if any(
         c.kind == "liveness" for c in builtin(n).build().claims))
@@ -510,7 +510,7 @@ def test_no_c_compiler_is_one_line_not_a_traceback(tmp_path):
 def test_help_loads_neither_the_native_backend_nor_ctypes():
     from .test_startup import PROBE
 
-    heavy = ("kvproof.checker.native", "kvproof.model.ccompiler", "ctypes")
+    heavy = ("kvproof.checker.explicit.native", "kvproof.model.ccompiler", "ctypes")
     for argv in (["--help"], ["check", "--help"]):
         done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=heavy)], capture_output=True,
                               text=True, timeout=60, check=True)
@@ -520,7 +520,7 @@ def test_help_loads_neither_the_native_backend_nor_ctypes():
 def test_the_command_says_when_the_default_fell_back_for_want_of_a_compiler(monkeypatch, capsys):
     import json
 
-    from kvproof.checker import run
+    from kvproof.checker.explicit import run
     from kvproof.checker.cli.commands import main
 
     monkeypatch.setenv("CC", "no-such-compiler-kvproof")

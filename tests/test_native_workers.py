@@ -1,4 +1,4 @@
-"""Several workers of the native backend (threads running the C, :mod:`kvproof.checker.native_workers`)
+"""Several workers of the native backend (threads running the C, :mod:`kvproof.checker.explicit.native_workers`)
 number every state as one thread does: the same states, transitions, depth, quiescent states,
 claim hits, parents and actions (so the same shortest paths), and that is the Python engine's
 outcome, on catalogue scenarios under every limit, on random specs, and with symmetry reduction.
@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvproof.checker.explicit import Limits, explore
+from kvproof.checker.explicit.search import Limits, explore
 from kvproof.model.machine import Machine
 
 from .randspec import build, specs
 from .test_native import (_SETTINGS, CASES, _outcome, _reduced, cache, native, native_of,  # noqa: F401 - cache: fixture
                           overflow_spec)
 
-workers_mod = pytest.importorskip("kvproof.checker.native_workers")
+workers_mod = pytest.importorskip("kvproof.checker.explicit.native_workers")
 
 
 @pytest.fixture(autouse=True)

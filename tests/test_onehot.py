@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from kvproof.checker.onehot import OneHotOps, conj, disj, neg
+from kvproof.checker.symbolic.onehot import OneHotOps, conj, disj, neg
 from kvproof.model.machine import reference_claim, reference_successors
 
 from .conftest import machine_of, reachable

@@ -2,8 +2,8 @@
 
 import pytest
 
-from kvproof.checker.explicit import Limits
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.search import Limits
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.machine import Machine
 from kvproof.model.replay import replay
 from kvproof.model.scenario import builtin

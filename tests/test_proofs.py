@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from kvproof.checker.certify import recheck
-from kvproof.checker.proofs import ProofBudget, prove_scenario
-from kvproof.checker.run import check_scenario
+from kvproof.checker.symbolic.proofs import ProofBudget, prove_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.machine import Machine
 from kvproof.model.replay import run_actions
 from kvproof.model.scenario import builtin

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.machine import Machine
 from kvproof.model.replay import replay
 from kvproof.model.scenario import builtin

@@ -54,13 +54,13 @@ def _compared(spec):
     ``release_justified`` the model's own run and the log's other explanations differ (seen on
     ``sglang-0.5.23-tp2`` seed 0: the run breaks it, another explanation does not); a recorded
     log's unjustified release is tested on the failed-send log below."""
-    from kvproof.checker.validate import Checked
+    from kvproof.checker.logs.validate import Checked
 
     return Checked(spec, [c for c in Checked.invariants(spec).claims if c.name != "release_justified"])
 
 
 def _verdict(scenario, events):
-    from kvproof.checker.validate import explain
+    from kvproof.checker.logs.validate import explain
     from kvproof.spec.sglang import validate as sv
 
     machine = _compared(scenario.build())
@@ -72,7 +72,7 @@ def _breaking_step(machine, actions, every_invariant=False):
     """(action name, room, occurrence of that (name, room) among the run's steps, claims) of the
     first step that breaks an always-invariant (all of them with ``every_invariant``, else those
     :func:`_compared` checks), or None."""
-    from kvproof.checker.validate import Checked
+    from kvproof.checker.logs.validate import Checked
 
     checked = Checked.invariants(machine.spec) if every_invariant else _compared(machine.spec)
     seen: Counter = Counter()
@@ -193,7 +193,7 @@ def test_an_ack_sglang_never_sends_is_not_demanded(tmp_path):
     ``prefill_drain_ack`` (an ack that carries nothing).  The recorder's header says such acks
     are unseen (``unarmed_acks_unseen``); read without it, the log is unexplained where the
     room's third request starts (the model cannot take the unlogged ack)."""
-    from kvproof.checker.validate import explain
+    from kvproof.checker.logs.validate import explain
     from kvproof.spec.sglang import validate as sv
 
     sc, machine = _model("sglang-0.5.23-room-reuse")

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from kvproof.checker.report.render import changes, render_reports, render_trace, to_text
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtin
 
 GOLDEN = Path(__file__).parent / "golden"

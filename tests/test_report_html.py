@@ -5,7 +5,7 @@ import pytest
 from lxml import html as lxml_html
 
 from kvproof.checker.report.html import counterexample_id, report_html, write_report
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtin
 
 from .browser import run_chromium

@@ -54,7 +54,7 @@ def test_focus_on_a_slot_follows_each_of_its_requests():
 
 
 def test_sarif_names_the_last_action_by_the_request():
-    from kvproof.checker.run import check_scenario
+    from kvproof.checker.explicit.run import check_scenario
     from kvproof.model.scenario import builtin
 
     rep = check_scenario(builtin("room-reuse-legacy-ack"), only=["no_write_after_release"])

@@ -2,8 +2,7 @@
 
 import pytest
 
-from kvproof.checker.explicit import Stats
-from kvproof.checker.results import (ClaimReport, Inconclusive, Reached, ScenarioReport, Unreachable, Verified, Violated,
+from kvproof.checker.results import (ClaimReport, Inconclusive, Reached, ScenarioReport, Stats, Unreachable, Verified, Violated,
                                      default_expectation, exit_code, found, not_found)
 from kvproof.model.scenario import builtin
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from kvproof.checker.explicit import Limits
+from kvproof.checker.explicit.search import Limits
 from kvproof.checker.results import Inconclusive
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import ScenarioError, builtin, builtin_names
 
 from .conftest import checked

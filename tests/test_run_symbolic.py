@@ -6,11 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvproof.checker.explicit import Limits
-from kvproof.checker.run import check_scenario
-from kvproof.checker.proofs import ProofBudget
+from kvproof.checker.explicit.search import Limits
+from kvproof.checker.explicit.run import check_scenario
+from kvproof.checker.symbolic.proofs import ProofBudget
 from kvproof.checker.results import Verified
-from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check, disagreements
+from kvproof.checker.symbolic.run import check_scenario_bmc, cross_check, disagreements
 from kvproof.spec.sglang.config import Config, Engine, Request
 from kvproof.model.scenario import Scenario, builtin, builtin_names
 

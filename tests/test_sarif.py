@@ -10,8 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kvproof.checker.explicit import Limits
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.search import Limits
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.checker.report.sarif import sarif_log, source_region, write_sarif
 from kvproof.model.registry import trust_variant
 from kvproof.model.scenario import builtin, load_scenario

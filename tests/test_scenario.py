@@ -136,7 +136,7 @@ def test_to_data_round_trips():
 def test_the_readme_variant_example_checks_as_documented():
     from pathlib import Path
 
-    from kvproof.checker.run import check_scenario
+    from kvproof.checker.explicit.run import check_scenario
 
     root = Path(__file__).resolve().parents[1]
     trust_variant(root / "examples" / "variant" / "early_release.py")
@@ -152,7 +152,7 @@ def test_the_readme_variant_example_checks_as_documented():
 def test_a_variant_file_is_a_scenario_with_its_own_protocol(tmp_path):
     from pathlib import Path
 
-    from kvproof.checker.run import check_scenario
+    from kvproof.checker.explicit.run import check_scenario
     from kvproof.model.scenario import load_variant
 
     root = Path(__file__).resolve().parents[1]

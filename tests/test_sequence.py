@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.checker.report.sequence import trace_story
 from kvproof.spec.sglang.narration import LANES
 from kvproof.model.scenario import builtin, load_scenario

@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.checker.report.sequence import trace_lanes, trace_story
 from kvproof.checker.report.sequence_svg import sequence_svg
 from kvproof.model.scenario import builtin

@@ -27,7 +27,7 @@ def test_help_and_list_import_no_engine(argv):
 
 def test_the_parser_offers_the_visited_sets_the_engine_has():
     from kvproof.checker.cli.commands import VISITED_MODES
-    from kvproof.checker.visited import MODES
+    from kvproof.checker.explicit.visited import MODES
 
     assert VISITED_MODES == tuple(MODES)
 
@@ -36,6 +36,6 @@ def test_a_small_check_runs_the_engine_without_numpy():
     # the probe above would pass on a command that imports nothing: this one searches (the
     # engine is loaded) with the visited set a Python set (numpy is not)
     done = subprocess.run([sys.executable, "-c", PROBE.format(argv=["check", "incident", "--no-traces", "--quiet"],
-                                                              heavy=HEAVY + ("kvproof.checker.explicit",))],
+                                                              heavy=HEAVY + ("kvproof.checker.explicit.search",))],
                           capture_output=True, text=True, timeout=120)
-    assert done.stdout.split("\n")[-2] == "0 ['kvproof.checker.explicit']", done.stdout + done.stderr
+    assert done.stdout.split("\n")[-2] == "0 ['kvproof.checker.explicit.search']", done.stdout + done.stderr

@@ -5,7 +5,7 @@ import random
 import pytest
 import z3
 
-from kvproof.checker.symbolic import claim_term, state_vars, step_terms
+from kvproof.checker.symbolic.z3ops import claim_term, state_vars, step_terms
 from kvproof.model.machine import reference_claim, reference_successors
 
 from .conftest import machine_of, reachable

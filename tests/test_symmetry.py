@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from kvproof.checker.run import check_scenario
-from kvproof.checker.symmetry import concrete_path, reduction_for
+from kvproof.checker.explicit.run import check_scenario
+from kvproof.checker.explicit.symmetry import concrete_path, reduction_for
 from kvproof.model.machine import Machine
 from kvproof.model.replay import replay, run_actions
 from kvproof.spec.sglang.protocol import PdProtocol
@@ -74,7 +74,7 @@ def test_reduced_verdicts_and_counterexample_lengths_equal_the_full_search(name,
 def test_a_canonical_path_maps_back_to_concrete_states_in_the_same_orbits():
     m = machine("abort-race", "AAB")
     canon = reduction_for(m).canonicaliser
-    from kvproof.checker.explicit import explore
+    from kvproof.checker.explicit.search import explore
 
     ex = explore(m, canon=canon.canon, orbit=canon.orbit)
     i = [c.name for c in m.claims].index("no_cross_tenant_read")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kvproof.checker.allsizes import recheck_all_sizes
-from kvproof.checker.certs.catalogue import match_catalogue
+from kvproof.checker.allsizes.prove import recheck_all_sizes
+from kvproof.checker.symbolic.cert_catalogue import match_catalogue
 from kvproof.checker.certs.reader import ALL_SIZES, CertificateError, read_certificate
 from kvproof.checker.certs.solvers import invariant_scope_problems, run_solvers
 from kvproof.checker.cli.commands import main

@@ -1,6 +1,6 @@
 """Page timelines: each page's owners and contents over a trace, in one line and per step."""
 
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.checker.report.timeline import page_timelines
 from kvproof.model.scenario import builtin
 

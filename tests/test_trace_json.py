@@ -3,7 +3,7 @@
 import json
 
 from kvproof.checker.report.focus import Focus
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.checker.report.trace_json import trace_records
 from kvproof.model.scenario import builtin
 

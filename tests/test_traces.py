@@ -5,7 +5,7 @@ import json
 import itf_py
 import pytest
 
-from kvproof.checker.run import check_scenario
+from kvproof.checker.explicit.run import check_scenario
 from kvproof.checker.traces import TraceError, read_trace, to_itf, write_trace
 from kvproof.model.scenario import builtin
 

@@ -5,7 +5,7 @@ import random
 import pytest
 import z3
 
-from kvproof.checker.transition import TransitionSystem
+from kvproof.checker.symbolic.transition import TransitionSystem
 
 from .conftest import machine_of, reachable
 from .ring import Ring

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from kvproof.checker.cli import main
 from kvproof.checker.traces import read_trace
-from kvproof.checker.validate import Checked, Search, explain, read_log
+from kvproof.checker.logs.validate import Checked, Search, explain, read_log
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang import validate as sv
@@ -411,7 +411,7 @@ def _log(tmp_path, lines, name="mutated.jsonl"):
 def test_validate_has_one_exit_code_per_answer():
     from kvproof.checker.cli.commands import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK,
                                               EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, VALIDATE_EXITS)
-    from kvproof.checker.validate_command import ANSWERS
+    from kvproof.checker.logs.validate_command import ANSWERS
 
     assert set(VALIDATE_EXITS) == set(ANSWERS)
     assert VALIDATE_EXITS == {"explained": 0, "violation": 1, "undecided": 2, "unexplained": 5}

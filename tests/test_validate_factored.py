@@ -1,5 +1,5 @@
-"""The factored search of ``kvproof validate`` (``checker/validate_factored.py``) against the
-reference (``checker/validate.py``'s :class:`Search`), property-based: on random, mutated and
+"""The factored search of ``kvproof validate`` (``checker/logs/validate_factored.py``) against the
+reference (``checker/logs/validate.py``'s :class:`Search`), property-based: on random, mutated and
 hazard logs of the vLLM and SGLang specs, after every event the factored frontier's states are
 exactly the reference's clean states (those some path of clean states reaches), and the verdict
 is the reference's (kind, event, claims, the state shown, the possible states); a mutant of the
@@ -11,8 +11,8 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kvproof.checker.validate import Checked, Search, explain
-from kvproof.checker.validate_factored import Block, FactoredSearch, FactoredUnavailable, suits
+from kvproof.checker.logs.validate import Checked, Search, explain
+from kvproof.checker.logs.validate_factored import Block, FactoredSearch, FactoredUnavailable, suits
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang import validate as sv
@@ -108,7 +108,7 @@ def _same_maybe(machine, obs_of, events, a, b):
     """The same first possible violation (line, claims, before); the factored search's state
     (the first one ``_purge`` dropped that breaks the first claim) is a state of the reference's
     searches attributed to that event: the reference's rebuild pass reaches it."""
-    from kvproof.checker.validate import rebuild
+    from kvproof.checker.logs.validate import rebuild
 
     key = [v.maybe and (v.maybe.event.line, v.maybe.claims, v.maybe.before) for v in (a, b)]
     assert key[0] == key[1], key
@@ -212,7 +212,7 @@ def test_mutants_are_caught(monkeypatch):
     """Wrong implementations give other frontiers, and the comparison above catches them: a
     join split back where its alternatives are not a product (the clock's ages and the READ
     phases it waits for), and conjuncts never checked (dirty states kept)."""
-    from kvproof.checker import validate_factored as vf
+    from kvproof.checker.logs import validate_factored as vf
 
     gen, machine, factored = _vllm("vllm-pull-abort-32255", 2)
     events = _decoded(vv.observation(machine), vv.to_events(gen, vv.random_run(gen, 5, 0)))
@@ -276,7 +276,7 @@ def test_possible_violations_are_the_first_states_purge_drops_and_mutants_are_ca
     with monkeypatch.context() as m:
         m.setattr(FactoredSearch, "_close", no_closure)
         assert maybe(hidden) is None
-    from kvproof.checker import validate as vmod
+    from kvproof.checker.logs import validate as vmod
 
     class NoTail(vmod._MaybeTracker):
         def pending(self):
@@ -284,7 +284,7 @@ def test_possible_violations_are_the_first_states_purge_drops_and_mutants_are_ca
 
     with monkeypatch.context() as m:
         m.setattr(vmod, "_MaybeTracker", NoTail)
-        from kvproof.checker import validate_factored as vf
+        from kvproof.checker.logs import validate_factored as vf
 
         m.setattr(vf, "_MaybeTracker", NoTail)
         assert maybe(hidden[:4]) is None and maybe(hidden) == (5, ["no_source_free_while_read"])

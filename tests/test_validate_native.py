@@ -1,5 +1,5 @@
-"""The native search of ``kvproof validate`` (``checker/validate_native.py``) against the reference
-(``checker/validate.py``'s :class:`Search`): on random logs of the vLLM and SGLang specs, clean and
+"""The native search of ``kvproof validate`` (``checker/logs/validate_native.py``) against the reference
+(``checker/logs/validate.py``'s :class:`Search`): on random logs of the vLLM and SGLang specs, clean and
 mutated (an event dropped, two swapped, one duplicated, a block changed), and on hazard logs, the
 set of possible states with their claim masks is the same after every event, and so is the
 verdict (kind, line, claims, peak)."""
@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from kvproof.checker.native import c_compiler
-from kvproof.checker.validate import Checked, Search, explain
+from kvproof.checker.explicit.native import c_compiler
+from kvproof.checker.logs.validate import Checked, Search, explain
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang import validate as sv
@@ -40,8 +40,8 @@ def _mutate(events, rng):
 
 def _same_search(machine, obs_of, events, monkeypatch, batch):
     """Both searches event by event: the same closed and advanced frontiers; the verdicts."""
-    from kvproof.checker import validate_native
-    from kvproof.checker.validate_native import native_search
+    from kvproof.checker.logs import validate_native
+    from kvproof.checker.logs.validate_native import native_search
 
     monkeypatch.setattr(validate_native, "BATCH", batch)
     obs = obs_of(machine)
@@ -116,8 +116,8 @@ def test_a_possible_violation_between_events_is_found_in_c_too(batch, monkeypatc
     is caught."""
     from tests.test_vllm_validate import _NoClosure, hidden_reap_log
 
-    from kvproof.checker import validate_native
-    from kvproof.checker.validate_native import NativeSearch, native_search
+    from kvproof.checker.logs import validate_native
+    from kvproof.checker.logs.validate_native import NativeSearch, native_search
 
     monkeypatch.setattr(validate_native, "BATCH", batch)
     machine, obs, events = hidden_reap_log()

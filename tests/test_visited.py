@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from kvproof.checker.visited import VisitedSet, collision_probability
-from kvproof.checker.visited_small import SmallVisitedSet
+from kvproof.checker.explicit.visited import VisitedSet, collision_probability
+from kvproof.checker.explicit.visited_small import SmallVisitedSet
 
 
 def _levels(seed, width=3, values=4):

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import z3
 
-from kvproof.checker.allsizes import certificate_header, prove_all_sizes, recheck_all_sizes
-from kvproof.checker.lemmas import explore_all
-from kvproof.checker.quantified import Action, Step, candidates_from, certificate_from, inductive_problems
+from kvproof.checker.allsizes.prove import certificate_header, prove_all_sizes, recheck_all_sizes
+from kvproof.checker.allsizes.quantified import Action, Step, candidates_from, certificate_from, inductive_problems
+from kvproof.checker.symbolic.lemmas import explore_all
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.vllm.allsizes import (TARGET_CLAIMS, Correspondence, Pinned, VllmAllSizes, model_for, small_config,
@@ -144,7 +144,7 @@ def test_lifting_and_joins_say_what_the_small_instance_shows():
     states, _ = explore_all(Machine(spec))
     joins = {j.name: j for j in corr.joins(states)}
     assert set(joins) == {"dest", "src"}
-    from kvproof.checker.allsizes import mine_joined
+    from kvproof.checker.allsizes.prove import mine_joined
     dest = joins["dest"]
     cols = dest.columns
     facts = mine_joined(dest)
@@ -232,7 +232,7 @@ def test_a_mutant_model_is_not_proved_by_the_stored_invariant(drop):
     filter's sizes (a model of the sorts, so a counterexample there is one for the parametric
     model too) the step the mutant changed breaks some of its conjuncts, while for the model
     itself every conjunct survives there (the unbounded proof is the certificate's)."""
-    from kvproof.checker.quantified import houdini
+    from kvproof.checker.allsizes.quantified import houdini
     from kvproof.spec.vllm.allsizes import FILTER_SIZES
     inv, _ = invariant_of(STORED.read_text())
     good = VllmAllSizes(2, 0, 1)
@@ -258,12 +258,12 @@ def test_the_pre_fix_twin_is_refuted_at_its_own_size():
 
 
 def test_the_link_is_proved_at_the_largest_scenario_size():
-    """The link (checker/link.py) at 3 requests on 4 decode and 4 prefill blocks, the largest a
+    """The link (checker/allsizes/link.py) at 3 requests on 4 decode and 4 prefill blocks, the largest a
     vLLM scenario file allows: Init, every spec action instance and the six claims, with the
     stored certificate's conjuncts as hypotheses; without them the READ's data movement is not a
     model step (a posted READ whose destination is the sentinel: the spec keeps the sentinel row,
     the model writes it), so the hypotheses are what make it hold."""
-    from kvproof.checker.link import check_link
+    from kvproof.checker.allsizes.link import check_link
     from kvproof.spec.vllm.allsizes import link_map
     inv, _ = invariant_of(STORED.read_text())
     spec = VllmPd(dataclasses.replace(builtin(FIXED).config, requests=tuple(Request(t) for t in "ABA"),
@@ -279,7 +279,7 @@ def test_a_counter_counting_down_is_linked():
     """A lease counting down (the spec's add(lease, -1) has a one-hot key -1 that no model value
     stands for) is a step of the model's clock_tick: the link's relation gives such a key no
     counterpart (it once indexed the values from the end and refuted clock_tick)."""
-    from kvproof.checker.link import check_link
+    from kvproof.checker.allsizes.link import check_link
     from kvproof.spec.vllm.allsizes import link_map
     spec = builtin(FIXED).build()
     rep = check_link(spec, link_map(spec), claims=False, only=["clock_tick"], seconds=120)

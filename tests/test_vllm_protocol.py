@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kvproof.checker.cli import main
-from kvproof.checker.explicit import explore
+from kvproof.checker.explicit.search import explore
 from kvproof.model.framework import action
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import ScenarioError, builtin, builtin_names, parse_scenario
@@ -848,7 +848,7 @@ class ReapsOnlyTheHead(VllmPd):
 
 
 def test_v2_a_reaper_that_stops_at_the_live_head_is_caught():
-    from kvproof.checker.liveness import build_graph, find_lasso
+    from kvproof.checker.explicit.liveness import build_graph, find_lasso
 
     sc = builtin("vllm-pull-reaper-58222")
     m = Machine(ReapsOnlyTheHead(sc.config))

@@ -64,7 +64,7 @@ def _record(scenario, machine, actions, path):
 
 
 def _verdict(scenario, events):
-    from kvproof.checker.validate import Checked, explain
+    from kvproof.checker.logs.validate import Checked, explain
     from kvproof.spec.vllm import validate as vv
 
     machine = Checked.invariants(scenario.build())
@@ -90,7 +90,7 @@ def _random_actions(machine, seed, steps=30):
 
 def _breaks(machine, actions):
     """Whether the model's run of ``actions`` reaches a state that breaks an always-invariant."""
-    from kvproof.checker.validate import Checked
+    from kvproof.checker.logs.validate import Checked
 
     checked = Checked.invariants(machine.spec)
     state = machine.init

@@ -9,7 +9,7 @@ import pytest
 
 from kvproof.checker.cli import main
 from kvproof.checker.traces import read_trace
-from kvproof.checker.validate import Checked, explain
+from kvproof.checker.logs.validate import Checked, explain
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 from kvproof.spec.vllm import validate as vv
@@ -168,7 +168,7 @@ def test_a_possible_violation_between_events_is_the_last_event_read_before_it():
     cut after line 5 (the closure after the last event counts).  Mutants: one that ignores
     dirty states reached between events finds none; one without the closure after the last
     event finds none on the cut log."""
-    from kvproof.checker.validate import Search, rebuild
+    from kvproof.checker.logs.validate import Search, rebuild
 
     machine, obs, events = hidden_reap_log()
     assert [e.raw["event"] for e in events][3] == "prefill_push_write" and events[3].line == 5
@@ -181,7 +181,7 @@ def test_a_possible_violation_between_events_is_the_last_event_read_before_it():
         assert machine.spec.instances[actions[-1]].name == "prefill_reap_expired_lease"
     mutant = _NoClosure.of(Search)
     assert explain(machine, obs(), events, 100_000, mutant(machine, obs(), 100_000)).maybe is None
-    from kvproof.checker import validate as vmod
+    from kvproof.checker.logs import validate as vmod
 
     class NoTail(vmod._MaybeTracker):
         def pending(self):

@@ -4,7 +4,7 @@ claims once it declares it (``PdProtocol.write_targets``)."""
 import json
 
 from kvproof.checker.cli.commands import main
-from kvproof.checker.explicit import explore
+from kvproof.checker.explicit.search import explore
 from kvproof.model.expr import SpecOps
 from kvproof.model.framework import Pre, action
 from kvproof.model.layout import Field

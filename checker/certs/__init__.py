@@ -6,11 +6,11 @@ processes that answer each of its obligations on its own.
   fixed-size certificates (``<scenario>.smt2``) and all-sizes ones (``<scenario>.allsizes.smt2``);
 * :mod:`.solvers`: fresh z3 and cvc5 processes on a script rebuilt from the parsed terms, one
   answer bound to each obligation by an echoed marker;
-* :mod:`.fixed`: the fixed-size certificate's writer and what its definitions must satisfy;
-* :mod:`.catalogue`: a fixed-size certificate held against today's encoding of its scenario.
-
-The all-sizes certificate is held against today's parametric model in
-:mod:`kvproof.checker.allsizes`; :mod:`kvproof.checker.certify` is what ``kvproof certify`` runs.
+It imports no engine.  The fixed-size certificate's writer and its check against today's encoding
+of its scenario are the Z3 engine's (:mod:`kvproof.checker.symbolic.certificate`,
+:mod:`kvproof.checker.symbolic.cert_catalogue`); the all-sizes certificate is held against today's
+parametric model in
+:mod:`kvproof.checker.allsizes.prove`; :mod:`kvproof.checker.certify` is what ``kvproof certify`` runs.
 """
 
 from kvproof.checker.certs.reader import Certificate, CertificateError, Obligation, read_certificate

@@ -29,7 +29,7 @@ both states of the inductive step, so stock z3 could "prove" an invariant that i
 under each action *repeated*.)
 
 For an **all-sizes** certificate (:func:`all_sizes_script`) the script is the file's prelude and
-obligations as parsed, which :mod:`kvproof.checker.allsizes` has held, term for term, against
+obligations as parsed, which :mod:`kvproof.checker.allsizes.prove` has held, term for term, against
 today's parametric model with the file's invariant.
 """
 

@@ -48,7 +48,7 @@ from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_I
                                         EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, BadInput,
                                         Progress, Summary, plural, protocol_command, reports_summary)
 from kvproof.checker.cli.common import console as _console
-from kvproof.checker.watchdog import BudgetSpent
+from kvproof.checker.symbolic.watchdog import BudgetSpent
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import resolve as _resolve
 from kvproof.model.registry import trust_variant, variant_error, variant_scope
@@ -157,7 +157,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _coverage(scenarios, limits) -> list:
     """``check --coverage``: each scenario's transitions by action, from its reachable graph
     (a pass of its own, so that a plain check pays nothing)."""
-    from kvproof.checker.coverage import action_coverage
+    from kvproof.checker.explicit.coverage import action_coverage
     from kvproof.model.machine import Machine
 
     return [action_coverage(Machine(sc.build()), limits) for sc in scenarios]
@@ -178,7 +178,7 @@ def _limits(args: argparse.Namespace):
     """The limit flags; ``--max-seconds`` is one budget for the whole command (``args.budget``,
     set by :func:`main`: from process start for the console command), across every scenario
     and phase."""
-    from kvproof.checker.explicit import Limits
+    from kvproof.checker.explicit.search import Limits
 
     budget = getattr(args, "budget", None)
     if budget is not None:
@@ -194,7 +194,7 @@ def _run(scenarios, limits, only, traces_dir, show_progress: bool, budget=None, 
     reporting the scenarios before it takes: their rows of the verdict table (``table``), their
     counterexamples in the HTML report (``html``; :mod:`kvproof.checker.budget`)."""
     from kvproof.checker.budget import HTML_TRACE_SECONDS, ROW_SECONDS
-    from kvproof.checker.run import check_scenario
+    from kvproof.checker.explicit.run import check_scenario
 
     progress = Progress(show_progress, len(scenarios))
     reports = []
@@ -370,7 +370,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.format == "json":
         doc = trace_records(trace, args.step, only)
         if args.full:  # every field of the state after each step (and before the first)
-            from kvproof.checker.report.render import named_values
+            from kvproof.checker.states import named_values
 
             layout = trace.machine.spec.layout
             if args.step in (None, 0):
@@ -392,7 +392,7 @@ def _unverified(trace) -> str | None:
     """Why ``trace`` cannot be shown as what it claims (``None``: it can): its stored states
     differ from what replaying its actions gives, or its claim does not fail (a witness: does not
     hold) at its last state, as in a file cut short, or a lasso is not a fair violating cycle."""
-    from kvproof.checker.liveness import lasso_is_fair
+    from kvproof.checker.explicit.liveness import lasso_is_fair
     from kvproof.model.machine import reference_hits
     from kvproof.model.replay import replay
 
@@ -413,7 +413,7 @@ def _unverified(trace) -> str | None:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     """Write a small scenario's reachable state graph as DOT or GraphML (through networkx)."""
-    from kvproof.checker.coverage import GRAPH_LIMIT, GraphTooBig, state_graph, write_graph
+    from kvproof.checker.explicit.coverage import GRAPH_LIMIT, GraphTooBig, state_graph, write_graph
     from kvproof.model.machine import Machine
 
     sc = _resolve(args.scenario)
@@ -436,7 +436,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-execute a stored trace and confirm its claim still hits at its last state."""
-    from kvproof.checker.liveness import lasso_is_fair
+    from kvproof.checker.explicit.liveness import lasso_is_fair
     from kvproof.checker.traces import read_trace
     from kvproof.model.machine import reference_hits
     from kvproof.model.replay import replay
@@ -609,14 +609,14 @@ def _audit_options(args: argparse.Namespace) -> None:
 
 VALIDATE_EXITS = {"explained": EXIT_OK, "violation": EXIT_MISMATCH, "undecided": EXIT_INCONCLUSIVE,
                   "unexplained": EXIT_UNEXPLAINED}
-"""``validate``'s answers (:data:`kvproof.checker.validate_command.ANSWERS`) and their exit codes."""
+"""``validate``'s answers (:data:`kvproof.checker.logs.validate_command.ANSWERS`) and their exit codes."""
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Search for a behaviour of the spec that explains an engine's event log (the protocol the
     log's header names supplies the ``validate`` command); the exit code of its answer
     (:data:`VALIDATE_EXITS`)."""
-    from kvproof.checker.validate_command import run_validate
+    from kvproof.checker.logs.validate_command import run_validate
 
     return VALIDATE_EXITS[run_validate(args, _console(), BadInput)]
 
@@ -627,7 +627,7 @@ def _plural(n: int, word: str) -> str:
 
 
 # -- parser --------------------------------------------------------------------------------------
-VISITED_MODES = ("exact", "fingerprint")  # kvproof.checker.visited.MODES (a test keeps them equal)
+VISITED_MODES = ("exact", "fingerprint")  # kvproof.checker.explicit.visited.MODES (a test keeps them equal)
 _TRUST = "trust this engine variant file (it is code) for the protocol the input names (repeatable)"
 _MAX_SECONDS = ("one wall-clock budget of S seconds for the whole command, from process start (start-up included) "
                 "to exit, shared by every scenario and phase: the command ends within S + 0.5 s, what it did not "
@@ -866,8 +866,8 @@ def _parser() -> argparse.ArgumentParser:
 
 _ONE_LINE = (("kvproof.checker.cli.common", "BadInput"), ("kvproof.model.scenario", "ScenarioError"),
              ("kvproof.model.registry", "ProtocolError"), ("kvproof.model.expr", "SpecError"),
-             ("kvproof.checker.traces", "TraceError"), ("kvproof.checker.ray_backend", "RayUnavailable"),
-             ("kvproof.checker.native", "NativeUnavailable"),
+             ("kvproof.checker.traces", "TraceError"), ("kvproof.checker.explicit.ray_backend", "RayUnavailable"),
+             ("kvproof.checker.explicit.native", "NativeUnavailable"),
              ("kvproof.checker.certs.reader", "CertificateError"))
 
 

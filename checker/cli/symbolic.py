@@ -33,10 +33,10 @@ DEFAULT_DEPTH = 24
 
 def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
     """``check --engine bmc`` (bounded, shortest violations) or ``--engine both`` (the explicit
-    verdicts, cross-checked by :func:`~.run_symbolic.cross_check`).  ``--max-seconds`` is one
+    verdicts, cross-checked by :func:`~kvproof.checker.symbolic.run.cross_check`).  ``--max-seconds`` is one
     budget for the command: every phase stops at ``limits``' deadline, Z3 calls included
-    (:func:`~.watchdog.z3_deadline`)."""
-    from kvproof.checker.watchdog import z3_deadline
+    (:func:`~kvproof.checker.symbolic.watchdog.z3_deadline`)."""
+    from kvproof.checker.symbolic.watchdog import z3_deadline
 
     with z3_deadline(limits.deadline()):
         return _check_symbolic(args, scenarios, limits)
@@ -45,11 +45,11 @@ def check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
 def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
     from rich.text import Text
 
-    from kvproof.checker.cti import render_failure
+    from kvproof.checker.symbolic.cti import render_failure
     from kvproof.checker.report.render import render_reports
     from kvproof.checker.results import exit_code
-    from kvproof.checker.run import check_scenario
-    from kvproof.checker.run_symbolic import check_scenario_bmc, cross_check
+    from kvproof.checker.explicit.run import check_scenario
+    from kvproof.checker.symbolic.run import check_scenario_bmc, cross_check
 
     traces_dir = None if args.no_traces else Path(args.traces)
     out = _console()
@@ -122,7 +122,7 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
 def cmd_prove(args: argparse.Namespace) -> int:
     """Prove every invariant of each scenario by an inductive invariant and by k-induction, or
     refute it.  Ctrl-C, also inside a Z3 call, is an interrupt (exit 130), never a result."""
-    from kvproof.checker.interrupts import interrupts_reach_python
+    from kvproof.checker.symbolic.interrupts import interrupts_reach_python
 
     with interrupts_reach_python():
         return _prove(args)
@@ -131,8 +131,8 @@ def cmd_prove(args: argparse.Namespace) -> int:
 def _prove(args: argparse.Namespace) -> int:
     from rich.text import Text
 
-    from kvproof.checker.cti import render_failure
-    from kvproof.checker.proofs import ProofBudget, prove_scenario
+    from kvproof.checker.symbolic.cti import render_failure
+    from kvproof.checker.symbolic.proofs import ProofBudget, prove_scenario
 
     if (args.no_minimise or args.invariant_from is not None or args.irredundant) and not args.all_sizes:
         raise BadInput("--no-minimise, --invariant-from and --irredundant go with --all-sizes only")
@@ -219,14 +219,14 @@ def _prove(args: argparse.Namespace) -> int:
 def _prove_linked(args: argparse.Namespace) -> int:
     """``prove --all-sizes SCENARIO --link``: SCENARIO's target claims at its own size with no
     enumeration, from the all-sizes certificate of its parametric model and the link between
-    the spec and the model, proved at that size (:func:`~kvproof.checker.allsizes.prove_by_link`).
+    the spec and the model, proved at that size (:func:`~kvproof.checker.allsizes.prove.prove_by_link`).
     One line per obligation of the link, one for the certificate, one per claim, one saying what
     the result rests on.  Exit 0 when every target claim holds, 1 when the link is refuted (the
     offending spec action is named) or a claim the scenario expects violated holds, 2 when a
     claim is inconclusive (no certificate of the model, a solver gave up), 3 on bad input."""
     from rich.text import Text
 
-    from kvproof.checker.allsizes import prove_by_link
+    from kvproof.checker.allsizes.prove import prove_by_link
 
     if len(args.scenarios) != 1 or args.lift_from is not None:
         raise BadInput("prove --all-sizes --link takes exactly one SCENARIO (and no --lift-from)")
@@ -310,12 +310,12 @@ def _prove_linked(args: argparse.Namespace) -> int:
 
 def _prove_all_sizes(args: argparse.Namespace) -> int:
     """``prove --all-sizes SCENARIO``: the safety claims for every number of requests and pages
-    (:mod:`~kvproof.checker.allsizes`).  Exit 0 when every target claim is proved, 1 when one is
+    (:mod:`~kvproof.checker.allsizes.prove`).  Exit 0 when every target claim is proved, 1 when one is
     violated at the scenario's own size (its shortest trace shown), 2 when one is inconclusive,
     3 on bad input."""
     from rich.text import Text
 
-    from kvproof.checker.allsizes import prove_all_sizes
+    from kvproof.checker.allsizes.prove import prove_all_sizes
 
     if len(args.scenarios) != 1 or args.lift_from is not None:
         raise BadInput("prove --all-sizes takes exactly one SCENARIO (and no --lift-from)")
@@ -394,14 +394,14 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
 
 def _prove_lifted(args: argparse.Namespace) -> int:
     """``prove SCENARIO --lift-from SMALL``: the invariants of SCENARIO proved with lemmas
-    mined on SMALL and lifted by renaming (:mod:`~kvproof.checker.lift`); SCENARIO is never
+    mined on SMALL and lifted by renaming (:mod:`~kvproof.checker.symbolic.lift`); SCENARIO is never
     enumerated.  Exit 0 when every invariant expected verified is proved, 1 when one expected
     violated is proved, 2 otherwise (inconclusive: this method never refutes), 3 on bad input."""
     from rich.text import Text
 
     from kvproof.checker.cli.common import BadInput
-    from kvproof.checker.cti import render_failure
-    from kvproof.checker.lift import LiftBudget, LiftError, prove_lifted
+    from kvproof.checker.symbolic.cti import render_failure
+    from kvproof.checker.symbolic.lift import LiftBudget, LiftError, prove_lifted
 
     if len(args.scenarios) != 1:
         raise BadInput("prove --lift-from takes exactly one SCENARIO (the larger instance)")

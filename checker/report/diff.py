@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
-from kvproof.checker.report.render import named_values
+from kvproof.checker.states import named_values
 from kvproof.checker.traces import Trace
 from kvproof.model.registry import canonical
 

@@ -17,12 +17,12 @@ from rich.text import Text
 
 from kvproof.checker.report.focus import Focus
 from kvproof.model.narration import Cell, PageMap, rename
-from kvproof.checker.liveness import pending_throughout
+from kvproof.checker.explicit.liveness import pending_throughout
 from kvproof.checker.results import ScenarioReport
+from kvproof.checker.states import named_values, state_changes
 from kvproof.checker.traces import Trace
 
-__all__ = ["render_trace", "render_reports", "to_text", "changes", "named_values", "slot_names", "state_changes",
-           "PageMapView"]
+__all__ = ["render_trace", "render_reports", "to_text", "changes", "PageMapView"]
 
 HAZARD = "bold red"
 
@@ -33,51 +33,6 @@ def to_text(renderable: Any, width: int = 100) -> str:
                       no_color=True, highlight=False, emoji=False)
     console.print(renderable)
     return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()) + "\n"
-
-
-def _index_label(field, flat: int) -> str:
-    """``R0`` / ``R0, chunk 1`` / ``R0, P1, chunk 0``: labelled indices, numbered ones named."""
-    parts, rest = [], flat
-    for d in reversed(field.dims):
-        i = rest % d.size
-        rest //= d.size
-        parts.append(str(d.label(i)) if d.labels else f"{d.name} {i}")
-    return ", ".join(reversed(parts))
-
-
-def _slots(layout):
-    """``(field[index], slot, field)`` of every slot of ``layout``, sentinels hidden."""
-    for f in layout.fields:
-        base = layout.base[f.name]
-        cols = f.row - (1 if f.sentinel else 0)
-        for row in range(f.rows):
-            for j in range(cols):
-                name = f.name if not f.dims else f"{f.name}[{_index_label(f, row * cols + j)}]"
-                yield name, base + row * f.row + j, f
-
-
-def _elements(layout, state):
-    """``(field[index], code, field)`` of every element of ``state``, sentinels hidden."""
-    for name, slot, f in _slots(layout):
-        yield name, state[slot], f
-
-
-def slot_names(layout) -> dict[int, str]:
-    """``{slot: field[index]}`` for every slot that is not a sentinel, named as
-    :func:`named_values` names them."""
-    return {slot: name for name, slot, _ in _slots(layout)}
-
-
-def state_changes(layout, before: bytes, after: bytes) -> list[tuple[str, Any, Any]]:
-    """``(field[index], old, new)`` for every value that differs between two states."""
-    return [(name, f.values.label(a), f.values.label(b))
-            for (name, a, f), (_, b, _) in zip(_elements(layout, before), _elements(layout, after)) if a != b]
-
-
-def named_values(layout, state) -> dict[str, Any]:
-    """``{field[index]: label}`` of every element of ``state`` (sentinels hidden), named as
-    :func:`changes` names them."""
-    return {name: f.values.label(code) for name, code, f in _elements(layout, state)}
 
 
 def changes(trace: Trace, k: int) -> list[tuple[str, Any, Any]]:

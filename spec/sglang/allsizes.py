@@ -1,6 +1,6 @@
 """The fixed SGLang release (``v0.5.22``'s engine) for every number of requests, pages and chunks.
 
-A parametric transition system over uninterpreted sorts (:mod:`kvproof.checker.quantified`):
+A parametric transition system over uninterpreted sorts (:mod:`kvproof.checker.allsizes.quantified`):
 ``Req`` (requests), ``Page`` (decode pages), ``PPage`` (prefill source pages), ``Chunk`` (a
 request's chunks: ``ch(r, c)`` says chunk ``c`` is one of ``r``'s) and ``Tenant``.  Each sort has
 any number of elements; ``Req``, ``Page`` and ``PPage`` each hold one distinguished element
@@ -18,7 +18,7 @@ streams.  **Unbounded**: requests (any tenants, any prompt lengths, any subset o
 pages, prefill pages.
 
 **Abstractions**, each an over-approximation (every step of the spec at any size is meant to be a
-step here: :func:`link_map` with :mod:`kvproof.checker.link` *proves* it from the spec's one-hot
+step here: :func:`link_map` with :mod:`kvproof.checker.allsizes.link` *proves* it from the spec's one-hot
 encoding at a given size, ``prove --all-sizes SCENARIO --link``; ``tests/test_allsizes.py``
 samples it), so a safety claim proved here holds for the spec at every size where the link holds:
 
@@ -38,7 +38,7 @@ from typing import Any
 
 import z3
 
-from kvproof.checker.quantified import Action, Candidate, ParametricSystem, QState, Step, Symbol
+from kvproof.checker.allsizes.quantified import Action, Candidate, ParametricSystem, QState, Step, Symbol
 from kvproof.spec.sglang.state import (
     ABT_LABELS, ACK_LABELS, D_LABELS, OUT_LABELS, P_LABELS, PAB_LABELS, POLL_LABELS, READ_LABELS,
 )
@@ -493,7 +493,7 @@ class Correspondence:
     candidate (:meth:`lift`)."""
 
     def __init__(self, system: SglangAllSizes, spec: Any):
-        from kvproof.checker.lift import field_slots
+        from kvproof.checker.symbolic.lift import field_slots
         problem = supported(spec.cfg)
         if problem:
             raise ValueError(problem)
@@ -586,13 +586,13 @@ class Correspondence:
         fields and those of chunk ``c``) and the slots of the page the pointer names (``owner``,
         ``content``; ``src_owner``, ``src_content``), a request named there coded relative to
         ``r`` (0: none, 1: ``r`` itself, 2: another request, 3: an old tenant's KV).  Facts over
-        such rows (:class:`~kvproof.checker.allsizes.Join`) lift to ``∀ r, c`` formulas with the
+        such rows (:class:`~kvproof.checker.allsizes.prove.Join`) lift to ``∀ r, c`` formulas with the
         page as the term ``dest(r, c)``: the lemmas that relate a request, the page it points to
         and that page's owner or content, which no template over named slots yields without a
         page variable and four literals."""
         import numpy as np
 
-        from kvproof.checker.allsizes import Join
+        from kvproof.checker.allsizes.prove import Join
         lay, k = self.spec.layout, self.k
         real = [s for s, (f, _) in enumerate(self.slots) if f in FIELDS and not self._sentinel(s)]
         out = []
@@ -722,10 +722,10 @@ def small_config(cfg: Any) -> Any:
 
 
 def model_for(spec: Any, protocol: type) -> Any:
-    """The :class:`~kvproof.checker.allsizes.AllSizesModel` of ``spec`` (an instance of the base
+    """The :class:`~kvproof.checker.allsizes.prove.AllSizesModel` of ``spec`` (an instance of the base
     protocol class ``protocol``, which builds the small instance) or ``None`` when the model does
     not describe its engine."""
-    from kvproof.checker.allsizes import AllSizesModel
+    from kvproof.checker.allsizes.prove import AllSizesModel
     if supported(spec.cfg) is not None:
         return None
     e = spec.cfg.engine
@@ -778,7 +778,7 @@ class Pinned:
     def allows(self, pre: bytes | tuple, post: bytes | tuple, only: str | None = None) -> list[str]:
         """The parametric actions (those named ``only`` or ``only.<case>``, or all) that take
         ``pre`` to ``post`` (empty: the step is not in the model's transition relation)."""
-        from kvproof.checker.quantified import _closed
+        from kvproof.checker.allsizes.quantified import _closed
         sysm = self.system
         sysm.universe = self.universe
         try:
@@ -813,7 +813,7 @@ class Pinned:
         return s.check() == z3.sat
 
 
-# -- the link, proved at one size (checker/link.py) -------------------------------------------------
+# -- the link, proved at one size (checker/allsizes/link.py) -------------------------------------------------
 SPEC_ACTION_OF = {"decode_prealloc_pick": "decode_prealloc"}
 """Spec actions whose model action has another name (with ``any_free_pages`` the spec reserves by
 ``decode_prealloc_pick``; the model's ``decode_prealloc`` takes any free pages already)."""
@@ -821,7 +821,7 @@ SPEC_ACTION_OF = {"decode_prealloc_pick": "decode_prealloc"}
 
 def link_map(spec: Any, system: SglangAllSizes | None = None, invariant: str | None = None,
              source: str = "") -> Any:
-    """The :class:`~kvproof.checker.link.LinkMap` of ``spec`` (an instance of the base protocol
+    """The :class:`~kvproof.checker.allsizes.link.LinkMap` of ``spec`` (an instance of the base protocol
     with the engine the model describes) and the parametric model (``system``, by default the
     model of the instance's deadline and latency bound): the bounded universe of
     :class:`Pinned` (one element per request, page, prefill page, chunk index and tenant, plus
@@ -837,8 +837,8 @@ def link_map(spec: Any, system: SglangAllSizes | None = None, invariant: str | N
     checker, which tries both values).  With ``invariant`` (the one-line invariant of an
     all-sizes certificate of this model, read from ``source``), its conjuncts are the
     hypotheses the step obligations may assume of the model state."""
-    from kvproof.checker.link import LinkMap, Observation, certified_conjuncts, ground
-    from kvproof.checker.lift import field_slots
+    from kvproof.checker.allsizes.link import LinkMap, Observation, certified_conjuncts, ground
+    from kvproof.checker.symbolic.lift import field_slots
 
     problem = supported(spec.cfg)
     if problem:

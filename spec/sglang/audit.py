@@ -16,7 +16,7 @@ Exit codes: 1 exposed; 0 not exposed; 2 cannot decide (a search cut short by a l
 the model does not cover, or a lifecycle flag kvproof does not know); 3 bad input (raised as
 the caller's one-line error).  What is not SGLang's (reading ``NAME=VALUE`` words and files,
 splitting flags, the report's records, checking the family, printing) is
-:mod:`kvproof.checker.audit`'s.
+:mod:`kvproof.checker.audit.common`'s.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from kvproof.checker import audit as core
-from kvproof.checker.audit import (
+from kvproof.checker.audit import common as core
+from kvproof.checker.audit.common import (
     EXIT_EXPOSED, EXIT_NOT_EXPOSED, EXIT_UNDECIDED, AuditReport, Hazard, Launch, Member, read_env_file,
 )
 from kvproof.model.scenario import Scenario
@@ -207,7 +207,7 @@ def parse_launch(command: list[str], bad) -> Launch:
 @dataclass
 class Settings(core.SettingsBase):
     """The deployment as kvproof reads it: every value with where it came from (and, from
-    :class:`~kvproof.checker.audit.SettingsBase`, ``source``, ``unknown``, ``abstracted``,
+    :class:`~kvproof.checker.audit.common.SettingsBase`, ``source``, ``unknown``, ``abstracted``,
     ``inert`` and ``unmodelled``)."""
 
     release: Release
@@ -435,7 +435,7 @@ def family(s: Settings) -> list[Member]:
 def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
     """Check the family of ``s``; each hazard keeps the shortest trace over the family, and
     (with ``remedies``) the candidate changes that remove it when re-checked."""
-    from kvproof.checker.explicit import Limits
+    from kvproof.checker.explicit.search import Limits
 
     limits = limits or Limits()
     members = family(s)

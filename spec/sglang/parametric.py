@@ -4,7 +4,7 @@ symbolic: the common ground of :mod:`.theorems` and :mod:`.timeout_lemmas`.
 :func:`parametric_spec` builds ``timeout-bounded-latency`` with an engine proxy whose
 ``timeout`` and ``write_latency_bound`` are Z3 integer terms; the spec compares against them
 through the ops facade, so nothing is re-encoded.  :func:`int_system` reads its actions with Z3
-integer terms (:class:`~kvproof.checker.symbolic.Z3Ops`) with symbolic upper bounds for the
+integer terms (:class:`~kvproof.checker.symbolic.z3ops.Z3Ops`) with symbolic upper bounds for the
 ``hold`` and ``wr`` fields.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import z3
 
-from kvproof.checker.symbolic import Z3Ops, state_vars
+from kvproof.checker.symbolic.z3ops import Z3Ops, state_vars
 from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.config import Engine
 from kvproof.spec.sglang.protocol import PdProtocol

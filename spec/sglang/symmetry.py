@@ -46,7 +46,7 @@ class PdSymmetry:
         prefill pages and aux slots, with the codes that name them (owners and contents name a
         request; ``dest``, ``src`` and ``aux`` values a page or slot).  Unlike :meth:`symmetry`
         this holds whatever the arrival order or the allocation policy: it only says what a
-        renaming of a lemma must rename (:mod:`kvproof.checker.lift`)."""
+        renaming of a lemma must rename (:mod:`kvproof.checker.symbolic.lift`)."""
         k = self.k
         owner = (None,) + tuple((r, 0) for r in range(k.R))
         content = (None,) + tuple((r, 0) for r in range(k.R)) + (None,) * k.T

@@ -33,8 +33,8 @@ from kvproof.spec.sglang.config import Engine
 from kvproof.model.ops import ConcreteOps
 from kvproof.spec.sglang.protocol import PdProtocol, exceeds_input_limit
 from kvproof.model.scenario import builtin
-from kvproof.checker.run import check_scenario
-from kvproof.checker.symbolic import Z3Ops, claim_term
+from kvproof.checker.explicit.run import check_scenario
+from kvproof.checker.symbolic.z3ops import Z3Ops, claim_term
 from kvproof.spec.sglang.parametric import int_system as _int_system
 from kvproof.spec.sglang.parametric import parametric_spec as _parametric_spec
 

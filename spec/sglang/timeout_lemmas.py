@@ -30,7 +30,7 @@ import z3
 from kvproof.model.machine import Machine
 from kvproof.spec.sglang.protocol import WR_FLIGHT
 from kvproof.model.scenario import builtin
-from kvproof.checker.lemmas import explore_all
+from kvproof.checker.symbolic.lemmas import explore_all
 
 __all__ = ["timeout_if_by_lemmas"]
 
@@ -88,7 +88,7 @@ def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str,
     ``W ≥ 0`` (the theorem: ``gap = 1``; the tests try ``gap = 0``, which is false)."""
     from kvproof.spec.sglang.parametric import int_system as _int_system  # the integer reading of the same spec
     from kvproof.spec.sglang.parametric import parametric_spec as _parametric_spec
-    from kvproof.checker.symbolic import claim_term, state_vars
+    from kvproof.checker.symbolic.z3ops import claim_term, state_vars
 
     start = time.perf_counter()
     rows, names = [], None

@@ -46,7 +46,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from kvproof.checker.validate import Event, log_text
+from kvproof.checker.logs.validate import Event, log_text
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 from kvproof.spec.sglang.state import (
@@ -164,7 +164,7 @@ class SglangObservation:
 
     def __init__(self, machine: Any, failed_writes_land_unseen: bool = False, unarmed_acks_unseen: bool = False):
         """``machine``: anything with the ``spec`` (a :class:`~kvproof.model.machine.Machine`,
-        a :class:`~kvproof.checker.validate.Checked`); ``failed_writes_land_unseen``: the log
+        a :class:`~kvproof.checker.logs.validate.Checked`); ``failed_writes_land_unseen``: the log
         does not show when the writes of a rank whose transfer failed land (:data:`UNSEEN_KEY`);
         ``unarmed_acks_unseen``: nor a drain ack sent or taken while the room is not armed
         (:data:`ACKS_UNSEEN_KEY`)."""

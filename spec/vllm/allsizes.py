@@ -1,6 +1,6 @@
 """One fixed vLLM 0.33.0 pull-mode engine for every number of requests and blocks.
 
-A parametric transition system over uninterpreted sorts (:mod:`kvproof.checker.quantified`):
+A parametric transition system over uninterpreted sorts (:mod:`kvproof.checker.allsizes.quantified`):
 ``Req`` (requests), ``Block`` (decode's blocks), ``PBlock`` (prefill's blocks) and ``Tenant``.
 Each sort has any number of elements; ``Req``, ``Block`` and ``PBlock`` each hold one
 distinguished element standing for the spec's sentinel (``rnone``: ``free`` as an owner,
@@ -19,7 +19,7 @@ The lease duration and the two latency bounds (arrival, READ) are the scenario's
 enumerations of those sizes.  **Unbounded**: requests (any tenants), decode blocks, prefill blocks.
 
 **Abstractions**, each an over-approximation (every step of the spec at any size is a step
-here: :func:`link_map` with :mod:`kvproof.checker.link` *proves* it from the spec's one-hot
+here: :func:`link_map` with :mod:`kvproof.checker.allsizes.link` *proves* it from the spec's one-hot
 encoding at a given size, ``prove --all-sizes SCENARIO --link``; ``tests/test_vllm_allsizes.py``
 samples it and proves it at 3 requests on 4 + 4 blocks), so a safety claim proved here holds for
 the spec at every size where the link holds:
@@ -40,7 +40,7 @@ from typing import Any
 
 import z3
 
-from kvproof.checker.quantified import Action, Candidate, ParametricSystem, QState, Step, Symbol
+from kvproof.checker.allsizes.quantified import Action, Candidate, ParametricSystem, QState, Step, Symbol
 from kvproof.spec.vllm.state import D_LABELS, OUT_LABELS, P_LABELS, RD_LABELS, READ_LABELS
 
 __all__ = ["VllmAllSizes", "Correspondence", "FIELDS", "supported", "TARGET_CLAIMS", "FIXED_ENGINE", "Pinned",
@@ -404,7 +404,7 @@ class Correspondence:
     templates joined through ``dest`` and ``src`` (:meth:`joins`)."""
 
     def __init__(self, system: VllmAllSizes, spec: Any):
-        from kvproof.checker.lift import field_slots
+        from kvproof.checker.symbolic.lift import field_slots
         problem = supported(spec.cfg)
         if problem:
             raise ValueError(problem)
@@ -482,7 +482,7 @@ class Correspondence:
         e.g. "a reading request whose READ completed has its own KV in its block"."""
         import numpy as np
 
-        from kvproof.checker.allsizes import Join
+        from kvproof.checker.allsizes.prove import Join
         lay, k = self.spec.layout, self.k
         anchor = [f for f, (_, ix, kind) in FIELDS.items() if ix == "req" and kind not in ("block", "pblock")]
         out = []
@@ -578,10 +578,10 @@ def small_config(cfg: Any) -> Any:
 
 
 def model_for(spec: Any, protocol: type) -> Any:
-    """The :class:`~kvproof.checker.allsizes.AllSizesModel` of ``spec`` (an instance of the base
+    """The :class:`~kvproof.checker.allsizes.prove.AllSizesModel` of ``spec`` (an instance of the base
     protocol class ``protocol``, which builds the small instance) or ``None`` when the model does
     not describe its engine."""
-    from kvproof.checker.allsizes import AllSizesModel
+    from kvproof.checker.allsizes.prove import AllSizesModel
     if supported(spec.cfg) is not None:
         return None
     e = spec.cfg.engine
@@ -626,7 +626,7 @@ class Pinned:
     def allows(self, pre: bytes | tuple, post: bytes | tuple, only: str | None = None) -> list[str]:
         """The parametric actions (those named ``only``, or all) that take ``pre`` to ``post``
         (empty: the step is not in the model's transition relation)."""
-        from kvproof.checker.quantified import _closed
+        from kvproof.checker.allsizes.quantified import _closed
         sysm = self.system
         sysm.universe = self.universe
         try:
@@ -658,9 +658,9 @@ class Pinned:
         return s.check() == z3.sat
 
 
-# -- the link, proved at one size (checker/link.py) -------------------------------------------------
+# -- the link, proved at one size (checker/allsizes/link.py) -------------------------------------------------
 def link_map(spec: Any, system: VllmAllSizes | None = None, invariant: str | None = None, source: str = "") -> Any:
-    """The :class:`~kvproof.checker.link.LinkMap` of ``spec`` (an instance of the base protocol
+    """The :class:`~kvproof.checker.allsizes.link.LinkMap` of ``spec`` (an instance of the base protocol
     with the engine the model describes) and the parametric model (``system``, by default the
     model of the instance's lease and latency bounds): the bounded universe of :class:`Pinned`
     (one element per request, block, prefill block and tenant, plus ``rnone``, ``bnone``,
@@ -672,7 +672,7 @@ def link_map(spec: Any, system: VllmAllSizes | None = None, invariant: str | Non
     them match the spec's successor).  No choice functions, so no witnesses.  With
     ``invariant`` (the one-line invariant of an all-sizes certificate of this model, read from
     ``source``), its conjuncts are the hypotheses the step obligations may assume."""
-    from kvproof.checker.link import LinkMap, Observation, certified_conjuncts, ground
+    from kvproof.checker.allsizes.link import LinkMap, Observation, certified_conjuncts, ground
 
     problem = supported(spec.cfg)
     if problem:

@@ -26,7 +26,7 @@ Exit codes: 1 exposed; 0 not exposed; 2 cannot decide (a search cut short, a set
 does not cover, or a KV-transfer key or ``VLLM_NIXL_*`` variable kvproof does not know); 3 bad
 input (raised as the caller's one-line error).  What is not vLLM's (reading ``NAME=VALUE`` words
 and files, splitting flags, the report's records, checking the family, printing) is
-:mod:`kvproof.checker.audit`'s.
+:mod:`kvproof.checker.audit.common`'s.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kvproof.checker import audit as core
-from kvproof.checker.audit import (
+from kvproof.checker.audit import common as core
+from kvproof.checker.audit.common import (
     EXIT_EXPOSED, EXIT_NOT_EXPOSED, EXIT_UNDECIDED, AuditReport, Hazard, Launch, Member,
 )
 from kvproof.model.scenario import Scenario
@@ -202,7 +202,7 @@ def parse_launch(command: list[str], bad) -> Launch:
 @dataclass
 class Settings(core.SettingsBase):
     """The deployment as kvproof reads it: every value with where it came from (and, from
-    :class:`~kvproof.checker.audit.SettingsBase`, ``source``, ``unknown``, ``abstracted``,
+    :class:`~kvproof.checker.audit.common.SettingsBase`, ``source``, ``unknown``, ``abstracted``,
     ``inert`` and ``unmodelled``)."""
 
     release: Release
@@ -449,7 +449,7 @@ def candidates(s: Settings) -> list[tuple[Settings, str]]:
 def audit(s: Settings, limits=None, remedies: bool = True) -> AuditReport:
     """Check the family of ``s``; one hazard per claim (the first member's, the others named),
     and (with ``remedies``) the candidate changes that remove it when re-checked."""
-    from kvproof.checker.explicit import Limits
+    from kvproof.checker.explicit.search import Limits
 
     limits = limits or Limits()
     members = family(s)

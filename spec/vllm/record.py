@@ -76,7 +76,7 @@ import importlib
 import threading
 from typing import Any
 
-from kvproof.checker.eventlog import EventLog, Patches
+from kvproof.checker.logs.eventlog import EventLog, Patches
 
 __all__ = ["MODULES", "VllmRecorder", "install"]
 

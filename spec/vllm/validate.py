@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvproof.checker.validate import Event, log_text
+from kvproof.checker.logs.validate import Event, log_text
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 from kvproof.spec.vllm.config import Request
@@ -154,7 +154,7 @@ class VllmObservation:
 
     def __init__(self, machine: Any):
         """``machine``: anything with the ``spec`` (a :class:`~kvproof.model.machine.Machine`,
-        a :class:`~kvproof.checker.validate.Checked`)."""
+        a :class:`~kvproof.checker.logs.validate.Checked`)."""
         self.machine = machine
         spec = self.spec = machine.spec
         self.k = spec.k

@@ -1,0 +1,590 @@
+"""``kvproof prove --all-sizes SCENARIO``: safety claims for every number of requests and pages.
+
+The protocol supplies a parametric model of the scenario's engine (``Spec.all_sizes()``: an
+:class:`AllSizesModel`, or ``None`` when it has none for that engine).  Then:
+
+1. **The scenario's own size first**, with the explicit engine (:func:`~kvproof.checker.explicit.run.check_scenario`):
+   a target claim broken there is reported *violated* with the shortest counterexample, replayed
+   (exit 1); nothing is proved for a scenario that is unsafe at its own size.
+2. **Candidates found, not written**: the reachable states of the model's small instance (and
+   of each further one it names, :attr:`AllSizesModel.more`) are enumerated, the template facts of at most two slot values that no reachable state shows
+   together are mined (:func:`~kvproof.checker.symbolic.lemmas.mine`), with ``arity`` 3 also the three-value facts of
+   one element (:func:`one_element_triples`), and each is lifted to a ``∀``-formula over the
+   sorts by the protocol's correspondence (its concrete requests, pages and chunks become
+   distinct variables); and the facts of rows joined through a pointer (:class:`Join`: an
+   element's slots beside those of the element it points to, :func:`mine_joined`), lifted with
+   the pointed element as the pointer's term.
+3. **Houdini** (:func:`~.quantified.houdini`) over the lifted candidates and the target claims,
+   first on a bounded instance of the parametric model (:data:`FILTER_SIZES`: ground queries, a
+   filter only), then on the parametric model itself (quantified, every size) over what the
+   filter kept.  A claim that survives is **proved for every size**; one that
+   is dropped is *inconclusive* (exit 2), with the counterexample to induction Z3 gave, a state
+   of some small size.  Then (by default) the invariant is shrunk to the claims and the lemmas
+   their unsat cores need (:func:`~.quantified.minimise`), the kept set checked from scratch.
+4. A **certificate** (``<scenario>.allsizes.smt2``): the invariant and its obligations as one
+   SMT-LIB script that stock z3 and cvc5 each answer ``unsat`` to, obligation by obligation
+   (:mod:`~.certs.solvers`); :func:`recheck_all_sizes` (what ``certify`` runs) reads it with the
+   one certificate reader and also demands that it be, term for term, what today's model gives
+   for its invariant (:func:`model_problems`).
+
+This module knows no protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from kvproof.checker.certs.reader import ALL_SIZES, ALL_SIZES_SUFFIX, Certificate, CertificateError, parse_certificate, read_certificate
+from kvproof.checker.certs.sexpr import free_symbols, render
+from kvproof.checker.certs.solvers import run_solvers
+from kvproof.checker.symbolic.lemmas import explore_all, mine
+from kvproof.checker.allsizes.quantified import (Candidate, HoudiniResult, MinimiseResult, ParametricSystem, certificate_text,
+                                        drop_redundant, houdini, minimise)
+from kvproof.checker.symbolic.transition import TransitionSystem
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import Scenario
+
+__all__ = ["AllSizesModel", "AllSizesReport", "AllSizesRecheck", "Join", "SUFFIX", "certificate_header", "mine_joined",
+           "prove_all_sizes", "recheck_all_sizes", "LinkedReport", "prove_by_link", "model_certificate", "model_problems"]
+
+
+@dataclass
+class AllSizesModel:
+    """What a protocol hands :func:`prove_all_sizes` for one engine: the parametric ``system``;
+    the ``targets`` (claim names it states); ``small``, a spec instance to mine candidates
+    from; ``lift(clause)``, a ground clause of ``small`` as a candidate (``None``: not
+    expressible); and ``fixed``/``abstractions``, lines saying what stays fixed and what is
+    over-approximated."""
+
+    system: ParametricSystem
+    targets: tuple[str, ...]
+    small: Any
+    lift: Callable[[tuple], Candidate | None]
+    fixed: tuple[str, ...] = ()
+    abstractions: tuple[str, ...] = ()
+    joins: Callable[[Any], Sequence["Join"]] | None = None
+    """The joined templates (:class:`Join`) of the small instance's reachable states (one row
+    each), or ``None`` (no pointer to join through)."""
+    link: Callable[[str | None, str], Any] | None = None
+    """``link(invariant, source)``: the :class:`~.link.LinkMap` of the scenario's own instance
+    and ``system`` (hypotheses: the conjuncts of ``invariant``, a certificate's one-line
+    invariant read from ``source``), or ``None`` (no link at a fixed size)."""
+    filter_sizes: dict[str, int] | None = None
+    """The bounded instance Houdini filters on first (each uninterpreted sort's size, its
+    sentinel included); ``None``: :data:`FILTER_SIZES` (SGLang's sorts)."""
+    triples: Callable[[Sequence[tuple]], list[tuple]] | None = None
+    """Which three-value facts of the small instance ``--template-arity 3`` keeps; ``None``: those
+    of one element by the protocol's index sorts (:func:`one_element_triples`)."""
+    more: tuple[tuple[Any, Callable[[tuple], Candidate | None], Callable[[Any], Sequence["Join"]] | None], ...] = ()
+    """Further instances mined the same way, each ``(small, lift, joins)``: what ``small`` cannot
+    show within an enumerable size (e.g. several ranks beside several requests)."""
+
+
+@dataclass
+class Join:
+    """A template joined through a pointer: one row per reachable state of the small instance
+    and per element holding a pointer (e.g. a request's chunk and the page it names), its
+    ``columns`` the slots of that element and of the element pointed to, with values coded by the
+    protocol (a request relative to the element: itself, none, another).  A fact never seen in
+    ``rows`` that names at least one of the pointed element's columns (``targets``) is lifted by
+    ``lift`` (a tuple of (column, value) pairs to a :class:`~.quantified.Candidate`, or ``None``)
+    to a formula quantified over the pointing element only, the pointed one being the pointer's
+    term: how lemmas such as "a live request's landed chunk's page holds its own KV" are found."""
+
+    name: str
+    columns: tuple[str, ...]
+    rows: Any
+    domains: tuple[tuple[int, ...], ...]
+    targets: frozenset[int]
+    lift: Callable[[tuple], Candidate | None]
+
+
+def mine_joined(join: Join, arity: int = 3) -> list[tuple]:
+    """The facts of at most ``arity`` column values that no row of ``join`` shows together
+    (:func:`~kvproof.checker.symbolic.lemmas.mine` over the rows, a narrower fact implying a wider one leaving it out),
+    those naming a column of the pointed element only (the others are facts of one element,
+    mined without the join)."""
+
+    class _Columns:
+        pre = [dict.fromkeys(d) for d in join.domains]
+
+    facts = mine(_Columns, join.rows, slots=range(len(join.columns)), arity=arity)
+    return [f for f in facts if any(j in join.targets for j, _ in f)]
+
+
+@dataclass
+class AllSizesReport:
+    """The outcome: per target claim ``proved`` / ``violated`` / ``inconclusive``, the trace of
+    each violated one (at the scenario's size), Houdini's figures and counterexamples to
+    induction, the certificate, and seconds per phase."""
+
+    scenario: Scenario
+    verdicts: dict[str, str] = field(default_factory=dict)
+    traces: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    small_states: int = 0
+    """The reachable states of the small instances mined, summed."""
+    mined: int = 0
+    joined: dict[str, int] = field(default_factory=dict)
+    candidates: int = 0
+    filtered: int = 0
+    houdini: HoudiniResult | None = None
+    certificate: Path | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    fixed: tuple[str, ...] = ()
+    abstractions: tuple[str, ...] = ()
+    minimised: MinimiseResult | None = None
+    """The smaller invariant :func:`~.quantified.minimise` kept (``None``: not run); when its
+    ``status`` is ``"done"`` it is what the certificate states, otherwise Houdini's whole set."""
+    invariant: list[Candidate] = field(default_factory=list)
+    """The invariant the verdicts rest on (the certificate's conjuncts)."""
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a target is violated, 2 when one is inconclusive, 0 when all are proved."""
+        if any(v == "violated" for v in self.verdicts.values()):
+            return 1
+        if not self.verdicts or any(v != "proved" for v in self.verdicts.values()):
+            return 2
+        return 0
+
+
+FILTER_SIZES = {"Req": 4, "Page": 4, "PPage": 3, "Chunk": 2, "Tenant": 2, "PRank": 2, "DRank": 2}
+"""The bounded instance Houdini runs on first (each sort's size, its sentinel included): a fast
+filter that drops most candidates with ground queries; only the unbounded run proves.  SGLang's
+sorts; a model with other sorts names its own (:attr:`AllSizesModel.filter_sizes`)."""
+
+
+def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
+                    certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
+                    progress: Callable[[str], None] | None = None, minimise_invariant: bool = True,
+                    invariant_from: str | Path | None = None, irredundant: bool = False) -> AllSizesReport:
+    """Run the four steps of the module docstring on ``scenario``.  With ``minimise_invariant``
+    (the default) Houdini's invariant is first shrunk to the claims and the lemmas they need
+    (:func:`~.quantified.minimise`, checked from scratch; if that fails the whole set is kept).
+    With ``invariant_from`` (an all-sizes certificate: data, its invariant line is read back
+    with :func:`~.quantified.candidates_from`) steps 2 and 3 are skipped: the file's conjuncts
+    are minimised, and only what the fresh check of the kept set finds inductive is proved
+    (``ValueError``, one line, when the file is not a readable certificate).  With
+    ``irredundant`` the minimised set then goes through the greedy drop pass
+    (:func:`~.quantified.drop_redundant`): no single lemma of what it leaves can be removed."""
+    from kvproof.checker.explicit.search import Limits
+    from kvproof.checker.explicit.run import check_scenario
+
+    say = progress or (lambda text: None)
+    spec = scenario.build()
+    hook = getattr(spec, "all_sizes", lambda: None)()
+    report = AllSizesReport(scenario)
+    stored = _read_invariant(invariant_from, hook) if invariant_from is not None else None
+    targets = hook.targets if hook is not None else tuple(
+        n for n in ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
+                    "no_source_free_while_read", "exclusive_ownership") if n in {c.name for c in Machine(spec).claims})
+    t0 = time.perf_counter()
+    say(f"{scenario.name}: the explicit engine at the scenario's own size")
+    explicit = check_scenario(scenario, Limits(max_seconds=max_seconds), only=list(targets), traces_dir=traces_dir)
+    report.seconds["explicit"] = time.perf_counter() - t0
+    for c in explicit.claims:
+        if c.verdict == "violated":
+            report.verdicts[c.claim] = "violated"
+            report.traces[c.claim] = c.result
+    if report.verdicts:
+        for n in targets:
+            report.verdicts.setdefault(n, "inconclusive")
+        report.reason = (f"violated at the scenario's own size: {', '.join(n for n, v in report.verdicts.items() if v == 'violated')}"
+                         "; nothing is proved for a protocol unsafe at one size")
+        return report
+    if not explicit.complete:
+        report.reason = f"the explicit engine did not finish at the scenario's size: {explicit.reason}"
+        report.verdicts = {n: "inconclusive" for n in targets}
+        return report
+    if hook is None:
+        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the README)"
+        report.verdicts = {n: "inconclusive" for n in targets}
+        return report
+    report.fixed, report.abstractions = hook.fixed, hook.abstractions
+
+    if invariant_from is not None:
+        return _from_invariant(report, hook, targets, stored, max_seconds, certificates_dir, say, irredundant)
+
+    t0 = time.perf_counter()
+    cands: dict[str, Candidate] = {}
+    report.mined = 0
+    for i, (small, lift, joins) in enumerate(((hook.small, hook.lift, hook.joins), *hook.more)):
+        say(f"{scenario.name}: mining small instance {i + 1} of {1 + len(hook.more)}")
+        states, _ = explore_all(Machine(small))
+        report.small_states += len(states)
+        small_ts = TransitionSystem(small)
+        clauses = list(mine(small_ts, states, arity=min(arity, 2)))
+        if arity == 3:
+            three = mine(small_ts, states, arity=3)
+            clauses += hook.triples(three) if hook.triples is not None else one_element_triples(small, three)
+        for cl in clauses:
+            cand = lift(cl)
+            if cand is not None:
+                cands.setdefault(cand.name, cand)
+        for join in (joins(states) if joins is not None else ()):
+            facts = mine_joined(join, arity)
+            report.joined[join.name] = report.joined.get(join.name, 0) + len(facts)
+            clauses += facts
+            for fact in facts:
+                cand = join.lift(fact)
+                if cand is not None:
+                    cands.setdefault(cand.name, cand)
+        report.mined += len(clauses)
+    claims = [c for c in hook.system.claims() if c.name in targets]
+    report.candidates = len(cands)
+    report.seconds["mine"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    say(f"{scenario.name}: Houdini over {len(cands)} lifted candidates and {len(claims)} claims, bounded instance")
+    budget = lambda: max(max_seconds - sum(report.seconds.values()) - (time.perf_counter() - t0), 1.0)
+    pre = houdini(hook.system, [*cands.values(), *claims], budget(), say, sizes=hook.filter_sizes or FILTER_SIZES)
+    report.filtered = len(pre.kept)
+    report.seconds["bounded"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    say(f"{scenario.name}: Houdini over the {len(pre.kept)} it kept, every size (Z3, quantified)")
+    res = houdini(hook.system, pre.kept, budget(), say) if pre.status == "done" else pre
+    for name, why in pre.counterexamples.items():
+        res.counterexamples.setdefault(name, f"(bounded instance) {why}")
+    report.houdini = res
+    report.seconds["houdini"] = time.perf_counter() - t0
+    kept = {c.name for c in res.kept}
+    for c in claims:
+        report.verdicts[c.name] = "proved" if res.status == "done" and c.name in kept else "inconclusive"
+    if res.status != "done":
+        report.reason = f"Houdini stopped: {res.status}"
+    elif any(v != "proved" for v in report.verdicts.values()):
+        report.reason = "the lifted candidates do not make " + ", ".join(
+            n for n, v in report.verdicts.items() if v != "proved") + " inductive"
+    report.invariant = list(res.kept)
+    if res.status == "done" and minimise_invariant and any(c.claim for c in res.kept):
+        _minimise(report, hook, res.kept, budget(), say, irredundant)
+    _write_certificate(report, hook, certificates_dir)
+    return report
+
+
+def _minimise(report: AllSizesReport, hook: AllSizesModel, invariant: list[Candidate], seconds: float,
+              say: Callable[[str], None], irredundant: bool = False) -> None:
+    """Shrink ``invariant`` (inductive) with :func:`~.quantified.minimise` (and, with
+    ``irredundant``, :func:`~.quantified.drop_redundant`); the report's invariant becomes the
+    kept set only when its fresh check passed."""
+    t0 = time.perf_counter()
+    say(f"{report.scenario.name}: minimising the invariant ({len(invariant)} conjuncts)")
+    m = minimise(hook.system, invariant, seconds, say)
+    report.minimised = m
+    report.seconds["minimise"] = time.perf_counter() - t0
+    if irredundant and m.status == "done":
+        t0 = time.perf_counter()
+        say(f"{report.scenario.name}: the drop pass over the {len(m.kept)} kept")
+        drop_redundant(hook.system, m, max(seconds - report.seconds["minimise"], 1.0), say)
+        report.seconds["drop"] = time.perf_counter() - t0
+    if m.status == "done":
+        report.invariant = list(m.kept)
+
+
+def _write_certificate(report: AllSizesReport, hook: AllSizesModel, certificates_dir: str | Path | None) -> None:
+    """``<scenario>.allsizes.smt2`` of the report's invariant, if a claim is proved."""
+    proved = [n for n, v in report.verdicts.items() if v == "proved"]
+    if not proved or certificates_dir is None:
+        return
+    t0 = time.perf_counter()
+    header = certificate_header(report.scenario.name, proved, hook)
+    path = Path(certificates_dir) / f"{report.scenario.name}{SUFFIX}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(certificate_text(hook.system, report.invariant, header), encoding="utf-8")
+    report.certificate = path
+    report.seconds["certificate"] = time.perf_counter() - t0
+
+
+def _read_invariant(source: str | Path, hook: AllSizesModel | None) -> tuple[Path, list[Candidate]]:
+    """The conjuncts of the invariant an all-sizes certificate states (none without a model to
+    read them over), read by the one certificate reader; ``ValueError`` (one line) when the file
+    is not one."""
+    from kvproof.checker.allsizes.quantified import candidates_from
+    source = Path(source)
+    cert = read_certificate(source, ALL_SIZES)
+    if cert.problems:
+        raise ValueError(f"{source}: {cert.problems[0]}")
+    try:
+        return source, [] if hook is None else candidates_from(hook.system, cert.invariant_text)
+    except ValueError as e:
+        raise ValueError(f"{source}: {e}") from None
+
+
+def _from_invariant(report: AllSizesReport, hook: AllSizesModel, targets: Sequence[str],
+                    stored: tuple[Path, list[Candidate]], max_seconds: float, certificates_dir: str | Path | None,
+                    say: Callable[[str], None], irredundant: bool = False) -> AllSizesReport:
+    """Steps 2-3 replaced by a stored invariant: its conjuncts minimised and the kept set
+    checked from scratch; the target claims in a set that passes are proved."""
+    source, cands = stored
+    cands = [c for c in cands if not c.claim or c.name in targets]
+    report.candidates = len(cands)
+    report.invariant = []
+    spent = sum(report.seconds.values())
+    if any(c.claim for c in cands):
+        _minimise(report, hook, cands, max(max_seconds - spent, 1.0), say, irredundant)
+    m = report.minimised
+    ok = m is not None and m.status == "done"
+    kept = {c.name for c in report.invariant if c.claim} if ok else set()
+    for n in targets:
+        report.verdicts[n] = "proved" if n in kept else "inconclusive"
+    if not ok:
+        report.reason = (f"the invariant of {source} states no target claim" if m is None
+                         else f"the invariant of {source}, minimised, did not check: {m.status}")
+    elif any(v != "proved" for v in report.verdicts.values()):
+        report.reason = f"the invariant of {source} does not state " + ", ".join(
+            n for n, v in report.verdicts.items() if v != "proved")
+    _write_certificate(report, hook, certificates_dir)
+    return report
+
+
+SUFFIX = ALL_SIZES_SUFFIX
+"""The file name ending of an all-sizes certificate (``<scenario>.allsizes.smt2``)."""
+
+
+def certificate_header(scenario: str, proved: Sequence[str], hook: AllSizesModel) -> list[str]:
+    """The comment lines an all-sizes certificate starts with: the scenario, the claims it
+    proves, what is fixed and what over-approximated."""
+    return [f"kvproof all-sizes certificate: scenario {scenario}", "proves: " + " ".join(proved),
+            *[f"fixed: {line}" for line in hook.fixed], *[f"abstraction: {line}" for line in hook.abstractions],
+            "every (check-sat) below must answer unsat"]
+
+
+@dataclass
+class AllSizesRecheck:
+    """What :func:`recheck_all_sizes` found: the scenario the file names, the claims it proves,
+    each solver's answer per obligation, and one line per problem (none: the certificate
+    checks)."""
+
+    path: Path
+    scenario: str
+    proves: list[str]
+    answers: dict[str, dict[str, str]]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """Both solvers answered ``unsat`` to every obligation and the file is the model's."""
+        return not self.problems
+
+
+def model_problems(cert: Certificate, hook: AllSizesModel, scenario: str) -> list[str]:
+    """Where ``cert`` (read by the one reader) is not, term for term, the certificate today's
+    parametric model ``hook`` demands for the invariant it states (:func:`~.quantified.certificate_from`:
+    the same header, sorts, Init, guards, updates and claims; only the invariant is the file's
+    own); empty when it is.  ``scenario`` is the name its first line must give."""
+    from kvproof.checker.allsizes.quantified import certificate_from
+
+    claims = [o.name[len("claim "):] for o in cert.obligations if o.name.startswith("claim ")]
+    bare = sorted(free_symbols(cert.invariant) & {s.name for s in hook.system.symbols if not s.args})
+    if bare:  # a changed symbol of no arguments would not be renamed in Inv' (none today)
+        return [f"the invariant mentions {', '.join(bare)}, a state symbol without arguments"]
+    try:
+        want_text = certificate_from(hook.system, cert.invariant_text, claims,
+                                     certificate_header(scenario, claims, hook))
+        want = parse_certificate(want_text, f"today's model of {scenario}", ALL_SIZES)
+    except ValueError as e:
+        return [f"today's parametric model of {scenario} cannot state this invariant: {e}"]
+    differs = f"differs from today's parametric model of {scenario}"
+    if cert.scenario_name != scenario:
+        return [f"the certificate is of scenario {cert.scenario_name}, not of {scenario}"]
+    for key in ("proves", "fixed", "abstraction"):
+        if cert.header.get(key, []) != want.header.get(key, []):
+            return [f"its '; {key}:' lines {differs} (re-prove with prove --all-sizes)"]
+    if cert.prelude != want.prelude:
+        k = next((i for i, (a, b) in enumerate(zip(cert.prelude, want.prelude)) if a != b),
+                 min(len(cert.prelude), len(want.prelude)))
+        return [f"its declarations {differs} (declaration {k + 1}: {render(cert.prelude[k])[:60] if k < len(cert.prelude) else 'missing'}); "
+                "re-prove with prove --all-sizes"]
+    got = [o.name for o in cert.obligations]
+    exp = [o.name for o in want.obligations]
+    if got != exp:
+        return [f"its obligations ({len(got)}) {differs} ({len(exp)}: "
+                + ", ".join(exp[:3]) + (" ..." if len(exp) > 3 else "") + "); re-prove with prove --all-sizes"]
+    for mine, theirs in zip(cert.obligations, want.obligations):
+        if mine.body != theirs.body:
+            return [f"obligation {mine.name} (line {mine.line}) {differs}: the stored obligations are not the "
+                    "model's; re-prove with prove --all-sizes"]
+    return []
+
+
+def recheck_all_sizes(path: str | Path, scenario: Scenario | None = None, seconds: float = 600.0,
+                      solve: bool = True) -> AllSizesRecheck:
+    """Re-check an all-sizes certificate: read by the one certificate reader (bad input:
+    :class:`~.certs.reader.CertificateError`, one line), it must be, term for term, the
+    certificate today's parametric model of the scenario it names (or of ``scenario``) demands
+    for the invariant it states (:func:`model_problems`), and fresh z3 and cvc5 processes must
+    answer ``unsat`` to each of its obligations, each answer bound to its obligation
+    (:mod:`~.certs.solvers`).  With ``solve`` false they are not run: ``answers`` stays empty
+    and the result says the file is today's model's, nothing more; they are not run either on a
+    file that already fails (not today's model's, misnamed, proving no claim)."""
+    from kvproof.model.scenario import builtin
+
+    path = Path(path)
+    cert = read_certificate(path, ALL_SIZES)
+    name = cert.scenario_name
+    problems: list[str] = list(cert.problems)
+    try:
+        sc = scenario if scenario is not None else builtin(name)
+    except Exception as e:  # an unknown name: the catalogue's own message
+        return AllSizesRecheck(path, name, cert.proves, {}, problems + [f"scenario {name}: {e}"])
+    spec = sc.build()
+    hook = getattr(spec, "all_sizes", lambda: None)()
+    if hook is None:
+        return AllSizesRecheck(path, name, cert.proves, {},
+                               problems + [f"scenario {sc.name}: no all-sizes model for its engine today"])
+    if path.name != f"{sc.name}{SUFFIX}":
+        problems.append(f"file name {path.name}: expected {sc.name}{SUFFIX}")
+    model = model_problems(cert, hook, sc.name)
+    problems += model
+    if not solve:
+        return AllSizesRecheck(path, sc.name, cert.proves, {}, problems)
+    if problems:  # already failed: the solvers (minutes for a large certificate) would change nothing
+        problems.append("z3 and cvc5 not run: " + ("the file is not today's model's certificate" if model
+                                                   else "the certificate already fails"))
+        return AllSizesRecheck(path, sc.name, cert.proves, {}, problems)
+    runs = run_solvers(cert, seconds)
+    for run in runs:
+        problems += run.problems
+    return AllSizesRecheck(path, sc.name, cert.proves, {r.solver: r.answers for r in runs}, problems)
+
+
+def one_element_triples(spec: Any, clauses: Sequence[tuple]) -> list[tuple]:
+    """The facts of three slot values that all belong to one element: every slot's field is
+    indexed first by the same sort (the protocol's :meth:`~kvproof.model.framework.Spec.index_sorts`)
+    at the same element, e.g. three fields of one request.  What ``--template-arity 3`` adds to
+    the pairs: the full three-value template is too many candidates for the quantified Houdini."""
+    from kvproof.checker.symbolic.lift import field_slots
+    sorts = {s.domain.name for s in spec.index_sorts()}
+    slots = field_slots(spec.layout)
+    owner = []
+    for fname, idx in slots:
+        f = spec.layout.by_name[fname]
+        owner.append((f.dims[0].name, idx[0]) if f.dims and f.dims[0].name in sorts else None)
+    out = []
+    for c in clauses:
+        if len(c) == 3:
+            heads = {owner[s] for s, _ in c}
+            if len(heads) == 1 and None not in heads:
+                out.append(c)
+    return out
+
+
+def proved_lemmas(report: AllSizesReport) -> Sequence[Candidate]:
+    """The invariant's conjuncts (lemmas and claims) of a finished run: the minimised set when
+    the minimiser's check passed, else Houdini's."""
+    return report.invariant
+
+
+# -- at one size, through the link (no enumeration) ---------------------------------------------------
+
+@dataclass
+class LinkedReport:
+    """What :func:`prove_by_link` found for one scenario: per target claim ``holds`` (at the
+    scenario's size: the link is proved and the certificate, today's model's, proves it) or
+    ``inconclusive``; the link's report; the certificate it rests on and whether its obligations
+    were re-solved now; ``mismatch`` lines (a claim the scenario expects violated); ``reason``."""
+
+    scenario: Scenario
+    verdicts: dict[str, str] = field(default_factory=dict)
+    link: Any = None
+    certificate: Path | None = None
+    certificate_claims: list[str] = field(default_factory=list)
+    solved: dict[str, list[str]] | None = None
+    reason: str = ""
+    mismatch: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when the link is refuted (a spec step that is no model step, or a claim on which
+        they disagree) or a claim the scenario expects violated holds; 2 when a claim is
+        inconclusive; 0 when every target claim holds."""
+        if self.mismatch or (self.link is not None and self.link.refuted):
+            return 1
+        if not self.verdicts or any(v != "holds" for v in self.verdicts.values()):
+            return 2
+        return 0
+
+
+def model_certificate(hook: AllSizesModel, path: Path) -> tuple[str, list[str]] | str:
+    """``(invariant, claims)`` of the all-sizes certificate at ``path`` when it is, term for
+    term, the certificate ``hook``'s parametric model demands for the invariant it states (the
+    scenario its first line names may be any: the model is what is compared); otherwise one
+    line saying why not."""
+    try:
+        cert = read_certificate(path, ALL_SIZES)
+    except CertificateError as e:
+        return str(e)
+    why = cert.problems or model_problems(cert, hook, cert.scenario_name)
+    if why:
+        return f"{path}: {why[0]}"
+    return cert.invariant_text, [o.name[len("claim "):] for o in cert.obligations if o.name.startswith("claim ")]
+
+
+def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
+                  certificates_dir: str | Path = "traces/proofs", seconds: float = 600.0,
+                  solve: bool = False, progress: Callable[[str], None] | None = None) -> LinkedReport:
+    """The target claims of ``scenario`` at its own size, with no enumeration: the all-sizes
+    certificate of the scenario's parametric model (``certificate``, or the first
+    ``*.allsizes.smt2`` under ``certificates_dir`` that is, line for line, that model's: see
+    :func:`model_certificate`; with ``solve`` its obligations are re-solved by z3 and cvc5 too)
+    proves them for the model at every size, and the link (:func:`~.link.check_link`, the
+    certificate's invariant as its hypotheses) carries them to the spec at this size."""
+    from kvproof.checker.allsizes.link import check_link
+
+    say = progress or (lambda text: None)
+    report = LinkedReport(scenario)
+    spec = scenario.build()
+    hook = getattr(spec, "all_sizes", lambda: None)()
+    if hook is None or hook.link is None:
+        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the README)"
+        return report
+    report.verdicts = {n: "inconclusive" for n in hook.targets}
+    t0 = time.perf_counter()
+    paths = [Path(certificate)] if certificate is not None else sorted(Path(certificates_dir).glob(f"*{SUFFIX}"))
+    why = [] if paths else [f"no *{SUFFIX} file under {certificates_dir}"]
+    found = None
+    for path in paths:
+        got = model_certificate(hook, path)
+        if isinstance(got, str):
+            why.append(got)
+            continue
+        found = (path, *got)
+        break
+    report.seconds["certificate"] = time.perf_counter() - t0
+    if found is None:
+        report.reason = "no all-sizes certificate of this model: " + "; ".join(why[:3])
+        return report
+    report.certificate, inv, report.certificate_claims = found
+    say(f"{scenario.name}: certificate {report.certificate} is the model's")
+    if solve:
+        t0 = time.perf_counter()
+        runs = run_solvers(read_certificate(report.certificate, ALL_SIZES), seconds)
+        report.solved = {r.solver: r.answers for r in runs}
+        report.seconds["solve"] = time.perf_counter() - t0
+        failures = [p for r in runs for p in r.problems]
+        if failures:
+            report.reason = "the certificate's obligations: " + "; ".join(failures[:3])
+            return report
+    t0 = time.perf_counter()
+    say(f"{scenario.name}: the link at its size (Z3)")
+    report.link = check_link(spec, hook.link(inv, str(report.certificate)), seconds=seconds, progress=say)
+    report.seconds["link"] = time.perf_counter() - t0
+    if not report.link.proved:
+        bad = [r for r in report.link.results if r.verdict != "proved"]
+        report.reason = "the link is not proved: " + "; ".join(f"{r.kind} {r.name}: {r.verdict} ({r.offending})" for r in bad[:3])
+        return report
+    expect = getattr(scenario, "expect", {}) or {}
+    agreed = {r.name for r in report.link.results if r.kind == "claim" and r.verdict == "proved"}
+    for name in hook.targets:
+        if name in report.certificate_claims and name in agreed:
+            report.verdicts[name] = "holds"
+            if expect.get(name) == "violated":
+                report.mismatch.append(f"{name}: holds at this size, but the scenario expects it violated")
+    if any(v != "holds" for v in report.verdicts.values()):
+        report.reason = "the certificate does not prove " + ", ".join(n for n, v in report.verdicts.items() if v != "holds")
+    return report

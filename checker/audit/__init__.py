@@ -1,0 +1,3 @@
+"""The protocol-neutral half of ``kvproof audit``: :mod:`.common` reads a launch line and an
+environment, checks a scenario family and prints the settings, the hazards and the verdict; each
+protocol's audit reads its own engine's flags."""
