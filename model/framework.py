@@ -315,6 +315,12 @@ class Spec:
         (:class:`~.symmetry.IndexSort`, one per domain; default: none, so nothing is lifted)."""
         return ()
 
+    def lift_sorts(self) -> Any:
+        """What the lift to sorts (:mod:`.sorted_lift`) needs to read this protocol: which index
+        domains are sorts and which value domains name their elements (a
+        :class:`~.sorted_lift.SortDecl`), or ``None`` (the default: the protocol is not lifted)."""
+        return None
+
     def all_sizes(self) -> Any:
         """The protocol's parametric model of this instance's engine for ``prove --all-sizes``
         (a :class:`kvproof.checker.allsizes.AllSizesModel`), or ``None`` (the default: the
