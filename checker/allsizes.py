@@ -157,7 +157,8 @@ sorts; a model with other sorts names its own (:attr:`AllSizesModel.filter_sizes
 def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
                     certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
                     progress: Callable[[str], None] | None = None, minimise_invariant: bool = True,
-                    invariant_from: str | Path | None = None, irredundant: bool = False) -> AllSizesReport:
+                    invariant_from: str | Path | None = None, irredundant: bool = False,
+                    lifted: bool = False) -> AllSizesReport:
     """Run the four steps of the module docstring on ``scenario``.  With ``minimise_invariant``
     (the default) Houdini's invariant is first shrunk to the claims and the lemmas they need
     (:func:`~.quantified.minimise`, checked from scratch; if that fails the whole set is kept).
@@ -166,13 +167,19 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     are minimised, and only what the fresh check of the kept set finds inductive is proved
     (``ValueError``, one line, when the file is not a readable certificate).  With
     ``irredundant`` the minimised set then goes through the greedy drop pass
-    (:func:`~.quantified.drop_redundant`): no single lemma of what it leaves can be removed."""
+    (:func:`~.quantified.drop_redundant`): no single lemma of what it leaves can be removed.
+    With ``lifted`` the model is the one lifted from the spec (:mod:`.sorted_allsizes`) instead
+    of the protocol's hand-written one."""
     from kvproof.checker.explicit import Limits
     from kvproof.checker.run import check_scenario
 
     say = progress or (lambda text: None)
     spec = scenario.build()
-    hook = getattr(spec, "all_sizes", lambda: None)()
+    if lifted:
+        from kvproof.checker.sorted_allsizes import lifted_model
+        hook = lifted_model(spec)
+    else:
+        hook = getattr(spec, "all_sizes", lambda: None)()
     report = AllSizesReport(scenario)
     stored = _read_invariant(invariant_from, hook) if invariant_from is not None else None
     targets = hook.targets if hook is not None else tuple(

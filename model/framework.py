@@ -321,6 +321,12 @@ class Spec:
         :class:`~.sorted_lift.SortDecl`), or ``None`` (the default: the protocol is not lifted)."""
         return None
 
+    def small_instances(self) -> tuple[Any, ...]:
+        """Small instances of this instance's engine (specs of the same class, fewer requests and
+        pages) whose reachable states the all-sizes pipeline mines for candidate lemmas of the
+        lifted model (default: none)."""
+        return ()
+
     def all_sizes(self) -> Any:
         """The protocol's parametric model of this instance's engine for ``prove --all-sizes``
         (a :class:`kvproof.checker.allsizes.AllSizesModel`), or ``None`` (the default: the

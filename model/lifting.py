@@ -57,11 +57,14 @@ def indices(n: Any) -> Any:
     return lift.indices(n, caller())
 
 
-def per_element(result: str) -> Callable:
+def per_element(result: str, derived: bool = False) -> Callable:
     """Mark a method of a spec as configuration about the elements it is called with (its
     arguments are indices of sorted domains): ``result`` is ``"condition"`` (a bool) or
     ``"count:<domain>"`` (how many indices of that domain the element has, e.g. a request's
-    pages).  Outside the lift the method runs as written."""
+    pages).  Outside the lift the method runs as written.  In the lift it is a rigid symbol,
+    unless ``derived``: then its body (computed from other per-element facts, e.g. a
+    placeholder's one chunk or the prompt's pages) runs for an action parameter, and for a
+    loop's bound element the rigid symbol is defined by that body, case by case (axioms)."""
     if result != "condition" and not result.startswith("count:"):
         raise ValueError(f"per_element: result {result!r}: expected 'condition' or 'count:<domain>'")
 
@@ -70,6 +73,8 @@ def per_element(result: str) -> Callable:
         def wrapper(self: Any, *args: Any) -> Any:
             lift = active_lift()
             if lift is not None and any(lift.symbolic(a) for a in args):
+                if derived:
+                    return lift.derived(fn, self, result, args, caller())
                 return lift.rigid(fn.__name__, result, args, caller())
             return fn(self, *args)
 

@@ -58,11 +58,15 @@ class SortDecl:
     for the domain's last code, the offset of element 0's code); ``tables`` lists constant tables
     a spec looks values up in by an element, each (the table object, the index domain or ref
     value domain it is indexed by, the rigid function it stands for, that function's result
-    sort)."""
+    sort); ``firsts`` names the domains whose first index is a constant of the sort."""
 
     sorts: dict[str, tuple[str, str | None]]
     refs: dict[str, tuple[str, int | None, int]] = field(default_factory=dict)
     tables: tuple[tuple[Any, str, str, str], ...] = ()
+    firsts: dict[str, str] = field(default_factory=dict)
+    """Index domains whose index 0 is a distinguished element (its constant's name): a request's
+    first chunk, which a one-chunk placeholder sends.  Index 0 is all that is named; the sort
+    still has no order."""
 
 
 @dataclass(frozen=True)
@@ -321,6 +325,11 @@ class _Run:
     def symbolic(self, x: Any) -> bool:
         return isinstance(x, Elem)
 
+    def first(self, domain: str) -> Any:
+        """The constant of ``domain``'s index 0 (:attr:`SortDecl.firsts`), or ``None``."""
+        name = self.sys.decl.firsts.get(domain)
+        return None if name is None else z3.Const(name, self.sys.sorts[self.sys.decl.sorts[domain][0]])
+
     def iterate(self, domain: Any) -> Any:
         decl = self.sys.decl
         if domain.name not in decl.sorts:
@@ -368,6 +377,24 @@ class _Run:
         f = self.sys._rigid_symbol(RigidInfo(sym, "count", name, domains + (dom,)))
         return Card(self, name, tuple(elems), dom, lambda c, f=f, terms=terms: f(self.st)(*terms, c))
 
+    def derived(self, fn: Callable, spec: Any, result: str, args: tuple[Any, ...], where: str) -> Any:
+        """A :func:`~.lifting.per_element` fact computed from others: its body for action
+        parameters (case splits allowed); for a loop's bound element, the rigid symbol the body
+        defines case by case (:meth:`LiftedSystem._define`)."""
+        if not any(isinstance(a, Elem) and a.var is not None for a in args):
+            return fn(spec, *args)
+        guard, nxt, nvars, taken = list(self.guard), dict(self.next), dict(self.vars), len(self.taken)
+        try:  # the body needs no case split here: it is the value
+            return fn(spec, *args)
+        except LiftRefused:
+            self.guard, self.next, self.vars = guard, nxt, nvars
+            del self.taken[taken:]
+        elems = [a for a in args if isinstance(a, Elem)]
+        if len(elems) != len(args):
+            raise LiftRefused(f"{where}: {fn.__name__}: mixes sorted elements and fixed values")
+        self.sys._define(fn, spec, result, tuple(e.sort_name for e in elems), tuple(e.domain for e in elems))
+        return self.rigid(fn.__name__, result, args, where)
+
     def decide(self, key: Any, label: str, value: Any, elems: Sequence[Elem]) -> bool:
         """Python control flow on a rigid condition: a case split (the same atom decides alike)."""
         if any(e.var is not None for e in elems):
@@ -401,11 +428,13 @@ class _Run:
         pool = dims[0][1].name
         psort_name, pnone = self.sys.decl.sorts[pool]
         psort = self.sys.sorts[psort_name]
-        if not isinstance(count, Card):
-            raise LiftRefused(f"{where}: take_lowest_free of a fixed count ({count!r}): only a per-element count "
-                              "(one entry per chunk) is lifted")
         self.sys._abstraction(f"allocation from {owner} takes any free entries (the spec: the lowest-numbered) "
                               f"[{where}]")
+        if isinstance(count, int) and not isinstance(count, bool):
+            self._take_fixed(owner, odom, psort_name, psort, pnone, count, slot_of, owned, free, content, filled)
+            return
+        if not isinstance(count, Card):
+            raise LiftRefused(f"{where}: take_lowest_free of {count!r}: a count is an int or a per-element count")
         csort_name = self.sys.decl.sorts[count.domain][0]
         csort = self.sys.sorts[csort_name]
         loop = self.indices(count, where)
@@ -443,6 +472,34 @@ class _Run:
             old_content = self.next_fn(content)
             self.next[content] = lambda x, old=old_content: z3.If(taken(x), filled_t, old(x))
 
+    def _take_fixed(self, owner: str, odom: Any, psort_name: str, psort: Any, pnone: str | None, count: int,
+                    slot_of: Callable, owned: Any, free: int, content: str | None, filled: Any) -> None:
+        """:meth:`take_free` of a fixed number of entries: one nullary choice per entry."""
+        picks = []
+        for i in range(count):
+            fname, index = slot_of(i)
+            index = index if isinstance(index, tuple) else (index,)
+            args = self.index_terms(fname, index)
+            pick = self.choice("pick", (), psort_name, read_post=lambda fname=fname, args=args: self.post_fn(fname)(*args))
+            picks.append(pick())
+            self.write(fname, index, Num(pick(), self.sys._fields[fname][2]))
+        own = self.fn(owner)
+        free_t = self.coerce(free, odom)
+        none = [z3.Const(pnone, psort)] if pnone else []
+        for p in picks:
+            self.guard.append(own(p) == free_t)
+            self.guard += [p != x for x in none]
+        if len(picks) > 1:
+            self.guard.append(z3.Distinct(*picks))
+        owned_t = self.coerce(self.lang._in(owned, K_INT, "take_lowest_free"), odom)
+        old_owner = self.next_fn(owner)
+        self.next[owner] = lambda x, old=old_owner: z3.If(z3.Or([x == p for p in picks]), owned_t, old(x))
+        if content is not None:
+            _, _, cdom = self.sys._fields[content]
+            filled_t = self.coerce(self.lang._in(filled, K_INT, "take_lowest_free"), cdom)
+            old_content = self.next_fn(content)
+            self.next[content] = lambda x, old=old_content: z3.If(z3.Or([x == p for p in picks]), filled_t, old(x))
+
     # -- state ------------------------------------------------------------------------------------
     def fn(self, name: str) -> Callable[..., Any]:
         """The pre-state function of a state or rigid symbol."""
@@ -477,6 +534,8 @@ class _Run:
                     out.append(i.raw.term)
                 elif isinstance(i, int) and not isinstance(i, bool) and i == d.size and none:
                     out.append(z3.Const(none, self.sys.sorts[sort_name]))
+                elif isinstance(i, int) and not isinstance(i, bool) and i == 0 and d.name in self.sys.decl.firsts:
+                    out.append(z3.Const(self.sys.decl.firsts[d.name], self.sys.sorts[sort_name]))
                 elif isinstance(i, int) and not isinstance(i, bool):
                     raise LiftRefused(f"{caller()}: {name}[...]: the fixed index {i} into the sorted domain {d.name} "
                                       "(iterate the domain object, not range(...))")
@@ -829,6 +888,7 @@ class LiftedSystem(ParametricSystem):
         self.refused: dict[str, str] = {}
         self.cases: dict[str, LiftedCase] = {}
         self._rigid: dict[str, RigidInfo] = {}
+        self._definitions: dict[str, list[tuple[list[Any], list[Any], Any, str]]] = {}
         self._doms: dict[str, Any] = {}
         uninterpreted = []
         for dom, (sort_name, none) in decl.sorts.items():
@@ -839,7 +899,8 @@ class LiftedSystem(ParametricSystem):
                 self.sorts[result] = z3.DeclareSort(result)
                 uninterpreted.append(result)
         self.uninterpreted = tuple(uninterpreted)
-        self.constants = tuple((none, sort_name) for sort_name, none in decl.sorts.values() if none)
+        self.constants = tuple((none, sort_name) for sort_name, none in decl.sorts.values() if none) + tuple(
+            (first, decl.sorts[dom][0]) for dom, first in decl.firsts.items())
         self._fields: dict[str, tuple[Symbol, list[tuple[str, Any, Any]], Any]] = {}
         symbols = []
         for f in spec.layout.fields:
@@ -919,6 +980,58 @@ class LiftedSystem(ParametricSystem):
         sym = self._rigid[name].symbol
         f = self.function(sym)
         return (lambda: f) if not sym.args else f
+
+    def _define(self, fn: Callable, spec: Any, result: str, sorts: tuple[str, ...], domains: tuple[str, ...]) -> None:
+        """The definition of a derived per-element fact: its body run for fresh parameters under
+        every case of its split, each case an axiom ``∀ args. case → (symbol(args) = value)``
+        (:meth:`background`)."""
+        name = fn.__name__
+        if name in self._definitions:
+            return
+        self._definitions[name] = []
+        pending: list[tuple[bool, ...]] = [()]
+        while pending:
+            dec = pending.pop(0)
+            run = _Run(self, self.state(), "define", decisions=dec)
+            terms = [z3.Const(f"{name}!{d}{i}", self.sorts[s]) for i, (s, d) in enumerate(zip(sorts, domains))]
+            elems = [Elem(run, t, s, d) for t, s, d in zip(terms, sorts, domains)]
+            token = _ACTIVE.set(run)
+            try:
+                value = fn(spec, *elems)
+            finally:
+                _ACTIVE.reset(token)
+            for i in range(len(dec), len(run.taken)):
+                pending.append(tuple(b for _, b in run.taken[:i]) + (not run.taken[i][1],))
+            nones = [t != z3.Const(self.decl.sorts[d][1], self.sorts[s]) for t, s, d in zip(terms, sorts, domains)
+                     if self.decl.sorts[d][1]]
+            self._definitions[name].append((terms, nones + run.guard, value, result))
+
+    def background(self, st: QState) -> Any:
+        """The definitions of the derived per-element facts (:meth:`_define`), over ``st``'s
+        rigid symbols (expanded in a bounded instance)."""
+        axioms = []
+        for name, cases in self._definitions.items():
+            for terms, conds, value, result in cases:
+                try:
+                    f = getattr(st, name)
+                except AttributeError:  # a state made before the symbol was found
+                    f = self._function_of(name)
+                if result == "condition":
+                    v = value.raw if isinstance(value, Value) else z3.BoolVal(bool(value))
+                    axioms.append(self.forall(terms, z3.Implies(z3.And(conds), f(*terms) == v)))
+                    continue
+                dom = result.split(":", 1)[1]
+                c = z3.Const(f"{name}!c", self.sorts[self.decl.sorts[dom][0]])
+                if isinstance(value, Card):
+                    member = value.member(c)
+                elif isinstance(value, int) and value == 0:
+                    member = z3.BoolVal(False)
+                elif isinstance(value, int) and value == 1 and dom in self.decl.firsts:
+                    member = c == z3.Const(self.decl.firsts[dom], self.sorts[self.decl.sorts[dom][0]])
+                else:
+                    raise LiftRefused(f"{name}: a count of {value!r} {dom} (only 0, 1 or a per-element count lifts)")
+                axioms.append(self.forall([*terms, c], z3.Implies(z3.And(conds), f(*terms, c) == member)))
+        return z3.And(axioms) if axioms else z3.BoolVal(True)
 
     def _abstraction(self, line: str) -> None:
         if line not in self.abstractions:
@@ -1013,6 +1126,9 @@ class LiftedSystem(ParametricSystem):
             try:
                 run = _Run(self, self.state(), "claim")
                 t = run.execute_claim(self.spec, c.name)
+                if z3.is_true(t) or z3.is_false(t):
+                    raise LiftRefused(f"claim {c.name}: reads no state in the lift (it decides on the lifted "
+                                      "instance's own elements, e.g. for r in range(k.R) if ...: iterate the domain)")
             except LiftRefused as e:
                 self.refused[c.name] = str(e)
                 continue

@@ -190,6 +190,9 @@ class Elem(_Refusing):
     def __lt__(self, other: Any) -> Any:
         if isinstance(other, Card) and other.domain == self.domain:
             return self.run.condition(other.member(self.term))
+        first = self.run.first(self.domain) if isinstance(other, int) and not isinstance(other, bool) else None
+        if first is not None and other == 1:  # the first index: the domain's distinguished element
+            return self.run.condition(self.term == first)
         return super().__lt__(other)
 
 

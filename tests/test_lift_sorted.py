@@ -250,3 +250,129 @@ def test_link_map_observes_every_slot_of_the_instance(lifted):
     assert all(o is not None for o in obs)
     owner = [o for o in obs if o.symbol == "owner"]
     assert [str(a) for o in owner for a in o.args] == ["Page!e0", "Page!e1", "pnone"]
+
+
+# -- the all-sizes pipeline's pieces for the lifted model ------------------------------------------
+
+def test_a_mined_clause_lifts_to_a_quantified_candidate(lifted):
+    """A ground clause of the small instance (slot values never seen together) becomes a
+    candidate over variables: its request, chunk and page distinct and not NONE, the chunk one of
+    the request's pages as in the small instance; a clause naming old KV has no counterpart."""
+    from kvproof.checker.lift import field_slots
+    from kvproof.checker.sorted_allsizes import ClauseLifter
+    small = lifted.spec.small_instances()[0]
+    lift = ClauseLifter(lifted, small)
+    slots = field_slots(small.layout)
+    wr = slots.index(("wr", (0, 0, 0)))
+    dest = slots.index(("dest", (0, 0)))
+    owner = slots.index(("owner", (1,)))
+    content = slots.index(("content", (0, 0)))
+    cand = lift(((wr, 2), (dest, 1)))  # R0's write in flight, R0's chunk 0 at page p1
+    assert cand.vars == (("r0", "Req"), ("p1", "Page"), ("c2", "Chunk"))
+    assert cand.name == ("(forall ((r0 Req) (p1 Page) (c2 Chunk)) (let ((a!1 (not (and (= (wr r0 c2) write_in_flight_0) "
+                         "(= (dest r0 c2) p1))))) (=> (and (distinct r0 rnone) (distinct p1 pnone) (pages r0 c2)) a!1)))")
+    assert "(= (owner p1) rnone)" in lift(((owner, 0), (dest, 1))).name
+    assert lift(((content, 3),)) is None  # old:A, KV of a room's earlier request: not in the model
+    f = lifted.formula(cand, lifted.state())
+    assert z3.is_quantifier(f) and f.is_forall()
+
+
+def test_the_lifted_all_sizes_model_states_the_lifts_lines():
+    from kvproof.checker.sorted_allsizes import lifted_model
+    spec = builtin("v0.5.22").build()
+    hook = lifted_model(spec)
+    assert hook.targets == TARGETS
+    assert any(line.startswith("configuration per element, any value: over_long(request), pages(request, chunk)")
+               for line in hook.fixed)
+    assert any("prefill_rank (1)" in line for line in hook.fixed)
+    assert hook.abstractions == tuple(hook.system.abstractions) and len(hook.abstractions) == 4
+
+
+def test_lifted_goes_with_all_sizes(capsys):
+    from kvproof.checker.cli import main
+    code = main(["prove", "v0.5.22", "--lifted"])
+    assert code == 3
+    assert "--lifted goes with --all-sizes" in capsys.readouterr().err
+
+
+# -- vLLM: the pull-mode engine of vllm-pull-abort-32255 ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def vllm_lifted():
+    return lift_spec(builtin("vllm-pull-abort-32255").build())
+
+
+def vllm_instance(tenants, decode_blocks, prefill_blocks):
+    from kvproof.spec.vllm.config import Request as VRequest
+    spec = builtin("vllm-pull-abort-32255").build()
+    return type(spec)(dataclasses.replace(spec.cfg, requests=tuple(VRequest(t) for t in tenants),
+                                          decode_blocks=decode_blocks, prefill_blocks=prefill_blocks))
+
+
+def test_the_lifted_vllm_model(vllm_lifted):
+    """Every enabled action of the pull engine, requests and both block pools as sorts, one block
+    per request (nullary allocation choices), the tenant a rigid function; the three
+    abstractions the hand-written model states (any free block in both pools, arrivals in any
+    order), derived; the five claims lifted, ``pages_conserved`` refused with its line."""
+    m = vllm_lifted
+    assert [a.name for a in m.actions] == [
+        "prefill_request_finished", "prefill_get_new_notifs", "prefill_reap_expired_lease", "decode_on_new_request",
+        "decode_start_load_kv", "decode_finished_recving", "decode_abort", "nixl_read_take_data",
+        "nixl_read_complete", "clock_tick"]
+    assert set(m.uninterpreted) == {"Req", "Block", "PBlock", "Tenant"}
+    assert [s.name for s in m.rigid] == ["tenant"]
+    lines = m.abstractions
+    assert len(lines) == 3 and lines[0].startswith("requests reach prefill in any order")
+    assert sum(line.startswith("allocation from") for line in lines) == 2
+    assert [c.name for c in m.claims()] == list(TARGETS)
+    assert m.refused["pages_conserved"].startswith("spec/vllm/claims.py:")
+
+
+@pytest.mark.parametrize("tenants,decode_blocks,prefill_blocks", [
+    (("A",), 1, 1), (("A", "A"), 2, 1), (("A", "B", "B"), 2, 3)], ids=["1req", "2req-1tenant", "3req-2tenants"])
+def test_the_vllm_link_is_proved_without_hypotheses(vllm_lifted, tenants, decode_blocks, prefill_blocks):
+    rep = check_lifted_link(vllm_lifted, vllm_instance(tenants, decode_blocks, prefill_blocks))
+    assert rep.proved, refuted(rep)
+    assert len([r for r in rep.results if r.kind == "step"]) == 10
+
+
+def test_vllm_mutant_dropped_update_is_refuted():
+    """A lift of the pull engine that forgets to free the block when an aborted load finishes."""
+    m = lift_spec(builtin("vllm-pull-abort-32255").build())
+    m.actions = tuple(a if a.name != "decode_finished_recving" else Action(
+        a.name, a.params, a.choices,
+        lambda st, p, c, inner=a.step: Step(inner(st, p, c).guard,
+                                            {k: v for k, v in inner(st, p, c).updates.items() if k != "owner"}), a.doc)
+        for a in m.actions)
+    rep = check_lifted_link(m, vllm_instance(("A", "B"), 1, 2), claims=False)
+    assert set(refuted(rep)) == {("step", "decode_finished_recving")}
+
+
+# -- pr-41404: over-long prompts with a one-chunk placeholder ------------------------------------------
+
+def test_pr41404_lifts_with_the_placeholder_chunk_and_a_derived_count():
+    """With pending errors (no rejection at prefill's door), an over-long request sends one
+    chunk, chunk 0 (the sort's constant ``cfirst``); ``send_len`` of a loop's request is a rigid
+    count defined by the spec's own body, case by case (over-long: the first chunk; otherwise its
+    pages), and the five claims lift."""
+    m = lift_spec(builtin("pr-41404").build())
+    assert ("cfirst", "Chunk") in m.constants
+    assert [s.name for s in m.rigid] == ["over_long", "pages", "tenant", "send_len"]
+    assert "prefill_forward.over_long" in [a.name for a in m.actions]
+    assert [c.name for c in m.claims()] == list(TARGETS)
+    axioms = str(m.background(m.state()))
+    assert "over_long(send_len!request0)" in axioms and "cfirst" in axioms and "pages(send_len!request0" in axioms
+
+
+@pytest.mark.parametrize("requests,decode_pages,prefill_pages", [
+    ((("A", 1),), 1, 2), ((("A", 2), ("B", 1)), 2, 1),
+    pytest.param((("A", 1), ("A", 2), ("B", 1)), 2, 1, marks=pytest.mark.thorough)],
+    ids=["1req", "over-long+short", "3req"])
+def test_the_pr41404_link_is_proved(requests, decode_pages, prefill_pages):
+    """At sizes with and without an over-long request (its placeholder path)."""
+    spec = builtin("pr-41404").build()
+    m = lift_spec(spec)
+    inst = type(spec)(dataclasses.replace(spec.cfg, requests=tuple(Request(t, p) for t, p in requests),
+                                          decode_pages=decode_pages, prefill_pages=prefill_pages, context_limit=2))
+    rep = check_lifted_link(m, inst)
+    assert rep.proved, refuted(rep)

@@ -132,8 +132,8 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         (``rnone``: ``free`` as an owner and ``unwritten`` as a content; ``pnone``/``qnone``: no
         page); owner and content codes name requests (``owned_by``, ``kv_of``: offset 1), page
         references name pages (NONE the last code); a request's tenant, looked up by request or
-        by content code, is a rigid function.  Ranks, layers, shards and aux slots stay at the
-        scenario's size."""
+        by content code, is a rigid function; chunk 0 (a placeholder's one chunk) is the
+        constant ``cfirst``.  Ranks, layers, shards and aux slots stay at the scenario's size."""
         from kvproof.model.sorted_lift import SortDecl
         k = self.k
         return SortDecl(
@@ -141,7 +141,20 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
                    "chunk": ("Chunk", None)},
             refs={"owner": ("request", FREE, 1), "content": ("request", UNWRITTEN, 1),
                   "page_or_none": ("page", None, 0), "prefill_page_or_none": ("prefill_page", None, 0)},
-            tables=((k.tenant, "request", "tenant", "Tenant"), (k.tenant_of_content, "content", "tenant", "Tenant")))
+            tables=((k.tenant, "request", "tenant", "Tenant"), (k.tenant_of_content, "content", "tenant", "Tenant")),
+            firsts={"chunk": "cfirst"})
+
+    def small_instances(self):
+        """What the all-sizes pipeline mines for the lifted model: two one-page requests of the
+        scenario's first tenant on two decode pages and one prefill page (51,492 reachable
+        states for v0.5.22's engine), this engine and this class."""
+        import dataclasses
+
+        from kvproof.spec.sglang.config import Request
+        cfg = self.cfg
+        tenant = cfg.requests[0].tenant
+        return (type(self)(dataclasses.replace(cfg, requests=(Request(tenant, 1), Request(tenant, 1)), decode_pages=2,
+                                               prefill_pages=1, context_limit=max(cfg.context_limit, 1))),)
 
     # -- static facts (plain Python: configuration, not state) ---------------------------------
     @cached_property
@@ -164,6 +177,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         """Request ``r`` is queued at prefill with a pending error and a one-token placeholder."""
         return not self.e.reject_at_prefill_door and self.over_long(r)
 
+    @per_element("count:chunk", derived=True)
     def send_len(self, r: int) -> int:
         """Chunks each prefill rank sends: the placeholder's one page, or the whole prompt."""
         return 1 if self.pending_error(r) else self.pages(r)
