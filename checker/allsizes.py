@@ -77,6 +77,10 @@ class AllSizesModel:
     more: tuple[tuple[Any, Callable[[tuple], Candidate | None], Callable[[Any], Sequence["Join"]] | None], ...] = ()
     """Further instances mined the same way, each ``(small, lift, joins)``: what ``small`` cannot
     show within an enumerable size (e.g. several ranks beside several requests)."""
+    prelink: Callable[[Callable[[str], None]], tuple[list[str], str]] | None = None
+    """Checked before any candidate is mined: the link of ``system`` with the spec at fixed sizes,
+    returning (one line per size, "" or why the model is not the spec's); a model that fails it is
+    not used (a lifted model: :func:`~.sorted_allsizes.link_at_sizes`)."""
 
 
 @dataclass
@@ -137,6 +141,8 @@ class AllSizesReport:
     ``status`` is ``"done"`` it is what the certificate states, otherwise Houdini's whole set."""
     invariant: list[Candidate] = field(default_factory=list)
     """The invariant the verdicts rest on (the certificate's conjuncts)."""
+    linked: list[str] = field(default_factory=list)
+    """The sizes at which the model's link with the spec was proved first (:attr:`AllSizesModel.prelink`)."""
 
     @property
     def exit_code(self) -> int:
@@ -208,6 +214,14 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
         report.verdicts = {n: "inconclusive" for n in targets}
         return report
     report.fixed, report.abstractions = hook.fixed, hook.abstractions
+    if hook.prelink is not None:
+        t0 = time.perf_counter()
+        report.linked, problem = hook.prelink(say)
+        report.seconds["link"] = time.perf_counter() - t0
+        if problem:
+            report.reason = problem
+            report.verdicts = {n: "inconclusive" for n in targets}
+            return report
 
     if invariant_from is not None:
         return _from_invariant(report, hook, targets, stored, max_seconds, certificates_dir, say, irredundant)

@@ -13,6 +13,9 @@ instances (``Spec.lift_sorts()``, ``Spec.small_instances()``):
   e.g. ``pages(r, c)``), nothing else assumed;
 * the facts of rows joined through a pointer field (:func:`joins`: a request's chunk beside the
   page its ``dest`` names) are lifted with the page as the pointer's term;
+* before anything is mined, the link with the spec is proved at the protocol's link instances
+  and the scenario's own size (:func:`link_at_sizes`): a lifted model that is not the spec's is
+  never used;
 * the lines it prints are the lift's: what stays fixed (the engine's flags, the domains that are not
   sorts at the scenario's size), the per-element configuration left free, and every
   abstraction the lift derived.
@@ -23,18 +26,19 @@ This module knows no protocol.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Sequence
+import time
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import z3
 
 from kvproof.checker.allsizes import AllSizesModel, Join
 from kvproof.checker.quantified import Candidate
-from kvproof.checker.sorted_link import link_map
+from kvproof.checker.sorted_link import check_lifted_link, link_map
 from kvproof.model.sorted_lift import LiftedSystem, lift_spec
 from kvproof.model.sorted_values import RefDom
 
-__all__ = ["lifted_model", "ClauseLifter", "lift_lines", "joins"]
+__all__ = ["lifted_model", "ClauseLifter", "lift_lines", "joins", "link_at_sizes"]
 
 
 class ClauseLifter:
@@ -243,6 +247,27 @@ def lift_lines(system: LiftedSystem) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(fixed), tuple(system.abstractions)
 
 
+def link_at_sizes(system: LiftedSystem, spec: Any, say: Callable[[str], None] = lambda text: None
+                  ) -> tuple[list[str], str]:
+    """The link of ``system`` with the spec at each of ``spec.link_instances()`` and at
+    ``spec`` itself (:func:`~.sorted_link.check_lifted_link`, no hypothesis): one line per size,
+    and "" or the first refutation (a lifted model not linked to its spec is not used)."""
+    lines = []
+    for inst in (*spec.link_instances(), spec):
+        size = inst.size_label()
+        t0 = time.perf_counter()
+        rep = check_lifted_link(system, inst)
+        steps = sum(r.instances for r in rep.results if r.kind == "step")
+        if not rep.proved:
+            bad = next(r for r in rep.results if r.verdict != "proved")
+            return lines, (f"the lifted model is not linked to the spec at {size}: {bad.kind} {bad.name} {bad.verdict}"
+                           f" ({bad.offending})")
+        lines.append(f"{size}: Init, {steps} action instances and {sum(r.kind == 'claim' for r in rep.results)} "
+                     f"claims proved, no hypothesis ({time.perf_counter() - t0:.1f} s)")
+        say(f"link proved at {size}")
+    return lines, ""
+
+
 def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesModel | None:
     """The all-sizes model lifted from ``spec`` (``None`` when its protocol declares no sorts or
     no small instance to mine; :class:`~kvproof.model.lifting.LiftRefused` when an action cannot
@@ -259,4 +284,5 @@ def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesMod
     more = tuple((s, lf, lambda states, s=s: joins(system, s, states)) for s, lf in zip(smalls[1:], lifters[1:]))
     return AllSizesModel(system, names, smalls[0], lifters[0], fixed, abstractions,
                          lambda states: joins(system, smalls[0], states),
-                         lambda invariant, source: link_map(system, spec), more=more)
+                         lambda invariant, source: link_map(system, spec), more=more,
+                         prelink=lambda say: link_at_sizes(system, spec, say))

@@ -327,6 +327,16 @@ class Spec:
         lifted model (default: none)."""
         return ()
 
+    def link_instances(self) -> tuple[Any, ...]:
+        """Instances of this instance's engine at other sizes, at which ``prove --all-sizes
+        --lifted`` proves the lifted model's link with the spec before using it (default:
+        :meth:`small_instances`)."""
+        return self.small_instances()
+
+    def size_label(self) -> str:
+        """How reports name this instance's size (default: its number of slots)."""
+        return f"{len(self.init_state())} slots"
+
     def all_sizes(self) -> Any:
         """The protocol's parametric model of this instance's engine for ``prove --all-sizes``
         (a :class:`kvproof.checker.allsizes.AllSizesModel`), or ``None`` (the default: the

@@ -376,3 +376,34 @@ def test_the_pr41404_link_is_proved(requests, decode_pages, prefill_pages):
                                           decode_pages=decode_pages, prefill_pages=prefill_pages, context_limit=2))
     rep = check_lifted_link(m, inst)
     assert rep.proved, refuted(rep)
+
+
+# -- prove --all-sizes --lifted: the link first, then the pipeline -------------------------------------
+
+def test_a_lifted_model_that_is_not_the_specs_is_not_used():
+    """The pipeline proves the link first (the protocol's link instances, then the scenario's own
+    size); a mutant of the lift is stopped at the first size that refutes it."""
+    from kvproof.checker.sorted_allsizes import link_at_sizes, lifted_model
+    spec = builtin("v0.5.22").build()
+    hook = lifted_model(spec)
+    m = hook.system
+    m.actions = tuple(a if a.name != "decode_release_deferred" else Action(
+        a.name, a.params, a.choices,
+        lambda st, p, c, inner=a.step: Step(inner(st, p, c).guard,
+                                            {k: v for k, v in inner(st, p, c).updates.items() if k != "owner"}), a.doc)
+        for a in m.actions)
+    lines, problem = link_at_sizes(m, spec)
+    assert lines == []
+    assert problem.startswith("the lifted model is not linked to the spec at 1 request(s) of 1 page(s), "
+                              "1 decode and 1 prefill page(s): step decode_release_deferred refuted (decode_release_deferred(req=R0))")
+
+
+def test_prove_all_sizes_lifted_refuses_a_scenario_unsafe_at_its_own_size(tmp_path, capsys):
+    """abort-race (before the fix) lifts, but the explicit engine breaks its claims at its own
+    size first: exit 1, nothing proved."""
+    from kvproof.checker.cli import main
+    code = main(["prove", "--all-sizes", "abort-race", "--lifted", "--certificates", str(tmp_path / "c"),
+                 "--traces", str(tmp_path / "t")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "violated" in out and "decode_reads_only_own_pages" in out

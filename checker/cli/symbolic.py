@@ -339,7 +339,7 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
     if args.json:
         h = r.houdini
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
-               "abstractions": list(r.abstractions), "small_states": r.small_states, "mined": r.mined, "joined": r.joined,
+               "abstractions": list(r.abstractions), "linked": list(r.linked), "small_states": r.small_states, "mined": r.mined, "joined": r.joined,
                "candidates": r.candidates, "kept": None if h is None else len(h.kept),
                "houdini_rounds": None if h is None else h.rounds,
                "minimised": None if m is None else {"status": m.status, "found": m.found, "kept": len(m.kept),
@@ -369,6 +369,8 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
         out.print(f"fixed: {line}")
     for line in r.abstractions:
         out.print(f"over-approximated: {line}")
+    for line in r.linked:
+        out.print(f"linked: {line}")
     if r.houdini is not None:
         h = r.houdini
         out.print(f"{sc.name}: {r.small_states:,} states of the small instance, {r.mined:,} facts mined, "

@@ -156,6 +156,30 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         return (type(self)(dataclasses.replace(cfg, requests=(Request(tenant, 1), Request(tenant, 1)), decode_pages=2,
                                                prefill_pages=1, context_limit=max(cfg.context_limit, 1))),)
 
+    def link_instances(self):
+        """Where ``prove --all-sizes --lifted`` proves the lifted model's link with the spec
+        first (beside the scenario's own size): one one-page request on one page of each pool;
+        the mining instance; a two-page request (over-long against one prefill page) beside a
+        one-page one of another tenant, on two decode pages."""
+        import dataclasses
+
+        from kvproof.spec.sglang.config import Request
+        cfg = self.cfg
+        tenants = list(dict.fromkeys(r.tenant for r in cfg.requests))
+        second = tenants[1] if len(tenants) > 1 else tenants[0]
+        limit = max(cfg.context_limit, 2)
+        one = type(self)(dataclasses.replace(cfg, requests=(Request(tenants[0], 1),), decode_pages=1, prefill_pages=1,
+                                             context_limit=max(cfg.context_limit, 1)))
+        mixed = type(self)(dataclasses.replace(cfg, requests=(Request(tenants[0], 2), Request(second, 1)),
+                                               decode_pages=2, prefill_pages=1, context_limit=limit))
+        return (one, *self.small_instances(), mixed)
+
+    def size_label(self) -> str:
+        """``N requests (pages ...), D decode pages, P prefill pages``."""
+        c = self.cfg
+        return (f"{len(c.requests)} request(s) of {'+'.join(str(r.pages) for r in c.requests)} page(s), "
+                f"{c.decode_pages} decode and {c.prefill_pages} prefill page(s)")
+
     # -- static facts (plain Python: configuration, not state) ---------------------------------
     @cached_property
     def max_input_pages(self) -> int:

@@ -91,6 +91,37 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         """Every request (the request domain: its indices, or one bound request in the lift)."""
         return self.k.req
 
+    def small_instances(self):
+        """What the all-sizes pipeline mines for the lifted model: two requests of the scenario's
+        two first tenants (one if it has one) on two decode blocks and two prefill blocks."""
+        import dataclasses
+
+        from kvproof.spec.vllm.config import Request
+        tenants = [r.tenant for r in self.cfg.requests]
+        second = tenants[1] if len(tenants) > 1 else tenants[0]
+        return (type(self)(dataclasses.replace(self.cfg, requests=(Request(tenants[0]), Request(second)),
+                                               decode_blocks=2, prefill_blocks=2)),)
+
+    def link_instances(self):
+        """Where ``prove --all-sizes --lifted`` proves the lifted model's link first (beside the
+        scenario's own size): one request on one block of each pool; the mining instance; three
+        requests of two tenants on two decode and three prefill blocks."""
+        import dataclasses
+
+        from kvproof.spec.vllm.config import Request
+        tenants = [r.tenant for r in self.cfg.requests]
+        second = tenants[1] if len(tenants) > 1 else tenants[0]
+        one = type(self)(dataclasses.replace(self.cfg, requests=(Request(tenants[0]),), decode_blocks=1,
+                                             prefill_blocks=1))
+        three = type(self)(dataclasses.replace(self.cfg, requests=(Request(tenants[0]), Request(second),
+                                                                   Request(second)), decode_blocks=2, prefill_blocks=3))
+        return (one, *self.small_instances(), three)
+
+    def size_label(self) -> str:
+        """``N requests, D decode blocks, P prefill blocks``."""
+        c = self.cfg
+        return f"{len(c.requests)} request(s), {c.decode_blocks} decode and {c.prefill_blocks} prefill block(s)"
+
     def origin(self, r: int) -> int:
         """Whose prompt and ``kv_transfer_params`` request ``r`` carries: itself, or for a replay
         (V9) the request it replays."""
