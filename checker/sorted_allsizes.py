@@ -282,7 +282,10 @@ def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesMod
     fixed, abstractions = lift_lines(system)
     lifters = [ClauseLifter(system, s) for s in smalls]
     more = tuple((s, lf, lambda states, s=s: joins(system, s, states)) for s, lf in zip(smalls[1:], lifters[1:]))
+    # the bounded filter: three real elements and NONE of a sort with one, two of any other sort
+    filter_sizes = {sort: 4 if any(s == sort and none for s, none in system.decl.sorts.values()) else 2
+                    for sort in system.uninterpreted}
     return AllSizesModel(system, names, smalls[0], lifters[0], fixed, abstractions,
                          lambda states: joins(system, smalls[0], states),
                          lambda invariant, source: link_map(system, spec), more=more,
-                         prelink=lambda say: link_at_sizes(system, spec, say))
+                         prelink=lambda say: link_at_sizes(system, spec, say), filter_sizes=filter_sizes)

@@ -195,10 +195,12 @@ class SortedOps(Ops):
 
     # -- conditions ------------------------------------------------------------------------------
     def and_(self, *xs):
-        return z3.And([self.run.bool_(x) for x in xs]) if xs else z3.BoolVal(True)
+        terms = self.run.joined([self.run.bool_(x) for x in xs], "and_", "o.all_")
+        return z3.And(terms) if terms else z3.BoolVal(True)
 
     def or_(self, *xs):
-        return z3.Or([self.run.bool_(x) for x in xs]) if xs else z3.BoolVal(False)
+        terms = self.run.joined([self.run.bool_(x) for x in xs], "or_", "o.any_")
+        return z3.Or(terms) if terms else z3.BoolVal(False)
 
     def not_(self, x):
         return z3.Not(self.run.bool_(x))
@@ -725,6 +727,19 @@ class _Run:
             return self.sys.forall(terms, z3.Implies(z3.And(members), t))
         return self.sys.exists(terms, z3.And(*members, t))
 
+    def joined(self, terms: list[Any], op: str, instead: str) -> list[Any]:
+        """``terms`` about to be joined by ``op``: refused when one mentions a finished loop's
+        element and another (not a constant) does not, which is a fold over the loop's list
+        (``o.or_(x, *[f(r) for r in ...])``: the one symbolic element stands for every iteration,
+        and only ``o.all_``/``o.any_`` say how they combine), not a condition per element."""
+        closed = [frozenset(i for i in self.loop_vars(t) if self.vars[i].closed) for t in terms]
+        every = frozenset().union(*closed) if closed else frozenset()
+        for v in every:
+            if any(v not in c and not (z3.is_true(t) or z3.is_false(t)) for t, c in zip(terms, closed)):
+                raise LiftRefused(f"{caller()}: {op} joins a finished loop's element with values outside the loop "
+                                  f"(a fold over the loop's list): use {instead}(...) over the loop")
+        return terms
+
     def require(self, cond: Any) -> None:
         t = self.bool_(cond)
         vs = [self.vars[i] for i in self.loop_vars(t)]
@@ -879,6 +894,10 @@ class _Decided(Value):
 
 class LiftedSystem(ParametricSystem):
     """The parametric system lifted from one spec instance (see the module docstring)."""
+
+    one_goal_at_a_time = True
+    """Houdini asks about one post-state candidate at a time: what made the hand-written models'
+    unbounded runs finish (the answers mean the same as the disjunctive query's)."""
 
     def __init__(self, spec: Any, decl: SortDecl, claims: Sequence[str] | None = None):
         self.spec, self.decl = spec, decl

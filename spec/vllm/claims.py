@@ -101,17 +101,17 @@ class VllmClaims:
             return o.or_(held, o.eq(s.inflight[r], 1)) if self.e.async_scheduling else held
 
         parts = [o.or_(o.eq(s.owner[b], FREE),
-                       *[o.and_(o.eq(s.owner[b], r + 1), live(r), o.eq(s.dest[r], b))
-                         for r in self.reqs])
-                 for b in range(k.D)]
+                       o.any_(o.and_(o.eq(s.owner[b], r + 1), live(r), o.eq(s.dest[r], b))
+                              for r in self.reqs))
+                 for b in k.block]
         def refers(r, q):  # V11: a request's prefix block too
             own = o.eq(s.src[r], q)
             return o.or_(own, o.eq(s.src_prefix[r], q)) if k.prefix else own
 
         parts += [o.or_(o.eq(s.src_owner[q], FREE),
-                        *[o.and_(o.eq(s.src_owner[q], r + 1), o.eq(s.p_phase[r], P_HELD), refers(r, q))
-                          for r in self.reqs])
-                  for q in range(k.P)]
+                        o.any_(o.and_(o.eq(s.src_owner[q], r + 1), o.eq(s.p_phase[r], P_HELD), refers(r, q))
+                               for r in self.reqs))
+                  for q in k.pblock]
         return o.all_(parts)
 
     @invariant(at="quiescent")
