@@ -48,7 +48,7 @@ def _language_files() -> set[str]:
     """The modules that implement the language (frames inside them are not the spec's)."""
     if len(_HERE) == 1:
         here = os.path.dirname(next(iter(_HERE)))
-        for name in ("framework.py", "ops.py", "expr.py"):
+        for name in ("framework.py", "ops.py", "expr.py", "lifting.py", "sorted_values.py", "sorted_lift.py"):
             _HERE.add(os.path.normcase(os.path.join(here, name)))
     return _HERE
 

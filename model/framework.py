@@ -315,6 +315,28 @@ class Spec:
         (:class:`~.symmetry.IndexSort`, one per domain; default: none, so nothing is lifted)."""
         return ()
 
+    def lift_sorts(self) -> Any:
+        """What the lift to sorts (:mod:`.sorted_lift`) needs to read this protocol: which index
+        domains are sorts and which value domains name their elements (a
+        :class:`~.sorted_lift.SortDecl`), or ``None`` (the default: the protocol is not lifted)."""
+        return None
+
+    def small_instances(self) -> tuple[Any, ...]:
+        """Small instances of this instance's engine (specs of the same class, fewer requests and
+        pages) whose reachable states the all-sizes pipeline mines for candidate lemmas of the
+        lifted model (default: none)."""
+        return ()
+
+    def link_instances(self) -> tuple[Any, ...]:
+        """Instances of this instance's engine at other sizes, at which ``prove --all-sizes
+        --lifted`` proves the lifted model's link with the spec before using it (default:
+        :meth:`small_instances`)."""
+        return self.small_instances()
+
+    def size_label(self) -> str:
+        """How reports name this instance's size (default: its number of slots)."""
+        return f"{len(self.init_state())} slots"
+
     def all_sizes(self) -> Any:
         """The protocol's parametric model of this instance's engine for ``prove --all-sizes``
         (a :class:`kvproof.checker.allsizes.prove.AllSizesModel`), or ``None`` (the default: the

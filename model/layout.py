@@ -39,6 +39,15 @@ class Domain:
         if not 0 < self.size <= 256:
             raise LayoutError(f"domain {self.name}: size {self.size} outside 1..256")
 
+    def __iter__(self):
+        """The codes ``0..size-1`` (``for r in domain``); inside the lift to sorts
+        (:mod:`.lifting`), a domain the protocol declares as a sort yields one bound element."""
+        from kvproof.model.lifting import active_lift
+        lift = active_lift()
+        if lift is not None:
+            return lift.iterate(self)
+        return iter(range(self.size))
+
     def label(self, code: int) -> str | int:
         """The display form of ``code``."""
         if not 0 <= code < self.size:

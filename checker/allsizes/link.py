@@ -52,6 +52,7 @@ import z3
 from kvproof.checker.symbolic.onehot import Values
 from kvproof.checker.allsizes.quantified import Action, ParametricSystem, QState, _closed
 from kvproof.checker.symbolic.transition import TransitionSystem, as_term
+from kvproof.model.parametric import ground  # re-exported: it lives beside the systems it grounds
 
 __all__ = ["LinkMap", "Observation", "LinkResult", "LinkReport", "check_link", "related", "view", "ground",
            "certified_conjuncts"]
@@ -422,31 +423,6 @@ def _step_detail(link: LinkMap, ts: TransitionSystem, m: Any, xs: Sequence[Value
                 for slot, v, ob, got in _unrelated(link, m, Y, post)]
         out.append(f"model {name}: enabled, its successor differs at " + ("; ".join(diff[:4]) or "?"))
     return out
-
-
-def ground(term: Any, universe: dict[str, list[Any]]) -> Any:
-    """``term`` with every quantifier over an uninterpreted sort expanded over that sort's
-    elements in ``universe`` (``∀``: a conjunction, ``∃``: a disjunction): a bounded instance's
-    reading of a quantified formula."""
-    cache: dict[int, Any] = {}
-
-    def walk(t: Any) -> Any:
-        key = t.get_id()
-        if key in cache:
-            return cache[key]
-        if z3.is_quantifier(t):
-            n = t.num_vars()
-            elems = [universe[t.var_sort(i).name()] for i in range(n)]
-            body = walk(t.body())
-            parts = [z3.substitute_vars(body, *reversed(es)) for es in itertools.product(*elems)]
-            out = z3.And(parts) if t.is_forall() else z3.Or(parts)
-        elif z3.is_app(t) and t.num_args():
-            out = t.decl()(*[walk(a) for a in t.children()])
-        else:
-            out = t
-        cache[key] = out
-        return out
-    return walk(term)
 
 
 def certified_conjuncts(system: ParametricSystem, inv: str) -> list[tuple[str, Any]]:

@@ -81,6 +81,10 @@ class AllSizesModel:
     more: tuple[tuple[Any, Callable[[tuple], Candidate | None], Callable[[Any], Sequence["Join"]] | None], ...] = ()
     """Further instances mined the same way, each ``(small, lift, joins)``: what ``small`` cannot
     show within an enumerable size (e.g. several ranks beside several requests)."""
+    prelink: Callable[[Callable[[str], None]], tuple[list[str], str]] | None = None
+    """Checked before any candidate is mined: the link of ``system`` with the spec at fixed sizes,
+    returning (one line per size, "" or why the model is not the spec's); a model that fails it is
+    not used (a lifted model: :func:`~.sorted_allsizes.link_at_sizes`)."""
 
 
 @dataclass
@@ -141,6 +145,8 @@ class AllSizesReport:
     ``status`` is ``"done"`` it is what the certificate states, otherwise Houdini's whole set."""
     invariant: list[Candidate] = field(default_factory=list)
     """The invariant the verdicts rest on (the certificate's conjuncts)."""
+    linked: list[str] = field(default_factory=list)
+    """The sizes at which the model's link with the spec was proved first (:attr:`AllSizesModel.prelink`)."""
 
     @property
     def exit_code(self) -> int:
@@ -161,7 +167,8 @@ sorts; a model with other sorts names its own (:attr:`AllSizesModel.filter_sizes
 def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
                     certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
                     progress: Callable[[str], None] | None = None, minimise_invariant: bool = True,
-                    invariant_from: str | Path | None = None, irredundant: bool = False) -> AllSizesReport:
+                    invariant_from: str | Path | None = None, irredundant: bool = False,
+                    lifted: bool = False) -> AllSizesReport:
     """Run the four steps of the module docstring on ``scenario``.  With ``minimise_invariant``
     (the default) Houdini's invariant is first shrunk to the claims and the lemmas they need
     (:func:`~.quantified.minimise`, checked from scratch; if that fails the whole set is kept).
@@ -170,13 +177,19 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     are minimised, and only what the fresh check of the kept set finds inductive is proved
     (``ValueError``, one line, when the file is not a readable certificate).  With
     ``irredundant`` the minimised set then goes through the greedy drop pass
-    (:func:`~.quantified.drop_redundant`): no single lemma of what it leaves can be removed."""
+    (:func:`~.quantified.drop_redundant`): no single lemma of what it leaves can be removed.
+    With ``lifted`` the model is the one lifted from the spec (:mod:`.sorted_allsizes`) instead
+    of the protocol's hand-written one."""
     from kvproof.checker.explicit.search import Limits
     from kvproof.checker.explicit.run import check_scenario
 
     say = progress or (lambda text: None)
     spec = scenario.build()
-    hook = getattr(spec, "all_sizes", lambda: None)()
+    if lifted:
+        from kvproof.checker.allsizes.sorted_allsizes import lifted_model
+        hook = lifted_model(spec)
+    else:
+        hook = getattr(spec, "all_sizes", lambda: None)()
     report = AllSizesReport(scenario)
     stored = _read_invariant(invariant_from, hook) if invariant_from is not None else None
     targets = hook.targets if hook is not None else tuple(
@@ -205,6 +218,14 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
         report.verdicts = {n: "inconclusive" for n in targets}
         return report
     report.fixed, report.abstractions = hook.fixed, hook.abstractions
+    if hook.prelink is not None:
+        t0 = time.perf_counter()
+        report.linked, problem = hook.prelink(say)
+        report.seconds["link"] = time.perf_counter() - t0
+        if problem:
+            report.reason = problem
+            report.verdicts = {n: "inconclusive" for n in targets}
+            return report
 
     if invariant_from is not None:
         return _from_invariant(report, hook, targets, stored, max_seconds, certificates_dir, say, irredundant)

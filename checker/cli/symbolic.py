@@ -162,6 +162,8 @@ def _prove(args: argparse.Namespace) -> int:
         return summary.exit_code
     if args.link and not args.all_sizes:
         raise BadInput("--link goes with --all-sizes (prove --all-sizes SCENARIO --link)")
+    if args.lifted and not args.all_sizes:
+        raise BadInput("--lifted goes with --all-sizes")
     if args.all_sizes and args.link:
         return _prove_linked(args)
     if args.all_sizes:
@@ -329,7 +331,7 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
         try:
             r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity, certs, traces, progress.note,
                                 minimise_invariant=not args.no_minimise, invariant_from=args.invariant_from,
-                                irredundant=args.irredundant)
+                                irredundant=args.irredundant, lifted=args.lifted)
         except ValueError as e:
             raise BadInput(str(e)) from None
     code = r.exit_code
@@ -337,7 +339,7 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
     if args.json:
         h = r.houdini
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
-               "abstractions": list(r.abstractions), "small_states": r.small_states, "mined": r.mined, "joined": r.joined,
+               "abstractions": list(r.abstractions), "linked": list(r.linked), "small_states": r.small_states, "mined": r.mined, "joined": r.joined,
                "candidates": r.candidates, "kept": None if h is None else len(h.kept),
                "houdini_rounds": None if h is None else h.rounds,
                "minimised": None if m is None else {"status": m.status, "found": m.found, "kept": len(m.kept),
@@ -367,6 +369,8 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
         out.print(f"fixed: {line}")
     for line in r.abstractions:
         out.print(f"over-approximated: {line}")
+    for line in r.linked:
+        out.print(f"linked: {line}")
     if r.houdini is not None:
         h = r.houdini
         out.print(f"{sc.name}: {r.small_states:,} states of the small instance, {r.mined:,} facts mined, "
@@ -632,6 +636,9 @@ def add_commands(sub, positive_int, positive_float) -> None:
     pv.add_argument("--invariant-from", metavar="FILE",
                     help="with --all-sizes: skip mining and Houdini; minimise the invariant stated by the all-sizes "
                          "certificate FILE and prove what the kept set, checked from scratch, makes inductive")
+    pv.add_argument("--lifted", action="store_true",
+                    help="with --all-sizes: prove on the model lifted from the spec itself (its abstractions "
+                         "printed) instead of the protocol's hand-written parametric model")
     pv.add_argument("--link", action="store_true",
                     help="with --all-sizes: the claims at SCENARIO's own size with no enumeration, from the all-sizes "
                          "certificate of its model (--certificate, or found under --certificates) and the link "

@@ -10,6 +10,7 @@ in :mod:`.pd`); the bounded form, :meth:`quiescent_holds_nothing`, is checked by
 from __future__ import annotations
 
 from kvproof.model.framework import invariant, liveness, witness
+from kvproof.model.lifting import indices
 from kvproof.spec.sglang.state import (
     ACK_NONE, D_ENDED, D_HELD, D_LIVE, D_NEW, FREE, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ENDED, P_NEW, P_QUEUED, P_SENDING,
     P_STOPPED, PAB_ACKED, POLL_SUCCESS, READ_CROSS_TENANT, READ_OWN, UNWRITTEN, WR_FLIGHT, WR_LANDED, owned_by,
@@ -23,7 +24,7 @@ class PdClaims:
 
     def _chunk_writes(self, r: int):
         """(write stream, chunk) of every write ``r`` may issue."""
-        return [(w, c) for w in range(self.k.S) for c in range(self.send_len(r))]
+        return [(w, c) for w in range(self.k.S) for c in indices(self.send_len(r))]
 
     # -- isolation ---------------------------------------------------------------------------
     @invariant
@@ -33,13 +34,13 @@ class PdClaims:
         owner's page), H8 (a reused source page sends another's KV) and a write landing after
         the checksum check."""
         o = s.ops
-        return o.all_(s.read[r] <= READ_OWN for r in range(self.k.R))
+        return o.all_(s.read[r] <= READ_OWN for r in self.k.req)
 
     @invariant
     def no_cross_tenant_read(self, s):
         """No response is computed from another tenant's KV (the incident's 155 responses)."""
         o = s.ops
-        return o.all_(s.read[r] != READ_CROSS_TENANT for r in range(self.k.R))
+        return o.all_(s.read[r] != READ_CROSS_TENANT for r in self.k.req)
 
     @invariant
     def no_write_after_release(self, s):
@@ -64,7 +65,7 @@ class PdClaims:
         o = s.ops
         return o.all_(
             o.implies(s.wr[r, w, c] >= WR_FLIGHT, s.src_owner[s.src[r, c]] == owned_by(r))
-            for r in range(self.k.R)
+            for r in self.k.req
             for w, c in self._chunk_writes(r)
         )
 
@@ -118,12 +119,12 @@ class PdClaims:
         o = s.ops
 
         def holds_all(r):
-            parts = [s.owner[s.dest[r, c]] == owned_by(r) for c in range(self.pages(r))]
+            parts = [s.owner[s.dest[r, c]] == owned_by(r) for c in indices(self.pages(r))]
             if self.k.M and self.e.aux_held_with_pages:
                 parts.append(s.aux_owner[s.aux[r]] == owned_by(r))
             return o.all_(parts)
 
-        return o.all_(o.implies(o.is_in(s.d_phase[r], D_LIVE), holds_all(r)) for r in range(self.k.R))
+        return o.all_(o.implies(o.is_in(s.d_phase[r], D_LIVE), holds_all(r)) for r in self.k.req)
 
     @invariant
     def pages_conserved(self, s):

@@ -27,6 +27,7 @@ from itertools import permutations, product
 from kvproof.spec.sglang.config import Config
 from kvproof.model.framework import ConfiguredSpec, SpecError, action
 from kvproof.model.layout import Domain
+from kvproof.model.lifting import indices, over_approximated, per_element, take_lowest_free
 from kvproof.model.ops import ConcreteOps
 from kvproof.spec.sglang.claims import PdClaims
 from kvproof.spec.sglang.state import (
@@ -126,16 +127,71 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         from kvproof.spec.sglang.allsizes_ranked import model_for
         return model_for(self, PdProtocol)
 
+    def lift_sorts(self):
+        """The lift to sorts reads requests, decode pages, prefill pages and chunks as sorts
+        (``rnone``: ``free`` as an owner and ``unwritten`` as a content; ``pnone``/``qnone``: no
+        page); owner and content codes name requests (``owned_by``, ``kv_of``: offset 1), page
+        references name pages (NONE the last code); a request's tenant, looked up by request or
+        by content code, is a rigid function; chunk 0 (a placeholder's one chunk) is the
+        constant ``cfirst``.  Ranks, layers, shards and aux slots stay at the scenario's size."""
+        from kvproof.model.sorted_lift import SortDecl
+        k = self.k
+        return SortDecl(
+            sorts={"request": ("Req", "rnone"), "page": ("Page", "pnone"), "prefill_page": ("PPage", "qnone"),
+                   "chunk": ("Chunk", None)},
+            refs={"owner": ("request", FREE, 1), "content": ("request", UNWRITTEN, 1),
+                  "page_or_none": ("page", None, 0), "prefill_page_or_none": ("prefill_page", None, 0)},
+            tables=((k.tenant, "request", "tenant", "Tenant"), (k.tenant_of_content, "content", "tenant", "Tenant")),
+            firsts={"chunk": "cfirst"})
+
+    def small_instances(self):
+        """What the all-sizes pipeline mines for the lifted model: two one-page requests of the
+        scenario's first tenant on two decode pages and one prefill page (51,492 reachable
+        states for v0.5.22's engine), this engine and this class."""
+        import dataclasses
+
+        from kvproof.spec.sglang.config import Request
+        cfg = self.cfg
+        tenant = cfg.requests[0].tenant
+        return (type(self)(dataclasses.replace(cfg, requests=(Request(tenant, 1), Request(tenant, 1)), decode_pages=2,
+                                               prefill_pages=1, context_limit=max(cfg.context_limit, 1))),)
+
+    def link_instances(self):
+        """Where ``prove --all-sizes --lifted`` proves the lifted model's link with the spec
+        first (beside the scenario's own size): one one-page request on one page of each pool;
+        the mining instance; a two-page request (over-long against one prefill page) beside a
+        one-page one of another tenant, on two decode pages."""
+        import dataclasses
+
+        from kvproof.spec.sglang.config import Request
+        cfg = self.cfg
+        tenants = list(dict.fromkeys(r.tenant for r in cfg.requests))
+        second = tenants[1] if len(tenants) > 1 else tenants[0]
+        limit = max(cfg.context_limit, 2)
+        one = type(self)(dataclasses.replace(cfg, requests=(Request(tenants[0], 1),), decode_pages=1, prefill_pages=1,
+                                             context_limit=max(cfg.context_limit, 1)))
+        mixed = type(self)(dataclasses.replace(cfg, requests=(Request(tenants[0], 2), Request(second, 1)),
+                                               decode_pages=2, prefill_pages=1, context_limit=limit))
+        return (one, *self.small_instances(), mixed)
+
+    def size_label(self) -> str:
+        """``N requests (pages ...), D decode pages, P prefill pages``."""
+        c = self.cfg
+        return (f"{len(c.requests)} request(s) of {'+'.join(str(r.pages) for r in c.requests)} page(s), "
+                f"{c.decode_pages} decode and {c.prefill_pages} prefill page(s)")
+
     # -- static facts (plain Python: configuration, not state) ---------------------------------
     @cached_property
     def max_input_pages(self) -> int:
         """The longest prompt admission accepts, in pages."""
         return min(self.cfg.context_limit, self.cfg.prefill_pages)
 
+    @per_element("count:chunk")
     def pages(self, r: int) -> int:
         """Prompt length of request ``r`` in pages: what decode reserves."""
         return self.cfg.requests[r].pages
 
+    @per_element("condition")
     def over_long(self, r: int) -> bool:
         """Request ``r`` fails ``validate_input_length``."""
         c = self.cfg
@@ -143,8 +199,9 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
 
     def pending_error(self, r: int) -> bool:
         """Request ``r`` is queued at prefill with a pending error and a one-token placeholder."""
-        return self.over_long(r) and not self.e.reject_at_prefill_door
+        return not self.e.reject_at_prefill_door and self.over_long(r)
 
+    @per_element("count:chunk", derived=True)
     def send_len(self, r: int) -> int:
         """Chunks each prefill rank sends: the placeholder's one page, or the whole prompt."""
         return 1 if self.pending_error(r) else self.pages(r)
@@ -167,6 +224,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
     # -- the public helper API: what actions share, and what a variant overrides or calls --------
     # Each helper models one piece of SGLang's code (named in its docstring); ``spec/sglang/
     # README.md`` lists them.  ``s`` is the pre-state, ``n`` the next state, ``r`` a request.
+    @over_approximated("arrivals in any order (the spec: FIFO doors)")
     def in_order(self, s, phase_field: str, new: int, r: int):
         """FIFO admission (``ordered_arrivals``): request ``r`` reaches a door
         (``PrefillBootstrapQueue`` / ``DecodePreallocQueue``) only after ``r - 1`` left phase
@@ -190,25 +248,9 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         per-request field when ``table`` is one-dimensional) and marks them owned; with
         ``content``, also fills them with ``r``'s KV (the prefill forward pass).
         """
-        o = s.ops
-        own = getattr(s, owner)
-        free = [own[p] == FREE for p in range(size)]
-        ranks, seen = [], o.const(0)
-        for p in range(size):
-            ranks.append(seen)
-            seen = seen + o.ite(free[p], o.const(1), o.const(0))
-        s.require(seen >= k)
         two_dim = len(self.layout.by_name[table].dims) == 2
-        for c in range(k):
-            chosen = o.const(size)  # NONE
-            for p in reversed(range(size)):
-                chosen = o.ite(free[p] & (ranks[p] == c), o.const(p), chosen)
-            getattr(n, table)[(r, c) if two_dim else r] = chosen
-        for p in range(size):
-            taken = free[p] & (ranks[p] < k)
-            getattr(n, owner)[p] = o.ite(taken, owned_by(r), own[p])
-            if content is not None:
-                getattr(n, content)[p] = o.ite(taken, kv_of(r), getattr(s, content)[p])
+        take_lowest_free(s, n, owner, size, k, lambda c: (table, (r, c) if two_dim else r), owned_by(r), FREE,
+                         content, kv_of(r))
 
     def release_aux(self, s, n, r: int, when=True):
         """Free ``r``'s metadata (aux) slot where ``when`` holds and ``r`` still owns it:
@@ -225,7 +267,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         ``when`` holds, and forget the room's ack state.  Contents stay: the next owner finds
         the old KV until it is overwritten."""
         o = s.ops
-        for c in range(self.pages(r)):
+        for c in indices(self.pages(r)):
             p = s.dest[r, c]
             n.owner[p] = o.ite(when & (s.owner[p] == owned_by(r)), FREE, s.owner[p])
         self.release_aux(s, n, r, when)
@@ -238,7 +280,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         ``release_kv_cache`` on prefill, from ``process_disagg_prefill_inflight_queue`` (H8: the
         fix holds them until the writes drained)."""
         o = s.ops
-        for c in range(self.send_len(r)):
+        for c in indices(self.send_len(r)):
             q = s.src[r, c]
             n.src_owner[q] = o.ite(when & (s.src_owner[q] == owned_by(r)), FREE, s.src_owner[q])
 
@@ -247,7 +289,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         what rank ``pr``'s ``_maybe_ack_drained_abort`` waits for before the drain ack (H3), and
         what a drain needs gone.  A condition."""
         o = s.ops
-        flying = [s.wr[r, w, c] >= WR_FLIGHT for w in self.k.streams_of(pr) for c in range(self.send_len(r))]
+        flying = [s.wr[r, w, c] >= WR_FLIGHT for w in self.k.streams_of(pr) for c in indices(self.send_len(r))]
         if self.k.M and pr == 0:
             flying.append(s.aux_wr[r] >= WR_FLIGHT)
         return o.any_(flying)
@@ -262,10 +304,10 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         and the base claim checks it."""
         k = self.k
         out = [WriteTarget(r, s.wr[r, w, c] >= WR_FLIGHT, "owner", s.dest[r, c], "page")
-               for r in range(k.R) for w in range(k.S) for c in range(self.send_len(r))]
+               for r in k.req for w in range(k.S) for c in indices(self.send_len(r))]
         if k.M:
             out += [WriteTarget(r, s.aux_wr[r] >= WR_FLIGHT, "aux_owner", s.aux[r], "aux")
-                    for r in range(k.R)]
+                    for r in k.req]
         return out
 
     def reserved_targets(self, s) -> list[WriteTarget]:
@@ -358,7 +400,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         a pool of its own returns ``super().read_targets(s, r)`` plus its parts."""
         k = self.k
         out = []
-        for c in range(self.pages(r)):
+        for c in indices(self.pages(r)):
             p = s.dest[r, c]
             landed = s.ops.all_(s.wr[r, w, c] == WR_LANDED for w in range(k.S))  # (with the first shard)
             out += [(s.content[u, p], landed if u == 0 else True) for u in range(k.U)]
@@ -373,14 +415,14 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         over every part :meth:`read_targets` declares."""
         o = s.ops
         k = self.k
-        found = o.const(READ_OWN)
-        intact = o.const(True)
-        for held, landed in self.read_targets(s, r):
-            own = held == kv_of(r)
-            cross = (held != UNWRITTEN) & (o.lookup(k.tenant_of_content, held) != k.tenant[r])
-            kind = o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
-            found = o.max_(found, kind)
-            intact = o.and_(intact, own, *([] if landed is True else [landed]))
+        parts = self.read_targets(s, r)
+        own = [held == kv_of(r) for held, _ in parts]
+        cross = [(held != UNWRITTEN) & (o.lookup(k.tenant_of_content, held) != o.lookup(k.tenant, r))
+                 for held, _ in parts]
+        # the worst part decides (cross-tenant over foreign over own), so: is some part cross, foreign
+        found = o.ite(o.any_(~a & b for a, b in zip(own, cross)), READ_CROSS_TENANT,
+                      o.ite(o.any_(~a & ~b for a, b in zip(own, cross)), READ_FOREIGN, READ_OWN))
+        intact = o.all_(o.and_(a, *([] if landed is True else [landed])) for a, (_, landed) in zip(own, parts))
         return found, intact
 
     # -- prefill: admission and forward ----------------------------------------------------------
@@ -480,10 +522,17 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         s.require(s.p_abort[r, pr] == PAB_NONE)
         s.require(s.poll[r, pr] == POLL_NONE)
         s.require(s.wr[r, w, c] == WR_NOT_ISSUED)
-        if c > 0:
-            s.require(s.wr[r, w, c - 1] != WR_NOT_ISSUED)
+        s.require(self.chunk_in_order(s, r, w, c))
         s.require(self.prefill_alive(s))
         n.wr[r, w, c] = WR_FLIGHT
+
+    @over_approximated("a request's chunks issued in any order (the spec: in order)")
+    def chunk_in_order(self, s, r: int, w: int, c: int):
+        """The transfer worker issues a stream's chunks in order: chunk ``c`` only after chunk
+        ``c - 1`` was issued (a condition)."""
+        if c > 0:
+            return s.wr[r, w, c - 1] != WR_NOT_ISSUED
+        return s.ops.const(True)
 
     @action("transfer", "req", "stream", "chunk", fair=True)
     def kv_write_lands(self, s, n, r, w, c):
@@ -508,7 +557,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         s.require(s.poll[r, 0] == POLL_NONE)
         s.require(s.aux_wr[r] == WR_NOT_ISSUED)
         s.require(o.all_(s.wr[r, w, c] != WR_NOT_ISSUED
-                         for w in self.k.streams_of(0) for c in range(self.send_len(r))))
+                         for w in self.k.streams_of(0) for c in indices(self.send_len(r))))
         s.require(self.prefill_alive(s))
         n.aux_wr[r] = WR_FLIGHT
 
@@ -530,7 +579,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         s.require(s.poll[r, pr] == POLL_NONE)
         s.require(s.p_abort[r, pr] == PAB_NONE)
         s.require(o.all_(s.wr[r, w, c] == WR_LANDED
-                         for w in self.k.streams_of(pr) for c in range(self.send_len(r))))
+                         for w in self.k.streams_of(pr) for c in indices(self.send_len(r))))
         if pr == 0 and self.k.M:
             s.require(s.aux_wr[r] == WR_LANDED)
         s.require(self.prefill_alive(s))
@@ -803,7 +852,12 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
             moves.append(running)
             return o.ite(running, value + 1, value)
 
-        for r in range(k.R):
+        def tick(name, idx):
+            w = getattr(s, name)[idx]
+            getattr(n, name)[idx] = advance(w, (w >= WR_FLIGHT) & (w < WR_FLIGHT + bound))
+            blocks.append(w == WR_FLIGHT + bound)
+
+        for r in k.req:
             if e.release_policy == "drain_ack_or_timeout":
                 n.hold[r] = advance(s.hold[r], (s.d_phase[r] == D_HELD) & (s.hold[r] < e.timeout))
             if e.waiting_timeout is not None:
@@ -811,13 +865,11 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
                 n.wait[r] = advance(s.wait[r], waiting & (s.wait[r] < e.waiting_timeout))
             if e.write_latency_bound is not None:
                 bound = e.write_latency_bound
-                writes = [("wr", (r, w, c)) for w in range(k.S) for c in range(self.send_len(r))]
+                for w in range(k.S):
+                    for c in indices(self.send_len(r)):
+                        tick("wr", (r, w, c))
                 if k.M:
-                    writes.append(("aux_wr", r))
-                for name, idx in writes:
-                    w = getattr(s, name)[idx]
-                    getattr(n, name)[idx] = advance(w, (w >= WR_FLIGHT) & (w < WR_FLIGHT + bound))
-                    blocks.append(w == WR_FLIGHT + bound)
+                    tick("aux_wr", r)
             for pr in self.prs:
                 blocks.append((s.abort_tx[r, pr] == ABT_SENT) & self.prefill_alive(s))
         if e.heartbeat_detection:

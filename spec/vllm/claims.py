@@ -76,7 +76,7 @@ class VllmClaims:
         reference READs a block its request no longer holds; a replay's source belongs to the
         request it replays)."""
         o = s.ops
-        return o.all_(o.implies(self.posted(s, r), o.eq(s.src_owner[s.src[r]], self.k.origin[r] + 1))
+        return o.all_(o.implies(self.posted(s, r), o.eq(s.src_owner[s.src[r]], self.origin(r) + 1))
                       for r in self.reqs)
 
     # -- block accounting --------------------------------------------------------------------------
@@ -101,17 +101,17 @@ class VllmClaims:
             return o.or_(held, o.eq(s.inflight[r], 1)) if self.e.async_scheduling else held
 
         parts = [o.or_(o.eq(s.owner[b], FREE),
-                       *[o.and_(o.eq(s.owner[b], r + 1), live(r), o.eq(s.dest[r], b))
-                         for r in self.reqs])
-                 for b in range(k.D)]
+                       o.any_(o.and_(o.eq(s.owner[b], r + 1), live(r), o.eq(s.dest[r], b))
+                              for r in self.reqs))
+                 for b in k.block]
         def refers(r, q):  # V11: a request's prefix block too
             own = o.eq(s.src[r], q)
             return o.or_(own, o.eq(s.src_prefix[r], q)) if k.prefix else own
 
         parts += [o.or_(o.eq(s.src_owner[q], FREE),
-                        *[o.and_(o.eq(s.src_owner[q], r + 1), o.eq(s.p_phase[r], P_HELD), refers(r, q))
-                          for r in self.reqs])
-                  for q in range(k.P)]
+                        o.any_(o.and_(o.eq(s.src_owner[q], r + 1), o.eq(s.p_phase[r], P_HELD), refers(r, q))
+                               for r in self.reqs))
+                  for q in k.pblock]
         return o.all_(parts)
 
     @invariant(at="quiescent")
@@ -120,7 +120,7 @@ class VllmClaims:
         of both pools is free."""
         o = s.ops
         parts = [o.eq(s.d_phase[r], D_ENDED) for r in self.reqs]
-        parts += [o.is_in(s.p_phase[r], P_FREED) for r in self.reqs if not self.k.replay[r]]  # a replay: never prefilled
+        parts += [o.is_in(s.p_phase[r], P_FREED) for r in self.reqs if not self.is_replay(r)]  # a replay: never prefilled
         parts += [o.eq(s.owner[b], FREE) for b in range(self.k.D)]
         parts += [o.eq(s.src_owner[q], FREE) for q in range(self.k.P)]
         return o.all_(parts)
@@ -243,7 +243,7 @@ class VllmClaims:
     def sometimes_replay_served(self, s):
         """V9: a request carrying replayed ``kv_transfer_params`` is served (on whatever its READ took)."""
         o = s.ops
-        return o.any_(o.eq(s.outcome[r], OUT_SUCCESS) for r in self.reqs if self.k.replay[r])
+        return o.any_(o.eq(s.outcome[r], OUT_SUCCESS) for r in self.reqs if self.is_replay(r))
 
     @witness
     def sometimes_replay_refused(self, s):
@@ -313,7 +313,7 @@ class VllmClaims:
         local prefix hit (``_read_blocks``' ``send_notif``; no READ was posted)."""
         o = s.ops
         return o.any_(o.eq(s.p_phase[r], P_SENT) for r in self.reqs
-                      if self.k.cached[r]) if any(self.k.cached) else o.const(False)
+                      if self.is_cached(r)) if any(self.k.cached) else o.const(False)
 
     @witness
     def sometimes_full_hit_served(self, s):
@@ -321,7 +321,7 @@ class VllmClaims:
         (its notify-only load was reported in ``finished_recving``: #56640)."""
         o = s.ops
         return o.any_(o.and_(o.eq(s.outcome[r], OUT_SUCCESS), o.eq(s.read[r], READ_OWN)) for r in self.reqs
-                      if self.k.cached[r]) if any(self.k.cached) else o.const(False)
+                      if self.is_cached(r)) if any(self.k.cached) else o.const(False)
 
     @witness
     def sometimes_full_hit_parked(self, s):
@@ -329,7 +329,7 @@ class VllmClaims:
         its worker took the notify-only path (for a step with #56640, forever before it)."""
         o = s.ops
         return o.any_(o.and_(o.eq(s.d_phase[r], D_READING), o.eq(s.owner[s.dest[r]], r + 1)) for r in self.reqs
-                      if self.k.cached[r]) if any(self.k.cached) else o.const(False)
+                      if self.is_cached(r)) if any(self.k.cached) else o.const(False)
 
     # -- V16 (#36958) ------------------------------------------------------------------------------------
     @witness

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from kvproof.model.framework import ConfiguredSpec, action
 from kvproof.model.layout import Domain
+from kvproof.model.lifting import over_approximated, per_element, take_lowest_free
 from kvproof.spec.vllm.claims import VllmClaims
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_NEW, D_READING, D_TRACKED, D_WAITING, FREE, OUT_ABORTED, OUT_SUCCESS,
@@ -86,9 +87,68 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         return {"req": self.k.req, "wrank": self.k.wrank}[name]
 
     @property
-    def reqs(self) -> range:
-        """Every request."""
-        return range(self.k.R)
+    def reqs(self) -> Domain:
+        """Every request (the request domain: its indices, or one bound request in the lift)."""
+        return self.k.req
+
+    def small_instances(self):
+        """What the all-sizes pipeline mines for the lifted model: two requests of the scenario's
+        two first tenants (one if it has one) on two decode blocks and two prefill blocks."""
+        import dataclasses
+
+        from kvproof.spec.vllm.config import Request
+        tenants = [r.tenant for r in self.cfg.requests]
+        second = tenants[1] if len(tenants) > 1 else tenants[0]
+        return (type(self)(dataclasses.replace(self.cfg, requests=(Request(tenants[0]), Request(second)),
+                                               decode_blocks=2, prefill_blocks=2)),)
+
+    def link_instances(self):
+        """Where ``prove --all-sizes --lifted`` proves the lifted model's link first (beside the
+        scenario's own size): one request on one block of each pool; the mining instance; three
+        requests of two tenants on two decode and three prefill blocks."""
+        import dataclasses
+
+        from kvproof.spec.vllm.config import Request
+        tenants = [r.tenant for r in self.cfg.requests]
+        second = tenants[1] if len(tenants) > 1 else tenants[0]
+        one = type(self)(dataclasses.replace(self.cfg, requests=(Request(tenants[0]),), decode_blocks=1,
+                                             prefill_blocks=1))
+        three = type(self)(dataclasses.replace(self.cfg, requests=(Request(tenants[0]), Request(second),
+                                                                   Request(second)), decode_blocks=2, prefill_blocks=3))
+        return (one, *self.small_instances(), three)
+
+    def size_label(self) -> str:
+        """``N requests, D decode blocks, P prefill blocks``."""
+        c = self.cfg
+        return f"{len(c.requests)} request(s), {c.decode_blocks} decode and {c.prefill_blocks} prefill block(s)"
+
+    def origin(self, r: int) -> int:
+        """Whose prompt and ``kv_transfer_params`` request ``r`` carries: itself, or for a replay
+        (V9) the request it replays."""
+        return self.k.origin[r] if self.k.replays else r
+
+    def is_replay(self, r: int) -> bool:
+        """Request ``r`` replays another's ``kv_transfer_params`` (V9; never without replays)."""
+        return self.k.replays and self.k.replay[r]
+
+    def is_cached(self, r: int) -> bool:
+        """Decode holds request ``r``'s whole KV in its local prefix cache (V13; never when no
+        request is)."""
+        return any(self.k.cached) and self.k.cached[r]
+
+    def lift_sorts(self):
+        """The lift to sorts reads requests, decode blocks and prefill blocks as sorts (``rnone``:
+        ``free`` as an owner and ``unwritten`` as a content; ``bnone``/``qnone``: no block);
+        owner and content codes name requests (offset 1), block references name blocks (NONE the
+        last code); a request's tenant, looked up by request or content code, is a rigid
+        function.  Prefill ranks stay at the scenario's size."""
+        from kvproof.model.sorted_lift import SortDecl
+        k = self.k
+        return SortDecl(
+            sorts={"request": ("Req", "rnone"), "decode_block": ("Block", "bnone"), "prefill_block": ("PBlock", "qnone")},
+            refs={"owner": ("request", FREE, 1), "content": ("request", UNWRITTEN, 1),
+                  "decode_block_or_none": ("decode_block", None, 0), "prefill_block_or_none": ("prefill_block", None, 0)},
+            tables=((k.tenant, "request", "tenant", "Tenant"), (k.tenant_of_content, "content", "tenant", "Tenant")))
 
     def all_sizes(self):
         """The all-sizes model (:mod:`.allsizes`) when this is the base protocol with the fixed
@@ -107,21 +167,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
     def _allocate(self, s, n, r: int, owner: str, table: str, size: int, content: str | None = None):
         """Give ``r`` the lowest-numbered free block of a pool (guarded: one must be free); with
         ``content``, fill it with ``r``'s KV (prefill's forward pass)."""
-        o = s.ops
-        own = getattr(s, owner)
-        free = [o.eq(own[b], FREE) for b in range(size)]
-        s.require(o.any_(free))
-        chosen = o.const(size)
-        for b in reversed(range(size)):
-            chosen = o.ite(free[b], b, chosen)
-        getattr(n, table)[r] = chosen
-        taken_so_far = o.const(False)
-        for b in range(size):
-            mine = o.and_(free[b], o.not_(taken_so_far))
-            getattr(n, owner)[b] = o.ite(mine, r + 1, own[b])
-            if content is not None:
-                getattr(n, content)[b] = o.ite(mine, r + 1, getattr(s, content)[b])
-            taken_so_far = o.or_(taken_so_far, free[b])
+        take_lowest_free(s, n, owner, size, 1, lambda i: (table, r), r + 1, FREE, content, r + 1)
 
     def _allocate_prefix_and_suffix(self, s, n, r: int):
         """V11: prefill computes the request's KV into two blocks, the lowest free one for the
@@ -169,18 +215,18 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
             parts = [s.content[w, s.dest[r]] for w in range(self.k.F)]
             own = o.all_(o.eq(x, r + 1) for x in parts)
             cross = o.any_(o.and_(o.ne(x, UNWRITTEN),
-                                  o.ne(o.lookup(self.k.tenant_of_content, x), self.k.tenant[r])) for x in parts)
+                                  o.ne(o.lookup(self.k.tenant_of_content, x), o.lookup(self.k.tenant, r))) for x in parts)
             return o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
         held = s.content[s.dest[r]]
-        own = o.eq(held, self.k.origin[r] + 1)  # a replay's own KV is its reference's (V9)
-        cross = o.and_(o.ne(held, UNWRITTEN), o.ne(o.lookup(self.k.tenant_of_content, held), self.k.tenant[r]))
+        own = o.eq(held, self.origin(r) + 1)  # a replay's own KV is its reference's (V9)
+        cross = o.and_(o.ne(held, UNWRITTEN), o.ne(o.lookup(self.k.tenant_of_content, held), o.lookup(self.k.tenant, r)))
         return o.ite(own, READ_OWN, o.ite(cross, READ_CROSS_TENANT, READ_FOREIGN))
 
     def _reference_admitted(self, s, r: int):
         """Decode already admitted another request carrying ``r``'s reference (V9)."""
         o = s.ops
-        t = self.k.origin[r]
-        return o.any_(o.ne(s.d_phase[x], D_NEW) for x in self.reqs if x != r and self.k.origin[x] == t)
+        t = self.origin(r)
+        return o.any_(o.ne(s.d_phase[x], D_NEW) for x in self.reqs if x != r and self.origin(x) == t)
 
     def _heartbeat_names(self, s) -> list:
         """Per request: decode's ``HB:`` notification names its id.  Decode tracks the requests
@@ -197,7 +243,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         another decode request carrying the same id (a replay, V9) still loads, whose lease then
         gets no more heartbeats."""
         o = s.ops
-        t = self.k.origin[r]
+        t = self.origin(r)
         n.hb_set[t] = o.ite(when, 0, s.hb_set[t])
 
     @property
@@ -236,17 +282,23 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         kv_lease_duration``.  These are the blocks decode will READ (V1).  Requests reach
         prefill in order."""
         o = s.ops
-        s.require(not self.k.replay[r])  # a replay (V9) is never prefilled
+        s.require(not self.is_replay(r))  # a replay (V9) is never prefilled
         s.require(o.eq(s.p_phase[r], P_NEW))
-        before = [x for x in range(r) if not self.k.replay[x]]
-        if before:
-            s.require(o.ne(s.p_phase[before[-1]], P_NEW))
+        s.require(self.reaches_prefill_in_order(s, r))
         if self.k.prefix:
             self._allocate_prefix_and_suffix(s, n, r)
         else:
             self._allocate(s, n, r, "src_owner", "src", self.k.P, content="src_content")
         n.p_phase[r] = P_HELD
         n.lease[r] = self.k.L
+
+    @over_approximated("requests reach prefill in any order (the spec: in request order)")
+    def reaches_prefill_in_order(self, s, r: int):
+        """Requests reach prefill in order: ``r`` only after the request before it (replays
+        aside, which are never prefilled) left ``new``.  A condition."""
+        o = s.ops
+        before = [x for x in range(r) if not self.is_replay(x)]
+        return o.ne(s.p_phase[before[-1]], P_NEW) if before else o.const(True)
 
     @action("prefill", "req", fair=True)
     def prefill_get_new_notifs(self, s, n, r):
@@ -264,7 +316,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(self.pull and not self.k.ranked)
         s.require(o.eq(s.notif[r], 1))
         n.notif[r] = 0
-        t = self.k.origin[r]  # the request the notification names
+        t = self.origin(r)  # the request the notification names
         held = o.eq(s.p_phase[t], P_HELD)
         if self.k.mla:  # V16: rank 0 reports; the scheduler frees once rank 1 reported too
             n.r0_sent[t] = o.ite(held, 1, s.r0_sent[t])
@@ -317,15 +369,15 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         ``decode_refuses_replayed_params`` a reference decode already admitted is refused instead
         (:meth:`decode_refuse_replayed_params`)."""
         o = s.ops
-        t = self.k.origin[r]
+        t = self.origin(r)
         s.require(o.eq(s.d_phase[r], D_NEW))
         s.require(o.ne(s.p_phase[t], P_NEW))
         s.require(self._running(s))
         if self.e.decode_refuses_replayed_params:
             s.require(o.not_(self._reference_admitted(s, r)))
         # V13: a full local prefix hit -- the block decode takes already holds the request's KV
-        self._allocate(s, n, r, "owner", "dest", self.k.D, content="content" if self.k.cached[r] else None)
-        if self.k.replay[r]:
+        self._allocate(s, n, r, "owner", "dest", self.k.D, content="content" if self.is_cached(r) else None)
+        if self.is_replay(r):
             n.src[r] = s.src[t]
         if self.k.replays:
             n.hb_set[t] = 1
@@ -343,7 +395,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         since (held by ``delay_free_blocks``) all the same."""
         o = s.ops
         s.require(self.pull and not self.k.ranked)
-        if self.k.cached[r]:  # V13: a full local hit posts no READ (decode_read_blocks_notify_only)
+        if self.is_cached(r):  # V13: a full local hit posts no READ (decode_read_blocks_notify_only)
             s.require(False)
         waiting = o.eq(s.d_phase[r], D_WAITING)
         s.require(o.or_(waiting, o.and_(o.eq(s.d_phase[r], D_HELD), o.eq(s.rd[r], RD_NONE))))
@@ -698,7 +750,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         before any block is allocated or READ: ``FINISHED_ERROR``."""
         o = s.ops
         s.require(self.e.decode_refuses_replayed_params)
-        t = self.k.origin[r]
+        t = self.origin(r)
         s.require(o.eq(s.d_phase[r], D_NEW))
         s.require(o.ne(s.p_phase[t], P_NEW))
         s.require(self._running(s))
@@ -800,7 +852,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         scheduler (``_handle_blocked_waiting_request``, scheduler.py:3519-3526) keeps it in
         ``WAITING_FOR_REMOTE_KVS`` holding its blocks for the life of the process."""
         o = s.ops
-        s.require(self.pull and self.k.cached[r])
+        s.require(self.pull and self.is_cached(r))
         s.require(o.eq(s.d_phase[r], D_WAITING))
         s.require(self._running(s))
         n.d_phase[r] = D_READING

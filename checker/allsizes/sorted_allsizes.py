@@ -1,0 +1,291 @@
+"""``prove --all-sizes --lifted``: the all-sizes pipeline on the model lifted from the spec.
+
+:func:`lifted_model` hands :func:`~.allsizes.prove_all_sizes` an :class:`~.allsizes.AllSizesModel`
+built with no protocol-specific code beyond the protocol's sort declaration and its small
+instances (``Spec.lift_sorts()``, ``Spec.small_instances()``):
+
+* the system is :func:`~kvproof.model.sorted_lift.lift_spec` of the scenario's own instance,
+  its targets the invariants that lift;
+* a ground clause mined from a small instance ("never these slot values together") is lifted
+  through the same reading of slots the link uses (:func:`~.sorted_link.link_map`): each request,
+  page or chunk the clause names becomes a variable (pairwise distinct, none of them a sort's
+  NONE), each chunk one of each request's chunks or not as in the small instance (the rigid count,
+  e.g. ``pages(r, c)``), nothing else assumed;
+* the facts of rows joined through a pointer field (:func:`joins`: a request's chunk beside the
+  page its ``dest`` names) are lifted with the page as the pointer's term;
+* before anything is mined, the link with the spec is proved at the protocol's link instances
+  and the scenario's own size (:func:`link_at_sizes`): a lifted model that is not the spec's is
+  never used;
+* the lines it prints are the lift's: what stays fixed (the engine's flags, the domains that are not
+  sorts at the scenario's size), the per-element configuration left free, and every
+  abstraction the lift derived.
+
+This module knows no protocol.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import z3
+
+from kvproof.checker.allsizes.prove import AllSizesModel, Join
+from kvproof.checker.allsizes.quantified import Candidate
+from kvproof.checker.allsizes.sorted_link import check_lifted_link, link_map
+from kvproof.model.sorted_lift import LiftedSystem, lift_spec
+from kvproof.model.sorted_values import RefDom
+
+__all__ = ["lifted_model", "ClauseLifter", "lift_lines", "joins", "link_at_sizes"]
+
+
+class ClauseLifter:
+    """Ground clauses of the small instance ``small`` read as quantified candidates of
+    ``system`` (see the module docstring)."""
+
+    def __init__(self, system: LiftedSystem, small: Any):
+        self.system, self.small = system, small
+        self.link = link_map(system, small)
+        # a sort's NONE stays itself; every other element (a first chunk too) becomes a variable
+        self.nones = {z3.Const(none, system.sorts[sort]).get_id() for sort, none in system.decl.sorts.values() if none}
+        self.real = {}  # element id -> (sort, element)
+        for sort, elems in self.link.universe.items():
+            for e in elems:
+                if e.get_id() not in self.nones:
+                    self.real[e.get_id()] = (sort, e)
+        # the count rigids (a request's chunks): (symbol, argument sorts)
+        self.counts = [info for info in system.rigid_info.values() if info.kind == "count"]
+        self._truth: dict[tuple, bool] = {}
+        st = system.state()
+        for c in self.link.rigid(st):  # f(args) == BoolVal(b): read off the instance's pins
+            lhs, rhs = c.arg(0), c.arg(1)
+            if z3.is_app(lhs) and lhs.decl().name() in {i.symbol.name for i in self.counts}:
+                self._truth[(lhs.decl().name(), tuple(a.get_id() for a in lhs.children()))] = z3.is_true(rhs)
+
+    def __call__(self, clause: tuple) -> Candidate | None:
+        lits = []
+        elems: dict[int, Any] = {}
+        for slot, v in clause:
+            ob = self.link.observe(slot)
+            if ob is None:
+                return None
+            value = ob.values[v] if v < len(ob.values) else None
+            if value is None:
+                return None  # a code the model has no counterpart for (old KV of a room)
+            for t in (*ob.args, value):
+                if isinstance(t, z3.ExprRef) and t.get_id() in self.real:
+                    elems.setdefault(t.get_id(), t)
+            lits.append((ob.symbol, ob.args, value))
+        order = sorted(elems.values(), key=lambda e: (list(self.link.universe).index(e.sort().name()), str(e)))
+        vars_ = tuple((f"{e.sort().name()[0].lower()}{i}", e.sort().name()) for i, e in enumerate(order))
+        system = self.system
+        pins = []
+        for info in self.counts:
+            sorts = info.symbol.args
+            for combo in itertools.product(*[[e for e in order if e.sort().name() == s] for s in sorts]):
+                key = (info.symbol.name, tuple(e.get_id() for e in combo))
+                if key in self._truth:
+                    pins.append((info.symbol.name, combo, self._truth[key]))
+
+        def body(st: Any, *xs: Any) -> Any:
+            sub = list(zip(order, xs))
+            put = (lambda t: z3.substitute(t, *sub)) if sub else (lambda t: t)
+            ts = [getattr(st, sym)(*[put(a) for a in args]) == put(value) if args else getattr(st, sym)() == put(value)
+                  for sym, args, value in lits]
+            prem = []
+            for sort in dict.fromkeys(e.sort().name() for e in order):
+                same = [x for e, x in sub if e.sort().name() == sort]
+                none = [n for s, n in system.decl.sorts.values() if s == sort and n]
+                if none:
+                    same = same + [getattr(st, none[0])()]
+                if len(same) > 1:
+                    prem.append(z3.Distinct(*same))
+            for name, combo, truth in pins:
+                term = getattr(st, name)(*[put(e) for e in combo])
+                prem.append(term if truth else z3.Not(term))
+            return z3.Implies(z3.And(prem), z3.Not(z3.And(ts)))
+
+        cand = Candidate("", vars_, body)
+        name = system.formula(cand, system.state()).sexpr()
+        return Candidate(" ".join(name.split()), vars_, body)
+
+
+def joins(system: LiftedSystem, small: Any, states: Any) -> list[Join]:
+    """The small instance's reachable ``states`` read through every pointer field (a field over
+    sorted domains whose values name elements of another sort, ``dest[r, c]``): one row per state
+    and per index whose pointer is set (and, over a counted domain, within the count), holding the
+    fields indexed by (part of) that index and the fields of the element it names (``owner``,
+    ``content`` of the page), a value naming a request coded relative to the index's request (0:
+    NONE, 1: itself, 2: another, 3: no counterpart).  Each :class:`~.allsizes.Join` lifts a fact
+    to ``∀ index. real ∧ pointer ≠ NONE → ¬(the values together)``, the pointed element being the
+    pointer's term."""
+    decl, lay = system.decl, small.layout
+    doms = {d.name: d for f in lay.fields for d in f.dims}
+    counts = {info.domains: info.symbol.name for info in system.rigid_info.values() if info.kind == "count"}
+    out = []
+    for pname, (psym, pdims, pdom) in system._fields.items():
+        if not isinstance(pdom, RefDom) or any(k == "fixed" for k, _, _ in pdims):
+            continue
+        pidx = [d.name for k, d, _ in pdims if k == "sorted"]
+        target = decl.refs[pdom.name][0]
+        if not pidx or target in pidx or "request" not in pidx:
+            continue
+        anchors, targets = [], []
+        for fname, (sym, dims, dom) in system._fields.items():
+            if fname == pname or any(k == "fixed" for k, _, _ in dims):
+                continue
+            fidx = [d.name for k, d, _ in dims if k == "sorted"]
+            if isinstance(dom, RefDom) and decl.refs[dom.name][0] != "request":
+                continue  # another pointer
+            if fidx and set(fidx) <= set(pidx) and fidx == [x for x in pidx if x in fidx]:
+                anchors.append(fname)
+            elif fidx == [target]:
+                targets.append(fname)
+        if not targets:
+            continue
+        cols = anchors + targets
+        req_cols = {j for j, f in enumerate(cols) if isinstance(system._fields[f][2], RefDom)}
+        count = counts.get(tuple(pidx))
+        blocks = []
+        psize = doms[target].size
+        for combo in itertools.product(*[range(doms[d].size) for d in pidx]):
+            at = dict(zip(pidx, combo))
+            if count is not None and combo[-1] >= getattr(small, count)(*combo[:-1]):
+                continue
+            r = at["request"]
+            pslot = lay.slot(pname, *_index(system, pname, at))
+            sel = states[states[:, pslot] != psize]
+            if not len(sel):
+                continue
+            tgt = sel[:, pslot].astype(np.int64)
+            block = np.zeros((len(sel), len(cols)), dtype=np.uint8)
+            for j, fname in enumerate(cols):
+                if j < len(anchors):
+                    col = sel[:, lay.slot(fname, *_index(system, fname, at))]
+                else:
+                    by = np.array([lay.slot(fname, *_index(system, fname, {target: e})) for e in range(psize)])
+                    col = sel[np.arange(len(sel)), by[tgt]]
+                if j in req_cols:
+                    dom = system._fields[fname][2]
+                    rcount = doms["request"].size
+                    col = np.where(col == dom.none_code, 0, np.where(col == r + dom.offset, 1,
+                                   np.where((col >= dom.offset) & (col < rcount + dom.offset), 2, 3)))
+                block[:, j] = col
+            blocks.append(block)
+        if not blocks:
+            continue
+        rows = np.unique(np.concatenate(blocks), axis=0)
+        domains = tuple((0, 1, 2) if j in req_cols else tuple(range(lay.by_name[f].values.size)) for j, f in enumerate(cols))
+        out.append(Join(pname, tuple(cols), rows, domains, frozenset(range(len(anchors), len(cols))),
+                        _JoinLift(system, pname, pidx, tuple(cols), len(anchors), count)))
+    return out
+
+
+def _index(system: LiftedSystem, fname: str, at: dict[str, int]) -> tuple[int, ...]:
+    """A field's index at the named sorted indices (0 for a one-element domain)."""
+    return tuple(at[d.name] if k == "sorted" else 0 for k, d, _ in system._fields[fname][1])
+
+
+class _JoinLift:
+    """A joined fact (column, value pairs) as a candidate quantified over the pointer's index."""
+
+    def __init__(self, system: LiftedSystem, ptr: str, pidx: list[str], cols: tuple[str, ...], n_anchor: int,
+                 count: str | None):
+        self.system, self.ptr, self.pidx, self.cols, self.n, self.count = system, ptr, pidx, cols, n_anchor, count
+
+    def __call__(self, fact: tuple) -> Candidate | None:
+        system, decl = self.system, self.system.decl
+        if any(isinstance(system._fields[self.cols[j]][2], RefDom) and v == 3 for j, v in fact):
+            return None
+        vars_ = tuple((f"{d[0]}{i}", decl.sorts[d][0]) for i, d in enumerate(self.pidx))
+        psym, pdims, pdom = system._fields[self.ptr]
+        tnone = decl.sorts[decl.refs[pdom.name][0]][1]
+
+        def body(st: Any, *xs: Any) -> Any:
+            at = dict(zip(self.pidx, xs))
+            r = at["request"]
+            rnone = getattr(st, decl.sorts["request"][1])()
+            pointer = getattr(st, self.ptr)(*xs)
+            lits = []
+            for j, v in fact:
+                fname = self.cols[j]
+                sym, dims, dom = system._fields[fname]
+                args = [pointer] if j >= self.n else [at[d.name] for k, d, _ in dims if k == "sorted"]
+                lhs = getattr(st, fname)(*args)
+                if isinstance(dom, RefDom):
+                    lits.append([lhs == rnone, lhs == r, z3.And(lhs != r, lhs != rnone)][v])
+                else:
+                    lits.append(lhs == dom.consts[v])
+            prem = [r != rnone, pointer != getattr(st, tnone)()]
+            if self.count is not None:
+                prem.append(getattr(st, self.count)(*xs))
+            return z3.Implies(z3.And(prem), z3.Not(z3.And(lits)))
+
+        cand = Candidate("", vars_, body)
+        name = system.formula(cand, system.state()).sexpr()
+        return Candidate(" ".join(name.split()), vars_, body)
+
+
+def lift_lines(system: LiftedSystem) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(fixed, abstractions): what the lifted model keeps at the scenario's values, and what it
+    over-approximates (each abstraction the lift derived, with the line that needed it)."""
+    spec = system.spec
+    fixed = ["the engine's flags as the scenario sets them (Python constants of the lift)"]
+    kept = sorted({(d.name, d.size) for f in spec.layout.fields for kind, d, _ in system._fields[f.name][1]
+                   if kind != "sorted"})
+    if kept:
+        fixed.append("at the scenario's size: " + ", ".join(f"{n} ({s})" for n, s in kept))
+    enums = sorted({(d.name, d.size) for f in spec.layout.fields for d in [f.values]
+                    if d.name not in system.decl.refs and d.size > 2 and any(ch.isdigit() for ch in (d.labels or ("0",))[-1])})
+    if enums:
+        fixed.append("clocks and counters bounded as in the scenario: " + ", ".join(f"{n} (0..{s - 1})" for n, s in enums))
+    free = [f"{info.symbol.name}({', '.join(info.domains)})" for info in system.rigid_info.values()]
+    if free:
+        fixed.append("configuration per element, any value: " + ", ".join(free))
+    return tuple(fixed), tuple(system.abstractions)
+
+
+def link_at_sizes(system: LiftedSystem, spec: Any, say: Callable[[str], None] = lambda text: None
+                  ) -> tuple[list[str], str]:
+    """The link of ``system`` with the spec at each of ``spec.link_instances()`` and at
+    ``spec`` itself (:func:`~.sorted_link.check_lifted_link`, no hypothesis): one line per size,
+    and "" or the first refutation (a lifted model not linked to its spec is not used)."""
+    lines = []
+    for inst in (*spec.link_instances(), spec):
+        size = inst.size_label()
+        t0 = time.perf_counter()
+        rep = check_lifted_link(system, inst)
+        steps = sum(r.instances for r in rep.results if r.kind == "step")
+        if not rep.proved:
+            bad = next(r for r in rep.results if r.verdict != "proved")
+            return lines, (f"the lifted model is not linked to the spec at {size}: {bad.kind} {bad.name} {bad.verdict}"
+                           f" ({bad.offending})")
+        lines.append(f"{size}: Init, {steps} action instances and {sum(r.kind == 'claim' for r in rep.results)} "
+                     f"claims proved, no hypothesis ({time.perf_counter() - t0:.1f} s)")
+        say(f"link proved at {size}")
+    return lines, ""
+
+
+def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesModel | None:
+    """The all-sizes model lifted from ``spec`` (``None`` when its protocol declares no sorts or
+    no small instance to mine; :class:`~kvproof.model.lifting.LiftRefused` when an action cannot
+    be lifted)."""
+    if spec.lift_sorts() is None:
+        return None
+    smalls = list(spec.small_instances())
+    if not smalls:
+        return None
+    system = lift_spec(spec, claims=targets)
+    names = tuple(c.name for c in system.claims())
+    fixed, abstractions = lift_lines(system)
+    lifters = [ClauseLifter(system, s) for s in smalls]
+    more = tuple((s, lf, lambda states, s=s: joins(system, s, states)) for s, lf in zip(smalls[1:], lifters[1:]))
+    # the bounded filter: three real elements and NONE of a sort with one, two of any other sort
+    filter_sizes = {sort: 4 if any(s == sort and none for s, none in system.decl.sorts.values()) else 2
+                    for sort in system.uninterpreted}
+    return AllSizesModel(system, names, smalls[0], lifters[0], fixed, abstractions,
+                         lambda states: joins(system, smalls[0], states),
+                         lambda invariant, source: link_map(system, spec), more=more,
+                         prelink=lambda say: link_at_sizes(system, spec, say), filter_sizes=filter_sizes)
