@@ -35,7 +35,7 @@ from kvproof.spec.sglang.config import Config, Engine, Request
 
 __all__ = ["run_audit", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
            "read_env_file", "settings_of", "mapping", "family", "candidates", "audit", "AuditReport", "Hazard",
-           "ENGINE", "MODEL_SETTINGS", "ABSTRACTED", "read_launch", "BACKENDS_DEFERRING", "ENV_VARS",
+           "ENGINE", "MODEL_SETTINGS", "ABSTRACTED", "INERT_HANDOFF", "read_launch", "BACKENDS_DEFERRING", "ENV_VARS",
            "INERT_ENV", "LIFECYCLE_PREFIXES", "CLAIMS", "READS", "CHECKSUM", "HAZARDS", "EXIT_EXPOSED",
            "EXIT_NOT_EXPOSED", "EXIT_UNDECIDED"]
 
@@ -120,6 +120,10 @@ ABSTRACTED = ("context_length", "mem_fraction_static", "page_size", "max_running
               "max_total_tokens")
 """Settings the model abstracts: pool sizes and page counts are symbolic (a prompt may exceed the
 prefill pool whatever they are), a handful of requests stands for any load."""
+
+INERT_HANDOFF = ("disaggregation_ib_device", "disaggregation_bootstrap_port")
+"""Handoff settings with no part in the page lifecycle (which NIC, which port); every other
+``disaggregation_*`` setting the model does not read makes a clean verdict undecidable."""
 
 ENV_VARS: dict[str, str] = {
     "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE": "deferred decode release on abort (PR 35049)",
@@ -316,7 +320,7 @@ def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]
         shown = r.shown(dest)
         if dest in ABSTRACTED:
             s.abstracted.append(shown)
-        elif dest.startswith("disaggregation_"):
+        elif dest.startswith("disaggregation_") and dest not in INERT_HANDOFF:
             s.unknown.append(shown)  # a handoff setting the model does not read
         else:
             s.inert.append(shown)
