@@ -34,8 +34,9 @@ from kvproof.model.scenario import Scenario
 
 __all__ = ["EXIT_NOT_EXPOSED", "EXIT_EXPOSED", "EXIT_UNDECIDED", "assignment", "read_env_file", "take_prefix_environment", "parse_engine",
            "command_words", "take_assignments", "split_flags", "seconds", "count", "Launch", "SettingsBase", "Member",
-           "Hazard", "AuditReport", "check", "check_family", "launch_command", "environment", "header", "body",
-           "emit", "nothing_to_audit", "conclude"]
+           "Hazard", "Reading", "AuditReport", "check", "check_family", "launch_command", "environment", "header", "body",
+           "emit", "nothing_to_audit", "conclude", "reading_lines", "report_json", "summary",
+           "nothing_to_audit_json"]
 
 EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = 0, 1, 2
 """The audit's exit codes (bad input, 3, is the command line's)."""
@@ -185,6 +186,45 @@ def count(flag: str, value: str | None, bad) -> int:
     if v < 1:
         raise bad(f"{flag} {value}: expected a whole number >= 1")
     return v
+
+
+@dataclass
+class Reading:
+    """A launch line as the engine's own parser read it (or the flag table generated from it)."""
+
+    values: dict[str, Any]
+    """Destination -> value, as parsed, for every setting that differs from the parser's default
+    (from the command line or a config file it merged)."""
+    passthrough: list[str]
+    """Words the engine's parser did not take: a wrapper's own flags (Dynamo's), listed as such."""
+    config_files: list[str]
+    """Config files the parser merged."""
+    unread: list[str]
+    """What was given and is not read (kvproof cannot tell what it sets): a clean verdict cannot be
+    claimed while there is any."""
+    how: str
+    """Which parser read the line (the installed engine's, or a generated table's)."""
+    notes: list[str] = field(default_factory=list)
+    """What the reader says about its own reading (e.g. a table of another version)."""
+    launcher: str = ""
+    """The launch command recognised (``vllm serve``, ``python -m dynamo.sglang``, ...)."""
+    options: dict[str, str] = field(default_factory=dict)
+    """Destination -> the option that sets it (its first long spelling), to show a setting as a flag."""
+
+    def shown(self, dest: str) -> str:
+        """A setting as a flag and its value (``--tp-size 2``; a flag alone when its value is true)."""
+        flag = self.options.get(dest, dest)
+        v = self.values.get(dest)
+        return flag if v is True else f"{flag} {v if isinstance(v, str) else _json_text(v)}"
+
+
+def _json_text(v: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(v, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return str(v)
 
 
 @dataclass
@@ -396,18 +436,103 @@ def emit(out: Any, lines: list[str]) -> None:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def nothing_to_audit(out: Any, lines: list[str], why: str) -> int:
-    """Print the header ``lines`` and ``why`` the launch has no KV handoff; exit 0."""
-    emit(out, [*lines, why])
-    return EXIT_NOT_EXPOSED
+def nothing_to_audit(out: Any, lines: list[str], why: str, engine: str = "", release: Any = None,
+                     undecided: Sequence[str] = ()) -> int:
+    """Print the header ``lines`` and ``why`` the launch has no KV handoff, then the closing line;
+    exit 0, or 2 when something given was not read (``undecided``: a config file, a wrapper's
+    flags) and could have set one up."""
+    from kvproof.checker.cli.common import Summary
+
+    code = EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
+    extra = [f"not read, could set up a KV handoff: {u}" for u in undecided]
+    verdict = "cannot decide" if undecided else "not exposed"
+    emit(out, [*lines, why, *extra, f"verdict: {verdict}"])
+    version = getattr(release, "version", "")
+    return Summary("audit", f"{engine}=={version}, no KV handoff", 0, 0, int(bool(undecided)), code,
+                   verdict).print(out)
+
+
+def reading_lines(r: Reading) -> list[str]:
+    """How the line was read: the launcher, the parser (the engine's own or its generated table),
+    config files merged, the reader's notes, and words a wrapper's parser kept for itself."""
+    lines = [f"read: {r.launcher} by {r.how}"]
+    if r.config_files:
+        lines.append("config files merged by the parser: " + ", ".join(r.config_files))
+    lines += [f"note: {n}" for n in r.notes]
+    if r.passthrough:
+        lines.append("not taken by the engine's parser (the launcher's own): " + " ".join(r.passthrough))
+    return lines
+
+
+_VERDICTS = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed", EXIT_UNDECIDED: "cannot decide"}
+
+
+def report_json(engine: str, r: AuditReport, reading: Reading | None, rows: list[tuple[str, str, str]] | None,
+                hazards: Mapping[str, str], no_fix: str) -> dict[str, Any]:
+    """The audit as one JSON object: the engine, how the line was read, the settings read (the
+    parser's values and the model's mapping), what is unknown, abstracted, inert or not
+    modelled, the members checked, each claim's verdict per member, the hazards with their
+    traces and remedies, and the verdict."""
+    s = r.settings
+    found = {(h.member.key, h.claim) for h in r.hazards}
+    also = {(m.key, h.claim) for h in r.hazards for m in r.members if m.trigger in h.also}
+    return {
+        "engine": f"{engine}=={s.release.version}", "basis": s.release.basis,
+        "reading": None if reading is None else {
+            "launcher": reading.launcher, "parser": reading.how, "values": {k: _plain(v) for k, v in reading.values.items()},
+            "config_files": reading.config_files, "passthrough": reading.passthrough, "notes": reading.notes},
+        "settings": [{"setting": a, "from": b, "in_model": c} for a, b, c in (rows or [])],
+        "unknown": list(s.unknown), "handoff_unknown": r.undecided_unknown(), "abstracted": list(s.abstracted),
+        "inert": list(s.inert), "unmodelled": list(s.unmodelled),
+        "members": [{"key": m.key, "scenario": m.scenario.name, "trigger": m.trigger, "states": r.states.get(m.key)}
+                    for m in r.members],
+        "claims": [{"member": m.key, "claim": c,
+                    "verdict": "violated" if (m.key, c) in found or (m.key, c) in also else
+                    ("cut short" if any(x.startswith(m.scenario.name + ":") for x in r.cut_short) else "holds")}
+                   for m in r.members for c in hazards],
+        "hazards": [{"claim": h.claim, "meaning": hazards[h.claim], "member": h.member.key, "trigger": h.member.trigger,
+                     "also_after": h.also, "depth": h.depth, "trace": str(h.trace_path) if h.trace_path else None,
+                     "remedies": h.remedies or [], "no_remedy": None if h.remedies else no_fix} for h in r.hazards],
+        "cut_short": list(r.cut_short),
+        "verdict": _VERDICTS[r.exit_code], "exit_code": r.exit_code,
+    }
+
+
+def _plain(v: Any) -> Any:
+    import json
+
+    try:
+        json.dumps(v)
+        return v
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def summary(engine: str, r: AuditReport, claims: int):
+    """The closing line every command prints: the members and claims checked, how many hold
+    (matched), are violated (mismatched) or were cut short (inconclusive), and the verdict."""
+    from kvproof.checker.cli.common import Summary, plural
+
+    checked = len(r.members) * claims
+    violated = len({(h.member.key, h.claim) for h in r.hazards}) + sum(len(h.also) for h in r.hazards)
+    cut = len(r.cut_short) * claims
+    meaning = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed",
+               EXIT_UNDECIDED: "cannot decide"}[r.exit_code]
+    return Summary("audit", f"{engine}=={r.settings.release.version}, {plural(len(r.members), 'scenario')}, "
+                            f"{plural(checked, 'claim')} (explicit search)",
+                   max(0, checked - violated - cut), violated, cut, r.exit_code, meaning)
 
 
 def conclude(args: Any, out: Any, lines: list[str], audit: Callable[[Any], AuditReport],
-             hazards: Mapping[str, str], no_fix: str) -> int:
+             hazards: Mapping[str, str], no_fix: str, engine: str = "", reading: Reading | None = None,
+             rows: list[tuple[str, str, str]] | None = None) -> int:
     """Run ``audit(limits)`` with the command's limits (``args.max_states``,
     ``args.max_seconds``), write each hazard's trace to ``args.traces`` unless
-    ``args.no_traces``, print the header ``lines`` and the :func:`body`; return the exit
-    code."""
+    ``args.no_traces``, print the header ``lines``, the :func:`body` and the closing
+    :func:`summary` line (with ``args.json``: one JSON object, :func:`report_json`, with the
+    summary in it); return the exit code."""
+    import json
+
     from kvproof.checker.explicit.search import Limits
     from kvproof.checker.traces import write_trace
 
@@ -417,5 +542,31 @@ def conclude(args: Any, out: Any, lines: list[str], audit: Callable[[Any], Audit
     if not args.no_traces:
         for h in report.hazards:
             h.trace_path = write_trace(h.trace, args.traces)
+    done = summary(engine, report, len(hazards))
+    if getattr(args, "json", False):
+        doc = report_json(engine, report, reading, rows, hazards, no_fix)
+        print(json.dumps({**doc, "summary": done.to_json()}, indent=2, ensure_ascii=False))
+        return report.exit_code
     emit(out, [*lines, *body(report, hazards, no_fix)])
-    return report.exit_code
+    return done.print(out)
+
+
+def nothing_to_audit_json(args: Any, engine: str, release: Any, reading: Reading | None, why: str,
+                          undecided: Sequence[str] = ()) -> bool:
+    """With ``args.json``, print the JSON of a launch with no KV handoff (exit 0; 2 with
+    ``undecided``) and say so."""
+    import json
+
+    from kvproof.checker.cli.common import Summary
+
+    if not getattr(args, "json", False):
+        return False
+    code = EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
+    verdict = "cannot decide" if undecided else "not exposed"
+    done = Summary("audit", f"{engine}=={release.version}, no KV handoff", 0, 0, int(bool(undecided)), code, verdict)
+    print(json.dumps({"engine": f"{engine}=={release.version}", "reading": None if reading is None else {
+        "launcher": reading.launcher, "parser": reading.how, "values": {k: _plain(v) for k, v in reading.values.items()},
+        "config_files": reading.config_files, "passthrough": reading.passthrough, "notes": reading.notes},
+        "hazards": [], "verdict": verdict, "why": why, "not_read": list(undecided), "exit_code": code,
+        "summary": done.to_json()}, indent=2, ensure_ascii=False))
+    return True

@@ -790,6 +790,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="vLLM: assume decode's engine loop never pauses long enough to miss a heartbeat")
     au.add_argument("--traces", default="traces", metavar="DIR", help="where the hazards' traces go (default: traces)")
     au.add_argument("--no-traces", action="store_true", help="write no trace files")
+    au.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    au.add_argument("--reader", choices=("auto", "engine", "table"), default="auto",
+                    help="read the launch line with the installed engine's own parser (engine), the flag table "
+                         "generated from it (table), or the engine when the named version is installed (auto)")
     au.add_argument("--max-states", type=_positive_int, metavar="N", help="stop each search after N distinct states")
     au.add_argument("--max-seconds", type=_positive_float, metavar="S", help=_MAX_SECONDS)
     au.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the launch command, after --")

@@ -35,7 +35,7 @@ from kvproof.spec.sglang.config import Config, Engine, Request
 
 __all__ = ["run_audit", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
            "read_env_file", "settings_of", "mapping", "family", "candidates", "audit", "AuditReport", "Hazard",
-           "ENGINE", "FLAGS", "SIZE_FLAGS", "INERT_FLAGS", "BOOLEAN_FLAGS", "BACKENDS_DEFERRING", "ENV_VARS",
+           "ENGINE", "MODEL_SETTINGS", "ABSTRACTED", "INERT_HANDOFF", "read_launch", "BACKENDS_DEFERRING", "ENV_VARS",
            "INERT_ENV", "LIFECYCLE_PREFIXES", "CLAIMS", "READS", "CHECKSUM", "HAZARDS", "EXIT_EXPOSED",
            "EXIT_NOT_EXPOSED", "EXIT_UNDECIDED"]
 
@@ -97,35 +97,33 @@ BACKENDS_DEFERRING = ("mooncake", "nixl", "mori")
 """Backends whose manager declares ``supports_deferred_decode_kv_release`` (0.5.23's code; the
 base class and ``fake`` do not)."""
 
-# -- flags and variables ---------------------------------------------------------------------------
+# -- settings and variables ---------------------------------------------------------------------
+#
+# Flags are not listed here: a launch line is read by SGLang's own parser, or by the flag table
+# generated from it (:mod:`.launch`, :mod:`.gen_flags`).  What is listed is what the model reads
+# of the parsed settings (by their destination in SGLang's ``ServerArgs``).
 
-FLAGS: dict[str, str] = {
-    "--disaggregation-mode": "prefill or decode: which side this line launches",
-    "--disaggregation-transfer-backend": "mooncake (default), nixl, ...: deferred release capability, write bound",
-    "--tp-size": "tensor-parallel size: the ranks of this side",
-    "--tensor-parallel-size": "tensor-parallel size: the ranks of this side",
-    "--tp": "tensor-parallel size: the ranks of this side",
-    "--dp-size": "data-parallel size: with --enable-dp-attention, attention TP = tp / dp",
-    "--enable-dp-attention": "attention TP = tp / dp",
-    "--pp-size": "pipeline-parallel size (not modelled beyond 1)",
-    "--pipeline-parallel-size": "pipeline-parallel size (not modelled beyond 1)",
-    "--disaggregation-decode-allocation-policy": "when decode reserves pages (only `early` is modelled)",
-    "--disaggregation-enable-kv-checksum": "PR 39500's transfer checksum (0.5.23)",
+MODEL_SETTINGS: dict[str, str] = {
+    "disaggregation_mode": "prefill or decode: which side this line launches",
+    "disaggregation_transfer_backend": "mooncake (default), nixl, ...: deferred release capability, write bound",
+    "tp_size": "tensor-parallel size: the ranks of this side",
+    "dp_size": "data-parallel size: with --enable-dp-attention, attention TP = tp / dp",
+    "enable_dp_attention": "attention TP = tp / dp (deprecated in 0.5.23 for --attn-dp-size)",
+    "attn_dp_size": "attention data-parallel size: attention TP = tp / attn_dp",
+    "pp_size": "pipeline-parallel size (not modelled beyond 1)",
+    "disaggregation_decode_allocation_policy": "when decode reserves pages (only `early` is modelled)",
+    "disaggregation_enable_kv_checksum": "PR 39500's transfer checksum (0.5.23)",
 }
-"""Launch flags that change the model, and what they change."""
+"""``ServerArgs`` settings that change the model, and what they change."""
 
-SIZE_FLAGS = ("--context-length", "--mem-fraction-static", "--page-size", "--max-running-requests",
-              "--chunked-prefill-size", "--max-total-tokens")
-"""Known flags the model abstracts: pool sizes and page counts are symbolic (a prompt may exceed
-the prefill pool whatever they are), a handful of requests stands for any load."""
+ABSTRACTED = ("context_length", "mem_fraction_static", "page_size", "max_running_requests", "chunked_prefill_size",
+              "max_total_tokens")
+"""Settings the model abstracts: pool sizes and page counts are symbolic (a prompt may exceed the
+prefill pool whatever they are), a handful of requests stands for any load."""
 
-INERT_FLAGS = ("--model-path", "--model", "--tokenizer-path", "--served-model-name", "--revision", "--host",
-               "--port", "--trust-remote-code", "--dist-init-addr", "--nnodes", "--node-rank", "--base-gpu-id",
-               "--disaggregation-ib-device", "--disaggregation-bootstrap-port", "--log-level", "--chat-template")
-"""Known flags with no part in the KV page lifecycle (where the process runs, which model)."""
-
-BOOLEAN_FLAGS = ("--enable-dp-attention", "--disaggregation-enable-kv-checksum", "--trust-remote-code")
-"""Flags that take no value (so the next word is not theirs)."""
+INERT_HANDOFF = ("disaggregation_ib_device", "disaggregation_bootstrap_port")
+"""Handoff settings with no part in the page lifecycle (which NIC, which port); every other
+``disaggregation_*`` setting the model does not read makes a clean verdict undecidable."""
 
 ENV_VARS: dict[str, str] = {
     "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE": "deferred decode release on abort (PR 35049)",
@@ -151,9 +149,9 @@ _SUBSUMED = {
     "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": "liveness only: peer death is not among the isolation checks",
 }
 
-LIFECYCLE_PREFIXES = ("--disaggregation-", "SGLANG_DISAGGREGATION_", "MC_")
+LIFECYCLE_PREFIXES = ("--disaggregation-", "SGLANG_DISAGGREGATION_", "MC_", "dynamo:")
 """Names that belong to the KV handoff: one of these that kvproof does not know makes a clean
-verdict undecidable."""
+verdict undecidable (``dynamo:``: a flag of Dynamo's own, which kvproof does not read)."""
 
 CLAIMS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
           "no_source_free_while_read", "rejected_never_succeeds", "success_implies_full_coverage")
@@ -185,20 +183,34 @@ def parse_engine(text: str, bad) -> Release:
 
 
 def parse_launch(command: list[str], bad) -> Launch:
-    """Split ``[NAME=VALUE | env ...] python -m sglang.launch_server FLAGS``; a
-    command that is not an SGLang server launch is bad input."""
+    """Split ``[NAME=VALUE | env ...] LAUNCHER ARGS`` (a launcher of :data:`.launch.LAUNCHERS`);
+    a command that is not an SGLang server launch is bad input.  ``Launch.flags`` holds SGLang's
+    arguments as words (``("", word)``), read by :func:`read_launch`."""
+    from kvproof.spec.sglang.launch import LAUNCHERS, split
+
     words = core.command_words(command, bad)
     env = core.take_prefix_environment(words)
-    rest = None
-    for i, w in enumerate(words):
-        if w == "-m" and i + 1 < len(words) and words[i + 1] == "sglang.launch_server":
-            rest, program = words[i + 2:], "python -m sglang.launch_server"
-            break
-    if rest is None:
+    found = split(words)
+    if found is None:
         shown = " ".join(command)[:60]
         raise bad(f"the launch command {shown!r}: expected an SGLang server launch "
-                  f"(python -m sglang.launch_server ...) after --")
-    return Launch(env, core.split_flags(rest, BOOLEAN_FLAGS), program)
+                  f"({', '.join(LAUNCHERS)} ...) after --")
+    program, rest = found
+    return Launch(env, [("", w) for w in rest], program)
+
+
+def read_launch(release: Release, launch: Launch, bad, reader: str = "auto") -> core.Reading:
+    """SGLang's reading of the launch's arguments (:func:`.launch.read`); a line SGLang refuses
+    is bad input with SGLang's own message."""
+    from kvproof.spec.sglang.launch import ParserRefused, read
+
+    argv = [w for _, w in launch.flags]
+    try:
+        reading = read(argv, release.version, dynamo=launch.program.endswith("dynamo.sglang"), reader=reader)
+    except ParserRefused as e:
+        raise bad(f"sglang {release.version} refuses this line: {e}") from None
+    reading.launcher = launch.program
+    return reading
 
 
 # -- settings ------------------------------------------------------------------------------------
@@ -272,46 +284,55 @@ def _bool(name: str, value: str, bad) -> bool:
 
 
 def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]], bad,
-                peer_tp: int | None = None) -> Settings:
-    """Map the launch flags and the environment (name -> (value, where it came from)) to
-    :class:`Settings`; the process environment is not read."""
+                peer_tp: int | None = None, reading: core.Reading | None = None) -> Settings:
+    """Map SGLang's reading of the launch (``reading``; read here when not given) and the
+    environment (name -> (value, where it came from)) to :class:`Settings`; the process
+    environment is not read."""
+    r = reading if reading is not None else read_launch(release, launch, bad)
     s = Settings(release, deferred=release.deferred_default, peer_tp=peer_tp)
+    where = "command" if not r.config_files else "command/--config"
     s.source = {"backend": "default", "tp": "default", "deferred": "default", "release_timeout": "default",
                 "transfer_timeout": "default", "peer_tp": "--peer-tp" if peer_tp is not None else "assumed"}
-    for name, value in launch.flags:
-        shown = name if value is None else f"{name} {value}" if name else value
-        if name == "--disaggregation-mode":
-            if value not in ("prefill", "decode", "null"):
-                raise bad(f"--disaggregation-mode {value}: expected prefill, decode or null")
-            s.mode = None if value == "null" else value
-            s.source["mode"] = "command"
-        elif name == "--disaggregation-transfer-backend":
-            s.backend, s.source["backend"] = (value or "").lower(), "command"
-        elif name in ("--tp-size", "--tensor-parallel-size", "--tp"):
-            s.tp, s.source["tp"] = core.count(name, value, bad), "command"
-        elif name == "--dp-size":
-            s.dp = core.count(name, value, bad)
-        elif name == "--enable-dp-attention":
-            s.dp_attention = True
-        elif name in ("--pp-size", "--pipeline-parallel-size"):
-            s.pp = core.count(name, value, bad)
-        elif name == "--disaggregation-decode-allocation-policy":
-            s.allocation_policy = value or ""
-        elif name == "--disaggregation-enable-kv-checksum" and release.checksum_flag:
+    v = r.values
+    mode = v.get("disaggregation_mode", "null")
+    s.mode = None if mode == "null" else mode
+    s.source["mode"] = where
+    if "disaggregation_transfer_backend" in v:
+        s.backend, s.source["backend"] = str(v["disaggregation_transfer_backend"]).lower(), where
+    if "tp_size" in v:
+        s.tp, s.source["tp"] = core.count(r.options.get("tp_size", "--tp-size"), str(v["tp_size"]), bad), where
+    s.dp = core.count("--dp-size", str(v.get("dp_size", 1)), bad)
+    s.pp = core.count("--pp-size", str(v.get("pp_size", 1)), bad)
+    attn_dp = core.count("--attn-dp-size", str(v.get("attn_dp_size", 1)), bad)
+    if attn_dp > 1:
+        s.dp, s.dp_attention = attn_dp, True
+    elif v.get("enable_dp_attention"):
+        s.dp_attention = True
+    s.allocation_policy = v.get("disaggregation_decode_allocation_policy", "early")
+    if v.get("disaggregation_enable_kv_checksum"):
+        if release.checksum_flag:
             s.checksum = True
-        elif name in SIZE_FLAGS:
-            s.abstracted.append(shown)
-        elif name in INERT_FLAGS:
-            s.inert.append(shown)
         else:
-            s.unknown.append(shown)
-    for name, (value, where) in env.items():
+            s.unknown.append(f"--disaggregation-enable-kv-checksum (not in sglang {release.version} as modelled)")
+    for dest in v:
+        if dest in MODEL_SETTINGS or dest == "config":
+            continue
+        shown = r.shown(dest)
+        if dest in ABSTRACTED:
+            s.abstracted.append(shown)
+        elif dest.startswith("disaggregation_") and dest not in INERT_HANDOFF:
+            s.unknown.append(shown)  # a handoff setting the model does not read
+        else:
+            s.inert.append(shown)
+    s.unknown += [f"dynamo: {w}" for w in r.passthrough if w.startswith("-")]
+    s.unmodelled += r.unread
+    for name, (value, where_env) in env.items():
         if name == "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE" and release.deferred_release:
-            s.deferred, s.source["deferred"] = _bool(name, value, bad), where
+            s.deferred, s.source["deferred"] = _bool(name, value, bad), where_env
         elif name == "SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT" and release.deferred_release:
-            s.release_timeout, s.source["release_timeout"] = core.seconds(name, value, bad), where
+            s.release_timeout, s.source["release_timeout"] = core.seconds(name, value, bad), where_env
         elif name == "MC_TRANSFER_TIMEOUT":
-            s.transfer_timeout, s.source["transfer_timeout"] = core.seconds(name, value, bad), where
+            s.transfer_timeout, s.source["transfer_timeout"] = core.seconds(name, value, bad), where_env
         elif name in INERT_ENV:
             s.inert.append(f"{name}={value}")
         elif name in _SUBSUMED:
@@ -517,11 +538,17 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     command = core.launch_command(args, "python -m sglang.launch_server ...", bad)
     launch = parse_launch(command, bad)
     env = core.environment(args, launch, bad)
-    s = settings_of(release, launch, env, bad, getattr(args, "peer_tp", None))
-    lines = core.header(ENGINE, s, mapping(s) if s.mode is not None else [], 10,
-                        "sizes are symbolic; a prompt may exceed the pool")
+    reading = read_launch(release, launch, bad, getattr(args, "reader", None) or "auto")
+    s = settings_of(release, launch, env, bad, getattr(args, "peer_tp", None), reading)
+    rows = mapping(s) if s.mode is not None else []
+    lines = [*core.header(ENGINE, s, rows, 16, "sizes are symbolic; a prompt may exceed the pool"),
+             *core.reading_lines(reading)]
     if s.mode is None:
-        return core.nothing_to_audit(out, lines, "no --disaggregation-mode prefill|decode: not a PD-disaggregated "
-                                                 "launch; no KV handoff to audit")
+        why = "no --disaggregation-mode prefill|decode: not a PD-disaggregated launch; no KV handoff to audit"
+        undecided = [*s.unmodelled, *[u for u in s.unknown if u.startswith(LIFECYCLE_PREFIXES)]]
+        if core.nothing_to_audit_json(args, ENGINE, release, reading, why, undecided):
+            return core.EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
+        return core.nothing_to_audit(out, lines, why, ENGINE, release, undecided)
     return core.conclude(args, out, lines, lambda limits: audit(s, limits), HAZARDS,
-                         "nothing kvproof tried removes it (no setting it knows, no known release)")
+                         "nothing kvproof tried removes it (no setting it knows, no known release)",
+                         ENGINE, reading, rows)

@@ -47,7 +47,7 @@ from kvproof.spec.vllm.config import Config, Engine, Request
 
 __all__ = ["run_audit", "known_engines", "RELEASES", "Release", "Settings", "Launch", "Member", "Hazard",
            "AuditReport", "parse_engine", "parse_launch", "settings_of", "ticks", "mapping", "family", "candidates",
-           "audit", "ENGINE", "CONNECTORS", "FLAGS", "SIZE_FLAGS", "INERT_FLAGS", "BOOLEAN_FLAGS", "TRANSFER_KEYS",
+           "audit", "ENGINE", "CONNECTORS", "MODEL_SETTINGS", "ABSTRACTED", "read_launch", "TRANSFER_KEYS",
            "EXTRA_KEYS", "ENV_VARS", "CLAIMS", "HAZARDS", "LIFECYCLE_PREFIXES", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED",
            "EXIT_UNDECIDED"]
 
@@ -87,31 +87,23 @@ CONNECTORS = {"NixlConnector": "pull", "NixlPushConnector": "push"}
 """``kv_connector`` values the model covers, and their mode (vLLM's NIXL docs; shared reference 3.3)."""
 
 # -- names kvproof knows --------------------------------------------------------------------------
+#
+# Flags are not listed here: a launch line is read by vLLM's own parser, or by the flag table
+# generated from it (:mod:`.launch`, :mod:`.gen_flags`).  What is listed is what the model reads
+# of the parsed settings (by their destination in vLLM's ``EngineArgs``) and of the
+# ``--kv-transfer-config`` JSON (whose keys vLLM validates; what they mean is the model's).
 
-FLAGS: dict[str, str] = {
-    "--kv-transfer-config": "the KV connector, its role and kv_connector_extra_config (JSON)",
-    "--tensor-parallel-size": "tensor-parallel size (the model has one rank a side)",
-    "-tp": "tensor-parallel size (the model has one rank a side)",
-    "--pipeline-parallel-size": "pipeline-parallel size (the model has one stage)",
-    "-pp": "pipeline-parallel size (the model has one stage)",
-    "--data-parallel-size": "data-parallel engines, each with its own connector: each audited as this one",
-    "-dp": "data-parallel engines, each with its own connector: each audited as this one",
+MODEL_SETTINGS: dict[str, str] = {
+    "kv_transfer_config": "the KV connector, its role and kv_connector_extra_config (JSON)",
+    "tensor_parallel_size": "tensor-parallel size (the model has one rank a side)",
+    "pipeline_parallel_size": "pipeline-parallel size (the model has one stage)",
+    "data_parallel_size": "data-parallel engines, each with its own connector: each audited as this one",
 }
-"""Launch flags that reach the model, and what they change."""
+"""``EngineArgs`` settings that reach the model, and what they change."""
 
-SIZE_FLAGS = ("--gpu-memory-utilization", "--max-model-len", "--block-size", "--max-num-seqs",
-              "--max-num-batched-tokens", "--num-gpu-blocks-override", "--swap-space")
-"""Known flags the model abstracts: block counts are symbolic (one block a request, reused)."""
-
-INERT_FLAGS = ("--model", "--tokenizer", "--served-model-name", "--host", "--port", "--trust-remote-code",
-               "--dtype", "--seed", "--enforce-eager", "--disable-log-requests", "--disable-log-stats", "--api-key",
-               "--uvicorn-log-level", "--download-dir", "--revision", "--kv-cache-dtype")
-"""Known flags with no part in the KV block lifecycle (which model, where the server listens)."""
-
-BOOLEAN_FLAGS = ("--enforce-eager", "--trust-remote-code", "--disable-log-requests", "--disable-log-stats",
-                 "--enable-prefix-caching", "--no-enable-prefix-caching", "--async-scheduling",
-                 "--enable-chunked-prefill", "--no-enable-chunked-prefill")
-"""Flags that take no value (so the next word is not theirs)."""
+ABSTRACTED = ("gpu_memory_utilization", "max_model_len", "block_size", "max_num_seqs", "max_num_batched_tokens",
+              "num_gpu_blocks_override", "swap_space")
+"""Settings the model abstracts: block counts are symbolic (one block a request, reused)."""
 
 TRANSFER_KEYS: dict[str, str] = {
     "kv_connector": "which connector: NixlConnector (pull) or NixlPushConnector (push)",
@@ -121,14 +113,10 @@ TRANSFER_KEYS: dict[str, str] = {
                               "a failed READ under the default, fail)",
     "engine_id": "the engine's id for KV transfers",
     "kv_buffer_device": "where the connector buffers KV",
-    "kv_buffer_size": "buffer size of other connectors",
-    "kv_rank": "rank in other connectors' groups",
-    "kv_parallel_size": "instances in other connectors' groups",
-    "kv_ip": "address of other connectors",
     "kv_port": "port of other connectors",
     "enable_permute_local_kv": "heterogeneous KV layout (a layout, not a lifecycle)",
 }
-"""``--kv-transfer-config`` keys kvproof knows (vLLM's ``KVTransferConfig`` and NIXL docs)."""
+"""``--kv-transfer-config`` keys kvproof knows (vLLM 0.33.0's ``KVTransferConfig``, which refuses any other)."""
 
 EXTRA_KEYS: dict[str, str] = {
     "kv_lease_duration": "prefill's lease on a finished request's blocks, seconds (default 30)",
@@ -151,7 +139,7 @@ ENV_VARS: dict[str, str] = {
 }
 """Environment variables kvproof knows; none changes the model in 0.33.0."""
 
-LIFECYCLE_PREFIXES = ("kv_transfer_config.", "kv_connector_extra_config.", "--kv-", "VLLM_NIXL_")
+LIFECYCLE_PREFIXES = ("kv_transfer_config.", "kv_connector_extra_config.", "--kv-", "VLLM_NIXL_", "dynamo:")
 """Names that belong to the KV handoff: one of these that kvproof does not know makes a clean
 verdict undecidable."""
 
@@ -175,25 +163,33 @@ def parse_engine(text: str, bad) -> Release:
 
 
 def parse_launch(command: list[str], bad) -> Launch:
-    """Split ``[NAME=VALUE | env ...] vllm serve [MODEL] FLAGS`` (or ``python -m
-    vllm.entrypoints.openai.api_server FLAGS``); anything else is bad input."""
+    """Split ``[NAME=VALUE | env ...] LAUNCHER ARGS`` (a launcher of :data:`.launch.LAUNCHERS`);
+    anything else is bad input.  ``Launch.flags`` holds vLLM's arguments as words (``("",
+    word)``), read by :func:`read_launch`."""
+    from kvproof.spec.vllm.launch import LAUNCHERS, split
+
     words = core.command_words(command, bad)
     env = core.take_prefix_environment(words)
-    rest = program = None
-    for i, w in enumerate(words):
-        if (w == "vllm" or w.endswith("/vllm")) and i + 1 < len(words) and words[i + 1] == "serve":
-            rest, program = words[i + 2:], "vllm serve"
-            if rest and not rest[0].startswith("-"):
-                rest = ["--model", *rest]
-            break
-        if w == "-m" and i + 1 < len(words) and words[i + 1] == "vllm.entrypoints.openai.api_server":
-            rest, program = words[i + 2:], "python -m vllm.entrypoints.openai.api_server"
-            break
-    if rest is None or program is None:
+    found = split(words)
+    if found is None:
         shown = " ".join(command)[:60]
-        raise bad(f"the launch command {shown!r}: expected a vLLM server launch (vllm serve MODEL ... or "
-                  f"python -m vllm.entrypoints.openai.api_server ...) after --")
-    return Launch(env, core.split_flags(rest, BOOLEAN_FLAGS, joined="--"), program)
+        raise bad(f"the launch command {shown!r}: expected a vLLM server launch ({', '.join(LAUNCHERS)} ...) "
+                  f"after --")
+    program, rest = found
+    return Launch(env, [("", w) for w in rest], program)
+
+
+def read_launch(release: Release, launch: Launch, bad, reader: str = "auto") -> core.Reading:
+    """vLLM's reading of the launch's arguments (:func:`.launch.read`); a line vLLM refuses is
+    bad input with vLLM's own message."""
+    from kvproof.spec.vllm.launch import ParserRefused, read
+
+    try:
+        reading = read([w for _, w in launch.flags], release.version, launch.program, reader)
+    except ParserRefused as e:
+        raise bad(f"vllm {release.version} refuses this line: {' '.join(str(e).split())}") from None
+    reading.launcher = launch.program
+    return reading
 
 
 # -- settings ------------------------------------------------------------------------------------
@@ -226,113 +222,65 @@ def _shown(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
 
 
-def _json_value(text: str) -> Any:
-    """A dotted argument's value as vLLM's CLI reads it: JSON where it parses, else the string."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _transfer_config(launch: Launch, bad) -> dict[str, Any] | None:
-    """``--kv-transfer-config`` (JSON, parsed as data) with the dotted ``--kv-transfer-config.KEY
-    VALUE`` forms applied on top; ``None`` without either."""
-    cfg: dict[str, Any] | None = None
-    for name, value in launch.flags:
-        if name == "--kv-transfer-config":
-            try:
-                data = json.loads(value or "")
-            except json.JSONDecodeError as e:
-                raise bad(f"--kv-transfer-config: not JSON: {e.msg} (column {e.colno})") from None
-            except RecursionError:
-                raise bad("--kv-transfer-config: not JSON: nested too deeply") from None
-            if not isinstance(data, dict):
-                raise bad(f"--kv-transfer-config: expected a JSON object, got {type(data).__name__}")
-            cfg = {**(cfg or {}), **data}
-        elif name.startswith("--kv-transfer-config."):
-            path = name[len("--kv-transfer-config."):]
-            append = path.endswith("+")
-            keys = path.rstrip("+").split(".")
-            if not all(keys):
-                raise bad(f"{name}: expected --kv-transfer-config.KEY VALUE")
-            cfg = cfg if cfg is not None else {}
-            node = cfg
-            for k in keys[:-1]:
-                nxt = node.setdefault(k, {})
-                if not isinstance(nxt, dict):
-                    raise bad(f"{name}: {k} is not a JSON object")
-                node = nxt
-            v = _json_value(value or "")
-            if append:
-                old = node.get(keys[-1], [])
-                node[keys[-1]] = (old if isinstance(old, list) else [old]) + [v]
-            else:
-                node[keys[-1]] = v
-    return cfg
-
-
 def settings_of(release: Release, launch: Launch, env: dict[str, tuple[str, str]], bad,
                 arrival_bound: float | None = None, transfer_bound: float | None = None,
-                stalls: bool = True) -> Settings:
-    """Map the launch flags, ``--kv-transfer-config`` and the environment (name -> (value, where
-    it came from)) to :class:`Settings`; the process environment is not read."""
+                stalls: bool = True, reading: core.Reading | None = None) -> Settings:
+    """Map vLLM's reading of the launch (``reading``; read here when not given),
+    ``--kv-transfer-config``'s keys and the environment (name -> (value, where it came from)) to
+    :class:`Settings`; the process environment is not read."""
+    r = reading if reading is not None else read_launch(release, launch, bad)
     s = Settings(release, arrival_bound=arrival_bound, transfer_bound=transfer_bound, stalls=stalls)
-    s.source = {"lease": "default", "connector": "command", "tp": "default",
+    where = "command" if not r.config_files else "command/--config"
+    s.source = {"lease": "default", "connector": where, "tp": "default",
                 "arrival_bound": "--arrival-bound" if arrival_bound is not None else "assumed",
                 "transfer_bound": "--transfer-bound" if transfer_bound is not None else "assumed",
                 "stalls": "--no-decode-stalls" if not stalls else "assumed"}
-    for name, value in launch.flags:
-        shown = name if value is None else f"{name} {value}" if name else value
-        if name == "--kv-transfer-config" or name.startswith("--kv-transfer-config."):
+    v = r.values
+    if "tensor_parallel_size" in v:
+        s.tp, s.source["tp"] = core.count("--tensor-parallel-size", str(v["tensor_parallel_size"]), bad), where
+    s.pp = core.count("--pipeline-parallel-size", str(v.get("pipeline_parallel_size", 1)), bad)
+    if "data_parallel_size" in v:
+        s.dp = core.count("--data-parallel-size", str(v["data_parallel_size"]), bad)
+        s.inert.append(f"{r.shown('data_parallel_size')} (each data-parallel engine has its own connector: audited "
+                       f"as this one)")
+    for dest in v:
+        if dest in MODEL_SETTINGS or dest == "config":
             continue
-        if name in ("--tensor-parallel-size", "-tp"):
-            s.tp, s.source["tp"] = core.count(name, value, bad), "command"
-        elif name in ("--pipeline-parallel-size", "-pp"):
-            s.pp = core.count(name, value, bad)
-        elif name in ("--data-parallel-size", "-dp"):
-            s.dp = core.count(name, value, bad)
-            s.inert.append(f"{shown} (each data-parallel engine has its own connector: audited as this one)")
-        elif name in SIZE_FLAGS:
-            s.abstracted.append(shown)
-        elif name in INERT_FLAGS:
-            s.inert.append(shown)
-        else:
-            s.unknown.append(shown)
-    cfg = _transfer_config(launch, bad)
+        (s.abstracted if dest in ABSTRACTED else s.inert).append(r.shown(dest))
+    cfg = v.get("kv_transfer_config")
     if cfg is not None:
-        for key, v in cfg.items():
+        if not isinstance(cfg, dict):
+            raise bad(f"--kv-transfer-config: expected a JSON object, got {type(cfg).__name__}")
+        for key, x in cfg.items():
             if key == "kv_connector":
-                if not isinstance(v, str) or not v:
-                    raise bad(f"--kv-transfer-config: kv_connector: expected a connector's name, got {_shown(v)}")
-                s.connector = v
+                if x is not None and (not isinstance(x, str) or not x):
+                    raise bad(f"--kv-transfer-config: kv_connector: expected a connector's name, got {_shown(x)}")
+                s.connector = x
             elif key == "kv_role":
-                if v not in ("kv_producer", "kv_consumer", "kv_both"):
-                    raise bad(f"--kv-transfer-config: kv_role: expected kv_producer, kv_consumer or kv_both "
-                              f"(vLLM refuses others), got {_shown(v)}")
-                s.role = v
+                s.role = x
             elif key == "kv_connector_extra_config":
-                if not isinstance(v, dict):
+                if not isinstance(x, dict):
                     raise bad(f"--kv-transfer-config: kv_connector_extra_config: expected a JSON object, "
-                              f"got {_shown(v)}")
-                for k, x in v.items():
+                              f"got {_shown(x)}")
+                for k, y in x.items():
                     if k == "kv_lease_duration":
-                        s.lease = core.seconds("kv_connector_extra_config.kv_lease_duration", x, bad)
-                        s.source["lease"] = "command"
+                        s.lease = core.seconds("kv_connector_extra_config.kv_lease_duration", y, bad)
+                        s.source["lease"] = where
                     elif k in EXTRA_KEYS:
-                        s.inert.append(f"kv_connector_extra_config.{k}={_shown(x)} ({EXTRA_KEYS[k]})")
+                        s.inert.append(f"kv_connector_extra_config.{k}={_shown(y)} ({EXTRA_KEYS[k]})")
                     else:
-                        s.unknown.append(f"kv_connector_extra_config.{k}={_shown(x)}")
+                        s.unknown.append(f"kv_connector_extra_config.{k}={_shown(y)}")
             elif key == "kv_connector_module_path":
-                s.unmodelled.append(f"kv_connector_module_path {_shown(v)}: a connector loaded from other code is "
-                                    f"not modelled")
+                if x is not None:
+                    s.unmodelled.append(f"kv_connector_module_path {_shown(x)}: a connector loaded from other code "
+                                        f"is not modelled")
             elif key in TRANSFER_KEYS:
-                s.inert.append(f"kv_transfer_config.{key}={_shown(v)}")
+                s.inert.append(f"kv_transfer_config.{key}={_shown(x)}")
             else:
-                s.unknown.append(f"kv_transfer_config.{key}={_shown(v)}")
-        if s.connector is not None and s.role is None:
-            raise bad("--kv-transfer-config: kv_connector without kv_role (vLLM refuses it): "
-                      "add \"kv_role\": \"kv_producer\", \"kv_consumer\" or \"kv_both\"")
-    for name, (value, where) in env.items():
+                s.unknown.append(f"kv_transfer_config.{key}={_shown(x)}")
+    s.unknown += [f"dynamo: {w}" for w in r.passthrough if w.startswith("-")]
+    s.unmodelled += r.unread
+    for name, (value, where_env) in env.items():
         if name in ENV_VARS:
             s.inert.append(f"{name}={value} ({ENV_VARS[name]})")
         else:
@@ -508,13 +456,18 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
         raise bad("--transfer-bound 0: expected a number of seconds > 0 (a transfer takes time)")
     launch = parse_launch(command, bad)
     env = core.environment(args, launch, bad)
-    s = settings_of(release, launch, env, bad, arrival, transfer, not getattr(args, "no_decode_stalls", False))
-    lines = core.header(ENGINE, s, mapping(s) if s.connector is not None else None, 16,
-                        "block counts are symbolic")
+    reading = read_launch(release, launch, bad, getattr(args, "reader", None) or "auto")
+    s = settings_of(release, launch, env, bad, arrival, transfer, not getattr(args, "no_decode_stalls", False),
+                    reading)
+    rows = mapping(s) if s.connector is not None else None
+    lines = [*core.header(ENGINE, s, rows, 16, "block counts are symbolic"), *core.reading_lines(reading)]
     if s.connector is None:
-        return core.nothing_to_audit(out, lines, "no --kv-transfer-config kv_connector: not a PD-disaggregated "
-                                                 "launch; no KV handoff to audit")
+        why = "no --kv-transfer-config kv_connector: not a PD-disaggregated launch; no KV handoff to audit"
+        undecided = [*s.unmodelled, *[u for u in s.unknown if u.startswith(LIFECYCLE_PREFIXES)]]
+        if core.nothing_to_audit_json(args, ENGINE, release, reading, why, undecided):
+            return core.EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
+        return core.nothing_to_audit(out, lines, why, ENGINE, release, undecided)
     no_fix = "nothing kvproof tried removes it"
     if s.arrival_bound is None or s.transfer_bound is None:
         no_fix += " (with no --arrival-bound and --transfer-bound, no lease is known to outlast the hand-off)"
-    return core.conclude(args, out, lines, lambda limits: audit(s, limits), HAZARDS, no_fix)
+    return core.conclude(args, out, lines, lambda limits: audit(s, limits), HAZARDS, no_fix, ENGINE, reading, rows)
