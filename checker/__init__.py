@@ -9,7 +9,8 @@ size), :mod:`.certs` (the one certificate reader and the solver processes), :mod
 :mod:`.report` (text, HTML, SVG, Mermaid, JUnit, SARIF) and :mod:`.cli` (the command line).  At
 the top, what they share: :mod:`.results` (verdicts and reports), :mod:`.traces` (ITF),
 :mod:`.expected` (the expected-verdict table), :mod:`.atomic` (whole-or-nothing writes),
-:mod:`.conform` (``conform``'s protocol-neutral half), :mod:`.budget` (``--max-seconds``), and
+:mod:`.conform` (``conform``'s protocol-neutral half), :mod:`.budget` (``--max-seconds``),
+:mod:`.outcome` (exit codes and the closing line every command prints), and
 :mod:`.certify` (``certify``: either kind of certificate re-checked).
 """
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from kvproof.checker.cli import main
-from kvproof.checker.flagtable import ParserRefused
+from kvproof.checker.audit.flagtable import ParserRefused
 from kvproof.spec.sglang import launch as SL
 from kvproof.spec.vllm import launch as VL
 
@@ -190,7 +190,7 @@ def test_the_engine_and_the_table_read_every_line_alike(tmp_path, engine, mod):
 def test_the_committed_table_is_the_one_generated_from_the_installed_parser(engine, mod, gen):
     import importlib
 
-    from kvproof.checker.flagtable import read_table
+    from kvproof.checker.audit.flagtable import read_table
 
     if not _installed(mod, engine):
         pytest.skip(f"{engine} is not installed")

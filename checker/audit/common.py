@@ -441,7 +441,7 @@ def nothing_to_audit(out: Any, lines: list[str], why: str, engine: str = "", rel
     """Print the header ``lines`` and ``why`` the launch has no KV handoff, then the closing line;
     exit 0, or 2 when something given was not read (``undecided``: a config file, a wrapper's
     flags) and could have set one up."""
-    from kvproof.checker.cli.common import Summary
+    from kvproof.checker.outcome import Summary
 
     code = EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
     extra = [f"not read, could set up a KV handoff: {u}" for u in undecided]
@@ -511,7 +511,7 @@ def _plain(v: Any) -> Any:
 def summary(engine: str, r: AuditReport, claims: int):
     """The closing line every command prints: the members and claims checked, how many hold
     (matched), are violated (mismatched) or were cut short (inconclusive), and the verdict."""
-    from kvproof.checker.cli.common import Summary, plural
+    from kvproof.checker.outcome import Summary, plural
 
     checked = len(r.members) * claims
     violated = len({(h.member.key, h.claim) for h in r.hazards}) + sum(len(h.also) for h in r.hazards)
@@ -557,7 +557,7 @@ def nothing_to_audit_json(args: Any, engine: str, release: Any, reading: Reading
     ``undecided``) and say so."""
     import json
 
-    from kvproof.checker.cli.common import Summary
+    from kvproof.checker.outcome import Summary
 
     if not getattr(args, "json", False):
         return False

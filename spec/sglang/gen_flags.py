@@ -4,7 +4,7 @@
 The table is what ``kvproof audit sglang==0.5.23`` reads a launch line with when SGLang is not
 installed (:mod:`.launch`); it is generated, never edited by hand: the parser is the one
 ``prepare_server_args`` builds (``argparse.ArgumentParser(prog="sglang serve")`` and
-``ServerArgs.add_cli_args``), described by :func:`kvproof.checker.flagtable.describe`.
+``ServerArgs.add_cli_args``), described by :func:`kvproof.checker.audit.flagtable.describe`.
 ``tests/test_audit_lines.py`` compares the table with the installed parser when SGLang is
 installed, so a stale table fails the suite.
 """
@@ -24,7 +24,7 @@ def engine_table() -> dict:
     """The installed SGLang's parser as a table (SGLang must be importable)."""
     import importlib.metadata
 
-    from kvproof.checker.flagtable import describe
+    from kvproof.checker.audit.flagtable import describe
     from kvproof.spec.sglang.launch import engine_parser
 
     version = importlib.metadata.version("sglang")
@@ -35,7 +35,7 @@ def engine_table() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the installed SGLang's table to ``flags/VERSION.json``; print its path."""
-    from kvproof.checker.flagtable import write_table
+    from kvproof.checker.audit.flagtable import write_table
 
     table = engine_table()
     path = TABLE_DIR / f"{table['version']}.json"

@@ -10,9 +10,9 @@ The reading (:func:`read`): with ``sglang==VERSION`` installed, the parser ``pre
 builds (``argparse.ArgumentParser(prog="sglang serve")`` with ``ServerArgs.add_cli_args``), its
 ``ConfigArgumentMerger`` for ``--config FILE.yaml``, and ``ServerArgs.from_cli_args``
 (:func:`engine_reading`); otherwise the table generated from that parser
-(``flags/VERSION.json``, by :mod:`.gen_flags`) rebuilt by :func:`kvproof.checker.flagtable.build`,
+(``flags/VERSION.json``, by :mod:`.gen_flags`) rebuilt by :func:`kvproof.checker.audit.flagtable.build`,
 with the config merge done as SGLang's merger does it (:func:`table_reading`).  A line the parser
-refuses raises :class:`~kvproof.checker.flagtable.ParserRefused` with the parser's own message.
+refuses raises :class:`~kvproof.checker.audit.flagtable.ParserRefused` with the parser's own message.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.checker.audit.common import Reading
-from kvproof.checker.flagtable import ParserRefused, build, read_table, refusal
+from kvproof.checker.audit.flagtable import ParserRefused, build, read_table, refusal
 
 __all__ = ["LAUNCHERS", "split", "engine_parser", "engine_installed", "engine_reading", "table_reading", "read",
            "table_path", "ParserRefused"]

@@ -4,7 +4,7 @@
 The table is what ``kvproof audit vllm==0.33.0`` reads a launch line with when vLLM is not
 installed (:mod:`.launch`); it is generated, never edited by hand: the ``vllm serve`` parser
 (``FlexibleArgumentParser`` with ``make_arg_parser``) described by
-:func:`kvproof.checker.flagtable.describe`, and ``KVTransferConfig``'s fields with their literal
+:func:`kvproof.checker.audit.flagtable.describe`, and ``KVTransferConfig``'s fields with their literal
 choices (the validation ``--kv-transfer-config`` gets).  ``tests/test_audit_lines.py`` compares
 the table with the installed parser when vLLM is installed, so a stale table fails the suite.
 """
@@ -40,7 +40,7 @@ def engine_table() -> dict:
     import dataclasses
     import importlib.metadata
 
-    from kvproof.checker.flagtable import describe
+    from kvproof.checker.audit.flagtable import describe
     from kvproof.spec.vllm.launch import LAUNCHERS, _vllm, engine_parser
 
     _, serve = engine_parser(LAUNCHERS[0])
@@ -62,7 +62,7 @@ def engine_table() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the installed vLLM's table to ``flags/VERSION.json``; print its path."""
-    from kvproof.checker.flagtable import write_table
+    from kvproof.checker.audit.flagtable import write_table
 
     table = engine_table()
     path = TABLE_DIR / f"{table['version']}.json"

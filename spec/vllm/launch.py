@@ -15,7 +15,7 @@ forms (``--kv-transfer-config.kv_role kv_both``) and validates ``--kv-transfer-c
 Otherwise the table generated from the ``serve`` parser (``flags/VERSION.json``, by
 :mod:`.gen_flags`), with ``FlexibleArgumentParser``'s rewriting of the words done as it does it
 (:func:`flexible_words`) and ``KVTransferConfig``'s fields and choices from the table.  A line the
-parser refuses raises :class:`~kvproof.checker.flagtable.ParserRefused` with the parser's message.
+parser refuses raises :class:`~kvproof.checker.audit.flagtable.ParserRefused` with the parser's message.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.checker.audit.common import Reading
-from kvproof.checker.flagtable import ParserRefused, build, read_table, refusal
+from kvproof.checker.audit.flagtable import ParserRefused, build, read_table, refusal
 
 __all__ = ["LAUNCHERS", "split", "engine_installed", "engine_parser", "engine_reading", "table_reading",
            "flexible_words", "read", "table_path", "ParserRefused"]
