@@ -6,10 +6,12 @@ size: the encoding, bounded model checking, k-induction, lemmas, ``prove``), :mo
 (quantified proofs for every size), :mod:`.logs` (``validate``: event logs against the spec),
 :mod:`.audit` (``audit``'s protocol-neutral half), :mod:`.report` (text, HTML, SVG, Mermaid,
 JUnit, SARIF) and :mod:`.cli` (the command line).  At the top, what they share: :mod:`.results`
-(verdicts and reports), :mod:`.traces` (ITF), :mod:`.expected` (the expected-verdict table),
-:mod:`.atomic` (whole-or-nothing writes), :mod:`.conform` (``conform``'s protocol-neutral half)
-and the certificates: :mod:`.certificate` (with :mod:`.cert_solvers` and :mod:`.cert_catalogue`)
-and :mod:`.certify`.
+(verdicts, reports and a search's statistics), :mod:`.traces` (ITF), :mod:`.states` (a state's
+values by name), :mod:`.expected` (the expected-verdict table), :mod:`.atomic` (whole-or-nothing
+writes), :mod:`.conform` (``conform``'s protocol-neutral half) and the certificates:
+:mod:`.certificate` (with :mod:`.cert_solvers` and :mod:`.cert_catalogue`) and :mod:`.certify`;
+:mod:`.transition` is the old path of :mod:`.symbolic.transition`, for the certificate modules
+only.  The layers between them are an import contract (``pyproject.toml``).
 """
 
 import importlib as _importlib
