@@ -7,11 +7,12 @@ certificate's writer and its catalogue check), :mod:`.allsizes` (quantified proo
 size), :mod:`.certs` (the one certificate reader and the solver processes), :mod:`.logs`
 (``validate``: event logs against the spec), :mod:`.audit` (``audit``'s protocol-neutral half),
 :mod:`.report` (text, HTML, SVG, Mermaid, JUnit, SARIF) and :mod:`.cli` (the command line).  At
-the top, what they share: :mod:`.results` (verdicts and reports), :mod:`.traces` (ITF),
-:mod:`.expected` (the expected-verdict table), :mod:`.atomic` (whole-or-nothing writes),
-:mod:`.conform` (``conform``'s protocol-neutral half), :mod:`.budget` (``--max-seconds``),
-:mod:`.outcome` (exit codes and the closing line every command prints), and
-:mod:`.certify` (``certify``: either kind of certificate re-checked).
+the top, what they share: :mod:`.results` (verdicts, reports and a search's statistics),
+:mod:`.traces` (ITF), :mod:`.states` (a state's values by name), :mod:`.expected` (the
+expected-verdict table), :mod:`.atomic` (whole-or-nothing writes), :mod:`.conform`
+(``conform``'s protocol-neutral half), :mod:`.budget` (``--max-seconds``), :mod:`.outcome` (exit
+codes and the closing line every command prints), and :mod:`.certify` (``certify``: either kind
+of certificate re-checked).  The layers between them are an import contract (``pyproject.toml``).
 """
 
 import importlib as _importlib

@@ -67,7 +67,7 @@ class Trace:
     @cached_property
     def names(self) -> list[dict[str, str]]:
         """Per state, the names renderings show for its index labels
-        (:meth:`~kvproof.model.framework.Spec.display_names`: SGLang's ``R0`` is ``R0@room0``)."""
+        (:meth:`~kvproof.model.framework.Spec.display_names`: e.g. ``R0`` shown as ``R0@room0``)."""
         names = self.machine.spec.display_names(self.states, self.actions)
         return list(names) + [{}] * (len(self.states) - len(names))
 

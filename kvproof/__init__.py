@@ -1,7 +1,7 @@
 """kvproof: a model-checked specification of the PD-disaggregated KV page lifecycle.
 
-The public surface, following the data flow: a :class:`Scenario` builds a spec instance (for
-SGLang, :class:`PdProtocol`), :func:`check_scenario` runs the explicit engine over it and
+The public surface, following the data flow: a :class:`Scenario` builds a spec instance (a
+protocol's :class:`Spec` subclass), :func:`check_scenario` runs the explicit engine over it and
 returns a :class:`ScenarioReport` of :class:`Verified` / :class:`Violated` (invariants and
 liveness claims), :class:`Reached` / :class:`Unreachable` (witnesses) and
 :class:`Inconclusive` results, whose traces :func:`write_trace` stores as ITF and
@@ -43,8 +43,6 @@ _PUBLIC = {  # name: the module that defines it
     "check_scenario_bmc": "kvproof.checker.symbolic.run", "prove_scenario": "kvproof.checker.symbolic.proofs",
     "ProofReport": "kvproof.checker.symbolic.proofs", "recheck": "kvproof.checker.certify",
     "Trace": "kvproof.checker.traces", "read_trace": "kvproof.checker.traces", "write_trace": "kvproof.checker.traces",
-    "Config": "kvproof.spec.sglang.config", "Engine": "kvproof.spec.sglang.config",
-    "Request": "kvproof.spec.sglang.config", "PdProtocol": "kvproof.spec.sglang.protocol",
 }
 
 __all__ = ["STARTED", "__version__", *_PUBLIC]

@@ -96,7 +96,7 @@ class ParametricSystem:
     one_goal_at_a_time: bool = False
     """When true, :func:`houdini` and :func:`minimise` ask each action about one post-state
     candidate at a time (an incremental solver, the pre-state behind assumption literals) rather
-    than about the disjunction of all of them: for some models (vLLM's) Z3 answers hundreds of
+    than about the disjunction of all of them: for some models Z3 answers hundreds of
     single-goal queries in a second where the one disjunctive query does not finish.  The
     answers mean the same: a candidate is kept only when every query about it is unsat."""
     universe: dict[str, list[Any]] | None = None

@@ -12,7 +12,10 @@ the checker never import it; they meet it through a :class:`Protocol` it registe
   how they become the configuration its spec classes are built from, and back;
 * where its built-in scenarios are;
 * optionally, commands that only make sense for it (parametric theorems, conformance with the
-  real engine's code, a workload simulator), as callables the command line looks up by name.
+  real engine's code, a workload simulator), as callables the command line looks up by name;
+* optionally, options of its own on a general command (``audit``'s settings that only its
+  engine has), which the command line adds to that command's parser;
+* the safety claims ``prove --all-sizes`` decides for a spec of it that has no all-sizes model.
 
 Everything else a general layer needs to know about a protocol - how to narrate a step, how to
 name a request or a page, which fields form a page pool - it asks the spec instance itself
@@ -40,7 +43,12 @@ class Protocol:
     returns the folder of its built-in ``*.toml`` scenarios (an ``importlib.resources``
     traversable).  ``default`` marks the protocol a scenario without a ``protocol`` key
     belongs to.  ``commands`` maps a command name (``theorems``, ``conform``, ``simulate``) to
-    a function returning the callable that implements it.
+    a function returning the callable that implements it.  ``arguments`` maps a general
+    command's name (``audit``) to a function that adds this protocol's own options to that
+    command's ``argparse`` parser (it imports nothing heavy: the parser is built at start-up).
+    ``all_sizes_claims`` names the safety claims ``prove --all-sizes`` checks at a scenario's own
+    size when its spec has no all-sizes model (:meth:`~.framework.Spec.all_sizes`; those of the
+    spec's claims it has).
     """
 
     name: str
@@ -53,6 +61,8 @@ class Protocol:
     aliases: Mapping[str, str] = field(default_factory=dict)
     default: bool = False
     commands: Mapping[str, Callable[[], Callable[..., Any]]] = field(default_factory=dict)
+    arguments: Mapping[str, Callable[[Any], None]] = field(default_factory=dict)
+    all_sizes_claims: tuple[str, ...] = ()
 
     @property
     def base_name(self) -> str:

@@ -3,8 +3,8 @@
 A scenario's ``protocol`` key (in a TOML file, or stored in a trace or a certificate) is data,
 so it is looked up here and never imported on its own say-so:
 
-* a registered protocol's stable name (``"sglang"``, ``"sglang-0.5.23"``) or one of its older
-  spellings (``kvproof.spec.sglang_0523:Sglang0523``); no ``protocol`` key at all means the
+* a registered protocol's stable name (see :class:`~.protocol.Protocol`) or one of its older
+  spellings (``module:Class`` paths of classes since moved); no ``protocol`` key at all means the
   base spec of the default protocol.  Protocols register under the ``kvproof.protocols``
   entry-point group (:class:`~.protocol.Protocol`; kvproof's own in ``pyproject.toml``), or a
   test registers one with :func:`register`;

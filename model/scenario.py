@@ -5,7 +5,7 @@ A scenario is a TOML file.  These keys are every protocol's::
     name = "incident"
     title = "One line"
     description = "What it models"
-    protocol = "sglang-0.5.23"   # optional: a registered protocol's name (none: the default
+    protocol = "mypd-1.2"        # optional: a registered protocol's name (none: the default
                                  # protocol's base spec), or "file.py:Class", a subclass in a
                                  # variant file (relative to this file), used only when that file
                                  # is passed as --variant
@@ -14,9 +14,9 @@ A scenario is a TOML file.  These keys are every protocol's::
     no_cross_tenant_read = "violated"
     sometimes_request_succeeds = "reached"   # a witness: "reached" | "unreachable"
 
-and the protocol names the rest (SGLang's ``[sizes]``, ``[[requests]]`` and ``[engine]``:
-:mod:`kvproof.spec.sglang.scenario_data`), which it parses into its own configuration
-(:class:`~.protocol.Protocol`).
+and the protocol names the rest (its own tables, such as ``[sizes]``, ``[[requests]]`` and
+``[engine]``: :attr:`~.protocol.Protocol.config_keys`), which it parses into its own
+configuration (:class:`~.protocol.Protocol`).
 
 A witness's verdict is ``reached`` or ``unreachable``; the older words ``verified`` and
 ``violated`` are accepted for a witness as synonyms and read as ``reached`` and ``unreachable``

@@ -74,7 +74,7 @@ class AllSizesModel:
     invariant read from ``source``), or ``None`` (no link at a fixed size)."""
     filter_sizes: dict[str, int] | None = None
     """The bounded instance Houdini filters on first (each uninterpreted sort's size, its
-    sentinel included); ``None``: :data:`FILTER_SIZES` (SGLang's sorts)."""
+    sentinel included); ``None``: no bounded filter, Houdini runs on the unbounded system only."""
     triples: Callable[[Sequence[tuple]], list[tuple]] | None = None
     """Which three-value facts of the small instance ``--template-arity 3`` keeps; ``None``: those
     of one element by the protocol's index sorts (:func:`one_element_triples`)."""
@@ -158,12 +158,6 @@ class AllSizesReport:
         return 0
 
 
-FILTER_SIZES = {"Req": 4, "Page": 4, "PPage": 3, "Chunk": 2, "Tenant": 2, "PRank": 2, "DRank": 2}
-"""The bounded instance Houdini runs on first (each sort's size, its sentinel included): a fast
-filter that drops most candidates with ground queries; only the unbounded run proves.  SGLang's
-sorts; a model with other sorts names its own (:attr:`AllSizesModel.filter_sizes`)."""
-
-
 def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
                     certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
                     progress: Callable[[str], None] | None = None, minimise_invariant: bool = True,
@@ -193,8 +187,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     report = AllSizesReport(scenario)
     stored = _read_invariant(invariant_from, hook) if invariant_from is not None else None
     targets = hook.targets if hook is not None else tuple(
-        n for n in ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
-                    "no_source_free_while_read", "exclusive_ownership") if n in {c.name for c in Machine(spec).claims})
+        n for n in scenario.family_protocol().all_sizes_claims if n in {c.name for c in Machine(spec).claims})
     t0 = time.perf_counter()
     say(f"{scenario.name}: the explicit engine at the scenario's own size")
     explicit = check_scenario(scenario, Limits(max_seconds=max_seconds), only=list(targets), traces_dir=traces_dir)
@@ -262,7 +255,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     t0 = time.perf_counter()
     say(f"{scenario.name}: Houdini over {len(cands)} lifted candidates and {len(claims)} claims, bounded instance")
     budget = lambda: max(max_seconds - sum(report.seconds.values()) - (time.perf_counter() - t0), 1.0)
-    pre = houdini(hook.system, [*cands.values(), *claims], budget(), say, sizes=hook.filter_sizes or FILTER_SIZES)
+    pre = houdini(hook.system, [*cands.values(), *claims], budget(), say, sizes=hook.filter_sizes)
     report.filtered = len(pre.kept)
     report.seconds["bounded"] = time.perf_counter() - t0
     t0 = time.perf_counter()

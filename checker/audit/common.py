@@ -1,7 +1,7 @@
 """The protocol-neutral half of ``kvproof audit``: reading a launch line and an environment,
 checking a scenario family, and printing the settings, the hazards and the verdict.
 
-An engine's audit (``kvproof.spec.sglang.audit``, ``kvproof.spec.vllm.audit``) knows its flags,
+An engine's audit (each protocol's ``audit`` command, :class:`~kvproof.model.protocol.Protocol`) knows its flags,
 variables, releases, scenario family, remedies and what each violated claim means for a
 deployment; this module knows none of them.  It gives the engines:
 
@@ -130,7 +130,7 @@ def take_assignments(words: list[str]) -> dict[str, str]:
 def take_prefix_environment(words: list[str]) -> dict[str, str]:
     """Remove a launch command's environment prefix from ``words`` and return it: leading
     ``NAME=VALUE`` words, then any number of ``env NAME=VALUE ...`` groups (``A=1 env B=2 env
-    C=3 vllm serve``), later assignments overriding earlier ones, as a shell would."""
+    C=3 engine serve``), later assignments overriding earlier ones, as a shell would."""
     env = take_assignments(words)
     while words and words[0] == "env":
         words.pop(0)

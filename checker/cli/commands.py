@@ -51,7 +51,7 @@ from kvproof.checker.cli.common import console as _console
 from kvproof.checker.symbolic.watchdog import BudgetSpent
 from kvproof.checker.cli.common import json_reports as _json_reports
 from kvproof.checker.cli.common import resolve as _resolve
-from kvproof.model.registry import trust_variant, variant_error, variant_scope
+from kvproof.model.registry import protocols, trust_variant, variant_error, variant_scope
 from kvproof.model.scenario import Scenario, builtins, load_variant
 
 # The engines, renderers and solvers are imported by the command that uses them, so that
@@ -535,7 +535,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_conform(args: argparse.Namespace) -> int:
     """Run traces (replay) or random event sequences (``--random N``) on the real engine of the
-    targets' protocol (SGLang 0.5.23, vLLM 0.33.0)."""
+    targets' protocol."""
     run_conform = _conform_protocol(args).command("conform")
     out = _console()
     with Progress(True, None, "") as progress:
@@ -548,11 +548,11 @@ def cmd_conform(args: argparse.Namespace) -> int:
 def _conform_protocol(args: argparse.Namespace):
     """The protocol whose conformance harness runs ``args.targets``: the one their scenarios
     belong to (a target that cannot be read counts for none: the harness reports it), else the
-    one protocol named by ``--engine`` (``vllm==...``), else the default protocol's."""
+    one protocol named by ``--engine`` (``NAME==VERSION``), else the default protocol's."""
     from fnmatch import fnmatch
 
     from kvproof.checker.traces import read_trace
-    from kvproof.model.registry import protocol_named, protocols
+    from kvproof.model.registry import default_protocol, protocol_named, protocols
 
     families = set()
     for t in args.targets or []:
@@ -569,14 +569,14 @@ def _conform_protocol(args: argparse.Namespace):
                 families.add(_resolve(t).family)
         except Exception:  # the harness reports it as bad input, in its own words
             continue
-    families = {f or "sglang" for f in families}
+    families = {f or default_protocol().name for f in families}
     if len(families) > 1:
         raise BadInput(f"conform: targets of {len(families)} protocols ({', '.join(sorted(families))}); "
                        "run each protocol's separately")
     if not families and args.engine:
         families = {p.name for p in protocols() if args.engine.split("==")[0] == p.name and "conform" in p.commands}
     if not families:
-        return protocol_named("sglang")
+        return default_protocol()
     found = protocol_named(families.pop())
     if "conform" not in found.commands:
         raise BadInput(f"conform: the {found.name} protocol has no conformance harness")
@@ -759,13 +759,12 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--variant", action="append", metavar="FILE.py", help=_TRUST)
     sm.set_defaults(func=cmd_simulate)
 
-    cf = sub.add_parser("conform", help="replay traces or random sequences on SGLang 0.5.23's or vLLM 0.33.0's "
-                                        "own code")
+    cf = sub.add_parser("conform", help="replay traces or random sequences on a protocol's real engine code")
     cf.add_argument("targets", nargs="*", metavar="TRACE|SCENARIO",
-                    help="trace files, a directory of traces, or scenarios of one protocol (default: "
-                         "sglang-0.5.23-*; with --engine vllm==0.33.0: vllm-*)")
+                    help="trace files, a directory of traces, or scenarios of one protocol (default: the "
+                         "conformance scenarios of the default protocol, or of the one --engine names)")
     cf.add_argument("--engine", default=None,
-                    help="the real engine: sglang==0.5.23 (SGLang scenarios) or vllm==0.33.0 (vLLM scenarios)")
+                    help="the real engine, NAME==VERSION, for the protocol NAME (kvproof list names the protocols)")
     cf.add_argument("--random", type=_positive_int, metavar="N",
                     help="run N random event sequences per scenario instead of replaying traces")
     cf.add_argument("--seed", type=int, default=0, metavar="S")
@@ -774,20 +773,17 @@ def build_parser() -> argparse.ArgumentParser:
     cf.set_defaults(func=cmd_conform)
 
     au = sub.add_parser("audit", help="is a deployment, as launched, exposed? ENGINE==VERSION ... -- COMMAND...")
-    au.add_argument("engine", metavar="ENGINE==VERSION", help="e.g. sglang==0.5.23 or vllm==0.33.0")
+    au.add_argument("engine", metavar="ENGINE==VERSION",
+                    help="the engine and its release (an unknown one is answered with the known ones)")
     au.add_argument("--env", action="append", metavar="NAME=VALUE",
                     help="an environment variable of the deployment (repeatable; kvproof's own environment is not read)")
     au.add_argument("--env-file", action="append", metavar="FILE", help="NAME=VALUE lines (repeatable)")
     au.add_argument("--peer-tp", type=_positive_int, metavar="N",
                     help="the other side's attention-TP size (default: the same as this line's)")
-    au.add_argument("--arrival-bound", metavar="S",
-                    help="vLLM: the longest the router takes to hand a finished prefill to decode, seconds "
-                         "(default: unbounded)")
-    au.add_argument("--transfer-bound", metavar="S",
-                    help="vLLM: the longest from decode receiving a request to the end of its READ (push: WRITE), "
-                         "engine-loop pauses included, seconds (default: unbounded)")
-    au.add_argument("--no-decode-stalls", action="store_true",
-                    help="vLLM: assume decode's engine loop never pauses long enough to miss a heartbeat")
+    for protocol in protocols():  # the options that only one protocol's engine has
+        add = protocol.arguments.get("audit")
+        if add is not None:
+            add(au)
     au.add_argument("--traces", default="traces", metavar="DIR", help="where the hazards' traces go (default: traces)")
     au.add_argument("--no-traces", action="store_true", help="write no trace files")
     au.add_argument("--json", action="store_true", help="print one JSON object instead of the report")

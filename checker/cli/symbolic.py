@@ -648,7 +648,7 @@ def add_commands(sub, positive_int, positive_float) -> None:
                          "under --certificates that is the model's)")
     pv.add_argument("--solve-certificate", action=argparse.BooleanOptionalAction, default=True,
                     help="with --link: re-solve the certificate's obligations with z3 and cvc5 (the default: seconds "
-                         "for the minimised v0.5.22 one); --no-solve-certificate rests on the line-for-line "
+                         "for a minimised one); --no-solve-certificate rests on the line-for-line "
                          "comparison with today's model alone")
     pv.add_argument("--certificates", default="traces/proofs", metavar="DIR",
                     help="where certificates go (default traces/proofs); with --link, where to look")
@@ -672,8 +672,8 @@ def add_commands(sub, positive_int, positive_float) -> None:
                     help="time limit of each solver process (default 600)")
     cf.add_argument("--all-sizes-seconds", type=positive_float, default=3600.0, metavar="S",
                     help="time limit of each solver process on an all-sizes certificate (*.allsizes.smt2; "
-                         "default 3600: v0.5.22's minimised one takes z3 and cvc5 seconds, its 455-conjunct "
-                         "predecessor took them 13 and 19 minutes on a loaded 2-core machine)")
+                         "default 3600: a minimised one takes z3 and cvc5 seconds, an unminimised one of 455 "
+                         "conjuncts took them 13 and 19 minutes on a loaded 2-core machine)")
     cf.add_argument("--all-sizes-model-only", action="store_true",
                     help="check an all-sizes certificate against today's parametric model line for line, but "
                          "run no solver on it (for a large one, whose obligations take the solvers minutes); "

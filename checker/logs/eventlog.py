@@ -1,8 +1,8 @@
 """Writing an event log (schema version 1, the format ``kvproof validate`` reads) from a running
 process: one JSON object a line, appended under a lock so that threads never interleave lines.
 
-This is the protocol-free half of the recorder: a protocol's recorder (for SGLang,
-``kvproof.spec.sglang.record``; for vLLM, ``kvproof.spec.vllm.record``) decides which calls are which events and hands them to
+This is the protocol-free half of the recorder: a protocol's recorder (its ``record``
+module) decides which calls are which events and hands them to
 :meth:`EventLog.emit` (or :meth:`EventLog.write`).
 """
 
@@ -42,7 +42,7 @@ class EventLog:
             self.file.flush()
 
     def emit(self, event: str, actor: str, rank: int, room: int, rid: str, gen: int, **fields: Any) -> None:
-        """Append one event line of a room's request (SGLang's fields; ``fields``: pages, chunk,
+        """Append one event line of a room's request (a schema with rooms; ``fields``: pages, chunk,
         page, status, ... as the schema has them)."""
         self.write(actor=actor, rank=rank, event=event, room=room, rid=rid, gen=gen, **fields)
 

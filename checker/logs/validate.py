@@ -27,7 +27,7 @@ decide*); the path to a state is not kept while searching - a violation's trace 
 second pass over the log up to that event, which keeps each event's parents.
 
 Nothing here knows a protocol: the protocol's ``validate`` command supplies the observation
-(``kvproof.spec.sglang.validate`` for SGLang).  The command itself (read the log, pick the
+(its ``validate`` module).  The command itself (read the log, pick the
 search, print the answer) is :mod:`kvproof.checker.logs.validate_command`; the search with its steps
 in C, :mod:`kvproof.checker.logs.validate_native`.
 """
@@ -72,7 +72,7 @@ class Event:
 
 
 class Observation(Protocol):
-    """What a protocol tells the search about its event log (see ``kvproof.spec.sglang.validate``)."""
+    """What a protocol tells the search about its event log (its ``validate`` command builds one)."""
 
     internal: Sequence[int]
     """Action instances no log shows: closed over between events."""

@@ -1,7 +1,7 @@
 """The search of ``kvproof validate`` over a *factored* frontier: possible states kept as blocks,
 each a product of independent components, never enumerated.
 
-Why: where a log cannot show when an internal step happened (vLLM's NIXL READ moves its data and
+Why: where a log cannot show when an internal step happened (a transfer that moves its data and
 completes unseen), every request with such a step outstanding may be in several internal phases,
 and the reference search (:class:`~kvproof.checker.logs.validate.Search`) holds the product of those
 phases: 2 x 3^7 = 4,374 states with 8 requests in flight, re-closed at every event.  Here a
@@ -73,7 +73,7 @@ __all__ = ["FactoredUnavailable", "Block", "FootprintCode", "FactoredSearch", "f
 MIN_INTERNAL = 12
 """``auto`` runs the factored search where the spec has at least this many live internal action
 instances (fewer: few requests in flight, a small flat frontier, which the flat search closes
-faster: measured on vLLM pull streams, the factored search is slower at 4 slots, 9 internal
+faster: measured on the catalogue's pull-mode streams, the factored search is slower at 4 slots, 9 internal
 instances, and 11 times faster at 8, 17) and no internal step reads what more than two others write (a step that depends on every
 request's internal phase, like a clock that stops at a READ's latency bound, joins every group
 back into the product)."""

@@ -1,7 +1,7 @@
 """Following one page, one request or one field through a long trace (``show --only``).
 
-A :class:`Focus` is a set of tokens: a field name (``owner``, ``wr``), an index label (SGLang's
-requests ``R1``, decode pages ``p3``, prefill pages ``q0``), or a field element (``owner[p3]``).  A changed
+A :class:`Focus` is a set of tokens: a field name (``owner``, ``wr``), an index label (a request
+``R1``, a page ``p3``: whatever labels the protocol's fields give their indices), or a field element (``owner[p3]``).  A changed
 field matches when its name, one of its indices, or its old or new value is a token, so
 ``--only p3`` also shows ``dest[R1, chunk 0]: none → p3`` (the page being handed to R1).  A
 note or a message matches when it mentions a token as a word.

@@ -4,7 +4,7 @@
 description).  Every verdict that differs from its expectation - or that a limit left
 inconclusive - is a result located where a person would start reading:
 
-1. the claim's definition in the spec source (``spec/sglang/claims.py``, or a variant's file);
+1. the claim's definition in the spec source (the protocol's claims module, or a variant's file);
 2. the definition of the counterexample's last action (the step after which the claim
    fails), when there is a counterexample;
 

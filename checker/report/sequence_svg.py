@@ -1,7 +1,7 @@
 """Sequence diagrams of traces, drawn as standalone SVG (no script, no external reference).
 
 One lane per participant the protocol names (:func:`~kvproof.checker.report.sequence.trace_lanes`;
-SGLang's: client, prefill scheduler, transfer engine, decode scheduler, page pool), one block per step with the step's
+e.g. client, prefill scheduler, transfer engine, decode scheduler, page pool), one block per step with the step's
 action on the left, one arrow per message, and the step's hazard notes in red under its
 arrows.  The markup is meant to be read by machines too:
 

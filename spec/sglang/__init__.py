@@ -19,7 +19,11 @@ from importlib import resources
 from kvproof.model.protocol import Protocol
 from kvproof.spec.sglang.scenario_data import CONFIG_KEYS, config_data, parse_config
 
-__all__ = ["PROTOCOL"]
+__all__ = ["PROTOCOL", "ALL_SIZES_CLAIMS"]
+
+ALL_SIZES_CLAIMS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
+                    "no_source_free_while_read", "exclusive_ownership")
+"""The safety claims ``prove --all-sizes`` decides (the all-sizes models state them)."""
 
 
 def _base():
@@ -82,5 +86,6 @@ PROTOCOL = Protocol(
     default=True,
     commands={"theorems": _theorems, "conform": _conform, "simulate": _simulate, "audit": _audit,
               "audit-releases": _audit_releases, "validate": _validate},
+    all_sizes_claims=ALL_SIZES_CLAIMS,
 )
 """The SGLang protocol, registered under the ``kvproof.protocols`` entry-point group."""

@@ -39,6 +39,7 @@ from typing import Any
 import z3
 
 from kvproof.checker.allsizes.quantified import Action, Candidate, ParametricSystem, QState, Step, Symbol
+from kvproof.spec.sglang import ALL_SIZES_CLAIMS
 from kvproof.spec.sglang.state import (
     ABT_LABELS, ACK_LABELS, D_LABELS, OUT_LABELS, P_LABELS, PAB_LABELS, POLL_LABELS, READ_LABELS,
 )
@@ -56,8 +57,12 @@ FIXED_ENGINE = {
 """The engine flags the parametric model describes (``ordered_arrivals`` and ``any_free_pages``
 may be either: the model over-approximates both)."""
 
-TARGET_CLAIMS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
-                 "no_source_free_while_read", "exclusive_ownership")
+TARGET_CLAIMS = ALL_SIZES_CLAIMS
+
+FILTER_SIZES = {"Req": 4, "Page": 4, "PPage": 3, "Chunk": 2, "Tenant": 2, "PRank": 2, "DRank": 2}
+"""The bounded instance Houdini runs on first (each sort's size, its sentinel included): a fast
+filter that drops most candidates with ground queries; only the unbounded run proves.  The
+ranked model (:mod:`.allsizes_ranked`) filters on the same sizes."""
 """The spec's safety claims the parametric model states (:meth:`SglangAllSizes.claims`)."""
 
 
@@ -734,7 +739,8 @@ def model_for(spec: Any, protocol: type) -> Any:
     corr = Correspondence(system, small)
     fixed = (*FIXED_LINES, f"deadline (timeout) {e.timeout} ticks, write latency bound {e.write_latency_bound} tick(s)")
     return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES, corr.joins,
-                         lambda invariant, source: link_map(spec, system, invariant, source))
+                         lambda invariant, source: link_map(spec, system, invariant, source),
+                         filter_sizes=FILTER_SIZES)
 
 
 class Pinned:

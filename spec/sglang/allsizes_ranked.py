@@ -55,6 +55,7 @@ from typing import Any
 import z3
 
 from kvproof.checker.allsizes.quantified import Action, Candidate, ParametricSystem, QState, Step, Symbol
+from kvproof.spec.sglang import ALL_SIZES_CLAIMS
 from kvproof.spec.sglang.state import (
     ABT_LABELS, ACK_LABELS, D_LABELS, OUT_LABELS, P_LABELS, PAB_LABELS, POLL_LABELS, READ_LABELS,
 )
@@ -73,8 +74,7 @@ FIXED_ENGINE = {
 """The engine flags the parametric model describes (``ordered_arrivals`` and ``any_free_pages``
 may be either: the model over-approximates both)."""
 
-TARGET_CLAIMS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
-                 "no_source_free_while_read", "exclusive_ownership")
+TARGET_CLAIMS = ALL_SIZES_CLAIMS
 """The spec's safety claims the parametric model states (:meth:`SglangAllSizes.claims`)."""
 
 
@@ -94,7 +94,7 @@ def supported(cfg: Any) -> str | None:
     return None
 
 
-from kvproof.spec.sglang.allsizes import _enum  # noqa: E402 - one enumeration sort per name in Z3's context
+from kvproof.spec.sglang.allsizes import FILTER_SIZES, _enum  # noqa: E402 - one enumeration sort per name in Z3's context
 
 
 class SglangAllSizes(ParametricSystem):
@@ -845,7 +845,7 @@ def model_for(spec: Any, protocol: type) -> Any:
     fixed = (*FIXED_LINES, f"deadline (timeout) {e.timeout} ticks, write latency bound {e.write_latency_bound} tick(s)")
     return AllSizesModel(system, TARGET_CLAIMS, small, corr.lift, fixed, ABSTRACTION_LINES, corr.joins,
                          lambda invariant, source: link_map(spec, system, invariant, source),
-                         more=((ranked, corr2.lift, corr2.joins),))
+                         filter_sizes=FILTER_SIZES, more=((ranked, corr2.lift, corr2.joins),))
 
 
 class Pinned:

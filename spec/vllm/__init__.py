@@ -58,6 +58,18 @@ def _conform():
     return run_conform
 
 
+def _audit_arguments(parser) -> None:
+    """``kvproof audit``'s options that only vLLM's engine has (the deployment's time bounds)."""
+    parser.add_argument("--arrival-bound", metavar="S",
+                        help="vLLM: the longest the router takes to hand a finished prefill to decode, seconds "
+                             "(default: unbounded)")
+    parser.add_argument("--transfer-bound", metavar="S",
+                        help="vLLM: the longest from decode receiving a request to the end of its READ (push: "
+                             "WRITE), engine-loop pauses included, seconds (default: unbounded)")
+    parser.add_argument("--no-decode-stalls", action="store_true",
+                        help="vLLM: assume decode's engine loop never pauses long enough to miss a heartbeat")
+
+
 PROTOCOL = Protocol(
     name="vllm",
     title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull and push mode)",
@@ -68,5 +80,11 @@ PROTOCOL = Protocol(
     catalogue=lambda: resources.files("kvproof.spec.vllm").joinpath("scenarios"),
     commands={"audit": _audit, "audit-releases": _audit_releases, "validate": _validate,
               "conform": _conform},
+    arguments={"audit": _audit_arguments},
+    # a vLLM spec without an all-sizes model (push mode, a subclass): the claims checked at its
+    # own size before it is reported inconclusive (the model of :mod:`.allsizes` states one more,
+    # pages_conserved)
+    all_sizes_claims=("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
+                      "no_source_free_while_read", "exclusive_ownership"),
 )
 """The vLLM protocol, registered under the ``kvproof.protocols`` entry-point group."""
