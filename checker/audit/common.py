@@ -207,7 +207,8 @@ class Reading:
     notes: list[str] = field(default_factory=list)
     """What the reader says about its own reading (e.g. a table of another version)."""
     launcher: str = ""
-    """The launch command recognised (``vllm serve``, ``python -m dynamo.sglang``, ...)."""
+    """The launch command recognised (the engine's own server command, or a wrapper that passes its
+    arguments through)."""
     options: dict[str, str] = field(default_factory=dict)
     """Destination -> the option that sets it (its first long spelling), to show a setting as a flag."""
 
