@@ -221,7 +221,8 @@ class SortedOps(Ops):
                 raise LiftRefused(f"{caller()}: counting over a sort (o.count of conditions of a loop's element): "
                                   "a sort has no cardinality")
             terms.append(z3.If(t, z3.IntVal(1), z3.IntVal(0)))
-        return Num(z3.Sum(terms) if terms else z3.IntVal(0), INT)
+        # no one-argument sum: SMT-LIB's + takes two or more (cvc5 refuses (+ x))
+        return Num(z3.IntVal(0) if not terms else terms[0] if len(terms) == 1 else z3.Sum(terms), INT)
 
     def require(self, cond):
         self.run.require(cond)

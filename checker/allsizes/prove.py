@@ -162,7 +162,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
                     certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
                     progress: Callable[[str], None] | None = None, minimise_invariant: bool = True,
                     invariant_from: str | Path | None = None, irredundant: bool = False,
-                    lifted: bool = False) -> AllSizesReport:
+                    model_of: Callable[[Any], "AllSizesModel | None"] | None = None) -> AllSizesReport:
     """Run the four steps of the module docstring on ``scenario``.  With ``minimise_invariant``
     (the default) Houdini's invariant is first shrunk to the claims and the lemmas they need
     (:func:`~.quantified.minimise`, checked from scratch; if that fails the whole set is kept).
@@ -172,18 +172,15 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     (``ValueError``, one line, when the file is not a readable certificate).  With
     ``irredundant`` the minimised set then goes through the greedy drop pass
     (:func:`~.quantified.drop_redundant`): no single lemma of what it leaves can be removed.
-    With ``lifted`` the model is the one lifted from the spec (:mod:`.sorted_allsizes`) instead
-    of the protocol's hand-written one."""
+    With ``model_of`` the model is ``model_of(spec)`` instead of the protocol's own
+    (``Spec.all_sizes()``): ``prove --all-sizes --lifted`` passes the model lifted from the spec
+    (:func:`~.sorted_allsizes.lifted_model`)."""
     from kvproof.checker.explicit.search import Limits
     from kvproof.checker.explicit.run import check_scenario
 
     say = progress or (lambda text: None)
     spec = scenario.build()
-    if lifted:
-        from kvproof.checker.allsizes.sorted_allsizes import lifted_model
-        hook = lifted_model(spec)
-    else:
-        hook = getattr(spec, "all_sizes", lambda: None)()
+    hook = model_of(spec) if model_of is not None else getattr(spec, "all_sizes", lambda: None)()
     report = AllSizesReport(scenario)
     stored = _read_invariant(invariant_from, hook) if invariant_from is not None else None
     targets = hook.targets if hook is not None else tuple(

@@ -38,7 +38,7 @@ from kvproof.checker.allsizes.sorted_link import check_lifted_link, link_map
 from kvproof.model.sorted_lift import LiftedSystem, lift_spec
 from kvproof.model.sorted_values import RefDom
 
-__all__ = ["lifted_model", "ClauseLifter", "lift_lines", "joins", "link_at_sizes"]
+__all__ = ["lifted_model", "ClauseLifter", "lift_lines", "joins", "link_at_sizes", "one_element_triples"]
 
 
 class ClauseLifter:
@@ -228,6 +228,28 @@ class _JoinLift:
         return Candidate(" ".join(name.split()), vars_, body)
 
 
+def one_element_triples(system: LiftedSystem, small: Any) -> Callable[[Sequence[tuple]], list[tuple]]:
+    """Which three-value facts of ``small`` ``--template-arity 3`` keeps: those whose slots all
+    belong to one element (the same index of the same sorted domain first; a request's lease,
+    age and phases), as the lifted model's fields say."""
+    from kvproof.checker.symbolic.lift import field_slots
+    heads = []
+    for fname, idx in field_slots(small.layout):
+        dims = system._fields[fname][1]
+        first = next(((d.name, i) for (k, d, _), i in zip(dims, idx) if k == "sorted"), None)
+        heads.append(first)
+
+    def keep(clauses: Sequence[tuple]) -> list[tuple]:
+        out = []
+        for c in clauses:
+            if len(c) == 3:
+                hs = {heads[s] for s, _ in c}
+                if len(hs) == 1 and None not in hs:
+                    out.append(c)
+        return out
+    return keep
+
+
 def lift_lines(system: LiftedSystem) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(fixed, abstractions): what the lifted model keeps at the scenario's values, and what it
     over-approximates (each abstraction the lift derived, with the line that needed it)."""
@@ -288,4 +310,5 @@ def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesMod
     return AllSizesModel(system, names, smalls[0], lifters[0], fixed, abstractions,
                          lambda states: joins(system, smalls[0], states),
                          lambda invariant, source: link_map(system, spec), more=more,
-                         prelink=lambda say: link_at_sizes(system, spec, say), filter_sizes=filter_sizes)
+                         prelink=lambda say: link_at_sizes(system, spec, say), filter_sizes=filter_sizes,
+                         triples=one_element_triples(system, smalls[0]))

@@ -318,6 +318,7 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from kvproof.checker.allsizes.prove import prove_all_sizes
+    from kvproof.checker.allsizes.sorted_allsizes import lifted_model
 
     if len(args.scenarios) != 1 or args.lift_from is not None:
         raise BadInput("prove --all-sizes takes exactly one SCENARIO (and no --lift-from)")
@@ -331,7 +332,7 @@ def _prove_all_sizes(args: argparse.Namespace) -> int:
         try:
             r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity, certs, traces, progress.note,
                                 minimise_invariant=not args.no_minimise, invariant_from=args.invariant_from,
-                                irredundant=args.irredundant, lifted=args.lifted)
+                                irredundant=args.irredundant, model_of=lifted_model if args.lifted else None)
         except ValueError as e:
             raise BadInput(str(e)) from None
     code = r.exit_code
