@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from kvproof.model.expr import SpecError, caller
 
-__all__ = ["LiftRefused", "active_lift", "indices", "per_element", "over_approximated", "take_lowest_free"]
+__all__ = ["LiftRefused", "active_lift", "lifted", "indices", "per_element", "over_approximated", "take_lowest_free"]
 
 _ACTIVE: ContextVar[Any] = ContextVar("kvproof_active_lift", default=None)
 
@@ -44,6 +44,13 @@ def active_lift() -> Any:
     """The lift run in progress (an object of :mod:`.sorted_lift`), or ``None`` (every other
     interpretation)."""
     return _ACTIVE.get()
+
+
+def lifted(s: Any) -> bool:
+    """Whether ``s`` (a pre- or next state an action receives) belongs to the lift to sorts: for
+    a helper that keeps its concrete algorithm in the spec and hands the lift its reading
+    (``if lifted(s): take_lowest_free(...)``)."""
+    return active_lift() is not None
 
 
 def indices(n: Any) -> Any:

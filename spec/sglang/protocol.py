@@ -27,7 +27,7 @@ from itertools import permutations, product
 from kvproof.spec.sglang.config import Config
 from kvproof.model.framework import ConfiguredSpec, SpecError, action
 from kvproof.model.layout import Domain
-from kvproof.model.lifting import indices, over_approximated, per_element, take_lowest_free
+from kvproof.model.lifting import indices, lifted, over_approximated, per_element, take_lowest_free
 from kvproof.model.ops import ConcreteOps
 from kvproof.spec.sglang.claims import PdClaims
 from kvproof.spec.sglang.state import (
@@ -248,9 +248,30 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         per-request field when ``table`` is one-dimensional) and marks them owned; with
         ``content``, also fills them with ``r``'s KV (the prefill forward pass).
         """
+        if lifted(s):  # the lift to sorts reads this allocation as any k free entries (an abstraction it prints)
+            two_dim = len(self.layout.by_name[table].dims) == 2
+            take_lowest_free(s, n, owner, size, k, lambda c: (table, (r, c) if two_dim else r), owned_by(r), FREE,
+                             content, kv_of(r))
+            return
+        o = s.ops
+        own = getattr(s, owner)
+        free = [own[p] == FREE for p in range(size)]
+        ranks, seen = [], o.const(0)
+        for p in range(size):
+            ranks.append(seen)
+            seen = seen + o.ite(free[p], o.const(1), o.const(0))
+        s.require(seen >= k)
         two_dim = len(self.layout.by_name[table].dims) == 2
-        take_lowest_free(s, n, owner, size, k, lambda c: (table, (r, c) if two_dim else r), owned_by(r), FREE,
-                         content, kv_of(r))
+        for c in range(k):
+            chosen = o.const(size)  # NONE
+            for p in reversed(range(size)):
+                chosen = o.ite(free[p] & (ranks[p] == c), o.const(p), chosen)
+            getattr(n, table)[(r, c) if two_dim else r] = chosen
+        for p in range(size):
+            taken = free[p] & (ranks[p] < k)
+            getattr(n, owner)[p] = o.ite(taken, owned_by(r), own[p])
+            if content is not None:
+                getattr(n, content)[p] = o.ite(taken, kv_of(r), getattr(s, content)[p])
 
     def release_aux(self, s, n, r: int, when=True):
         """Free ``r``'s metadata (aux) slot where ``when`` holds and ``r`` still owns it:
