@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import copy
+import os
 from functools import lru_cache
 
 import pytest
+
+# vLLM decides its platform once per process, on first import: a test that imports it before
+# another sets this would leave every later one in the process with "Failed to infer device type"
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 from kvproof.checker.explicit.search import Limits, explore
 from kvproof.model.machine import Machine

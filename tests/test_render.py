@@ -69,7 +69,7 @@ def test_scenarios_no_search_reached_are_one_line_not_a_row_per_claim(race):
     laid out as before (the column widths given: the same text)."""
     import time
 
-    from kvproof.checker.explicit import Limits
+    from kvproof.checker.explicit.search import Limits
 
     spent = Limits(max_seconds=1.0, started=time.perf_counter() - 5)
     skipped = [check_scenario(builtin(n), spent) for n in ("incident", "pr-36988")]

@@ -113,7 +113,9 @@ def describe(parser: argparse.ArgumentParser, deprecated: set[str] = frozenset()
         elif a.default is argparse.SUPPRESS:
             entry["suppress_default"] = True
         if a.choices is not None:
-            entry["choices"] = _jsonable(list(a.choices))
+            # sorted: an engine may build its choices from a set, whose order changes from one
+            # process to the next (hash seeds); whether a value is a choice does not depend on it
+            entry["choices"] = sorted(_jsonable(list(a.choices)), key=repr)
         if a.type is not None:
             entry["type"] = _type_name(a.type)
         if a.required:
