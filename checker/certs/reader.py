@@ -336,10 +336,6 @@ def _fixed(path: Path, header: list[Comment], body: list, bad) -> Certificate:
 
 # -- all sizes ---------------------------------------------------------------------------------------
 
-def _sort_ref(t: Any) -> bool:
-    return _is_symbol(t)
-
-
 _ALL_SIZES_PRELUDE = {
     "declare-sort": lambda t: len(t) == 3 and _is_symbol(t[1]) and t[2] == "0",
     "declare-datatypes": lambda t: (len(t) == 3 and isinstance(t[1], tuple) and isinstance(t[2], tuple)
@@ -348,13 +344,13 @@ _ALL_SIZES_PRELUDE = {
                                     and isinstance(t[2][0], tuple) and len(t[2][0]) > 0
                                     and all(isinstance(c, tuple) and len(c) == 1 and _is_symbol(c[0]) for c in t[2][0])),
     "declare-fun": lambda t: (len(t) == 4 and _is_symbol(t[1]) and isinstance(t[2], tuple)
-                              and all(_sort_ref(a) for a in t[2]) and _sort_ref(t[3])),
+                              and all(_is_symbol(a) for a in t[2]) and _is_symbol(t[3])),
 }
 _ALL_SIZES_BODY = {
     "declare-fun": _ALL_SIZES_PRELUDE["declare-fun"],
     "define-fun": lambda t: (len(t) == 5 and _is_symbol(t[1]) and isinstance(t[2], tuple)
-                             and all(isinstance(p, tuple) and len(p) == 2 and _is_symbol(p[0]) and _sort_ref(p[1])
-                                     for p in t[2]) and _sort_ref(t[3])),
+                             and all(isinstance(p, tuple) and len(p) == 2 and _is_symbol(p[0]) and _is_symbol(p[1])
+                                     for p in t[2]) and _is_symbol(t[3])),
     "assert": lambda t: len(t) == 2,
 }
 
