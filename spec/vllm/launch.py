@@ -122,10 +122,13 @@ def _values(ns: argparse.Namespace, holder: argparse.ArgumentParser, seen: dict[
     if getattr(ns, "model_tag", None):
         out["model"] = ns.model_tag
     for dest in _CONFIG_DESTS:
-        if dest in seen:
-            out[dest] = json.loads(seen[dest])
-        elif isinstance(out.get(dest), str):
-            out[dest] = json.loads(out[dest])
+        text = seen[dest] if dest in seen else out.get(dest)
+        if not isinstance(text, str):
+            continue
+        try:
+            out[dest] = json.loads(text)
+        except json.JSONDecodeError as e:  # the engine's parser refuses it too: bad input, one line
+            raise ParserRefused(f"argument --{dest.replace('_', '-')}: invalid JSON ({e.msg})") from None
     return out
 
 
