@@ -94,7 +94,7 @@ def test_the_check_leaves_public_sources_alone():
 
 def test_ci_builds_the_docs_with_warnings_as_errors():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert any(line.startswith(".venv/bin/mkdocs build --strict") for line in ci)
-    assert ".venv/bin/pip install -q -e '.[docs]'" in ci
+    assert any(line.startswith("NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict") for line in ci)
+    assert any(line.startswith(".venv/bin/pip install") and ",docs]" in line for line in ci)
     extra = re.search(r"^docs = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S).group(1)
     assert '"mkdocs==1.6.1"' in extra and '"mkdocs-material==9.8.1"' in extra
