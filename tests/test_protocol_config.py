@@ -145,3 +145,19 @@ def test_two_different_index_domains_of_one_name_are_refused():
 
     with pytest.raises(SpecError, match="two different index domains are called 'req'"):
         Clash().domain("req")
+
+
+def test_entry_points_are_ordered_kvproofs_own_first_then_by_package_whatever_the_folder_order():
+    """Python lists packages in folder order; the catalogue's order must not depend on it."""
+    from types import SimpleNamespace
+
+    from kvproof.model.registry import entry_point_order
+
+    def ep(name, dist):
+        return SimpleNamespace(name=name, dist=SimpleNamespace(name=dist))
+
+    found = [ep("minipd", "kvproof-minipd"), ep("zeta", "Aaa_Proto"), ep("sglang", "kvproof"), ep("vllm", "kvproof"),
+             ep("made", None)]
+    found[-1].dist = None  # an entry point made by hand, with no package
+    assert [e.name for e in entry_point_order(found)] == ["sglang", "vllm", "made", "zeta", "minipd"]
+    assert [e.name for e in entry_point_order(found[::-1])] == ["vllm", "sglang", "made", "zeta", "minipd"]
