@@ -24,7 +24,6 @@ __all__ = ["MiniPdConfig", "MiniPd"]
 NEW, WAITING, DECODED, ABORTED = 0, 1, 2, 3  # phase[r]: where request r is at decode
 IDLE, IN_FLIGHT, LANDED = 0, 1, 2  # write[r]: prefill's KV write for request r
 FREE = 0  # owner: nobody holds the page
-NO_KV = 0  # data, got[r]: no request's KV
 
 
 def owned_by(r: int) -> int:
@@ -112,7 +111,8 @@ class MiniPd(Spec):
     def decode_abort(self, s, n, r):
         """The client aborts a request while decode waits for its KV (SGLang: ``/abort_request``
         reaching the KV receiver's ``abort``).  With ``free_on_abort`` the page is freed at
-        once, though the request's write may still be in flight (the abort race, before PR 35049)."""
+        once, though the request's write may still be in flight (the abort race, before PR
+        35049)."""
         s.require(s.phase[r] == WAITING)
         n.phase[r] = ABORTED
         if self.cfg.free_on_abort:
