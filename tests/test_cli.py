@@ -222,7 +222,7 @@ class _Tty(io.StringIO):
 def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     from rich.text import Text
 
-    from kvproof.checker.cli.commands import _console
+    from kvproof.checker.cli.common import console as _console
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
@@ -240,7 +240,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
 
 
 def test_no_progress_display_off_a_terminal(capsys):
-    from kvproof.checker.cli.commands import _Progress
+    from kvproof.checker.cli.common import Progress as _Progress
     from kvproof.checker.results import Stats
 
     p = _Progress(True, total=3)

@@ -26,7 +26,7 @@ def test_help_and_list_import_no_engine(argv):
 
 
 def test_the_parser_offers_the_visited_sets_the_engine_has():
-    from kvproof.checker.cli.commands import VISITED_MODES
+    from kvproof.checker.cli.check import VISITED_MODES
     from kvproof.checker.explicit.visited import MODES
 
     assert VISITED_MODES == tuple(MODES)

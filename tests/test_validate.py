@@ -410,7 +410,8 @@ def _log(tmp_path, lines, name="mutated.jsonl"):
 
 def test_validate_has_one_exit_code_per_answer():
     from kvproof.checker.cli.commands import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK,
-                                              EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, VALIDATE_EXITS)
+                                              EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED)
+    from kvproof.checker.cli.validate import VALIDATE_EXITS
     from kvproof.checker.logs.validate_command import ANSWERS
 
     assert set(VALIDATE_EXITS) == set(ANSWERS)

@@ -1,0 +1,120 @@
+"""``kvproof certify``: re-check proof certificates, fixed-size and all-sizes alike, with fresh
+z3 and cvc5 processes and against today's catalogue (:mod:`kvproof.checker.certify`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kvproof.checker.cli.common import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, Progress, Summary, console, plural, resolve
+from kvproof.checker.cli.options import positive_float
+
+__all__ = ["NAME", "add_parser", "run"]
+
+NAME = "certify"
+
+
+def add_parser(sub) -> None:
+    """Register ``certify`` on the main parser's subcommands."""
+    cf = sub.add_parser("certify", help="re-check proof certificates with fresh z3 and cvc5 processes and against the catalogue")
+    cf.add_argument("files", nargs="*", metavar="FILE")
+    cf.add_argument("--certificates", default="traces/proofs", metavar="DIR",
+                    help="where to look when no FILE is given (default traces/proofs)")
+    cf.add_argument("--scenario", metavar="SCENARIO",
+                    help="check against this scenario (built-in name or .toml file) instead of the catalogue's of the same name")
+    cf.add_argument("--seconds", type=positive_float, default=600.0, metavar="S",
+                    help="time limit of each solver process (default 600)")
+    cf.add_argument("--all-sizes-seconds", type=positive_float, default=3600.0, metavar="S",
+                    help="time limit of each solver process on an all-sizes certificate (*.allsizes.smt2; "
+                         "default 3600: a minimised one takes z3 and cvc5 seconds, an unminimised one of 455 "
+                         "conjuncts took them 13 and 19 minutes on a loaded 2-core machine)")
+    cf.add_argument("--all-sizes-model-only", action="store_true",
+                    help="check an all-sizes certificate against today's parametric model line for line, but "
+                         "run no solver on it (for a large one, whose obligations take the solvers minutes); "
+                         "said on its line")
+    cf.add_argument("--complete", action="store_true",
+                    help="also fail (exit 1) if a scenario of the catalogue has no certificate among them")
+    cf.add_argument("--variant", action="append", metavar="FILE.py",
+                    help="trust this engine variant file (it is code) for the scenario --scenario names (repeatable)")
+    cf.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Re-check certificates (default: every one under traces/proofs), fixed-size and all-sizes
+    alike: each read by the one certificate reader, its obligations answered by fresh z3 and cvc5
+    processes, one answer bound to each, and held against today's catalogue scenario
+    (fixed-size) or parametric model (all-sizes).  Exit 1 if one does not check, 3 if one cannot
+    be read as a certificate (each named on stdout, the others still checked, and one line on
+    stderr).  With ``--complete``, a scenario of the catalogue that no fixed-size certificate
+    given names is listed as MISSING and fails the run too (exit 1)."""
+    from rich.text import Text
+
+    from kvproof.checker.certify import recheck
+    from kvproof.checker.certs.reader import ALL_SIZES, CertificateError
+    from kvproof.checker.certs.solvers import cvc5_command, z3_command
+
+    files = [Path(f) for f in args.files] or sorted(Path(args.certificates).glob("*.smt2"))
+    if not files:
+        raise CertificateError(f"no certificates given and none under {args.certificates}")
+    against = None
+    if args.scenario:
+        against = resolve(args.scenario)
+    out = console()
+    bad = unreadable = 0
+    model_only = False
+    last: CertificateError | None = None
+    _certified: set[str] = set()  # the scenarios the readable fixed-size certificates name
+    with Progress(True, len(files), "certificates") as progress:  # removed however the loop ends
+        for f in files:
+            progress.start(f"{f.name}: z3 and cvc5")
+            try:
+                rc = recheck(f, against, args.seconds, args.all_sizes_seconds, solve_all_sizes=not args.all_sizes_model_only)
+            except CertificateError as e:  # named here with the others; one line on stderr at the end
+                unreadable += 1
+                last = e
+                if len(files) > 1:
+                    with progress.paused():
+                        out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
+                continue
+            bad += not rc.ok
+            if rc.kind == ALL_SIZES:
+                model_only |= args.all_sizes_model_only
+                how = ("; compared with today's model only, not re-solved: --all-sizes-model-only"
+                       if args.all_sizes_model_only else "")
+                what = f"{rc.scenario}, every size: {len(rc.invariants)} claims{how}"
+            else:
+                _certified.add(rc.scenario)
+                what = f"{rc.scenario}: {len(rc.invariants)} invariants"
+            with progress.paused():
+                out.print(Text(f"{'ok' if rc.ok else 'FAILED':<6} {f}  ({what})",
+                               style="green" if rc.ok else "bold red"), soft_wrap=True)
+                for p in rc.problems:
+                    out.print(f"       {p}", soft_wrap=True)  # one line per failure, however long
+    missing: list[str] = []
+    if args.complete:
+        from kvproof.model.scenario import builtin_names
+
+        missing = [n for n in builtin_names() if n not in _certified]
+        for n in missing:
+            out.print(Text(f"MISSING {n}: no certificate for this scenario of the catalogue", style="bold red"),
+                      soft_wrap=True)
+    checked = len(files) - unreadable
+    if checked:
+        out.print(f"{checked - bad} of {checked} certificates check" + (f", {unreadable} unreadable" if unreadable else "")
+                  + (f", {len(missing)} scenarios of the catalogue without one" if missing else ""))
+        out.print(f"  solvers: {z3_command()[1]}; {cvc5_command()[1]}", soft_wrap=True)
+    code = EXIT_BAD_INPUT if last is not None else EXIT_MISMATCH if bad or missing else EXIT_OK
+    meaning = {EXIT_OK: "every certificate checks" + (" and every scenario of the catalogue has one" if args.complete else ""),
+               EXIT_MISMATCH: ("a certificate does not check" if bad else "a scenario of the catalogue has no certificate"),
+               EXIT_BAD_INPUT: "a file cannot be read as a kvproof certificate"}[code]
+    ran = (plural(len(files), "certificate") + " (z3 and cvc5" + ("; all-sizes ones against today's model only"
+                                                                  if model_only else "")
+           + (", every scenario of the catalogue asked for)" if args.complete else ")"))
+    if len(files) > 1 or last is None:
+        Summary("certify", ran, checked - bad, bad + len(missing), 0, code, meaning).print(out)
+    if last is not None:  # exit 3, one line: the file's own error, or how many are named above
+        if len(files) == 1:
+            raise last
+        raise CertificateError(f"{unreadable} of {len(files)} files cannot be read as kvproof certificates "
+                               "(each is named above)")
+    return code

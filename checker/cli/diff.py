@@ -1,0 +1,35 @@
+"""``kvproof diff A B``: where two traces first diverge, and what differs there."""
+
+from __future__ import annotations
+
+import argparse
+
+from kvproof.checker.cli.common import EXIT_MISMATCH, EXIT_OK, Summary, console
+from kvproof.checker.cli.options import TRUST
+
+__all__ = ["NAME", "add_parser", "run"]
+
+NAME = "diff"
+
+
+def add_parser(sub) -> None:
+    """Register ``diff`` on the main parser's subcommands."""
+    df = sub.add_parser("diff", help="where two traces first diverge, and what differs")
+    df.add_argument("a", metavar="A")
+    df.add_argument("b", metavar="B")
+    df.add_argument("--variant", action="append", metavar="FILE.py", help=TRUST)
+    df.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Show where two traces first diverge and what differs there; exit 0 when identical."""
+    from kvproof.checker.report.diff import diff_traces, render_diff
+    from kvproof.checker.traces import read_trace
+
+    a, b = read_trace(args.a), read_trace(args.b)
+    d = diff_traces(a, b)
+    out = console()
+    out.print(render_diff(d, args.a, args.b))
+    same = int(d.identical)
+    return Summary("diff", "2 traces compared", same, 1 - same, 0, EXIT_OK if same else EXIT_MISMATCH,
+                   "the traces are identical" if same else "the traces differ").print(out)

@@ -1,0 +1,126 @@
+"""``kvproof simulate SCENARIO``: a long random workload through a scenario's engine (the
+protocol's workload simulator), counting the responses that read another request's KV; the run
+up to the first exposure is written as a trace (sliced to the requests involved when long)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from kvproof.checker.cli.common import EXIT_MISMATCH, EXIT_OK, BadInput, Progress, Summary, console, plural, resolve
+from kvproof.checker.cli.options import TRUST, positive_float, positive_int
+
+__all__ = ["NAME", "OUTPUTS", "add_parser", "run"]
+
+NAME = "simulate"
+OUTPUTS = (("traces", "--traces", True, "no_traces"),)
+"""The files ``simulate`` writes, checked before it starts (:func:`~.outputs.check_outputs`)."""
+
+
+def add_parser(sub) -> None:
+    """Register ``simulate`` on the main parser's subcommands."""
+    sm = sub.add_parser("simulate", help="random long workload: how many responses read another's data",
+                        description="Run a long random workload through a scenario's engine and count the "
+                                    "responses that read another request's KV. Exit 0 when none did, 1 when one "
+                                    "did (an exposure; 0 with --report-only), 3 on bad input.")
+    sm.add_argument("scenario", metavar="SCENARIO", help="built-in name or scenario .toml file")
+    sm.add_argument("--requests", type=positive_int, default=10_000, metavar="N",
+                    help="requests to send in all (default 10000)")
+    sm.add_argument("--pages", type=_page_count, default=64, metavar="D", help="decode pages (default 64)")
+    sm.add_argument("--slots", type=_slot_count, default=8, metavar="K", help="requests in flight at once (default 8)")
+    sm.add_argument("--seed", type=int, default=0, metavar="S",
+                    help="seed of the random choices: one seed, one run (default 0)")
+    sm.add_argument("--fault-weight", type=positive_float, default=0.02, metavar="W",
+                    help="weight of aborts, failures and ack losses against 1 for progress (default 0.02)")
+    sm.add_argument("--traces", default="traces", metavar="DIR",
+                    help="where the run up to the first exposure is written (default: traces)")
+    sm.add_argument("--no-traces", action="store_true", help="write no trace file")
+    sm.add_argument("--trace-limit", type=positive_int, default=5000, metavar="STEPS",
+                    help="write the first exposure only if it is at most this many steps (default 5000)")
+    sm.add_argument("--report-only", action="store_true",
+                    help="report exposures but exit 0 (default: exit 1 when a response read another's KV)")
+    sm.add_argument("--variant", action="append", metavar="FILE.py", help=TRUST)
+    sm.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a long random workload and count responses that read another request's data; exit 1
+    when one did (an exposure), unless ``--report-only``."""
+    from kvproof.checker.traces import Trace, write_trace
+    from kvproof.model.machine import Machine
+    from kvproof.model.replay import run_actions
+
+    base = resolve(args.scenario)
+    workload = base.family_protocol().command("simulate")
+    if workload is None:
+        raise BadInput(f"simulate: the {base.family} protocol has no workload simulator")
+    simulation_scenario, simulate, slice_exposure = (workload.simulation_scenario, workload.simulate,
+                                                     workload.slice_exposure)
+    sc = simulation_scenario(base, args.pages, args.slots)
+    try:
+        machine = Machine(sc.build())
+    except ValueError as e:
+        raise BadInput(f"simulate: {e}") from None
+    t0 = time.perf_counter()
+    with Progress(True, args.requests, "requests") as progress:
+        def tick(so_far) -> None:
+            progress.note(f"{base.name}: {so_far.steps:,} steps · {so_far.foreign_reads:,} exposed so far",
+                          completed=so_far.requests)
+
+        exp = simulate(machine, args.requests, args.seed, args.fault_weight, progress=tick)
+    seconds = time.perf_counter() - t0
+    out = console()
+    out.print(f"{base.name}: {exp.requests:,} requests over {args.pages} decode pages "
+              f"({args.slots} at a time, seed {args.seed}), {exp.steps:,} steps in {seconds:.1f} s")
+    out.print(f"  {exp.responses:,} successful responses, {exp.errors:,} errors, {exp.aborted:,} aborted")
+    out.print(f"  {exp.foreign_reads:,} {_plural(exp.foreign_reads, 'response')} read another request's KV; "
+              f"{exp.cross_tenant_reads:,} read another tenant's")
+    held = getattr(exp, "held_releases", 0)
+    if held:
+        out.print(f"  {held:,} held {_plural(held, 'release')}: {exp.deadline_releases:,} on a deadline "
+                  f"({exp.deadline_releases / held:.0%}), the rest on drain acks")
+    if exp.stuck:
+        out.print("  the run got stuck: requests left unfinished with nothing enabled")
+    if exp.first_bad_run is not None:
+        run, how = exp.first_bad_run, ""
+        if len(run) > args.trace_limit:
+            sliced = slice_exposure(machine, exp)
+            if sliced is not None and len(sliced) <= args.trace_limit:
+                run, how = sliced, f" (sliced to the two requests involved: {len(sliced):,} steps)"
+        if len(run) > args.trace_limit:
+            out.print(f"  first exposure at step {len(exp.first_bad_run):,}: longer than --trace-limit "
+                      f"{args.trace_limit} and not sliceable, not written")
+        elif not args.no_traces:
+            states = run_actions(machine, run)
+            trace = Trace(sc, machine, "decode_reads_only_own_pages", "counterexample", run, states)
+            path = write_trace(trace, args.traces)
+            out.print(f"  first exposure at step {len(exp.first_bad_run):,}, written to {path}{how}", soft_wrap=True)
+    exposed = exp.foreign_reads > 0 or exp.first_bad_run is not None
+    ran = (f"{plural(exp.requests, 'request')} on {base.name} (seed {args.seed}), 1 claim (no response reads "
+           "another request's KV)")
+    if not exposed:
+        code, meaning = EXIT_OK, "no response read another request's KV"
+    elif args.report_only:
+        code, meaning = EXIT_OK, "an exposure was found and only reported (--report-only)"
+    else:
+        code, meaning = EXIT_MISMATCH, "an exposure: a response read another request's KV"
+    return Summary("simulate", ran, int(not exposed), int(exposed), 0, code, meaning).print(out)
+
+
+def _plural(n: int, word: str) -> str:
+    """``word``, with an ``s`` unless ``n`` is one."""
+    return word if n == 1 else word + "s"
+
+
+def _page_count(text: str) -> int:
+    v = positive_int(text)
+    if v > 200:
+        raise argparse.ArgumentTypeError(f"expected at most 200 pages, got {v}")
+    return v
+
+
+def _slot_count(text: str) -> int:
+    v = positive_int(text)
+    if v > 64:
+        raise argparse.ArgumentTypeError(f"expected at most 64 slots, got {v}")
+    return v
