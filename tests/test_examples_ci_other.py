@@ -29,7 +29,7 @@ pages = 1
 release_policy = "drain_ack"
 """
 BAD = GOOD.replace('[engine]\nrelease_policy = "drain_ack"\n', "").replace('"ours"', '"wrong"').replace(
-    "pages = 1\n", 'pages = 1\n[[requests]]\ntenant = "B"\npages = 1\n', 1)
+    'tenant = "A"\npages = 1\n', 'tenant = "A"\npages = 1\n[[requests]]\ntenant = "B"\npages = 1\n')
 
 
 def test_the_gitlab_jobs_run_the_github_workflows_steps():
