@@ -284,17 +284,37 @@ class Post(Pre):
 class Spec:
     """Base class of a protocol: domains, fields, actions and claims.
 
-    Subclasses implement :meth:`build_fields`; actions and claims are found by their decorators
-    in definition order (base classes first, an override keeps its base's position).
+    Subclasses implement :meth:`build_fields` (and :meth:`domain` only for a parameter domain
+    that indexes no field); actions and claims are found by their decorators in definition
+    order (base classes first, an override keeps its base's position).
     """
 
     def build_fields(self) -> list[Field]:  # pragma: no cover - abstract
         """The state's fields, in layout order."""
         raise NotImplementedError
 
-    def domain(self, name: str) -> Domain:  # pragma: no cover - abstract
-        """The index domain called ``name`` (a parameter domain of some action)."""
-        raise NotImplementedError
+    def domain(self, name: str) -> Domain:
+        """The index domain called ``name`` (a parameter domain of some action).  Default: the
+        domain of that name that indexes a field of the state (``Field("owner", (req,), ...)``
+        makes ``req`` a parameter domain); override it for a parameter that indexes no field."""
+        found = self._index_domains.get(name)
+        if found is None:
+            known = ", ".join(sorted(self._index_domains)) or "none"
+            raise SpecError(f"{type(self).__name__}: no field of the state is indexed by a domain called {name!r} "
+                            f"(those that are: {known}); an action's parameter domain either indexes a field "
+                            "or is returned by the spec's own domain(name)")
+        return found
+
+    @cached_property
+    def _index_domains(self) -> dict[str, Domain]:
+        """The index domains of the state's fields, by name (each name one domain)."""
+        out: dict[str, Domain] = {}
+        for f in self.layout.fields:
+            for d in f.dims:
+                if out.setdefault(d.name, d) != d:
+                    raise SpecError(f"{type(self).__name__}: two different index domains are called {d.name!r} "
+                                    f"({out[d.name]} and {d}); give them different names")
+        return out
 
     @cached_property
     def layout(self) -> Layout:

@@ -1,15 +1,17 @@
 """What a protocol hands the general layers: one small, documented interface.
 
-A protocol is a package of ``kvproof.spec`` (``spec/sglang/`` today) that describes one
-serving engine's KV page lifecycle as a :class:`~.framework.Spec` subclass.  The model and
-the checker never import it; they meet it through a :class:`Protocol` it registers under the
-``kvproof.protocols`` entry-point group (``pyproject.toml``), or that a test registers with
-:func:`~.registry.register`.  It says:
+A protocol is a package that describes one serving engine's KV page lifecycle as a
+:class:`~.framework.Spec` subclass: one of ``kvproof.spec`` (``spec/sglang/``, ``spec/vllm/``)
+or any installed package (``examples/protocols/minipd/`` is one, in about a hundred lines).
+The model and the checker never import it; they meet it through a :class:`Protocol` it
+registers under the ``kvproof.protocols`` entry-point group (its ``pyproject.toml``), or that
+a test registers with :func:`~.registry.register`.  It says:
 
 * which spec classes it offers, under stable names a scenario's ``protocol`` key uses
   (``"sglang"``, ``"sglang-0.5.23"``), with older spellings as aliases;
-* which keys of a scenario file are its own (``[sizes]``, ``[[requests]]``, ``[engine]``) and
-  how they become the configuration its spec classes are built from, and back;
+* which keys of a scenario file are its own and how they become the configuration its spec
+  classes are built from, and back: a dataclass's ``[config]`` table (:mod:`.config`), or
+  tables it parses itself (``[sizes]``, ``[[requests]]``, ``[engine]``);
 * where its built-in scenarios are;
 * optionally, commands that only make sense for it (parametric theorems, conformance with the
   real engine's code, a workload simulator), as callables the command line looks up by name;
@@ -28,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from kvproof.model.config import ConfigTable
+
 __all__ = ["Protocol"]
 
 
@@ -35,34 +39,68 @@ __all__ = ["Protocol"]
 class Protocol:
     """One protocol package, as the general layers see it.
 
-    ``specs`` maps each stable name to a function returning the class (so that nothing is
-    imported before it is used); the first name is the protocol's base spec, the class engine
-    variants subclass.  ``parse_config(data, fail)`` turns the protocol's own keys of a
-    scenario file (``data`` holds only those) into its configuration, raising ``fail(key,
-    what, got)`` for the first problem; ``config_data(config)`` is its inverse.  ``catalogue``
-    returns the folder of its built-in ``*.toml`` scenarios (an ``importlib.resources``
-    traversable).  ``default`` marks the protocol a scenario without a ``protocol`` key
-    belongs to.  ``commands`` maps a command name (``theorems``, ``conform``, ``simulate``) to
-    a function returning the callable that implements it.  ``arguments`` maps a general
-    command's name (``audit``) to a function that adds this protocol's own options to that
-    command's ``argparse`` parser (it imports nothing heavy: the parser is built at start-up).
-    ``all_sizes_claims`` names the safety claims ``prove --all-sizes`` checks at a scenario's own
-    size when its spec has no all-sizes model (:meth:`~.framework.Spec.all_sizes`; those of the
-    spec's claims it has).
+    ``specs`` maps each stable name to the spec class, or to a function returning it (so that
+    nothing is imported before it is used); the first name is the protocol's base spec, the
+    class engine variants subclass.  The configuration a spec class is built from is either
+    ``config``, a dataclass whose fields are the keys of the scenario file's ``[config]`` table
+    (:mod:`.config` derives the parser and its inverse), or, for richer tables, the three of
+    ``config_keys`` (the scenario file's keys the protocol owns, ``("sizes", "engine")``),
+    ``parse_config(data, fail)`` (``data`` holds only those keys; it returns the configuration
+    or raises ``fail(key, what, got)`` for the first problem) and ``config_data(config)`` (its
+    inverse).  ``catalogue`` is the folder of its built-in ``*.toml`` scenarios (a path or an
+    ``importlib.resources`` traversable), or a function returning it.  ``default`` marks the
+    protocol a scenario without a ``protocol`` key belongs to.  ``commands`` maps a command
+    name (``theorems``, ``conform``, ``simulate``) to a function returning the callable that
+    implements it.  ``arguments`` maps a general command's name (``audit``) to a function that
+    adds this protocol's own options to that command's ``argparse`` parser (it imports nothing
+    heavy: the parser is built at start-up).  ``all_sizes_claims`` names the safety claims
+    ``prove --all-sizes`` checks at a scenario's own size when its spec has no all-sizes model
+    (:meth:`~.framework.Spec.all_sizes`; those of the spec's claims it has).
+
+    A protocol with one spec class and a dataclass configuration needs five arguments::
+
+        PROTOCOL = Protocol(name="minipd", title="one prefill, one decode, one page",
+                            specs={"minipd": MiniPd}, config=MiniConfig,
+                            catalogue=resources.files(__name__) / "scenarios")
     """
 
     name: str
     title: str
-    specs: Mapping[str, Callable[[], type]]
-    config_keys: tuple[str, ...]
-    parse_config: Callable[[dict[str, Any], Callable[..., Exception]], Any]
-    config_data: Callable[[Any], dict[str, Any]]
-    catalogue: Callable[[], Any] | None = None
+    specs: Mapping[str, Callable[[], type] | type]
+    config_keys: tuple[str, ...] | None = None
+    parse_config: Callable[[dict[str, Any], Callable[..., Exception]], Any] | None = None
+    config_data: Callable[[Any], dict[str, Any]] | None = None
+    catalogue: Callable[[], Any] | Any | None = None
     aliases: Mapping[str, str] = field(default_factory=dict)
     default: bool = False
     commands: Mapping[str, Callable[[], Callable[..., Any]]] = field(default_factory=dict)
     arguments: Mapping[str, Callable[[Any], None]] = field(default_factory=dict)
     all_sizes_claims: tuple[str, ...] = ()
+    config: type | None = None
+
+    def __post_init__(self) -> None:
+        """Derive what the arguments leave implicit: the ``[config]`` table from ``config``,
+        a factory for a spec class given directly, a function for a catalogue folder given
+        directly.  ``TypeError`` (at once, in the protocol's own package) for a protocol
+        that gives both or neither of the two ways of reading its configuration."""
+        own = (self.config_keys, self.parse_config, self.config_data)
+        if self.config is not None:
+            if any(x is not None for x in own):
+                raise TypeError(f"protocol {self.name}: give config=<dataclass> or config_keys, parse_config "
+                                "and config_data, not both")
+            table = ConfigTable(self.config)
+            object.__setattr__(self, "config_keys", table.keys)
+            object.__setattr__(self, "parse_config", table.parse)
+            object.__setattr__(self, "config_data", table.data)
+        elif any(x is None for x in own):
+            raise TypeError(f"protocol {self.name}: give config=<dataclass>, or all of config_keys, parse_config "
+                            "and config_data")
+        if not self.specs:
+            raise TypeError(f"protocol {self.name}: specs names no spec class")
+        object.__setattr__(self, "specs", {name: _factory(make) for name, make in self.specs.items()})
+        if self.catalogue is not None and not callable(self.catalogue):
+            folder = self.catalogue
+            object.__setattr__(self, "catalogue", lambda: folder)
 
     @property
     def base_name(self) -> str:
@@ -77,3 +115,10 @@ class Protocol:
         """The callable implementing command ``name`` for this protocol, or ``None``."""
         make = self.commands.get(name)
         return make() if make is not None else None
+
+
+def _factory(make: Callable[[], type] | type) -> Callable[[], type]:
+    """``make`` as a function returning the spec class (a class given directly is wrapped)."""
+    if isinstance(make, type):
+        return lambda: make
+    return make

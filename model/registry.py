@@ -33,9 +33,9 @@ from typing import Iterator
 
 from kvproof.model.protocol import Protocol
 
-__all__ = ["ProtocolError", "register", "unregister", "protocols", "protocol_named", "protocol_of", "default_protocol",
-           "builtin_names", "base_names", "canonical", "check_reference", "protocol_class", "variant_classes", "trust_variant",
-           "trusted_files", "variant_scope", "variant_error"]
+__all__ = ["ProtocolError", "register", "unregister", "protocols", "entry_point_order", "protocol_named", "protocol_of",
+           "default_protocol", "builtin_names", "base_names", "canonical", "check_reference", "protocol_class",
+           "variant_classes", "trust_variant", "trusted_files", "variant_scope", "variant_error"]
 
 GROUP = "kvproof.protocols"
 _MAX_REFERENCE = 1024
@@ -62,15 +62,27 @@ def unregister(name: str) -> None:
 
 
 def protocols() -> list[Protocol]:
-    """Every registered protocol: the ``kvproof.protocols`` entry points (loaded once), then
-    those registered by :func:`register`."""
+    """Every registered protocol: the ``kvproof.protocols`` entry points (loaded once; see
+    :func:`entry_point_order`), then those registered by :func:`register`."""
     global _loaded
     if not _loaded:
         _loaded = True
-        for ep in metadata.entry_points(group=GROUP):
+        for ep in entry_point_order(metadata.entry_points(group=GROUP)):
             p = ep.load()
             _registered.setdefault(p.name, p)
     return list(_registered.values())
+
+
+def entry_point_order(eps) -> list:
+    """The entry points in the order their protocols are listed (the catalogue's order): kvproof's
+    own first, in its ``pyproject.toml``'s order, then each other package's by package name, in
+    that package's order.  Python finds packages in the order of a folder listing, which differs
+    between file systems; this order does not."""
+    def package(ep) -> str:
+        dist = getattr(ep, "dist", None)
+        return re.sub(r"[-_.]+", "-", dist.name).lower() if dist is not None else ""
+
+    return sorted(eps, key=lambda ep: (package(ep) != "kvproof", package(ep)))
 
 
 def protocol_named(name: str) -> Protocol:

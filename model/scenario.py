@@ -29,7 +29,6 @@ the key and what was expected.  A scenario file is data: its ``protocol`` is loo
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 import tomllib
@@ -42,6 +41,7 @@ from kvproof.model.framework import Spec
 from kvproof.model.protocol import Protocol
 from kvproof.model.registry import (ProtocolError, base_names, check_reference, default_protocol, protocol_named,
                                     protocol_of, protocols, trust_variant, variant_classes)
+from kvproof.model.suggest import did_you_mean
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "load_variant", "parse_scenario", "builtins",
            "builtin_names", "builtin", "did_you_mean", "VERDICTS", "WITNESS_VERDICTS", "WITNESS_SYNONYMS", "expected_verdict"]
@@ -181,12 +181,6 @@ def expected_verdict(kind: str, verdict: str) -> str:
     """``verdict`` as the verdict word of a claim of ``kind``: a witness's ``verified`` /
     ``violated`` read as ``reached`` / ``unreachable`` (:data:`WITNESS_SYNONYMS`)."""
     return WITNESS_SYNONYMS.get(verdict, verdict) if kind == "witness" else verdict
-
-
-def did_you_mean(word: str, choices) -> str:
-    """``"; did you mean X?"`` for a close misspelling of one of ``choices``, else ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
-    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _str(data: dict, key: str, fail, default: str) -> str:

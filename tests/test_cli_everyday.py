@@ -6,6 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
+from tests import user_docs
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -18,9 +20,8 @@ def test_the_licence_is_apache_2_in_full_and_declared_in_pyproject():
     assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
 
 
-def test_the_mermaid_variable_is_documented_where_the_readme_lists_the_test_tiers():
-    readme = (ROOT / "README.md").read_text()
-    tiers = readme[readme.index("## Running the tests"):readme.index("## Dependencies")]
+def test_the_mermaid_variable_is_documented_where_the_docs_list_the_test_tiers():
+    tiers = user_docs.page("how-to/run-the-tests.md")  # where the README's "Running the tests" moved
     assert "KVPROOF_MERMAID_JS" in tiers and "mermaid.min.js" in tiers and "`.ci/run`" in tiers
     assert re.search(r'^export KVPROOF_MERMAID_JS=', (ROOT / ".ci" / "run").read_text(), re.M)
     test = (ROOT / "tests" / "test_mermaid.py").read_text()
@@ -241,8 +242,7 @@ def test_prove_help_says_the_whole_catalogue_takes_tens_of_minutes(capsys):
     code, out, _ = run(capsys, "prove", "--help")
     text = " ".join(out.split())
     assert code == 0 and "Without SCENARIO it runs the whole catalogue" in text and "tens of minutes" in text
-    readme = (ROOT / "README.md").read_text()
-    assert "28 minutes in all" in readme  # the figure --help cites
+    assert "28 minutes in all" in user_docs.page("explanation/z3-engine.md")  # the figure --help cites
 
 
 # -- names and flags (item 3) --------------------------------------------------------------------
@@ -326,12 +326,14 @@ def _missing(text: str) -> list[str]:
     return bad
 
 
-def test_every_command_and_flag_the_readme_shows_exists():
-    readme = (ROOT / "README.md").read_text()
-    seen = {(c, f) for c, f, _ in readme_commands(readme)}
+def test_every_command_and_flag_the_readme_and_the_docs_show_exists():
+    docs = user_docs.pages()
+    seen = {(c, f) for text in docs.values() for c, f, _ in readme_commands(text)}
     assert {("check", "--variant"), ("prove", "--theorems"), ("report", "-o"), ("", "--version"),
             ("simulate", "--seed"), ("conform", "--random")} <= seen  # the scan finds what is there
-    assert _missing(readme) == []
+    assert {("check", "--junit"), ("audit", "--arrival-bound"), ("show", "--step")} <= {
+        (c, f) for c, f, _ in readme_commands(docs["README.md"])}  # the README's own tour
+    assert {path: _missing(text) for path, text in docs.items() if _missing(text)} == {}
     assert _missing("```sh\nkvproof prove --no-such-flag\nkvproof chek\n```\n") == [
         "kvproof prove has no --no-such-flag: kvproof prove --no-such-flag", "no command 'chek': kvproof chek"]
 

@@ -15,16 +15,16 @@ from kvproof.model import action
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
 
-from .tiny_protocol import TinyConfig, TinyPage
+from .minipd import MiniPd, MiniPdConfig, owned_by
 
 
-class DeadTiny(TinyPage):
-    """The tiny page with an action whose guard can never hold: a modelling bug to report."""
+class DeadMiniPd(MiniPd):
+    """The example protocol with an action whose guard can never hold: a modelling bug to report."""
 
-    @action("client", "client")
-    def client_steal(self, s, n, c):
+    @action("decode", "req")
+    def decode_steal(self, s, n, r):
         """Take a page that is both free and held: never enabled."""
-        s.require((s.owner == 0) & (s.owner == c + 1))
+        s.require((s.owner == 0) & (s.owner == owned_by(r)))
         n.owner = 0
 
 
@@ -34,20 +34,24 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_one_client_fires_each_action_once_and_a_dead_action_is_listed():
-    """One client, page held until the read: take, write, land, read, one transition each (a
-    line of 5 states), and the impossible action has none."""
-    cov = action_coverage(Machine(DeadTiny(TinyConfig(1))))
-    assert cov.fired == {"client_take": 1, "client_write": 1, "write_lands": 1, "client_read": 1, "client_steal": 0}
-    assert (cov.states, cov.transitions, cov.complete) == (5, 4, True)
-    assert cov.never_fired == ["client_steal"]
+def test_one_request_fires_each_action_as_counted_by_hand_and_a_dead_action_is_listed():
+    """One request, the page held after an abort until the write is done: reserve (1), then send
+    or abort (1 + 1); from sent, land or abort (1 + 1); from landed, commit or abort (1 + 1); an
+    abort in flight then lands (1) on the state an abort after landing reaches; the two held
+    pages are released (2): 10 states, 10 transitions, and the impossible action has none."""
+    cov = action_coverage(Machine(DeadMiniPd(MiniPdConfig(requests=1))))
+    assert cov.fired == {"decode_prealloc": 1, "prefill_send_kv": 1, "transfer_write_lands": 2, "decode_commit": 1,
+                         "decode_abort": 3, "decode_release_deferred": 2, "decode_steal": 0}
+    assert (cov.states, cov.transitions, cov.complete) == (10, 10, True)
+    assert cov.never_fired == ["decode_steal"]
 
 
-def test_two_clients_counts_add_up_to_the_checks_transitions():
-    m = Machine(TinyPage(TinyConfig(2, release_early=True)))
+def test_two_requests_counts_add_up_to_the_checks_transitions():
+    m = Machine(MiniPd(MiniPdConfig(requests=2, free_on_abort=True)))
     cov = action_coverage(m)
-    assert sum(cov.fired.values()) == cov.transitions and cov.never_fired == []
-    assert cov.fired["client_take"] > 2  # taken again after each early release, from several states
+    assert sum(cov.fired.values()) == cov.transitions == 90
+    assert cov.never_fired == ["decode_release_deferred"]  # ruled out by free_on_abort
+    assert cov.fired["decode_prealloc"] > 2  # reserved again after each free, from several states
 
 
 def test_check_coverage_text_and_json_pin_the_incidents_counts(capsys):
@@ -116,6 +120,6 @@ def test_graph_refuses_a_scenario_over_the_limit_in_one_line(capsys, monkeypatch
 
 
 def test_write_graph_returns_text_without_a_path():
-    g = state_graph(Machine(DeadTiny(TinyConfig(1))))
+    g = state_graph(Machine(DeadMiniPd(MiniPdConfig(requests=1))))
     text = write_graph(g, None, "dot")
-    assert text.count(" -> ") == 4 and '0 [depth=0, shape=doublecircle];' in text
+    assert text.count(" -> ") == 10 and '0 [depth=0, shape=doublecircle];' in text

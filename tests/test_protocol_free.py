@@ -11,7 +11,7 @@ from importlib import resources
 
 import kvproof
 
-PROTOCOL_WORD = re.compile(r"sglang|vllm", re.IGNORECASE)
+PROTOCOL_WORD = re.compile(r"sglang|vllm|minipd", re.IGNORECASE)  # minipd: examples/protocols/
 
 # the one module of model/ and checker/ that may name a protocol, in a docstring example of
 # the interface protocols implement

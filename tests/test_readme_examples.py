@@ -1,7 +1,7 @@
-"""The README's command examples, run as written (issue 18: "the README's command examples are
-run by a test and their output shape checked").
+"""The command examples of the README and of the docs site, run as written (issue 18: "the
+README's command examples are run by a test and their output shape checked").
 
-Each line below must appear verbatim in the README; it is run in a scratch copy of the files it
+Each line below must appear verbatim in the README or on a docs page; it is run in a scratch copy of the files it
 names (so nothing in the checkout is written), and its exit code and the shape of its output are
 checked.  The examples left out take longer than a test should (the whole catalogue, ``prove``,
 ``conform`` on SGLang's code, a 10,000-request simulation, BMC to depth 20) or name placeholder
@@ -16,11 +16,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tests import user_docs
 
 from kvproof.checker.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+DOCS = user_docs.text()  # the README and every docs page
 
 CLOSING = "kvproof {}: "  # the closing line every verdict-giving command ends with
 
@@ -73,7 +74,7 @@ def scratch(tmp_path_factory):
 
 @pytest.mark.parametrize("line, code, shows", EXAMPLES, ids=[e[0] for e in EXAMPLES])
 def test_a_readme_example_runs_as_written(line, code, shows, scratch, monkeypatch, capsys):
-    assert line in README, "the README no longer shows this example: update the list"
+    assert line in DOCS, "neither the README nor a docs page shows this example any more: update the list"
     monkeypatch.chdir(scratch)
     monkeypatch.setenv("COLUMNS", "120")
     argv = shlex.split(line)[1:]

@@ -344,15 +344,19 @@ def test_a_nul_byte_in_a_scenario_path_is_one_line():
 def test_an_installation_without_protocols_is_one_line_never_an_empty_pass(monkeypatch, capsys):
     """No kvproof.protocols entry point found (a checkout on sys.path without the package's
     metadata): check would have checked nothing and exited 0, list raised a traceback."""
-    from kvproof.checker.cli.commands import main
+    from kvproof.checker.cli.commands import _parser, main
     from kvproof.model import registry
 
     monkeypatch.setattr(registry, "_registered", {})
     monkeypatch.setattr(registry, "_loaded", True)
-    for argv in (["list"], ["check"], ["check", "--no-traces"]):
-        assert main(argv) == 3, argv
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "the catalogue is empty: no protocol is registered" in err
+    _parser.cache_clear()  # the parser (built once per process) carries the protocols' own options
+    try:
+        for argv in (["list"], ["check"], ["check", "--no-traces"]):
+            assert main(argv) == 3, argv
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "the catalogue is empty: no protocol is registered" in err
+    finally:
+        _parser.cache_clear()  # a later test in this process must not get the parser without them
 
 
 def test_a_builtin_read_from_its_own_file_is_the_catalogues():

@@ -204,7 +204,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
         report.verdicts = {n: "inconclusive" for n in targets}
         return report
     if hook is None:
-        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the README)"
+        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the docs: Proofs for every size)"
         report.verdicts = {n: "inconclusive" for n in targets}
         return report
     report.fixed, report.abstractions = hook.fixed, hook.abstractions
@@ -552,7 +552,7 @@ def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
     spec = scenario.build()
     hook = getattr(spec, "all_sizes", lambda: None)()
     if hook is None or hook.link is None:
-        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the README)"
+        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the docs: Proofs for every size)"
         return report
     report.verdicts = {n: "inconclusive" for n in hook.targets}
     t0 = time.perf_counter()

@@ -34,8 +34,8 @@ def add_parser(sub) -> None:
                         description="Prove every invariant of each scenario for all depths (an inductive invariant, "
                                     "and k-induction with Houdini lemmas), or refute it with a shortest trace. "
                                     "Without SCENARIO it runs the whole catalogue, one scenario after another: "
-                                    "tens of minutes (the README's run of 46 of the scenarios took 28 minutes on "
-                                    "a 2-core machine). Exit 0 when every invariant is proved or refuted as "
+                                    "tens of minutes (46 of the scenarios took 28 minutes on a 2-core machine: "
+                                    "the docs' Z3 engine page). Exit 0 when every invariant is proved or refuted as "
                                     "expected, 1 when one is not (or an engine error), 2 when one is "
                                     "inconclusive, 3 on bad input.")
     pv.add_argument("scenarios", nargs="*", metavar="SCENARIO",

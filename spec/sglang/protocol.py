@@ -2,8 +2,8 @@
 
 Every action is named after the SGLang code path it stands for (``python/sglang/srt/``; the
 table in ``spec/sglang/README.md`` lists them) and says which hazard of SGLang's PD history it
-takes part in (H1-H13, numbered as in the README's hazard table).  The claims live in
-:mod:`.claims`, the trace story in :mod:`.story` and :mod:`.narration`.
+takes part in (H1-H13, numbered as in the docs' page *The hazards of SGLang and vLLM*).  The
+claims live in :mod:`.claims`, the trace story in :mod:`.story` and :mod:`.narration`.
 
 Modelling choices, each stated once here:
 
@@ -71,7 +71,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
     """The protocol instance for one :class:`Config` (refused with ``ValueError`` when the
     configuration has a problem; kept as ``cfg``, its engine as ``e``, its :class:`~.state.Codes`
     as ``k``).  Subclass and override one action or helper to describe another engine's
-    behaviour (see the README)."""
+    behaviour (the docs: *Your own engine variant*)."""
 
     codes = Codes
     fields_of = staticmethod(build_fields)

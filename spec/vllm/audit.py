@@ -69,8 +69,8 @@ class Release:
 RELEASES: dict[str, Release] = {
     "0.33.0": Release(
         "0.33.0", dict(delay_free_aborted_load=True, abort_of_finished_frees=False),
-        basis="the `vllm-*` scenarios' engine (spec/vllm/): NIXL pull and push as read in the 0.33.0 wheel "
-              "(shared reference, section 2): leases with #41383's heartbeats, #32255's held aborted loads, "
+        basis="the `vllm-*` scenarios' engine (spec/vllm/): NIXL pull and push as read in the 0.33.0 wheel's "
+              "code: leases with #41383's heartbeats, #32255's held aborted loads, "
               "#25067's ignored abort of a finished request; both modes replayed on vLLM 0.33.0's scheduler and NIXL "
               "connector (kvproof conform: pull's connector scheduler and lease bookkeeping, push's connector "
               "scheduler and both push workers)"),
@@ -84,7 +84,7 @@ def known_engines() -> list[str]:
 
 
 CONNECTORS = {"NixlConnector": "pull", "NixlPushConnector": "push"}
-"""``kv_connector`` values the model covers, and their mode (vLLM's NIXL docs; shared reference 3.3)."""
+"""``kv_connector`` values the model covers, and their mode (vLLM's NIXL docs: ``nixl_connector_usage.md``)."""
 
 # -- names kvproof knows --------------------------------------------------------------------------
 #
@@ -126,7 +126,7 @@ EXTRA_KEYS: dict[str, str] = {
     "backends": "the NIXL transport plugins (UCX, LIBFABRIC, ...): a transport, not a lifecycle",
     "enable_cross_layers_blocks": "contiguous blocks across layers: a layout, not a lifecycle",
 }
-"""``kv_connector_extra_config`` keys kvproof knows (vLLM's NIXL docs; shared reference 2.4)."""
+"""``kv_connector_extra_config`` keys kvproof knows (vLLM's NIXL docs and ``nixl_kv_cache_lease.md``)."""
 
 ENV_VARS: dict[str, str] = {
     "VLLM_NIXL_SIDE_CHANNEL_PORT": "the NIXL handshake port (no part in the block lifecycle)",

@@ -206,8 +206,8 @@ class Engine:
     """Pull: a READ that moved its data may never complete (a wedged transport: no completion
     and no error, so ``check_xfer_state`` never reports it done).  0.33.0's decode has no READ
     timeout: the request stays loading, decode keeps stepping and heartbeating it, and
-    prefill's lease for it is extended for as long as decode runs (the caveat of the
-    reference's section 3.4: "a stuck transport with D still stepping would not expire")."""
+    prefill's lease for it is extended for as long as decode runs (a stuck transport
+    with decode still stepping does not expire)."""
     turn2_read: bool = False
     """V14 (#47021): the READ is bidirectional KV transfer's turn-2 readback.  The roles mirror
     pull mode's: the block holder (the ``prefill_*`` actions) is turn 1's decode engine, whose

@@ -8,8 +8,8 @@ the load on the WRITE's notification.
 Every action is named by its actor (``prefill_``, ``decode_``, ``nixl_read_``, ``nixl_write_``,
 ``clock_``) and says which code path of 0.33.0 it stands for (files under
 ``vllm/distributed/kv_transfer/kv_connector/v1/nixl/`` and ``vllm/v1/core/sched/scheduler.py``)
-and which hazard of issue 15's reference table (``shared/reference/vllm-pd-hazards.md``,
-V1..V17) it takes part in.
+and which of vLLM's hazards it takes part in (V1..V17, kvproof's numbering; the docs page
+*The hazards of SGLang and vLLM* gives each one's upstream pull request or issue).
 
 Modelling choices, each stated once here:
 
