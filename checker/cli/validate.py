@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, EXIT_UNEXPLAINED, BadInput, console
+from kvproof.checker.cli.common import BadInput, console
 from kvproof.checker.cli.options import positive_int
+from kvproof.checker.logs.validate_command import ANSWERS
+from kvproof.checker.logs.validate_output import ANSWER_EXITS
 
 __all__ = ["NAME", "OUTPUTS", "VALIDATE_EXITS", "add_parser", "run"]
 
@@ -14,8 +16,7 @@ NAME = "validate"
 OUTPUTS = (("traces", "--traces", True, "no_traces"),)
 """The files ``validate`` writes, checked before it starts (:func:`~.outputs.check_outputs`)."""
 
-VALIDATE_EXITS = {"explained": EXIT_OK, "violation": EXIT_MISMATCH, "undecided": EXIT_INCONCLUSIVE,
-                  "unexplained": EXIT_UNEXPLAINED}
+VALIDATE_EXITS = {answer: ANSWER_EXITS[answer] for answer in ANSWERS}
 """``validate``'s answers (:data:`kvproof.checker.logs.validate_command.ANSWERS`) and their exit codes."""
 
 
@@ -42,6 +43,10 @@ def add_parser(sub) -> None:
                     help="the search: the factored frontier where the spec suits it, else its steps in C where a "
                          "C compiler is found (auto, the default); always in C (native); the reference in Python "
                          "(python); the factored frontier (factored); the same answer")
+    va.add_argument("--json", action="store_true",
+                    help="print JSON Lines instead of the report: one object per finding (\"finding\": violation, "
+                         "possible_violation, unexplained, undecided), one per log (\"verdict\"), then "
+                         "{\"summary\": ...}; the exit code is the same")
     va.set_defaults(func=run)
 
 
@@ -49,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
     """Search for a behaviour of the spec that explains an engine's event log (the protocol the
     log's header names supplies the ``validate`` command); the exit code of its answer
     (:data:`VALIDATE_EXITS`)."""
-    from kvproof.checker.logs.validate_command import run_validate
+    from kvproof.checker.logs.validate_command import validate_log
+    from kvproof.checker.logs.validate_output import JsonPrinter, TextPrinter, summary_of
 
-    return VALIDATE_EXITS[run_validate(args, console(), BadInput)]
+    printer = JsonPrinter() if args.json else TextPrinter(console())
+    result = validate_log(args, args.log, printer, BadInput)
+    printer.finding(result.verdict())
+    return printer.summary(summary_of([result.answer], result.count))

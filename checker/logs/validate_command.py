@@ -1,13 +1,16 @@
 """``kvproof validate LOG``: read an event log's header, build the scenario and the protocol's
 observation, run the search (:mod:`kvproof.checker.logs.validate`; its steps in C where that can run,
-:mod:`kvproof.checker.logs.validate_native`) over the log read once, and print the answer.
+:mod:`kvproof.checker.logs.validate_native`) over the log read once, and report the answer.
 
-The answer is one of :data:`ANSWERS`; the command line maps it to the exit code.
+:func:`validate_log` checks one log and hands what it finds to a printer
+(:mod:`kvproof.checker.logs.validate_output`: the text, or JSON Lines), one finding at a time;
+the answer is one of :data:`ANSWERS`, which the command line maps to the exit code.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -15,7 +18,7 @@ from kvproof.checker.logs.validate import Checked, Event, LogError, Observation,
 from kvproof.checker.logs.validate_native import make_search
 from kvproof.model.machine import Machine
 
-__all__ = ["run_validate", "ANSWERS", "EXPLAINED", "VIOLATION", "UNDECIDED", "UNEXPLAINED"]
+__all__ = ["validate_log", "LogResult", "Prepared", "prepare", "ANSWERS", "EXPLAINED", "VIOLATION", "UNDECIDED", "UNEXPLAINED"]
 
 EXPLAINED = "explained"
 """A behaviour of the spec produces every event and breaks no invariant (with ``--certain-only``,
@@ -52,10 +55,96 @@ def _reread(obs: Observation, path: str) -> Iterator[Event]:
         rows.close()
 
 
-def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> str:
-    """``kvproof validate LOG``: read the header, find the protocol's ``validate`` command and
+@dataclass
+class Prepared:
+    """A log opened for checking: its header and rows (read lazily), the scenario it names, the
+    protocol's ``validate`` module, the machine (the always-invariants) and observation, and the
+    search (compiled, not yet run)."""
+
+    path: str
+    header: dict
+    rows: _Rows
+    scenario: Any
+    spec: Any
+    module: Any
+    machine: Checked
+    obs: Observation
+    search: Any
+
+
+def prepare(path: str, backend: str, max_states: int, opened: list | None = None) -> Prepared:
+    """Open the log at ``path``, read its header and build what checking it needs;
+    :class:`LogError` (or :class:`~kvproof.model.scenario.ScenarioError`) for bad input.  The
+    rows are appended to ``opened`` as soon as the file is open, for the caller to close."""
+    from kvproof.checker.explicit.native import NativeUnavailable
+    from kvproof.checker.logs.validate_factored import FactoredSearch, FactoredUnavailable
+    from kvproof.model.scenario import ScenarioError, builtin, parse_scenario
+
+    header, rows = read_log(path)
+    if opened is not None:
+        opened.append(rows)
+    where = f"{path}:header"
+    scenario_ref = header.get("scenario")
+    if isinstance(scenario_ref, str):
+        if scenario_ref.endswith(".toml") or "/" in scenario_ref:
+            raise LogError(f"{where}: scenario: a built-in scenario's name or the scenario's data, "
+                           f"not a file ({scenario_ref!r})")
+        try:
+            base = builtin(scenario_ref)
+        except ScenarioError as e:
+            raise LogError(f"{where}: scenario: {e}") from None
+    elif isinstance(scenario_ref, dict):
+        base = parse_scenario(scenario_ref, f"{where}.scenario")
+    else:
+        raise LogError(f"{where}: scenario: expected a built-in scenario's name or the scenario's data, "
+                       f"got {scenario_ref!r}")
+    module = base.family_protocol().command("validate")
+    if module is None:
+        raise LogError(f"{where}: the {base.family} protocol has no event-log validation")
+    try:
+        scenario = module.log_scenario(base, header)
+        spec = scenario.build()
+    except ValueError as e:
+        raise LogError(f"{where}: {e}") from None
+    machine = Checked.invariants(spec)
+    try:
+        obs = module.observation(machine, header)
+    except ValueError as e:
+        raise LogError(f"{where}: {e}") from None
+    try:  # compiling the steps is not part of the rate
+        search = make_search(machine, obs, max_states, backend)
+    except (NativeUnavailable, FactoredUnavailable) as e:
+        raise LogError(f"--backend {backend}: {e}") from None
+    if isinstance(search, FactoredSearch):  # where it hands the log to the flat search: read it again
+        search.replay = lambda: _reread(obs, path)
+    return Prepared(path, header, rows, scenario, spec, module, machine, obs, search)
+
+
+@dataclass
+class LogResult:
+    """What checking one log found: its answer (one of :data:`ANSWERS`, or ``bad input``), the
+    events the search read and the events in the log, the search's seconds and peak, and the
+    findings handed to the printer (JSON objects)."""
+
+    log: str
+    answer: str
+    events: int = 0
+    count: int = 0
+    seconds: float = 0.0
+    peak: int = 0
+    findings: list = field(default_factory=list)
+
+    def verdict(self) -> dict:
+        """The log's ``verdict`` object (its JSON Lines closing object)."""
+        return {"log": self.log, "verdict": self.answer, "events": self.events, "read": self.count,
+                "seconds": round(self.seconds, 6), "peak": self.peak}
+
+
+def validate_log(args: Any, path: str, printer: Any, bad_input: type[Exception]) -> LogResult:
+    """Check the log at ``path``: read the header, find the protocol's ``validate`` command and
     search, reading the log once; where the search stops early the rest of the log is still
-    read, so bad input is ``bad_input`` (exit 3) wherever it is.  Returns one of
+    read, so bad input is ``bad_input`` (exit 3) wherever it is.  What it finds goes to
+    ``printer`` (``say`` a text line, ``finding`` a JSON object).  The answer is one of
     :data:`ANSWERS`: :data:`EXPLAINED`; :data:`VIOLATION` for a violation or a *possible*
     violation (an explained log that some explanation breaks an invariant along:
     :class:`~kvproof.checker.logs.validate.Maybe`; not counted with ``--certain-only``), its trace
@@ -65,56 +154,17 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> str:
 
     from kvproof.checker.traces import Trace, to_itf
     from kvproof.checker.atomic import write_text_atomic
-    from kvproof.model.scenario import ScenarioError, builtin, parse_scenario
+    from kvproof.model.scenario import ScenarioError
 
-    path = args.log
     opened: list[_Rows] = []
     try:
-        header, rows = read_log(path)
-        opened.append(rows)
-        where = f"{path}:header"
-        scenario_ref = header.get("scenario")
-        if isinstance(scenario_ref, str):
-            if scenario_ref.endswith(".toml") or "/" in scenario_ref:
-                raise LogError(f"{where}: scenario: a built-in scenario's name or the scenario's data, "
-                               f"not a file ({scenario_ref!r})")
-            try:
-                base = builtin(scenario_ref)
-            except ScenarioError as e:
-                raise LogError(f"{where}: scenario: {e}") from None
-        elif isinstance(scenario_ref, dict):
-            base = parse_scenario(scenario_ref, f"{where}.scenario")
-        else:
-            raise LogError(f"{where}: scenario: expected a built-in scenario's name or the scenario's data, "
-                           f"got {scenario_ref!r}")
-        module = base.family_protocol().command("validate")
-        if module is None:
-            raise LogError(f"{where}: the {base.family} protocol has no event-log validation")
-        try:
-            scenario = module.log_scenario(base, header)
-            spec = scenario.build()
-        except ValueError as e:
-            raise LogError(f"{where}: {e}") from None
-        machine = Checked.invariants(spec)
+        p = prepare(path, getattr(args, "backend", "auto"), args.max_states, opened)
+        header, rows, scenario, spec, module, machine, obs = (p.header, p.rows, p.scenario, p.spec, p.module,
+                                                              p.machine, p.obs)
         invariants = machine.claims
-        try:
-            obs = module.observation(machine, header)
-        except ValueError as e:
-            raise LogError(f"{where}: {e}") from None
-        from kvproof.checker.explicit.native import NativeUnavailable
-
-        from kvproof.checker.logs.validate_factored import FactoredSearch, FactoredUnavailable
-
-        backend = getattr(args, "backend", "auto")
-        try:  # compiling the steps is not part of the rate
-            search = make_search(machine, obs, args.max_states, backend)
-        except (NativeUnavailable, FactoredUnavailable) as e:
-            raise LogError(f"--backend {backend}: {e}") from None
-        if isinstance(search, FactoredSearch):  # where it hands the log to the flat search: read it again
-            search.replay = lambda: _reread(obs, path)
         t0 = time.perf_counter()
         events = _events(obs, path, rows)
-        verdict = explain(machine, obs, events, args.max_states, search)
+        verdict = explain(machine, obs, events, args.max_states, p.search)
         seconds = time.perf_counter() - t0
         count = verdict.events + sum(1 for _ in events)  # the rest, if it stopped early: bad input is exit 3
     except (LogError, ScenarioError) as e:
@@ -125,24 +175,48 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> str:
     rate = f"{verdict.events / seconds:,.0f} events/s" if seconds > 0 else ""
     stats = (f"{verdict.events:,} of {count:,} events in {seconds:.2f} s ({rate}); "
              f"at most {verdict.peak:,} possible {'state' if verdict.peak == 1 else 'states'} at once")
+    result = LogResult(path, "", verdict.events, count, seconds, verdict.peak)
+    say = printer.say
+
+    def find(kind: str, event: Event | None, **fields: Any) -> dict:
+        """Hand one finding to the printer (and keep it)."""
+        obj = {"log": path, "finding": kind, "line": event.line if event else None,
+               "event": event.raw.get("event") if event else None, **fields}
+        if event is not None:
+            obj["raw"] = event.raw
+        result.findings.append(obj)
+        return obj
+
+    def done(answer: str) -> LogResult:
+        say(f"  {stats}")
+        for obj in result.findings:
+            printer.finding(obj)
+        result.answer = answer
+        return result
+
     maybe = verdict.maybe
     certain_only = getattr(args, "certain_only", False)
-    if verdict.kind == "explained" and maybe is None and verdict.tail and not certain_only:
-        out.print(f"{path}: cannot decide: a behaviour of {scenario.name} produces every event and breaks no "
-                  f"invariant up to the last one, but {verdict.tail}", soft_wrap=True)
-        out.print(f"  {stats}")
-        return UNDECIDED
-    if verdict.kind == "explained" and (maybe is None or certain_only):
-        out.print(f"{path}: explained: a behaviour of {scenario.name} produces every event "
-                  f"and breaks no invariant ({len(invariants)} checked)", soft_wrap=True)
-        if maybe is not None:
-            out.print(f"  possible violation of {', '.join(maybe.claims)} at {path}:{maybe.event.line} "
-                      f"(some behaviour consistent with the log breaks it; not counted: --certain-only)",
-                      soft_wrap=True)
-        out.print(f"  {stats}")
-        return EXPLAINED
 
-    def write(claim: str, last: Any, bad: bytes, closed: bool) -> None:
+    def possible(counted: bool) -> dict:
+        """The possible violation's finding."""
+        return find("possible_violation", maybe.event, claims=list(maybe.claims), before=maybe.before,
+                    counted=counted, trace=None)
+
+    if verdict.kind == "explained" and maybe is None and verdict.tail and not certain_only:
+        say(f"{path}: cannot decide: a behaviour of {scenario.name} produces every event and breaks no "
+            f"invariant up to the last one, but {verdict.tail}")
+        find("undecided", None, why=verdict.tail)
+        return done(UNDECIDED)
+    if verdict.kind == "explained" and (maybe is None or certain_only):
+        say(f"{path}: explained: a behaviour of {scenario.name} produces every event "
+            f"and breaks no invariant ({len(invariants)} checked)")
+        if maybe is not None:
+            say(f"  possible violation of {', '.join(maybe.claims)} at {path}:{maybe.event.line} "
+                f"(some behaviour consistent with the log breaks it; not counted: --certain-only)")
+            possible(False)
+        return done(EXPLAINED)
+
+    def write(claim: str, last: Any, bad: bytes, closed: bool, obj: dict) -> None:
         """Rebuild the explanation that ends in ``bad`` and write its trace up to where it breaks ``claim``."""
         _, rows = read_log(path)
         obs2 = module.observation(machine, header)
@@ -158,48 +232,54 @@ def run_validate(args: Any, out: Any, bad_input: type[Exception]) -> str:
             written = write_text_atomic(target, json.dumps(to_itf(trace), indent=1) + "\n")
         except OSError as e:
             raise bad_input(f"{target}: cannot write the trace: {e.strerror or e}") from None
-        out.print(f"  the explanation ({len(actions)} steps) written to {written}", soft_wrap=True)
+        obj["trace"] = str(written)
+        say(f"  the explanation ({len(actions)} steps) written to {written}")
 
     if verdict.kind == "explained":
         assert maybe is not None
         ev = maybe.event
         where = "before" if maybe.before else "after"
-        out.print(f"{path}:{ev.line}: possible violation: {ev.raw.get('event')} - some behaviour consistent with "
-                  f"the log up to here breaks {', '.join(maybe.claims)} ({where} this event); the log cannot rule "
-                  f"it out (a behaviour that breaks no invariant explains every event)", soft_wrap=True)
-        out.print(f"  {json.dumps(ev.raw, separators=(',', ':'))}", soft_wrap=True, markup=False)
+        say(f"{path}:{ev.line}: possible violation: {ev.raw.get('event')} - some behaviour consistent with "
+            f"the log up to here breaks {', '.join(maybe.claims)} ({where} this event); the log cannot rule "
+            f"it out (a behaviour that breaks no invariant explains every event)")
+        say(f"  {json.dumps(ev.raw, separators=(',', ':'))}", markup=False)
+        obj = possible(True)
         if not args.no_traces:
-            write(maybe.claims[0], None if maybe.before else ev, maybe.bad, True)
-        out.print(f"  {stats}")
-        return VIOLATION
+            write(maybe.claims[0], None if maybe.before else ev, maybe.bad, True, obj)
+        return done(VIOLATION)
     ev = verdict.event
     assert ev is not None
-    out.print(f"{path}:{ev.line}: {verdict.kind}: {ev.raw.get('event')} - {verdict.why}", soft_wrap=True)
-    out.print(f"  {json.dumps(ev.raw, separators=(',', ':'))}", soft_wrap=True, markup=False)
+    say(f"{path}:{ev.line}: {verdict.kind}: {ev.raw.get('event')} - {verdict.why}")
+    say(f"  {json.dumps(ev.raw, separators=(',', ':'))}", markup=False)
+    main = find(verdict.kind, ev, why=verdict.why)
+    if verdict.kind == "violation":
+        main.update(claims=list(verdict.claims), trace=None)
     # a possible violation before an unexplained line counts, as on an explained log (the
     # violation is the stronger statement), unless --certain-only
     counted = verdict.kind == "unexplained" and maybe is not None and not certain_only
+    extra = None
     if maybe is not None and (maybe.event.line != ev.line or verdict.kind != "violation"):
         note = (": counted, it wins over the unexplained line (--certain-only does not count it)" if counted
                 else ": not counted (--certain-only)" if verdict.kind == "unexplained" else "")
-        out.print(f"  possible violation of {', '.join(maybe.claims)} from {path}:{maybe.event.line} "
-                  f"(some behaviour consistent with the log up to there breaks it){note}", soft_wrap=True)
+        say(f"  possible violation of {', '.join(maybe.claims)} from {path}:{maybe.event.line} "
+            f"(some behaviour consistent with the log up to there breaks it){note}")
+        extra = possible(counted)
     if verdict.kind == "undecided":
-        out.print(f"  {stats}")
-        return UNDECIDED
+        return done(UNDECIDED)
     if verdict.possible:
         shown = sorted({obs.describe(s, ev) for s in verdict.possible})
-        out.print(f"  {len(verdict.possible):,} possible {'state' if len(verdict.possible) == 1 else 'states'} "
-                  f"before it; what the event is about in them:")
+        main["possible_states"] = len(verdict.possible)
+        main["about"] = shown[:5]
+        say(f"  {len(verdict.possible):,} possible {'state' if len(verdict.possible) == 1 else 'states'} "
+            f"before it; what the event is about in them:")
         for line in shown[:5]:
-            out.print(f"    {line}", soft_wrap=True, markup=False)
+            say(f"    {line}", markup=False)
         if len(shown) > 5:
-            out.print(f"    ... and {len(shown) - 5} more")
+            say(f"    ... and {len(shown) - 5} more")
     if verdict.kind == "violation" and not args.no_traces and verdict.bad is not None:
-        write(verdict.claims[0], ev, verdict.bad, False)
+        write(verdict.claims[0], ev, verdict.bad, False, main)
     if counted and not args.no_traces:
-        write(maybe.claims[0], None if maybe.before else maybe.event, maybe.bad, True)
-    out.print(f"  {stats}")
+        write(maybe.claims[0], None if maybe.before else maybe.event, maybe.bad, True, extra)
     if verdict.kind == "violation" or counted:
-        return VIOLATION
-    return UNEXPLAINED
+        return done(VIOLATION)
+    return done(UNEXPLAINED)
