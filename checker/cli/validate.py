@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
                                     "lost, duplicated or reordered) with no violation before it - a violation "
                                     "before an unexplained line wins, exit 1; 2: cannot decide (--max-states); "
                                     "3: bad input, wherever it is in the log.")
-    va.add_argument("log", metavar="LOG", help="an event log: JSONL, a header line, then one event a line (schema 1)")
+    va.add_argument("log", metavar="LOG", help="an event log: JSONL, a header line, then one event a line (schema 1); "
+                    "with --follow, - reads standard input")
     va.add_argument("--max-states", type=positive_int, default=100_000, metavar="N",
                     help="cannot decide (exit 2) past N possible states at one event (default 100000)")
     va.add_argument("--traces", metavar="DIR", help="where a violation's trace goes (default: the log's directory)")
@@ -43,6 +44,11 @@ def add_parser(sub) -> None:
                     help="the search: the factored frontier where the spec suits it, else its steps in C where a "
                          "C compiler is found (auto, the default); always in C (native); the reference in Python "
                          "(python); the factored frontier (factored); the same answer")
+    va.add_argument("--follow", action="store_true",
+                    help="LOG is still being written (a file, or - for standard input): report each finding as "
+                         "soon as the line that shows it is read, and go on; a renamed-and-recreated or truncated "
+                         "file, or a new header line, starts a new log; ends when the input ends (a pipe) or on "
+                         "Ctrl-C, with the summary; no trace is written")
     va.add_argument("--json", action="store_true",
                     help="print JSON Lines instead of the report: one object per finding (\"finding\": violation, "
                          "possible_violation, unexplained, undecided), one per log (\"verdict\"), then "
@@ -58,6 +64,44 @@ def run(args: argparse.Namespace) -> int:
     from kvproof.checker.logs.validate_output import JsonPrinter, TextPrinter, summary_of
 
     printer = JsonPrinter() if args.json else TextPrinter(console())
+    if args.follow:
+        return _follow(args, printer)
     result = validate_log(args, args.log, printer, BadInput)
     printer.finding(result.verdict())
     return printer.summary(summary_of([result.answer], result.count))
+
+
+def _follow(args: argparse.Namespace, printer) -> int:
+    """``validate --follow``: the log's lines as they come, checked live; the summary at the end
+    of the input or on Ctrl-C (or SIGTERM)."""
+    import signal
+    import sys
+
+    from kvproof.checker.logs.follow import pipe_lines, tail_lines
+    from kvproof.checker.logs.validate_command import follow_log
+    from kvproof.checker.logs.validate_output import summary_of
+
+    def notes(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    if args.log == "-":
+        lines = pipe_lines(sys.stdin.buffer)
+    else:
+        try:
+            open(args.log, "rb").close()
+        except OSError as e:
+            raise BadInput(f"{args.log}: cannot read: {e.strerror or e}") from None
+        lines = tail_lines(args.log)
+    previous = signal.signal(signal.SIGTERM, stop) if hasattr(signal, "SIGTERM") else None
+    results: list = []
+    try:
+        follow_log(args, printer, notes, lines, args.log, results)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return printer.summary(summary_of([r.answer for r in results], sum(r.count for r in results)))

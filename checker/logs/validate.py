@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from kvproof.model.compiler import compile_steps, compile_successors_of
 from kvproof.model.framework import Spec
@@ -46,7 +46,7 @@ from kvproof.model.machine import Machine
 __all__ = [
     "LOG_FORMAT", "SCHEMA_VERSION", "LogError", "Event", "Checked", "Observation", "Maybe", "Verdict", "read_log",
     "Search",
-    "explain", "rebuild", "log_text",
+    "explain", "monitor", "rebuild", "log_text",
 ]
 
 LOG_FORMAT = "kvproof-events"
@@ -381,6 +381,81 @@ def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
                     "one of them breaks an invariant is not known")
         tracker.closed(None)
     return Verdict("explained", count, peak=peak, explored=search.explored, maybe=tracker.done(), tail=tail)
+
+
+def _violation(machine: Any, count: int, event: Event, closed: dict, nxt: dict, masked: int, peak: int,
+               explored: int) -> Verdict:
+    """The :class:`Verdict` of a violation at ``event`` (every state of ``nxt`` dirty in a claim
+    outside ``masked``): the claims every explanation breaks, or those some break."""
+    common = any_ = 0
+    for mask in nxt.values():
+        mask &= ~masked
+        common = mask if not any_ else common & mask
+        any_ |= mask
+    names = [c.name for i, c in enumerate(machine.claims) if (common or any_) >> i & 1]
+    bad = next(st for st, mask in nxt.items() if mask & (common or any_) == (common or any_)) \
+        if common else next(iter(nxt))
+    how = "breaks " if common else "breaks one of "
+    return Verdict("violation", count, event, "every behaviour that explains the log up to here " + how
+                   + ", ".join(names), list(closed), names, bad, peak, explored)
+
+
+def monitor(machine: Machine, obs: Observation, events: Iterable[Event], max_states: int = DEFAULT_MAX_STATES,
+            search: "Search | None" = None) -> Iterator["Verdict | Maybe"]:
+    """The search of :func:`explain`, live: each finding is yielded as soon as the event that
+    shows it is read, and the search goes on (``kvproof validate --follow``).
+
+    Yields a :class:`Verdict` per violation (``violation``: the claims it names are not reported
+    again; the search goes on with the others, each state's claims re-checked in full), per
+    unexplained event (``unexplained``: the event is skipped and the search goes on from the states
+    before it), and ``undecided`` (the last: past ``max_states`` the search stops), and the first
+    possible violation (:class:`Maybe`) once its searches are done - the closure after each event
+    is taken at once, not when the next event comes, so it is known when its event is read.
+    ``search`` must be a flat one (the reference or its C steps)."""
+    search = search or Search(machine, obs, max_states)
+    if callable(getattr(search, "explain", None)):
+        raise ValueError("the factored search has its own loop: monitor a log with the flat search")
+    search.obs = obs
+    hits = machine.hits
+    tracker = _MaybeTracker(machine, search)
+    reported = 0  # the claims already reported violated
+    closed = search.close({machine.init: hits(machine.init)})
+    count, peak, first, said = 0, 1, True, False
+    for event in events:
+        count += 1
+        if closed is None:
+            yield Verdict("undecided", count, event, f"more than {max_states:,} states could precede this event "
+                          f"(--max-states)", peak=peak, explored=search.explored)
+            return
+        why = obs.admit(event)
+        if first:  # the closure before the first event is attributed to it
+            tracker.closed(event)
+            first = False
+        nxt = search.advance(closed, event) if why is None else {}
+        tracker.advanced(event)
+        if not nxt:
+            yield Verdict("unexplained", count, event, why or "no behaviour of the spec explains it", list(closed),
+                          peak=peak, explored=search.explored)
+            continue
+        peak = max(peak, len(closed), len(nxt))
+        if len(nxt) > max_states:
+            yield Verdict("undecided", count, event, f"more than {max_states:,} states could follow this event "
+                          f"(--max-states)", peak=peak, explored=search.explored)
+            return
+        if all(mask & ~reported for mask in nxt.values()):
+            v = _violation(machine, count, event, closed, nxt, reported, peak, search.explored)
+            yield v
+            reported |= sum(1 << i for i, c in enumerate(machine.claims) if c.name in v.claims)
+        if reported:  # each state's claims afresh, less those reported
+            nxt = {st: hits(st) & ~reported for st in nxt}
+        closed = search.close(nxt)
+        if closed is not None:
+            peak = max(peak, len(closed))
+        if not said:
+            tracker.closed(None)
+            if tracker.answer is not None:
+                said = True
+                yield tracker.answer
 
 
 class _MaybeTracker:

@@ -18,7 +18,7 @@ from kvproof.checker.logs.validate import Checked, Event, LogError, Observation,
 from kvproof.checker.logs.validate_native import make_search
 from kvproof.model.machine import Machine
 
-__all__ = ["validate_log", "LogResult", "Prepared", "prepare", "ANSWERS", "EXPLAINED", "VIOLATION", "UNDECIDED", "UNEXPLAINED"]
+__all__ = ["validate_log", "follow_log", "LogResult", "prepare_header", "Prepared", "prepare", "ANSWERS", "EXPLAINED", "VIOLATION", "UNDECIDED", "UNEXPLAINED"]
 
 EXPLAINED = "explained"
 """A behaviour of the spec produces every event and breaks no invariant (with ``--certain-only``,
@@ -76,13 +76,20 @@ def prepare(path: str, backend: str, max_states: int, opened: list | None = None
     """Open the log at ``path``, read its header and build what checking it needs;
     :class:`LogError` (or :class:`~kvproof.model.scenario.ScenarioError`) for bad input.  The
     rows are appended to ``opened`` as soon as the file is open, for the caller to close."""
+    header, rows = read_log(path)
+    if opened is not None:
+        opened.append(rows)
+    return prepare_header(path, header, rows, backend, max_states)
+
+
+def prepare_header(path: str, header: dict, rows: Any, backend: str, max_states: int, flat: bool = False) -> Prepared:
+    """What checking a log with ``header`` needs (:func:`prepare`, the header already read);
+    with ``flat`` the search is the reference or its C steps, never the factored one (a live
+    log is searched event by event: :func:`~kvproof.checker.logs.validate.monitor`)."""
     from kvproof.checker.explicit.native import NativeUnavailable
     from kvproof.checker.logs.validate_factored import FactoredSearch, FactoredUnavailable
     from kvproof.model.scenario import ScenarioError, builtin, parse_scenario
 
-    header, rows = read_log(path)
-    if opened is not None:
-        opened.append(rows)
     where = f"{path}:header"
     scenario_ref = header.get("scenario")
     if isinstance(scenario_ref, str):
@@ -111,6 +118,8 @@ def prepare(path: str, backend: str, max_states: int, opened: list | None = None
         obs = module.observation(machine, header)
     except ValueError as e:
         raise LogError(f"{where}: {e}") from None
+    if flat and backend != "python":
+        backend = "native" if backend == "native" else "flat"
     try:  # compiling the steps is not part of the rate
         search = make_search(machine, obs, max_states, backend)
     except (NativeUnavailable, FactoredUnavailable) as e:
@@ -283,3 +292,160 @@ def validate_log(args: Any, path: str, printer: Any, bad_input: type[Exception])
     if verdict.kind == "violation" or counted:
         return done(VIOLATION)
     return done(UNEXPLAINED)
+
+
+def _segments(lines: Iterator, label: str, bad: list) -> Iterator[tuple[int, dict | None]]:
+    """The rows of a live log: ``(line, object)``, and ``(line, None)`` where a new log begins (a
+    new file, or a header line in the stream); a line that is not an object of the schema is
+    appended to ``bad`` as ``(line, message)`` and skipped."""
+    from kvproof.checker.logs.follow import NEW_FILE
+    from kvproof.checker.logs.validate import LOG_FORMAT, _parse_line
+
+    for no, data in lines:
+        if data is NEW_FILE:
+            yield no, None
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.append((no, f"{label}:{no}: not UTF-8 text"))
+            continue
+        if not text.strip():
+            continue
+        try:
+            raw = _parse_line(label, no, text)
+        except LogError as e:
+            bad.append((no, str(e)))
+            continue
+        if raw.get("log") == LOG_FORMAT:
+            yield no, None
+        yield no, raw
+
+
+def _live_answer(findings: list) -> str:
+    """A live log's answer from its findings so far: a violation (or a possible one counted),
+    else an unexplained line, else bad input, else cannot decide, else explained."""
+    got = {f["finding"] for f in findings if f["finding"] != "possible_violation" or f.get("counted")}
+    from kvproof.checker.logs.validate_output import BAD_INPUT
+
+    return (VIOLATION if got & {"violation", "possible_violation"} else UNEXPLAINED if "unexplained" in got
+            else BAD_INPUT if BAD_INPUT in got else UNDECIDED if "undecided" in got else EXPLAINED)
+
+
+def follow_log(args: Any, printer: Any, notes: Any, lines: Iterator, label: str,
+               results: list | None = None) -> list[LogResult]:
+    """``kvproof validate --follow``: check a log while it is written, reporting each finding as
+    soon as the line that shows it is read (:func:`~kvproof.checker.logs.validate.monitor`), and
+    going on.  ``lines`` are the source's lines (:mod:`kvproof.checker.logs.follow`); each new
+    file or header line starts a new log, checked from the spec's initial state.  A line that
+    cannot be read is a ``bad_input`` finding and is skipped; a log whose header cannot be read is
+    skipped to the next header.  ``notes`` gets one line (stderr) when a log starts.  Appends one
+    :class:`LogResult` per log to ``results`` as the log starts (so that an interrupted run can
+    still sum them up) and returns it; no trace is written (the log may not be read again)."""
+    import time
+
+    from kvproof.checker.logs.validate import Maybe, monitor
+    from kvproof.checker.logs.validate_output import BAD_INPUT
+    from kvproof.model.scenario import ScenarioError
+
+    certain_only = getattr(args, "certain_only", False)
+    bad: list = []
+    rows = _segments(lines, label, bad)
+    results = [] if results is None else results
+    pending: list = []  # a row read past the end of the last log
+
+    def report(result: LogResult, kind: str, line: int | None, text: str, raw: dict | None = None,
+               **fields: Any) -> None:
+        obj = {"log": label, "finding": kind, "line": line, "event": raw.get("event") if raw else None, **fields}
+        if raw is not None:
+            obj["raw"] = raw
+        result.findings.append(obj)
+        result.answer = _live_answer(result.findings)
+        printer.say(text)
+        if raw is not None:
+            printer.say(f"  {json.dumps(raw, separators=(',', ':'))}", markup=False)
+        printer.finding(obj)
+
+    def flush_bad(result: LogResult) -> None:
+        while bad:
+            no, message = bad.pop(0)
+            report(result, BAD_INPUT, no, f"{message} (skipped)", why=message)
+
+    def next_row():
+        if pending:
+            return pending.pop()
+        return next(rows, StopIteration)
+
+    ended: list = []
+
+    def events(result: LogResult, p: Prepared) -> Iterator[Event]:
+        """The rows of this log decoded, up to the next log's start."""
+        while not ended:
+            flush_bad(result)
+            row = next_row()
+            if row is StopIteration or row[1] is None:
+                ended.append(row)
+                return
+            no, raw = row
+            result.count += 1
+            try:
+                yield p.obs.decode(no, raw)
+            except ValueError as e:
+                bad.append((no, f"{label}:{no}: {e}"))
+
+    while True:
+        row = next_row()
+        if row is StopIteration:
+            break
+        no, raw = row
+        if raw is None:
+            continue  # a new log begins: its header is the next row
+        result = LogResult(label, EXPLAINED, count=0)
+        results.append(result)
+        flush_bad(result)
+        try:
+            if raw.get("log") is None:
+                raise LogError(f"{label}:{no}: expected the header {{\"v\": 1, \"log\": \"kvproof-events\", "
+                               f"\"scenario\": ...}} before the events; skipped to the next header")
+            p = prepare_header(label, raw, None, getattr(args, "backend", "auto"), args.max_states, flat=True)
+        except (LogError, ScenarioError) as e:
+            report(result, BAD_INPUT, no, str(e), why=str(e))
+            result.answer = BAD_INPUT
+            while True:  # to the next log
+                row = next_row()
+                if row is StopIteration or row[1] is None:
+                    if row is not StopIteration:
+                        pending.append(row)
+                    break
+                result.count += 1
+            flush_bad(result)
+            continue
+        notes(f"following {label}: {p.scenario.name} ({len(p.machine.claims)} invariants)")
+        ended.clear()
+        t0 = time.perf_counter()
+        for found in monitor(p.machine, p.obs, events(result, p), args.max_states, p.search):
+            if isinstance(found, Maybe):
+                ev = found.event
+                counted = not certain_only
+                if any(f.get("line") == ev.line and f["finding"] == "violation" for f in result.findings):
+                    continue  # the certain violation at the same line said it
+                report(result, "possible_violation", ev.line,
+                       f"{label}:{ev.line}: possible violation: {ev.raw.get('event')} - some behaviour consistent "
+                       f"with the log up to here breaks {', '.join(found.claims)} "
+                       f"({'before' if found.before else 'after'} this event); the log cannot rule it out"
+                       + ("" if counted else " (not counted: --certain-only)"),
+                       ev.raw, claims=list(found.claims), before=found.before, counted=counted)
+                continue
+            ev = found.event
+            tail = {"unexplained": "; skipped: the search goes on from the states before it",
+                    "undecided": "; this log is no longer checked (a new header starts the next)"}.get(found.kind, "")
+            fields = {"claims": list(found.claims)} if found.kind == "violation" else {}
+            report(result, found.kind, ev.line, f"{label}:{ev.line}: {found.kind}: {ev.raw.get('event')} - "
+                   f"{found.why}{tail}", ev.raw, why=found.why, **fields)
+        for _ in events(result, p):  # after undecided: the rest of this log, still read for bad input
+            pass
+        flush_bad(result)
+        result.events, result.seconds = result.count, time.perf_counter() - t0
+        printer.say(f"{label}: {result.answer}: {result.count:,} events read")
+        printer.finding(result.verdict())
+    return results

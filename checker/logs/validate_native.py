@@ -156,7 +156,7 @@ def make_search(machine: Any, obs: Observation, max_states: int, backend: str = 
     the native search (or the reference) for the answers it hands back; ``auto`` the factored
     search where it can run and the spec's internal steps suit it
     (:func:`~kvproof.checker.logs.validate_factored.suits`), else native where it can run, else the
-    reference."""
+    reference; ``flat`` native where it can run, else the reference."""
     if backend == "python":
         return Search(machine, obs, max_states)
     from kvproof.checker.explicit.native import NativeUnavailable
