@@ -30,8 +30,10 @@ def add_parser(sub) -> None:
                                     "lost, duplicated or reordered) with no violation before it - a violation "
                                     "before an unexplained line wins, exit 1; 2: cannot decide (--max-states); "
                                     "3: bad input, wherever it is in the log.")
-    va.add_argument("log", metavar="LOG", help="an event log: JSONL, a header line, then one event a line (schema 1); "
-                    "with --follow, - reads standard input")
+    va.add_argument("log", metavar="LOG", nargs="+",
+                    help="an event log: JSONL, a header line, then one event a line (schema 1); a directory: its "
+                         "*.jsonl logs, one verdict each and one summary; with --follow, one LOG, - reading "
+                         "standard input")
     va.add_argument("--max-states", type=positive_int, default=100_000, metavar="N",
                     help="cannot decide (exit 2) past N possible states at one event (default 100000)")
     va.add_argument("--traces", metavar="DIR", help="where a violation's trace goes (default: the log's directory)")
@@ -40,10 +42,15 @@ def add_parser(sub) -> None:
                     help="exit 0 for a log every event of which is explained by a behaviour that breaks no "
                          "invariant, even where another behaviour consistent with it breaks one (a possible "
                          "violation, exit 1 by default)")
-    va.add_argument("--backend", choices=("auto", "native", "python", "factored"), default="auto",
+    va.add_argument("--backend", choices=("auto", "native", "python", "factored", "ray"), default="auto",
                     help="the search: the factored frontier where the spec suits it, else its steps in C where a "
                          "C compiler is found (auto, the default); always in C (native); the reference in Python "
-                         "(python); the factored frontier (factored); the same answer")
+                         "(python); the factored frontier (factored); the same answer; ray: the logs spread over "
+                         "a Ray cluster (kvproof[ray]), each searched as auto")
+    va.add_argument("--workers", type=positive_int, default=2, metavar="N",
+                    help="with --backend ray and no cluster to join: the CPUs of the local cluster (default 2)")
+    va.add_argument("--ray-address", metavar="ADDR",
+                    help="with --backend ray: join the Ray cluster at ADDR (default: RAY_ADDRESS, else start one)")
     va.add_argument("--follow", action="store_true",
                     help="LOG is still being written (a file, or - for standard input): report each finding as "
                          "soon as the line that shows it is read, and go on; a renamed-and-recreated or truncated "
@@ -63,12 +70,30 @@ def run(args: argparse.Namespace) -> int:
     from kvproof.checker.logs.validate_command import validate_log
     from kvproof.checker.logs.validate_output import JsonPrinter, TextPrinter, summary_of
 
+    import os
+
+    from kvproof.checker.logs.fleet import log_files, validate_many
+
     printer = JsonPrinter() if args.json else TextPrinter(console())
     if args.follow:
+        if len(args.log) != 1 or os.path.isdir(args.log[0]):
+            raise BadInput("--follow: one log, a file or - (standard input)")
+        if args.backend == "ray":
+            raise BadInput("--follow: a live log is searched here, not on Ray (--backend ray)")
+        args.log = args.log[0]
         return _follow(args, printer)
-    result = validate_log(args, args.log, printer, BadInput)
-    printer.finding(result.verdict())
-    return printer.summary(summary_of([result.answer], result.count))
+    if len(args.log) == 1 and not os.path.isdir(args.log[0]) and args.backend != "ray":
+        result = validate_log(args, args.log[0], printer, BadInput)
+        printer.finding(result.verdict())
+        return printer.summary(summary_of([result.answer], result.count))
+    from kvproof.checker.explicit.ray_backend import RayUnavailable
+
+    try:
+        paths = log_files(args.log)
+        results = validate_many(args, paths, printer, args.workers, args.ray_address)
+    except (ValueError, RayUnavailable) as e:
+        raise BadInput(str(e)) from None
+    return printer.summary(summary_of([r.answer for r in results], sum(r.count for r in results)))
 
 
 def _follow(args: argparse.Namespace, printer) -> int:

@@ -15,8 +15,9 @@ Ray is an optional extra: ``pip install 'kvproof[ray]'``.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kvproof.model.canon import Canonicaliser
 from kvproof.model.machine import Machine
@@ -27,7 +28,7 @@ from kvproof.checker.results import Stats
 from kvproof.checker.explicit.parallel import coordinate
 from kvproof.checker.explicit.partition import Partition
 
-__all__ = ["explore_ray", "RayUnavailable"]
+__all__ = ["explore_ray", "ray_session", "RayUnavailable"]
 
 
 class RayUnavailable(RuntimeError):
@@ -84,6 +85,24 @@ def explore_ray(scenario: Scenario, machine: Machine, workers: int, limits: Limi
     actor builds the scenario's machine, and with ``canonicaliser`` its own canonicaliser of the
     scenario's declared symmetry: the function is not sent)."""
     symmetric = canonicaliser is not None
+    with ray_session(workers, address) as ray:
+        host = ray.remote(num_cpus=1)(_Host)
+        variants = tuple(str(f) for f in trusted_files())
+        actors = [host.remote(scenario, i, workers, visited, symmetric, claims, variants) for i in range(workers)]
+        transport = _RayTransport(ray, actors)
+        try:
+            return coordinate(transport, machine, workers, limits, claims, stop_when_all_hit, progress, visited,
+                              symmetric)
+        finally:
+            for a in actors:
+                ray.kill(a)
+
+
+@contextlib.contextmanager
+def ray_session(workers: int, address: str | None = None) -> Iterator[Any]:
+    """The ``ray`` module, connected: joined to the cluster at ``address`` (or ``RAY_ADDRESS``),
+    else a local cluster of ``workers`` CPUs started on this machine (and shut down at the end);
+    an already initialised Ray is used as it is.  :class:`RayUnavailable` without Ray or a cluster."""
     try:
         import ray
     except ImportError:
@@ -102,16 +121,7 @@ def explore_ray(scenario: Scenario, machine: Machine, workers: int, limits: Limi
             raise RayUnavailable(f"cannot start or reach a Ray cluster: {e}") from None
         started = True
     try:
-        host = ray.remote(num_cpus=1)(_Host)
-        variants = tuple(str(f) for f in trusted_files())
-        actors = [host.remote(scenario, i, workers, visited, symmetric, claims, variants) for i in range(workers)]
-        transport = _RayTransport(ray, actors)
-        try:
-            return coordinate(transport, machine, workers, limits, claims, stop_when_all_hit, progress, visited,
-                              symmetric)
-        finally:
-            for a in actors:
-                ray.kill(a)
+        yield ray
     finally:
         if started:
             ray.shutdown()
