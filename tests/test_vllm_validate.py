@@ -329,7 +329,20 @@ def test_a_bad_stream_header_is_exit_3(tmp_path, capsys):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({"v": 1, "log": "kvproof-events", "scenario": "vllm-pull-heartbeat", "slots": 0}) + "\n")
     code, _, err = run(capsys, path)
-    assert code == 3 and "slots: expected a whole number in 1..64, got 0" in err
+    assert code == 3 and "slots: expected a whole number in 1..255, got 0" in err
+    path.write_text(json.dumps({"v": 1, "log": "kvproof-events", "scenario": "vllm-pull-heartbeat", "slots": 256}) + "\n")
+    code, _, err = run(capsys, path)
+    assert code == 3 and "slots: expected a whole number in 1..255, got 256" in err
+
+
+def test_a_log_may_name_255_request_slots(tmp_path, capsys):
+    """The clean example's events read as a stream of 255 slots (9,951 action instances;
+    the reference search, whose steps compile fastest): explained, every event read."""
+    lines = open("examples/validate/vllm-clean.jsonl").read().splitlines()
+    path = tmp_path / "wide.jsonl"
+    path.write_text("\n".join([json.dumps({**json.loads(lines[0]), "slots": 255})] + lines[1:]) + "\n")
+    code, out, _ = run(capsys, path, "--backend", "python")
+    assert code == 0 and "vllm-pull-heartbeat-stream" in out and "249 of 249 events" in out
 
 
 def test_the_stream_reuses_a_slot_only_when_nothing_of_its_request_is_in_flight():

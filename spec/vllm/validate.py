@@ -112,6 +112,11 @@ class VllmStream(VllmPd):
         n.lease[r] = self.k.L
 
 
+MAX_SLOTS = 255
+"""The most request slots (and blocks in each pool) a log's header may name: a state slot holds one byte, and an
+owner or a block is one of these or none."""
+
+
 def stream_scenario(base: Scenario, slots: int, prefill_blocks: int, decode_blocks: int) -> Scenario:
     """``base``'s engine as a stream over ``slots`` request slots (tenants as ``base`` has them,
     in turn) and the given block pools."""
@@ -132,8 +137,8 @@ def log_scenario(base: Scenario, header: dict) -> Scenario:
     pb = header.get("prefill_blocks", cfg.prefill_blocks)
     db = header.get("decode_blocks", cfg.decode_blocks)
     for key, v in zip(keys, (slots, pb, db)):
-        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 64:
-            raise ValueError(f"{key}: expected a whole number in 1..64, got {v!r}")
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_SLOTS:
+            raise ValueError(f"{key}: expected a whole number in 1..{MAX_SLOTS}, got {v!r}")
     return stream_scenario(base, slots, pb, db)
 
 
