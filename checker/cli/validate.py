@@ -7,8 +7,7 @@ import argparse
 
 from kvproof.checker.cli.common import BadInput, console
 from kvproof.checker.cli.options import positive_int
-from kvproof.checker.logs.validate_command import ANSWERS
-from kvproof.checker.logs.validate_output import ANSWER_EXITS
+from kvproof.checker.logs.validate_output import ANSWER_EXITS, BAD_INPUT
 
 __all__ = ["NAME", "OUTPUTS", "VALIDATE_EXITS", "add_parser", "run"]
 
@@ -16,7 +15,7 @@ NAME = "validate"
 OUTPUTS = (("traces", "--traces", True, "no_traces"),)
 """The files ``validate`` writes, checked before it starts (:func:`~.outputs.check_outputs`)."""
 
-VALIDATE_EXITS = {answer: ANSWER_EXITS[answer] for answer in ANSWERS}
+VALIDATE_EXITS = {answer: code for answer, code in ANSWER_EXITS.items() if answer != BAD_INPUT}
 """``validate``'s answers (:data:`kvproof.checker.logs.validate_command.ANSWERS`) and their exit codes."""
 
 
