@@ -530,10 +530,6 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     ``traces``, ``no_traces``, ``peer_tp`` and the limits; ``out`` is a console, ``bad`` builds the
     CLI's bad-input exception.  Returns the exit code."""
     release = parse_engine(args.engine, bad)
-    if getattr(args, "manifest", None):
-        from kvproof.spec.sglang.audit_manifest import run_manifest
-
-        return run_manifest(args, out, bad)
     for opt, given in (("--arrival-bound", getattr(args, "arrival_bound", None)),
                        ("--transfer-bound", getattr(args, "transfer_bound", None)),
                        ("--no-decode-stalls", getattr(args, "no_decode_stalls", None) or None)):

@@ -47,7 +47,7 @@ from kvproof.spec.vllm.config import Config, Engine, Request
 
 __all__ = ["run_audit", "known_engines", "RELEASES", "Release", "Settings", "Launch", "Member", "Hazard",
            "AuditReport", "parse_engine", "parse_launch", "settings_of", "ticks", "mapping", "family", "candidates",
-           "audit", "ENGINE", "CONNECTORS", "MODEL_SETTINGS", "ABSTRACTED", "read_launch", "TRANSFER_KEYS",
+           "audit", "bounds", "ENGINE", "CONNECTORS", "MODEL_SETTINGS", "ABSTRACTED", "read_launch", "TRANSFER_KEYS",
            "EXTRA_KEYS", "ENV_VARS", "CLAIMS", "HAZARDS", "LIFECYCLE_PREFIXES", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED",
            "EXIT_UNDECIDED"]
 
@@ -442,6 +442,16 @@ def _bound(name: str, value: Any, bad) -> float | None:
     return v
 
 
+def bounds(args: argparse.Namespace, bad) -> tuple[float | None, float | None]:
+    """(arrival bound, transfer bound) in seconds from ``--arrival-bound`` / ``--transfer-bound``
+    (``None``: not given, unbounded)."""
+    arrival = _bound("--arrival-bound", getattr(args, "arrival_bound", None), bad)
+    transfer = _bound("--transfer-bound", getattr(args, "transfer_bound", None), bad)
+    if transfer is not None and transfer == 0:
+        raise bad("--transfer-bound 0: expected a number of seconds > 0 (a transfer takes time)")
+    return arrival, transfer
+
+
 def run_audit(args: argparse.Namespace, out, bad) -> int:
     """``kvproof audit vllm==...``: ``args`` holds ``engine``, ``env``, ``env_file``, ``launch``,
     ``traces``, ``no_traces``, ``arrival_bound``, ``transfer_bound``, ``no_decode_stalls`` and
@@ -450,10 +460,7 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     if getattr(args, "peer_tp", None) is not None:
         raise bad("--peer-tp: an SGLang option; vLLM's model has one rank a side")
     command = core.launch_command(args, "vllm serve MODEL --kv-transfer-config '{...}'", bad)
-    arrival = _bound("--arrival-bound", getattr(args, "arrival_bound", None), bad)
-    transfer = _bound("--transfer-bound", getattr(args, "transfer_bound", None), bad)
-    if transfer is not None and transfer == 0:
-        raise bad("--transfer-bound 0: expected a number of seconds > 0 (a transfer takes time)")
+    arrival, transfer = bounds(args, bad)
     launch = parse_launch(command, bad)
     env = core.environment(args, launch, bad)
     reading = read_launch(release, launch, bad, getattr(args, "reader", None) or "auto")
