@@ -33,7 +33,7 @@ from kvproof.checker.audit.common import (
 from kvproof.model.scenario import Scenario
 from kvproof.spec.sglang.config import Config, Engine, Request
 
-__all__ = ["run_audit", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
+__all__ = ["run_audit", "refuse_other_options", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
            "read_env_file", "settings_of", "mapping", "family", "candidates", "audit", "AuditReport", "Hazard",
            "ENGINE", "MODEL_SETTINGS", "ABSTRACTED", "INERT_HANDOFF", "read_launch", "BACKENDS_DEFERRING", "ENV_VARS",
            "INERT_ENV", "LIFECYCLE_PREFIXES", "CLAIMS", "READS", "CHECKSUM", "HAZARDS", "EXIT_EXPOSED",
@@ -525,16 +525,24 @@ def candidates(s: Settings) -> list[tuple[Settings, str]]:
 # -- the command ---------------------------------------------------------------------------------
 
 
+def refuse_other_options(args: argparse.Namespace, bad) -> None:
+    """vLLM's audit options are bad input here: SGLang's transfer bound is a timeout it reads, not
+    a measurement."""
+    for opt, given in (("--arrival-bound", getattr(args, "arrival_bound", None)),
+                       ("--transfer-bound", getattr(args, "transfer_bound", None)),
+                       ("--metrics", getattr(args, "metrics", None)), ("--quantile", getattr(args, "quantile", None)),
+                       ("--no-decode-stalls", getattr(args, "no_decode_stalls", None) or None)):
+        if given is not None:
+            raise bad(f"{opt}: a vLLM option; SGLang's transfer bound is MC_TRANSFER_TIMEOUT (--env), the "
+                      f"timeout of a transfer call, not a measurement")
+
+
 def run_audit(args: argparse.Namespace, out, bad) -> int:
     """``kvproof audit``: ``args`` holds ``engine``, ``env``, ``env_file``, ``launch``,
     ``traces``, ``no_traces``, ``peer_tp`` and the limits; ``out`` is a console, ``bad`` builds the
     CLI's bad-input exception.  Returns the exit code."""
     release = parse_engine(args.engine, bad)
-    for opt, given in (("--arrival-bound", getattr(args, "arrival_bound", None)),
-                       ("--transfer-bound", getattr(args, "transfer_bound", None)),
-                       ("--no-decode-stalls", getattr(args, "no_decode_stalls", None) or None)):
-        if given is not None:
-            raise bad(f"{opt}: a vLLM option; SGLang's transfer bound is MC_TRANSFER_TIMEOUT (--env)")
+    refuse_other_options(args, bad)
     command = core.launch_command(args, "python -m sglang.launch_server ...", bad)
     launch = parse_launch(command, bad)
     env = core.environment(args, launch, bad)

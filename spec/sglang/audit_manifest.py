@@ -145,6 +145,7 @@ def side_of_remedy(remedy: str, ps: sg.Settings, ds: sg.Settings, layouts_agree:
 def run_manifest(args: Any, out: Any, bad) -> int:
     """``kvproof audit sglang==VERSION --manifest FILE...``."""
     release = sg.parse_engine(args.engine, bad)
+    sg.refuse_other_options(args, bad)
     if getattr(args, "peer_tp", None) is not None:
         raise bad("--peer-tp: with --manifest the other side's TP is read from its own container")
     return mf.audit_manifest(

@@ -86,14 +86,29 @@ def merge(p: mf.Side, d: mf.Side) -> tuple[va.Settings, list[tuple[str, str, str
             f"that sends heartbeats spaces them by its own lease // 6, the side that holds the blocks expires and "
             f"extends them by its own (nixl/base_scheduler.py, nixl/base_worker.py); the model has one lease "
             f"(set the same kv_lease_duration on both sides)")
+    rows = merge_rows(s, p, d)
+    return s, rows, lambda remedy: f"both sides: {remedy}"
+
+
+def _merge_with_metrics(args: Any, bad):
+    def merged(p: mf.Side, d: mf.Side):
+        s, _, side_of = merge(p, d)
+        va.apply_metrics(s, args, bad)
+        return s, merge_rows(s, p, d), side_of
+
+    return merged
+
+
+def merge_rows(s: va.Settings, p: mf.Side, d: mf.Side) -> list[tuple[str, str, str]]:
+    """The settings rows of the merged pair (:func:`~.audit.mapping`, the role row for both sides)."""
     rows = []
     for name, where, meaning in va.mapping(s):
         if name.startswith("kv_role"):
-            name, where = f"kv_role prefill {ps.role}, decode {ds.role}", "both lines"
+            name, where = f"kv_role prefill {p.settings.role}, decode {d.settings.role}", "both lines"
         elif name.startswith("kv_connector "):
             where = "both lines"
         rows.append((name, where, meaning))
-    return s, rows, lambda remedy: f"both sides: {remedy}"
+    return rows
 
 
 def run_manifest(args: Any, out: Any, bad) -> int:
@@ -109,5 +124,5 @@ def run_manifest(args: Any, out: Any, bad) -> int:
     return mf.audit_manifest(
         args, out, bad, engine=va.ENGINE, release=release,
         read=read_side(release, getattr(args, "reader", None) or "auto", bad, (arrival, transfer, stalls)),
-        merge=merge, key=key, audit=lambda s, limits: va.audit(s, limits), hazards=va.HAZARDS, no_fix=no_fix,
+        merge=_merge_with_metrics(args, bad), key=key, audit=lambda s, limits: va.audit(s, limits), hazards=va.HAZARDS, no_fix=no_fix,
         where_width=24, abstracted_why="block counts are symbolic")
