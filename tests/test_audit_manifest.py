@@ -309,7 +309,8 @@ def test_vllm_transfer_bound_from_metrics(capsys, tmp_path):
     (["vllm==0.33.0", "--metrics", "EMPTY"], "no observations of vllm:nixl_xfer_time_seconds"),
     (["vllm==0.33.0", "--metrics", "EMPTY", "--transfer-bound", "3"], "give one"),
     (["vllm==0.33.0", "--quantile", "0.9"], "only with --metrics"),
-    (["sglang==0.5.23", "--metrics", "EMPTY"], "a vLLM option"),
+    (["sglang==0.5.23", "--metrics", "EMPTY"], "no observations of sglang:kv_transfer_latency_ms"),
+    (["sglang==0.5.23", "--quantile", "2", "--metrics", "EMPTY"], "--quantile 2: expected a number in (0, 1]"),
 ])
 def test_metrics_bad_input(capsys, tmp_path, argv, message):
     files = {"BAD": write(tmp_path, "garbage{\n", "bad.prom"), "EMPTY": write(tmp_path, "", "empty.prom")}
@@ -318,3 +319,28 @@ def test_metrics_bad_input(capsys, tmp_path, argv, message):
         ["vllm", "serve", "m", "--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}']
     code, _, err = run(capsys, tmp_path, *argv, "--", *launch)
     assert code == 3 and message in err and len(err.strip().splitlines()) == 1
+
+
+def sglang_scrape(latencies_ms):
+    """SGLang's transfer latency as its scheduler exports it (metrics_collector.py: the buckets, and
+    the labels model_name, engine_type, tp_rank, pp_rank, moe_ep_rank)."""
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    reg = CollectorRegistry()
+    h = Histogram("sglang:kv_transfer_latency_ms", "Histogram of KV cache transfer latency in ms.",
+                  ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"],
+                  buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000), registry=reg)
+    for v in latencies_ms:
+        h.labels("zai-org/GLM-4.6", "prefill", "0", "0", "0").observe(v)
+    return generate_latest(reg).decode()
+
+
+def test_sglang_metrics_are_reported_not_used_as_a_bound(capsys, tmp_path):
+    """The latency is noted; the verdict is the one MC_TRANSFER_TIMEOUT gives (the abort hazard of
+    the default 30 s deadline against a 30 s transfer timeout is still found)."""
+    scrape_file = write(tmp_path, sglang_scrape([20] * 50 + [200]), "sglang.prom")
+    line = ["--", "python", "-m", "sglang.launch_server", "--model-path", "m", "--disaggregation-mode", "decode"]
+    code, out, _ = run(capsys, tmp_path, "sglang==0.5.23", "--metrics", scrape_file, *line)
+    assert code == 1
+    assert "sglang:kv_transfer_latency_ms p100 <= 0.25 s (51 observations): not a bound of the model" in out
+    assert "after a client abort mid-transfer" in out

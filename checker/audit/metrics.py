@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Bound", "read_exposition", "histogram_bound"]
+__all__ = ["Bound", "read_exposition", "histogram_bound", "quantile"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,16 @@ def histogram_bound(families: dict[str, Any], name: str, quantile: float, scale:
             seconds = None if math.isinf(le) else le * scale
             return Bound(name, quantile, seconds, int(total), len(series))
     return Bound(name, quantile, None, int(total), len(series))
+
+
+def quantile(value: Any, bad) -> float:
+    """``--quantile``'s value: a number in (0, 1], 1 when not given; anything else is bad input."""
+    if value is None:
+        return 1.0
+    try:
+        q = float(value)
+    except (TypeError, ValueError):
+        raise bad(f"--quantile {value}: expected a number in (0, 1]") from None
+    if not 0 < q <= 1:
+        raise bad(f"--quantile {value}: expected a number in (0, 1]")
+    return q

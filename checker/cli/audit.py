@@ -32,6 +32,12 @@ def add_parser(sub) -> None:
     au.add_argument("--manifest", action="append", metavar="FILE",
                     help="audit the prefill/decode pair of a Kubernetes deployment (YAML, several documents; "
                          "repeatable) instead of one launch line")
+    au.add_argument("--metrics", metavar="FILE",
+                    help="a Prometheus scrape of the deployment saved to a file: the bounds the engine's model needs "
+                         "are derived from the histograms the engine exports (each engine says which)")
+    au.add_argument("--quantile", metavar="Q",
+                    help="with --metrics, the quantile of each histogram taken as its bound (default 1: every "
+                         "observation)")
     au.add_argument("--traces", default="traces", metavar="DIR", help="where the hazards' traces go (default: traces)")
     au.add_argument("--no-traces", action="store_true", help="write no trace files")
     au.add_argument("--json", action="store_true", help="print one JSON object instead of the report")

@@ -142,6 +142,15 @@ def side_of_remedy(remedy: str, ps: sg.Settings, ds: sg.Settings, layouts_agree:
     return f"both sides: {remedy}"
 
 
+def _merge_with_notes(args: Any, bad):
+    def merged(p: mf.Side, d: mf.Side):
+        s, rows, side_of = merge(p, d)
+        s.inert += sg.metrics_notes(args, bad)
+        return s, rows, side_of
+
+    return merged
+
+
 def run_manifest(args: Any, out: Any, bad) -> int:
     """``kvproof audit sglang==VERSION --manifest FILE...``."""
     release = sg.parse_engine(args.engine, bad)
@@ -150,7 +159,7 @@ def run_manifest(args: Any, out: Any, bad) -> int:
         raise bad("--peer-tp: with --manifest the other side's TP is read from its own container")
     return mf.audit_manifest(
         args, out, bad, engine=sg.ENGINE, release=release,
-        read=read_side(release, getattr(args, "reader", None) or "auto", bad), merge=merge, key=key,
+        read=read_side(release, getattr(args, "reader", None) or "auto", bad), merge=_merge_with_notes(args, bad), key=key,
         audit=lambda s, limits: sg.audit(s, limits), hazards=sg.HAZARDS,
         no_fix="nothing kvproof tried removes it (no setting it knows, no known release)", where_width=24,
         abstracted_why="sizes are symbolic; a prompt may exceed the pool")

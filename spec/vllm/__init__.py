@@ -74,12 +74,6 @@ def _audit_arguments(parser) -> None:
     parser.add_argument("--transfer-bound", metavar="S",
                         help="vLLM: the longest from decode receiving a request to the end of its READ (push: "
                              "WRITE), engine-loop pauses included, seconds (default: unbounded)")
-    parser.add_argument("--metrics", metavar="FILE",
-                        help="vLLM: a Prometheus scrape of the deployment saved to a file: the transfer bound is "
-                             "derived from vllm:request_queue_time_seconds and vllm:nixl_xfer_time_seconds")
-    parser.add_argument("--quantile", metavar="Q",
-                        help="vLLM: with --metrics, the quantile of each histogram taken as its bound (default 1: "
-                             "every observation)")
     parser.add_argument("--no-decode-stalls", action="store_true",
                         help="vLLM: assume decode's engine loop never pauses long enough to miss a heartbeat")
 

@@ -460,14 +460,14 @@ def metric_bounds(args: argparse.Namespace, bad) -> tuple[float | None, list[str
     the READ and the READ itself, an upper bound of the time from receiving the request to the
     READ's end); (bound, how it was derived, what the exposition lacks: not modelled).  No
     transfer histogram, or a quantile in its ``+Inf`` bucket: no bound (unbounded), said so."""
-    from kvproof.checker.audit.metrics import histogram_bound, read_exposition
+    from kvproof.checker.audit.metrics import histogram_bound, quantile, read_exposition
 
     path = getattr(args, "metrics", None)
     if path is None:
         return None, [], []
     if getattr(args, "transfer_bound", None) is not None:
         raise bad("--metrics and --transfer-bound: give one (the bound is derived from the metrics)")
-    q = _quantile(getattr(args, "quantile", None), bad)
+    q = quantile(getattr(args, "quantile", None), bad)
     families = read_exposition(path, bad)
     xfer, queue = histogram_bound(families, XFER_TIME, q), histogram_bound(families, QUEUE_TIME, q)
     how = [f"--metrics {path}: {b.shown}" for b in (queue, xfer) if b is not None]
@@ -481,18 +481,6 @@ def metric_bounds(args: argparse.Namespace, bad) -> tuple[float | None, list[str
     if xfer.seconds is None or (queue is not None and queue.seconds is None):
         return None, how + ["a quantile in the +Inf bucket: no transfer bound (unbounded)"], lacks
     return xfer.seconds + (queue.seconds if queue is not None else 0.0), how, lacks
-
-
-def _quantile(value: Any, bad) -> float:
-    if value is None:
-        return 1.0
-    try:
-        q = float(value)
-    except (TypeError, ValueError):
-        raise bad(f"--quantile {value}: expected a number in (0, 1]") from None
-    if not 0 < q <= 1:
-        raise bad(f"--quantile {value}: expected a number in (0, 1]")
-    return q
 
 
 def bounds(args: argparse.Namespace, bad) -> tuple[float | None, float | None]:
