@@ -3,6 +3,8 @@ from a Prometheus scrape).  The manifests keep the shapes of real ones, each nam
 used; the scrapes are written by ``prometheus_client`` (the engines' metrics library) with the
 histograms' real names, labels and buckets."""
 
+import re
+
 import pytest
 
 from kvproof.checker.audit import manifest as mf
@@ -344,3 +346,35 @@ def test_sglang_metrics_are_reported_not_used_as_a_bound(capsys, tmp_path):
     assert code == 1
     assert "sglang:kv_transfer_latency_ms p100 <= 0.25 s (51 observations): not a bound of the model" in out
     assert "after a client abort mid-transfer" in out
+
+
+def _doc_examples():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "how-to" / "audit-a-deployment.md").read_text()
+    blocks = re.findall(r"```console\n\$ (kvproof audit [^\n]+)\n(.*?)\n```", text, re.S)
+    assert len(blocks) == 3
+    return blocks
+
+
+@pytest.mark.parametrize("command, shown", _doc_examples(), ids=["sglang-manifest", "vllm-metrics", "vllm-quantile"])
+def test_the_how_to_page_shows_what_the_commands_print(capsys, monkeypatch, command, shown):
+    """The page's examples, run from the repository's root (with the generated flag table: the
+    page's 'read:' lines name the installed engine's parser, which is the only difference)."""
+    import shlex
+    from pathlib import Path
+
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    argv = shlex.split(command)[2:]
+    main(["audit", "--reader", "table", *argv])
+    got = capsys.readouterr().out.splitlines()
+
+    def comparable(lines):
+        return [re.sub(r", read: .*", "", line) for line in lines if line != "..."]
+
+    want = comparable(shown.splitlines())
+    if "..." in shown.splitlines():
+        it = iter(comparable(got))
+        assert all(line in it for line in want), "\n".join(got)
+    else:
+        assert comparable(got) == want
