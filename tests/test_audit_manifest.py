@@ -378,3 +378,22 @@ def test_the_how_to_page_shows_what_the_commands_print(capsys, monkeypatch, comm
         assert all(line in it for line in want), "\n".join(got)
     else:
         assert comparable(got) == want
+
+
+def test_manifest_json_names_the_pair_and_sided_remedies(capsys, tmp_path):
+    import json
+
+    code, out, _ = run(capsys, tmp_path, "sglang==0.5.23", "--json", "--manifest", write(tmp_path, llmd()))
+    doc = json.loads(out)
+    assert code == doc["exit_code"] == 1 and doc["verdict"] == "exposed"
+    assert [(p["side"], p["container"]) for p in doc["pair"]] == [
+        ("prefill", "DisaggregatedSet/pd-disagg-sglang role prefill container modelserver"),
+        ("decode", "DisaggregatedSet/pd-disagg-sglang role decode container modelserver")]
+    assert doc["pair"][1]["reading"]["values"]["disaggregation_mode"] == "decode"
+    assert any(r.startswith("decode: SGLANG_") for h in doc["hazards"] for r in h["remedies"])
+    assert doc["summary"]["exit_code"] == 1
+
+
+def test_manifest_refuses_a_launch_lines_environment(capsys, tmp_path):
+    code, _, err = run(capsys, tmp_path, "sglang==0.5.23", "--manifest", write(tmp_path, llmd()), "--env", "A=1")
+    assert code == 3 and "--env and --env-file are a launch line's" in err

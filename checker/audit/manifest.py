@@ -537,4 +537,7 @@ def audit_manifest(args: Any, out: Any, bad, *, engine: str, release: Any, read:
             h.remedies = [x for x in map(side_of, h.remedies) if x]  # None: not a remedy of this pair
         return report
 
-    return core.conclude(args, out, lines, checked, hazards, no_fix, engine, prefill[0].reading, rows)
+    pair_json = {"manifests": list(args.manifest), "not_workloads": m.other, "notes": notes,
+                 "pair": [{"side": x.side, "container": x.container.where, "role_from_manifest": x.container.role_from or None,
+                           "command": x.command, "reading": core.reading_json(x.reading)} for x in (prefill[0], decode[0])]}
+    return core.conclude(args, out, lines, checked, hazards, no_fix, engine, None, rows, pair_json)

@@ -76,3 +76,6 @@ def prepare(args: argparse.Namespace) -> None:
             raise BadInput(f"audit: {words[0]}: put the launch command after --")
     if args.manifest and args.launch:
         raise BadInput("audit: --manifest or a launch command after --, not both")
+    if args.manifest and (args.env or args.env_file):
+        raise BadInput("audit: --env and --env-file are a launch line's; with --manifest each container's "
+                       "environment is the manifest's")
