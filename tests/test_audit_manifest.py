@@ -170,15 +170,15 @@ def test_env_configmaps_references_and_unknown_kinds():
                                                                  {"configMapRef": {"name": "absent"}}],
                                         "env": [{"name": "TP", "value": "2"}],
                                         "command": ["sh", "-lc", "export A=1; exec python3 -m x --tp $(TP) --a $A && echo done"]}]}}}}]},
-        {"kind": "DynamoGraphDeployment", "metadata": {"name": "dyn"}, "apiVersion": "nvidia.com/v1alpha1",
-         "spec": {"services": {"Decode": {"extraPodSpec": {"mainContainer": {"args": ["x"]}}}}}},
+        {"kind": "RayService", "metadata": {"name": "ray"}, "apiVersion": "ray.io/v1",
+         "spec": {"rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "head"}]}}}}}},
     ]
     m = mf.parse_manifests(docs)
     (c,) = m.containers
     assert c.role == "prefill" and c.env["MC_TRANSFER_TIMEOUT"] == "10" and c.env_from["MC_TRANSFER_TIMEOUT"] == "ConfigMap pd-env"
     assert c.commands == [["python3", "-m", "x", "--tp", "2", "--a", "1"], ["echo", "done"]]
     assert any("ConfigMap absent" in u for u in c.unread)
-    assert m.unreadable == ["DynamoGraphDeployment/dyn (a kind kvproof does not read: nvidia.com/v1alpha1)"]
+    assert m.unreadable == ["RayService/ray (a kind kvproof does not read: ray.io/v1)"]
     assert m.other == ["ConfigMap/pd-env"]
 
 
@@ -229,7 +229,7 @@ def test_sglang_manifest_pair_is_audited_with_sided_remedies(capsys, tmp_path):
     ("kind: Deployment\n  bad: [", 3, "not YAML"),
     ("- just\n- a list\n", 3, "expected a Kubernetes object"),
     ("kind: Service\nmetadata: {name: s}\n", 3, "no prefill/decode pair of sglang (no container of it)"),
-    ("kind: DynamoGraphDeployment\nmetadata: {name: d}\nspec: {services: {P: {extraPodSpec: {mainContainer: {}}}}}\n",
+    ("kind: RayService\nmetadata: {name: r}\nspec: {rayClusterConfig: {headGroupSpec: {template: {spec: {containers: [{name: h}]}}}}}\n",
      2, "verdict: cannot decide"),
 ])
 def test_manifest_bad_input_and_cannot_decide(capsys, tmp_path, text, code, message):
@@ -397,3 +397,49 @@ def test_manifest_json_names_the_pair_and_sided_remedies(capsys, tmp_path):
 def test_manifest_refuses_a_launch_lines_environment(capsys, tmp_path):
     code, _, err = run(capsys, tmp_path, "sglang==0.5.23", "--manifest", write(tmp_path, llmd()), "--env", "A=1")
     assert code == 3 and "--env and --env-file are a launch line's" in err
+
+
+# Dynamo's examples/backends/vllm/deploy/disagg.yaml: a DynamoGraphDeployment whose workers'
+# subComponentType is their role; the worker line carries Dynamo's own --is-decode-worker and no
+# --kv-transfer-config (Dynamo sets the connector itself).
+DYNAMO_VLLM = """\
+apiVersion: nvidia.com/v1alpha1
+kind: DynamoGraphDeployment
+metadata: {name: vllm-disagg}
+spec:
+  services:
+    Frontend:
+      componentType: frontend
+      extraPodSpec: {mainContainer: {image: "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.0"}}
+    VllmDecodeWorker:
+      envFromSecret: hf-token-secret
+      componentType: worker
+      subComponentType: decode
+      envs: [{name: VLLM_NIXL_SIDE_CHANNEL_PORT, value: "5600"}]
+      extraPodSpec:
+        mainContainer:
+          command: [python3, -m, dynamo.vllm]
+          args: [--model, Qwen/Qwen3-0.6B, --is-decode-worker]
+    VllmPrefillWorker:
+      envFromSecret: hf-token-secret
+      componentType: worker
+      subComponentType: prefill
+      extraPodSpec:
+        mainContainer:
+          command: [python3, -m, dynamo.vllm]
+          args: [--model, Qwen/Qwen3-0.6B, --is-prefill-worker]
+"""
+
+
+def test_dynamo_graph_deployment_roles_envs_and_what_cannot_be_read(capsys, tmp_path):
+    import yaml
+
+    m = mf.parse_manifests(list(yaml.safe_load_all(DYNAMO_VLLM)))
+    by = {c.workload: c for c in m.containers}
+    d = by["DynamoGraphDeployment/vllm-disagg service VllmDecodeWorker"]
+    assert (d.role, d.role_from, d.env) == ("decode", "subComponentType decode", {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5600"})
+    assert d.commands == [["python3", "-m", "dynamo.vllm", "--model", "Qwen/Qwen3-0.6B", "--is-decode-worker"]]
+    assert any("Secret hf-token-secret" in u for u in d.unread)
+    code, out, _ = run(capsys, tmp_path, "vllm==0.33.0", "--manifest", write(tmp_path, DYNAMO_VLLM))
+    assert code == 2
+    assert "decode: no kv_connector on its line" in out and "dynamo: --is-decode-worker (decode)" in out

@@ -7,7 +7,9 @@ workload kinds read (:data:`WORKLOAD_KINDS`) are Kubernetes' own (``Pod``, ``Dep
 ``StatefulSet``, ``ReplicaSet``, ``DaemonSet``, ``Job``, ``CronJob``), LeaderWorkerSet's
 (``LeaderWorkerSet``: its leader and worker templates), kthena's ``ModelServing`` (its
 ``template.roles``, each with an entry and a worker template) and llm-d's ``DisaggregatedSet``
-(its ``roles``, each a LeaderWorkerSet spec); ``List`` objects are opened.  An object of another
+(its ``roles``, each a LeaderWorkerSet spec) and Dynamo's ``DynamoGraphDeployment`` (each
+service's ``extraPodSpec.mainContainer``, its role the service's ``subComponentType``, with the
+service's ``envs`` and ``envFromSecret``); ``List`` objects are opened.  An object of another
 kind that holds containers (``containers`` or ``mainContainer`` anywhere in it) cannot be read:
 it is listed in :attr:`Manifest.unreadable`, and the audit cannot decide while there is one.
 
@@ -47,7 +49,8 @@ ROLES = ("prefill", "decode")
 """The two roles of a prefill/decode pair."""
 
 _APPS = ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job")
-WORKLOAD_KINDS = ("Pod", *_APPS, "CronJob", "LeaderWorkerSet", "ModelServing", "DisaggregatedSet")
+WORKLOAD_KINDS = ("Pod", *_APPS, "CronJob", "LeaderWorkerSet", "ModelServing", "DisaggregatedSet",
+                  "DynamoGraphDeployment")
 """The kinds whose pod templates are read (``List`` objects are opened)."""
 
 _SHELLS = ("sh", "bash", "dash", "zsh", "ash")
@@ -201,6 +204,11 @@ def _templates(o: dict) -> Iterator[tuple[str, str | None, str, Any]]:
         yield "", None, "", _get(spec, "jobTemplate", "spec", "template")
     elif kind == "LeaderWorkerSet":
         yield from _lws(spec.get("leaderWorkerTemplate"), None, "")
+    elif kind == "DynamoGraphDeployment":
+        services = spec.get("services") if isinstance(spec.get("services"), dict) else {}
+        for name, svc in services.items():
+            if isinstance(svc, dict):
+                yield f"service {name}", *_dynamo_pod(svc)
     elif kind in ("ModelServing", "DisaggregatedSet"):
         roles = _get(spec, "template", "roles") if kind == "ModelServing" else spec.get("roles")
         for r in roles if isinstance(roles, list) else []:
@@ -214,6 +222,20 @@ def _templates(o: dict) -> Iterator[tuple[str, str | None, str, Any]]:
                     yield f"role {r.get('name')} worker", role, src, r.get("workerTemplate")
             else:
                 yield from _lws(_get(r, "spec", "leaderWorkerTemplate"), role, src, f"role {r.get('name')} ")
+
+
+def _dynamo_pod(svc: dict) -> tuple[str | None, str, Any]:
+    """(role, where it came from, pod template) of a Dynamo service: its ``subComponentType``, and
+    its ``extraPodSpec.mainContainer`` with the service's ``envs`` and ``envFromSecret``."""
+    role = _role_name(svc.get("subComponentType"))
+    main = _get(svc, "extraPodSpec", "mainContainer")
+    if not isinstance(main, dict):
+        return role, "", None
+    main = {"name": "main", **main, "env": [*(svc.get("envs") or []), *(main.get("env") or [])]}
+    if svc.get("envFromSecret"):
+        main["envFrom"] = [*(main.get("envFrom") or []), {"secretRef": {"name": svc["envFromSecret"]}}]
+    src = f"subComponentType {svc.get('subComponentType')}" if role else ""
+    return role, src, {"spec": {"containers": [main]}}
 
 
 def _lws(lwt: Any, role: str | None, src: str, prefix: str = "") -> Iterator[tuple[str, str | None, str, Any]]:

@@ -82,6 +82,9 @@ def merge(p: mf.Side, d: mf.Side) -> tuple[sg.Settings, list[tuple[str, str, str
     s.transfer_timeout, s.source["transfer_timeout"] = ps.transfer_timeout, f"prefill {ps.source['transfer_timeout']}"
     for name in ("unknown", "abstracted", "inert", "unmodelled"):
         setattr(s, name, [*mf.sided("prefill", getattr(ps, name)), *mf.sided("decode", getattr(ds, name))])
+    for side, x in (("prefill", ps), ("decode", ds)):
+        if x.mode is None:
+            s.unmodelled.append(f"{side}: no --disaggregation-mode on its line: SGLang runs it without a KV handoff")
     if ps.backend != ds.backend:
         s.unmodelled.append(f"--disaggregation-transfer-backend: prefill {ps.backend}, decode {ds.backend}: the two "
                             f"sides must use one backend")

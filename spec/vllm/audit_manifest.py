@@ -77,7 +77,11 @@ def merge(p: mf.Side, d: mf.Side) -> tuple[va.Settings, list[tuple[str, str, str
     for name in ("unknown", "abstracted", "inert", "unmodelled"):
         setattr(s, name, [*mf.sided("prefill", getattr(ps, name)), *mf.sided("decode", getattr(ds, name))])
     s.tp, s.pp = max(ps.tp, ds.tp), max(ps.pp, ds.pp)
-    if ps.connector != ds.connector:
+    for side, x in (("prefill", ps), ("decode", ds)):
+        if x.connector is None:
+            s.unmodelled.append(f"{side}: no kv_connector on its line: vLLM runs it without a KV handoff (a launcher "
+                                f"that sets one itself, such as Dynamo's, is not read)")
+    if ps.connector != ds.connector and ps.connector is not None and ds.connector is not None:
         s.unmodelled.append(f"kv_connector: prefill {ps.connector}, decode {ds.connector}: the two sides must use "
                             f"one connector")
     if ps.lease != ds.lease:
