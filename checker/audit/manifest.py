@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 __all__ = ["WORKLOAD_KINDS", "ROLES", "Container", "Manifest", "read_manifests", "parse_manifests", "Side", "pair",
-           "unread_names", "take_option", "environment_of", "pair_lines", "sided", "audit_manifest"]
+           "unread_names", "take_option", "environment_of", "pair_lines", "sided", "audit_manifest", "side_reader"]
 
 ROLES = ("prefill", "decode")
 """The two roles of a prefill/decode pair."""
@@ -563,3 +563,38 @@ def audit_manifest(args: Any, out: Any, bad, *, engine: str, release: Any, read:
                  "pair": [{"side": x.side, "container": x.container.where, "role_from_manifest": x.container.role_from or None,
                            "command": x.command, "reading": core.reading_json(x.reading)} for x in (prefill[0], decode[0])]}
     return core.conclude(args, out, lines, checked, hazards, no_fix, engine, None, rows, pair_json)
+
+
+def side_reader(bad, *, is_launch: Callable[[list[str]], bool], parse: Callable[..., Any], read: Callable[..., Any],
+                settings: Callable[..., Any], role: Callable[[Any], str | None], prefixes: Sequence[str],
+                config_flag: str) -> Callable[[Container, list[str]], Side | None]:
+    """A protocol's reading of one container's command line, for :func:`pair`, from its launch
+    reader's parts: ``is_launch(words)`` (one of its launchers, after the ``NAME=VALUE`` prefix),
+    ``parse(words, bad)`` (a ``Launch``), ``read(launch, bad)`` (the engine parser's ``Reading``),
+    ``settings(launch, env, bad, reading)`` (its settings), ``role(settings)`` (the side the engine
+    reads, or ``None``), the names that belong to the handoff (``prefixes``) and the engine's
+    config-file flag (``config_flag``: a file named on a container's line is in the container, not
+    read).  Errors name the container; what the container left unread is not modelled (handoff
+    variables) or listed (the others)."""
+    from kvproof.checker.audit import common as core
+
+    def reader(c: Container, command: list[str]) -> Side | None:
+        words = list(command)
+        prefix = core.take_prefix_environment(words)
+        if not is_launch(words):
+            return None
+
+        def here(msg: str) -> Exception:
+            return bad(f"{c.where}: {msg}")
+
+        words, configs = take_option(words, config_flag)
+        launch = parse(words, here)
+        reading = read(launch, here)
+        s = settings(launch, environment_of(c, prefix), here, reading)
+        hit, rest = unread_names(c, prefixes)
+        s.unmodelled += [f"{config_flag} {f}: a file in the container, not in the manifests" for f in configs]
+        s.unmodelled += [*c.unread, *[f"{h}: not in the manifests" for h in hit]]
+        s.inert += [f"{r}: not in the manifests" for r in rest]
+        return Side(c, command, role(s), s, reading)
+
+    return reader

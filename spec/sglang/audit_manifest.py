@@ -41,29 +41,15 @@ PREFILL_ENV = ("MC_TRANSFER_TIMEOUT",)
 
 
 def read_side(release: sg.Release, reader: str, bad):
-    """The reading of one container's command line, for :func:`~kvproof.checker.audit.manifest.pair`."""
+    """The reading of one container's command line, for :func:`~kvproof.checker.audit.manifest.pair`:
+    a launch line of :data:`.launch.LAUNCHERS` read as :func:`.audit.read_launch` reads it."""
     from kvproof.spec.sglang.launch import split
 
-    def read(c: mf.Container, command: list[str]) -> mf.Side | None:
-        words = list(command)
-        prefix = core.take_prefix_environment(words)
-        if split(words) is None:
-            return None
-
-        def here(msg: str) -> Exception:
-            return bad(f"{c.where}: {msg}")
-
-        words, configs = mf.take_option(words, "--config")
-        launch = sg.parse_launch(words, here)
-        reading = sg.read_launch(release, launch, here, reader)
-        s = sg.settings_of(release, launch, mf.environment_of(c, prefix), here, None, reading)
-        hit, rest = mf.unread_names(c, sg.LIFECYCLE_PREFIXES)
-        s.unmodelled += [f"--config {f}: a file in the container, not in the manifests" for f in configs]
-        s.unmodelled += [*c.unread, *[f"{h}: not in the manifests" for h in hit]]
-        s.inert += [f"{r}: not in the manifests" for r in rest]
-        return mf.Side(c, command, s.mode, s, reading)
-
-    return read
+    return mf.side_reader(
+        bad, is_launch=lambda words: split(words) is not None, parse=sg.parse_launch,
+        read=lambda launch, here: sg.read_launch(release, launch, here, reader),
+        settings=lambda launch, env, here, reading: sg.settings_of(release, launch, env, here, None, reading),
+        role=lambda s: s.mode, prefixes=sg.LIFECYCLE_PREFIXES, config_flag="--config")
 
 
 def key(s: sg.Settings) -> tuple:

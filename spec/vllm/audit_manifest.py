@@ -24,40 +24,26 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kvproof.checker.audit import common as core
 from kvproof.checker.audit import manifest as mf
 from kvproof.spec.vllm import audit as va
 
-__all__ = ["ROLES", "read_side", "merge", "key", "run_manifest"]
+__all__ = ["ROLES", "read_side", "merge", "merge_rows", "key", "run_manifest"]
 
 ROLES = {"kv_producer": "prefill", "kv_consumer": "decode"}
 """``kv_role`` -> the side it launches (``kv_both`` says neither)."""
 
 
 def read_side(release: va.Release, reader: str, bad, bounds: tuple[float | None, float | None, bool]):
-    """The reading of one container's command line, for :func:`~kvproof.checker.audit.manifest.pair`."""
+    """The reading of one container's command line, for :func:`~kvproof.checker.audit.manifest.pair`:
+    a launch line of :data:`.launch.LAUNCHERS` read as :func:`.audit.read_launch` reads it, with
+    the deployment's bounds (arrival, transfer, stalls)."""
     from kvproof.spec.vllm.launch import split
 
-    def read(c: mf.Container, command: list[str]) -> mf.Side | None:
-        words = list(command)
-        prefix = core.take_prefix_environment(words)
-        if split(words) is None:
-            return None
-
-        def here(msg: str) -> Exception:
-            return bad(f"{c.where}: {msg}")
-
-        words, configs = mf.take_option(words, "--config")
-        launch = va.parse_launch(words, here)
-        reading = va.read_launch(release, launch, here, reader)
-        s = va.settings_of(release, launch, mf.environment_of(c, prefix), here, *bounds, reading)
-        hit, rest = mf.unread_names(c, va.LIFECYCLE_PREFIXES)
-        s.unmodelled += [f"--config {f}: a file in the container, not in the manifests" for f in configs]
-        s.unmodelled += [*c.unread, *[f"{h}: not in the manifests" for h in hit]]
-        s.inert += [f"{r}: not in the manifests" for r in rest]
-        return mf.Side(c, command, ROLES.get(s.role or ""), s, reading)
-
-    return read
+    return mf.side_reader(
+        bad, is_launch=lambda words: split(words) is not None, parse=va.parse_launch,
+        read=lambda launch, here: va.read_launch(release, launch, here, reader),
+        settings=lambda launch, env, here, reading: va.settings_of(release, launch, env, here, *bounds, reading),
+        role=lambda s: ROLES.get(s.role or ""), prefixes=va.LIFECYCLE_PREFIXES, config_flag="--config")
 
 
 def key(s: va.Settings) -> tuple:
