@@ -82,7 +82,7 @@ class Container:
 
     @property
     def where(self) -> str:
-        """The container as a reader finds it (``Deployment/x container vllm``)."""
+        """The container as a reader finds it (``Deployment/x container engine``)."""
         return f"{self.workload} container {self.name}"
 
 

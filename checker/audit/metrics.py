@@ -33,7 +33,7 @@ class Bound:
 
     @property
     def shown(self) -> str:
-        """``vllm:nixl_xfer_time_seconds p99 <= 0.5 s (1,200 observations, 2 series)``."""
+        """``engine:xfer_seconds p99 <= 0.5 s (1,200 observations, 2 series)``."""
         q = f"p{self.quantile * 100:g}"
         edge = f"<= {self.seconds:g} s" if self.seconds is not None else "in the +Inf bucket: no bound"
         return (f"{self.metric} {q} {edge} ({self.observations:,} observations"
