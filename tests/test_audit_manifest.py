@@ -443,3 +443,47 @@ def test_dynamo_graph_deployment_roles_envs_and_what_cannot_be_read(capsys, tmp_
     code, out, _ = run(capsys, tmp_path, "vllm==0.33.0", "--manifest", write(tmp_path, DYNAMO_VLLM))
     assert code == 2
     assert "decode: no kv_connector on its line" in out and "dynamo: --is-decode-worker (decode)" in out
+
+
+# `helm template` output in the shape of llm-d's modelservice chart: `# Source:` comments, an empty
+# document, two apps/v1 Deployments labelled llm-d.ai/role, vLLM's `vllm serve` with its
+# --kv-transfer-config from a ConfigMap through $(VAR).
+HELM_VLLM = """\
+---
+# Source: llm-d-modelservice/templates/configmap.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kv-config}
+data:
+  KV_CONFIG: '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_connector_extra_config":{"kv_lease_duration":300}}'
+---
+""" + "".join(f"""\
+# Source: llm-d-modelservice/templates/{role}-deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: ms-{role}, labels: {{llm-d.ai/role: {role}}}}}
+spec:
+  template:
+    metadata: {{labels: {{llm-d.ai/role: {role}}}}}
+    spec:
+      containers:
+        - name: vllm
+          command: [vllm, serve]
+          args: [Qwen/Qwen3-0.6B, --port, "8000", --kv-transfer-config, $(KV_CONFIG)]
+          env:
+            - name: KV_CONFIG
+              valueFrom: {{configMapKeyRef: {{name: kv-config, key: KV_CONFIG}}}}
+---
+""" for role in ("prefill", "decode"))
+
+
+def test_helm_output_with_a_configmap_reference(capsys, tmp_path):
+    bounds = ["--arrival-bound", "2", "--transfer-bound", "60"]
+    code, out, _ = run(capsys, tmp_path, "vllm==0.33.0", *bounds, "--manifest", write(tmp_path, HELM_VLLM))
+    assert code == 0, out
+    assert "prefill: Deployment/ms-prefill container vllm (label llm-d.ai/role=prefill)" in out
+    assert "kv_lease_duration 300 s" in out
+    without = HELM_VLLM.split("---\n# Source: llm-d-modelservice/templates/prefill", 1)
+    code, out, _ = run(capsys, tmp_path, "vllm==0.33.0", *bounds, "--manifest",
+                       write(tmp_path, "# Source: llm-d-modelservice/templates/prefill" + without[1], "noconfig.yaml"))
+    assert code == 2 and "uses $(KV_CONFIG), whose value is not in the manifests" in out

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 __all__ = ["WORKLOAD_KINDS", "ROLES", "Container", "Manifest", "read_manifests", "parse_manifests", "Side", "pair",
-           "unread_names", "take_option", "environment_of", "pair_lines", "sided", "audit_manifest", "side_reader"]
+           "unread_names", "take_option", "environment_of", "pair_lines", "sided", "audit_manifest", "side_reader", "Unreadable"]
 
 ROLES = ("prefill", "decode")
 """The two roles of a prefill/decode pair."""
@@ -79,6 +79,9 @@ class Container:
     """Variables set from what the manifests do not hold -> from what (``Secret NAME``)."""
     unread: list[str] = field(default_factory=list)
     """What was given and could not be read (kvproof cannot tell what it sets)."""
+    unread_refs: list[str] = field(default_factory=list)
+    """References in its command lines to variables whose values are not known (a line holding
+    one cannot be read as the engine would read it)."""
 
     @property
     def where(self) -> str:
@@ -331,6 +334,7 @@ def _expand(text: str, c: Container) -> str:
             return c.env[name]
         if name in c.unread_env:
             c.unread.append(f"{c.where}: $({name}) is set from {c.unread_env[name]}")
+            c.unread_refs.append(f"$({name})")
         return m.group(0)
 
     return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, text)
@@ -392,9 +396,15 @@ def _shell_expand(word: str, c: Container) -> str:
             return c.env[name]
         c.unread.append(f"{c.where}: its script uses ${name}, whose value is not in the manifests"
                         + (f" (set from {c.unread_env[name]})" if name in c.unread_env else ""))
+        c.unread_refs.append(f"${name}")
         return m.group(0)
 
     return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", sub, word)
+
+
+class Unreadable(Exception):
+    """An engine's launch line that cannot be read as the engine would (a reference to a variable
+    whose value is not in the manifests): the verdict cannot be decided."""
 
 
 @dataclass
@@ -431,7 +441,11 @@ def pair(manifest: Manifest, read: Callable[[Container, list[str]], Side | None]
     maybe: dict[str, list[str]] = {}  # workload -> what could have been its engine, not read
     engines: set[str] = set()
     for c in manifest.containers:
-        found = [s for s in (read(c, cmd) for cmd in c.commands) if s is not None]
+        try:
+            found = [s for s in (read(c, cmd) for cmd in c.commands) if s is not None]
+        except Unreadable as e:
+            unread.append(str(e))
+            continue
         if not found:
             if c.role is not None and (c.unread or not c.commands):
                 maybe.setdefault(c.workload, []).extend(c.unread or [f"{c.where}: no command line"])
@@ -583,6 +597,10 @@ def side_reader(bad, *, is_launch: Callable[[list[str]], bool], parse: Callable[
         prefix = core.take_prefix_environment(words)
         if not is_launch(words):
             return None
+        refs = [r for r in c.unread_refs if any(r in w for w in command)]
+        if refs:
+            raise Unreadable(f"{c.where}: its engine's line uses {', '.join(refs)}, whose value is not in the "
+                             f"manifests")
 
         def here(msg: str) -> Exception:
             return bad(f"{c.where}: {msg}")
