@@ -111,13 +111,13 @@ def main() -> None:
         ("engine, exact", lambda: explore(machine, visited="exact")),
         ("engine, fingerprint", lambda: explore(machine, visited="fingerprint")),
         ("engine, fingerprint, 2 workers", lambda: explore_parallel(machine, 2, visited="fingerprint")),
-        ("symmetry, fingerprint", lambda: explore(machine, visited="fingerprint", canon=canon.canon,
-                                                  orbit=canon.orbit)),
+        ("symmetry, fingerprint", lambda: explore(machine, visited="fingerprint",
+                                                  canonicaliser=canon)),
         ("symmetry, fingerprint, 2 workers", lambda: explore_parallel(machine, 2, visited="fingerprint",
                                                                       canonicaliser=canon)),
         ("engine, fingerprint, ray, 2 workers", lambda: explore_ray(sc, machine, 2, visited="fingerprint")),
         ("symmetry, fingerprint, ray, 2 workers", lambda: explore_ray(sc, machine, 2, visited="fingerprint",
-                                                                      symmetric=True)),
+                                                                      canonicaliser=canon)),
     ]
     ray_start = None
     for name, run in runs:

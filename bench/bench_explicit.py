@@ -135,7 +135,7 @@ def native(machines: list[tuple[str, object]], repeat: int, modes: list[str], sy
             r = reduction_for(py)
             if r.canonicaliser is None:
                 raise SystemExit(f"{name}: no symmetry reduction: {r.note}")
-            red = dict(canon=r.canonicaliser.canon, orbit=r.canonicaliser.orbit)
+            red = dict(canonicaliser=r.canonicaliser)
             print(f"{name:>24} symmetry {r.note}")
         for mode in modes:
             t_py, t_nat = [], []

@@ -36,7 +36,7 @@ def main() -> None:
     sc = replace(sc, config=replace(sc.config, requests=tuple(Request(t, 1) for t in args.tenants)))
     m = Machine(sc.build())
     canon = reduction_for(m).canonicaliser if args.symmetry else None
-    kw = dict(canon=canon.canon, orbit=canon.orbit) if canon else {}
+    kw = dict(canonicaliser=canon) if canon else {}
     c0 = time.process_time()
     ex = explore(m, visited="fingerprint", **kw)
     total = time.process_time() - c0

@@ -191,10 +191,31 @@ def test_variables_in_front_of_the_command_are_its_environment(capsys, tmp_path)
      "argument --disaggregation-mode: invalid choice: 'both'"),
     (["sglang==0.5.23"], "expected the launch command after --"),
     (["sglang==0.5.23", "--env", "X=1", *DECODE], "put the launch command after --"),
+    (["sglang==0.5.23", "--peer-tp", "0", "--", *DECODE], "--peer-tp 0: expected a whole number >= 1"),
+    (["vllm==0.33.0", "--peer-tp", "2", "--", "vllm", "serve", "m"], "--peer-tp: an SGLang option"),
 ])
 def test_bad_input_is_one_line_exit_3(capsys, tmp_path, argv, words):
     code, out, err = run(capsys, tmp_path, *argv)
     assert code == 3 and out == "" and len(err.splitlines()) == 1 and words in err
+
+
+def test_peer_tp_is_sglangs_own_option_and_reaches_the_model():
+    """--peer-tp is declared by the SGLang protocol (not the general audit command) and sets the
+    other side's ranks; without it the other side is this line's size."""
+    from kvproof.checker.cli import build_parser
+    from kvproof.spec.sglang import PROTOCOL
+
+    assert "audit" in PROTOCOL.arguments
+    import kvproof.checker.cli.audit as cli_audit
+    import inspect
+    assert "--peer-tp" not in inspect.getsource(cli_audit)  # the general layer names no protocol's option
+    args = build_parser().parse_args(["audit", "sglang==0.5.23", "--peer-tp", "2", "--", *DECODE])
+    cli_audit.prepare(args)
+    assert args.peer_tp == "2"
+    launch = A.parse_launch(DECODE, ValueError)
+    s = A.settings_of(A.RELEASES["0.5.23"], launch, {}, ValueError, peer_tp=2)
+    assert s.ranks() == (2, 1)  # decode line: the peer (prefill) has 2 ranks, this side 1
+    assert A.settings_of(A.RELEASES["0.5.23"], launch, {}, ValueError).ranks() == (1, 1)
 
 
 def test_a_traces_folder_that_is_a_file_is_refused_before_any_search(capsys, tmp_path):

@@ -43,7 +43,7 @@ def test_reduced_search_counts_representatives_and_the_states_they_stand_for():
     m = machine("v0.5.22", "AAB")
     full = explore(m)
     canon = Canonicaliser(m.spec, m.spec.symmetry())
-    red = explore(m, canon=canon.canon, orbit=canon.orbit)
+    red = explore(m, canonicaliser=canon)
     assert full.stats.states == red.stats.represented == 38_629
     assert red.stats.states == 19_693
     assert red.stats.depth == full.stats.depth
@@ -70,5 +70,5 @@ def test_pages_are_searched_and_requests_sorted_exactly():
         assert len(reps) == 1 and reps <= orbit
         assert canon.orbit(s) == len(orbit)
     full = explore(m)
-    red = explore(m, canon=canon.canon, orbit=canon.orbit)
+    red = explore(m, canonicaliser=canon)
     assert red.stats.represented == full.stats.states == 393_985 and red.stats.states == 99_163

@@ -143,7 +143,7 @@ def test_a_search_that_outgrows_the_python_set_finds_what_one_that_stays_in_it_f
     canon = reduction_for(sym).canonicaliser
     runs = [(race, {}), (race, dict(visited="fingerprint")), (race, dict(limits=Limits(max_states=1000))),
             (race, dict(claims=[0, 1], stop_when_all_hit=True)),
-            (sym, dict(canon=canon.canon, orbit=canon.orbit, visited="fingerprint"))]
+            (sym, dict(canonicaliser=canon, visited="fingerprint"))]
     small = [outcome(m, **kw) for m, kw in runs]
     assert not grown
     monkeypatch.setattr(visited_small, "SMALL_STATES", 40)

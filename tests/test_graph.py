@@ -10,8 +10,11 @@ it is asked for a liveness claim.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+import kvproof.checker.explicit.backends.python as python_backend
 import kvproof.checker.explicit.liveness as liveness
 import kvproof.checker.explicit.run as run
 from kvproof.checker.explicit.search import Limits, explore
@@ -129,7 +132,7 @@ def test_the_graph_is_kept_only_by_an_exact_unreduced_search():
     with pytest.raises(ValueError, match="exact search without symmetry"):
         explore(Graph(DIAMOND), visited="fingerprint", edges=True)
     with pytest.raises(ValueError, match="exact search without symmetry"):
-        explore(Graph(DIAMOND), canon=lambda s: s, edges=True)
+        explore(Graph(DIAMOND), canonicaliser=SimpleNamespace(canon=lambda s: s, orbit=len), edges=True)
 
 
 def _counting(monkeypatch):
@@ -140,6 +143,7 @@ def _counting(monkeypatch):
         return explore(*args, **kwargs)
 
     monkeypatch.setattr(run, "explore", counted)
+    monkeypatch.setattr(python_backend, "explore", counted)
     monkeypatch.setattr(liveness, "explore", counted)
     return calls
 

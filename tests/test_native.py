@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvproof.checker.explicit.backends import AutoBackend, NativeBackend, PythonBackend
+from kvproof.checker.explicit.backends import auto as auto_backend
 from kvproof.checker.explicit.search import Limits, explore
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin, builtin_names
@@ -227,7 +229,7 @@ def _catalogue_case(name, tmp_path, monkeypatch):
     _o0(monkeypatch)
     root = Path(__file__).resolve().parents[1] / "traces"
     stored = read_expected(root / "expected.toml")[name]
-    report = check_scenario(builtin(name), traces_dir=tmp_path, backend="native")
+    report = check_scenario(builtin(name), traces_dir=tmp_path, backend=NativeBackend())
     assert report.backend == "native"
     s = report.stats
     assert (s.states, s.transitions, s.depth, report.complete) == \
@@ -285,8 +287,8 @@ def test_the_default_searches_a_model_past_the_probe_natively_with_the_python_en
     from kvproof.checker.explicit import run
 
     _o0(monkeypatch)
-    monkeypatch.setattr(run, "PROBE_STATES", 500)  # abort-race: 2,958 states
-    ref = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path / "py", backend="python")
+    monkeypatch.setattr(auto_backend, "PROBE_STATES", 500)  # abort-race: 2,958 states
+    ref = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path / "py", backend=PythonBackend())
     got = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path / "auto")
     assert (got.backend, got.backend_note, ref.backend) == ("native", "", "python")
     assert _report_outcome(got) == _report_outcome(ref)
@@ -313,8 +315,8 @@ def test_the_default_under_limits_has_the_python_engines_outcome(limits, states,
     from kvproof.checker.explicit import run
 
     _o0(monkeypatch)
-    monkeypatch.setattr(run, "PROBE_STATES", 1000)
-    ref = run.check_scenario(builtin("abort-race"), limits, backend="python")
+    monkeypatch.setattr(auto_backend, "PROBE_STATES", 1000)
+    ref = run.check_scenario(builtin("abort-race"), limits, backend=PythonBackend())
     got = run.check_scenario(builtin("abort-race"), limits)
     assert _report_outcome(got) == _report_outcome(ref)
     assert got.reason == reason and (states is None or got.stats.states == states)
@@ -324,9 +326,9 @@ def test_the_default_falls_back_to_the_python_engine_without_a_c_compiler(monkey
     from kvproof.checker.explicit import run
 
     monkeypatch.setenv("CC", "no-such-compiler-kvproof")
-    monkeypatch.setattr(run, "PROBE_STATES", 500)
+    monkeypatch.setattr(auto_backend, "PROBE_STATES", 500)
     got = run.check_scenario(builtin("abort-race"), traces_dir=tmp_path)
-    ref = run.check_scenario(builtin("abort-race"), backend="python")
+    ref = run.check_scenario(builtin("abort-race"), backend=PythonBackend())
     assert got.backend == "python" and got.backend_note.startswith("native backend unavailable: no C compiler")
     assert _report_outcome(got) == _report_outcome(ref)
 
@@ -343,7 +345,7 @@ def test_a_compiler_that_outruns_the_time_limit_is_stopped(monkeypatch, tmp_path
     slow.chmod(0o755)
     monkeypatch.setenv("CC", str(slow))
     monkeypatch.setenv("KVPROOF_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(run, "PROBE_STATES", 500)
+    monkeypatch.setattr(auto_backend, "PROBE_STATES", 500)
     began = time.perf_counter()
     got = run.check_scenario(builtin("abort-race"), Limits(max_seconds=1.5))
     assert time.perf_counter() - began < 6
@@ -356,12 +358,13 @@ def test_the_default_with_workers_probes_in_processes_then_searches_natively_in_
 
     _o0(monkeypatch)
     probes = []
-    monkeypatch.setattr(run, "explore_parallel", lambda *a, **k: probes.append(a[1]) or parallel.explore_parallel(*a, **k))
-    monkeypatch.setattr(run, "PROBE_STATES", 10)
-    got = run.check_scenario(builtin("incident"), workers=2)
+    search = parallel.explore_parallel
+    monkeypatch.setattr(parallel, "explore_parallel", lambda *a, **k: probes.append(a[1]) or search(*a, **k))
+    monkeypatch.setattr(auto_backend, "PROBE_STATES", 10)
+    got = run.check_scenario(builtin("incident"), backend=AutoBackend(2))
     assert probes == [2] and (got.backend, got.backend_note) == ("native", "")
     assert got.stats.workers == 2
-    assert _report_outcome(got) == _report_outcome(run.check_scenario(builtin("incident"), backend="python"))
+    assert _report_outcome(got) == _report_outcome(run.check_scenario(builtin("incident"), backend=PythonBackend()))
 
 
 # -- symmetry reduction: C successors, the canonicaliser's representatives -------------------------------
@@ -396,8 +399,8 @@ def _reduced(which: str):
 def test_a_reduced_native_search_has_the_python_engines_outcome(which, case):
     m, canon, code = _reduced(which)
     assert canon is not None
-    ref = explore(m, canon=canon.canon, orbit=canon.orbit, **case)
-    got = native.explore_native(m, code=code, canon=canon.canon, orbit=canon.orbit, **case)
+    ref = explore(m, canonicaliser=canon, **case)
+    got = native.explore_native(m, code=code, canonicaliser=canon, **case)
     assert _outcome(got) == _outcome(ref) and got.canonical
     assert ref.stats.represented > ref.stats.states or case
 
@@ -407,8 +410,8 @@ def test_symmetry_under_the_native_backend_keeps_verdicts_and_writes_the_same_tr
 
     _o0(monkeypatch)
     sc = _symmetric_scenarios()["requests-and-pages"]
-    ref = run.check_scenario(sc, symmetry=True, traces_dir=tmp_path / "py", backend="python")
-    got = run.check_scenario(sc, symmetry=True, traces_dir=tmp_path / "c", backend="native")
+    ref = run.check_scenario(sc, symmetry=True, traces_dir=tmp_path / "py", backend=PythonBackend())
+    got = run.check_scenario(sc, symmetry=True, traces_dir=tmp_path / "c", backend=NativeBackend())
     assert got.backend == "native" and ref.symmetry == got.symmetry != ""
     assert _report_outcome(got) == _report_outcome(ref) and got.stats.represented == ref.stats.represented
     py, c = sorted((tmp_path / "py").iterdir()), sorted((tmp_path / "c").iterdir())
@@ -421,11 +424,11 @@ def test_liveness_claims_stay_on_the_python_engine_with_their_verdicts(monkeypat
 
     name = next(n for n in ("ack-before-register", "incident") if any(
         c.kind == "liveness" for c in builtin(n).build().claims))
-    monkeypatch.setattr(run, "PROBE_STATES", 10)
+    monkeypatch.setattr(auto_backend, "PROBE_STATES", 10)
     monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C for a liveness check"))
     got = run.check_scenario(builtin(name))
     assert got.backend == "python" and got.backend_note.startswith("liveness claims")
-    assert _report_outcome(got) == _report_outcome(run.check_scenario(builtin(name), backend="python"))
+    assert _report_outcome(got) == _report_outcome(run.check_scenario(builtin(name), backend=PythonBackend()))
 
 
 def test_a_cache_folder_that_cannot_be_written_compiles_privately(tmp_path, monkeypatch):
@@ -524,7 +527,7 @@ def test_the_command_says_when_the_default_fell_back_for_want_of_a_compiler(monk
     from kvproof.checker.cli.commands import main
 
     monkeypatch.setenv("CC", "no-such-compiler-kvproof")
-    monkeypatch.setattr(run, "PROBE_STATES", 500)
+    monkeypatch.setattr(auto_backend, "PROBE_STATES", 500)
     assert main(["check", "abort-race", "--no-traces"]) == 0
     assert "Python engine (native backend unavailable: no C compiler found" in capsys.readouterr().out
     assert main(["check", "abort-race", "--no-traces", "--json"]) == 0

@@ -79,8 +79,8 @@ def test_a_sharded_store_answers_as_the_one_table_store():
 
 def test_a_reduced_search_with_workers_has_the_python_engines_outcome():
     m, canon, code = _reduced("requests-and-pages")
-    ref = explore(m, canon=canon.canon, orbit=canon.orbit)
-    got = native.explore_native(m, code=code, canon=canon.canon, orbit=canon.orbit, workers=2)
+    ref = explore(m, canonicaliser=canon)
+    got = native.explore_native(m, code=code, canonicaliser=canon, workers=2)
     assert _outcome(got) == _outcome(ref) and got.canonical and ref.stats.represented > ref.stats.states
 
 

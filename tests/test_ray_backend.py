@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from kvproof.checker.explicit.backends import RayBackend
 from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.machine import Machine
 from kvproof.model.replay import replay
@@ -44,7 +45,7 @@ def _summary(report):
                                                (unordered("receipt-ack", "AAB"), True)])
 def test_two_ray_workers_equal_one_process(cluster, scenario, symmetry):
     one = check_scenario(scenario, symmetry=symmetry)
-    two = check_scenario(scenario, symmetry=symmetry, workers=2, backend="ray", visited="fingerprint")
+    two = check_scenario(scenario, symmetry=symmetry, backend=RayBackend(2), visited="fingerprint")
     assert _summary(two) == _summary(one)
     assert two.stats.workers == 2 and two.stats.bytes_per_state < 40
     m = Machine(scenario.build())

@@ -76,7 +76,7 @@ def test_a_canonical_path_maps_back_to_concrete_states_in_the_same_orbits():
     canon = reduction_for(m).canonicaliser
     from kvproof.checker.explicit.search import explore
 
-    ex = explore(m, canon=canon.canon, orbit=canon.orbit)
+    ex = explore(m, canonicaliser=canon)
     i = [c.name for c in m.claims].index("no_cross_tenant_read")
     canonical = ex.path(ex.hit_at[i])
     concrete = concrete_path(m, canon, canonical)

@@ -25,8 +25,6 @@ def add_parser(sub) -> None:
     au.add_argument("--env", action="append", metavar="NAME=VALUE",
                     help="an environment variable of the deployment (repeatable; kvproof's own environment is not read)")
     au.add_argument("--env-file", action="append", metavar="FILE", help="NAME=VALUE lines (repeatable)")
-    au.add_argument("--peer-tp", type=positive_int, metavar="N",
-                    help="the other side's attention-TP size (default: the same as this line's)")
     for protocol in protocols():  # the options that only one protocol's engine has
         add = protocol.arguments.get("audit")
         if add is not None:

@@ -81,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
                 model_only |= args.all_sizes_model_only
                 how = ("; compared with today's model only, not re-solved: --all-sizes-model-only"
                        if args.all_sizes_model_only else "")
-                what = f"{rc.scenario}, every size: {len(rc.invariants)} claims{how}"
+                what = f"{rc.scenario}, every size: {plural(len(rc.invariants), 'claim')}{how}"
             else:
                 _certified.add(rc.scenario)
-                what = f"{rc.scenario}: {len(rc.invariants)} invariants"
+                what = f"{rc.scenario}: {plural(len(rc.invariants), 'invariant')}"
             with progress.paused():
                 out.print(Text(f"{'ok' if rc.ok else 'FAILED':<6} {f}  ({what})",
                                style="green" if rc.ok else "bold red"), soft_wrap=True)

@@ -16,7 +16,7 @@ from kvproof.checker.cli.outputs import write_outputs
 from kvproof.checker.cli.scenarios import limits_of, run_scenarios, unique
 from kvproof.model.scenario import builtins
 
-__all__ = ["NAME", "OUTPUTS", "VARIANT_SCENARIOS", "VISITED_MODES", "add_parser", "run"]
+__all__ = ["NAME", "OUTPUTS", "VARIANT_SCENARIOS", "VISITED_MODES", "BACKENDS", "add_parser", "run", "backend_of"]
 
 NAME = "check"
 OUTPUTS = (("traces", "--traces", True, "no_traces"), ("write_expected", "--write-expected", False, None),
@@ -56,7 +56,7 @@ def add_parser(sub) -> None:
     ck.add_argument("--workers", type=positive_int, default=1, metavar="N",
                     help="explore with N workers (default 1): threads of the native backend, else processes "
                          "(or Ray actors) with states partitioned by hash")
-    ck.add_argument("--backend", choices=("auto", "native", "python", "process", "ray"), default="auto",
+    ck.add_argument("--backend", choices=tuple(BACKENDS), default="auto",
                     help="auto (default): the model compiled to C where that applies (a C compiler found, "
                          "no liveness claim, over 20,000 states), else the Python engine; "
                          "native: always C (or an error); python (or process): the Python engine, with --workers "
@@ -100,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
         return check_symbolic.check_symbolic(args, scenarios, limits)
     traces_dir = None if args.no_traces else Path(args.traces)
-    engine = dict(visited=args.visited, symmetry=args.symmetry, workers=args.workers,
-                  backend=args.backend, ray_address=args.ray_address)
+    engine = dict(visited=args.visited, symmetry=args.symmetry, backend=backend_of(args))
     reports = run_scenarios(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json,
                    budget=args.budget, table=not args.quiet and not args.json, html=bool(args.html), **engine)
     if args.write_expected:
@@ -126,6 +125,25 @@ def run(args: argparse.Namespace) -> int:
             out.print(_coverage_text(sc.name, cov), soft_wrap=True)
         summary.print(out)
     return summary.exit_code
+
+
+BACKENDS = {
+    "auto": lambda args, b: b.AutoBackend(args.workers),
+    "native": lambda args, b: b.NativeBackend(args.workers),
+    "python": lambda args, b: b.PythonBackend() if args.workers == 1 else b.WorkersBackend(args.workers),
+    "process": lambda args, b: b.PythonBackend() if args.workers == 1 else b.WorkersBackend(args.workers),
+    "ray": lambda args, b: b.RayBackend(args.workers, args.ray_address),
+}
+"""``--backend``'s choices, each with the backend object it and ``--workers`` (and ``--ray-address``)
+make (:mod:`kvproof.checker.explicit.backends`; ``process`` is ``python``'s earlier name)."""
+
+
+def backend_of(args: argparse.Namespace):
+    """The explicit engine's backend object that ``--backend`` and ``--workers`` name (the one place
+    the command line maps them: :data:`BACKENDS`)."""
+    from kvproof.checker.explicit import backends  # constructing one imports no engine
+
+    return BACKENDS[args.backend](args, backends)
 
 
 def _coverage(scenarios, limits) -> list:

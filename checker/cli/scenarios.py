@@ -38,7 +38,7 @@ def limits_of(args: argparse.Namespace):
 def run_scenarios(scenarios, limits, only, traces_dir, show_progress: bool, budget=None, table: bool = False,
          html: bool = False, **engine) -> list:
     """Check every scenario in turn, with a progress bar on long runs; ``engine`` holds the
-    explicit engine's options (visited set, symmetry, workers, backend).  With the command's
+    explicit engine's options (visited set, symmetry, the backend object).  With the command's
     ``budget`` (``--max-seconds``), each scenario's phases also keep back the time that
     reporting the scenarios before it takes: their rows of the verdict table (``table``), their
     counterexamples in the HTML report (``html``; :mod:`kvproof.checker.budget`)."""

@@ -290,12 +290,11 @@ class NativeMachine(Machine):
 
     def search(self, limits: Limits = Limits(), claims: list[int] | None = None, stop_when_all_hit: bool = False,
                progress: Callable[[Stats], None] | None = None, visited: str = "exact",
-               rows: bool = False, canon: Callable[[bytes], bytes] | None = None,
-               orbit: Callable[[bytes], int] | None = None, workers: int = 1) -> Exploration:
+               rows: bool = False, canonicaliser: Any = None, workers: int = 1) -> Exploration:
         """:func:`explore_native` of this machine (what :func:`~kvproof.checker.explicit.search.explore`
         calls for it)."""
         return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows,
-                              canon=canon, orbit=orbit, workers=workers)
+                              canonicaliser=canonicaliser, workers=workers)
 
 
 def _rows(states: np.ndarray) -> list[bytes]:
@@ -325,21 +324,22 @@ def explore_native(
     visited: str = "exact",
     rows: bool = False,
     code: NativeCode | None = None,
-    canon: Callable[[bytes], bytes] | None = None,
-    orbit: Callable[[bytes], int] | None = None,
+    canonicaliser: Any = None,
     workers: int = 1,
 ) -> Exploration:
     """:func:`~kvproof.checker.explicit.search.explore` (without symmetry reduction or the state
     graph) run by the machine's native code (or ``code``, :func:`native_code` of a plain
     :class:`~kvproof.model.machine.Machine`); the same arguments mean the same, and the outcome
-    is the same.  With symmetry reduction (``canon``, ``orbit``: the
-    :class:`~kvproof.model.canon.Canonicaliser`'s) the successors are computed in C and mapped to
+    is the same.  With symmetry reduction (``canonicaliser``, a
+    :class:`~kvproof.model.canon.Canonicaliser`) the successors are computed in C and mapped to
     their representatives by the canonicaliser's Python function, between the C expansion and
     the C visited set: the same representatives as the Python engine, so the same paths.
     With ``workers`` > 1 that many threads run the C functions at once
     (:mod:`.native_workers`), with the same outcome (the same state numbers too)."""
     start = time.perf_counter()
     code = code if code is not None else machine.native
+    canon = canonicaliser.canon if canonicaliser is not None else None
+    orbit = canonicaliser.orbit if canonicaliser is not None else None
     if workers > 1:
         from kvproof.checker.explicit.native_workers import Crew
 

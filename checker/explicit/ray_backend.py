@@ -79,8 +79,11 @@ class _RayTransport:
 def explore_ray(scenario: Scenario, machine: Machine, workers: int, limits: Limits = Limits(),
                 claims: list[int] | None = None, stop_when_all_hit: bool = False,
                 progress: Callable[[Stats], None] | None = None, visited: str = "exact",
-                symmetric: bool = False, address: str | None = None) -> Exploration:
-    """:func:`~kvproof.checker.explicit.search.explore` with ``workers`` partitions as Ray actors."""
+                canonicaliser: Canonicaliser | None = None, address: str | None = None) -> Exploration:
+    """:func:`~kvproof.checker.explicit.search.explore` with ``workers`` partitions as Ray actors (each
+    actor builds the scenario's machine, and with ``canonicaliser`` its own canonicaliser of the
+    scenario's declared symmetry: the function is not sent)."""
+    symmetric = canonicaliser is not None
     try:
         import ray
     except ImportError:

@@ -1,51 +1,29 @@
 """Check scenarios: scenario -> spec instance -> explicit engine -> results -> traces.
 
-:func:`check_scenario` is the one place that wires the data flow together; the CLI, the tests
-and the benchmark all call it.
+:class:`Checker` (a scenario, a backend object, limits, symmetry, the claims to decide) and
+:func:`check_scenario`, what it runs, are the one place that wires the data flow together; the
+CLI, the tests and the benchmark all call them.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from kvproof.model.machine import Machine
 from kvproof.model.registry import builtin_ancestor
 from kvproof.model.replay import run_actions
 from kvproof.model.scenario import Scenario
+from kvproof.checker.explicit.backends import AutoBackend, Backend, Search
 from kvproof.checker.explicit.search import Exploration, Limits, StateGraph, explore
 from kvproof.checker.results import (ClaimReport, Inconclusive, ScenarioReport, Stats, Verified, Violated, expectations_of,
                                      found, not_found)
 from kvproof.checker.explicit.symmetry import Reduction, concrete_path, reduction_for
 from kvproof.checker.traces import Trace, write_trace
 
-__all__ = ["check_scenario", "trace_of", "BACKENDS", "PROBE_STATES"]
-
-BACKENDS = ("auto", "native", "python", "process", "ray")
-"""Where the explicit search runs: ``auto`` (the default) the native backend where it applies,
-else the Python engine; ``native`` the C backend or an error; ``python`` (``process``, its
-earlier name: with ``--workers``, forked processes) the Python engine; ``ray`` Ray actors."""
-
-PROBE_STATES = 20_000
-"""Under ``auto``, the Python engine searches first with this state limit: a search that ends
-within it (about 0.15 s) is done without compiling C (the C compiler takes 0.5-1 s on a cold
-cache); a larger one is searched again by the native backend, from the start."""
-
-
-def explore_parallel(*args, **kwargs) -> Exploration:
-    """:func:`kvproof.checker.explicit.parallel.explore_parallel`, imported when a search first needs it
-    (it brings numpy: a small check in one process imports none)."""
-    from kvproof.checker.explicit.parallel import explore_parallel as search
-
-    return search(*args, **kwargs)
-
-
-def explore_ray(*args, **kwargs) -> Exploration:
-    """:func:`kvproof.checker.explicit.ray_backend.explore_ray`, imported when a search first needs it."""
-    from kvproof.checker.explicit.ray_backend import explore_ray as search
-
-    return search(*args, **kwargs)
+__all__ = ["Checker", "check_scenario", "trace_of"]
 
 
 def build_graph(machine: Machine, limits: Limits) -> StateGraph:
@@ -99,51 +77,50 @@ def _out_of_time(scenario: Scenario, spec, expected: dict[str, str], limits: Lim
     return report
 
 
-def _auto(machine, limits: Limits, tracked, stop, progress, visited, canon,
-          workers: int = 1) -> tuple[Exploration, str, str]:
-    """``backend="auto"``: the Python engine (in ``workers`` processes) up to
-    :data:`PROBE_STATES` states, then, if the search goes on, the native backend (with
-    ``workers`` threads) from the start (the Python engine again when the native backend is
-    unavailable here); the exploration, the backend that ran it and why not native."""
-    args = dict(claims=tracked, stop_when_all_hit=stop, progress=progress, visited=visited)
+@dataclass(frozen=True)
+class Checker:
+    """A check of one scenario with the explicit engine, built as Stateright's ``CheckerBuilder``
+    is: the scenario, the backend object that searches (:mod:`.backends`; default
+    :class:`~.backends.AutoBackend`), the ``limits``, whether to reduce by the scenario's declared
+    ``symmetry``, the claims to decide (``claims``; ``None``: every claim of the scenario) and
+    the visited-set mode (``exact`` or ``fingerprint``).  Each ``with_*`` method returns a new
+    checker with one thing changed; :meth:`check` runs it::
 
-    def python(lim: Limits) -> Exploration:
-        if workers > 1:
-            return explore_parallel(machine, workers, lim, canonicaliser=canon, **args)
-        return explore(machine, lim, canon=canon and canon.canon, orbit=canon and canon.orbit, **args)
+        Checker(builtin("incident")).with_backend(NativeBackend(2)).with_limits(Limits(max_states=10**6)).check()
+    """
 
-    cap = PROBE_STATES
-    if limits.max_states is not None and limits.max_states <= cap:
-        return python(limits), "python", f"--max-states {limits.max_states:,}: small enough for the Python engine"
-    ex = python(Limits(cap, limits.max_seconds, limits.max_depth, limits.started))
-    if ex.complete or ex.reason != f"state limit {cap} reached":
-        return ex, "python", f"the search ended within {cap:,} states: small enough for the Python engine"
-    from kvproof.checker.explicit.native import NativeUnavailable, explore_native, native_code  # numpy, ctypes: only now
+    scenario: Scenario
+    backend: Backend = field(default_factory=AutoBackend)
+    limits: Limits = Limits()
+    symmetry: bool = False
+    claims: tuple[str, ...] | None = None
+    visited: str = "exact"
 
-    try:
-        code = native_code(machine, deadline=limits.deadline())
-    except NativeUnavailable as e:
-        return python(limits), "python", f"native backend unavailable: {e}"
-    return (explore_native(machine, limits, code=code, workers=workers, canon=canon and canon.canon,
-                           orbit=canon and canon.orbit, **args), "native", "")
+    def with_backend(self, backend: Backend) -> "Checker":
+        """This check on ``backend``."""
+        return replace(self, backend=backend)
 
+    def with_limits(self, limits: Limits) -> "Checker":
+        """This check within ``limits``."""
+        return replace(self, limits=limits)
 
-def _explore(scenario, machine, limits, tracked, stop, progress, visited, canon, workers, backend, ray_address):
-    """The breadth-first search of the safety claims and witnesses, on the engine asked for."""
-    if backend == "ray":
-        return explore_ray(scenario, machine, workers, limits, claims=tracked, stop_when_all_hit=stop,
-                           progress=progress, visited=visited, symmetric=canon is not None, address=ray_address)
-    if workers > 1 and backend == "native":
-        from kvproof.checker.explicit.native import explore_native
+    def with_symmetry(self, symmetry: bool = True) -> "Checker":
+        """This check reduced (or not) by the scenario's declared symmetry."""
+        return replace(self, symmetry=symmetry)
 
-        return explore_native(machine, limits, claims=tracked, stop_when_all_hit=stop, progress=progress,
-                              visited=visited, canon=canon and canon.canon, orbit=canon and canon.orbit,
-                              workers=workers)
-    if workers > 1:
-        return explore_parallel(machine, workers, limits, claims=tracked, stop_when_all_hit=stop,
-                                progress=progress, visited=visited, canonicaliser=canon)
-    return explore(machine, limits, claims=tracked, stop_when_all_hit=stop, progress=progress, visited=visited,
-                   canon=canon and canon.canon, orbit=canon and canon.orbit)
+    def with_claims(self, claims: list[str] | tuple[str, ...] | None) -> "Checker":
+        """This check deciding only ``claims`` (``None``: every claim)."""
+        return replace(self, claims=None if claims is None else tuple(claims))
+
+    def with_visited(self, visited: str) -> "Checker":
+        """This check with the visited-set mode ``visited`` (``exact`` or ``fingerprint``)."""
+        return replace(self, visited=visited)
+
+    def check(self, traces_dir: str | Path | None = None,
+              progress: Callable[[Stats], None] | None = None) -> ScenarioReport:
+        """Decide the claims: :func:`check_scenario`."""
+        return check_scenario(self.scenario, self.limits, list(self.claims) if self.claims is not None else None,
+                              traces_dir, progress, self.visited, self.symmetry, self.backend)
 
 
 def check_scenario(
@@ -154,57 +131,40 @@ def check_scenario(
     progress: Callable[[Stats], None] | None = None,
     visited: str = "exact",
     symmetry: bool = False,
-    workers: int = 1,
-    backend: str = "auto",
-    ray_address: str | None = None,
+    backend: Backend | None = None,
 ) -> ScenarioReport:
-    """Check ``scenario``'s claims (or ``only`` those named) with the explicit engine.
+    """Check ``scenario``'s claims (or ``only`` those named) with the explicit engine on
+    ``backend`` (a :mod:`.backends` object; default :class:`~.backends.AutoBackend`).
 
     Safety claims and witnesses are decided by one breadth-first search; liveness claims by
     the fair-lasso search on the whole graph (:mod:`.liveness`, one process, no reduction).
-    When the search runs in one process, exact and unreduced (the default), it is one search
-    that also keeps the graph's edges; a parallel, Ray, fingerprinted or reduced search is
-    followed by a second, exact one for the graph when a liveness claim is asked for.
-    Every limit applies to both; ``max_seconds`` is one budget for all phases (compiling the
-    machine, both searches, the components, the traces), started by ``limits.started`` when
-    set (the command line: one budget for the whole command), else when this call starts.  A
-    claim a limit left undecided is inconclusive; what the explored part establishes (a
-    violation with its trace, a witness reached, a fair lasso through expanded states) stands.
-    Counterexamples of violated invariants and liveness claims are written under
-    ``traces_dir`` when it is given.  ``visited`` is the visited-set mode (``exact`` or
-    ``fingerprint``); with ``symmetry`` the search explores one representative per orbit of the
-    scenario's declared symmetry, once the declaration passed its checks (:mod:`.symmetry`);
-    with ``workers`` > 1 the search runs in that many processes (:mod:`.parallel`), or with
-    ``backend="ray"`` in that many Ray actors (:mod:`.ray_backend`, on the cluster at
-    ``ray_address`` or a local one); ``backend="native"`` runs the search in C compiled from
-    the spec (:mod:`.native`; with ``workers`` > 1 in that many threads,
-    :mod:`.native_workers`), and the graph liveness claims need is then searched
-    apart, by the Python engine.  ``backend="auto"`` (the default) is the native
-    backend where it applies (no liveness claim asked for, a C
-    compiler found, more than :data:`PROBE_STATES` states) and the Python engine elsewhere
-    (``"python"``, or its earlier name ``"process"``, always); ``report.backend`` says which ran
-    and ``report.backend_note`` why not the native one.  Every backend has the same outcome.
+    When the backend keeps the graph (the Python engine in one process), exact and unreduced
+    (the default), it is one search that also keeps the graph's edges; a parallel, Ray, native,
+    fingerprinted or reduced search is followed by a second, exact one for the graph when a
+    liveness claim is asked for.  Every limit applies to both; ``max_seconds`` is one budget
+    for all phases (compiling the machine, both searches, the components, the traces), started
+    by ``limits.started`` when set (the command line: one budget for the whole command), else
+    when this call starts.  A claim a limit left undecided is inconclusive; what the explored
+    part establishes (a violation with its trace, a witness reached, a fair lasso through
+    expanded states) stands.  Counterexamples of violated invariants and liveness claims are
+    written under ``traces_dir`` when it is given.  ``visited`` is the visited-set mode
+    (``exact`` or ``fingerprint``); with ``symmetry`` the search explores one representative
+    per orbit of the scenario's declared symmetry, once the declaration passed its checks
+    (:mod:`.symmetry`).  ``report.backend`` says which backend ran and ``report.backend_note``
+    why not the native one, where the backend chose (:class:`~.backends.AutoBackend`).  Every
+    backend has the same outcome.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    backend = AutoBackend() if backend is None else backend
     limits = limits.shared()
     spec = scenario.build()
     expected = expectations_of(scenario, spec, only)
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)
-    if backend == "native":
-        from kvproof.checker.explicit.native import NativeMachine
-
-        machine = NativeMachine(spec)
-    else:
-        machine = Machine(spec)
+    machine = backend.machine(spec)
     index = {c.name: i for i, c in enumerate(machine.claims)}
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
-    used, why = {"auto": "python", "process": "python"}.get(backend, backend), ""
-    if backend == "auto":
-        why = "liveness claims: one Python search keeps the graph they need" if live else ""
-        if not why:
-            used = "auto"
+    backend, why = backend.settle(bool(live))
+    used = backend.name
     tracked = [index[c] for c in expected if c not in live]
     base = builtin_ancestor(type(spec))
     unlisted = [] if only or base is None or base is type(spec) else [
@@ -213,18 +173,15 @@ def check_scenario(
     reduction = reduction_for(machine) if symmetry else None
     canon = reduction.canonicaliser if reduction is not None else None
     exploration = graph = None
-    if live and canon is None and visited == "exact" and workers <= 1 and used == "python":
+    if live and canon is None and visited == "exact" and backend.keeps_graph:
         # one search decides the safety claims and keeps the graph the liveness claims need
         both = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress, edges=True)
         exploration, graph = (both if tracked else None), both.graph
     else:
         if tracked or not live:  # with only liveness claims asked for, the graph's search is the one
-            if used == "auto":
-                exploration, used, why = _auto(machine, limits, tracked, bool(only), progress, visited, canon,
-                                               workers)
-            else:
-                exploration = _explore(scenario, machine, limits, tracked, bool(only), progress, visited, canon,
-                                       workers, used, ray_address)
+            search = Search(scenario, machine, limits, tracked, bool(only), progress, visited, canon)
+            exploration, used, chose = backend.run(search)
+            why = why or chose
         graph = build_graph(machine, limits) if live and not limits.expired() else None
     if exploration is not None:
         report = ScenarioReport(scenario, exploration.stats, exploration.complete, exploration.reason)
@@ -233,7 +190,7 @@ def check_scenario(
     else:
         report = ScenarioReport(scenario, Stats(), False, limits.time_reason)
     report.symmetry = reduction.note if reduction is not None else ""
-    report.backend, report.backend_note = ("python" if used == "auto" else used), why
+    report.backend, report.backend_note = used, why
     for name, want in expected.items():
         i = index[name]
         claim = machine.claims[i]

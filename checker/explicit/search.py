@@ -255,8 +255,7 @@ def explore(
     stop_when_all_hit: bool = False,
     progress: Callable[[Stats], None] | None = None,
     visited: str = "exact",
-    canon: Callable[[bytes], bytes] | None = None,
-    orbit: Callable[[bytes], int] | None = None,
+    canonicaliser: Any = None,
     rows: bool = False,
     edges: bool = False,
 ) -> Exploration:
@@ -265,8 +264,10 @@ def explore(
     ``claims`` restricts which claim bits are tracked (default: all).  With
     ``stop_when_all_hit`` the search ends as soon as every tracked claim has hit (the state
     count is then what a one-at-a-time BFS would have found by then).  ``visited`` is the
-    visited-set mode (``exact`` or ``fingerprint``).  ``canon`` maps a state to its orbit's
-    representative (symmetry reduction) and ``orbit`` gives a representative's orbit size.
+    visited-set mode (``exact`` or ``fingerprint``).  ``canonicaliser`` is the symmetry reduction
+    (a :class:`~kvproof.model.canon.Canonicaliser`: its ``canon`` maps a state to its orbit's
+    representative, its ``orbit`` gives a representative's orbit size); every backend takes it
+    under this name.
 
     ``rows`` keeps every state found (``Exploration.rows``).  ``edges`` keeps the state graph
     (``Exploration.graph``, for liveness; exact and without reduction only): a dict numbering
@@ -278,17 +279,19 @@ def explore(
     ``reason``, ``hit_at``) is the same with or without ``rows`` and ``edges``.
 
     A machine with a ``search`` method of these arguments (the native backend's
-    :class:`~kvproof.checker.explicit.native.NativeMachine`) searches itself (``canon`` and ``orbit``
+    :class:`~kvproof.checker.explicit.native.NativeMachine`) searches itself (``canonicaliser``
     passed on when given), with the same outcome, unless ``edges`` is asked for (this engine
     then runs its Python functions).
     """
-    if edges and (canon is not None or visited != "exact"):
+    if edges and (canonicaliser is not None or visited != "exact"):
         raise ValueError("the state graph is kept only by an exact search without symmetry reduction")
     search = getattr(machine, "search", None)  # a machine with native code searches itself
     if search is not None and not edges:
-        if canon is None:
+        if canonicaliser is None:
             return search(limits, claims, stop_when_all_hit, progress, visited, rows)
-        return search(limits, claims, stop_when_all_hit, progress, visited, rows, canon=canon, orbit=orbit)
+        return search(limits, claims, stop_when_all_hit, progress, visited, rows, canonicaliser=canonicaliser)
+    canon = canonicaliser.canon if canonicaliser is not None else None
+    orbit = canonicaliser.orbit if canonicaliser is not None else None
     start = time.perf_counter()
     book = ClaimBook(machine.claims, claims)
     record = book.record

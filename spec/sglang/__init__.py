@@ -74,6 +74,13 @@ def _simulate():
     return simulate
 
 
+def _audit_arguments(parser) -> None:
+    """``kvproof audit``'s options that only SGLang's engine has (the other side's attention TP,
+    which a prefill or decode line does not state)."""
+    parser.add_argument("--peer-tp", metavar="N",
+                        help="SGLang: the other side's attention-TP size (default: the same as this line's)")
+
+
 PROTOCOL = Protocol(
     name="sglang",
     title="SGLang PD disaggregation (Mooncake, NIXL, ... backends)",
@@ -86,6 +93,7 @@ PROTOCOL = Protocol(
     default=True,
     commands={"theorems": _theorems, "conform": _conform, "simulate": _simulate, "audit": _audit,
               "audit-releases": _audit_releases, "validate": _validate},
+    arguments={"audit": _audit_arguments},
     all_sizes_claims=ALL_SIZES_CLAIMS,
 )
 """The SGLang protocol, registered under the ``kvproof.protocols`` entry-point group."""

@@ -539,7 +539,9 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     launch = parse_launch(command, bad)
     env = core.environment(args, launch, bad)
     reading = read_launch(release, launch, bad, getattr(args, "reader", None) or "auto")
-    s = settings_of(release, launch, env, bad, getattr(args, "peer_tp", None), reading)
+    peer = getattr(args, "peer_tp", None)
+    peer_tp = core.count("--peer-tp", peer, bad) if peer is not None else None
+    s = settings_of(release, launch, env, bad, peer_tp, reading)
     rows = mapping(s) if s.mode is not None else []
     lines = [*core.header(ENGINE, s, rows, 16, "sizes are symbolic; a prompt may exceed the pool"),
              *core.reading_lines(reading)]

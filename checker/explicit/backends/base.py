@@ -1,0 +1,79 @@
+"""What every backend of the explicit engine is: :class:`Backend`, the one interface, and
+:class:`Search`, what one breadth-first search is asked (the same for every backend)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kvproof.checker.explicit.search import Exploration, Limits
+from kvproof.checker.results import Stats
+from kvproof.model.machine import Machine
+from kvproof.model.scenario import Scenario
+
+__all__ = ["Backend", "Search"]
+
+
+@dataclass(frozen=True)
+class Search:
+    """One breadth-first search of a scenario's safety claims and witnesses, as every backend
+    takes it: the scenario and its compiled ``machine``, the ``limits``, the claim indices to
+    track (``claims``; ``None``: all), whether to stop once each has hit, the ``progress``
+    callback, the visited-set mode (``exact`` or ``fingerprint``) and the symmetry reduction
+    (``canonicaliser``, a :class:`~kvproof.model.canon.Canonicaliser`; ``None``: none)."""
+
+    scenario: Scenario
+    machine: Machine
+    limits: Limits = Limits()
+    claims: list[int] | None = None
+    stop_when_all_hit: bool = False
+    progress: Callable[[Stats], None] | None = None
+    visited: str = "exact"
+    canonicaliser: Any = None
+
+    def keywords(self) -> dict[str, Any]:
+        """The keywords every explore entry point takes for this search."""
+        return dict(claims=self.claims, stop_when_all_hit=self.stop_when_all_hit, progress=self.progress,
+                    visited=self.visited, canonicaliser=self.canonicaliser)
+
+
+class Backend(ABC):
+    """Where the explicit engine's breadth-first search runs.  Every backend has the same outcome
+    for the same :class:`Search` (the same verdicts, state counts and shortest counterexample
+    lengths: the differential tests of ``tests/test_native.py``, ``test_parallel.py`` and
+    ``test_ray_backend.py``); they differ in speed, memory and where the work is done.
+
+    ``name`` is what a scenario report says ran it (``python``, ``native``, ``ray``), and
+    ``workers`` how many processes, threads or actors it uses."""
+
+    name: str = ""
+    workers: int = 1
+
+    def machine(self, spec: Any) -> Machine:
+        """The compiled machine this backend searches for ``spec`` (the native backend's carries
+        its C code)."""
+        return Machine(spec)
+
+    @property
+    def keeps_graph(self) -> bool:
+        """One search of this backend can also keep the state graph liveness claims need (the
+        Python engine in one process only)."""
+        return False
+
+    def settle(self, liveness: bool) -> tuple["Backend", str]:
+        """The backend that runs a check with (or without) liveness claims, and why it is not
+        this one (``""``: it is)."""
+        return self, ""
+
+    @abstractmethod
+    def explore(self, search: Search) -> Exploration:
+        """Run ``search``."""
+
+    def run(self, search: Search) -> tuple[Exploration, str, str]:
+        """Run ``search``: its exploration, the name of the backend that ran it, and why that is
+        not the native backend when this one could have chosen it (``""`` otherwise)."""
+        return self.explore(search), self.name, ""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.workers})" if self.workers != 1 else f"{type(self).__name__}()"
