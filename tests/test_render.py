@@ -91,6 +91,7 @@ def test_several_scenarios_get_a_row_each_and_a_line_per_claim_not_as_expected(r
     assert lines[3].split() == ["incident", "13", "1", "unexpected", "68", "28", f"{incident.stats.seconds:.2f}"]
     assert lines[4] == "  no_write_after_release: expected violated, found verified ✗"
     assert len(lines) == 5
+    assert lines[0].index("claims") == len("abort-race  ")  # the note widens no column
     verbose = to_text(render_reports([race, odd], verbose=True), width=80).splitlines()
     assert len(verbose) == 2 + len(race.claims) + len(odd.claims)
     assert any(ln.split()[:4] == ["no_write_after_release", "violated", "verified", "✗"] for ln in verbose)

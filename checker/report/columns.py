@@ -32,12 +32,18 @@ class AlignedTable:
         self.header = tuple(header)
         self.justify = tuple(justify)
         self.rows: list[tuple[Text, ...]] = []
+        self._notes: dict[int, list[Text]] = {}  # after row n: lines that span the table
 
     def add_row(self, *cells: str | Text) -> None:
         """One row, a cell per column."""
         if len(cells) != len(self.header):
             raise ValueError(f"expected {len(self.header)} cells, got {len(cells)}")
         self.rows.append(tuple(c if isinstance(c, Text) else Text(str(c)) for c in cells))
+
+    def add_note(self, line: str | Text) -> None:
+        """A line under the last row that spans the table: it is printed in full and does not
+        widen any column (what a row's cells need to say more about it)."""
+        self._notes.setdefault(len(self.rows) - 1, []).append(line if isinstance(line, Text) else Text(line))
 
     @property
     def row_count(self) -> int:
@@ -49,7 +55,8 @@ class AlignedTable:
         return [max([cell_len(h), *(r[k].cell_len for r in self.rows)]) for k, h in enumerate(self.header)]
 
     def lines(self) -> list[Text]:
-        """The header, its rule and one line per row, no trailing spaces."""
+        """The header, its rule and one line per row (each followed by its notes), no trailing
+        spaces."""
         widths = self.widths()
 
         def line(cells: Sequence[Text], style: str = "") -> Text:
@@ -69,7 +76,10 @@ class AlignedTable:
 
         head = line([Text(h) for h in self.header], "bold")
         rule = line([Text("-" * w) for w in widths])
-        return [head, rule, *(line(r) for r in self.rows)]
+        out = [head, rule, *self._notes.get(-1, ())]
+        for n, r in enumerate(self.rows):
+            out += [line(r), *self._notes.get(n, ())]
+        return out
 
     def plain(self) -> str:
         """The table as plain text, one line per row."""

@@ -297,15 +297,18 @@ def _scenario_table(reports: list[ScenarioReport]) -> AlignedTable:
             line.append_text(_found(c))
             if c.depth is not None:
                 line.append(f" (depth {c.depth})")
-            table.add_row(line, "", "", "", "", "")
+            table.add_note(line)
     return table
 
 
 def traces_written(paths: list[Path]) -> str:
-    """One line for the trace files a run wrote: how many, and the folder (or folders) they are in."""
+    """One line for the trace files a run wrote: how many, and the folder (or folders) they are
+    in; a single trace is named in full (``kvproof show`` takes that path)."""
+    if len(paths) == 1:
+        return f"1 trace written: {paths[0]}"
     folders = list(dict.fromkeys(str(p.parent) for p in paths))
     where = ", ".join(f"{f}/" for f in folders)
-    return f"{len(paths):,} {'trace' if len(paths) == 1 else 'traces'} written to {where}"
+    return f"{len(paths):,} traces written to {where}"
 
 
 def _search_note(rep: ScenarioReport) -> str:
