@@ -55,3 +55,17 @@ def test_one_trace_is_named_and_many_are_counted(capsys, monkeypatch, tmp_path):
     assert not any(name in out for name in written)
     code, out, _ = run(capsys, "check", "incident", "abort-race", "--verbose")
     assert all(f"  traces/{name}" in out.splitlines() for name in written)
+
+
+def test_a_mistyped_option_gets_a_suggestion_and_a_bare_kvproof_its_usage(capsys):
+    """``--max-staets`` is refused in one line naming the option meant (as a misspelt command
+    or scenario name is), exit 3; a bare ``kvproof`` is a usage error: the usage on stderr, then
+    one line, exit 3, nothing on stdout."""
+    code, out, err = run(capsys, "check", "incident", "--max-staets", "3")
+    assert code == 3 and not out
+    assert err == "kvproof: error: kvproof check: unrecognized argument: --max-staets; did you mean --max-states?\n"
+    code, _, err = run(capsys, "prove", "incident", "--no-such-thing")
+    assert code == 3 and err.endswith("kvproof prove: unrecognized argument: --no-such-thing\n")  # nothing close
+    code, out, err = run(capsys)
+    assert code == 3 and not out and err.startswith("usage: kvproof ")
+    assert err.splitlines()[-1] == "kvproof: error: no command given (kvproof --help says what each does)"
