@@ -36,7 +36,7 @@ __all__ = ["EXIT_NOT_EXPOSED", "EXIT_EXPOSED", "EXIT_UNDECIDED", "assignment", "
            "command_words", "take_assignments", "split_flags", "seconds", "count", "Launch", "SettingsBase", "Member",
            "Hazard", "Reading", "AuditReport", "check", "check_family", "launch_command", "environment", "header", "body",
            "emit", "nothing_to_audit", "conclude", "reading_lines", "report_json", "summary",
-           "nothing_to_audit_json"]
+           "nothing_to_audit_json", "reading_json"]
 
 EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = 0, 1, 2
 """The audit's exit codes (bad input, 3, is the command line's)."""
@@ -479,9 +479,7 @@ def report_json(engine: str, r: AuditReport, reading: Reading | None, rows: list
     also = {(m.key, h.claim) for h in r.hazards for m in r.members if m.trigger in h.also}
     return {
         "engine": f"{engine}=={s.release.version}", "basis": s.release.basis,
-        "reading": None if reading is None else {
-            "launcher": reading.launcher, "parser": reading.how, "values": {k: _plain(v) for k, v in reading.values.items()},
-            "config_files": reading.config_files, "passthrough": reading.passthrough, "notes": reading.notes},
+        "reading": None if reading is None else reading_json(reading),
         "settings": [{"setting": a, "from": b, "in_model": c} for a, b, c in (rows or [])],
         "unknown": list(s.unknown), "handoff_unknown": r.undecided_unknown(), "abstracted": list(s.abstracted),
         "inert": list(s.inert), "unmodelled": list(s.unmodelled),
@@ -497,6 +495,13 @@ def report_json(engine: str, r: AuditReport, reading: Reading | None, rows: list
         "cut_short": list(r.cut_short),
         "verdict": _VERDICTS[r.exit_code], "exit_code": r.exit_code,
     }
+
+
+def reading_json(reading: Reading) -> dict[str, Any]:
+    """How a line was read, as JSON (the ``reading`` object of ``audit --json``)."""
+    return {"launcher": reading.launcher, "parser": reading.how,
+            "values": {k: _plain(v) for k, v in reading.values.items()}, "config_files": reading.config_files,
+            "passthrough": reading.passthrough, "notes": reading.notes}
 
 
 def _plain(v: Any) -> Any:
@@ -526,12 +531,12 @@ def summary(engine: str, r: AuditReport, claims: int):
 
 def conclude(args: Any, out: Any, lines: list[str], audit: Callable[[Any], AuditReport],
              hazards: Mapping[str, str], no_fix: str, engine: str = "", reading: Reading | None = None,
-             rows: list[tuple[str, str, str]] | None = None) -> int:
+             rows: list[tuple[str, str, str]] | None = None, extra: Mapping[str, Any] | None = None) -> int:
     """Run ``audit(limits)`` with the command's limits (``args.max_states``,
     ``args.max_seconds``), write each hazard's trace to ``args.traces`` unless
     ``args.no_traces``, print the header ``lines``, the :func:`body` and the closing
     :func:`summary` line (with ``args.json``: one JSON object, :func:`report_json`, with the
-    summary in it); return the exit code."""
+    summary and ``extra``'s keys in it); return the exit code."""
     import json
 
     from kvproof.checker.explicit.search import Limits
@@ -546,7 +551,7 @@ def conclude(args: Any, out: Any, lines: list[str], audit: Callable[[Any], Audit
     done = summary(engine, report, len(hazards))
     if getattr(args, "json", False):
         doc = report_json(engine, report, reading, rows, hazards, no_fix)
-        print(json.dumps({**doc, "summary": done.to_json()}, indent=2, ensure_ascii=False))
+        print(json.dumps({**doc, **(extra or {}), "summary": done.to_json()}, indent=2, ensure_ascii=False))
         return report.exit_code
     emit(out, [*lines, *body(report, hazards, no_fix)])
     return done.print(out)
@@ -565,9 +570,7 @@ def nothing_to_audit_json(args: Any, engine: str, release: Any, reading: Reading
     code = EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
     verdict = "cannot decide" if undecided else "not exposed"
     done = Summary("audit", f"{engine}=={release.version}, no KV handoff", 0, 0, int(bool(undecided)), code, verdict)
-    print(json.dumps({"engine": f"{engine}=={release.version}", "reading": None if reading is None else {
-        "launcher": reading.launcher, "parser": reading.how, "values": {k: _plain(v) for k, v in reading.values.items()},
-        "config_files": reading.config_files, "passthrough": reading.passthrough, "notes": reading.notes},
+    print(json.dumps({"engine": f"{engine}=={release.version}", "reading": None if reading is None else reading_json(reading),
         "hazards": [], "verdict": verdict, "why": why, "not_read": list(undecided), "exit_code": code,
         "summary": done.to_json()}, indent=2, ensure_ascii=False))
     return True

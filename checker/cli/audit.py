@@ -29,6 +29,15 @@ def add_parser(sub) -> None:
         add = protocol.arguments.get("audit")
         if add is not None:
             add(au)
+    au.add_argument("--manifest", action="append", metavar="FILE",
+                    help="audit the prefill/decode pair of a Kubernetes deployment (YAML, several documents; "
+                         "repeatable) instead of one launch line")
+    au.add_argument("--metrics", metavar="FILE",
+                    help="a Prometheus scrape of the deployment saved to a file: the bounds the engine's model needs "
+                         "are derived from the histograms the engine exports (each engine says which)")
+    au.add_argument("--quantile", metavar="Q",
+                    help="with --metrics, the quantile of each histogram taken as its bound (default 1: every "
+                         "observation)")
     au.add_argument("--traces", default="traces", metavar="DIR", help="where the hazards' traces go (default: traces)")
     au.add_argument("--no-traces", action="store_true", help="write no trace files")
     au.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
@@ -62,4 +71,11 @@ def prepare(args: argparse.Namespace) -> None:
                 raise BadInput(f"audit: unexpected {' '.join(args.launch[:3])!r} before --")
             args.launch = words[cut + 1:]
     elif words and words[0].startswith("-"):
-        raise BadInput(f"audit: {words[0]}: put the launch command after --")
+        args.launch_parser.parse_args([*words, args.engine], namespace=args)
+        if args.launch or not args.manifest:
+            raise BadInput(f"audit: {words[0]}: put the launch command after --")
+    if args.manifest and args.launch:
+        raise BadInput("audit: --manifest or a launch command after --, not both")
+    if args.manifest and (args.env or args.env_file):
+        raise BadInput("audit: --env and --env-file are a launch line's; with --manifest each container's "
+                       "environment is the manifest's")

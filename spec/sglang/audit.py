@@ -33,7 +33,7 @@ from kvproof.checker.audit.common import (
 from kvproof.model.scenario import Scenario
 from kvproof.spec.sglang.config import Config, Engine, Request
 
-__all__ = ["run_audit", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
+__all__ = ["run_audit", "refuse_other_options", "metrics_notes", "TRANSFER_LATENCY", "RELEASES", "Release", "Settings", "Launch", "Member", "parse_engine", "parse_launch",
            "read_env_file", "settings_of", "mapping", "family", "candidates", "audit", "AuditReport", "Hazard",
            "ENGINE", "MODEL_SETTINGS", "ABSTRACTED", "INERT_HANDOFF", "read_launch", "BACKENDS_DEFERRING", "ENV_VARS",
            "INERT_ENV", "LIFECYCLE_PREFIXES", "CLAIMS", "READS", "CHECKSUM", "HAZARDS", "EXIT_EXPOSED",
@@ -525,16 +525,51 @@ def candidates(s: Settings) -> list[tuple[Settings, str]]:
 # -- the command ---------------------------------------------------------------------------------
 
 
+def refuse_other_options(args: argparse.Namespace, bad) -> None:
+    """vLLM's audit options are bad input here: SGLang's transfer bound is a timeout it reads, not
+    a measurement."""
+    for opt, given in (("--arrival-bound", getattr(args, "arrival_bound", None)),
+                       ("--transfer-bound", getattr(args, "transfer_bound", None)),
+                       ("--no-decode-stalls", getattr(args, "no_decode_stalls", None) or None)):
+        if given is not None:
+            raise bad(f"{opt}: a vLLM option; SGLang's transfer bound is MC_TRANSFER_TIMEOUT (--env), the "
+                      f"timeout of a transfer call, not a measurement")
+    if getattr(args, "quantile", None) is not None and getattr(args, "metrics", None) is None:
+        raise bad("--quantile: only with --metrics")
+
+
+TRANSFER_LATENCY = "sglang:kv_transfer_latency_ms"
+"""SGLang's KV transfer latency histogram (``observability/metrics_collector.py``), observed by
+prefill for each request whose transfer succeeded (``disaggregation/prefill.py``)."""
+
+
+def metrics_notes(args: argparse.Namespace, bad) -> list[str]:
+    """What ``--metrics FILE`` says of the transfers, as a note: SGLang's transfer latency at the
+    ``--quantile``.  It is not a bound of the model: prefill skips aborted requests when it
+    observes it (``disaggregation/prefill.py``, ``FINISH_ABORT``), and on Mooncake it measures the
+    last chunk only (``reports_transfer_latency`` is NIXL's; ``observability/req_time_stats.py``),
+    so the transfers the hazards are about are not in it; a transfer call is bounded by
+    ``MC_TRANSFER_TIMEOUT``, which the model reads.  No such histogram in the file is bad input."""
+    from kvproof.checker.audit.metrics import histogram_bound, quantile, read_exposition
+
+    path = getattr(args, "metrics", None)
+    if path is None:
+        return []
+    q = quantile(getattr(args, "quantile", None), bad)
+    b = histogram_bound(read_exposition(path, bad), TRANSFER_LATENCY, q, scale=0.001)
+    if b is None:
+        raise bad(f"{path}: no observations of {TRANSFER_LATENCY} (SGLang's transfer latency): a scrape of a "
+                  f"prefill instance with --enable-metrics is needed")
+    return [f"--metrics {path}: {b.shown}: not a bound of the model (aborted requests are not observed; on Mooncake "
+            f"the last chunk only); a transfer call is bounded by MC_TRANSFER_TIMEOUT"]
+
+
 def run_audit(args: argparse.Namespace, out, bad) -> int:
     """``kvproof audit``: ``args`` holds ``engine``, ``env``, ``env_file``, ``launch``,
     ``traces``, ``no_traces``, ``peer_tp`` and the limits; ``out`` is a console, ``bad`` builds the
     CLI's bad-input exception.  Returns the exit code."""
     release = parse_engine(args.engine, bad)
-    for opt, given in (("--arrival-bound", getattr(args, "arrival_bound", None)),
-                       ("--transfer-bound", getattr(args, "transfer_bound", None)),
-                       ("--no-decode-stalls", getattr(args, "no_decode_stalls", None) or None)):
-        if given is not None:
-            raise bad(f"{opt}: a vLLM option; SGLang's transfer bound is MC_TRANSFER_TIMEOUT (--env)")
+    refuse_other_options(args, bad)
     command = core.launch_command(args, "python -m sglang.launch_server ...", bad)
     launch = parse_launch(command, bad)
     env = core.environment(args, launch, bad)
@@ -542,6 +577,7 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     peer = getattr(args, "peer_tp", None)
     peer_tp = core.count("--peer-tp", peer, bad) if peer is not None else None
     s = settings_of(release, launch, env, bad, peer_tp, reading)
+    s.inert += metrics_notes(args, bad)
     rows = mapping(s) if s.mode is not None else []
     lines = [*core.header(ENGINE, s, rows, 16, "sizes are symbolic; a prompt may exceed the pool"),
              *core.reading_lines(reading)]

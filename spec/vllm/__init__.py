@@ -41,9 +41,17 @@ def _validate():
 
 
 def _audit():
-    from kvproof.spec.vllm.audit import run_audit
+    def run(args, out, bad):
+        """A launch line (:mod:`.audit`) or, with ``--manifest``, a deployment's pair (:mod:`.audit_manifest`)."""
+        if getattr(args, "manifest", None):
+            from kvproof.spec.vllm.audit_manifest import run_manifest
 
-    return run_audit
+            return run_manifest(args, out, bad)
+        from kvproof.spec.vllm.audit import run_audit
+
+        return run_audit(args, out, bad)
+
+    return run
 
 
 def _audit_releases():

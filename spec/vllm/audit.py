@@ -47,7 +47,7 @@ from kvproof.spec.vllm.config import Config, Engine, Request
 
 __all__ = ["run_audit", "known_engines", "RELEASES", "Release", "Settings", "Launch", "Member", "Hazard",
            "AuditReport", "parse_engine", "parse_launch", "settings_of", "ticks", "mapping", "family", "candidates",
-           "audit", "ENGINE", "CONNECTORS", "MODEL_SETTINGS", "ABSTRACTED", "read_launch", "TRANSFER_KEYS",
+           "audit", "bounds", "metric_bounds", "apply_metrics", "XFER_TIME", "QUEUE_TIME", "ENGINE", "CONNECTORS", "MODEL_SETTINGS", "ABSTRACTED", "read_launch", "TRANSFER_KEYS",
            "EXTRA_KEYS", "ENV_VARS", "CLAIMS", "HAZARDS", "LIFECYCLE_PREFIXES", "EXIT_EXPOSED", "EXIT_NOT_EXPOSED",
            "EXIT_UNDECIDED"]
 
@@ -211,6 +211,9 @@ class Settings(core.SettingsBase):
     tp: int = 1
     pp: int = 1
     dp: int = 1
+    transfer_how: str = ""
+    """How the transfer bound was derived when it was not given (``--metrics``: the histograms'
+    quantiles)."""
 
     @property
     def mode(self) -> str | None:
@@ -343,8 +346,9 @@ def mapping(s: Settings) -> list[tuple[str, str, str]]:
              "arrival_latency_bound = unbounded (the router may hand the request to decode at any time)"),
             ("transfer bound " + (f"{s.transfer_bound:g} s" if s.transfer_bound is not None else "none"),
              s.source["transfer_bound"],
-             f"read_latency_bound = {_ticks(bt)} (decode receiving the request to its {xfer}'s end)" if bt is not None
-             else f"read_latency_bound = unbounded (a {xfer} may take any time)"),
+             (f"read_latency_bound = {_ticks(bt)} (decode receiving the request to its {xfer}'s end)" if bt is not None
+              else f"read_latency_bound = unbounded (a {xfer} may take any time)")
+             + (f"; from {s.transfer_how}" if s.transfer_how else "")),
             ("decode stalls " + ("possible" if s.stalls else "never"), s.source["stalls"],
              "decode_may_stall = " + ("true (a long forward pass stops heartbeats)" if s.stalls else "false")),
             (f"tensor parallel {s.tp}, pipeline parallel {s.pp}", s.source["tp"], "one rank a side, one stage"),
@@ -442,6 +446,69 @@ def _bound(name: str, value: Any, bad) -> float | None:
     return v
 
 
+XFER_TIME = "vllm:nixl_xfer_time_seconds"
+"""NIXL's transfer-time histogram (``nixl/stats.py``, ``NixlPromMetrics``): each READ (push: WRITE)
+from its post to its completion (``transfer_duration``)."""
+QUEUE_TIME = "vllm:request_queue_time_seconds"
+"""vLLM's queue-time histogram (``v1/metrics/loggers.py``): a request's time waiting before it is
+first scheduled; on decode, from receiving the request until its KV has arrived."""
+
+
+def metric_bounds(args: argparse.Namespace, bad) -> tuple[float | None, list[str], list[str]]:
+    """The transfer bound from ``--metrics FILE`` (``None`` without it): the ``--quantile`` of
+    :data:`QUEUE_TIME` plus that of :data:`XFER_TIME`, in seconds (their sum: decode's wait for
+    the READ and the READ itself, an upper bound of the time from receiving the request to the
+    READ's end); (bound, how it was derived, what the exposition lacks: not modelled).  No
+    transfer histogram, or a quantile in its ``+Inf`` bucket: no bound (unbounded), said so."""
+    from kvproof.checker.audit.metrics import histogram_bound, quantile, read_exposition
+
+    path = getattr(args, "metrics", None)
+    if path is None:
+        return None, [], []
+    if getattr(args, "transfer_bound", None) is not None:
+        raise bad("--metrics and --transfer-bound: give one (the bound is derived from the metrics)")
+    q = quantile(getattr(args, "quantile", None), bad)
+    families = read_exposition(path, bad)
+    xfer, queue = histogram_bound(families, XFER_TIME, q), histogram_bound(families, QUEUE_TIME, q)
+    how = [f"--metrics {path}: {b.shown}" for b in (queue, xfer) if b is not None]
+    lacks: list[str] = []
+    if xfer is None:
+        raise bad(f"{path}: no observations of {XFER_TIME} (NIXL's transfer time): a scrape of a decode (pull) or "
+                  f"prefill (push) instance with transfers is needed")
+    if queue is None:
+        lacks.append(f"--metrics {path}: no {QUEUE_TIME}: decode's wait before its READ is not measured (the bound "
+                     f"is the READ's alone)")
+    if xfer.seconds is None or (queue is not None and queue.seconds is None):
+        return None, how + ["a quantile in the +Inf bucket: no transfer bound (unbounded)"], lacks
+    return xfer.seconds + (queue.seconds if queue is not None else 0.0), how, lacks
+
+
+def bounds(args: argparse.Namespace, bad) -> tuple[float | None, float | None]:
+    """(arrival bound, transfer bound) in seconds from ``--arrival-bound`` / ``--transfer-bound``
+    (``None``: not given, unbounded); the transfer bound from ``--metrics`` when it is given
+    (:func:`metric_bounds`)."""
+    arrival = _bound("--arrival-bound", getattr(args, "arrival_bound", None), bad)
+    transfer = _bound("--transfer-bound", getattr(args, "transfer_bound", None), bad)
+    if transfer is not None and transfer == 0:
+        raise bad("--transfer-bound 0: expected a number of seconds > 0 (a transfer takes time)")
+    if getattr(args, "metrics", None) is not None:
+        transfer = metric_bounds(args, bad)[0]
+    elif getattr(args, "quantile", None) is not None:
+        raise bad("--quantile: only with --metrics")
+    return arrival, transfer
+
+
+def apply_metrics(s: Settings, args: argparse.Namespace, bad) -> None:
+    """Mark ``s``'s transfer bound as derived from ``--metrics`` (how, in the settings; what the
+    exposition lacks, as not modelled)."""
+    if getattr(args, "metrics", None) is None:
+        return
+    _, how, lacks = metric_bounds(args, bad)
+    s.source["transfer_bound"] = "--metrics"
+    s.transfer_how = "; ".join(h.removeprefix(f"--metrics {args.metrics}: ") for h in how)
+    s.unmodelled += lacks
+
+
 def run_audit(args: argparse.Namespace, out, bad) -> int:
     """``kvproof audit vllm==...``: ``args`` holds ``engine``, ``env``, ``env_file``, ``launch``,
     ``traces``, ``no_traces``, ``arrival_bound``, ``transfer_bound``, ``no_decode_stalls`` and
@@ -450,15 +517,13 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     if getattr(args, "peer_tp", None) is not None:
         raise bad("--peer-tp: an SGLang option; vLLM's model has one rank a side")
     command = core.launch_command(args, "vllm serve MODEL --kv-transfer-config '{...}'", bad)
-    arrival = _bound("--arrival-bound", getattr(args, "arrival_bound", None), bad)
-    transfer = _bound("--transfer-bound", getattr(args, "transfer_bound", None), bad)
-    if transfer is not None and transfer == 0:
-        raise bad("--transfer-bound 0: expected a number of seconds > 0 (a transfer takes time)")
+    arrival, transfer = bounds(args, bad)
     launch = parse_launch(command, bad)
     env = core.environment(args, launch, bad)
     reading = read_launch(release, launch, bad, getattr(args, "reader", None) or "auto")
     s = settings_of(release, launch, env, bad, arrival, transfer, not getattr(args, "no_decode_stalls", False),
                     reading)
+    apply_metrics(s, args, bad)
     rows = mapping(s) if s.connector is not None else None
     lines = [*core.header(ENGINE, s, rows, 16, "block counts are symbolic"), *core.reading_lines(reading)]
     if s.connector is None:
