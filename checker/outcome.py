@@ -5,6 +5,7 @@ validate, certify), so the general layers below the command line can end a comma
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +75,9 @@ class Summary:
 
 
 def console(stream=None):
-    """Rich console on stdout; a pipe or CI log gets 120 columns and no colour codes.  When the
+    """Rich console on stdout; a pipe or CI log gets no colour codes and ``COLUMNS`` columns
+    (120 when it is not set), the width prose is wrapped at (tables of verdicts are plain aligned
+    columns, never cut: :class:`~kvproof.checker.report.columns.AlignedTable`).  When the
     reader of the pipe leaves (``kvproof show … | head``), printing raises ``BrokenPipeError``
     for ``main`` to end quietly with exit 141 (rich's own handling exits 1, kvproof's code for
     a verdict that does not match)."""
@@ -86,7 +89,8 @@ def console(stream=None):
             raise BrokenPipeError(32, "Broken pipe")
 
     stream = stream or sys.stdout
-    width = None if stream.isatty() else 120
+    columns = os.environ.get("COLUMNS", "")
+    width = None if stream.isatty() else int(columns) if columns.isdigit() and int(columns) > 0 else 120
     return _Console(file=stream, highlight=False, width=width)
 
 

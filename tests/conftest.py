@@ -66,6 +66,15 @@ def checked(name: str):
 
 
 @pytest.fixture(autouse=True)
+def _columns_unset(monkeypatch):
+    """Every test sees the width a pipe gets when ``COLUMNS`` is not set (120): pytest-xdist sets
+    ``COLUMNS=80`` in its workers, and kvproof honours ``COLUMNS``, so without this a test's
+    output would wrap differently under ``-n 2`` than under ``-n 0``.  A test of the width sets
+    ``COLUMNS`` itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_trusted_variants():
     """Every test starts with no engine variant trusted, and forgets the ones it trusted."""
     from kvproof.model.registry import variant_scope

@@ -43,6 +43,9 @@ def add_parser(sub) -> None:
     ck.add_argument("--no-traces", action="store_true", help="write no trace files")
     ck.add_argument("--write-expected", metavar="FILE", help="write this run's verdicts and state counts as a TOML table")
     ck.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    ck.add_argument("--verbose", action="store_true",
+                    help="a row for every claim of every scenario and every trace file's path (default: with "
+                         "several scenarios, a row per scenario and a line per claim not as expected)")
     ck.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per scenario and claim")
     ck.add_argument("--sarif", metavar="FILE", help="also write SARIF 2.1.0: a result per unexpected verdict")
     ck.add_argument("--html", metavar="FILE", help="also write the HTML report (as kvproof report does)")
@@ -117,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         from kvproof.checker.report.render import render_reports  # rich: only to print the table
 
         out = console()
-        out.print(render_reports(reports))
+        out.print(render_reports(reports, args.verbose), crop=False)  # the table's cells are never cut
         for sc, cov in zip(scenarios, coverage or ()):
             out.print(_coverage_text(sc.name, cov), soft_wrap=True)
         summary.print(out)

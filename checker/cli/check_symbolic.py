@@ -53,7 +53,7 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
         if args.json:
             print(json.dumps({**json_reports(reports), "summary": summary.to_json()}, indent=2))
         elif not args.quiet:
-            out.print(render_reports(reports))
+            out.print(render_reports(reports, args.verbose), crop=False)
             summary.print(out)
         return summary.exit_code
     problems, gaps, reports, agreements = [], [], [], []
@@ -84,7 +84,7 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
         doc["summary"] = summary.to_json()
         print(json.dumps(doc, indent=2))
     elif not args.quiet:
-        out.print(render_reports(reports))
+        out.print(render_reports(reports, args.verbose), crop=False)
         for a in agreements:
             how = f"bounded model checking to depth {a.bounded.stats.depth}"
             if a.proved:

@@ -71,11 +71,28 @@ class _Parser(argparse.ArgumentParser):
     """argparse with kvproof's bad-input exit (3; argparse's own 2 means "inconclusive" here),
     the subcommand named once, and a suggestion for a misspelt choice (``kvproof chek``)."""
 
+    def parse_known_args(self, args=None, namespace=None):
+        """As argparse's; a subcommand's parser refuses a mistyped option itself, naming the
+        closest of its own options (``--max-staets``: ``did you mean --max-states?``), where
+        argparse would leave it to the top parser, which knows none of them."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if self.prog != "kvproof":
+            from kvproof.model.scenario import did_you_mean
+
+            options = [o for a in self._actions for o in a.option_strings]
+            for word in extras:
+                if word.startswith("-"):
+                    self.error(f"unrecognized argument: {word}{did_you_mean(word.partition('=')[0], options)}")
+        return namespace, extras
+
     def error(self, message: str) -> None:
         import re
 
         from kvproof.model.scenario import did_you_mean
 
+        if self.prog == "kvproof" and "arguments are required: command" in message:
+            sys.stderr.write(self.format_usage())  # a bare ``kvproof``: its usage, then the one line
+            message = "no command given (kvproof --help says what each does)"
         m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if m:
             message += did_you_mean(m.group(1), [c.strip(" '") for c in m.group(2).split(",")])

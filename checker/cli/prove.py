@@ -179,11 +179,11 @@ def _prove(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**_json(reports), "summary": summary.to_json()}, indent=2))
     elif not args.quiet:
-        out.print(_table(reports))
+        out.print(_table(reports), crop=False)
         for r in reports:
             if r.certificate is not None:
                 out.print(f"{r.scenario.name}: inductive invariant of {r.lemma_count} lemmas "
-                          f"({r.lemma_rounds} Z3 rounds), certificate {r.certificate}")
+                          f"({r.lemma_rounds} Z3 rounds), certificate {r.certificate}", soft_wrap=True)  # a path is not wrapped
                 if args.show_invariant:
                     for line in r.invariant_text:
                         out.print(f"    {line}", overflow="fold")
@@ -272,12 +272,13 @@ def _prove_lifted(args: argparse.Namespace) -> int:
 
 
 def _table(reports):
-    from rich.table import Table
+    """The verdict table: a row per invariant, plain aligned columns, every cell in full."""
     from rich.text import Text
 
-    t = Table(pad_edge=False)
-    for col in ("scenario", "invariant", "expected", "verdict", "inductive inv.", "k-induction", "trace"):
-        t.add_column(col, no_wrap=True)
+    from kvproof.checker.report.columns import AlignedTable
+
+    t = AlignedTable(("scenario", "invariant", "expected", "verdict", "inductive inv.", "k-induction", "trace"),
+                     ("left",) * 6 + ("right",))
     for r in reports:
         for n, row in enumerate(r.rows):
             style = "green" if row.matches else ("yellow" if row.verdict == "inconclusive" else "bold red")

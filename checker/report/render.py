@@ -8,6 +8,7 @@ also carry a ``!`` so the story survives without colour.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any, Iterable
 
 from rich.cells import cell_len
@@ -15,6 +16,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from kvproof.checker.report.columns import AlignedTable
 from kvproof.checker.report.focus import Focus
 from kvproof.model.narration import Cell, PageMap, rename
 from kvproof.checker.explicit.liveness import pending_throughout
@@ -22,16 +24,17 @@ from kvproof.checker.results import ScenarioReport
 from kvproof.checker.states import named_values, state_changes
 from kvproof.checker.traces import Trace
 
-__all__ = ["render_trace", "render_reports", "to_text", "changes", "PageMapView"]
+__all__ = ["render_trace", "render_reports", "traces_written", "to_text", "changes", "PageMapView"]
 
 HAZARD = "bold red"
 
 
 def to_text(renderable: Any, width: int = 100) -> str:
-    """``renderable`` as plain text at ``width`` columns, no colour, no trailing spaces."""
+    """``renderable`` as plain text at ``width`` columns, no colour, no trailing spaces; an
+    :class:`~.columns.AlignedTable` in it is never cut (its lines may be wider than ``width``)."""
     console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False,
                       no_color=True, highlight=False, emoji=False)
-    console.print(renderable)
+    console.print(renderable, crop=False)
     return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()) + "\n"
 
 
@@ -213,14 +216,20 @@ def _not_started(rep: ScenarioReport) -> bool:
     return not rep.complete and rep.stats.states == 0 and all(c.verdict == "inconclusive" for c in rep.claims)
 
 
-def render_reports(reports: Iterable[ScenarioReport]) -> Group:
-    """The verdict table, then where each counterexample was written and which searches were
-    cut short; the scenarios no search reached (the time budget ran out before them) are one
-    line after the table, not a row per claim (a thousand rows take rich seconds to lay out)."""
-    columns = (("scenario", "left"), ("claim", "left"), ("expected", "left"), ("found", "left"),
-               ("states", "right"), ("depth", "right"), ("seconds", "right"))
-    rows: list[tuple] = []
-    written: list[Text] = []
+def render_reports(reports: Iterable[ScenarioReport], verbose: bool = False) -> Group:
+    """The verdict table as plain aligned columns, every cell in full (:class:`AlignedTable`),
+    then the notes, the searches cut short and one line saying how many counterexamples were
+    written where.
+
+    One scenario (or ``verbose``) gets a row per claim.  Several get the compact table: a row per
+    scenario (its claims, how they compare with expectations, states, depth, seconds) and, under
+    it, a line for every claim whose verdict is not the expected one; ``verbose`` also lists
+    every trace file.  The scenarios no search reached (the time budget ran out before them) are
+    one line after the table, not a row each."""
+    reports = list(reports)
+    searched = [r for r in reports if not _not_started(r)]
+    table = _claim_table(searched) if verbose or len(searched) <= 1 else _scenario_table(searched)
+    written: list[Path] = []
     cut: list[Text] = []
     notes: list[Text] = []
     untouched: dict[str, list[ScenarioReport]] = {}
@@ -228,27 +237,13 @@ def render_reports(reports: Iterable[ScenarioReport]) -> Group:
         if _not_started(rep):
             untouched.setdefault(rep.reason, []).append(rep)
             continue
-        for n, c in enumerate(rep.claims):
-            style = "green" if c.matches else ("yellow" if c.verdict == "inconclusive" else HAZARD)
-            found = c.verdict if c.matches else f"{c.verdict} ✗"
-            depth = c.depth if c.depth is not None else rep.stats.depth
-            rows.append((rep.scenario.name if n == 0 else "", c.claim, c.expected, Text(found, style=style),
-                         f"{rep.stats.states:,}", str(depth), f"{rep.stats.seconds:.2f}"))
-            if c.trace_path is not None:
-                written.append(Text(f"  {c.trace_path}"))
+        written += [c.trace_path for c in rep.claims if c.trace_path is not None]
         if not rep.complete:
             cut.append(Text(f"{rep.scenario.name}: search incomplete: {rep.reason}", style="yellow"))
         how = _search_note(rep)
         if how:
             notes.append(Text(f"{rep.scenario.name}: {how}", style="dim"))
         notes += [Text(f"{rep.scenario.name}: note: {note}", style="yellow") for note in rep.notes]
-    # every column's width given: rich then measures no cell (the same table, twice as fast)
-    table = Table(show_lines=False, pad_edge=False)
-    for k, (col, justify) in enumerate(columns):
-        width = max([cell_len(col)] + [cell_len(r[k].plain if isinstance(r[k], Text) else r[k]) for r in rows])
-        table.add_column(col, justify=justify, no_wrap=True, width=width)
-    for row in rows:
-        table.add_row(*row)
     for reason, reps in untouched.items():
         claims = sum(len(r.claims) for r in reps)
         cut.append(Text(f"not searched: {len(reps):,} {'scenario' if len(reps) == 1 else 'scenarios'} "
@@ -256,8 +251,64 @@ def render_reports(reports: Iterable[ScenarioReport]) -> Group:
                         f"before them: {', '.join(r.scenario.name for r in reps)}", style="yellow"))
     parts: list[Any] = [table] if table.row_count else []
     if written:
-        parts += [Text("Counterexamples written:")] + written
+        parts.append(Text(traces_written(written), no_wrap=True, overflow="ignore"))
+        if verbose:
+            parts += [Text(f"  {p}", no_wrap=True, overflow="ignore") for p in written]  # a path is not wrapped
     return Group(*parts, *notes, *cut)
+
+
+_CLAIM_COLUMNS = (("scenario", "left"), ("claim", "left"), ("expected", "left"), ("found", "left"),
+                  ("states", "right"), ("depth", "right"), ("seconds", "right"))
+_SCENARIO_COLUMNS = (("scenario", "left"), ("claims", "right"), ("found", "left"), ("states", "right"),
+                     ("depth", "right"), ("seconds", "right"))
+
+
+def _found(c) -> Text:
+    """A claim's verdict, marked ``✗`` (and red) when it is not the expected one."""
+    style = "green" if c.matches else ("yellow" if c.verdict == "inconclusive" else HAZARD)
+    return Text(c.verdict if c.matches else f"{c.verdict} ✗", style=style)
+
+
+def _claim_table(reports: list[ScenarioReport]) -> AlignedTable:
+    """A row per claim of every scenario (the scenario named on its first row)."""
+    table = AlignedTable(*zip(*_CLAIM_COLUMNS))
+    for rep in reports:
+        for n, c in enumerate(rep.claims):
+            depth = c.depth if c.depth is not None else rep.stats.depth
+            table.add_row(rep.scenario.name if n == 0 else "", c.claim, c.expected, _found(c),
+                          f"{rep.stats.states:,}", str(depth), f"{rep.stats.seconds:.2f}")
+    return table
+
+
+def _scenario_table(reports: list[ScenarioReport]) -> AlignedTable:
+    """A row per scenario, and under it a line for each claim that did not get its expected
+    verdict (what it expected, what was found, the trace's depth)."""
+    table = AlignedTable(*zip(*_SCENARIO_COLUMNS))
+    for rep in reports:
+        odd = [c for c in rep.claims if not c.matches]
+        wrong = sum(c.verdict != "inconclusive" for c in odd)
+        said = [f"{wrong:,} unexpected" if wrong else "", f"{len(odd) - wrong:,} inconclusive" if len(odd) > wrong else ""]
+        found = Text(", ".join(s for s in said if s) or "as expected",
+                     style=HAZARD if wrong else "yellow" if odd else "green")
+        table.add_row(rep.scenario.name, f"{len(rep.claims):,}", found, f"{rep.stats.states:,}",
+                      str(rep.stats.depth), f"{rep.stats.seconds:.2f}")
+        for c in odd:
+            line = Text(f"  {c.claim}: expected {c.expected}, found ")
+            line.append_text(_found(c))
+            if c.depth is not None:
+                line.append(f" (depth {c.depth})")
+            table.add_note(line)
+    return table
+
+
+def traces_written(paths: list[Path]) -> str:
+    """One line for the trace files a run wrote: how many, and the folder (or folders) they are
+    in; a single trace is named in full (``kvproof show`` takes that path)."""
+    if len(paths) == 1:
+        return f"1 trace written: {paths[0]}"
+    folders = list(dict.fromkeys(str(p.parent) for p in paths))
+    where = ", ".join(f"{f}/" for f in folders)
+    return f"{len(paths):,} traces written to {where}"
 
 
 def _search_note(rep: ScenarioReport) -> str:
