@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from kvproof.checker.cli.common import EXIT_MISMATCH, EXIT_OK, BadInput, Progress, Summary, console, plural, resolve
+from kvproof.checker.cli.common import BadInput, Progress, Summary, Tally, console, plural, resolve
 from kvproof.checker.cli.options import TRUST, positive_float, positive_int
 
 __all__ = ["NAME", "OUTPUTS", "add_parser", "run"]
@@ -98,12 +98,10 @@ def run(args: argparse.Namespace) -> int:
     exposed = exp.foreign_reads > 0 or exp.first_bad_run is not None
     ran = (f"{plural(exp.requests, 'request')} on {base.name} (seed {args.seed}), 1 claim (no response reads "
            "another request's KV)")
-    if not exposed:
-        code, meaning = EXIT_OK, "no response read another request's KV"
-    elif args.report_only:
-        code, meaning = EXIT_OK, "an exposure was found and only reported (--report-only)"
-    else:
-        code, meaning = EXIT_MISMATCH, "an exposure: a response read another request's KV"
+    code = Tally(mismatched=int(exposed and not args.report_only)).exit_code  # --report-only: found, not failed
+    meaning = ("no response read another request's KV" if not exposed
+               else "an exposure was found and only reported (--report-only)" if args.report_only
+               else "an exposure: a response read another request's KV")
     return Summary("simulate", ran, int(not exposed), int(exposed), 0, code, meaning).print(out)
 
 
