@@ -17,7 +17,7 @@ from kvproof.model.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
            "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInput", "Summary", "Tally", "exit_code", "claim_counts", "reports_summary", "Progress",
-           "console", "resolve", "json_reports", "protocol_command", "plural"]
+           "console", "resolve", "json_reports", "protocol_command", "add_protocol_arguments", "plural"]
 
 from kvproof.checker.outcome import (  # noqa: F401 - the command line's names for them
     _EXIT_STYLES, EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_MEANINGS, EXIT_MISMATCH,
@@ -239,3 +239,10 @@ def protocol_command(name: str, engine: str | None = None):
     return found[0].command(name)
 
 
+def add_protocol_arguments(parser: Any, command: str) -> None:
+    """Add to ``command``'s ``parser`` the options each registered protocol declares for it
+    (:attr:`~kvproof.model.protocol.Protocol.arguments`): what only one protocol's engine has."""
+    for protocol in protocols():
+        add = protocol.arguments.get(command)
+        if add is not None:
+            add(parser)
