@@ -5,7 +5,7 @@ After an untimed warm-up round, each round runs every sequence once plain and on
 order alternating between rounds, so load drift falls on both sides); the time is ``run_on_code`` (the real
 code's work, the harness's thread hand-offs and the model comparison), not building the harness.
 The ratio is recorded time over plain time, summed over all runs; the cost of writing one line
-(``EventLog.emit``: format, append, flush) is timed alone over 10,000 lines.  Needs the sglang extra.  Run:
+(``write_event``: format, append, flush) is timed alone over 10,000 lines.  Needs the sglang extra.  Run:
 ``.venv/bin/python bench/bench_record.py [--scenario NAME] [--sequences N] [--rounds K]``.
 
 ``--engine vllm`` does the same on vLLM 0.33.0's real scheduler and NIXL connector classes (pull
@@ -110,18 +110,19 @@ def main() -> None:
             plain, recorded = plain + p, recorded + r
             print(f"round {k + 1}: plain {p:.3f} s, recorded {r:.3f} s, ratio {r / p:.3f}")
     from kvproof.checker.logs.eventlog import EventLog
+    from kvproof.spec.sglang.record import write_event
 
     with tempfile.TemporaryDirectory() as tmp:  # the writer alone: one line appended and flushed
         log = EventLog(os.path.join(tmp, "emit.jsonl"), args.scenario)
         t0 = time.perf_counter()
         for i in range(10_000):
-            log.emit("kv_transfer_write", "prefill", 0, i % 8, "R0", 0, layer=0, chunk=0, page=i % 64)
+            write_event(log, "kv_transfer_write", "prefill", 0, i % 8, "R0", 0, layer=0, chunk=0, page=i % 64)
         emit = (time.perf_counter() - t0) / 10_000
         log.close()
     steps = sum(len(x) for x in runs) * args.rounds
     print(f"{args.scenario}: {args.rounds} x {len(runs)} sequences, {steps:,} steps, {events:,} events logged; "
           f"plain {plain:.2f} s, recorded {recorded:.2f} s: ratio {recorded / plain:.3f}, "
-          f"{(recorded - plain) / max(events, 1) * 1e6:,.0f} us per event; one EventLog.emit alone {emit * 1e6:.1f} us")
+          f"{(recorded - plain) / max(events, 1) * 1e6:,.0f} us per event; one event line alone {emit * 1e6:.1f} us")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ size), :mod:`.certs` (the one certificate reader and the solver processes), :mod
 the top, what they share: :mod:`.results` (verdicts, reports and a search's statistics),
 :mod:`.traces` (ITF), :mod:`.states` (a state's values by name), :mod:`.expected` (the
 expected-verdict table), :mod:`.atomic` (whole-or-nothing writes), :mod:`.conform`
-(``conform``'s protocol-neutral half), :mod:`.budget` (``--max-seconds``), :mod:`.outcome` (exit
-codes and the closing line every command prints), and :mod:`.certify` (``certify``: either kind
+(``conform``'s protocol-neutral half), :mod:`.budget` (``--max-seconds``), :mod:`.outcome` (the one
+outcome type of every engine and command, the one map from outcomes to exit codes, and the
+closing line every command prints), and :mod:`.certify` (``certify``: either kind
 of certificate re-checked).  The layers between them are an import contract (``pyproject.toml``).
 """
 
@@ -25,7 +26,9 @@ _PUBLIC = {  # name: the module that defines it (imported on first use, so the C
     "ScenarioReport": "kvproof.checker.results", "Verified": "kvproof.checker.results",
     "Violated": "kvproof.checker.results", "Reached": "kvproof.checker.results",
     "Unreachable": "kvproof.checker.results", "exit_code": "kvproof.checker.results",
-    "check_scenario": "kvproof.checker.explicit.run",
+    "Proved": "kvproof.checker.outcome", "Refuted": "kvproof.checker.outcome",
+    "Unexplained": "kvproof.checker.outcome", "Tally": "kvproof.checker.outcome", "judge": "kvproof.checker.outcome",
+    "check_scenario": "kvproof.checker.explicit.run", "Checker": "kvproof.checker.explicit.run",
     "Trace": "kvproof.checker.traces", "TraceError": "kvproof.checker.traces",
     "read_trace": "kvproof.checker.traces", "write_trace": "kvproof.checker.traces",
 }

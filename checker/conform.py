@@ -26,6 +26,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from kvproof.checker.outcome import Tally
 from kvproof.checker.traces import read_trace
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario, builtin, builtins
@@ -252,7 +253,7 @@ def run_random(driver: Driver, args: argparse.Namespace, scenarios: list[Scenari
     """``conform --random N``: N random sequences per scenario on the real engine; a line per
     scenario (the minimal disagreement when one disagrees)."""
     engine = driver.engine
-    code = agreed = 0
+    agreed = 0
     scenarios, skipped = _runnable(scenarios, driver.can_fuzz, lambda sc: sc.name, driver.refusals, out)
     if progress is not None:
         progress.total, progress.unit = len(scenarios), "scenarios"
@@ -266,11 +267,11 @@ def run_random(driver: Driver, args: argparse.Namespace, scenarios: list[Scenari
                 out.print(f"{sc.name}: {rep.sequences:,} random sequences ({rep.steps:,} steps) agree "
                           f"with {engine} ({rep.seconds:.1f} s)", markup=False)
                 continue
-            code = 1
             out.print(f"{sc.name}: disagreement after {rep.sequences:,} sequences; minimal sequence:", markup=False)
             for k, label in enumerate(rep.disagreement, 1):
                 out.print(f"  {k:3}  {label}", markup=False)
             out.print(f"  {rep.result.reason}", soft_wrap=True, markup=False)
+    code = Tally(agreed, len(scenarios) - agreed).exit_code
     ran = (f"{len(scenarios)} scenario{'s' * (len(scenarios) != 1)}, {args.random:,} random sequences each "
            f"(seed {args.seed}) on {engine}")
     meaning = (f"every scenario's sequences agree with {engine}" if code == 0
@@ -286,7 +287,7 @@ def run_replays(driver: Driver, traces: list[Path], out, bad, progress=None) -> 
     if not traces:
         raise bad("conform: no stored counterexample to replay (kvproof check writes them)")
     traces, skipped = _runnable(traces, driver.can_replay, lambda p: p.name, driver.refusals, out)
-    code = reproduced = 0
+    reproduced = 0
     if progress is not None:
         progress.total, progress.unit = len(traces), "traces"
     for path in traces:
@@ -298,8 +299,8 @@ def run_replays(driver: Driver, traces: list[Path], out, bad, progress=None) -> 
                 out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True, markup=False)
                 reproduced += 1
             else:
-                code = 1
                 out.print(f"diverged    {path.name} at step {v.step}: {v.reason}", soft_wrap=True, markup=False)
+    code = Tally(reproduced, len(traces) - reproduced).exit_code
     ran = f"{len(traces)} trace{'s' * (len(traces) != 1)} replayed on {engine}"
     meaning = f"every trace reproduces on {engine}" if code == 0 else f"a trace diverges on {engine}"
     return Conformed(code, ran, reproduced, len(traces) - reproduced, meaning, skipped)

@@ -1,6 +1,23 @@
-"""How a command ends: the exit codes, what each means, and the closing line every command
-prints (:class:`Summary`), shared by the command line and every role that reports to it (audit,
-validate, certify), so the general layers below the command line can end a command the same way.
+"""How a command ends: the one outcome type, the one map from outcomes to exit codes, what each
+code means, and the closing line every command prints (:class:`Summary`).
+
+Every engine and every command says what it found with one of these nouns (the ``verdict`` word
+each carries is what the text and JSON output print):
+
+- :class:`Verified` / :class:`Violated` ``(trace)``: an invariant or liveness claim held on every
+  reachable state of a complete search, or failed (with its counterexample);
+- :class:`Reached` ``(trace)`` / :class:`Unreachable`: a witness reached, or never reached by a
+  complete search;
+- :class:`Proved` ``(certificate)`` / :class:`Refuted` ``(trace)``: a symbolic proof (an unsat
+  answer) or refutation; a proof establishes what *verified* does, a refutation what *violated*
+  does;
+- :class:`Inconclusive` ``(reason, stats)``: a limit or an engine cut the work short;
+- :class:`Unexplained` ``(line)``: a line of an event log no behaviour of the model produces;
+- :class:`BadInput` ``(message)``: the input could not be used.
+
+:func:`judge` compares one outcome with what was expected of it (``matched``, ``mismatched``,
+``inconclusive``, ``unexplained``, ``bad input``); :class:`Tally` counts the judgements of a run;
+:func:`exit_code` is the one map from them to the process's exit code, used by every command.
 """
 
 from __future__ import annotations
@@ -8,10 +25,12 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
-           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "EXIT_MEANINGS", "Summary", "console", "plural"]
+           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "EXIT_MEANINGS", "Verified", "Violated",
+           "Reached", "Unreachable", "Proved", "Refuted", "Inconclusive", "Unexplained", "BadInput", "Outcome",
+           "VERDICTS", "outcome_named", "judge", "Tally", "exit_code", "Summary", "console", "plural"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
 EXIT_OUT_OF_MEMORY = 4  # the search ran out of memory: one line with the advice (fingerprints, symmetry, workers)
@@ -28,6 +47,167 @@ EXIT_MEANINGS = {  # what an exit code means when the command has nothing more p
     EXIT_UNEXPLAINED: "a line of the log is unexplained (no behaviour of the model produces it)",
 }
 _EXIT_STYLES = {EXIT_OK: "bold green", EXIT_MISMATCH: "bold red", EXIT_INCONCLUSIVE: "bold yellow"}
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The invariant or liveness claim holds on every reachable state (a complete search)."""
+
+    trace: Any = None
+    verdict: str = "verified"
+
+
+@dataclass(frozen=True)
+class Violated:
+    """The invariant or liveness claim fails; ``trace`` is its counterexample (shortest for an
+    invariant, a fair lasso for a liveness claim)."""
+
+    trace: Any = None
+    verdict: str = "violated"
+
+
+@dataclass(frozen=True)
+class Reached:
+    """The witness is reachable; ``trace`` is a shortest path to a state where it holds."""
+
+    trace: Any = None
+    verdict: str = "reached"
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """The witness holds in no reachable state (a complete search): the checks it guards may be
+    vacuous."""
+
+    trace: Any = None
+    verdict: str = "unreachable"
+
+
+@dataclass(frozen=True)
+class Proved:
+    """The claim is proved by a solver's unsat answer (k-induction, an inductive invariant, an
+    all-sizes certificate); ``certificate`` is where the proof was written, if it was.  It
+    establishes what :class:`Verified` does.  ``verdict`` is ``proved``, or ``holds`` for a
+    claim proved at one size through the link."""
+
+    certificate: Any = None
+    verdict: str = "proved"
+
+
+@dataclass(frozen=True)
+class Refuted:
+    """A symbolic engine found the claim false; ``trace`` is its counterexample.  It establishes
+    what :class:`Violated` does."""
+
+    trace: Any = None
+    verdict: str = "refuted"
+
+
+@dataclass(frozen=True)
+class Inconclusive:
+    """The work stopped before it could decide; ``reason`` says which limit (or engine) stopped
+    it, ``stats`` what it had done by then."""
+
+    reason: str
+    stats: Any = None
+    verdict: str = "inconclusive"
+
+
+@dataclass(frozen=True)
+class Unexplained:
+    """A line of an event log that no behaviour of the model produces; ``line`` is its number,
+    ``why`` what the model could not do."""
+
+    line: int
+    why: str = ""
+    verdict: str = "unexplained"
+
+
+@dataclass(frozen=True)
+class BadInput:
+    """The input could not be used (``message``: one line naming the problem)."""
+
+    message: str
+    verdict: str = "bad input"
+
+
+Outcome = Verified | Violated | Reached | Unreachable | Proved | Refuted | Inconclusive | Unexplained | BadInput
+
+VERDICTS: dict[str, type] = {
+    "verified": Verified, "violated": Violated, "reached": Reached, "unreachable": Unreachable,
+    "proved": Proved, "holds": Proved, "refuted": Refuted, "inconclusive": Inconclusive,
+    "unexplained": Unexplained, "bad input": BadInput,
+}
+"""Every verdict word any engine or command prints, and the outcome it names."""
+
+_ESTABLISHES = {Proved: "verified", Refuted: "violated"}
+_UNDECIDED = {Inconclusive: "inconclusive", Unexplained: "unexplained", BadInput: "bad input"}
+
+
+def outcome_named(verdict: str) -> Outcome:
+    """The outcome a verdict word names (a :data:`VERDICTS` key), with no payload: for a
+    report that keeps its verdicts as words (``prove``'s rows, the all-sizes reports)."""
+    cls = VERDICTS[verdict]
+    if cls is Inconclusive or cls is BadInput:
+        return cls("", verdict=verdict)
+    if cls is Unexplained:
+        return cls(0, verdict=verdict)
+    return cls(verdict=verdict)
+
+
+def judge(outcome: Outcome, expected: str | None = None) -> str:
+    """How ``outcome`` compares with the verdict ``expected`` of it: ``inconclusive``,
+    ``unexplained`` or ``bad input`` whatever was expected; otherwise ``matched`` when it is the
+    expected verdict (a proof matches *verified*, a refutation *violated*) or nothing was
+    expected, ``mismatched`` when not."""
+    undecided = _UNDECIDED.get(type(outcome))
+    if undecided:
+        return undecided
+    if expected is None or expected in (outcome.verdict, _ESTABLISHES.get(type(outcome))):
+        return "matched"
+    return "mismatched"
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How a run's outcomes compare with their expectations: the counts :func:`exit_code`
+    maps to the exit code."""
+
+    matched: int = 0
+    mismatched: int = 0
+    inconclusive: int = 0
+    unexplained: int = 0
+    bad_input: int = 0
+
+    @classmethod
+    def of(cls, judged: Iterable[tuple[Outcome, str | None]]) -> Tally:
+        """The tally of ``(outcome, expected verdict)`` pairs (see :func:`judge`)."""
+        counts = {"matched": 0, "mismatched": 0, "inconclusive": 0, "unexplained": 0, "bad input": 0}
+        for outcome, expected in judged:
+            counts[judge(outcome, expected)] += 1
+        return cls(counts["matched"], counts["mismatched"], counts["inconclusive"], counts["unexplained"],
+                   counts["bad input"])
+
+    @property
+    def exit_code(self) -> int:
+        """:func:`exit_code` of this tally."""
+        return exit_code(self)
+
+
+def exit_code(outcomes: Tally | Iterable[tuple[Outcome, str | None]]) -> int:
+    """The one map from a run's outcomes (a :class:`Tally`, or ``(outcome, expected verdict)``
+    pairs) to its exit code, in this order: bad input 3; else an outcome that is not the
+    expected one 1; else an unexplained log line 5; else an inconclusive outcome 2; else 0."""
+    t = outcomes if isinstance(outcomes, Tally) else Tally.of(outcomes)
+    if t.bad_input:
+        return EXIT_BAD_INPUT
+    if t.mismatched:
+        return EXIT_MISMATCH
+    if t.unexplained:
+        return EXIT_UNEXPLAINED
+    if t.inconclusive:
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK
 
 
 def plural(n: int, word: str) -> str:

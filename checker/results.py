@@ -1,6 +1,6 @@
 """Results: what checking a claim found, and how a scenario's run compares with expectations.
 
-Verdicts are nouns.  An invariant or a liveness claim is :class:`Verified` (it holds: a complete
+Verdicts are nouns, the outcomes of :mod:`kvproof.checker.outcome` (re-exported here).  An invariant or a liveness claim is :class:`Verified` (it holds: a complete
 search found no state, or no fair lasso, that breaks it) or :class:`Violated` (with its
 counterexample).  A witness is :class:`Reached` (with the trace that reaches it) or
 :class:`Unreachable` (a complete search never reached it).  :class:`Inconclusive` carries the
@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
+from kvproof.checker.outcome import Inconclusive, Reached, Unreachable, Verified, Violated, judge
+from kvproof.checker.outcome import exit_code as _exit_code
 from kvproof.checker.traces import Trace
 
 __all__ = ["Stats", "Verified", "Violated", "Reached", "Unreachable", "Inconclusive", "Result", "ClaimReport",
@@ -58,48 +60,6 @@ class Stats:
         if not self.states:
             return 0.0
         return self.states / self.seconds if self.seconds > 0 else float("inf")
-
-
-@dataclass(frozen=True)
-class Verified:
-    """The invariant or liveness claim holds on every reachable state (a complete search)."""
-
-    trace: Trace | None = None
-    verdict: str = "verified"
-
-
-@dataclass(frozen=True)
-class Violated:
-    """The invariant or liveness claim fails; ``trace`` is its counterexample (shortest for an
-    invariant, a fair lasso for a liveness claim)."""
-
-    trace: Trace | None = None
-    verdict: str = "violated"
-
-
-@dataclass(frozen=True)
-class Reached:
-    """The witness is reachable; ``trace`` is a shortest path to a state where it holds."""
-
-    trace: Trace | None = None
-    verdict: str = "reached"
-
-
-@dataclass(frozen=True)
-class Unreachable:
-    """The witness holds in no reachable state (a complete search): the checks it guards may be
-    vacuous."""
-
-    trace: Trace | None = None
-    verdict: str = "unreachable"
-
-
-@dataclass(frozen=True)
-class Inconclusive:
-    """The search stopped before it could decide; ``reason`` says which limit stopped it."""
-
-    reason: str
-    verdict: str = "inconclusive"
 
 
 Result = Verified | Violated | Reached | Unreachable | Inconclusive
@@ -157,7 +117,7 @@ class ClaimReport:
     @property
     def matches(self) -> bool:
         """The verdict is the expected one (an inconclusive verdict never matches)."""
-        return self.verdict == self.expected
+        return judge(self.result, self.expected) == "matched"
 
     @property
     def depth(self) -> int | None:
@@ -188,10 +148,6 @@ class ScenarioReport:
 
 
 def exit_code(reports: list[ScenarioReport]) -> int:
-    """0 when every verdict matches, 1 when one does not, else 2 when one is inconclusive."""
-    rows = [c for r in reports for c in r.claims]
-    if any(c.verdict != "inconclusive" and not c.matches for c in rows):
-        return 1
-    if any(c.verdict == "inconclusive" for c in rows):
-        return 2
-    return 0
+    """0 when every verdict matches, 1 when one does not, else 2 when one is inconclusive
+    (:func:`kvproof.checker.outcome.exit_code` of every claim's result and expectation)."""
+    return _exit_code((c.result, c.expected) for r in reports for c in r.claims)

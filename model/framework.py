@@ -357,6 +357,11 @@ class Spec:
         """How reports name this instance's size (default: its number of slots)."""
         return f"{len(self.init_state())} slots"
 
+    def link_size(self) -> str:
+        """How ``prove --all-sizes --link`` names the size it proves the claims at, in words
+        (default: ``its size``)."""
+        return "its size"
+
     def all_sizes(self) -> Any:
         """The protocol's parametric model of this instance's engine for ``prove --all-sizes``
         (a :class:`kvproof.checker.allsizes.prove.AllSizesModel`), or ``None`` (the default: the

@@ -16,7 +16,8 @@ a test registers with :func:`~.registry.register`.  It says:
 * optionally, commands that only make sense for it (parametric theorems, conformance with the
   real engine's code, a workload simulator), as callables the command line looks up by name;
 * optionally, options of its own on a general command (``audit``'s settings that only its
-  engine has), which the command line adds to that command's parser;
+  engine has, ``simulate``'s workload sizes), which the command line adds to that command's
+  parser;
 * the safety claims ``prove --all-sizes`` decides for a spec of it that has no all-sizes model.
 
 Everything else a general layer needs to know about a protocol - how to narrate a step, how to
@@ -51,7 +52,7 @@ class Protocol:
     ``importlib.resources`` traversable), or a function returning it.  ``default`` marks the
     protocol a scenario without a ``protocol`` key belongs to.  ``commands`` maps a command
     name (``theorems``, ``conform``, ``simulate``) to a function returning the callable that
-    implements it.  ``arguments`` maps a general command's name (``audit``) to a function that
+    implements it.  ``arguments`` maps a general command's name (``audit``, ``simulate``) to a function that
     adds this protocol's own options to that command's ``argparse`` parser (it imports nothing
     heavy: the parser is built at start-up).  ``all_sizes_claims`` names the safety claims
     ``prove --all-sizes`` checks at a scenario's own size when its spec has no all-sizes model

@@ -1,6 +1,8 @@
 """Several processes give the one-process engine's verdicts and state counts."""
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kvproof.checker.explicit.backends import AutoBackend, WorkersBackend
 from kvproof.checker.explicit.search import Limits
@@ -10,6 +12,7 @@ from kvproof.model.replay import replay
 from kvproof.model.scenario import builtin
 
 from .symmetric import unordered
+from .test_explicit import Graph
 
 
 def _summary(report):
@@ -50,3 +53,42 @@ def test_limits_end_a_parallel_search_incomplete():
     assert {c.verdict for c in rep.claims if c.kind == "witness"} <= {"inconclusive", "reached"}
     rep = check_scenario(builtin("v0.5.22"), Limits(max_depth=4), backend=AutoBackend(2))
     assert not rep.complete and "depth limit 4" in rep.reason and rep.stats.depth == 4
+
+
+# -- the partitioned loop (worker processes; Ray actors run the same coordinator) against the
+# plainest BFS on random hand-built graphs, whose answers the naive search gives
+
+class _Numbered(Graph):
+    """A hand-built graph (:class:`~tests.test_explicit.Graph`) with the action table a
+    partition worker sizes its codes by."""
+
+    instances = tuple(range(256))
+
+
+@st.composite
+def _graphs(draw):
+    n = draw(st.integers(2, 30))
+    node = st.integers(0, n - 1)
+    edges = {u: sorted(set(draw(st.lists(node, max_size=4)))) for u in range(n)}
+    marks = st.sets(node, max_size=3)
+    return _Numbered(edges, draw(marks), draw(marks), draw(marks))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=_graphs(), max_states=st.sampled_from([None, 5]))
+def test_two_workers_search_random_graphs_as_the_naive_bfs_does(graph, max_states):
+    """States, transitions, completeness, and for each claim whether it hit and how deep: the
+    naive BFS's answer, for the one-process search and the partitioned one alike."""
+    from kvproof.checker.explicit.parallel import explore_parallel
+    from kvproof.checker.explicit.search import explore
+
+    from .test_graph import naive
+
+    states, out, parent, via, depth, expanded, hit = naive(graph, max_states=max_states)
+    want = (len(states), sum(len(e) for e in out) if all(expanded) else None, all(expanded),
+            {c: depth[sid] for c, sid in hit.items()})
+    limits = Limits(max_states=max_states)
+    for ex in (explore(graph, limits), explore_parallel(graph, 2, limits)):
+        got = (ex.stats.states, ex.stats.transitions if ex.complete else None, ex.complete,
+               {c: len(ex.path(sid)) for c, sid in ex.hit_at.items()})
+        assert got == want

@@ -151,11 +151,13 @@ class AllSizesReport:
     @property
     def exit_code(self) -> int:
         """1 when a target is violated, 2 when one is inconclusive, 0 when all are proved."""
-        if any(v == "violated" for v in self.verdicts.values()):
-            return 1
-        if not self.verdicts or any(v != "proved" for v in self.verdicts.values()):
-            return 2
-        return 0
+        from kvproof.checker.outcome import Tally
+
+        verdicts = list(self.verdicts.values())
+        violated = verdicts.count("violated")
+        proved = verdicts.count("proved")
+        undecided = len(verdicts) - violated - proved or not verdicts  # nothing decided is inconclusive
+        return Tally(proved, violated, int(undecided)).exit_code
 
 
 def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
@@ -514,11 +516,12 @@ class LinkedReport:
         """1 when the link is refuted (a spec step that is no model step, or a claim on which
         they disagree) or a claim the scenario expects violated holds; 2 when a claim is
         inconclusive; 0 when every target claim holds."""
-        if self.mismatch or (self.link is not None and self.link.refuted):
-            return 1
-        if not self.verdicts or any(v != "holds" for v in self.verdicts.values()):
-            return 2
-        return 0
+        from kvproof.checker.outcome import Tally
+
+        refuted = len(self.mismatch) + int(self.link is not None and bool(self.link.refuted))
+        held = sum(v == "holds" for v in self.verdicts.values())
+        undecided = len(self.verdicts) - held or not self.verdicts  # nothing said to hold is inconclusive
+        return Tally(held, refuted, int(undecided)).exit_code
 
 
 def model_certificate(hook: AllSizesModel, path: Path) -> tuple[str, list[str]] | str:

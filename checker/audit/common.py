@@ -30,16 +30,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from kvproof.checker.outcome import Tally
 from kvproof.model.scenario import Scenario
 
 __all__ = ["EXIT_NOT_EXPOSED", "EXIT_EXPOSED", "EXIT_UNDECIDED", "assignment", "read_env_file", "take_prefix_environment", "parse_engine",
            "command_words", "take_assignments", "split_flags", "seconds", "count", "Launch", "SettingsBase", "Member",
            "Hazard", "Reading", "AuditReport", "check", "check_family", "launch_command", "environment", "header", "body",
            "emit", "nothing_to_audit", "conclude", "reading_lines", "report_json", "summary",
-           "nothing_to_audit_json", "reading_json"]
+            "nothing_to_audit_json", "reading_json", "undecided_code"]
 
-EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = 0, 1, 2
-"""The audit's exit codes (bad input, 3, is the command line's)."""
+EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = Tally().exit_code, Tally(mismatched=1).exit_code, Tally(inconclusive=1).exit_code
+"""The audit's exit codes, from :func:`kvproof.checker.outcome.exit_code`: not exposed (every claim
+holds), exposed (a claim is violated), cannot decide (inconclusive); bad input, 3, is the command
+line's."""
+
+
+def undecided_code(undecided: Sequence[str]) -> int:
+    """The exit code of a launch with no KV handoff: not exposed, or cannot decide when something
+    given was not read (``undecided``) and could have set one up."""
+    return Tally(inconclusive=int(bool(undecided))).exit_code
 
 # -- reading the input ----------------------------------------------------------------------------
 
@@ -305,11 +314,9 @@ class AuditReport:
         """2 when the checked model is not the deployment (a setting it does not cover, an unknown
         handoff setting); else 1 when a hazard was found (a violation found stands even if another
         search was cut short); else 2 when a search was cut short; else 0."""
-        if self.settings.unmodelled or self.undecided_unknown():
-            return EXIT_UNDECIDED
-        if self.hazards:
-            return EXIT_EXPOSED
-        return EXIT_UNDECIDED if self.cut_short else EXIT_NOT_EXPOSED
+        if self.settings.unmodelled or self.undecided_unknown():  # the model checked is not the deployment
+            return Tally(inconclusive=1).exit_code
+        return Tally(mismatched=len(self.hazards), inconclusive=len(self.cut_short)).exit_code
 
     def undecided_unknown(self) -> list[str]:
         """Unknown names that belong to the KV handoff (they could change the verdict)."""
@@ -444,7 +451,7 @@ def nothing_to_audit(out: Any, lines: list[str], why: str, engine: str = "", rel
     flags) and could have set one up."""
     from kvproof.checker.outcome import Summary
 
-    code = EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
+    code = undecided_code(undecided)
     extra = [f"not read, could set up a KV handoff: {u}" for u in undecided]
     verdict = "cannot decide" if undecided else "not exposed"
     emit(out, [*lines, why, *extra, f"verdict: {verdict}"])
@@ -567,7 +574,7 @@ def nothing_to_audit_json(args: Any, engine: str, release: Any, reading: Reading
 
     if not getattr(args, "json", False):
         return False
-    code = EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
+    code = undecided_code(undecided)
     verdict = "cannot decide" if undecided else "not exposed"
     done = Summary("audit", f"{engine}=={release.version}, no KV handoff", 0, 0, int(bool(undecided)), code, verdict)
     print(json.dumps({"engine": f"{engine}=={release.version}", "reading": None if reading is None else reading_json(reading),

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import BadInput, console, protocol_command
+from kvproof.checker.cli.common import BadInput, add_protocol_arguments, console, protocol_command
 from kvproof.checker.cli.options import MAX_SECONDS, positive_float, positive_int
-from kvproof.model.registry import protocols
 
 __all__ = ["NAME", "OUTPUTS", "add_parser", "prepare", "run"]
 
@@ -25,10 +24,7 @@ def add_parser(sub) -> None:
     au.add_argument("--env", action="append", metavar="NAME=VALUE",
                     help="an environment variable of the deployment (repeatable; kvproof's own environment is not read)")
     au.add_argument("--env-file", action="append", metavar="FILE", help="NAME=VALUE lines (repeatable)")
-    for protocol in protocols():  # the options that only one protocol's engine has
-        add = protocol.arguments.get("audit")
-        if add is not None:
-            add(au)
+    add_protocol_arguments(au, "audit")  # the options that only one protocol's engine has
     au.add_argument("--manifest", action="append", metavar="FILE",
                     help="audit the prefill/decode pair of a Kubernetes deployment (YAML, several documents; "
                          "repeatable) instead of one launch line")

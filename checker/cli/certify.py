@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvproof.checker.cli.common import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, Progress, Summary, console, plural, resolve
+from kvproof.checker.cli.common import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, Progress, Summary, Tally, console, plural, resolve
 from kvproof.checker.cli.options import positive_float
 
 __all__ = ["NAME", "add_parser", "run"]
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"{checked - bad} of {checked} certificates check" + (f", {unreadable} unreadable" if unreadable else "")
                   + (f", {len(missing)} scenarios of the catalogue without one" if missing else ""))
         out.print(f"  solvers: {z3_command()[1]}; {cvc5_command()[1]}", soft_wrap=True)
-    code = EXIT_BAD_INPUT if last is not None else EXIT_MISMATCH if bad or missing else EXIT_OK
+    code = Tally(checked - bad, bad + len(missing), bad_input=int(last is not None)).exit_code
     meaning = {EXIT_OK: "every certificate checks" + (" and every scenario of the catalogue has one" if args.complete else ""),
                EXIT_MISMATCH: ("a certificate does not check" if bad else "a scenario of the catalogue has no certificate"),
                EXIT_BAD_INPUT: "a file cannot be read as a kvproof certificate"}[code]

@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from kvproof.checker.cli.common import (EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, Progress, console, json_reports,
+from kvproof.checker.cli.common import (EXIT_OK, Progress, Tally, console, json_reports,
                                         plural, reports_summary)
 
 __all__ = ["DEFAULT_DEPTH", "check_symbolic"]
@@ -69,7 +69,8 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
             gaps += agreement.gaps
             reports.append(rep)
             agreements.append(agreement)
-    code = EXIT_MISMATCH if problems else EXIT_INCONCLUSIVE if gaps else exit_code(reports)
+    claims = Tally.of((c.result, c.expected) for r in reports for c in r.claims)
+    code = Tally(claims.matched, claims.mismatched + len(problems), claims.inconclusive + len(gaps)).exit_code
     meaning = ("the engines disagree" if problems else "agreement not established" if gaps
                else "every verdict matches its expectation and the engines agree" if code == EXIT_OK else "")
     summary = reports_summary("check", reports, code,

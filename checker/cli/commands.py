@@ -46,7 +46,7 @@ from kvproof.checker.cli import (audit, certify, check, completion, conform, dif
                                  report, show, simulate, validate)
 from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED,
                                         EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, BadInput,
-                                        Summary)
+                                        Summary, Tally)
 from kvproof.checker.cli.outputs import check_outputs
 from kvproof.checker.symbolic.watchdog import BudgetSpent
 from kvproof.model.registry import trust_variant, variant_error, variant_scope
@@ -184,7 +184,7 @@ def _main(argv: Sequence[str] | None, started: float | None, enforce: bool, pars
         try:
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help
-            return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
+            return e.code if isinstance(e.code, int) else Tally(bad_input=1).exit_code
         module = COMMANDS[args.command]
         if hasattr(module, "prepare"):
             module.prepare(args)
@@ -215,9 +215,9 @@ def _main(argv: Sequence[str] | None, started: float | None, enforce: bool, pars
                 raise
             where = f"{e.filename}: " if e.filename else ""  # the disk filled up, a folder went away mid-run
             print(f"kvproof: error: {where}{e.strerror or _one_line(e)}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return Tally(bad_input=1).exit_code
         print(f"kvproof: error: {_one_line(e)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return Tally(bad_input=1).exit_code
     except KeyboardInterrupt:
         print("kvproof: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -239,15 +239,15 @@ def _out_of_budget(args: argparse.Namespace) -> int:
     """The backstop stopped the command: its closing line (the ``summary`` of ``--json``;
     nothing with ``--quiet``), exit 2."""
     meaning = "inconclusive: the command was stopped before it reported its verdicts"
-    summary = Summary(args.command, args.budget.line(), 0, 0, 0, EXIT_INCONCLUSIVE, meaning)
+    summary = Summary(args.command, args.budget.line(), 0, 0, 0, Tally(inconclusive=1).exit_code, meaning)
     try:
         if getattr(args, "json", False):
             print(json.dumps({"summary": summary.to_json()}, indent=2), flush=True)
         elif not getattr(args, "quiet", False):
-            print(f"\nkvproof {args.command}: {args.budget.line()}; exit {EXIT_INCONCLUSIVE}: {meaning}", flush=True)
+            print(f"\nkvproof {args.command}: {args.budget.line()}; exit {summary.exit_code}: {meaning}", flush=True)
     except BrokenPipeError:
         _silence_stdout()
-    return EXIT_INCONCLUSIVE
+    return summary.exit_code
 
 
 def _silence_stdout() -> None:

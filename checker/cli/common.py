@@ -16,22 +16,21 @@ from kvproof.model.registry import protocols
 from kvproof.model.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
-           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInput", "Summary", "claim_counts", "reports_summary", "Progress",
-           "console", "resolve", "json_reports", "protocol_command", "plural"]
+           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInput", "Summary", "Tally", "exit_code", "claim_counts", "reports_summary", "Progress",
+           "console", "resolve", "json_reports", "protocol_command", "add_protocol_arguments", "plural"]
 
 from kvproof.checker.outcome import (  # noqa: F401 - the command line's names for them
     _EXIT_STYLES, EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_MEANINGS, EXIT_MISMATCH,
-    EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, Summary, console, plural,
+    EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, Summary, Tally, console, exit_code, plural,
 )
 
 
 def claim_counts(rows) -> tuple[int, int, int]:
-    """(matched, mismatched, inconclusive) over rows that have ``verdict`` and ``matches``: an
+    """(matched, mismatched, inconclusive) over rows that have an outcome (``result`` or
+    ``outcome``) and an ``expected`` verdict (:class:`~kvproof.checker.outcome.Tally`): an
     inconclusive verdict is counted as inconclusive, never as a mismatch."""
-    rows = list(rows)
-    inconclusive = sum(1 for r in rows if r.verdict == "inconclusive")
-    matched = sum(1 for r in rows if r.verdict != "inconclusive" and r.matches)
-    return matched, len(rows) - matched - inconclusive, inconclusive
+    t = Tally.of((getattr(r, "result", None) or r.outcome, r.expected) for r in rows)
+    return t.matched, t.mismatched, t.inconclusive
 
 
 def reports_summary(command: str, reports, code: int, how: str, meaning: str = "") -> Summary:
@@ -240,3 +239,10 @@ def protocol_command(name: str, engine: str | None = None):
     return found[0].command(name)
 
 
+def add_protocol_arguments(parser: Any, command: str) -> None:
+    """Add to ``command``'s ``parser`` the options each registered protocol declares for it
+    (:attr:`~kvproof.model.protocol.Protocol.arguments`): what only one protocol's engine has."""
+    for protocol in protocols():
+        add = protocol.arguments.get(command)
+        if add is not None:
+            add(parser)

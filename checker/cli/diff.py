@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import EXIT_MISMATCH, EXIT_OK, Summary, console
+from kvproof.checker.cli.common import Summary, Tally, console
 from kvproof.checker.cli.options import TRUST
 
 __all__ = ["NAME", "add_parser", "run"]
@@ -31,5 +31,5 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     out.print(render_diff(d, args.a, args.b))
     same = int(d.identical)
-    return Summary("diff", "2 traces compared", same, 1 - same, 0, EXIT_OK if same else EXIT_MISMATCH,
+    return Summary("diff", "2 traces compared", same, 1 - same, 0, Tally(same, 1 - same).exit_code,
                    "the traces are identical" if same else "the traces differ").print(out)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.checker.cli import prove_allsizes
-from kvproof.checker.cli.common import (EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, BadInput, Progress, Summary,
+from kvproof.checker.cli.common import (EXIT_OK, BadInput, Progress, Summary, Tally,
                                         claim_counts, console, plural, protocol_command, resolve)
 from kvproof.checker.cli.options import positive_float, positive_int
 from kvproof.model.scenario import builtins
@@ -127,7 +127,7 @@ def _prove(args: argparse.Namespace) -> int:
         out = console()
         refuted = sum(th.verdict == "refuted" for th in results)
         proved = sum(bool(th.holds) for th in results)
-        code = EXIT_MISMATCH if refuted else EXIT_OK if proved == len(results) else EXIT_INCONCLUSIVE
+        code = Tally(proved, refuted, len(results) - proved - refuted).exit_code
         summary = Summary("prove", f"{plural(len(results), 'parametric theorem')}", proved, refuted,
                           len(results) - proved - refuted, code,
                           "every theorem is proved" if code == EXIT_OK else "")
@@ -167,10 +167,7 @@ def _prove(args: argparse.Namespace) -> int:
     rows = [row for r in reports for row in r.rows]
     errors = sum(len(r.errors) for r in reports)
     matched, mismatched, inconclusive = claim_counts(rows)
-    if errors or mismatched:
-        code = EXIT_MISMATCH
-    else:
-        code = EXIT_INCONCLUSIVE if inconclusive else EXIT_OK
+    code = Tally(matched, mismatched + errors, inconclusive).exit_code  # an engine error fails the run
     meaning = ("every invariant is proved or refuted as expected" if code == EXIT_OK
                else f"an engine error ({plural(errors, 'error')})" if errors and not mismatched else "")
     summary = Summary("prove", f"{plural(len(reports), 'scenario')}, {plural(len(rows), 'invariant')} "
@@ -229,7 +226,7 @@ def _prove_lifted(args: argparse.Namespace) -> int:
     proved = [row for row in r.rows if row.verdict == "proved"]
     wrong = [row for row in proved if row.expected != "verified"]
     matched = sum(row.matches for row in r.rows)
-    code = EXIT_MISMATCH if wrong else EXIT_OK if matched == len(r.rows) else EXIT_INCONCLUSIVE
+    code = Tally(matched, len(wrong), len(r.rows) - matched - len(wrong)).exit_code
     summary = Summary("prove", f"{large.name}, {plural(len(r.rows), 'invariant')} (lemmas lifted from "
                                f"{small.name}, no enumeration)", matched, len(wrong),
                       len(r.rows) - matched - len(wrong), code,

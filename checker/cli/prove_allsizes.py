@@ -38,9 +38,7 @@ def prove_linked(args: argparse.Namespace) -> int:
         r = prove_by_link(sc, args.certificate, args.certificates, args.lemma_seconds, args.solve_certificate,
                           progress.note)
     code = r.exit_code
-    k = getattr(spec, "k", None)
-    size = (f"{plural(k.R, 'request')}, {plural(k.D, 'decode page')}, {plural(k.P, 'prefill page')}"
-            if k is not None and hasattr(k, "D") else "its size")
+    size = spec.link_size()  # the protocol's words for the size
     link = r.link
     if args.json:
         doc = {"scenario": sc.name, "size": size, "verdicts": r.verdicts, "reason": r.reason, "mismatch": r.mismatch,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import EXIT_MISMATCH, EXIT_OK, Summary, console, plural
+from kvproof.checker.cli.common import Summary, Tally, console, plural
 from kvproof.checker.cli.options import TRUST
 
 __all__ = ["NAME", "add_parser", "run"]
@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     trace = read_trace(args.file)
     out = console()
     ran = f"1 trace of {plural(len(trace), 'step')} ({trace.scenario.name}, {trace.claim})"
-    failed = Summary("replay", ran, 0, 1, 0, EXIT_MISMATCH, "the trace does not reproduce")
-    passed = Summary("replay", ran, 1, 0, 0, EXIT_OK, "the trace reproduces")
+    failed = Summary("replay", ran, 0, 1, 0, Tally(mismatched=1).exit_code, "the trace does not reproduce")
+    passed = Summary("replay", ran, 1, 0, 0, Tally(matched=1).exit_code, "the trace reproduces")
     diverged = replay(trace.machine, trace.actions, trace.states)
     if diverged is not None:
         out.print(f"diverged at step {diverged.step}: {diverged.reason}")

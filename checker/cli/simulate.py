@@ -1,13 +1,21 @@
 """``kvproof simulate SCENARIO``: a long random workload through a scenario's engine (the
 protocol's workload simulator), counting the responses that read another request's KV; the run
-up to the first exposure is written as a trace (sliced to the requests involved when long)."""
+up to the first exposure is written as a trace (sliced to the requests involved when long).
+
+The protocol's ``simulate`` command is a module (or object) with ``scenario_of(scenario, args)``
+(the scenario to run, from the options the protocol adds to the command through
+:attr:`~kvproof.model.protocol.Protocol.arguments`), ``setting(args)`` (what the run is over, for its first line),
+``simulate(machine, requests, seed, fault_weight, progress)`` returning an exposure with
+``lines()`` and the counts printed here, ``slice_exposure(machine, exposure)`` and ``CLAIM``
+(the claim an exposure breaks)."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from kvproof.checker.cli.common import EXIT_MISMATCH, EXIT_OK, BadInput, Progress, Summary, console, plural, resolve
+from kvproof.checker.cli.common import (BadInput, Progress, Summary, Tally, add_protocol_arguments, console, plural,
+                                        resolve)
 from kvproof.checker.cli.options import TRUST, positive_float, positive_int
 
 __all__ = ["NAME", "OUTPUTS", "add_parser", "run"]
@@ -26,8 +34,7 @@ def add_parser(sub) -> None:
     sm.add_argument("scenario", metavar="SCENARIO", help="built-in name or scenario .toml file")
     sm.add_argument("--requests", type=positive_int, default=10_000, metavar="N",
                     help="requests to send in all (default 10000)")
-    sm.add_argument("--pages", type=_page_count, default=64, metavar="D", help="decode pages (default 64)")
-    sm.add_argument("--slots", type=_slot_count, default=8, metavar="K", help="requests in flight at once (default 8)")
+    add_protocol_arguments(sm, "simulate")  # the workload's own sizes (pages, requests in flight)
     sm.add_argument("--seed", type=int, default=0, metavar="S",
                     help="seed of the random choices: one seed, one run (default 0)")
     sm.add_argument("--fault-weight", type=positive_float, default=0.02, metavar="W",
@@ -54,9 +61,7 @@ def run(args: argparse.Namespace) -> int:
     workload = base.family_protocol().command("simulate")
     if workload is None:
         raise BadInput(f"simulate: the {base.family} protocol has no workload simulator")
-    simulation_scenario, simulate, slice_exposure = (workload.simulation_scenario, workload.simulate,
-                                                     workload.slice_exposure)
-    sc = simulation_scenario(base, args.pages, args.slots)
+    sc = workload.scenario_of(base, args)
     try:
         machine = Machine(sc.build())
     except ValueError as e:
@@ -67,24 +72,17 @@ def run(args: argparse.Namespace) -> int:
             progress.note(f"{base.name}: {so_far.steps:,} steps · {so_far.foreign_reads:,} exposed so far",
                           completed=so_far.requests)
 
-        exp = simulate(machine, args.requests, args.seed, args.fault_weight, progress=tick)
+        exp = workload.simulate(machine, args.requests, args.seed, args.fault_weight, progress=tick)
     seconds = time.perf_counter() - t0
     out = console()
-    out.print(f"{base.name}: {exp.requests:,} requests over {args.pages} decode pages "
-              f"({args.slots} at a time, seed {args.seed}), {exp.steps:,} steps in {seconds:.1f} s")
-    out.print(f"  {exp.responses:,} successful responses, {exp.errors:,} errors, {exp.aborted:,} aborted")
-    out.print(f"  {exp.foreign_reads:,} {_plural(exp.foreign_reads, 'response')} read another request's KV; "
-              f"{exp.cross_tenant_reads:,} read another tenant's")
-    held = getattr(exp, "held_releases", 0)
-    if held:
-        out.print(f"  {held:,} held {_plural(held, 'release')}: {exp.deadline_releases:,} on a deadline "
-                  f"({exp.deadline_releases / held:.0%}), the rest on drain acks")
-    if exp.stuck:
-        out.print("  the run got stuck: requests left unfinished with nothing enabled")
+    out.print(f"{base.name}: {exp.requests:,} requests {workload.setting(args)}, seed {args.seed}), "
+              f"{exp.steps:,} steps in {seconds:.1f} s")
+    for line in exp.lines():
+        out.print(line)
     if exp.first_bad_run is not None:
         run, how = exp.first_bad_run, ""
         if len(run) > args.trace_limit:
-            sliced = slice_exposure(machine, exp)
+            sliced = workload.slice_exposure(machine, exp)
             if sliced is not None and len(sliced) <= args.trace_limit:
                 run, how = sliced, f" (sliced to the two requests involved: {len(sliced):,} steps)"
         if len(run) > args.trace_limit:
@@ -92,35 +90,14 @@ def run(args: argparse.Namespace) -> int:
                       f"{args.trace_limit} and not sliceable, not written")
         elif not args.no_traces:
             states = run_actions(machine, run)
-            trace = Trace(sc, machine, "decode_reads_only_own_pages", "counterexample", run, states)
+            trace = Trace(sc, machine, workload.CLAIM, "counterexample", run, states)
             path = write_trace(trace, args.traces)
             out.print(f"  first exposure at step {len(exp.first_bad_run):,}, written to {path}{how}", soft_wrap=True)
     exposed = exp.foreign_reads > 0 or exp.first_bad_run is not None
     ran = (f"{plural(exp.requests, 'request')} on {base.name} (seed {args.seed}), 1 claim (no response reads "
            "another request's KV)")
-    if not exposed:
-        code, meaning = EXIT_OK, "no response read another request's KV"
-    elif args.report_only:
-        code, meaning = EXIT_OK, "an exposure was found and only reported (--report-only)"
-    else:
-        code, meaning = EXIT_MISMATCH, "an exposure: a response read another request's KV"
+    code = Tally(mismatched=int(exposed and not args.report_only)).exit_code  # --report-only: found, not failed
+    meaning = ("no response read another request's KV" if not exposed
+               else "an exposure was found and only reported (--report-only)" if args.report_only
+               else "an exposure: a response read another request's KV")
     return Summary("simulate", ran, int(not exposed), int(exposed), 0, code, meaning).print(out)
-
-
-def _plural(n: int, word: str) -> str:
-    """``word``, with an ``s`` unless ``n`` is one."""
-    return word if n == 1 else word + "s"
-
-
-def _page_count(text: str) -> int:
-    v = positive_int(text)
-    if v > 200:
-        raise argparse.ArgumentTypeError(f"expected at most 200 pages, got {v}")
-    return v
-
-
-def _slot_count(text: str) -> int:
-    v = positive_int(text)
-    if v > 64:
-        raise argparse.ArgumentTypeError(f"expected at most 64 slots, got {v}")
-    return v

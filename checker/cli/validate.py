@@ -6,17 +6,22 @@ from __future__ import annotations
 import argparse
 
 from kvproof.checker.cli.common import BadInput, console
+from kvproof.checker.outcome import Inconclusive, Unexplained, Verified, Violated, exit_code
 from kvproof.checker.cli.options import positive_int
-from kvproof.checker.logs.validate_output import ANSWER_EXITS, BAD_INPUT
 
-__all__ = ["NAME", "OUTPUTS", "VALIDATE_EXITS", "add_parser", "run"]
+__all__ = ["NAME", "OUTPUTS", "VALIDATE_OUTCOMES", "VALIDATE_EXITS", "add_parser", "run"]
 
 NAME = "validate"
 OUTPUTS = (("traces", "--traces", True, "no_traces"),)
 """The files ``validate`` writes, checked before it starts (:func:`~.outputs.check_outputs`)."""
 
-VALIDATE_EXITS = {answer: code for answer, code in ANSWER_EXITS.items() if answer != BAD_INPUT}
-"""``validate``'s answers (:data:`kvproof.checker.logs.validate_command.ANSWERS`) and their exit codes."""
+VALIDATE_OUTCOMES = {"explained": Verified(), "violation": Violated(), "undecided": Inconclusive("--max-states"),
+                     "unexplained": Unexplained(0)}
+"""``validate``'s answers (:data:`kvproof.checker.logs.validate_command.ANSWERS`) as outcomes: a log
+is expected to be explained by a behaviour that breaks no invariant."""
+
+VALIDATE_EXITS = {answer: exit_code([(outcome, "verified")]) for answer, outcome in VALIDATE_OUTCOMES.items()}
+"""``validate``'s answers and their exit codes (:func:`kvproof.checker.outcome.exit_code`)."""
 
 
 def add_parser(sub) -> None:

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from kvproof.checker.explicit.search import claim_checks
+from kvproof.checker.explicit.search import claim_checks, expander
 from kvproof.checker.explicit.visited import VisitedSet
 
 __all__ = ["Partition", "Batch"]
@@ -85,6 +85,7 @@ class Partition:
         cand: list[bytes] = []
         codes = array("q")
         n_actions = len(m.instances)
+        expand = expander(m)  # the search's own: the compiled generator, or a hand-built graph's successors
         quiet = []
         add_action, add_state = codes.append, cand.append
         qmask = self.quiescent_mask & self.open
@@ -93,7 +94,7 @@ class Partition:
             if deadline is not None and j % 1024 == 1023 and time.perf_counter() > deadline:
                 self.cut = True
                 break
-            if m.expand(s, j * n_actions, add_action, add_state) is None:
+            if expand(s, j * n_actions, add_action, add_state) is None:
                 self.quiescent += 1
                 if qmask:
                     qh = m.quiescent_hits(s) & qmask

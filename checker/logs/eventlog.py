@@ -2,8 +2,8 @@
 process: one JSON object a line, appended under a lock so that threads never interleave lines.
 
 This is the protocol-free half of the recorder: a protocol's recorder (its ``record``
-module) decides which calls are which events and hands them to
-:meth:`EventLog.emit` (or :meth:`EventLog.write`).
+module) decides which calls are which events, and which keys an event line has (its schema's),
+and hands them to :meth:`EventLog.write`.
 """
 
 from __future__ import annotations
@@ -40,11 +40,6 @@ class EventLog:
             head = {"v": SCHEMA_VERSION, "log": LOG_FORMAT, "scenario": scenario, **header}
             self.file.write(json.dumps(head, separators=(",", ":")) + "\n")
             self.file.flush()
-
-    def emit(self, event: str, actor: str, rank: int, room: int, rid: str, gen: int, **fields: Any) -> None:
-        """Append one event line of a room's request (a schema with rooms; ``fields``: pages, chunk,
-        page, status, ... as the schema has them)."""
-        self.write(actor=actor, rank=rank, event=event, room=room, rid=rid, gen=gen, **fields)
 
     def write(self, **fields: Any) -> None:
         """Append one event line: ``v``, ``t`` and ``fields`` in order (a protocol's own keys)."""

@@ -343,10 +343,19 @@ class LiftRow:
     verdict: str = "inconclusive"
 
     @property
+    def outcome(self):
+        """The verdict as an outcome (:mod:`kvproof.checker.outcome`): proved or inconclusive."""
+        from kvproof.checker.outcome import outcome_named
+
+        return outcome_named(self.verdict)
+
+    @property
     def matches(self) -> bool:
         """Proved where ``verified`` was expected (an expected violation is never matched: it
         needs a trace, and this method gives none)."""
-        return self.verdict == "proved" and self.expected == "verified"
+        from kvproof.checker.outcome import judge
+
+        return judge(self.outcome, self.expected) == "matched"
 
 
 @dataclass

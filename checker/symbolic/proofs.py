@@ -88,9 +88,19 @@ class InvariantVerdict:
     trace_path: Path | None = None
 
     @property
+    def outcome(self):
+        """The verdict as an outcome (:mod:`kvproof.checker.outcome`): refuted with its trace,
+        proved, or inconclusive."""
+        from kvproof.checker.outcome import Refuted, outcome_named
+
+        return Refuted(self.trace) if self.verdict == "refuted" else outcome_named(self.verdict)
+
+    @property
     def matches(self) -> bool:
         """Proved where ``verified`` was expected, refuted where ``violated`` was."""
-        return {"proved": "verified", "refuted": "violated"}.get(self.verdict) == self.expected
+        from kvproof.checker.outcome import judge
+
+        return judge(self.outcome, self.expected) == "matched"
 
 
 @dataclass

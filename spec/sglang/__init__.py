@@ -89,6 +89,26 @@ def _audit_arguments(parser) -> None:
                         help="SGLang: the other side's attention-TP size (default: the same as this line's)")
 
 
+def _simulate_arguments(parser) -> None:
+    """``kvproof simulate``'s options that only SGLang's workload has (its decode pages and
+    requests in flight; it imports nothing heavy: the parser is built at start-up)."""
+    import argparse
+
+    from kvproof.checker.cli.options import positive_int
+
+    def at_most(most: int, what: str):
+        def parse(text: str) -> int:
+            v = positive_int(text)
+            if v > most:
+                raise argparse.ArgumentTypeError(f"expected at most {most} {what}, got {v}")
+            return v
+        return parse
+
+    parser.add_argument("--pages", type=at_most(200, "pages"), default=64, metavar="D", help="decode pages (default 64)")
+    parser.add_argument("--slots", type=at_most(64, "slots"), default=8, metavar="K",
+                        help="requests in flight at once (default 8)")
+
+
 PROTOCOL = Protocol(
     name="sglang",
     title="SGLang PD disaggregation (Mooncake, NIXL, ... backends)",
@@ -101,7 +121,7 @@ PROTOCOL = Protocol(
     default=True,
     commands={"theorems": _theorems, "conform": _conform, "simulate": _simulate, "audit": _audit,
               "audit-releases": _audit_releases, "validate": _validate},
-    arguments={"audit": _audit_arguments},
+    arguments={"audit": _audit_arguments, "simulate": _simulate_arguments},
     all_sizes_claims=ALL_SIZES_CLAIMS,
 )
 """The SGLang protocol, registered under the ``kvproof.protocols`` entry-point group."""

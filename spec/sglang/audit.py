@@ -585,7 +585,7 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
         why = "no --disaggregation-mode prefill|decode: not a PD-disaggregated launch; no KV handoff to audit"
         undecided = [*s.unmodelled, *[u for u in s.unknown if u.startswith(LIFECYCLE_PREFIXES)]]
         if core.nothing_to_audit_json(args, ENGINE, release, reading, why, undecided):
-            return core.EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
+            return core.undecided_code(undecided)
         return core.nothing_to_audit(out, lines, why, ENGINE, release, undecided)
     return core.conclude(args, out, lines, lambda limits: audit(s, limits), HAZARDS,
                          "nothing kvproof tried removes it (no setting it knows, no known release)",

@@ -174,6 +174,13 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
                                                decode_pages=2, prefill_pages=1, context_limit=limit))
         return (one, *self.small_instances(), mixed)
 
+    def link_size(self) -> str:
+        """``2 requests, 3 decode pages, 1 prefill page``."""
+        from kvproof.checker.outcome import plural
+
+        k = self.k
+        return f"{plural(k.R, 'request')}, {plural(k.D, 'decode page')}, {plural(k.P, 'prefill page')}"
+
     def size_label(self) -> str:
         """``N requests (pages ...), D decode pages, P prefill pages``."""
         c = self.cfg

@@ -59,7 +59,7 @@ from typing import Any
 
 from kvproof.checker.logs.eventlog import EventLog, Patches
 
-__all__ = ["MODULES", "SglangRecorder", "install"]
+__all__ = ["MODULES", "SglangRecorder", "install", "write_event"]
 
 MODULES = {
     "decode": "sglang.srt.disaggregation.decode",
@@ -71,6 +71,14 @@ MODULES = {
     "schedule_batch": "sglang.srt.managers.schedule_batch",
 }
 """The SGLang 0.5.23 modules whose classes are patched (or read)."""
+
+
+def write_event(log: EventLog, event: str, actor: str, rank: int, room: int, rid: str, gen: int,
+                **fields: Any) -> None:
+    """Append one event line of SGLang's schema to ``log``: the request ``rid`` (its ``gen``-th
+    in the room) of the log's ``room`` (a ``bootstrap_room``), seen by ``actor`` at attention TP
+    ``rank``; ``fields``: pages, chunk, page, status, ... as the schema has them."""
+    log.write(actor=actor, rank=rank, event=event, room=room, rid=rid, gen=gen, **fields)
 
 
 class SglangRecorder(Patches):
@@ -107,7 +115,7 @@ class SglangRecorder(Patches):
                 cur = self.rooms[slot] = [rid, 0]
             elif cur[0] != rid:
                 cur[0], cur[1] = rid, cur[1] + 1
-                self.log.emit("client_send", "client", 0, slot, rid, cur[1])
+                write_event(self.log, "client_send", "client", 0, slot, rid, cur[1])
             return slot, cur[0], cur[1]
 
     def current(self, bootstrap_room: int) -> tuple[int, str, int]:
@@ -128,7 +136,7 @@ class SglangRecorder(Patches):
     def emit(self, event: str, actor: str, rank: int, bootstrap_room: int, **fields: Any) -> None:
         """One event of the room's current request."""
         slot, rid, gen = self.current(bootstrap_room)
-        self.log.emit(event, actor, rank, slot, rid, gen, **fields)
+        write_event(self.log, event, actor, rank, slot, rid, gen, **fields)
 
     # -- patching --------------------------------------------------------------------------------
     def install(self) -> "SglangRecorder":

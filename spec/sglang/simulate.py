@@ -12,6 +12,7 @@ counted by what justified them: a drain proof or a deadline (``release_justified
 
 from __future__ import annotations
 
+import argparse
 import random
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -23,8 +24,22 @@ from kvproof.spec.sglang.state import (
 from kvproof.model.scenario import Scenario
 from kvproof.model.machine import Machine
 
-__all__ = ["Exposure", "simulation_scenario", "simulate", "slice_exposure", "RELEASES_ON_PROOF",
-           "RELEASES_ON_DEADLINE"]
+__all__ = ["Exposure", "CLAIM", "scenario_of", "setting", "simulation_scenario", "simulate",
+           "slice_exposure", "RELEASES_ON_PROOF", "RELEASES_ON_DEADLINE"]
+
+CLAIM = "decode_reads_only_own_pages"
+"""The claim an exposure breaks: the trace of the run up to the first one is written under it."""
+
+
+def scenario_of(scenario: Scenario, args: argparse.Namespace) -> Scenario:
+    """:func:`simulation_scenario` with the command's ``--pages`` and ``--slots``."""
+    return simulation_scenario(scenario, args.pages, args.slots)
+
+
+def setting(args: argparse.Namespace) -> str:
+    """How the run's first line names what it ran over (``over 64 decode pages (8 at a time``,
+    the command adding the seed)."""
+    return f"over {args.pages} decode pages ({args.slots} at a time"
 
 
 @dataclass
@@ -53,6 +68,22 @@ class Exposure:
     def deadline_share(self) -> float | None:
         """The share of held requests' releases made on a deadline (``None``: no release)."""
         return self.deadline_releases / self.held_releases if self.held_releases else None
+
+    def lines(self) -> list[str]:
+        """What the run saw, a line each, as ``kvproof simulate`` prints them after its first line:
+        the responses, the exposures, the held requests' releases and whether the run got stuck."""
+        def s(n: int, word: str) -> str:
+            return word if n == 1 else word + "s"
+
+        out = [f"  {self.responses:,} successful responses, {self.errors:,} errors, {self.aborted:,} aborted",
+               f"  {self.foreign_reads:,} {s(self.foreign_reads, 'response')} read another request's KV; "
+               f"{self.cross_tenant_reads:,} read another tenant's"]
+        if self.held_releases:
+            out.append(f"  {self.held_releases:,} held {s(self.held_releases, 'release')}: {self.deadline_releases:,} "
+                       f"on a deadline ({self.deadline_releases / self.held_releases:.0%}), the rest on drain acks")
+        if self.stuck:
+            out.append("  the run got stuck: requests left unfinished with nothing enabled")
+        return out
 
 
 def simulation_scenario(scenario: Scenario, pages: int, slots: int) -> Scenario:

@@ -530,7 +530,7 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
         why = "no --kv-transfer-config kv_connector: not a PD-disaggregated launch; no KV handoff to audit"
         undecided = [*s.unmodelled, *[u for u in s.unknown if u.startswith(LIFECYCLE_PREFIXES)]]
         if core.nothing_to_audit_json(args, ENGINE, release, reading, why, undecided):
-            return core.EXIT_UNDECIDED if undecided else EXIT_NOT_EXPOSED
+            return core.undecided_code(undecided)
         return core.nothing_to_audit(out, lines, why, ENGINE, release, undecided)
     no_fix = "nothing kvproof tried removes it"
     if s.arrival_bound is None or s.transfer_bound is None:

@@ -117,6 +117,14 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                                                                    Request(second)), decode_blocks=2, prefill_blocks=3))
         return (one, *self.small_instances(), three)
 
+    def link_size(self) -> str:
+        """``2 requests, 3 decode pages, 1 prefill page`` (the link's report has said pages of vLLM's
+        blocks since it was written)."""
+        from kvproof.checker.outcome import plural
+
+        k = self.k
+        return f"{plural(k.R, 'request')}, {plural(k.D, 'decode page')}, {plural(k.P, 'prefill page')}"
+
     def size_label(self) -> str:
         """``N requests, D decode blocks, P prefill blocks``."""
         c = self.cfg
