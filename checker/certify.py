@@ -7,8 +7,8 @@ is :class:`~.certs.reader.CertificateError`, one line, exit 3), then:
 * a **fixed-size** certificate: fresh z3 and cvc5 processes answer its three obligations
   (:mod:`.certs.solvers`) while its definitions are compared with today's encoding of the
   catalogue scenario of the same name (:mod:`.symbolic.cert_catalogue`);
-* an **all-sizes** certificate: it must be, term for term, the certificate today's parametric
-  model demands for the invariant it states, and fresh z3 and cvc5 processes answer each of its
+* an **all-sizes** certificate: it must be, term for term, the certificate the model lifted from
+  its scenario's spec demands for the invariant it states, and fresh z3 and cvc5 processes answer each of its
   obligations (:func:`~.allsizes.recheck_all_sizes`).
 
 Either way the result is one :class:`Recheck` with one line per failure.

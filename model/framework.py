@@ -348,8 +348,8 @@ class Spec:
         return ()
 
     def link_instances(self) -> tuple[Any, ...]:
-        """Instances of this instance's engine at other sizes, at which ``prove --all-sizes
-        --lifted`` proves the lifted model's link with the spec before using it (default:
+        """Instances of this instance's engine at other sizes, at which ``prove --all-sizes``
+        proves the lifted model's link with the spec before using it (default:
         :meth:`small_instances`)."""
         return self.small_instances()
 

@@ -19,6 +19,7 @@ a :class:`RefDom` of offset ``k`` reads as the element itself.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -42,15 +43,17 @@ def _ident(text: str) -> str:
 
 def enum_sort(name: str, labels: tuple[str, ...]) -> tuple[str, Any, list[Any]]:
     """A Z3 enumeration sort for a value domain (declared once per name and labels in Z3's
-    context; a domain of another size gets its own name): (sort name, sort, constants)."""
+    context): (sort name, sort, constants).  The sort's name is the domain's with a digest of its
+    labels (``p_phase_3a9f0c``), its constants the domain's name and each label
+    (``p_phase_new``): a function of the domain alone, so that the same domain gets the same
+    names whatever was lifted before it in the process (another protocol's ``p_phase``, a clock
+    of another size), and a certificate's text depends on its scenario only."""
     base = _ident(name)
     names = tuple(f"{base}_{_part(x)}" for x in labels)
     key = (base, names)
     if key not in _ENUMS:
-        taken = sum(k[0] == base for k in _ENUMS)
-        sname = base if not taken else f"{base}{len(names)}_{taken}"
-        sort, consts = z3.EnumSort(sname, [f"{sname}_{_part(x)}" if taken else n for x, n in zip(labels, names)])
-        _ENUMS[key] = (sort, consts)
+        digest = hashlib.blake2s("\x00".join(map(str, labels)).encode(), digest_size=3).hexdigest()
+        _ENUMS[key] = z3.EnumSort(f"{base}_{digest}", list(names))
     sort, consts = _ENUMS[key]
     return sort.name(), sort, consts
 

@@ -133,7 +133,7 @@ def _all_sizes_smuggled() -> list[Forgery]:
                 # an obligation of this kind holds assertions and definitions: one more is
                 # no structure kvproof refuses to read, but it is not today's model's
                 out.append(Forgery(f"all sizes: {cmd} {where}", name, forged.encode(), "fails",
-                                   "differs from today's parametric model"))
+                                   "differs from the lifted model"))
                 continue
             out.append(Forgery(f"all sizes: {cmd} {where}", name, forged.encode(), "bad input", "line "))
     return out
@@ -336,7 +336,7 @@ def _relabelled() -> list[Forgery]:
 
 
 def _all_sizes_content() -> list[Forgery]:
-    from kvproof.checker.allsizes.prove import certificate_header
+    from kvproof.checker.allsizes.prove import all_sizes_model, certificate_header
     from kvproof.checker.certs.sexpr import parse_script, render
     from kvproof.checker.allsizes.quantified import certificate_from
     from kvproof.model.scenario import builtin
@@ -352,7 +352,8 @@ def _all_sizes_content() -> list[Forgery]:
 
     step = _line_of(text, "; obligation step decode_abort")
     k = lines.index(step)
-    guard = next(i for i in range(k, len(lines)) if "vd_reading" in lines[i])
+    guard = next(i for i in range(k, len(lines)) if lines[i].startswith("(assert (and (distinct decode_abort!req")
+                 and "d_phase_reading" in lines[i])
     update = next(i for i in range(len(lines)) if lines[i].startswith("(define-fun ") and "!next" in lines[i])
     term = parse_script(lines[update])[0].term  # (define-fun NAME!next ((x S) ...) RESULT BODY)
     init_k = lines.index("; obligation init")  # then (push 1), the background, Init
@@ -362,13 +363,13 @@ def _all_sizes_content() -> list[Forgery]:
     abstraction = _line_of(text, "; abstraction: ")
     fixed_line = _line_of(text, "; fixed: ")
     symbol = next(n for n in ("d_phase", "p_phase", "owner") if f"({n} " in inv)
-    hook = builtin(ALL_SIZES).build().all_sizes()
+    hook, _ = all_sizes_model(builtin(ALL_SIZES).build())
     weak = certificate_from(hook.system, "true", [first_claim], certificate_header(ALL_SIZES, [first_claim], hook))
     edits = [
-        ("a guard changed", edited(guard, lines[guard].replace("vd_reading", "vd_held", 1)), "fails",
+        ("a guard changed", edited(guard, lines[guard].replace("d_phase_reading", "d_phase_held", 1)), "fails",
          "obligation step decode_abort"),
         ("an update changed", edited(update, render((*term[:4], _any_value(text, term[3])))), "fails",
-         "differs from today's parametric model"),
+         "differs from the lifted model"),
         ("Init weakened", edited(init_k + 3, "(assert true)"), "fails", "obligation init (line"),
         ("the background dropped", edited(init_k + 2, "(assert false)"), "fails", "obligation init (line"),
         ("a claim's formula weakened", edited(ck + 3, "(assert (not true))"), "fails", f"obligation claim {first_claim}"),
@@ -397,16 +398,16 @@ def _all_sizes_content() -> list[Forgery]:
     renamed = text.replace(f"scenario {ALL_SIZES}\n", f"scenario {twin}\n", 1)
     out += [
         Forgery("all sizes: another scenario's name inside", name, renamed.encode(), "fails",
-                f"scenario {twin}: no all-sizes model for its engine today"),
+                f"obligation step decode_abort (line {k + 1}) differs from the lifted model of {twin}"),
         Forgery("all sizes: relabelled as the before twin", f"{twin}.allsizes.smt2", renamed.encode(), "fails",
-                f"scenario {twin}: no all-sizes model for its engine today"),
+                f"obligation step decode_abort (line {k + 1}) differs from the lifted model of {twin}"),
         Forgery("all sizes: a scenario not in the catalogue", "nowhere.allsizes.smt2",
                 text.replace(f"scenario {ALL_SIZES}\n", "scenario nowhere\n", 1).encode(), "fails", "scenario nowhere"),
         Forgery("all sizes: SGLang's certificate under vLLM's name", name, sg.encode(), "fails",
                 f"expected {ALL_SIZES_SGLANG}.allsizes.smt2"),
         Forgery("all sizes: vLLM's certificate named SGLang's", f"{ALL_SIZES_SGLANG}.allsizes.smt2",
                 text.replace(f"scenario {ALL_SIZES}\n", f"scenario {ALL_SIZES_SGLANG}\n", 1).encode(), "fails",
-                f"today's parametric model of {ALL_SIZES_SGLANG} cannot state this invariant"),
+                f"the lifted model of {ALL_SIZES_SGLANG} cannot state this invariant"),
         Forgery("all sizes: saved as a fixed-size one", f"{ALL_SIZES}.smt2", text.encode(), "fails", "file name"),
     ]
     return out

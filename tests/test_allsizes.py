@@ -5,16 +5,14 @@ that a pre-fix scenario is never reported proved."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import time
-from pathlib import Path
 
 import pytest
 import z3
 
 from kvproof.checker.allsizes.prove import prove_all_sizes
-from kvproof.checker.allsizes.quantified import (Action, Candidate, ParametricSystem, Step, Symbol, certificate_text,
+from kvproof.checker.allsizes.quantified import (Action, Candidate, ParametricSystem, Step, Symbol,
                                                  houdini, inductive_problems)
 from kvproof.checker.certs.reader import CertificateError
 from kvproof.model.machine import Machine
@@ -306,120 +304,6 @@ def test_a_joined_fact_lifts_to_what_it_says(joined):
         assert s.check() == sat
 
 
-def _fact(system):
-    c_ = system.code
-    return Candidate("read none while no outcome", (("r", "Req"),), lambda st, r: z3.Implies(
-        st.outcome(r) == c_("Out", "none"), st.read(r) == c_("Read", "none")))
-
-
-def test_certify_rechecks_an_all_sizes_certificate(tmp_path):
-    """``certify`` re-checks ``<scenario>.allsizes.smt2`` files: one built from today's model
-    checks (exit 0); the same with a guard changed (still a file the solvers may accept) fails
-    as not the model's, and one whose invariant is replaced by one the claims do not follow from
-    fails in the solvers (exit 1)."""
-    from kvproof.checker.allsizes.prove import certificate_header, recheck_all_sizes
-    from kvproof.checker.cli.commands import main
-    hook = builtin("v0.5.22").build().all_sizes()
-    system = hook.system
-    good = tmp_path / "v0.5.22.allsizes.smt2"
-    good.write_text(STORED.read_text())
-    r = recheck_all_sizes(good)
-    assert r.ok, r.problems
-    vacuous = tmp_path / "vacuous" / "v0.5.22.allsizes.smt2"
-    vacuous.parent.mkdir()
-    vacuous.write_text(certificate_text(system, [_fact(system)], certificate_header("v0.5.22", [], hook)))
-    assert recheck_all_sizes(vacuous, solve=False).problems == ["'; proves:' names no claim"]
-    assert main(["certify", str(good)]) == 0
-    text = good.read_text()
-    guard = next(ln for ln in text.splitlines() if "pab_none" in ln and ln.startswith("(assert (and (distinct"))
-    changed = tmp_path / "changed" / "v0.5.22.allsizes.smt2"
-    changed.parent.mkdir()
-    changed.write_text(text.replace(guard, guard.replace("pab_none", "pab_received", 1)))
-    r = recheck_all_sizes(changed)
-    assert not r.ok and any("differs from today's parametric model" in p for p in r.problems)
-    assert main(["certify", str(changed)]) == 1
-    # a claim stated but the invariant "true": the model's own text, the solvers refuse it
-    claim = next(c for c in system.claims() if c.name == "no_write_after_release")
-    weak = tmp_path / "weak" / "v0.5.22.allsizes.smt2"
-    weak.parent.mkdir()
-    from kvproof.checker.allsizes.quantified import certificate_from
-    weak.write_text(certificate_from(system, "true", [claim.name],
-                                     certificate_header("v0.5.22", [claim.name], hook)))
-    r = recheck_all_sizes(weak)
-    assert not r.ok and any("claim no_write_after_release" in p for p in r.problems)
-    not_cert = tmp_path / "x.allsizes.smt2"
-    not_cert.write_text("(check-sat)\n")
-    assert main(["certify", str(not_cert)]) == 3
-
-
-def test_certify_model_only_compares_with_the_model_and_runs_no_solver(tmp_path, monkeypatch, capsys):
-    """``certify --all-sizes-model-only`` (the solvers' part left out) still fails a certificate that is not today's model's, runs no solver, and says
-    so on the certificate's line and in the summary."""
-    from kvproof.checker.allsizes import prove as allsizes
-    from kvproof.checker.allsizes.prove import certificate_header
-    from kvproof.checker.cli.commands import main
-
-    def no_solver(*a, **k):
-        raise AssertionError("a solver ran")
-    monkeypatch.setattr(allsizes, "run_solvers", no_solver)
-    hook = builtin("v0.5.22").build().all_sizes()
-    good = tmp_path / "v0.5.22.allsizes.smt2"
-    good.write_text(STORED.read_text())
-    assert main(["certify", str(good), "--all-sizes-model-only"]) == 0
-    out = capsys.readouterr().out
-    assert "compared with today's model only, not re-solved" in out and "all-sizes ones against today's model only" in out
-    changed = tmp_path / "changed" / "v0.5.22.allsizes.smt2"
-    changed.parent.mkdir()
-    text = good.read_text()
-    guard = next(ln for ln in text.splitlines() if "pab_none" in ln and ln.startswith("(assert (and (distinct"))
-    changed.write_text(text.replace(guard, guard.replace("pab_none", "pab_received", 1)))
-    assert main(["certify", str(changed), "--all-sizes-model-only"]) == 1
-    assert "differs from today's parametric model" in capsys.readouterr().out
-
-
-STORED = Path(__file__).resolve().parent.parent / "traces" / "proofs" / "v0.5.22.allsizes.smt2"
-
-
-def test_the_stored_certificate_is_todays_model():
-    """The committed all-sizes certificate of v0.5.22 is, line for line, what today's
-    parametric model demands for the invariant it states (no solver run: the cheap half of
-    ``certify``), and it states every target claim."""
-    from kvproof.checker.allsizes.prove import certificate_header
-    from kvproof.checker.allsizes.quantified import certificate_from
-    text = STORED.read_text()
-    inv, claims = invariant_of(text)
-    assert sorted(claims) == sorted(TARGET_CLAIMS)
-    hook = builtin("v0.5.22").build().all_sizes()
-    assert certificate_from(hook.system, inv, claims, certificate_header("v0.5.22", claims, hook)) == text
-
-
-def test_the_stored_certificate_is_the_minimised_invariant():
-    """The committed certificate states the ranked model's irredundant invariant (``prove
-    --all-sizes v0.5.22 --invariant-from`` its 111-conjunct minimised one ``--irredundant``: 69
-    conjuncts, the five claims among them), and
-    reading its invariant back (:func:`candidates_from`) and writing it again gives the same
-    file, byte for byte."""
-    from kvproof.checker.allsizes.prove import certificate_header
-    from kvproof.checker.allsizes.quantified import candidates_from
-    text = STORED.read_text()
-    inv, claims = invariant_of(text)
-    hook = builtin("v0.5.22").build().all_sizes()
-    cands = candidates_from(hook.system, inv)
-    assert (len(cands), sorted(c.name for c in cands if c.claim)) == (69, sorted(TARGET_CLAIMS))
-    assert certificate_text(hook.system, cands, certificate_header("v0.5.22", claims, hook)) == text
-
-
-@pytest.mark.thorough
-def test_the_stored_certificate_checks_with_z3_and_cvc5():
-    """``certify``'s check of the committed certificate: both solvers answer unsat to each of
-    its obligations (seconds since the invariant is minimised; CI's ``certify --complete`` runs
-    it too)."""
-    from kvproof.checker.allsizes.prove import recheck_all_sizes
-    r = recheck_all_sizes(STORED, seconds=3600)
-    assert r.ok, r.problems
-    assert len(r.answers["z3"]) == 1 + len(builtin("v0.5.22").build().all_sizes().system.actions) + len(TARGET_CLAIMS)
-
-
 @pytest.mark.thorough
 def test_v0522_is_proved_for_every_size(tmp_path):
     """The full run (about twenty minutes of CPU): every target claim of v0.5.22 proved for every
@@ -517,47 +401,6 @@ def test_a_minimiser_that_keeps_too_few_is_caught(tmp_path):
     assert m.status.startswith("the kept set is not inductive") and "set_b" in m.status
 
 
-def test_prove_invariant_from_refuses_bad_input_and_proves_nothing_it_cannot_check(tmp_path, capsys):
-    """``prove --all-sizes --invariant-from FILE``: a file that is not a certificate, or the two
-    new options without ``--all-sizes``, are bad input (exit 3); a certificate whose invariant
-    (a claim and a fact) is not inductive proves nothing (exit 2) and writes no certificate."""
-    from kvproof.checker.allsizes.prove import certificate_header
-    from kvproof.checker.cli.commands import main
-    not_cert = tmp_path / "x.smt2"
-    not_cert.write_text("(check-sat)\n")
-    out = tmp_path / "out"
-    assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(not_cert), "--no-traces",
-                 "--certificates", str(out)]) == 3
-    assert main(["prove", "v0.5.22", "--no-minimise"]) == 3
-    assert main(["prove", "v0.5.22", "--irredundant"]) == 3
-    assert main(["prove", "--all-sizes", "v0.5.22", "--irredundant", "--no-minimise"]) == 3
-    assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(not_cert), "--no-minimise"]) == 3
-    capsys.readouterr()
-    hook = builtin("v0.5.22").build().all_sizes()
-    claim = next(c for c in hook.system.claims() if c.name == "no_write_after_release")
-    weak = tmp_path / "weak.smt2"
-    weak.write_text(certificate_text(hook.system, [_fact(hook.system), claim],
-                                     certificate_header("v0.5.22", [claim.name], hook)))
-    assert main(["prove", "--all-sizes", "v0.5.22", "--invariant-from", str(weak), "--no-traces",
-                 "--certificates", str(out), "--json"]) == 2
-    doc = json.loads(capsys.readouterr().out)
-    assert "minimised, did not check" in doc["reason"] and "not inductive" in doc["reason"]
-    assert set(doc["verdicts"].values()) == {"inconclusive"} and doc["minimised"]["found"] == 2
-    assert not out.exists()
-
-
-@pytest.mark.thorough
-def test_the_stored_invariant_minimises_and_proves_every_claim(tmp_path):
-    """``prove --all-sizes v0.5.22 --invariant-from`` the committed certificate (a minute or
-    two): the kept set passes its fresh check and proves all five claims; its certificate
-    passes both solvers."""
-    from kvproof.checker.allsizes.prove import recheck_all_sizes
-    r = prove_all_sizes(builtin("v0.5.22"), 1800, certificates_dir=tmp_path, invariant_from=STORED)
-    assert r.exit_code == 0, (r.reason, r.verdicts)
-    assert r.minimised.status == "done" and len(r.minimised.kept) <= 69
-    assert recheck_all_sizes(r.certificate).ok
-
-
 def test_the_drop_pass_leaves_an_irredundant_invariant():
     """On the toy's whole inductive invariant (five conjuncts, none removed by a closure) the
     greedy drop pass leaves the claim and its chain (never a, never c): each "not x and d" goes
@@ -587,18 +430,3 @@ def test_a_drop_pass_that_drops_too_much_is_undone():
     assert [c.name for c in m.kept] == [c.name for c in inv]
 
 
-@pytest.mark.slow
-def test_no_sampled_lemma_of_the_stored_invariant_can_be_left_out():
-    """The committed invariant is irredundant (the drop pass ended with a pass that removed
-    nothing): for six of its lemmas, drawn with a fixed seed, the rest is not preserved by some
-    action (:func:`preserved` answers sat), while the whole set is."""
-    from kvproof.checker.allsizes.quantified import candidates_from, preserved
-    hook = builtin("v0.5.22").build().all_sizes()
-    inv, _ = invariant_of(STORED.read_text())
-    cands = candidates_from(hook.system, inv)
-    deadline = time.perf_counter() + 600
-    assert preserved(hook.system, cands, deadline) == ""
-    lemmas = [c for c in cands if not c.claim]
-    for lemma in random.Random(16).sample(lemmas, 6):
-        why = preserved(hook.system, [c for c in cands if c is not lemma], deadline)
-        assert ": sat" in why, (lemma.name, why)

@@ -7,8 +7,8 @@ claims agree) at three sizes other than the one lifted from; mutants of the lift
 update, a flipped quantifier, a dropped case, the sentinel guard removed) are refuted by the link
 with the offending action or claim named; what cannot be lifted is refused with the spec's file
 and line.  The same for vLLM's pull engine (vllm-pull-abort-32255) and for pr-41404 (over-long
-prompts, a placeholder's first chunk, a derived count); and the pieces ``prove --all-sizes
---lifted`` adds (clauses lifted, lines, the link first).  The scenario's own size and the
+prompts, a placeholder's first chunk, a derived count); and the pieces ``prove --all-sizes``
+adds (clauses lifted, lines, the link first).  The scenario's own size and the
 larger links are in the thorough tier."""
 
 from __future__ import annotations
@@ -307,11 +307,26 @@ def test_the_lifted_all_sizes_model_states_the_lifts_lines():
     assert hook.abstractions == tuple(hook.system.abstractions) and len(hook.abstractions) == 4
 
 
-def test_lifted_goes_with_all_sizes(capsys):
-    from kvproof.checker.cli import main
-    code = main(["prove", "v0.5.22", "--lifted"])
-    assert code == 3
-    assert "--lifted goes with --all-sizes" in capsys.readouterr().err
+def test_the_pipeline_certify_and_the_link_use_the_lifted_model():
+    """``all_sizes_model`` is the one model of prove --all-sizes, certify and --link: the lift of
+    the scenario's own spec (not a hand-written one); a spec without sorts has none, with the reason."""
+    from kvproof.checker.allsizes.prove import all_sizes_model
+    from kvproof.model.sorted_lift import LiftedSystem
+    hook, why = all_sizes_model(builtin("v0.5.22").build())
+    assert why == "" and isinstance(hook.system, LiftedSystem) and hook.targets == TARGETS
+    spec = builtin("v0.5.22").build()
+    spec.lift_sorts = lambda: None
+    hook, why = all_sizes_model(spec)
+    assert hook is None and why.endswith("declares no sorts to lift to or no small instance to mine")
+
+
+def test_lifted_is_no_longer_an_option():
+    """The lifted model is the default: ``--lifted`` is an unknown option (exit 3, one line)."""
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-m", "kvproof", "prove", "--all-sizes", "v0.5.22", "--lifted"],
+                         capture_output=True, text=True)
+    assert run.returncode == 3 and "unrecognized arguments: --lifted" in run.stderr
 
 
 # -- vLLM: the pull-mode engine of vllm-pull-abort-32255 ---------------------------------------------
@@ -399,7 +414,7 @@ def test_the_pr41404_link_is_proved(requests, decode_pages, prefill_pages):
     assert rep.proved, refuted(rep)
 
 
-# -- prove --all-sizes --lifted: the link first, then the pipeline -------------------------------------
+# -- prove --all-sizes: the link first, then the pipeline -------------------------------------
 
 def test_a_lifted_model_that_is_not_the_specs_is_not_used():
     """The pipeline proves the link first (the protocol's link instances, then the scenario's own
@@ -423,7 +438,7 @@ def test_prove_all_sizes_lifted_refuses_a_scenario_unsafe_at_its_own_size(tmp_pa
     """abort-race (before the fix) lifts, but the explicit engine breaks its claims at its own
     size first: exit 1, nothing proved."""
     from kvproof.checker.cli import main
-    code = main(["prove", "--all-sizes", "abort-race", "--lifted", "--certificates", str(tmp_path / "c"),
+    code = main(["prove", "--all-sizes", "abort-race", "--certificates", str(tmp_path / "c"),
                  "--traces", str(tmp_path / "t")])
     out = capsys.readouterr().out
     assert code == 1

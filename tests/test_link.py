@@ -6,23 +6,18 @@ changed claim or Init) refuted with the offending action named."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import z3
 
-from kvproof.checker.allsizes.prove import model_certificate, prove_by_link
 from kvproof.checker.allsizes.link import check_link, ground
 from kvproof.checker.allsizes.quantified import Candidate
 from kvproof.model.framework import action
-from kvproof.model.scenario import builtin, load_scenario
+from kvproof.model.scenario import builtin
 from kvproof.spec.sglang.allsizes import TARGET_CLAIMS, SglangAllSizes, link_map
 from kvproof.spec.sglang.config import Request
 from kvproof.spec.sglang.protocol import POLL_NONE, P_SENDING, WR_FLIGHT, WR_NOT_ISSUED, PdProtocol
 
-ROOT = Path(__file__).resolve().parent.parent
-STORED = ROOT / "traces" / "proofs" / "v0.5.22.allsizes.smt2"
-LARGE = ROOT / "examples" / "allsizes" / "v0.5.22-5req-8pages.toml"
 
 
 def small(cls=PdProtocol, requests=(("A", 1), ("B", 2)), decode_pages=2, prefill_pages=2):
@@ -148,79 +143,6 @@ def test_grounding_expands_quantifiers_over_the_elements():
     s.add(term, z3.Not(st.meta(universe["Req"][1])))
     assert s.check() == z3.unsat
     assert not any(z3.is_quantifier(a) for a in term.children())
-
-
-@pytest.mark.slow
-def test_prove_link_on_v0522_and_the_command(capsys):
-    """``prove --all-sizes v0.5.22 --link``: with the stored certificate's invariant (every
-    conjunct holds in every reachable model state) as hypotheses the link is proved, and the
-    certificate is the model's, so the five claims hold at v0.5.22's size with no enumeration
-    (exit 0).  One line per obligation and per claim, and what the result rests on; only
-    ``kv_write_lands`` needs the hypotheses (its unsat cores name a few conjuncts)."""
-    import re
-
-    from kvproof.checker.cli.commands import main
-    assert main(["prove", "--all-sizes", "v0.5.22", "--link"]) == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert out.count("proved link step ") == 18 and out.count("proved link claim ") == 5
-    assert "proved link Init" in out
-    needs = re.findall(r"link step (\w+): (?:each of its \d+ instances|its instance) is a model step \(\d+ from states", out)
-    assert needs == ["kv_write_lands"]
-    for name in TARGET_CLAIMS:
-        assert f"holds {name} at 3 requests, 2 decode pages, 1 prefill page, no enumeration" in out
-    used = re.search(r"(\d+) of the certificate's \d+ invariant conjuncts assumed where needed", out)
-    assert used and 1 <= int(used.group(1)) <= 10
-    assert "ok certificate traces/proofs/v0.5.22.allsizes.smt2: the parametric model's, line for line" in out
-    assert "its obligations re-solved now: z3 and cvc5 answered unsat" in out  # the default
-
-
-def test_prove_link_bad_input_and_missing_or_foreign_certificates(tmp_path, capsys):
-    """Bad input is one line, exit 3; a certificate that is not the model's (a guard changed),
-    or none at all, is inconclusive (exit 2) and nothing is said to hold; an engine without a
-    model is inconclusive too."""
-    from kvproof.checker.cli.commands import main
-    assert main(["prove", "v0.5.22", "--link"]) == 3
-    assert main(["prove", "--all-sizes", "v0.5.22", "--link", "--certificate", str(tmp_path / "none.smt2")]) == 3
-    capsys.readouterr()
-    text = STORED.read_text()
-    guard = next(ln for ln in text.splitlines() if "pab_none" in ln and ln.startswith("(assert (and (distinct"))
-    changed = tmp_path / "v0.5.22.allsizes.smt2"
-    changed.write_text(text.replace(guard, guard.replace("pab_none", "pab_received", 1)))
-    hook = builtin("v0.5.22").build().all_sizes()
-    assert "differs from today's parametric model" in model_certificate(hook, changed)
-    assert main(["prove", "--all-sizes", "v0.5.22", "--link", "--certificate", str(changed)]) == 2
-    assert "INCONCLUSIVE: no all-sizes certificate of this model" in capsys.readouterr().out
-    assert main(["prove", "--all-sizes", "v0.5.22", "--link", "--certificates", str(tmp_path / "empty")]) == 2
-    assert main(["prove", "--all-sizes", "abort-race", "--link"]) == 2
-
-
-@pytest.mark.thorough
-def test_the_large_example_holds_without_enumeration():
-    """examples/allsizes/v0.5.22-5req-8pages.toml (5 requests, 8 decode pages: beyond the
-    explicit engine): the link proved at that size, the five claims hold (about 12 s of CPU)."""
-    sc = load_scenario(LARGE)
-    r = prove_by_link(sc)
-    assert r.exit_code == 0, r.reason
-    assert r.verdicts == {n: "holds" for n in TARGET_CLAIMS}
-    steps = [x for x in r.link.results if x.kind == "step"]
-    assert len(steps) == 18 and sum(x.instances for x in steps) == 92
-
-
-def test_a_certificate_whose_obligations_fail_is_not_rested_on(tmp_path):
-    """With ``solve``, the certificate's obligations are re-solved first: a certificate of the
-    model (line for line) whose invariant the claims do not follow from is refused by the
-    solvers, and nothing is said to hold (exit 2, the failing obligation named); the link is not
-    even run."""
-    from kvproof.checker.allsizes.prove import certificate_header
-    from kvproof.checker.allsizes.quantified import certificate_from
-    hook = builtin("v0.5.22").build().all_sizes()
-    weak = tmp_path / "v0.5.22.allsizes.smt2"
-    weak.write_text(certificate_from(hook.system, "true", ["no_write_after_release"],
-                                     certificate_header("v0.5.22", ["no_write_after_release"], hook)))
-    assert model_certificate(hook, weak) == ("true", ["no_write_after_release"])
-    r = prove_by_link(builtin("v0.5.22"), weak, solve=True, seconds=120)
-    assert r.exit_code == 2 and r.link is None
-    assert "claim no_write_after_release" in r.reason and set(r.verdicts.values()) == {"inconclusive"}
 
 
 def test_the_exit_codes_of_a_linked_report():

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from pathlib import Path
 
 import pytest
 import z3
 
-from kvproof.checker.allsizes.prove import certificate_header, prove_all_sizes, recheck_all_sizes
-from kvproof.checker.allsizes.quantified import Action, Step, candidates_from, certificate_from, inductive_problems
+from kvproof.checker.allsizes.prove import prove_all_sizes
+from kvproof.checker.allsizes.quantified import Action, Step
 from kvproof.checker.symbolic.lemmas import explore_all
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
@@ -21,11 +20,9 @@ from kvproof.spec.vllm.allsizes import (TARGET_CLAIMS, Correspondence, Pinned, V
 from kvproof.spec.vllm.config import Request
 from kvproof.spec.vllm.protocol import VllmPd
 
-from .certs import invariant_of, solve
 
 FIXED = "vllm-pull-abort-32255"
 BEFORE = "vllm-pull-abort-before-32255"
-STORED = Path(__file__).resolve().parents[1] / "traces" / "proofs" / f"{FIXED}.allsizes.smt2"
 
 
 def spec_of(requests=("A", "B", "A"), decode_blocks=1, prefill_blocks=2):
@@ -152,99 +149,6 @@ def test_lifting_and_joins_say_what_the_small_instance_shows():
     assert any(set(f) <= set(want) for f in facts)  # reading, READ complete, another's KV: never
 
 
-def test_the_stored_certificate_is_todays_model_and_proves_every_target():
-    """The committed certificate is, line for line, what today's model gives for its invariant,
-    and it states every target claim."""
-    r = recheck_all_sizes(STORED, solve=False)
-    assert r.ok, r.problems
-    assert r.scenario == FIXED and sorted(r.proves) == sorted(TARGET_CLAIMS)
-    inv, _ = invariant_of(STORED.read_text())
-    conjuncts = candidates_from(VllmAllSizes(2, 0, 1), inv)
-    assert len(conjuncts) == 86 and sum(c.claim for c in conjuncts) == 6  # the minimised invariant
-
-
-@pytest.mark.slow
-def test_the_stored_certificate_checks_and_a_tampered_one_fails(tmp_path):
-    """z3 and cvc5 answer unsat to every obligation of the committed certificate; with a guard
-    dropped (decode_abort frees the block at once, as before #32255) or the invariant cut to
-    the claims, it fails."""
-    text = STORED.read_text()
-    check = solve(STORED)
-    assert check.ok, check.failures()
-    assert len(check.obligations) == 1 + 10 + len(TARGET_CLAIMS)
-    inv, claims = invariant_of(text)
-    hook = builtin(FIXED).build().all_sizes()
-    only = " ".join(t for t in (z3_text(hook, c) for c in hook.system.claims()))
-    weak = tmp_path / f"{FIXED}.allsizes.smt2"
-    weak.write_text(certificate_from(hook.system, f"(and {only})", claims, certificate_header(FIXED, claims, hook)))
-    assert not solve(weak).ok
-    tampered = tmp_path / "tampered.allsizes.smt2"
-    tampered.write_text(text.replace("(assert (not ", "(assert (", 1))
-    with pytest.raises(ValueError, match="does not end with"):
-        solve(tampered)
-    with pytest.raises(ValueError, match="does not end with"):
-        recheck_all_sizes(tampered, builtin(FIXED), solve=False)
-    lines = text.splitlines()
-    k = lines.index("; obligation step decode_abort")
-    guard = next(i for i in range(k, len(lines)) if "vd_reading" in lines[i])
-    lines[guard] = lines[guard].replace("vd_reading", "vd_held", 1)  # decode_abort's guard changed
-    changed = tmp_path / f"{FIXED}.allsizes.smt2"
-    changed.write_text("\n".join(lines) + "\n")
-    r = recheck_all_sizes(changed, builtin(FIXED), solve=False)
-    assert not r.ok and any("differs from today's parametric model" in p for p in r.problems), r.problems
-
-
-def z3_text(hook, cand):
-    """A claim's formula as one line of SMT-LIB."""
-    return " ".join(hook.system.formula(cand, hook.system.state()).sexpr().split())
-
-
-def mutant(drop: str) -> VllmAllSizes:
-    """The model with one action's guard weakened: ``decode_abort`` freeing the block at once
-    (before #32255), or ``decode_on_new_request`` taking a block someone owns."""
-    system = VllmAllSizes(2, 0, 1)
-    acts = []
-    for a in system.actions:
-        if a.name == drop == "decode_abort":
-            def step(st, p, ch, a=a):
-                base = a.step(st, p, ch)
-                r = p["r"]
-                upd = dict(base.updates)
-                upd["owner"] = lambda b: z3.If(z3.And(b == st.dest(r), st.owner(b) == r), st.rnone(), st.owner(b))
-                upd["d_phase"] = lambda x: z3.If(x == r, system.code("VDPhase", "ended"), st.d_phase(x))
-                return Step(base.guard, upd)
-            acts.append(Action(a.name, a.params, a.choices, step, a.doc))
-        elif a.name == drop == "decode_on_new_request":
-            def step(st, p, ch, a=a):
-                base = a.step(st, p, ch)
-                return Step(z3.And(p["r"] != st.rnone(), st.d_phase(p["r"]) == system.code("VDPhase", "new"),
-                                   p["b"] != st.bnone()), base.updates)
-            acts.append(Action(a.name, a.params, a.choices, step, a.doc))
-        else:
-            acts.append(a)
-    system.actions = tuple(acts)
-    return system
-
-
-@pytest.mark.parametrize("drop", ["decode_abort", "decode_on_new_request"])
-def test_a_mutant_model_is_not_proved_by_the_stored_invariant(drop):
-    """The stored invariant is not inductive for a mutant: on the bounded instance of the
-    filter's sizes (a model of the sorts, so a counterexample there is one for the parametric
-    model too) the step the mutant changed breaks some of its conjuncts, while for the model
-    itself every conjunct survives there (the unbounded proof is the certificate's)."""
-    from kvproof.checker.allsizes.quantified import houdini
-    from kvproof.spec.vllm.allsizes import FILTER_SIZES
-    inv, _ = invariant_of(STORED.read_text())
-    good = VllmAllSizes(2, 0, 1)
-    res = houdini(good, candidates_from(good, inv), 120, sizes=FILTER_SIZES)
-    assert res.status == "done" and not res.dropped
-    bad = mutant(drop)
-    res = houdini(bad, candidates_from(bad, inv), 120, sizes=FILTER_SIZES)
-    assert res.status == "done" and res.dropped
-    assert any(why == f"not preserved by {drop}" for why in res.dropped.values()), res.dropped
-    assert any(c in res.dropped for c in ("no_write_after_release", "exclusive_ownership", "pages_conserved"))
-
-
 def test_the_pre_fix_twin_is_refuted_at_its_own_size():
     """vllm-pull-abort-before-32255 (before #32255) is never proved: the explicit engine at its
     size finds the shortest counterexamples (`kvproof check`'s lengths), exit 1."""
@@ -255,24 +159,6 @@ def test_the_pre_fix_twin_is_refuted_at_its_own_size():
     assert len(r.traces["no_write_after_release"].trace) == 4
     assert len(r.traces["decode_reads_only_own_pages"].trace) == 11
     assert r.houdini is None and r.certificate is None
-
-
-def test_the_link_is_proved_at_the_largest_scenario_size():
-    """The link (checker/allsizes/link.py) at 3 requests on 4 decode and 4 prefill blocks, the largest a
-    vLLM scenario file allows: Init, every spec action instance and the six claims, with the
-    stored certificate's conjuncts as hypotheses; without them the READ's data movement is not a
-    model step (a posted READ whose destination is the sentinel: the spec keeps the sentinel row,
-    the model writes it), so the hypotheses are what make it hold."""
-    from kvproof.checker.allsizes.link import check_link
-    from kvproof.spec.vllm.allsizes import link_map
-    inv, _ = invariant_of(STORED.read_text())
-    spec = VllmPd(dataclasses.replace(builtin(FIXED).config, requests=tuple(Request(t) for t in "ABA"),
-                                      decode_blocks=4, prefill_blocks=4))
-    rep = check_link(spec, link_map(spec, None, inv, str(STORED)), seconds=120)
-    assert rep.proved, [(r.name, r.verdict, r.offending) for r in rep.results if r.verdict != "proved"]
-    assert {r.name for r in rep.results if r.kind == "claim"} == set(TARGET_CLAIMS)
-    bare = check_link(spec, link_map(spec), claims=False, only=["nixl_read_take_data"], seconds=120)
-    assert [r.verdict for r in bare.results if r.kind == "step"] == ["refuted"]
 
 
 def test_a_counter_counting_down_is_linked():

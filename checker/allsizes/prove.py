@@ -1,7 +1,9 @@
 """``kvproof prove --all-sizes SCENARIO``: safety claims for every number of requests and pages.
 
-The protocol supplies a parametric model of the scenario's engine (``Spec.all_sizes()``: an
-:class:`AllSizesModel`, or ``None`` when it has none for that engine).  Then:
+The parametric model is the one lifted from the scenario's own spec (:func:`all_sizes_model`:
+:func:`~.sorted_allsizes.lifted_model`, the same for proving, for ``certify`` and for ``--link``;
+none when the spec declares no sorts or an action cannot be lifted, the refusal's file and line
+then the reason).  Then:
 
 1. **The scenario's own size first**, with the explicit engine (:func:`~kvproof.checker.explicit.run.check_scenario`):
    a target claim broken there is reported *violated* with the shortest counterexample, replayed
@@ -24,8 +26,8 @@ The protocol supplies a parametric model of the scenario's engine (``Spec.all_si
 4. A **certificate** (``<scenario>.allsizes.smt2``): the invariant and its obligations as one
    SMT-LIB script that stock z3 and cvc5 each answer ``unsat`` to, obligation by obligation
    (:mod:`~.certs.solvers`); :func:`recheck_all_sizes` (what ``certify`` runs) reads it with the
-   one certificate reader and also demands that it be, term for term, what today's model gives
-   for its invariant (:func:`model_problems`).
+   one certificate reader and also demands that it be, term for term, what the lifted model of
+   the scenario it names gives for its invariant (:func:`model_problems`).
 
 This module knows no protocol.
 """
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from kvproof.checker.atomic import write_text_atomic
 from kvproof.checker.certs.reader import ALL_SIZES, ALL_SIZES_SUFFIX, Certificate, CertificateError, parse_certificate, read_certificate
 from kvproof.checker.certs.sexpr import free_symbols, render
 from kvproof.checker.certs.solvers import run_solvers
@@ -47,7 +50,7 @@ from kvproof.checker.symbolic.transition import TransitionSystem
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
 
-__all__ = ["AllSizesModel", "AllSizesReport", "AllSizesRecheck", "Join", "SUFFIX", "certificate_header", "mine_joined",
+__all__ = ["AllSizesModel", "AllSizesReport", "all_sizes_model", "AllSizesRecheck", "Join", "SUFFIX", "certificate_header", "mine_joined",
            "prove_all_sizes", "recheck_all_sizes", "LinkedReport", "prove_by_link", "model_certificate", "model_problems"]
 
 
@@ -147,6 +150,8 @@ class AllSizesReport:
     """The invariant the verdicts rest on (the certificate's conjuncts)."""
     linked: list[str] = field(default_factory=list)
     """The sizes at which the model's link with the spec was proved first (:attr:`AllSizesModel.prelink`)."""
+    not_lifted: dict[str, str] = field(default_factory=dict)
+    """The spec's claims the lift refuses (not targets), each with the refusal (file and line)."""
 
     @property
     def exit_code(self) -> int:
@@ -160,11 +165,26 @@ class AllSizesReport:
         return Tally(proved, violated, int(undecided)).exit_code
 
 
+def all_sizes_model(spec: Any) -> tuple["AllSizesModel | None", str]:
+    """The all-sizes model of ``spec`` and "", or ``None`` and why there is none: the model lifted
+    from the spec itself (:func:`~.sorted_allsizes.lifted_model`), the one model that
+    :func:`prove_all_sizes`, :func:`recheck_all_sizes` and :func:`prove_by_link` use."""
+    from kvproof.checker.allsizes.sorted_allsizes import lifted_model
+    from kvproof.model.lifting import LiftRefused
+
+    try:
+        model = lifted_model(spec)
+    except LiftRefused as e:
+        return None, f"the spec cannot be lifted to every size: {e}"
+    if model is None:
+        return None, f"{type(spec).__name__} declares no sorts to lift to or no small instance to mine"
+    return model, ""
+
+
 def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int = 3,
                     certificates_dir: str | Path | None = None, traces_dir: str | Path | None = None,
                     progress: Callable[[str], None] | None = None, minimise_invariant: bool = True,
-                    invariant_from: str | Path | None = None, irredundant: bool = False,
-                    model_of: Callable[[Any], "AllSizesModel | None"] | None = None) -> AllSizesReport:
+                    invariant_from: str | Path | None = None, irredundant: bool = False) -> AllSizesReport:
     """Run the four steps of the module docstring on ``scenario``.  With ``minimise_invariant``
     (the default) Houdini's invariant is first shrunk to the claims and the lemmas they need
     (:func:`~.quantified.minimise`, checked from scratch; if that fails the whole set is kept).
@@ -174,16 +194,17 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     (``ValueError``, one line, when the file is not a readable certificate).  With
     ``irredundant`` the minimised set then goes through the greedy drop pass
     (:func:`~.quantified.drop_redundant`): no single lemma of what it leaves can be removed.
-    With ``model_of`` the model is ``model_of(spec)`` instead of the protocol's own
-    (``Spec.all_sizes()``): ``prove --all-sizes --lifted`` passes the model lifted from the spec
-    (:func:`~.sorted_allsizes.lifted_model`)."""
+    The model is :func:`all_sizes_model`'s (lifted from the spec); the spec's claims the lift
+    refuses are :attr:`AllSizesReport.not_lifted`, not targets."""
     from kvproof.checker.explicit.search import Limits
     from kvproof.checker.explicit.run import check_scenario
 
     say = progress or (lambda text: None)
     spec = scenario.build()
-    hook = model_of(spec) if model_of is not None else getattr(spec, "all_sizes", lambda: None)()
+    hook, no_model = all_sizes_model(spec)
     report = AllSizesReport(scenario)
+    if hook is not None:
+        report.not_lifted = dict(hook.system.refused)
     stored = _read_invariant(invariant_from, hook) if invariant_from is not None else None
     targets = hook.targets if hook is not None else tuple(
         n for n in scenario.family_protocol().all_sizes_claims if n in {c.name for c in Machine(spec).claims})
@@ -206,7 +227,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
         report.verdicts = {n: "inconclusive" for n in targets}
         return report
     if hook is None:
-        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the docs: Proofs for every size)"
+        report.reason = no_model
         report.verdicts = {n: "inconclusive" for n in targets}
         return report
     report.fixed, report.abstractions = hook.fixed, hook.abstractions
@@ -306,8 +327,7 @@ def _write_certificate(report: AllSizesReport, hook: AllSizesModel, certificates
     t0 = time.perf_counter()
     header = certificate_header(report.scenario.name, proved, hook)
     path = Path(certificates_dir) / f"{report.scenario.name}{SUFFIX}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(certificate_text(hook.system, report.invariant, header), encoding="utf-8")
+    write_text_atomic(path, certificate_text(hook.system, report.invariant, header))
     report.certificate = path
     report.seconds["certificate"] = time.perf_counter() - t0
 
@@ -385,8 +405,8 @@ class AllSizesRecheck:
 
 
 def model_problems(cert: Certificate, hook: AllSizesModel, scenario: str) -> list[str]:
-    """Where ``cert`` (read by the one reader) is not, term for term, the certificate today's
-    parametric model ``hook`` demands for the invariant it states (:func:`~.quantified.certificate_from`:
+    """Where ``cert`` (read by the one reader) is not, term for term, the certificate the
+    lifted model ``hook`` demands for the invariant it states (:func:`~.quantified.certificate_from`:
     the same header, sorts, Init, guards, updates and claims; only the invariant is the file's
     own); empty when it is.  ``scenario`` is the name its first line must give."""
     from kvproof.checker.allsizes.quantified import certificate_from
@@ -398,10 +418,10 @@ def model_problems(cert: Certificate, hook: AllSizesModel, scenario: str) -> lis
     try:
         want_text = certificate_from(hook.system, cert.invariant_text, claims,
                                      certificate_header(scenario, claims, hook))
-        want = parse_certificate(want_text, f"today's model of {scenario}", ALL_SIZES)
+        want = parse_certificate(want_text, f"the lifted model of {scenario}", ALL_SIZES)
     except ValueError as e:
-        return [f"today's parametric model of {scenario} cannot state this invariant: {e}"]
-    differs = f"differs from today's parametric model of {scenario}"
+        return [f"the lifted model of {scenario} cannot state this invariant: {e}"]
+    differs = f"differs from the lifted model of {scenario}"
     if cert.scenario_name != scenario:
         return [f"the certificate is of scenario {cert.scenario_name}, not of {scenario}"]
     for key in ("proves", "fixed", "abstraction"):
@@ -428,12 +448,12 @@ def recheck_all_sizes(path: str | Path, scenario: Scenario | None = None, second
                       solve: bool = True) -> AllSizesRecheck:
     """Re-check an all-sizes certificate: read by the one certificate reader (bad input:
     :class:`~.certs.reader.CertificateError`, one line), it must be, term for term, the
-    certificate today's parametric model of the scenario it names (or of ``scenario``) demands
+    certificate the lifted model of the scenario it names (or of ``scenario``) demands
     for the invariant it states (:func:`model_problems`), and fresh z3 and cvc5 processes must
     answer ``unsat`` to each of its obligations, each answer bound to its obligation
     (:mod:`~.certs.solvers`).  With ``solve`` false they are not run: ``answers`` stays empty
-    and the result says the file is today's model's, nothing more; they are not run either on a
-    file that already fails (not today's model's, misnamed, proving no claim)."""
+    and the result says the file is the lifted model's, nothing more; they are not run either on a
+    file that already fails (not the lifted model's, misnamed, proving no claim)."""
     from kvproof.model.scenario import builtin
 
     path = Path(path)
@@ -444,11 +464,9 @@ def recheck_all_sizes(path: str | Path, scenario: Scenario | None = None, second
         sc = scenario if scenario is not None else builtin(name)
     except Exception as e:  # an unknown name: the catalogue's own message
         return AllSizesRecheck(path, name, cert.proves, {}, problems + [f"scenario {name}: {e}"])
-    spec = sc.build()
-    hook = getattr(spec, "all_sizes", lambda: None)()
+    hook, no_model = all_sizes_model(sc.build())
     if hook is None:
-        return AllSizesRecheck(path, name, cert.proves, {},
-                               problems + [f"scenario {sc.name}: no all-sizes model for its engine today"])
+        return AllSizesRecheck(path, name, cert.proves, {}, problems + [f"scenario {sc.name}: {no_model}"])
     if path.name != f"{sc.name}{SUFFIX}":
         problems.append(f"file name {path.name}: expected {sc.name}{SUFFIX}")
     model = model_problems(cert, hook, sc.name)
@@ -456,7 +474,7 @@ def recheck_all_sizes(path: str | Path, scenario: Scenario | None = None, second
     if not solve:
         return AllSizesRecheck(path, sc.name, cert.proves, {}, problems)
     if problems:  # already failed: the solvers (minutes for a large certificate) would change nothing
-        problems.append("z3 and cvc5 not run: " + ("the file is not today's model's certificate" if model
+        problems.append("z3 and cvc5 not run: " + ("the file is not the lifted model's certificate" if model
                                                    else "the certificate already fails"))
         return AllSizesRecheck(path, sc.name, cert.proves, {}, problems)
     runs = run_solvers(cert, seconds)
@@ -497,7 +515,7 @@ def proved_lemmas(report: AllSizesReport) -> Sequence[Candidate]:
 @dataclass
 class LinkedReport:
     """What :func:`prove_by_link` found for one scenario: per target claim ``holds`` (at the
-    scenario's size: the link is proved and the certificate, today's model's, proves it) or
+    scenario's size: the link is proved and the certificate, the lifted model's, proves it) or
     ``inconclusive``; the link's report; the certificate it rests on and whether its obligations
     were re-solved now; ``mismatch`` lines (a claim the scenario expects violated); ``reason``."""
 
@@ -553,9 +571,9 @@ def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
     say = progress or (lambda text: None)
     report = LinkedReport(scenario)
     spec = scenario.build()
-    hook = getattr(spec, "all_sizes", lambda: None)()
+    hook, no_model = all_sizes_model(spec)
     if hook is None or hook.link is None:
-        report.reason = f"{type(spec).__name__} has no all-sizes model for this engine (see the docs: Proofs for every size)"
+        report.reason = no_model or f"{type(spec).__name__}'s all-sizes model has no link at a fixed size"
         return report
     report.verdicts = {n: "inconclusive" for n in hook.targets}
     t0 = time.perf_counter()

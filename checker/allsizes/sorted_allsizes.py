@@ -1,4 +1,4 @@
-"""``prove --all-sizes --lifted``: the all-sizes pipeline on the model lifted from the spec.
+"""``prove --all-sizes``: the all-sizes pipeline on the model lifted from the spec.
 
 :func:`lifted_model` hands :func:`~.allsizes.prove_all_sizes` an :class:`~.allsizes.AllSizesModel`
 built with no protocol-specific code beyond the protocol's sort declaration and its small

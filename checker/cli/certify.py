@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
                          "default 3600: a minimised one takes z3 and cvc5 seconds, an unminimised one of 455 "
                          "conjuncts took them 13 and 19 minutes on a loaded 2-core machine)")
     cf.add_argument("--all-sizes-model-only", action="store_true",
-                    help="check an all-sizes certificate against today's parametric model line for line, but "
+                    help="check an all-sizes certificate against the model lifted from its scenario's spec line for line, but "
                          "run no solver on it (for a large one, whose obligations take the solvers minutes); "
                          "said on its line")
     cf.add_argument("--complete", action="store_true",
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     """Re-check certificates (default: every one under traces/proofs), fixed-size and all-sizes
     alike: each read by the one certificate reader, its obligations answered by fresh z3 and cvc5
     processes, one answer bound to each, and held against today's catalogue scenario
-    (fixed-size) or parametric model (all-sizes).  Exit 1 if one does not check, 3 if one cannot
+    (fixed-size) or the model lifted from the spec (all-sizes).  Exit 1 if one does not check, 3 if one cannot
     be read as a certificate (each named on stdout, the others still checked, and one line on
     stderr).  With ``--complete``, a scenario of the catalogue that no fixed-size certificate
     given names is listed as MISSING and fails the run too (exit 1)."""
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             bad += not rc.ok
             if rc.kind == ALL_SIZES:
                 model_only |= args.all_sizes_model_only
-                how = ("; compared with today's model only, not re-solved: --all-sizes-model-only"
+                how = ("; compared with the lifted model only, not re-solved: --all-sizes-model-only"
                        if args.all_sizes_model_only else "")
                 what = f"{rc.scenario}, every size: {plural(len(rc.invariants), 'claim')}{how}"
             else:
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     meaning = {EXIT_OK: "every certificate checks" + (" and every scenario of the catalogue has one" if args.complete else ""),
                EXIT_MISMATCH: ("a certificate does not check" if bad else "a scenario of the catalogue has no certificate"),
                EXIT_BAD_INPUT: "a file cannot be read as a kvproof certificate"}[code]
-    ran = (plural(len(files), "certificate") + " (z3 and cvc5" + ("; all-sizes ones against today's model only"
+    ran = (plural(len(files), "certificate") + " (z3 and cvc5" + ("; all-sizes ones against the lifted model only"
                                                                   if model_only else "")
            + (", every scenario of the catalogue asked for)" if args.complete else ")"))
     if len(files) > 1 or last is None:

@@ -72,9 +72,6 @@ def add_parser(sub) -> None:
     pv.add_argument("--invariant-from", metavar="FILE",
                     help="with --all-sizes: skip mining and Houdini; minimise the invariant stated by the all-sizes "
                          "certificate FILE and prove what the kept set, checked from scratch, makes inductive")
-    pv.add_argument("--lifted", action="store_true",
-                    help="with --all-sizes: prove on the model lifted from the spec itself (its abstractions "
-                         "printed) instead of the protocol's hand-written parametric model")
     pv.add_argument("--link", action="store_true",
                     help="with --all-sizes: the claims at SCENARIO's own size with no enumeration, from the all-sizes "
                          "certificate of its model (--certificate, or found under --certificates) and the link "
@@ -142,8 +139,6 @@ def _prove(args: argparse.Namespace) -> int:
         return summary.exit_code
     if args.link and not args.all_sizes:
         raise BadInput("--link goes with --all-sizes (prove --all-sizes SCENARIO --link)")
-    if args.lifted and not args.all_sizes:
-        raise BadInput("--lifted goes with --all-sizes")
     if args.all_sizes and args.link:
         return prove_allsizes.prove_linked(args)
     if args.all_sizes:

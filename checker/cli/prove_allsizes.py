@@ -112,7 +112,6 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from kvproof.checker.allsizes.prove import prove_all_sizes
-    from kvproof.checker.allsizes.sorted_allsizes import lifted_model
 
     if len(args.scenarios) != 1 or args.lift_from is not None:
         raise BadInput("prove --all-sizes takes exactly one SCENARIO (and no --lift-from)")
@@ -126,7 +125,7 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
         try:
             r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity, certs, traces, progress.note,
                                 minimise_invariant=not args.no_minimise, invariant_from=args.invariant_from,
-                                irredundant=args.irredundant, model_of=lifted_model if args.lifted else None)
+                                irredundant=args.irredundant)
         except ValueError as e:
             raise BadInput(str(e)) from None
     code = r.exit_code
@@ -134,7 +133,7 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     if args.json:
         h = r.houdini
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
-               "abstractions": list(r.abstractions), "linked": list(r.linked), "small_states": r.small_states, "mined": r.mined, "joined": r.joined,
+               "abstractions": list(r.abstractions), "linked": list(r.linked), "not_lifted": r.not_lifted, "small_states": r.small_states, "mined": r.mined, "joined": r.joined,
                "candidates": r.candidates, "kept": None if h is None else len(h.kept),
                "houdini_rounds": None if h is None else h.rounds,
                "minimised": None if m is None else {"status": m.status, "found": m.found, "kept": len(m.kept),
@@ -166,6 +165,8 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
         out.print(f"over-approximated: {line}")
     for line in r.linked:
         out.print(f"linked: {line}")
+    for name, why in r.not_lifted.items():
+        out.print(f"not lifted: claim {name}: {why}")
     if r.houdini is not None:
         h = r.houdini
         out.print(f"{sc.name}: {r.small_states:,} states of the small instance, {r.mined:,} facts mined, "

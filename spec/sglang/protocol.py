@@ -157,7 +157,7 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
                                                prefill_pages=1, context_limit=max(cfg.context_limit, 1))),)
 
     def link_instances(self):
-        """Where ``prove --all-sizes --lifted`` proves the lifted model's link with the spec
+        """Where ``prove --all-sizes`` proves the lifted model's link with the spec
         first (beside the scenario's own size): one one-page request on one page of each pool;
         the mining instance; a two-page request (over-long against one prefill page) beside a
         one-page one of another tenant, on two decode pages."""

@@ -103,7 +103,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                                                decode_blocks=2, prefill_blocks=2)),)
 
     def link_instances(self):
-        """Where ``prove --all-sizes --lifted`` proves the lifted model's link first (beside the
+        """Where ``prove --all-sizes`` proves the lifted model's link first (beside the
         scenario's own size): one request on one block of each pool; the mining instance; three
         requests of two tenants on two decode and three prefill blocks."""
         import dataclasses
