@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import z3
 
-from kvproof.checker.allsizes.prove import AllSizesModel, Join
+from kvproof.checker.allsizes.hook import AllSizesModel, Join
 from kvproof.checker.allsizes.quantified import Candidate
 from kvproof.checker.allsizes.sorted_link import check_lifted_link, link_map
 from kvproof.model.sorted_lift import LiftedSystem, lift_spec
