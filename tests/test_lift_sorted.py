@@ -326,7 +326,7 @@ def test_lifted_is_no_longer_an_option():
     import sys
     run = subprocess.run([sys.executable, "-m", "kvproof", "prove", "--all-sizes", "v0.5.22", "--lifted"],
                          capture_output=True, text=True)
-    assert run.returncode == 3 and "unrecognized arguments: --lifted" in run.stderr
+    assert run.returncode == 3 and "unrecognized argument: --lifted" in run.stderr
 
 
 # -- vLLM: the pull-mode engine of vllm-pull-abort-32255 ---------------------------------------------
