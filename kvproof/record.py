@@ -12,7 +12,15 @@ classes in this process (``kvproof.spec.sglang.record`` lists the methods and th
 when the scenario is a ``vllm-*`` one, vLLM 0.33.0's NIXL connector (pull mode) and scheduler
 classes (``kvproof.spec.vllm.record``);
 ``python -m kvproof.record MODULE [ARGS...]`` does the same, then runs ``MODULE`` as ``python -m``
-would.  Processes the engine starts itself are not patched.
+would (processes the engine starts itself are not patched by it).
+
+In every process an engine starts, through the engine's own plugin hook: kvproof registers
+:func:`vllm_plugin` under vLLM's ``vllm.general_plugins`` entry-point group (vLLM's
+``load_general_plugins()`` runs it in every process: API server, engine core, workers) and
+:func:`sglang_plugin` under SGLang's ``sglang.srt.plugins`` group (``sglang.srt.plugins.load_plugins()``:
+the launcher, each scheduler process, the detokenizer).  Each installs the recorder of its engine
+when ``KVPROOF_RECORD`` is set and the scenario is that engine's, and does nothing otherwise.  A
+``{pid}`` in ``KVPROOF_RECORD`` is replaced by the process id, one log per process.
 """
 
 from __future__ import annotations
@@ -21,13 +29,16 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["ENV", "DEFAULT_SCENARIO", "install", "uninstall", "main"]
+__all__ = ["ENV", "DEFAULT_SCENARIO", "MAX_SLOTS", "install", "uninstall", "vllm_plugin", "sglang_plugin", "main"]
 
 ENV = "KVPROOF_RECORD"
 """The variable naming the log; recording is off when it is unset or empty."""
 
 DEFAULT_SCENARIO = "sglang-0.5.23-mooncake"
 """The header's scenario when ``KVPROOF_RECORD_SCENARIO`` is unset."""
+
+MAX_SLOTS = 256
+"""The most request slots ``KVPROOF_RECORD_SLOTS`` may name (a vLLM stream's slots)."""
 
 _active: Any = None
 
@@ -38,7 +49,7 @@ def install(environ: dict | None = None) -> Any:
     ``os.environ``): the recorder, or ``None`` when recording is off.  Idempotent."""
     global _active
     env = os.environ if environ is None else environ
-    path = env.get(ENV, "")
+    path = env.get(ENV, "").replace("{pid}", str(os.getpid()))
     if not path:
         return None
     if _active is not None:
@@ -49,8 +60,8 @@ def install(environ: dict | None = None) -> Any:
     except ValueError:
         _bad(f"KVPROOF_RECORD_ROOM_BASE: expected a whole number, got {base!r}")
     slots = env.get("KVPROOF_RECORD_SLOTS", "")
-    if slots and not (slots.isdigit() and 1 <= int(slots) <= 64):
-        _bad(f"KVPROOF_RECORD_SLOTS: expected a whole number in 1..64, got {slots!r}")
+    if slots and not (slots.isdigit() and 1 <= int(slots) <= MAX_SLOTS):
+        _bad(f"KVPROOF_RECORD_SLOTS: expected a whole number in 1..{MAX_SLOTS}, got {slots!r}")
     from kvproof.model.scenario import ScenarioError, builtin
 
     scenario = env.get("KVPROOF_RECORD_SCENARIO") or DEFAULT_SCENARIO
@@ -66,6 +77,39 @@ def install(environ: dict | None = None) -> Any:
     except (ScenarioError, OSError) as e:
         _bad(f"KVPROOF_RECORD: {e}")
     return _active
+
+
+def _family(environ: dict | None = None) -> str | None:
+    """The engine family of ``KVPROOF_RECORD_SCENARIO`` (``vllm``, ``sglang``), or ``None`` when
+    recording is off or the scenario is unknown (then :func:`install` says so)."""
+    env = os.environ if environ is None else environ
+    if not env.get(ENV, ""):
+        return None
+    from kvproof.model.scenario import ScenarioError, builtin
+
+    try:
+        return builtin(env.get("KVPROOF_RECORD_SCENARIO") or DEFAULT_SCENARIO).family
+    except ScenarioError:
+        return None
+
+
+def vllm_plugin() -> None:
+    """vLLM's general plugin (entry point ``kvproof-record`` in group ``vllm.general_plugins``):
+    record this process's vLLM classes when ``KVPROOF_RECORD`` is set and
+    ``KVPROOF_RECORD_SCENARIO`` names a ``vllm-*`` scenario (an unknown scenario: one line, exit
+    3, as :func:`install`); otherwise nothing.  vLLM may run it more than once: idempotent."""
+    family = _family()
+    if family == "vllm" or (family is None and os.environ.get(ENV)):
+        install()
+
+
+def sglang_plugin() -> None:
+    """SGLang's general plugin (entry point ``kvproof-record`` in group ``sglang.srt.plugins``):
+    record this process's SGLang disaggregation classes when ``KVPROOF_RECORD`` is set and the
+    scenario is an SGLang one (the default); otherwise nothing.  Idempotent."""
+    family = _family()
+    if (family is not None and family != "vllm") or (family is None and os.environ.get(ENV)):
+        install()
 
 
 def _bad(message: str) -> None:
