@@ -29,16 +29,13 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["ENV", "DEFAULT_SCENARIO", "MAX_SLOTS", "install", "uninstall", "vllm_plugin", "sglang_plugin", "main"]
+__all__ = ["ENV", "DEFAULT_SCENARIO", "install", "uninstall", "vllm_plugin", "sglang_plugin", "main"]
 
 ENV = "KVPROOF_RECORD"
 """The variable naming the log; recording is off when it is unset or empty."""
 
 DEFAULT_SCENARIO = "sglang-0.5.23-mooncake"
 """The header's scenario when ``KVPROOF_RECORD_SCENARIO`` is unset."""
-
-MAX_SLOTS = 256
-"""The most request slots ``KVPROOF_RECORD_SLOTS`` may name (a vLLM stream's slots)."""
 
 _active: Any = None
 
@@ -60,8 +57,11 @@ def install(environ: dict | None = None) -> Any:
     except ValueError:
         _bad(f"KVPROOF_RECORD_ROOM_BASE: expected a whole number, got {base!r}")
     slots = env.get("KVPROOF_RECORD_SLOTS", "")
-    if slots and not (slots.isdigit() and 1 <= int(slots) <= MAX_SLOTS):
-        _bad(f"KVPROOF_RECORD_SLOTS: expected a whole number in 1..{MAX_SLOTS}, got {slots!r}")
+    if slots:
+        from kvproof.spec.vllm.validate import MAX_SLOTS  # what validate reads: the stream's bound
+
+        if not (slots.isdigit() and 1 <= int(slots) <= MAX_SLOTS):
+            _bad(f"KVPROOF_RECORD_SLOTS: expected a whole number in 1..{MAX_SLOTS}, got {slots!r}")
     from kvproof.model.scenario import ScenarioError, builtin
 
     scenario = env.get("KVPROOF_RECORD_SCENARIO") or DEFAULT_SCENARIO
