@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvproof.checker.cli.common import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, Progress, Summary, Tally, console, plural, resolve
+from kvproof.checker.cli.common import Progress, Summary, Tally, console, plural, resolve
 from kvproof.checker.cli.options import positive_float
 
 __all__ = ["NAME", "add_parser", "run"]
@@ -104,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
                   + (f", {len(missing)} scenarios of the catalogue without one" if missing else ""))
         out.print(f"  solvers: {z3_command()[1]}; {cvc5_command()[1]}", soft_wrap=True)
     code = Tally(checked - bad, bad + len(missing), bad_input=int(last is not None)).exit_code
-    meaning = {EXIT_OK: "every certificate checks" + (" and every scenario of the catalogue has one" if args.complete else ""),
-               EXIT_MISMATCH: ("a certificate does not check" if bad else "a scenario of the catalogue has no certificate"),
-               EXIT_BAD_INPUT: "a file cannot be read as a kvproof certificate"}[code]
+    meaning = ("a file cannot be read as a kvproof certificate" if last is not None
+               else "a certificate does not check" if bad else "a scenario of the catalogue has no certificate" if missing
+               else "every certificate checks" + (" and every scenario of the catalogue has one" if args.complete else ""))
     ran = (plural(len(files), "certificate") + " (z3 and cvc5" + ("; all-sizes ones against the lifted model only"
                                                                   if model_only else "")
            + (", every scenario of the catalogue asked for)" if args.complete else ")"))

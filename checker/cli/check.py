@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from kvproof.checker.cli import check_symbolic
-from kvproof.checker.cli.common import BadInput, console, json_reports, reports_summary, resolve
+from kvproof.checker.cli.common import BadInputError, console, json_reports, reports_summary, resolve
 from kvproof.checker.cli.options import MAX_SECONDS, positive_float, positive_int
 from kvproof.checker.cli.outputs import write_outputs
 from kvproof.checker.cli.scenarios import limits_of, run_scenarios, unique
@@ -76,7 +76,6 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
     from kvproof.checker.expected import write_expected
-    from kvproof.checker.results import exit_code
     from kvproof.model.scenario import did_you_mean
 
     scenarios = unique([resolve(n) for n in args.scenarios]) if args.scenarios else builtins()
@@ -86,18 +85,18 @@ def run(args: argparse.Namespace) -> int:
             try:
                 spec.claim(inv)
             except KeyError:
-                raise BadInput(f"unknown invariant or witness {inv!r}{did_you_mean(inv, [c.name for c in spec.claims])} "
+                raise BadInputError(f"unknown invariant or witness {inv!r}{did_you_mean(inv, [c.name for c in spec.claims])} "
                                "(kvproof list --claims names them)") from None
     if args.write_expected and args.invariant:
-        raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
+        raise BadInputError("--write-expected records whole scenarios: it cannot be combined with --invariant")
     if args.write_expected and args.symmetry:
-        raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
+        raise BadInputError("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
     limits = limits_of(args)
     if args.engine != "explicit":
         if args.coverage:
-            raise BadInput("--coverage counts the explicit engine's transitions: use --engine explicit")
+            raise BadInputError("--coverage counts the explicit engine's transitions: use --engine explicit")
         if args.write_expected:
-            raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
+            raise BadInputError("--write-expected records the explicit engine's table: use --engine explicit")
         return check_symbolic.check_symbolic(args, scenarios, limits)
     traces_dir = None if args.no_traces else Path(args.traces)
     engine = dict(visited=args.visited, symmetry=args.symmetry, backend=backend_of(args))
@@ -107,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             write_expected(Path(args.write_expected), reports)
         except OSError as e:
-            raise BadInput(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
+            raise BadInputError(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
     write_outputs(args, reports)
     coverage = _coverage(scenarios, limits) if args.coverage and (args.json or not args.quiet) else None
-    summary = reports_summary("check", reports, exit_code(reports), "explicit search")
+    summary = reports_summary("check", reports, "explicit search")
     if args.json:
         doc = json_reports(reports)
         for entry, cov in zip(doc["scenarios"], coverage or ()):

@@ -34,7 +34,6 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
 
     from kvproof.checker.symbolic.cti import render_failure
     from kvproof.checker.report.render import render_reports
-    from kvproof.checker.results import exit_code
     from kvproof.checker.explicit.run import check_scenario
     from kvproof.checker.symbolic.run import check_scenario_bmc, cross_check
 
@@ -49,7 +48,7 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
             for sc in scenarios:
                 progress.start(f"{sc.name}: bounded model checking to depth {depth} (Z3)")
                 reports.append(check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds, deadline))
-        summary = reports_summary("check", reports, exit_code(reports), f"bounded model checking to depth {depth}")
+        summary = reports_summary("check", reports, f"bounded model checking to depth {depth}")
         if args.json:
             print(json.dumps({**json_reports(reports), "summary": summary.to_json()}, indent=2))
         elif not args.quiet:
@@ -73,9 +72,9 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
     code = Tally(claims.matched, claims.mismatched + len(problems), claims.inconclusive + len(gaps)).exit_code
     meaning = ("the engines disagree" if problems else "agreement not established" if gaps
                else "every verdict matches its expectation and the engines agree" if code == EXIT_OK else "")
-    summary = reports_summary("check", reports, code,
+    summary = reports_summary("check", reports,
                               f"explicit search and Z3 compared: {plural(len(problems), 'disagreement')}, "
-                              f"{len(gaps):,} not established", meaning)
+                              f"{len(gaps):,} not established", meaning, code)
     if args.json:
         doc = json_reports(reports)
         for entry, a in zip(doc["scenarios"], agreements):

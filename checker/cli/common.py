@@ -16,7 +16,7 @@ from kvproof.model.registry import protocols
 from kvproof.model.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
-           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInput", "Summary", "Tally", "exit_code", "claim_counts", "reports_summary", "Progress",
+           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInputError", "Summary", "Tally", "exit_code", "claim_counts", "reports_summary", "Progress",
            "console", "resolve", "json_reports", "protocol_command", "add_protocol_arguments", "plural"]
 
 from kvproof.checker.outcome import (  # noqa: F401 - the command line's names for them
@@ -33,12 +33,16 @@ def claim_counts(rows) -> tuple[int, int, int]:
     return t.matched, t.mismatched, t.inconclusive
 
 
-def reports_summary(command: str, reports, code: int, how: str, meaning: str = "") -> Summary:
+def reports_summary(command: str, reports, how: str, meaning: str = "", code: int | None = None) -> Summary:
     """The closing line of a run over scenario reports (``check``, ``report``): how many
-    scenarios and claims, searched ``how``, and how their verdicts compare with expectations."""
+    scenarios and claims, searched ``how``, how their verdicts compare with expectations, and
+    the exit code of that (:func:`~kvproof.checker.outcome.exit_code`; ``code`` when the
+    caller's tally counts more than the claims)."""
+    from kvproof.checker.results import judged
+
     rows = [c for r in reports for c in r.claims]
     return Summary(command, f"{plural(len(reports), 'scenario')}, {plural(len(rows), 'claim')} ({how})",
-                   *claim_counts(rows), code, meaning)
+                   *claim_counts(rows), exit_code(judged(reports)) if code is None else code, meaning)
 
 
 class Progress:
@@ -153,8 +157,10 @@ class Progress:
         self.stop()
 
 
-class BadInput(Exception):
-    """Input the command cannot use; its message is printed as one line, exit code 3."""
+class BadInputError(Exception):
+    """Input the command cannot use; its message is printed as one line, exit code 3 (the
+    exception a command raises; :class:`~kvproof.checker.outcome.BadInput` is the outcome it
+    stands for)."""
 
 
 def resolve(name: str | Scenario) -> Scenario:
@@ -164,7 +170,7 @@ def resolve(name: str | Scenario) -> Scenario:
     if isinstance(name, Scenario):
         return name
     if name.endswith(".py"):  # read as TOML it would be "malformed TOML": say what it is instead
-        raise BadInput(f"{name}: a .py file is an engine variant (code), not a scenario: pass it with --variant {name}")
+        raise BadInputError(f"{name}: a .py file is an engine variant (code), not a scenario: pass it with --variant {name}")
     if name.endswith(".toml") or os.sep in name or Path(name).is_file():
         return load_scenario(name)
     return builtin(name)
@@ -232,10 +238,10 @@ def protocol_command(name: str, engine: str | None = None):
             listed = p.command(f"{name}-releases")
             known += listed() if listed is not None else [p.name]
         what = "expected ENGINE==VERSION" if not engine else f"{engine}: unknown engine"
-        raise BadInput(f"{name}: {what}; known: {', '.join(known) or 'none'}")
+        raise BadInputError(f"{name}: {what}; known: {', '.join(known) or 'none'}")
     if len(found) != 1:
         offered = ", ".join(p.name for p in found) or "none"
-        raise BadInput(f"{name}: expected one protocol to offer it, found {offered}")
+        raise BadInputError(f"{name}: expected one protocol to offer it, found {offered}")
     return found[0].command(name)
 
 

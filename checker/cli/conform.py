@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvproof.checker.cli.common import BadInput, Progress, Summary, console, resolve
+from kvproof.checker.cli.common import BadInputError, Progress, Summary, console, resolve
 from kvproof.checker.cli.options import TRUST, positive_int
 from kvproof.model.scenario import builtins
 
@@ -37,10 +37,10 @@ def run(args: argparse.Namespace) -> int:
     run_conform = _conform_protocol(args).command("conform")
     out = console()
     with Progress(True, None, "") as progress:
-        done = run_conform(args, resolve, out, BadInput, progress=progress)
+        done = run_conform(args, resolve, out, BadInputError, progress=progress)
     skipped = getattr(done, "skipped", 0)
     return Summary("conform", done.ran, done.matched, done.mismatched, skipped, done.exit_code,
-                   done.meaning).print(out)
+                   done.meaning, done.verdict).print(out)
 
 
 def _conform_protocol(args: argparse.Namespace):
@@ -69,7 +69,7 @@ def _conform_protocol(args: argparse.Namespace):
             continue
     families = {f or default_protocol().name for f in families}
     if len(families) > 1:
-        raise BadInput(f"conform: targets of {len(families)} protocols ({', '.join(sorted(families))}); "
+        raise BadInputError(f"conform: targets of {len(families)} protocols ({', '.join(sorted(families))}); "
                        "run each protocol's separately")
     if not families and args.engine:
         families = {p.name for p in protocols() if args.engine.split("==")[0] == p.name and "conform" in p.commands}
@@ -77,5 +77,5 @@ def _conform_protocol(args: argparse.Namespace):
         return default_protocol()
     found = protocol_named(families.pop())
     if "conform" not in found.commands:
-        raise BadInput(f"conform: the {found.name} protocol has no conformance harness")
+        raise BadInputError(f"conform: the {found.name} protocol has no conformance harness")
     return found

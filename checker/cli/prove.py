@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.checker.cli import prove_allsizes
-from kvproof.checker.cli.common import (EXIT_OK, BadInput, Progress, Summary, Tally,
+from kvproof.checker.cli.common import (EXIT_OK, BadInputError, Progress, Summary, Tally,
                                         claim_counts, console, plural, protocol_command, resolve)
 from kvproof.checker.cli.options import positive_float, positive_int
 from kvproof.model.scenario import builtins
@@ -112,11 +112,11 @@ def _prove(args: argparse.Namespace) -> int:
     from kvproof.checker.symbolic.proofs import ProofBudget, prove_scenario
 
     if (args.no_minimise or args.invariant_from is not None or args.irredundant) and not args.all_sizes:
-        raise BadInput("--no-minimise, --invariant-from and --irredundant go with --all-sizes only")
+        raise BadInputError("--no-minimise, --invariant-from and --irredundant go with --all-sizes only")
     if args.no_minimise and args.irredundant:
-        raise BadInput("--irredundant shrinks the minimised invariant further: drop --no-minimise")
+        raise BadInputError("--irredundant shrinks the minimised invariant further: drop --no-minimise")
     if args.no_minimise and args.invariant_from is not None:
-        raise BadInput("--invariant-from minimises the stored invariant: drop --no-minimise")
+        raise BadInputError("--invariant-from minimises the stored invariant: drop --no-minimise")
     if args.theorems:
         with Progress(not args.quiet, None, "") as progress:
             progress.note("proving the parametric theorems (Z3)")
@@ -138,7 +138,7 @@ def _prove(args: argparse.Namespace) -> int:
             summary.print(out)
         return summary.exit_code
     if args.link and not args.all_sizes:
-        raise BadInput("--link goes with --all-sizes (prove --all-sizes SCENARIO --link)")
+        raise BadInputError("--link goes with --all-sizes (prove --all-sizes SCENARIO --link)")
     if args.all_sizes and args.link:
         return prove_allsizes.prove_linked(args)
     if args.all_sizes:
@@ -201,7 +201,7 @@ def _prove_lifted(args: argparse.Namespace) -> int:
     from kvproof.checker.symbolic.lift import LiftBudget, LiftError, prove_lifted
 
     if len(args.scenarios) != 1:
-        raise BadInput("prove --lift-from takes exactly one SCENARIO (the larger instance)")
+        raise BadInputError("prove --lift-from takes exactly one SCENARIO (the larger instance)")
     large, small = resolve(args.scenarios[0]), resolve(args.lift_from)
     budget = LiftBudget(max_states=args.max_states, template_arity=args.template_arity,
                         small_seconds=args.induction_seconds, large_seconds=args.lemma_seconds,
@@ -216,7 +216,7 @@ def _prove_lifted(args: argparse.Namespace) -> int:
         try:
             r = prove_lifted(large, small, budget, certs, progress.note)
         except LiftError as e:
-            raise BadInput(f"{large.name} from {small.name}: {e}") from None
+            raise BadInputError(f"{large.name} from {small.name}: {e}") from None
     total = sum(r.seconds.values())
     proved = [row for row in r.rows if row.verdict == "proved"]
     wrong = [row for row in proved if row.expected != "verified"]

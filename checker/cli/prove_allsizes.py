@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from kvproof.checker.cli.common import EXIT_MISMATCH, EXIT_OK, BadInput, Progress, Summary, console, plural, resolve
+from kvproof.checker.cli.common import EXIT_MISMATCH, EXIT_OK, BadInputError, Progress, Summary, console, plural, resolve
 
 __all__ = ["prove_linked", "prove_all_sizes"]
 
@@ -27,11 +27,11 @@ def prove_linked(args: argparse.Namespace) -> int:
     from kvproof.checker.allsizes.prove import prove_by_link
 
     if len(args.scenarios) != 1 or args.lift_from is not None:
-        raise BadInput("prove --all-sizes --link takes exactly one SCENARIO (and no --lift-from)")
+        raise BadInputError("prove --all-sizes --link takes exactly one SCENARIO (and no --lift-from)")
     sc = resolve(args.scenarios[0])
     spec = sc.build()
     if args.certificate is not None and not Path(args.certificate).is_file():
-        raise BadInput(f"--certificate {args.certificate}: no such file")
+        raise BadInputError(f"--certificate {args.certificate}: no such file")
     out = console()
     with Progress(not args.quiet and not args.json, 1) as progress:
         progress.start(sc.name)
@@ -114,7 +114,7 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     from kvproof.checker.allsizes.prove import prove_all_sizes
 
     if len(args.scenarios) != 1 or args.lift_from is not None:
-        raise BadInput("prove --all-sizes takes exactly one SCENARIO (and no --lift-from)")
+        raise BadInputError("prove --all-sizes takes exactly one SCENARIO (and no --lift-from)")
     sc = resolve(args.scenarios[0])
     sc.build()
     certs = None if args.no_certificates else Path(args.certificates)
@@ -127,7 +127,7 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
                                 minimise_invariant=not args.no_minimise, invariant_from=args.invariant_from,
                                 irredundant=args.irredundant)
         except ValueError as e:
-            raise BadInput(str(e)) from None
+            raise BadInputError(str(e)) from None
     code = r.exit_code
     m = r.minimised
     if args.json:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from kvproof.checker.cli.common import (BadInput, Progress, Summary, Tally, add_protocol_arguments, console, plural,
+from kvproof.checker.cli.common import (BadInputError, Progress, Summary, Tally, add_protocol_arguments, console, plural,
                                         resolve)
 from kvproof.checker.cli.options import TRUST, positive_float, positive_int
 
@@ -60,12 +60,12 @@ def run(args: argparse.Namespace) -> int:
     base = resolve(args.scenario)
     workload = base.family_protocol().command("simulate")
     if workload is None:
-        raise BadInput(f"simulate: the {base.family} protocol has no workload simulator")
+        raise BadInputError(f"simulate: the {base.family} protocol has no workload simulator")
     sc = workload.scenario_of(base, args)
     try:
         machine = Machine(sc.build())
     except ValueError as e:
-        raise BadInput(f"simulate: {e}") from None
+        raise BadInputError(f"simulate: {e}") from None
     t0 = time.perf_counter()
     with Progress(True, args.requests, "requests") as progress:
         def tick(so_far) -> None:
