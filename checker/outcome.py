@@ -290,13 +290,13 @@ class Summary:
 
     def end(self, out=None, body: dict[str, Any] | None = None) -> int:
         """How every command ends: with ``body`` (``--json``), print the :meth:`document` of it
-        as one JSON object on stdout; else the closing line on ``out`` (nothing on a quiet
+        as one JSON object on stdout (a value JSON has no type for as its text); else the closing line on ``out`` (nothing on a quiet
         console: ``--quiet``).  Returns the exit code."""
         if body is None:
             return self.print(out)
         import json
 
-        sys.stdout.write(json.dumps(self.document(body), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(self.document(body), indent=2, ensure_ascii=False, default=str) + "\n")
         sys.stdout.flush()
         return self.exit_code
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import BadInputError, add_protocol_arguments, console, protocol_command
+from kvproof.checker.cli.common import (BadInputError, add_output_arguments, add_protocol_arguments, output_console,
+                                        protocol_command)
 from kvproof.checker.cli.options import MAX_SECONDS, positive_float, positive_int
 
 __all__ = ["NAME", "OUTPUTS", "add_parser", "prepare", "run"]
@@ -36,7 +37,7 @@ def add_parser(sub) -> None:
                          "observation)")
     au.add_argument("--traces", default="traces", metavar="DIR", help="where the hazards' traces go (default: traces)")
     au.add_argument("--no-traces", action="store_true", help="write no trace files")
-    au.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    add_output_arguments(au)
     au.add_argument("--reader", choices=("auto", "engine", "table"), default="auto",
                     help="read the launch line with the installed engine's own parser (engine), the flag table "
                          "generated from it (table), or the engine when the named version is installed (auto)")
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     """Map an engine's launch line to the model, check it, and print the hazards it is exposed to
     (kvproof's own options after ENGINE==VERSION were parsed by :func:`prepare`)."""
     run_audit = protocol_command("audit", args.engine.partition("==")[0].strip().lower())
-    return run_audit(args, console(), BadInputError)
+    return run_audit(args, output_console(args), BadInputError)
 
 
 def prepare(args: argparse.Namespace) -> None:

@@ -6,11 +6,11 @@ the Z3 engines (:mod:`.check_symbolic`)."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from kvproof.checker.cli import check_symbolic
-from kvproof.checker.cli.common import BadInputError, console, json_reports, reports_summary, resolve
+from kvproof.checker.cli.common import (BadInputError, add_output_arguments, finish, json_reports, output_console,
+                                        reports_summary, resolve)
 from kvproof.checker.cli.options import MAX_SECONDS, positive_float, positive_int
 from kvproof.checker.cli.outputs import write_outputs
 from kvproof.checker.cli.scenarios import limits_of, run_scenarios, unique
@@ -38,11 +38,10 @@ def add_parser(sub) -> None:
     ck.add_argument("--max-states", type=positive_int, metavar="N", help="stop after N distinct states")
     ck.add_argument("--max-seconds", type=positive_float, metavar="S", help=MAX_SECONDS)
     ck.add_argument("--max-depth", type=positive_int, metavar="D", help="explore at most D steps deep")
-    ck.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ck.add_argument("--traces", default="traces", metavar="DIR", help="where counterexamples go (default: traces)")
     ck.add_argument("--no-traces", action="store_true", help="write no trace files")
     ck.add_argument("--write-expected", metavar="FILE", help="write this run's verdicts and state counts as a TOML table")
-    ck.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    add_output_arguments(ck)
     ck.add_argument("--verbose", action="store_true",
                     help="a row for every claim of every scenario and every trace file's path (default: with "
                          "several scenarios, a row per scenario and a line per claim not as expected)")
@@ -110,20 +109,19 @@ def run(args: argparse.Namespace) -> int:
     write_outputs(args, reports)
     coverage = _coverage(scenarios, limits) if args.coverage and (args.json or not args.quiet) else None
     summary = reports_summary("check", reports, "explicit search")
+    out = output_console(args)
     if args.json:
         doc = json_reports(reports)
         for entry, cov in zip(doc["scenarios"], coverage or ()):
             entry["coverage"] = cov.to_json()
-        print(json.dumps({**doc, "summary": summary.to_json()}, indent=2))
-    elif not args.quiet:
+        return finish(args, summary, out, doc)
+    if not args.quiet:
         from kvproof.checker.report.render import render_reports  # rich: only to print the table
 
-        out = console()
         out.print(render_reports(reports, args.verbose), crop=False)  # the table's cells are never cut
         for sc, cov in zip(scenarios, coverage or ()):
             out.print(_coverage_text(sc.name, cov), soft_wrap=True)
-        summary.print(out)
-    return summary.exit_code
+    return finish(args, summary, out)
 
 
 BACKENDS = {

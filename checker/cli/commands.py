@@ -242,7 +242,7 @@ def _out_of_budget(args: argparse.Namespace) -> int:
     summary = Summary(args.command, args.budget.line(), 0, 0, 0, Tally(inconclusive=1).exit_code, meaning)
     try:
         if getattr(args, "json", False):
-            print(json.dumps({"summary": summary.to_json()}, indent=2), flush=True)
+            print(json.dumps(summary.document(), indent=2), flush=True)
         elif not getattr(args, "quiet", False):
             print(f"\nkvproof {args.command}: {args.budget.line()}; exit {summary.exit_code}: {meaning}", flush=True)
     except BrokenPipeError:

@@ -17,12 +17,43 @@ from kvproof.model.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
            "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInputError", "Summary", "Tally", "exit_code", "claim_counts", "reports_summary", "Progress",
-           "console", "resolve", "json_reports", "protocol_command", "add_protocol_arguments", "plural"]
+           "console", "resolve", "json_reports", "protocol_command", "add_protocol_arguments", "plural",
+           "add_output_arguments", "output_console", "finish", "JSON_HELP", "QUIET_HELP"]
 
 from kvproof.checker.outcome import (  # noqa: F401 - the command line's names for them
     _EXIT_STYLES, EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_MEANINGS, EXIT_MISMATCH,
     EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, Summary, Tally, console, exit_code, plural,
 )
+
+
+JSON_HELP = ("print one JSON object instead of the report: the command, its verdict and exit code, what it "
+             "found, and the summary (the exit code is the same)")
+"""The help of ``--json`` on every command that decides something."""
+QUIET_HELP = "print nothing; the exit code tells"
+"""The help of ``--quiet`` on every command that decides something."""
+
+
+def add_output_arguments(parser: Any, json_help: str = JSON_HELP) -> None:
+    """Add ``--json`` and ``--quiet`` to the ``parser`` of a command that decides something: the
+    one place they are defined (how the command ends is :func:`finish`)."""
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+
+
+def output_console(args: Any):
+    """The console a command prints its report on: one that prints nothing under ``--json``
+    (stdout is the JSON document's) or ``--quiet``."""
+    return console(quiet=bool(getattr(args, "json", False) or getattr(args, "quiet", False)))
+
+
+def finish(args: Any, summary: Summary, out: Any = None, body: dict[str, Any] | None = None) -> int:
+    """How every command that decides something ends (:meth:`~kvproof.checker.outcome.Summary.end`):
+    with ``--json`` the one JSON document (``command``, ``verdict``, ``exit_code``, ``body``'s
+    keys, ``summary``); else the closing line on ``out`` (nothing on ``--quiet``'s console);
+    the exit code."""
+    if getattr(args, "json", False):
+        return summary.end(None, body or {})
+    return summary.end(out if out is not None else output_console(args))
 
 
 def claim_counts(rows) -> tuple[int, int, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvproof.checker.cli.common import BadInputError, Progress, Summary, console, resolve
+from kvproof.checker.cli.common import BadInputError, Progress, Summary, add_output_arguments, finish, output_console, resolve
 from kvproof.checker.cli.options import TRUST, positive_int
 from kvproof.model.scenario import builtins
 
@@ -28,6 +28,7 @@ def add_parser(sub) -> None:
     cf.add_argument("--seed", type=int, default=0, metavar="S")
     cf.add_argument("--traces", default="traces", metavar="DIR", help="where a scenario's traces are (default: traces)")
     cf.add_argument("--variant", action="append", metavar="FILE.py", help=TRUST)
+    add_output_arguments(cf)
     cf.set_defaults(func=run)
 
 
@@ -35,12 +36,14 @@ def run(args: argparse.Namespace) -> int:
     """Run traces (replay) or random event sequences (``--random N``) on the real engine of the
     targets' protocol."""
     run_conform = _conform_protocol(args).command("conform")
-    out = console()
-    with Progress(True, None, "") as progress:
+    out = output_console(args)
+    with Progress(not args.quiet and not args.json, None, "") as progress:
         done = run_conform(args, resolve, out, BadInputError, progress=progress)
     skipped = getattr(done, "skipped", 0)
-    return Summary("conform", done.ran, done.matched, done.mismatched, skipped, done.exit_code,
-                   done.meaning, done.verdict).print(out)
+    summary = Summary("conform", done.ran, done.matched, done.mismatched, skipped, done.exit_code,
+                      done.meaning, done.verdict)
+    return finish(args, summary, out, {"results": [{"target": str(o.trace), "verdict": o.verdict}
+                                                   for o in done.outcomes], "not_run": skipped})
 
 
 def _conform_protocol(args: argparse.Namespace):

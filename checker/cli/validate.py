@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import BadInputError, console
+from kvproof.checker.cli.common import BadInputError, add_output_arguments, output_console
 from kvproof.checker.cli.options import positive_int
 
 __all__ = ["NAME", "OUTPUTS", "add_parser", "run"]
@@ -51,10 +51,10 @@ def add_parser(sub) -> None:
                          "soon as the line that shows it is read, and go on; a renamed-and-recreated or truncated "
                          "file, or a new header line, starts a new log; ends when the input ends (a pipe) or on "
                          "Ctrl-C, with the summary; no trace is written")
-    va.add_argument("--json", action="store_true",
-                    help="print JSON Lines instead of the report: one object per finding (\"finding\": violation, "
-                         "possible_violation, unexplained, undecided), one per log (\"verdict\"), then "
-                         "{\"summary\": ...}; the exit code is the same")
+    add_output_arguments(va, "print JSON Lines instead of the report: one object per finding (\"finding\": violation, "
+                             "possible_violation, unexplained, undecided), one per log (\"log\", \"verdict\"), then "
+                             "the closing object (the command, its verdict and exit code, the summary); the exit "
+                             "code is the same")
     va.set_defaults(func=run)
 
 
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
     from kvproof.checker.logs.fleet import log_files, validate_many
 
-    printer = JsonPrinter() if args.json else TextPrinter(console())
+    printer = JsonPrinter() if args.json else TextPrinter(output_console(args))
     if args.follow:
         if len(args.log) != 1 or os.path.isdir(args.log[0]):
             raise BadInputError("--follow: one log, a file or - (standard input)")
