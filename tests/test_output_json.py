@@ -119,3 +119,11 @@ def test_bad_input_stays_one_line_with_json(capsys, tmp_path):
     assert main(["certify", str(bad), "--json"]) == 3
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
+
+
+def test_the_output_pages_example_is_what_replay_prints(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    page = (ROOT / "docs" / "reference" / "output.md").read_text()
+    shown = page.split("```json\n", 1)[1].split("```", 1)[0]
+    assert main(["replay", "traces/incident__no_cross_tenant_read.itf.json", "--json"]) == 0
+    assert capsys.readouterr().out == shown
