@@ -140,9 +140,10 @@ def run_case(case: Path, pool: dict[str, bytes], tier: str, kind: str, argv: lis
     text = err.getvalue()
     assert code in EXIT_CODES, (argv, code, text)
     if code == 3:
-        if not argv:  # a bare ``kvproof``: its usage first (as argparse and git do), then the one line
-            assert text.startswith("usage: kvproof "), text
-        line = text.splitlines(keepends=True)[-1] if not argv else text
+        line = text
+        if text.startswith("usage: kvproof "):  # no command given: the usage first (as argparse and git do), then the one line
+            line = text.splitlines(keepends=True)[-1]
+            assert line == "kvproof: error: no command given (kvproof --help says what each does)\n", (argv, text)
         assert line.startswith("kvproof: error: ") and line.endswith("\n") and line.count("\n") == 1, (argv, text)
     assert "Traceback" not in text, (argv, text)
     left = [os.path.join(d, f) for d, _, fs in os.walk(case) for f in fs if f.startswith((".tmp-", ".kvproof-probe-"))]
