@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from kvproof.checker.outcome import WORDINGS, Inconclusive, Verified, Violated, exit_code, worded
 from kvproof.model.scenario import Scenario
 
-__all__ = ["EXIT_NOT_EXPOSED", "EXIT_EXPOSED", "EXIT_UNDECIDED", "assignment", "read_env_file", "take_prefix_environment", "parse_engine",
+__all__ = ["EXIT_NOT_EXPOSED", "EXIT_EXPOSED", "EXIT_UNDECIDED", "assignment", "read_option_file", "read_env_file", "take_prefix_environment", "parse_engine",
            "command_words", "take_assignments", "split_flags", "seconds", "count", "Launch", "SettingsBase", "Member",
            "Hazard", "Reading", "AuditReport", "check", "check_family", "launch_command", "environment", "header", "body",
            "emit", "nothing_to_audit", "conclude", "reading_lines", "report_json", "summary",
@@ -80,19 +80,28 @@ def _is_name(word: str) -> bool:
     return bool(word) and (word[0].isalpha() or word[0] == "_") and all(c.isalnum() or c == "_" for c in word)
 
 
+class _Unreadable(Exception):
+    """A file an option names that cannot be read as text (:func:`read_option_file`)."""
+
+
+def read_option_file(path: str | Path, flag: str, expected: str, bad) -> str:
+    """The UTF-8 text of the file that option ``flag`` names
+    (:func:`kvproof.model.files.read_user_text`); a file that cannot be read, or is not UTF-8
+    text, is one line of bad input (``bad``) naming the option, the file and what was
+    ``expected``."""
+    from kvproof.model.files import read_user_text
+
+    try:
+        return read_user_text(Path(path), _Unreadable, expected)
+    except _Unreadable as e:
+        raise bad(f"{flag} {e}") from None
+
+
 def read_env_file(path: str, bad) -> dict[str, str]:
     """``NAME=VALUE`` lines (``export`` in front, quotes around the value, blank lines and
     ``#`` comments allowed); a line that is none of these is one line of bad input naming the
     file and line."""
-    from kvproof.model.files import read_user_text
-
-    class _Bad(Exception):
-        pass
-
-    try:
-        text = read_user_text(Path(path), _Bad, "an environment file (NAME=VALUE lines)")
-    except _Bad as e:
-        raise bad(f"--env-file {e}") from None
+    text = read_option_file(path, "--env-file", "an environment file (NAME=VALUE lines)", bad)
     out: dict[str, str] = {}
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()

@@ -362,17 +362,7 @@ def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
             return Verdict("undecided", count, event, f"more than {max_states:,} states could follow this event "
                            f"(--max-states)", peak=peak, explored=search.explored, maybe=tracker.done())
         if all(nxt.values()):
-            common = any_ = 0
-            for mask in nxt.values():
-                common = mask if not any_ else common & mask
-                any_ |= mask
-            # the claims every explanation breaks; if none is common to all, those that some break
-            names = [c.name for i, c in enumerate(machine.claims) if (common or any_) >> i & 1]
-            bad = next(st for st, mask in nxt.items() if mask & (common or any_) == (common or any_)) \
-                if common else next(iter(nxt))
-            how = "breaks " if common else "breaks one of "
-            return Verdict("violation", count, event, "every behaviour that explains the log up to here " + how
-                           + ", ".join(names), list(closed), names, bad, peak, search.explored, tracker.done())
+            return _violation(machine, count, event, closed, nxt, 0, peak, search.explored, tracker.done())
         frontier = nxt
     tail = ""
     if tracker.pending():  # the closure after the last event belongs to it
@@ -384,9 +374,10 @@ def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
 
 
 def _violation(machine: Any, count: int, event: Event, closed: dict, nxt: dict, masked: int, peak: int,
-               explored: int) -> Verdict:
+               explored: int, maybe: "Maybe | None" = None) -> Verdict:
     """The :class:`Verdict` of a violation at ``event`` (every state of ``nxt`` dirty in a claim
-    outside ``masked``): the claims every explanation breaks, or those some break."""
+    outside ``masked``): the claims every explanation breaks, or, if none is common to all,
+    those some break; ``maybe`` is the first possible violation found by then (:func:`explain`)."""
     common = any_ = 0
     for mask in nxt.values():
         mask &= ~masked
@@ -397,7 +388,7 @@ def _violation(machine: Any, count: int, event: Event, closed: dict, nxt: dict, 
         if common else next(iter(nxt))
     how = "breaks " if common else "breaks one of "
     return Verdict("violation", count, event, "every behaviour that explains the log up to here " + how
-                   + ", ".join(names), list(closed), names, bad, peak, explored)
+                   + ", ".join(names), list(closed), names, bad, peak, explored, maybe)
 
 
 def monitor(machine: Machine, obs: Observation, events: Iterable[Event], max_states: int = DEFAULT_MAX_STATES,
