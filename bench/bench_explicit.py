@@ -64,14 +64,14 @@ def engine_at(rev: str):
     (``checker/explicit/search.py`` and ``checker/explicit/liveness.py``; everything else from this checkout)."""
     root = Path(__file__).resolve().parent.parent
     mods = []
-    for name in ("explicit", "liveness"):
-        src = subprocess.run(["git", "show", f"{rev}:checker/{name}.py"], cwd=root, check=True,
+    for name in ("search", "liveness"):
+        src = subprocess.run(["git", "show", f"{rev}:checker/explicit/{name}.py"], cwd=root, check=True,
                              capture_output=True, text=True).stdout
-        src = src.replace("kvproof.checker.explicit.search import", "_bench_old_explicit import")
+        src = src.replace("kvproof.checker.explicit.search import", "_bench_old_search import")
         spec = importlib.util.spec_from_loader(f"_bench_old_{name}", loader=None)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
-        exec(compile(src, f"{rev}:checker/{name}.py", "exec"), mod.__dict__)
+        exec(compile(src, f"{rev}:checker/explicit/{name}.py", "exec"), mod.__dict__)
         mods.append(mod)
     return mods[0].explore, mods[1].build_graph
 

@@ -343,7 +343,8 @@ import kvproof.spec
 if not kvproof.spec.__file__.startswith(sys.argv[1]):
     print(json.dumps({"error": "the installed kvproof shadows the mutated copy: " + kvproof.spec.__file__}))
     sys.exit(3)
-from kvproof.checker.results import exit_code
+from kvproof.checker.outcome import exit_code
+from kvproof.checker.results import judged
 from kvproof.checker.explicit.run import check_scenario
 from kvproof.model.scenario import builtins
 only = [n for n in sys.argv[3].split(",") if n]
@@ -352,7 +353,7 @@ scenarios = [s for s in builtins() if not only or s.name in only]
 scenarios.sort(key=lambda s: (order.get(s.name, 10**9), s.name))
 for sc in scenarios:
     rep = check_scenario(sc)
-    code = exit_code([rep])
+    code = exit_code(judged([rep]))
     if code != 0:
         wrong = [f"{c.claim} expected {c.expected}, found {c.verdict}" for c in rep.claims if c.verdict != c.expected]
         print(json.dumps({"caught": sc.name, "code": code, "claims": wrong}))

@@ -25,7 +25,7 @@ _PUBLIC = {  # name: the module that defines it (imported on first use, so the C
     "ClaimReport": "kvproof.checker.results", "Inconclusive": "kvproof.checker.results",
     "ScenarioReport": "kvproof.checker.results", "Verified": "kvproof.checker.results",
     "Violated": "kvproof.checker.results", "Reached": "kvproof.checker.results",
-    "Unreachable": "kvproof.checker.results", "exit_code": "kvproof.checker.results",
+    "Unreachable": "kvproof.checker.results", "exit_code": "kvproof.checker.outcome",
     "Proved": "kvproof.checker.outcome", "Refuted": "kvproof.checker.outcome",
     "Unexplained": "kvproof.checker.outcome", "Tally": "kvproof.checker.outcome", "judge": "kvproof.checker.outcome",
     "check_scenario": "kvproof.checker.explicit.run", "Checker": "kvproof.checker.explicit.run",

@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from kvproof.checker.outcome import Tally
+from kvproof.checker.outcome import WORDINGS, Inconclusive, Outcome, Tally, Verified, Violated, worded
 from kvproof.checker.traces import read_trace
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario, builtin, builtins
@@ -155,7 +155,13 @@ class Reproduced:
     claim: str
     steps: int
     how: str
-    verdict: str = "reproduced"
+    verdict: str = WORDINGS["conform"][Verified]
+
+    @property
+    def outcome(self) -> Outcome:
+        """The trace's outcome on the code: a verification of the expectation that the code
+        does what the model does (:data:`~kvproof.checker.outcome.WORDINGS`)."""
+        return worded("conform", Verified, self.path)
 
 
 @dataclass(frozen=True)
@@ -166,7 +172,13 @@ class Diverged:
     claim: str
     step: int
     reason: str
-    verdict: str = "diverged"
+    verdict: str = WORDINGS["conform"][Violated]
+
+    @property
+    def outcome(self) -> Outcome:
+        """The trace's outcome on the code: a violation of the expectation that the code does
+        what the model does."""
+        return worded("conform", Violated, self.path)
 
 
 ClaimCheck = Callable[[Any, Any], "str | None"]
@@ -202,17 +214,42 @@ def replay_stored(path: str | Path, harness_for: Callable, run_on_code: Callable
 
 
 class Conformed(NamedTuple):
-    """How a ``conform`` run ended: its exit code (0 or 1), what ran, how many traces or
-    scenarios agreed with the real engine and how many did not, what the code means, and how
-    many the harness cannot run (each named in a ``not run`` line; the run fails if nothing
-    could run)."""
+    """How a ``conform`` run ended: what ran, the outcome of each trace or scenario on the real
+    engine (:data:`~kvproof.checker.outcome.WORDINGS`: ``conform``'s words for replays,
+    ``conform --random``'s for random sequences), what the exit code means, and how many the
+    harness cannot run (each named in a ``not run`` line; the run fails if nothing could run).
+    Every outcome is judged against the expectation that the code does what the model does."""
 
-    exit_code: int
     ran: str
-    matched: int
-    mismatched: int
+    outcomes: tuple
     meaning: str
     skipped: int = 0
+
+    @property
+    def tally(self) -> Tally:
+        """How the outcomes compare with the expectation (each agreeing one matched)."""
+        return Tally.of((o, WORDINGS["conform"][Verified]) for o in self.outcomes)
+
+    @property
+    def matched(self) -> int:
+        """How many traces or scenarios agreed with the real engine."""
+        return self.tally.matched
+
+    @property
+    def mismatched(self) -> int:
+        """How many did not."""
+        return self.tally.mismatched
+
+    @property
+    def exit_code(self) -> int:
+        """:func:`~kvproof.checker.outcome.exit_code` of the outcomes (0 or 1)."""
+        return self.tally.exit_code
+
+    @property
+    def verdict(self) -> str:
+        """The run's word: that of its first disagreement, else of an agreement."""
+        bad = [o for o in self.outcomes if isinstance(o, Violated)]
+        return (bad or [*self.outcomes, worded("conform", Verified)])[0].verdict
 
 
 @dataclass(frozen=True)
@@ -240,7 +277,7 @@ def _runnable(items: list, check, name, refusals, out) -> tuple[list, int]:
         try:
             check(item)
         except refusals as e:
-            out.print(f"not run     {name(item)}: {e}", soft_wrap=True, markup=False)
+            out.print(f"{WORDINGS['conform'][Inconclusive]:<11} {name(item)}: {e}", soft_wrap=True, markup=False)
             first = first or e
             continue
         keep.append(item)
@@ -253,7 +290,7 @@ def run_random(driver: Driver, args: argparse.Namespace, scenarios: list[Scenari
     """``conform --random N``: N random sequences per scenario on the real engine; a line per
     scenario (the minimal disagreement when one disagrees)."""
     engine = driver.engine
-    agreed = 0
+    outcomes: list[Outcome] = []
     scenarios, skipped = _runnable(scenarios, driver.can_fuzz, lambda sc: sc.name, driver.refusals, out)
     if progress is not None:
         progress.total, progress.unit = len(scenarios), "scenarios"
@@ -261,7 +298,7 @@ def run_random(driver: Driver, args: argparse.Namespace, scenarios: list[Scenari
         if progress is not None:
             progress.start(f"{sc.name}: {args.random:,} random sequences on {engine}")
         rep = driver.fuzz(sc, args.random, args.seed)
-        agreed += rep.agrees
+        outcomes.append(worded("conform --random", Verified if rep.agrees else Violated, sc.name))
         with bar_paused(progress):
             if rep.agrees:
                 out.print(f"{sc.name}: {rep.sequences:,} random sequences ({rep.steps:,} steps) agree "
@@ -271,12 +308,11 @@ def run_random(driver: Driver, args: argparse.Namespace, scenarios: list[Scenari
             for k, label in enumerate(rep.disagreement, 1):
                 out.print(f"  {k:3}  {label}", markup=False)
             out.print(f"  {rep.result.reason}", soft_wrap=True, markup=False)
-    code = Tally(agreed, len(scenarios) - agreed).exit_code
     ran = (f"{len(scenarios)} scenario{'s' * (len(scenarios) != 1)}, {args.random:,} random sequences each "
            f"(seed {args.seed}) on {engine}")
-    meaning = (f"every scenario's sequences agree with {engine}" if code == 0
-               else f"a sequence disagrees with {engine}")
-    return Conformed(code, ran, agreed, len(scenarios) - agreed, meaning, skipped)
+    agree = all(isinstance(o, Verified) for o in outcomes)
+    meaning = f"every scenario's sequences agree with {engine}" if agree else f"a sequence disagrees with {engine}"
+    return Conformed(ran, tuple(outcomes), meaning, skipped)
 
 
 def run_replays(driver: Driver, traces: list[Path], out, bad, progress=None) -> Conformed:
@@ -287,23 +323,23 @@ def run_replays(driver: Driver, traces: list[Path], out, bad, progress=None) -> 
     if not traces:
         raise bad("conform: no stored counterexample to replay (kvproof check writes them)")
     traces, skipped = _runnable(traces, driver.can_replay, lambda p: p.name, driver.refusals, out)
-    reproduced = 0
+    outcomes: list[Outcome] = []
     if progress is not None:
         progress.total, progress.unit = len(traces), "traces"
     for path in traces:
         if progress is not None:
             progress.start(f"{path.name} on {engine}")
         v = driver.replay(path)
+        outcomes.append(v.outcome)
         with bar_paused(progress):
-            if v.verdict == "reproduced":
-                out.print(f"reproduced  {path.name}: {v.steps} steps, {v.how}", soft_wrap=True, markup=False)
-                reproduced += 1
+            if isinstance(v.outcome, Verified):
+                out.print(f"{v.verdict:<11} {path.name}: {v.steps} steps, {v.how}", soft_wrap=True, markup=False)
             else:
-                out.print(f"diverged    {path.name} at step {v.step}: {v.reason}", soft_wrap=True, markup=False)
-    code = Tally(reproduced, len(traces) - reproduced).exit_code
+                out.print(f"{v.verdict:<11} {path.name} at step {v.step}: {v.reason}", soft_wrap=True, markup=False)
     ran = f"{len(traces)} trace{'s' * (len(traces) != 1)} replayed on {engine}"
-    meaning = f"every trace reproduces on {engine}" if code == 0 else f"a trace diverges on {engine}"
-    return Conformed(code, ran, reproduced, len(traces) - reproduced, meaning, skipped)
+    agree = all(isinstance(o, Verified) for o in outcomes)
+    meaning = f"every trace reproduces on {engine}" if agree else f"a trace diverges on {engine}"
+    return Conformed(ran, tuple(outcomes), meaning, skipped)
 
 
 def run_on_engine(args: argparse.Namespace, resolve: Callable[[str], Scenario], out, bad, progress, *,

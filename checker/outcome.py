@@ -30,7 +30,8 @@ from typing import Any, Iterable
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
            "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "EXIT_MEANINGS", "Verified", "Violated",
            "Reached", "Unreachable", "Proved", "Refuted", "Inconclusive", "Unexplained", "BadInput", "Outcome",
-           "VERDICTS", "outcome_named", "judge", "Tally", "exit_code", "Summary", "console", "plural"]
+           "WORDINGS", "VERDICTS", "worded", "outcome_named", "judge", "Tally", "exit_code", "JUDGEMENTS", "Summary",
+           "console", "plural"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT = 0, 1, 2, 3
 EXIT_OUT_OF_MEMORY = 4  # the search ran out of memory: one line with the advice (fingerprints, symmetry, workers)
@@ -133,15 +134,38 @@ class BadInput:
 
 Outcome = Verified | Violated | Reached | Unreachable | Proved | Refuted | Inconclusive | Unexplained | BadInput
 
+WORDINGS: dict[str, dict[type, str]] = {
+    "audit": {Verified: "not exposed", Violated: "exposed", Inconclusive: "cannot decide", BadInput: "bad input"},
+    "validate": {Verified: "explained", Violated: "violation", Inconclusive: "undecided", Unexplained: "unexplained",
+                 BadInput: "bad input"},
+    "conform": {Verified: "reproduced", Violated: "diverged", Inconclusive: "not run"},
+    "conform --random": {Verified: "agrees", Violated: "disagrees", Inconclusive: "not run"},
+    "audit claim": {Verified: "holds", Violated: "violated", Inconclusive: "cut short"},
+}
+"""The commands that speak of their outcomes in words of their own: for each, the word it prints
+for each outcome.  ``audit``'s *exposed* is a violation of what a deployment is expected to be
+(*not exposed*); ``validate``'s answers are outcomes of the expectation that a log is explained
+by a behaviour that breaks no invariant; ``conform``'s are a stored trace reproduced on the real
+engine's code or not (``--random``: a random sequence agrees with it or not); an audit's claim
+*holds* in a scenario of the family, is *violated* there, or its search was *cut short*."""
+
 VERDICTS: dict[str, type] = {
+    **{word: cls for words in WORDINGS.values() for cls, word in words.items()},
     "verified": Verified, "violated": Violated, "reached": Reached, "unreachable": Unreachable,
     "proved": Proved, "holds": Proved, "refuted": Refuted, "inconclusive": Inconclusive,
     "unexplained": Unexplained, "bad input": BadInput,
 }
 """Every verdict word any engine or command prints, and the outcome it names."""
 
-_ESTABLISHES = {Proved: "verified", Refuted: "violated"}
+_ESTABLISHES = {Proved: Verified, Refuted: Violated}
 _UNDECIDED = {Inconclusive: "inconclusive", Unexplained: "unexplained", BadInput: "bad input"}
+
+
+def worded(command: str, cls: type, *payload: Any) -> Outcome:
+    """The outcome ``cls`` (with ``payload``, its fields in order) as ``command`` words it
+    (:data:`WORDINGS`): ``worded("audit", Violated, trace)`` is a violation whose verdict word is
+    *exposed*."""
+    return cls(*payload, verdict=WORDINGS[command][cls])
 
 
 def outcome_named(verdict: str) -> Outcome:
@@ -158,14 +182,15 @@ def outcome_named(verdict: str) -> Outcome:
 def judge(outcome: Outcome, expected: str | None = None) -> str:
     """How ``outcome`` compares with the verdict ``expected`` of it: ``inconclusive``,
     ``unexplained`` or ``bad input`` whatever was expected; otherwise ``matched`` when it is the
-    expected verdict (a proof matches *verified*, a refutation *violated*) or nothing was
-    expected, ``mismatched`` when not."""
+    outcome the expected word names (:data:`VERDICTS`: a proof matches *verified*, a refutation
+    *violated*, *exposed* is a violation) or nothing was expected, ``mismatched`` when not."""
     undecided = _UNDECIDED.get(type(outcome))
     if undecided:
         return undecided
-    if expected is None or expected in (outcome.verdict, _ESTABLISHES.get(type(outcome))):
+    if expected is None or expected == outcome.verdict:
         return "matched"
-    return "mismatched"
+    named = VERDICTS.get(expected)
+    return "matched" if named is not None and named in (type(outcome), _ESTABLISHES.get(type(outcome))) else "mismatched"
 
 
 @dataclass(frozen=True)
@@ -210,6 +235,14 @@ def exit_code(outcomes: Tally | Iterable[tuple[Outcome, str | None]]) -> int:
     return EXIT_OK
 
 
+JUDGEMENTS: dict[int, str] = {Tally(**{field: 1}).exit_code: word for field, word in (
+    ("matched", "matched"), ("mismatched", "mismatched"), ("inconclusive", "inconclusive"),
+    ("unexplained", "unexplained"), ("bad_input", "bad input"))}
+"""A run's verdict word for each exit code :func:`exit_code` gives (the :func:`judge` word of
+the judgement that decided it): what the ``verdict`` key of a command's ``--json`` says when the
+command has no word of its own (:data:`WORDINGS`)."""
+
+
 def plural(n: int, word: str) -> str:
     """``n`` and ``word``, with an ``s`` unless ``n`` is one (``1 claim``, ``1,024 claims``)."""
     return f"{n:,} {word if n == 1 else word + 's'}"
@@ -217,9 +250,10 @@ def plural(n: int, word: str) -> str:
 
 @dataclass(frozen=True)
 class Summary:
-    """How a run ended, in the one closing line every command prints (and the ``summary``
-    object of its ``--json``): what ran, how many claims matched their expectation, how many
-    did not, how many are inconclusive, and what the exit code means."""
+    """How a run ended, in the one closing line every command prints (and the top of its
+    ``--json`` document, :meth:`document`): what ran, how many claims matched their expectation,
+    how many did not, how many are inconclusive, what the exit code means and the run's verdict
+    word (the command's own, else :data:`JUDGEMENTS`)."""
 
     command: str
     ran: str
@@ -228,10 +262,13 @@ class Summary:
     inconclusive: int
     exit_code: int
     meaning: str = ""
+    verdict: str = ""
 
     def __post_init__(self) -> None:
         if not self.meaning:
             object.__setattr__(self, "meaning", EXIT_MEANINGS.get(self.exit_code, ""))
+        if not self.verdict:
+            object.__setattr__(self, "verdict", JUDGEMENTS.get(self.exit_code, ""))
 
     def line(self) -> str:
         """The closing line, e.g. ``kvproof check: 1 scenario, 12 claims (explicit search): 12
@@ -244,6 +281,25 @@ class Summary:
         return {"command": self.command, "ran": self.ran, "matched": self.matched, "mismatched": self.mismatched,
                 "inconclusive": self.inconclusive, "exit_code": self.exit_code, "meaning": self.meaning}
 
+    def document(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A command's whole ``--json`` document: the same top-level keys on every command -
+        ``command``, ``verdict`` (the run's verdict word), ``exit_code`` - then the command's own
+        ``body``, then the ``summary`` object (:meth:`to_json`)."""
+        head = {"command": self.command, "verdict": self.verdict, "exit_code": self.exit_code}
+        return {**head, **{k: v for k, v in (body or {}).items() if k not in head}, "summary": self.to_json()}
+
+    def end(self, out=None, body: dict[str, Any] | None = None) -> int:
+        """How every command ends: with ``body`` (``--json``), print the :meth:`document` of it
+        as one JSON object on stdout (a value JSON has no type for as its text); else the closing line on ``out`` (nothing on a quiet
+        console: ``--quiet``).  Returns the exit code."""
+        if body is None:
+            return self.print(out)
+        import json
+
+        sys.stdout.write(json.dumps(self.document(body), indent=2, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.flush()
+        return self.exit_code
+
     def print(self, out=None) -> int:
         """Print the closing line on ``out`` (default: a console on stdout; colour only on a
         terminal, and never with ``NO_COLOR``) and return the exit code."""
@@ -254,13 +310,13 @@ class Summary:
         return self.exit_code
 
 
-def console(stream=None):
+def console(stream=None, quiet: bool = False):
     """Rich console on stdout; a pipe or CI log gets no colour codes and ``COLUMNS`` columns
     (120 when it is not set), the width prose is wrapped at (tables of verdicts are plain aligned
     columns, never cut: :class:`~kvproof.checker.report.columns.AlignedTable`).  When the
     reader of the pipe leaves (``kvproof show … | head``), printing raises ``BrokenPipeError``
     for ``main`` to end quietly with exit 141 (rich's own handling exits 1, kvproof's code for
-    a verdict that does not match)."""
+    a verdict that does not match).  A ``quiet`` console prints nothing (``--quiet``, ``--json``)."""
     from rich.console import Console
 
     class _Console(Console):
@@ -271,6 +327,6 @@ def console(stream=None):
     stream = stream or sys.stdout
     columns = os.environ.get("COLUMNS", "")
     width = None if stream.isatty() else int(columns) if columns.isdigit() and int(columns) > 0 else 120
-    return _Console(file=stream, highlight=False, width=width)
+    return _Console(file=stream, highlight=False, width=width, quiet=quiet)
 
 

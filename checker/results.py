@@ -18,11 +18,10 @@ from pathlib import Path
 
 from kvproof.model.scenario import Scenario, ScenarioError, did_you_mean
 from kvproof.checker.outcome import Inconclusive, Reached, Unreachable, Verified, Violated, judge
-from kvproof.checker.outcome import exit_code as _exit_code
 from kvproof.checker.traces import Trace
 
 __all__ = ["Stats", "Verified", "Violated", "Reached", "Unreachable", "Inconclusive", "Result", "ClaimReport",
-           "ScenarioReport", "exit_code", "found", "not_found", "default_expectation", "expectations_of"]
+           "ScenarioReport", "judged", "found", "not_found", "default_expectation", "expectations_of"]
 
 
 @dataclass
@@ -147,7 +146,7 @@ class ScenarioReport:
     subclasses), so a verified invariant may be vacuous."""
 
 
-def exit_code(reports: list[ScenarioReport]) -> int:
-    """0 when every verdict matches, 1 when one does not, else 2 when one is inconclusive
-    (:func:`kvproof.checker.outcome.exit_code` of every claim's result and expectation)."""
-    return _exit_code((c.result, c.expected) for r in reports for c in r.claims)
+def judged(reports: list[ScenarioReport]) -> list[tuple[Result, str]]:
+    """Every claim's outcome with the verdict expected of it, over ``reports``: what
+    :func:`kvproof.checker.outcome.exit_code` maps to the run's exit code."""
+    return [(c.result, c.expected) for r in reports for c in r.claims]

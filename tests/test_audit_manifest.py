@@ -134,6 +134,11 @@ def write(tmp_path, text, name="deploy.yaml"):
     return str(p)
 
 
+def audit_manifest(capsys, tmp_path, engine, text, *after, before=()):
+    """``kvproof audit ENGINE [BEFORE...] --manifest FILE [AFTER...]``, FILE holding ``text``."""
+    return run(capsys, tmp_path, engine, *before, "--manifest", write(tmp_path, text), *after)
+
+
 # -- reading manifests (no search) -----------------------------------------------------------------
 
 
@@ -217,7 +222,7 @@ def test_sglang_pair_takes_each_value_from_the_side_that_reads_it():
 
 
 def test_sglang_manifest_pair_is_audited_with_sided_remedies(capsys, tmp_path):
-    code, out, err = run(capsys, tmp_path, "sglang==0.5.23", "--manifest", write(tmp_path, llmd()))
+    code, out, err = audit_manifest(capsys, tmp_path, "sglang==0.5.23", llmd())
     assert code == 1, out + err
     assert "prefill: DisaggregatedSet/pd-disagg-sglang role prefill container modelserver" in out
     assert "removed by: decode: SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT=61 (above two transfer calls)" in out
@@ -233,25 +238,24 @@ def test_sglang_manifest_pair_is_audited_with_sided_remedies(capsys, tmp_path):
      2, "verdict: cannot decide"),
 ])
 def test_manifest_bad_input_and_cannot_decide(capsys, tmp_path, text, code, message):
-    got, out, err = run(capsys, tmp_path, "sglang==0.5.23", "--manifest", write(tmp_path, text))
+    got, out, err = audit_manifest(capsys, tmp_path, "sglang==0.5.23", text)
     assert got == code and message in out + err
     if code == 3:
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_manifest_and_a_launch_line_are_not_both_given(capsys, tmp_path):
-    code, _, err = run(capsys, tmp_path, "sglang==0.5.23", "--manifest", write(tmp_path, llmd()), "--",
+    code, _, err = audit_manifest(capsys, tmp_path, "sglang==0.5.23", llmd(), "--",
                        "python", "-m", "sglang.launch_server")
     assert code == 3 and "not both" in err
 
 
 def test_vllm_pair_with_different_leases_cannot_be_decided(capsys, tmp_path):
-    code, out, _ = run(capsys, tmp_path, "vllm==0.33.0", "--arrival-bound", "2", "--transfer-bound", "60",
-                       "--manifest", write(tmp_path, kthena(decode_lease=300)))
+    bounds = ("--arrival-bound", "2", "--transfer-bound", "60")
+    code, out, _ = audit_manifest(capsys, tmp_path, "vllm==0.33.0", kthena(decode_lease=300), before=bounds)
     assert code == 2
     assert "kv_lease_duration: prefill 30 s, decode 300 s" in out and "set the same kv_lease_duration on both sides" in out
-    code, out, _ = run(capsys, tmp_path, "vllm==0.33.0", "--arrival-bound", "2", "--transfer-bound", "60",
-                       "--manifest", write(tmp_path, kthena(300, 300)))
+    code, out, _ = audit_manifest(capsys, tmp_path, "vllm==0.33.0", kthena(300, 300), before=bounds)
     assert code == 0, out
 
 
@@ -383,7 +387,7 @@ def test_the_how_to_page_shows_what_the_commands_print(capsys, monkeypatch, comm
 def test_manifest_json_names_the_pair_and_sided_remedies(capsys, tmp_path):
     import json
 
-    code, out, _ = run(capsys, tmp_path, "sglang==0.5.23", "--json", "--manifest", write(tmp_path, llmd()))
+    code, out, _ = audit_manifest(capsys, tmp_path, "sglang==0.5.23", llmd(), before=("--json",))
     doc = json.loads(out)
     assert code == doc["exit_code"] == 1 and doc["verdict"] == "exposed"
     assert [(p["side"], p["container"]) for p in doc["pair"]] == [
@@ -395,7 +399,7 @@ def test_manifest_json_names_the_pair_and_sided_remedies(capsys, tmp_path):
 
 
 def test_manifest_refuses_a_launch_lines_environment(capsys, tmp_path):
-    code, _, err = run(capsys, tmp_path, "sglang==0.5.23", "--manifest", write(tmp_path, llmd()), "--env", "A=1")
+    code, _, err = audit_manifest(capsys, tmp_path, "sglang==0.5.23", llmd(), "--env", "A=1")
     assert code == 3 and "--env and --env-file are a launch line's" in err
 
 
@@ -440,7 +444,7 @@ def test_dynamo_graph_deployment_roles_envs_and_what_cannot_be_read(capsys, tmp_
     assert (d.role, d.role_from, d.env) == ("decode", "subComponentType decode", {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5600"})
     assert d.commands == [["python3", "-m", "dynamo.vllm", "--model", "Qwen/Qwen3-0.6B", "--is-decode-worker"]]
     assert any("Secret hf-token-secret" in u for u in d.unread)
-    code, out, _ = run(capsys, tmp_path, "vllm==0.33.0", "--manifest", write(tmp_path, DYNAMO_VLLM))
+    code, out, _ = audit_manifest(capsys, tmp_path, "vllm==0.33.0", DYNAMO_VLLM)
     assert code == 2
     assert "decode: no kv_connector on its line" in out and "dynamo: --is-decode-worker (decode)" in out
 
@@ -479,7 +483,7 @@ spec:
 
 def test_helm_output_with_a_configmap_reference(capsys, tmp_path):
     bounds = ["--arrival-bound", "2", "--transfer-bound", "60"]
-    code, out, _ = run(capsys, tmp_path, "vllm==0.33.0", *bounds, "--manifest", write(tmp_path, HELM_VLLM))
+    code, out, _ = audit_manifest(capsys, tmp_path, "vllm==0.33.0", HELM_VLLM, before=bounds)
     assert code == 0, out
     assert "prefill: Deployment/ms-prefill container vllm (label llm-d.ai/role=prefill)" in out
     assert "kv_lease_duration 300 s" in out

@@ -67,11 +67,66 @@ def test_the_explicit_engines_results_are_the_outcomes():
 
 def test_every_commands_codes_come_from_the_one_map():
     from kvproof.checker.audit import common as audit
-    from kvproof.checker.cli.validate import VALIDATE_EXITS
+    from kvproof.checker.logs.validate_output import exit_of
 
     assert (audit.EXIT_NOT_EXPOSED, audit.EXIT_EXPOSED, audit.EXIT_UNDECIDED) == (0, 1, 2)
     assert audit.undecided_code([]) == 0 and audit.undecided_code(["--config x.yaml"]) == 2
-    assert VALIDATE_EXITS == {"explained": 0, "violation": 1, "undecided": 2, "unexplained": 5}
+    assert {a: exit_of([a]) for a in ("explained", "violation", "undecided", "unexplained", "bad input")} == {
+        "explained": 0, "violation": 1, "undecided": 2, "unexplained": 5, "bad input": 3}
+    assert exit_of(["violation", "bad input"]) == 1  # a log that cannot be read does not hide the others'
+    assert exit_of(["unexplained", "bad input"]) == 5 and exit_of(["undecided", "bad input"]) == 3
+
+
+def test_the_commands_own_words_are_outcomes_judged_against_their_expectation():
+    from kvproof.checker.audit.common import NOT_EXPOSED
+    from kvproof.checker.conform import Conformed, Diverged, Reproduced
+    from kvproof.checker.logs.validate_output import EXPECTED
+
+    assert [judge(outcome.worded("audit", cls, *p), NOT_EXPOSED) for cls, p in
+            ((Verified, ()), (Violated, ()), (Inconclusive, ("x",)))] == ["matched", "mismatched", "inconclusive"]
+    assert judge(outcome_named("violation"), EXPECTED) == "mismatched" and judge(outcome_named("explained"), EXPECTED) == "matched"
+    ok, bad = Reproduced(Path("a"), "c", 3, "as the model"), Diverged(Path("b"), "c", 2, "differs")
+    assert (ok.outcome.verdict, bad.outcome.verdict) == ("reproduced", "diverged")
+    done = Conformed("2 traces", (ok.outcome, bad.outcome), "a trace diverges")
+    assert (done.matched, done.mismatched, done.exit_code, done.verdict) == (1, 1, 1, "diverged")
+    assert Conformed("1", (outcome.worded("conform --random", Verified),), "").exit_code == 0
+
+
+def _second_vocabularies(where: str, text: str) -> list[str]:
+    """Literals of the module ``text`` that are a second exit map (a dict with an ``EXIT_*``
+    name among its keys or values) or a second verdict word list (a dict, list, tuple or set
+    naming two verdict words or more)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Dict):
+            items = [*node.keys, *node.values]
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = node.elts
+        else:
+            continue
+        if isinstance(node, ast.Dict) and any(isinstance(i, ast.Name) and i.id.startswith("EXIT_") for i in items):
+            found.append(f"{where}:{node.lineno}: an exit map")
+        words = {i.value for i in items if isinstance(i, ast.Constant) and i.value in VERDICTS}
+        if len(words) >= 2:
+            found.append(f"{where}:{node.lineno}: verdict words {sorted(words)}")
+    return found
+
+
+def test_no_second_exit_map_or_verdict_word_list():
+    """The exit codes and the verdict words live in ``checker/outcome.py`` only (:data:`VERDICTS`,
+    :data:`~kvproof.checker.outcome.WORDINGS`, :func:`exit_code`); a module that spells two of
+    them out in a table of its own is a second vocabulary."""
+    found = []
+    for package in ("checker", "spec"):
+        for f in sorted((ROOT / package).rglob("*.py")):
+            if f.relative_to(ROOT).as_posix() != "checker/outcome.py":
+                found += _second_vocabularies(str(f.relative_to(ROOT)), f.read_text())
+    assert found == []
+    planted = ('MEANING = {EXIT_OK: "fine", EXIT_MISMATCH: "not"}\n'
+               'WORDS = ("exposed", "not exposed")\nok = x in ("explained",)\n')
+    assert _second_vocabularies("m.py", planted) == ["m.py:1: an exit map", "m.py:2: verdict words ['exposed', 'not exposed']"]
 
 
 _CHOICE = re.compile(r"EXIT_[A-Z_]+ if |else EXIT_[A-Z_]+\b|(?:code|exit_code) = [0-9]\b")

@@ -33,7 +33,7 @@ def run(capsys, *argv):
 
 def _verdicts(out):
     objs = [json.loads(line) for line in out.splitlines()]
-    return [o for o in objs if "verdict" in o], [o for o in objs if "finding" in o], objs[-1]["summary"]
+    return [o for o in objs if "log" in o and "verdict" in o], [o for o in objs if "finding" in o], objs[-1]["summary"]
 
 
 def test_a_directory_gets_one_verdict_per_log_and_one_summary(tmp_path, capsys):

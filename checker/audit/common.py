@@ -30,25 +30,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from kvproof.checker.outcome import Tally
+from kvproof.checker.outcome import WORDINGS, Inconclusive, Verified, Violated, exit_code, worded
 from kvproof.model.scenario import Scenario
 
-__all__ = ["EXIT_NOT_EXPOSED", "EXIT_EXPOSED", "EXIT_UNDECIDED", "assignment", "read_env_file", "take_prefix_environment", "parse_engine",
+__all__ = ["EXIT_NOT_EXPOSED", "EXIT_EXPOSED", "EXIT_UNDECIDED", "assignment", "read_option_file", "read_env_file", "take_prefix_environment", "parse_engine",
            "command_words", "take_assignments", "split_flags", "seconds", "count", "Launch", "SettingsBase", "Member",
            "Hazard", "Reading", "AuditReport", "check", "check_family", "launch_command", "environment", "header", "body",
            "emit", "nothing_to_audit", "conclude", "reading_lines", "report_json", "summary",
-            "nothing_to_audit_json", "reading_json", "undecided_code"]
+            "nothing_to_audit_json", "reading_json", "undecided_code", "undecided_outcome", "NOT_EXPOSED"]
 
-EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = Tally().exit_code, Tally(mismatched=1).exit_code, Tally(inconclusive=1).exit_code
-"""The audit's exit codes, from :func:`kvproof.checker.outcome.exit_code`: not exposed (every claim
-holds), exposed (a claim is violated), cannot decide (inconclusive); bad input, 3, is the command
-line's."""
+NOT_EXPOSED = WORDINGS["audit"][Verified]
+"""What a deployment is expected to be: the audit's outcomes are judged against it."""
+
+EXIT_NOT_EXPOSED, EXIT_EXPOSED, EXIT_UNDECIDED = (exit_code([(worded("audit", *o), NOT_EXPOSED)])
+                                                  for o in ((Verified,), (Violated,), (Inconclusive, "")))
+"""The audit's exit codes, from :func:`kvproof.checker.outcome.exit_code` of its outcomes: not
+exposed (every claim holds), exposed (a claim is violated), cannot decide (inconclusive); bad
+input, 3, is the command line's."""
+
+
+def undecided_outcome(undecided: Sequence[str]):
+    """The outcome of a launch with no KV handoff: not exposed, or cannot decide when something
+    given was not read (``undecided``) and could have set one up."""
+    if undecided:
+        return worded("audit", Inconclusive, "not read, could set up a KV handoff: " + "; ".join(undecided))
+    return worded("audit", Verified)
 
 
 def undecided_code(undecided: Sequence[str]) -> int:
-    """The exit code of a launch with no KV handoff: not exposed, or cannot decide when something
-    given was not read (``undecided``) and could have set one up."""
-    return Tally(inconclusive=int(bool(undecided))).exit_code
+    """The exit code of :func:`undecided_outcome`."""
+    return exit_code([(undecided_outcome(undecided), NOT_EXPOSED)])
 
 # -- reading the input ----------------------------------------------------------------------------
 
@@ -69,19 +80,28 @@ def _is_name(word: str) -> bool:
     return bool(word) and (word[0].isalpha() or word[0] == "_") and all(c.isalnum() or c == "_" for c in word)
 
 
+class _Unreadable(Exception):
+    """A file an option names that cannot be read as text (:func:`read_option_file`)."""
+
+
+def read_option_file(path: str | Path, flag: str, expected: str, bad) -> str:
+    """The UTF-8 text of the file that option ``flag`` names
+    (:func:`kvproof.model.files.read_user_text`); a file that cannot be read, or is not UTF-8
+    text, is one line of bad input (``bad``) naming the option, the file and what was
+    ``expected``."""
+    from kvproof.model.files import read_user_text
+
+    try:
+        return read_user_text(Path(path), _Unreadable, expected)
+    except _Unreadable as e:
+        raise bad(f"{flag} {e}") from None
+
+
 def read_env_file(path: str, bad) -> dict[str, str]:
     """``NAME=VALUE`` lines (``export`` in front, quotes around the value, blank lines and
     ``#`` comments allowed); a line that is none of these is one line of bad input naming the
     file and line."""
-    from kvproof.model.files import read_user_text
-
-    class _Bad(Exception):
-        pass
-
-    try:
-        text = read_user_text(Path(path), _Bad, "an environment file (NAME=VALUE lines)")
-    except _Bad as e:
-        raise bad(f"--env-file {e}") from None
+    text = read_option_file(path, "--env-file", "an environment file (NAME=VALUE lines)", bad)
     out: dict[str, str] = {}
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -310,13 +330,25 @@ class AuditReport:
     clean verdict undecidable."""
 
     @property
-    def exit_code(self) -> int:
-        """2 when the checked model is not the deployment (a setting it does not cover, an unknown
-        handoff setting); else 1 when a hazard was found (a violation found stands even if another
-        search was cut short); else 2 when a search was cut short; else 0."""
+    def outcome(self):
+        """What the audit found, in its own words (:data:`~kvproof.checker.outcome.WORDINGS`):
+        cannot decide when the checked model is not the deployment (a setting it does not
+        cover, an unknown handoff setting); else exposed when a hazard was found (a violation
+        found stands even if another search was cut short); else cannot decide when a search
+        was cut short; else not exposed."""
         if self.settings.unmodelled or self.undecided_unknown():  # the model checked is not the deployment
-            return Tally(inconclusive=1).exit_code
-        return Tally(mismatched=len(self.hazards), inconclusive=len(self.cut_short)).exit_code
+            return worded("audit", Inconclusive, "the model checked is not the deployment")
+        if self.hazards:
+            return worded("audit", Violated, self.hazards[0].trace)
+        if self.cut_short:
+            return worded("audit", Inconclusive, "a limit cut a search short")
+        return worded("audit", Verified)
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code of :attr:`outcome` against :data:`NOT_EXPOSED` (1 exposed, 2 cannot
+        decide, 0 not exposed)."""
+        return exit_code([(self.outcome, NOT_EXPOSED)])
 
     def undecided_unknown(self) -> list[str]:
         """Unknown names that belong to the KV handoff (they could change the verdict)."""
@@ -426,7 +458,7 @@ def body(r: AuditReport, hazards: Mapping[str, str], no_fix: str) -> list[str]:
     if lifecycle:
         lines.append("unknown handoff settings could change the verdict: " + ", ".join(lifecycle))
     code = r.exit_code
-    verdict = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed", EXIT_UNDECIDED: "cannot decide"}[code]
+    verdict = r.outcome.verdict
     if code == EXIT_UNDECIDED and r.hazards:
         verdict += f" (the model checked is exposed to {len(r.hazards)})"
     elif code == EXIT_UNDECIDED and r.cut_short and not s.unmodelled and not lifecycle:
@@ -451,13 +483,19 @@ def nothing_to_audit(out: Any, lines: list[str], why: str, engine: str = "", rel
     flags) and could have set one up."""
     from kvproof.checker.outcome import Summary
 
-    code = undecided_code(undecided)
+    found = undecided_outcome(undecided)
     extra = [f"not read, could set up a KV handoff: {u}" for u in undecided]
-    verdict = "cannot decide" if undecided else "not exposed"
-    emit(out, [*lines, why, *extra, f"verdict: {verdict}"])
-    version = getattr(release, "version", "")
-    return Summary("audit", f"{engine}=={version}, no KV handoff", 0, 0, int(bool(undecided)), code,
-                   verdict).print(out)
+    emit(out, [*lines, why, *extra, f"verdict: {found.verdict}"])
+    return _nothing_summary(engine, release, undecided).print(out)
+
+
+def _nothing_summary(engine: str, release: Any, undecided: Sequence[str]):
+    """The closing line of a launch with no KV handoff."""
+    from kvproof.checker.outcome import Summary
+
+    found = undecided_outcome(undecided)
+    return Summary("audit", f"{engine}=={getattr(release, 'version', '')}, no KV handoff", 0, 0,
+                   int(bool(undecided)), undecided_code(undecided), found.verdict, found.verdict)
 
 
 def reading_lines(r: Reading) -> list[str]:
@@ -472,9 +510,6 @@ def reading_lines(r: Reading) -> list[str]:
     return lines
 
 
-_VERDICTS = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed", EXIT_UNDECIDED: "cannot decide"}
-
-
 def report_json(engine: str, r: AuditReport, reading: Reading | None, rows: list[tuple[str, str, str]] | None,
                 hazards: Mapping[str, str], no_fix: str) -> dict[str, Any]:
     """The audit as one JSON object: the engine, how the line was read, the settings read (the
@@ -483,6 +518,7 @@ def report_json(engine: str, r: AuditReport, reading: Reading | None, rows: list
     traces and remedies, and the verdict."""
     s = r.settings
     found = {(h.member.key, h.claim) for h in r.hazards}
+    claim_words = WORDINGS["audit claim"]
     also = {(m.key, h.claim) for h in r.hazards for m in r.members if m.trigger in h.also}
     return {
         "engine": f"{engine}=={s.release.version}", "basis": s.release.basis,
@@ -493,14 +529,14 @@ def report_json(engine: str, r: AuditReport, reading: Reading | None, rows: list
         "members": [{"key": m.key, "scenario": m.scenario.name, "trigger": m.trigger, "states": r.states.get(m.key)}
                     for m in r.members],
         "claims": [{"member": m.key, "claim": c,
-                    "verdict": "violated" if (m.key, c) in found or (m.key, c) in also else
-                    ("cut short" if any(x.startswith(m.scenario.name + ":") for x in r.cut_short) else "holds")}
+                    "verdict": claim_words[Violated] if (m.key, c) in found or (m.key, c) in also else
+                    (claim_words[Inconclusive] if any(x.startswith(m.scenario.name + ":") for x in r.cut_short)
+                     else claim_words[Verified])}
                    for m in r.members for c in hazards],
         "hazards": [{"claim": h.claim, "meaning": hazards[h.claim], "member": h.member.key, "trigger": h.member.trigger,
                      "also_after": h.also, "depth": h.depth, "trace": str(h.trace_path) if h.trace_path else None,
                      "remedies": h.remedies or [], "no_remedy": None if h.remedies else no_fix} for h in r.hazards],
         "cut_short": list(r.cut_short),
-        "verdict": _VERDICTS[r.exit_code], "exit_code": r.exit_code,
     }
 
 
@@ -529,11 +565,10 @@ def summary(engine: str, r: AuditReport, claims: int):
     checked = len(r.members) * claims
     violated = len({(h.member.key, h.claim) for h in r.hazards}) + sum(len(h.also) for h in r.hazards)
     cut = len(r.cut_short) * claims
-    meaning = {EXIT_EXPOSED: "exposed", EXIT_NOT_EXPOSED: "not exposed",
-               EXIT_UNDECIDED: "cannot decide"}[r.exit_code]
+    meaning = r.outcome.verdict
     return Summary("audit", f"{engine}=={r.settings.release.version}, {plural(len(r.members), 'scenario')}, "
                             f"{plural(checked, 'claim')} (explicit search)",
-                   max(0, checked - violated - cut), violated, cut, r.exit_code, meaning)
+                   max(0, checked - violated - cut), violated, cut, r.exit_code, meaning, meaning)
 
 
 def conclude(args: Any, out: Any, lines: list[str], audit: Callable[[Any], AuditReport],
@@ -544,7 +579,6 @@ def conclude(args: Any, out: Any, lines: list[str], audit: Callable[[Any], Audit
     ``args.no_traces``, print the header ``lines``, the :func:`body` and the closing
     :func:`summary` line (with ``args.json``: one JSON object, :func:`report_json`, with the
     summary and ``extra``'s keys in it); return the exit code."""
-    import json
 
     from kvproof.checker.explicit.search import Limits
     from kvproof.checker.traces import write_trace
@@ -557,27 +591,18 @@ def conclude(args: Any, out: Any, lines: list[str], audit: Callable[[Any], Audit
             h.trace_path = write_trace(h.trace, args.traces)
     done = summary(engine, report, len(hazards))
     if getattr(args, "json", False):
-        doc = report_json(engine, report, reading, rows, hazards, no_fix)
-        print(json.dumps({**doc, **(extra or {}), "summary": done.to_json()}, indent=2, ensure_ascii=False))
-        return report.exit_code
+        return done.end(out, {**report_json(engine, report, reading, rows, hazards, no_fix), **(extra or {})})
     emit(out, [*lines, *body(report, hazards, no_fix)])
-    return done.print(out)
+    return done.end(out)
 
 
 def nothing_to_audit_json(args: Any, engine: str, release: Any, reading: Reading | None, why: str,
                           undecided: Sequence[str] = ()) -> bool:
     """With ``args.json``, print the JSON of a launch with no KV handoff (exit 0; 2 with
     ``undecided``) and say so."""
-    import json
-
-    from kvproof.checker.outcome import Summary
-
     if not getattr(args, "json", False):
         return False
-    code = undecided_code(undecided)
-    verdict = "cannot decide" if undecided else "not exposed"
-    done = Summary("audit", f"{engine}=={release.version}, no KV handoff", 0, 0, int(bool(undecided)), code, verdict)
-    print(json.dumps({"engine": f"{engine}=={release.version}", "reading": None if reading is None else reading_json(reading),
-        "hazards": [], "verdict": verdict, "why": why, "not_read": list(undecided), "exit_code": code,
-        "summary": done.to_json()}, indent=2, ensure_ascii=False))
+    _nothing_summary(engine, release, undecided).end(None, {
+        "engine": f"{engine}=={release.version}", "reading": None if reading is None else reading_json(reading),
+        "hazards": [], "why": why, "not_read": list(undecided)})
     return True

@@ -107,17 +107,11 @@ def read_manifests(paths: Sequence[str], bad) -> Manifest:
     that is not a mapping, or files with no object at all are one line of bad input."""
     import yaml
 
-    from kvproof.model.files import read_user_text
-
-    class _Bad(Exception):
-        pass
+    from kvproof.checker.audit.common import read_option_file
 
     docs: list[Any] = []
     for path in paths:
-        try:
-            text = read_user_text(path, _Bad, "a Kubernetes manifest (YAML)")
-        except _Bad as e:
-            raise bad(f"--manifest {e}") from None
+        text = read_option_file(path, "--manifest", "a Kubernetes manifest (YAML)", bad)
         try:
             found = [d for d in yaml.safe_load_all(text) if d is not None]
         except yaml.YAMLError as e:

@@ -43,19 +43,13 @@ class Bound:
 def read_exposition(path: str, bad) -> dict[str, Any]:
     """The metric families of the exposition in ``path``, by name; an unreadable file or text the
     parser refuses is one line of bad input."""
-    from kvproof.model.files import read_user_text
-
-    class _Bad(Exception):
-        pass
+    from kvproof.checker.audit.common import read_option_file
 
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError:
         raise bad("--metrics: needs prometheus_client (pip install prometheus_client)") from None
-    try:
-        text = read_user_text(path, _Bad, "a Prometheus text exposition")
-    except _Bad as e:
-        raise bad(f"--metrics {e}") from None
+    text = read_option_file(path, "--metrics", "a Prometheus text exposition", bad)
     try:
         families = {f.name: f for f in text_string_to_metric_families(text)}
     except (ValueError, TypeError, IndexError) as e:

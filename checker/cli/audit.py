@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import BadInput, add_protocol_arguments, console, protocol_command
+from kvproof.checker.cli.common import (BadInputError, add_output_arguments, add_protocol_arguments, output_console,
+                                        protocol_command)
 from kvproof.checker.cli.options import MAX_SECONDS, positive_float, positive_int
 
 __all__ = ["NAME", "OUTPUTS", "add_parser", "prepare", "run"]
@@ -36,7 +37,7 @@ def add_parser(sub) -> None:
                          "observation)")
     au.add_argument("--traces", default="traces", metavar="DIR", help="where the hazards' traces go (default: traces)")
     au.add_argument("--no-traces", action="store_true", help="write no trace files")
-    au.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    add_output_arguments(au)
     au.add_argument("--reader", choices=("auto", "engine", "table"), default="auto",
                     help="read the launch line with the installed engine's own parser (engine), the flag table "
                          "generated from it (table), or the engine when the named version is installed (auto)")
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     """Map an engine's launch line to the model, check it, and print the hazards it is exposed to
     (kvproof's own options after ENGINE==VERSION were parsed by :func:`prepare`)."""
     run_audit = protocol_command("audit", args.engine.partition("==")[0].strip().lower())
-    return run_audit(args, console(), BadInput)
+    return run_audit(args, output_console(args), BadInputError)
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -64,14 +65,14 @@ def prepare(args: argparse.Namespace) -> None:
         if before:
             args.launch_parser.parse_args([*before, args.engine], namespace=args)
             if args.launch:
-                raise BadInput(f"audit: unexpected {' '.join(args.launch[:3])!r} before --")
+                raise BadInputError(f"audit: unexpected {' '.join(args.launch[:3])!r} before --")
             args.launch = words[cut + 1:]
     elif words and words[0].startswith("-"):
         args.launch_parser.parse_args([*words, args.engine], namespace=args)
         if args.launch or not args.manifest:
-            raise BadInput(f"audit: {words[0]}: put the launch command after --")
+            raise BadInputError(f"audit: {words[0]}: put the launch command after --")
     if args.manifest and args.launch:
-        raise BadInput("audit: --manifest or a launch command after --, not both")
+        raise BadInputError("audit: --manifest or a launch command after --, not both")
     if args.manifest and (args.env or args.env_file):
-        raise BadInput("audit: --env and --env-file are a launch line's; with --manifest each container's "
+        raise BadInputError("audit: --env and --env-file are a launch line's; with --manifest each container's "
                        "environment is the manifest's")

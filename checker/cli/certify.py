@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvproof.checker.cli.common import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, Progress, Summary, Tally, console, plural, resolve
+from kvproof.checker.cli.common import (Progress, Summary, Tally, add_output_arguments, finish, output_console, plural,
+                                        resolve)
 from kvproof.checker.cli.options import positive_float
+from kvproof.checker.outcome import BadInput, Verified, Violated
 
 __all__ = ["NAME", "add_parser", "run"]
 
@@ -36,6 +38,7 @@ def add_parser(sub) -> None:
                     help="also fail (exit 1) if a scenario of the catalogue has no certificate among them")
     cf.add_argument("--variant", action="append", metavar="FILE.py",
                     help="trust this engine variant file (it is code) for the scenario --scenario names (repeatable)")
+    add_output_arguments(cf)
     cf.set_defaults(func=run)
 
 
@@ -59,12 +62,13 @@ def run(args: argparse.Namespace) -> int:
     against = None
     if args.scenario:
         against = resolve(args.scenario)
-    out = console()
+    out = output_console(args)
+    rows: list[dict] = []  # --json: one object per file
     bad = unreadable = 0
     model_only = False
     last: CertificateError | None = None
     _certified: set[str] = set()  # the scenarios the readable fixed-size certificates name
-    with Progress(True, len(files), "certificates") as progress:  # removed however the loop ends
+    with Progress(not args.quiet and not args.json, len(files), "certificates") as progress:  # removed however the loop ends
         for f in files:
             progress.start(f"{f.name}: z3 and cvc5")
             try:
@@ -72,11 +76,15 @@ def run(args: argparse.Namespace) -> int:
             except CertificateError as e:  # named here with the others; one line on stderr at the end
                 unreadable += 1
                 last = e
+                rows.append({"file": str(f), "verdict": BadInput(str(e)).verdict, "problems": [str(e)]})
                 if len(files) > 1:
                     with progress.paused():
                         out.print(Text(f"UNREADABLE {e}", style="bold red"), soft_wrap=True)
                 continue
             bad += not rc.ok
+            rows.append({"file": str(f), "verdict": (Verified() if rc.ok else Violated()).verdict, "kind": rc.kind,
+                         "scenario": rc.scenario, "claims": list(rc.invariants), "problems": list(rc.problems),
+                         "solved": not (rc.kind == ALL_SIZES and args.all_sizes_model_only)})
             if rc.kind == ALL_SIZES:
                 model_only |= args.all_sizes_model_only
                 how = ("; compared with the lifted model only, not re-solved: --all-sizes-model-only"
@@ -104,14 +112,15 @@ def run(args: argparse.Namespace) -> int:
                   + (f", {len(missing)} scenarios of the catalogue without one" if missing else ""))
         out.print(f"  solvers: {z3_command()[1]}; {cvc5_command()[1]}", soft_wrap=True)
     code = Tally(checked - bad, bad + len(missing), bad_input=int(last is not None)).exit_code
-    meaning = {EXIT_OK: "every certificate checks" + (" and every scenario of the catalogue has one" if args.complete else ""),
-               EXIT_MISMATCH: ("a certificate does not check" if bad else "a scenario of the catalogue has no certificate"),
-               EXIT_BAD_INPUT: "a file cannot be read as a kvproof certificate"}[code]
+    meaning = ("a file cannot be read as a kvproof certificate" if last is not None
+               else "a certificate does not check" if bad else "a scenario of the catalogue has no certificate" if missing
+               else "every certificate checks" + (" and every scenario of the catalogue has one" if args.complete else ""))
     ran = (plural(len(files), "certificate") + " (z3 and cvc5" + ("; all-sizes ones against the lifted model only"
                                                                   if model_only else "")
            + (", every scenario of the catalogue asked for)" if args.complete else ")"))
     if len(files) > 1 or last is None:
-        Summary("certify", ran, checked - bad, bad + len(missing), 0, code, meaning).print(out)
+        finish(args, Summary("certify", ran, checked - bad, bad + len(missing), 0, code, meaning), out,
+               {"certificates": rows, "missing": missing})
     if last is not None:  # exit 3, one line: the file's own error, or how many are named above
         if len(files) == 1:
             raise last

@@ -6,11 +6,11 @@ the Z3 engines (:mod:`.check_symbolic`)."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from kvproof.checker.cli import check_symbolic
-from kvproof.checker.cli.common import BadInput, console, json_reports, reports_summary, resolve
+from kvproof.checker.cli.common import (BadInputError, add_output_arguments, finish, json_reports, output_console,
+                                        reports_summary, resolve)
 from kvproof.checker.cli.options import MAX_SECONDS, positive_float, positive_int
 from kvproof.checker.cli.outputs import write_outputs
 from kvproof.checker.cli.scenarios import limits_of, run_scenarios, unique
@@ -38,11 +38,10 @@ def add_parser(sub) -> None:
     ck.add_argument("--max-states", type=positive_int, metavar="N", help="stop after N distinct states")
     ck.add_argument("--max-seconds", type=positive_float, metavar="S", help=MAX_SECONDS)
     ck.add_argument("--max-depth", type=positive_int, metavar="D", help="explore at most D steps deep")
-    ck.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ck.add_argument("--traces", default="traces", metavar="DIR", help="where counterexamples go (default: traces)")
     ck.add_argument("--no-traces", action="store_true", help="write no trace files")
     ck.add_argument("--write-expected", metavar="FILE", help="write this run's verdicts and state counts as a TOML table")
-    ck.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    add_output_arguments(ck)
     ck.add_argument("--verbose", action="store_true",
                     help="a row for every claim of every scenario and every trace file's path (default: with "
                          "several scenarios, a row per scenario and a line per claim not as expected)")
@@ -76,7 +75,6 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check scenarios; print the verdict table (or JSON) and write counterexamples."""
     from kvproof.checker.expected import write_expected
-    from kvproof.checker.results import exit_code
     from kvproof.model.scenario import did_you_mean
 
     scenarios = unique([resolve(n) for n in args.scenarios]) if args.scenarios else builtins()
@@ -86,18 +84,18 @@ def run(args: argparse.Namespace) -> int:
             try:
                 spec.claim(inv)
             except KeyError:
-                raise BadInput(f"unknown invariant or witness {inv!r}{did_you_mean(inv, [c.name for c in spec.claims])} "
+                raise BadInputError(f"unknown invariant or witness {inv!r}{did_you_mean(inv, [c.name for c in spec.claims])} "
                                "(kvproof list --claims names them)") from None
     if args.write_expected and args.invariant:
-        raise BadInput("--write-expected records whole scenarios: it cannot be combined with --invariant")
+        raise BadInputError("--write-expected records whole scenarios: it cannot be combined with --invariant")
     if args.write_expected and args.symmetry:
-        raise BadInput("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
+        raise BadInputError("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
     limits = limits_of(args)
     if args.engine != "explicit":
         if args.coverage:
-            raise BadInput("--coverage counts the explicit engine's transitions: use --engine explicit")
+            raise BadInputError("--coverage counts the explicit engine's transitions: use --engine explicit")
         if args.write_expected:
-            raise BadInput("--write-expected records the explicit engine's table: use --engine explicit")
+            raise BadInputError("--write-expected records the explicit engine's table: use --engine explicit")
         return check_symbolic.check_symbolic(args, scenarios, limits)
     traces_dir = None if args.no_traces else Path(args.traces)
     engine = dict(visited=args.visited, symmetry=args.symmetry, backend=backend_of(args))
@@ -107,24 +105,23 @@ def run(args: argparse.Namespace) -> int:
         try:
             write_expected(Path(args.write_expected), reports)
         except OSError as e:
-            raise BadInput(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
+            raise BadInputError(f"--write-expected {args.write_expected}: cannot write: {e.strerror or e}") from None
     write_outputs(args, reports)
     coverage = _coverage(scenarios, limits) if args.coverage and (args.json or not args.quiet) else None
-    summary = reports_summary("check", reports, exit_code(reports), "explicit search")
+    summary = reports_summary("check", reports, "explicit search")
+    out = output_console(args)
     if args.json:
         doc = json_reports(reports)
         for entry, cov in zip(doc["scenarios"], coverage or ()):
             entry["coverage"] = cov.to_json()
-        print(json.dumps({**doc, "summary": summary.to_json()}, indent=2))
-    elif not args.quiet:
+        return finish(args, summary, out, doc)
+    if not args.quiet:
         from kvproof.checker.report.render import render_reports  # rich: only to print the table
 
-        out = console()
         out.print(render_reports(reports, args.verbose), crop=False)  # the table's cells are never cut
         for sc, cov in zip(scenarios, coverage or ()):
             out.print(_coverage_text(sc.name, cov), soft_wrap=True)
-        summary.print(out)
-    return summary.exit_code
+    return finish(args, summary, out)
 
 
 BACKENDS = {

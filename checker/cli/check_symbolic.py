@@ -6,11 +6,10 @@ disagree), 2 something is inconclusive (agreement not established), 3 bad input.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from kvproof.checker.cli.common import (EXIT_OK, Progress, Tally, console, json_reports,
-                                        plural, reports_summary)
+from kvproof.checker.cli.common import (EXIT_OK, Progress, Tally, finish, json_reports, output_console, plural,
+                                        reports_summary)
 
 __all__ = ["DEFAULT_DEPTH", "check_symbolic"]
 
@@ -34,12 +33,11 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
 
     from kvproof.checker.symbolic.cti import render_failure
     from kvproof.checker.report.render import render_reports
-    from kvproof.checker.results import exit_code
     from kvproof.checker.explicit.run import check_scenario
     from kvproof.checker.symbolic.run import check_scenario_bmc, cross_check
 
     traces_dir = None if args.no_traces else Path(args.traces)
-    out = console()
+    out = output_console(args)
     deadline = limits.deadline()
     show = not args.quiet and not args.json
     if args.engine == "bmc":
@@ -49,13 +47,10 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
             for sc in scenarios:
                 progress.start(f"{sc.name}: bounded model checking to depth {depth} (Z3)")
                 reports.append(check_scenario_bmc(sc, depth, args.invariant, traces_dir, args.max_seconds, deadline))
-        summary = reports_summary("check", reports, exit_code(reports), f"bounded model checking to depth {depth}")
-        if args.json:
-            print(json.dumps({**json_reports(reports), "summary": summary.to_json()}, indent=2))
-        elif not args.quiet:
+        summary = reports_summary("check", reports, f"bounded model checking to depth {depth}")
+        if not args.json and not args.quiet:
             out.print(render_reports(reports, args.verbose), crop=False)
-            summary.print(out)
-        return summary.exit_code
+        return finish(args, summary, out, json_reports(reports))
     problems, gaps, reports, agreements = [], [], [], []
     with Progress(show, len(scenarios)) as progress:
         for sc in scenarios:
@@ -73,18 +68,17 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
     code = Tally(claims.matched, claims.mismatched + len(problems), claims.inconclusive + len(gaps)).exit_code
     meaning = ("the engines disagree" if problems else "agreement not established" if gaps
                else "every verdict matches its expectation and the engines agree" if code == EXIT_OK else "")
-    summary = reports_summary("check", reports, code,
+    summary = reports_summary("check", reports,
                               f"explicit search and Z3 compared: {plural(len(problems), 'disagreement')}, "
-                              f"{len(gaps):,} not established", meaning)
+                              f"{len(gaps):,} not established", meaning, code)
     if args.json:
         doc = json_reports(reports)
         for entry, a in zip(doc["scenarios"], agreements):
             entry["agreement"] = {"bounded_depth": a.bounded.stats.depth, "proved_never_hit": a.proved,
                                   "problems": a.problems, "not_established": a.gaps,
                                   "counterexample_to_induction": a.failure.to_json() if a.failure else None}
-        doc["summary"] = summary.to_json()
-        print(json.dumps(doc, indent=2))
-    elif not args.quiet:
+        return finish(args, summary, out, doc)
+    if not args.quiet:
         out.print(render_reports(reports, args.verbose), crop=False)
         for a in agreements:
             how = f"bounded model checking to depth {a.bounded.stats.depth}"
@@ -103,5 +97,4 @@ def _check_symbolic(args: argparse.Namespace, scenarios: list, limits) -> int:
                 out.print(f"  {p}")
         if not problems and not gaps:
             out.print(f"explicit and symbolic engines agree on {len(reports)} scenario(s)")
-        summary.print(out)
-    return summary.exit_code
+    return finish(args, summary, out)

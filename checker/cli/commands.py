@@ -45,7 +45,7 @@ from typing import Sequence
 from kvproof.checker.cli import (audit, certify, check, completion, conform, diff, graph, list_, prove, replay,
                                  report, show, simulate, validate)
 from kvproof.checker.cli.common import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED,
-                                        EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, BadInput,
+                                        EXIT_MISMATCH, EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, BadInputError,
                                         Summary, Tally)
 from kvproof.checker.cli.outputs import check_outputs
 from kvproof.checker.symbolic.watchdog import BudgetSpent
@@ -97,7 +97,7 @@ class _Parser(argparse.ArgumentParser):
         if m:
             message += did_you_mean(m.group(1), [c.strip(" '") for c in m.group(2).split(",")])
         where = "" if self.prog == "kvproof" else f"{self.prog}: "  # "kvproof: error: kvproof: ..." once
-        raise BadInput(f"{where}{message}")
+        raise BadInputError(f"{where}{message}")
 
 
 def _version() -> str:
@@ -140,10 +140,10 @@ def _trust_variants(args: argparse.Namespace) -> None:
     if getattr(COMMANDS[args.command], "VARIANT_SCENARIOS", False) and variants:
         args.scenarios = [*args.scenarios, *own]
         if not args.scenarios:
-            raise BadInput(f"--variant {variants[0]}: the file has no SCENARIO; name the scenario files that use it")
+            raise BadInputError(f"--variant {variants[0]}: the file has no SCENARIO; name the scenario files that use it")
 
 
-_ONE_LINE = (("kvproof.checker.cli.common", "BadInput"), ("kvproof.model.scenario", "ScenarioError"),
+_ONE_LINE = (("kvproof.checker.cli.common", "BadInputError"), ("kvproof.model.scenario", "ScenarioError"),
              ("kvproof.model.registry", "ProtocolError"), ("kvproof.model.expr", "SpecError"),
              ("kvproof.checker.traces", "TraceError"), ("kvproof.checker.explicit.ray_backend", "RayUnavailable"),
              ("kvproof.checker.explicit.native", "NativeUnavailable"),
@@ -202,7 +202,7 @@ def _main(argv: Sequence[str] | None, started: float | None, enforce: bool, pars
                 message = None if isinstance(e, MemoryError) else variant_error(e)
                 if message is None:
                     raise
-                raise BadInput(message) from None
+                raise BadInputError(message) from None
     except MemoryError:
         print(_OUT_OF_MEMORY, file=sys.stderr)
         return EXIT_OUT_OF_MEMORY
@@ -246,7 +246,7 @@ def _out_of_budget(args: argparse.Namespace, after_output: bool = False) -> int:
             print(f"kvproof {args.command}: {args.budget.line()}; exit {summary.exit_code}: {meaning}",
                   file=sys.stderr, flush=True)
         elif getattr(args, "json", False):
-            print(json.dumps({"summary": summary.to_json()}, indent=2), flush=True)
+            print(json.dumps(summary.document(), indent=2), flush=True)
         elif not getattr(args, "quiet", False):
             print(f"\nkvproof {args.command}: {args.budget.line()}; exit {summary.exit_code}: {meaning}", flush=True)
     except BrokenPipeError:

@@ -16,13 +16,44 @@ from kvproof.model.registry import protocols
 from kvproof.model.scenario import Scenario, builtin, load_scenario
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_INCONCLUSIVE", "EXIT_BAD_INPUT", "EXIT_OUT_OF_MEMORY",
-           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInput", "Summary", "Tally", "exit_code", "claim_counts", "reports_summary", "Progress",
-           "console", "resolve", "json_reports", "protocol_command", "add_protocol_arguments", "plural"]
+           "EXIT_UNEXPLAINED", "EXIT_INTERRUPTED", "EXIT_MEANINGS", "BadInputError", "Summary", "Tally", "exit_code", "claim_counts", "reports_summary", "Progress",
+           "console", "resolve", "json_reports", "protocol_command", "add_protocol_arguments", "plural",
+           "add_output_arguments", "output_console", "finish", "JSON_HELP", "QUIET_HELP"]
 
 from kvproof.checker.outcome import (  # noqa: F401 - the command line's names for them
     _EXIT_STYLES, EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_MEANINGS, EXIT_MISMATCH,
     EXIT_OK, EXIT_OUT_OF_MEMORY, EXIT_UNEXPLAINED, Summary, Tally, console, exit_code, plural,
 )
+
+
+JSON_HELP = ("print one JSON object instead of the report: the command, its verdict and exit code, what it "
+             "found, and the summary (the exit code is the same)")
+"""The help of ``--json`` on every command that decides something."""
+QUIET_HELP = "print nothing; the exit code tells"
+"""The help of ``--quiet`` on every command that decides something."""
+
+
+def add_output_arguments(parser: Any, json_help: str = JSON_HELP) -> None:
+    """Add ``--json`` and ``--quiet`` to the ``parser`` of a command that decides something: the
+    one place they are defined (how the command ends is :func:`finish`)."""
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+
+
+def output_console(args: Any):
+    """The console a command prints its report on: one that prints nothing under ``--json``
+    (stdout is the JSON document's) or ``--quiet``."""
+    return console(quiet=bool(getattr(args, "json", False) or getattr(args, "quiet", False)))
+
+
+def finish(args: Any, summary: Summary, out: Any = None, body: dict[str, Any] | None = None) -> int:
+    """How every command that decides something ends (:meth:`~kvproof.checker.outcome.Summary.end`):
+    with ``--json`` the one JSON document (``command``, ``verdict``, ``exit_code``, ``body``'s
+    keys, ``summary``); else the closing line on ``out`` (nothing on ``--quiet``'s console);
+    the exit code."""
+    if getattr(args, "json", False):
+        return summary.end(None, body or {})
+    return summary.end(out if out is not None else output_console(args))
 
 
 def claim_counts(rows) -> tuple[int, int, int]:
@@ -33,12 +64,16 @@ def claim_counts(rows) -> tuple[int, int, int]:
     return t.matched, t.mismatched, t.inconclusive
 
 
-def reports_summary(command: str, reports, code: int, how: str, meaning: str = "") -> Summary:
+def reports_summary(command: str, reports, how: str, meaning: str = "", code: int | None = None) -> Summary:
     """The closing line of a run over scenario reports (``check``, ``report``): how many
-    scenarios and claims, searched ``how``, and how their verdicts compare with expectations."""
+    scenarios and claims, searched ``how``, how their verdicts compare with expectations, and
+    the exit code of that (:func:`~kvproof.checker.outcome.exit_code`; ``code`` when the
+    caller's tally counts more than the claims)."""
+    from kvproof.checker.results import judged
+
     rows = [c for r in reports for c in r.claims]
     return Summary(command, f"{plural(len(reports), 'scenario')}, {plural(len(rows), 'claim')} ({how})",
-                   *claim_counts(rows), code, meaning)
+                   *claim_counts(rows), exit_code(judged(reports)) if code is None else code, meaning)
 
 
 class Progress:
@@ -153,8 +188,10 @@ class Progress:
         self.stop()
 
 
-class BadInput(Exception):
-    """Input the command cannot use; its message is printed as one line, exit code 3."""
+class BadInputError(Exception):
+    """Input the command cannot use; its message is printed as one line, exit code 3 (the
+    exception a command raises; :class:`~kvproof.checker.outcome.BadInput` is the outcome it
+    stands for)."""
 
 
 def resolve(name: str | Scenario) -> Scenario:
@@ -164,7 +201,7 @@ def resolve(name: str | Scenario) -> Scenario:
     if isinstance(name, Scenario):
         return name
     if name.endswith(".py"):  # read as TOML it would be "malformed TOML": say what it is instead
-        raise BadInput(f"{name}: a .py file is an engine variant (code), not a scenario: pass it with --variant {name}")
+        raise BadInputError(f"{name}: a .py file is an engine variant (code), not a scenario: pass it with --variant {name}")
     if name.endswith(".toml") or os.sep in name or Path(name).is_file():
         return load_scenario(name)
     return builtin(name)
@@ -232,10 +269,10 @@ def protocol_command(name: str, engine: str | None = None):
             listed = p.command(f"{name}-releases")
             known += listed() if listed is not None else [p.name]
         what = "expected ENGINE==VERSION" if not engine else f"{engine}: unknown engine"
-        raise BadInput(f"{name}: {what}; known: {', '.join(known) or 'none'}")
+        raise BadInputError(f"{name}: {what}; known: {', '.join(known) or 'none'}")
     if len(found) != 1:
         offered = ", ".join(p.name for p in found) or "none"
-        raise BadInput(f"{name}: expected one protocol to offer it, found {offered}")
+        raise BadInputError(f"{name}: expected one protocol to offer it, found {offered}")
     return found[0].command(name)
 
 

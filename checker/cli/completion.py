@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import EXIT_OK, BadInput
+from kvproof.checker.cli.common import EXIT_OK, BadInputError
 
 __all__ = ["NAME", "add_parser", "run"]
 
@@ -24,6 +24,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         import shtab
     except ImportError:
-        raise BadInput("completion needs shtab: pip install 'kvproof[completion]'") from None
+        raise BadInputError("completion needs shtab: pip install 'kvproof[completion]'") from None
     print(shtab.complete(args.parser, shell=args.shell))
     return EXIT_OK

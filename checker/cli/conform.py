@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvproof.checker.cli.common import BadInput, Progress, Summary, console, resolve
+from kvproof.checker.cli.common import BadInputError, Progress, Summary, add_output_arguments, finish, output_console, resolve
 from kvproof.checker.cli.options import TRUST, positive_int
 from kvproof.model.scenario import builtins
 
@@ -28,6 +28,7 @@ def add_parser(sub) -> None:
     cf.add_argument("--seed", type=int, default=0, metavar="S")
     cf.add_argument("--traces", default="traces", metavar="DIR", help="where a scenario's traces are (default: traces)")
     cf.add_argument("--variant", action="append", metavar="FILE.py", help=TRUST)
+    add_output_arguments(cf)
     cf.set_defaults(func=run)
 
 
@@ -35,12 +36,14 @@ def run(args: argparse.Namespace) -> int:
     """Run traces (replay) or random event sequences (``--random N``) on the real engine of the
     targets' protocol."""
     run_conform = _conform_protocol(args).command("conform")
-    out = console()
-    with Progress(True, None, "") as progress:
-        done = run_conform(args, resolve, out, BadInput, progress=progress)
+    out = output_console(args)
+    with Progress(not args.quiet and not args.json, None, "") as progress:
+        done = run_conform(args, resolve, out, BadInputError, progress=progress)
     skipped = getattr(done, "skipped", 0)
-    return Summary("conform", done.ran, done.matched, done.mismatched, skipped, done.exit_code,
-                   done.meaning).print(out)
+    summary = Summary("conform", done.ran, done.matched, done.mismatched, skipped, done.exit_code,
+                      done.meaning, done.verdict)
+    return finish(args, summary, out, {"results": [{"target": str(o.trace), "verdict": o.verdict}
+                                                   for o in done.outcomes], "not_run": skipped})
 
 
 def _conform_protocol(args: argparse.Namespace):
@@ -69,7 +72,7 @@ def _conform_protocol(args: argparse.Namespace):
             continue
     families = {f or default_protocol().name for f in families}
     if len(families) > 1:
-        raise BadInput(f"conform: targets of {len(families)} protocols ({', '.join(sorted(families))}); "
+        raise BadInputError(f"conform: targets of {len(families)} protocols ({', '.join(sorted(families))}); "
                        "run each protocol's separately")
     if not families and args.engine:
         families = {p.name for p in protocols() if args.engine.split("==")[0] == p.name and "conform" in p.commands}
@@ -77,5 +80,5 @@ def _conform_protocol(args: argparse.Namespace):
         return default_protocol()
     found = protocol_named(families.pop())
     if "conform" not in found.commands:
-        raise BadInput(f"conform: the {found.name} protocol has no conformance harness")
+        raise BadInputError(f"conform: the {found.name} protocol has no conformance harness")
     return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kvproof.checker.cli.common import EXIT_OK, BadInput, resolve
+from kvproof.checker.cli.common import EXIT_OK, BadInputError, resolve
 from kvproof.checker.cli.options import TRUST
 
 __all__ = ["NAME", "OUTPUTS", "add_parser", "run"]
@@ -35,9 +35,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         g = state_graph(machine, GRAPH_LIMIT)
     except ImportError:
-        raise BadInput("graph needs networkx: pip install 'kvproof[graph]' (or pip install networkx)") from None
+        raise BadInputError("graph needs networkx: pip install 'kvproof[graph]' (or pip install networkx)") from None
     except GraphTooBig:
-        raise BadInput(f"graph: {sc.name} has more than {GRAPH_LIMIT:,} states, the limit for a graph export; "
+        raise BadInputError(f"graph: {sc.name} has more than {GRAPH_LIMIT:,} states, the limit for a graph export; "
                        "kvproof check --coverage counts its transitions by action instead") from None
     text = write_graph(g, args.output, args.format)
     if text is not None:

@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from kvproof.checker.cli.common import BadInput
+from kvproof.checker.cli.common import BadInputError
 
 __all__ = ["check_output", "check_outputs", "write_outputs"]
 
@@ -20,24 +20,24 @@ def check_output(path: str | None, flag: str, directory: bool = False) -> None:
     if path is None:
         return
     if "\0" in path:
-        raise BadInput(f"{flag} {path!r}: a file name cannot contain a NUL byte")
+        raise BadInputError(f"{flag} {path!r}: a file name cannot contain a NUL byte")
     p = Path(path)
     if len(os.fsencode(path)) > 4000 or any(len(os.fsencode(part)) > 255 for part in p.parts):
-        raise BadInput(f"{flag} {path[:80]}...: file name too long")
+        raise BadInputError(f"{flag} {path[:80]}...: file name too long")
     if not directory and p.is_dir():
-        raise BadInput(f"{flag} {path}: is a directory, expected a file name")
+        raise BadInputError(f"{flag} {path}: is a directory, expected a file name")
     if directory and p.exists() and not p.is_dir():
-        raise BadInput(f"{flag} {path}: is a file, expected a folder")
+        raise BadInputError(f"{flag} {path}: is a file, expected a folder")
     start = p if directory else p.parent
     parent = next((q for q in [start, *start.parents] if q.exists()), Path("."))
     if not parent.is_dir():
-        raise BadInput(f"{flag} {path}: cannot write under {parent}: not a folder")
+        raise BadInputError(f"{flag} {path}: cannot write under {parent}: not a folder")
     try:  # os.access says yes to root on a read-only file system: create and remove a file instead
         fd, probe = tempfile.mkstemp(dir=parent, prefix=".kvproof-probe-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise BadInput(f"{flag} {path}: cannot write under {parent}: {e.strerror or e}") from None
+        raise BadInputError(f"{flag} {path}: cannot write under {parent}: {e.strerror or e}") from None
 
 
 def check_outputs(args: argparse.Namespace, outputs) -> None:
@@ -62,4 +62,4 @@ def write_outputs(args: argparse.Namespace, reports) -> None:
         try:
             write(path, reports)
         except OSError as e:
-            raise BadInput(f"--{flag} {path}: cannot write: {e.strerror or e}") from None
+            raise BadInputError(f"--{flag} {path}: cannot write: {e.strerror or e}") from None

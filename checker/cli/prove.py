@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.checker.cli import prove_allsizes
-from kvproof.checker.cli.common import (EXIT_OK, BadInput, Progress, Summary, Tally,
-                                        claim_counts, console, plural, protocol_command, resolve)
+from kvproof.checker.cli.common import (EXIT_OK, BadInputError, Progress, Summary, Tally, add_output_arguments,
+                                        claim_counts, console, finish, output_console, plural, protocol_command,
+                                        resolve)
 from kvproof.checker.cli.options import positive_float, positive_int
 from kvproof.model.scenario import builtins
 
@@ -89,8 +90,7 @@ def add_parser(sub) -> None:
     pv.add_argument("--traces", default="traces", metavar="DIR", help="where counterexamples go")
     pv.add_argument("--no-traces", action="store_true", help="write no trace files")
     pv.add_argument("--show-invariant", action="store_true", help="print the inductive invariant, lemma by lemma")
-    pv.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    pv.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    add_output_arguments(pv)
     pv.add_argument("--variant", action="append", metavar="FILE.py",
                     help="trust an engine variant (code) and prove its SCENARIO if it has one (repeatable)")
     pv.set_defaults(func=run)
@@ -112,33 +112,33 @@ def _prove(args: argparse.Namespace) -> int:
     from kvproof.checker.symbolic.proofs import ProofBudget, prove_scenario
 
     if (args.no_minimise or args.invariant_from is not None or args.irredundant) and not args.all_sizes:
-        raise BadInput("--no-minimise, --invariant-from and --irredundant go with --all-sizes only")
+        raise BadInputError("--no-minimise, --invariant-from and --irredundant go with --all-sizes only")
     if args.no_minimise and args.irredundant:
-        raise BadInput("--irredundant shrinks the minimised invariant further: drop --no-minimise")
+        raise BadInputError("--irredundant shrinks the minimised invariant further: drop --no-minimise")
     if args.no_minimise and args.invariant_from is not None:
-        raise BadInput("--invariant-from minimises the stored invariant: drop --no-minimise")
+        raise BadInputError("--invariant-from minimises the stored invariant: drop --no-minimise")
     if args.theorems:
-        with Progress(not args.quiet, None, "") as progress:
+        with Progress(not args.quiet and not args.json, None, "") as progress:
             progress.note("proving the parametric theorems (Z3)")
             results = protocol_command("theorems")(args.spacer_seconds)
-        out = console()
+        out = output_console(args)
         refuted = sum(th.verdict == "refuted" for th in results)
         proved = sum(bool(th.holds) for th in results)
         code = Tally(proved, refuted, len(results) - proved - refuted).exit_code
         summary = Summary("prove", f"{plural(len(results), 'parametric theorem')}", proved, refuted,
                           len(results) - proved - refuted, code,
                           "every theorem is proved" if code == EXIT_OK else "")
-        if not args.quiet:
-            for th in results:
-                style = "green" if th.holds else "bold red"
-                out.print(Text(f"{th.verdict:<8} {th.name}", style=style))
-                out.print(f"         {th.statement}")
-                for line in th.details:
-                    out.print(f"         {line}")
-            summary.print(out)
-        return summary.exit_code
+        for th in results:
+            style = "green" if th.holds else "bold red"
+            out.print(Text(f"{th.verdict:<8} {th.name}", style=style))
+            out.print(f"         {th.statement}")
+            for line in th.details:
+                out.print(f"         {line}")
+        return finish(args, summary, out, {"theorems": [
+            {"name": th.name, "statement": th.statement, "verdict": th.verdict, "details": list(th.details)}
+            for th in results]})
     if args.link and not args.all_sizes:
-        raise BadInput("--link goes with --all-sizes (prove --all-sizes SCENARIO --link)")
+        raise BadInputError("--link goes with --all-sizes (prove --all-sizes SCENARIO --link)")
     if args.all_sizes and args.link:
         return prove_allsizes.prove_linked(args)
     if args.all_sizes:
@@ -169,7 +169,7 @@ def _prove(args: argparse.Namespace) -> int:
                                "(inductive invariant and k-induction)", matched, mismatched, inconclusive, code, meaning)
     out = console()
     if args.json:
-        print(json.dumps({**_json(reports), "summary": summary.to_json()}, indent=2))
+        return finish(args, summary, out, _json(reports))
     elif not args.quiet:
         out.print(_table(reports), crop=False)
         for r in reports:
@@ -201,7 +201,7 @@ def _prove_lifted(args: argparse.Namespace) -> int:
     from kvproof.checker.symbolic.lift import LiftBudget, LiftError, prove_lifted
 
     if len(args.scenarios) != 1:
-        raise BadInput("prove --lift-from takes exactly one SCENARIO (the larger instance)")
+        raise BadInputError("prove --lift-from takes exactly one SCENARIO (the larger instance)")
     large, small = resolve(args.scenarios[0]), resolve(args.lift_from)
     budget = LiftBudget(max_states=args.max_states, template_arity=args.template_arity,
                         small_seconds=args.induction_seconds, large_seconds=args.lemma_seconds,
@@ -216,7 +216,7 @@ def _prove_lifted(args: argparse.Namespace) -> int:
         try:
             r = prove_lifted(large, small, budget, certs, progress.note)
         except LiftError as e:
-            raise BadInput(f"{large.name} from {small.name}: {e}") from None
+            raise BadInputError(f"{large.name} from {small.name}: {e}") from None
     total = sum(r.seconds.values())
     proved = [row for row in r.rows if row.verdict == "proved"]
     wrong = [row for row in proved if row.expected != "verified"]
@@ -237,8 +237,7 @@ def _prove_lifted(args: argparse.Namespace) -> int:
                "counterexamples_to_induction": [f.to_json() for f in r.failures],
                "results": [{"invariant": row.invariant, "expected": row.expected, "verdict": row.verdict}
                            for row in r.rows]}
-        print(json.dumps({**doc, "summary": summary.to_json()}, indent=2))
-        return code
+        return finish(args, summary, out, doc)
     if args.quiet:
         return code
     for row in r.rows:

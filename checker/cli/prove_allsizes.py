@@ -6,10 +6,10 @@ the spec and the model.  A part of ``prove`` (:mod:`.prove`), kept apart for its
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from kvproof.checker.cli.common import EXIT_MISMATCH, EXIT_OK, BadInput, Progress, Summary, console, plural, resolve
+from kvproof.checker.cli.common import (EXIT_MISMATCH, EXIT_OK, BadInputError, Progress, Summary, finish,
+                                        output_console, plural, resolve)
 
 __all__ = ["prove_linked", "prove_all_sizes"]
 
@@ -27,12 +27,12 @@ def prove_linked(args: argparse.Namespace) -> int:
     from kvproof.checker.allsizes.prove import prove_by_link
 
     if len(args.scenarios) != 1 or args.lift_from is not None:
-        raise BadInput("prove --all-sizes --link takes exactly one SCENARIO (and no --lift-from)")
+        raise BadInputError("prove --all-sizes --link takes exactly one SCENARIO (and no --lift-from)")
     sc = resolve(args.scenarios[0])
     spec = sc.build()
     if args.certificate is not None and not Path(args.certificate).is_file():
-        raise BadInput(f"--certificate {args.certificate}: no such file")
-    out = console()
+        raise BadInputError(f"--certificate {args.certificate}: no such file")
+    out = output_console(args)
     with Progress(not args.quiet and not args.json, 1) as progress:
         progress.start(sc.name)
         r = prove_by_link(sc, args.certificate, args.certificates, args.lemma_seconds, args.solve_certificate,
@@ -40,6 +40,14 @@ def prove_linked(args: argparse.Namespace) -> int:
     code = r.exit_code
     size = spec.link_size()  # the protocol's words for the size
     link = r.link
+    held = sum(v == "holds" for v in r.verdicts.values())
+    meaning = ("every target claim holds at this size, no enumeration" if code == EXIT_OK
+               else "the link is refuted" if code == EXIT_MISMATCH and link is not None and link.refuted
+               else "a claim the scenario expects violated holds" if code == EXIT_MISMATCH
+               else "inconclusive: not every claim is said to hold (the reason above)")
+    summary = Summary("prove", f"{sc.name} at {size} through the link, {plural(len(r.verdicts), 'claim')}",
+                      held - len(r.mismatch), len(r.mismatch) + (len(r.verdicts) - held if code == EXIT_MISMATCH else 0),
+                      len(r.verdicts) - held if code != EXIT_MISMATCH else 0, code, meaning)
     if args.json:
         doc = {"scenario": sc.name, "size": size, "verdicts": r.verdicts, "reason": r.reason, "mismatch": r.mismatch,
                "certificate": str(r.certificate) if r.certificate else None, "certificate_claims": r.certificate_claims,
@@ -49,10 +57,8 @@ def prove_linked(args: argparse.Namespace) -> int:
                    "seconds": {k_: round(v, 3) for k_, v in link.seconds.items()},
                    "results": [{"kind": x.kind, "name": x.name, "instances": x.instances, "verdict": x.verdict,
                                 "offending": x.offending, "detail": x.detail, "needed_hypotheses": x.needed,
-                                "seconds": round(x.seconds, 3)} for x in link.results]},
-               "exit_code": code}
-        print(json.dumps(doc, indent=2))
-        return code
+                                "seconds": round(x.seconds, 3)} for x in link.results]}}
+        return finish(args, summary, None, doc)
     if args.quiet:
         return code
     if link is not None:
@@ -93,15 +99,7 @@ def prove_linked(args: argparse.Namespace) -> int:
     elif r.reason:
         out.print(Text(f"{sc.name}: {'REFUTED' if code == 1 else 'INCONCLUSIVE'}: {r.reason}",
                        style="bold red" if code == 1 else "yellow"))
-    held = sum(v == "holds" for v in r.verdicts.values())
-    meaning = ("every target claim holds at this size, no enumeration" if code == EXIT_OK
-               else "the link is refuted" if code == EXIT_MISMATCH and link is not None and link.refuted
-               else "a claim the scenario expects violated holds" if code == EXIT_MISMATCH
-               else "inconclusive: not every claim is said to hold (the reason above)")
-    Summary("prove", f"{sc.name} at {size} through the link, {plural(len(r.verdicts), 'claim')}",
-            held - len(r.mismatch), len(r.mismatch) + (len(r.verdicts) - held if code == EXIT_MISMATCH else 0),
-            len(r.verdicts) - held if code != EXIT_MISMATCH else 0, code, meaning).print(out)
-    return code
+    return summary.print(out)
 
 
 def prove_all_sizes(args: argparse.Namespace) -> int:
@@ -114,12 +112,12 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     from kvproof.checker.allsizes.prove import prove_all_sizes
 
     if len(args.scenarios) != 1 or args.lift_from is not None:
-        raise BadInput("prove --all-sizes takes exactly one SCENARIO (and no --lift-from)")
+        raise BadInputError("prove --all-sizes takes exactly one SCENARIO (and no --lift-from)")
     sc = resolve(args.scenarios[0])
     sc.build()
     certs = None if args.no_certificates else Path(args.certificates)
     traces = None if args.no_traces else Path(args.traces)
-    out = console()
+    out = output_console(args)
     with Progress(not args.quiet and not args.json, 1) as progress:
         progress.start(sc.name)
         try:
@@ -127,9 +125,13 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
                                 minimise_invariant=not args.no_minimise, invariant_from=args.invariant_from,
                                 irredundant=args.irredundant)
         except ValueError as e:
-            raise BadInput(str(e)) from None
+            raise BadInputError(str(e)) from None
     code = r.exit_code
     m = r.minimised
+    verdicts = list(r.verdicts.values())
+    summary = Summary("prove", f"{sc.name}, {plural(len(verdicts), 'claim')} (every size)", verdicts.count("proved"),
+                      verdicts.count("violated"), len(verdicts) - verdicts.count("proved") - verdicts.count("violated"),
+                      code, "every target claim is proved for every size" if code == EXIT_OK else "")
     if args.json:
         h = r.houdini
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
@@ -147,8 +149,7 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
                "certificate": str(r.certificate) if r.certificate else None,
                "traces": {n: t.trace.labels() for n, t in r.traces.items() if getattr(t, "trace", None)},
                "counterexamples_to_induction": {} if h is None else h.counterexamples}
-        print(json.dumps(doc, indent=2))
-        return code
+        return finish(args, summary, None, doc)
     if args.quiet:
         return code
     for name, verdict in r.verdicts.items():
@@ -189,4 +190,4 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     if r.houdini is not None:
         for name, text in list(r.houdini.counterexamples.items())[:2]:
             out.print(f"{name}: counterexample to induction (a state of the parametric model; the step after):\n{text}")
-    return code
+    return summary.print(out)

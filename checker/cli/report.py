@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import console, reports_summary, resolve
+from kvproof.checker.cli.common import add_output_arguments, finish, json_reports, output_console, reports_summary, resolve
 from kvproof.checker.cli.options import MAX_SECONDS, positive_float, positive_int
 from kvproof.checker.cli.outputs import write_outputs
 from kvproof.checker.cli.scenarios import limits_of, run_scenarios, unique
@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
     rp_.add_argument("--max-states", type=positive_int, metavar="N", help="stop after N distinct states")
     rp_.add_argument("--max-seconds", type=positive_float, metavar="S", help=MAX_SECONDS)
     rp_.add_argument("--max-depth", type=positive_int, metavar="D", help="explore at most D steps deep")
-    rp_.add_argument("--quiet", action="store_true", help="print nothing; the exit code tells")
+    add_output_arguments(rp_)
     rp_.add_argument("--variant", action="append", metavar="FILE.py",
                      help="trust an engine variant (code) and check its SCENARIO if it has one (repeatable)")
     rp_.set_defaults(func=run)
@@ -36,20 +36,18 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check scenarios and write the HTML report (verdicts, sequence diagrams, page timelines)."""
-    from kvproof.checker.results import exit_code
 
     scenarios = unique([resolve(n) for n in args.scenarios]) if args.scenarios else builtins()
     for sc in scenarios:
         sc.build()
     limits = limits_of(args)
-    reports = run_scenarios(scenarios, limits, None, None, not args.quiet, budget=args.budget, html=True)
+    reports = run_scenarios(scenarios, limits, None, None, not args.quiet and not args.json, budget=args.budget,
+                            html=True)
     args.html, args.junit, args.sarif = args.output, None, None
     write_outputs(args, reports)
-    summary = reports_summary("report", reports, exit_code(reports), "explicit search")
-    if not args.quiet:
-        cx = sum(1 for r in reports for c in r.claims if c.kind == "invariant" and getattr(c.result, "trace", None))
-        out = console()
-        out.print(f"wrote {args.output}: {len(reports)} scenario{'s' if len(reports) != 1 else ''}, "
-                  f"{cx} counterexample{'s' if cx != 1 else ''}", soft_wrap=True)  # a path is not wrapped
-        summary.print(out)
-    return summary.exit_code
+    summary = reports_summary("report", reports, "explicit search")
+    cx = sum(1 for r in reports for c in r.claims if c.kind == "invariant" and getattr(c.result, "trace", None))
+    out = output_console(args)
+    out.print(f"wrote {args.output}: {len(reports)} scenario{'s' if len(reports) != 1 else ''}, "
+              f"{cx} counterexample{'s' if cx != 1 else ''}", soft_wrap=True)  # a path is not wrapped
+    return finish(args, summary, out, {"report": args.output, **json_reports(reports)})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kvproof.checker.cli.common import BadInput, Progress
+from kvproof.checker.cli.common import BadInputError, Progress
 from kvproof.model.scenario import Scenario
 
 __all__ = ["unique", "limits_of", "run_scenarios"]
@@ -19,7 +19,7 @@ def unique(scenarios: list[Scenario]) -> list[Scenario]:
     for sc in scenarios:
         other = seen.setdefault(sc.name, sc)
         if other is not sc and other.origin != sc.origin:
-            raise BadInput(f"{sc.origin}: name: {sc.name!r} is also the name of {other.origin}; expected unique names")
+            raise BadInputError(f"{sc.origin}: name: {sc.name!r} is also the name of {other.origin}; expected unique names")
     return list(seen.values())
 
 

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from kvproof.checker.cli.common import EXIT_OK, BadInput, console
+from kvproof.checker.cli.common import EXIT_OK, BadInputError, console
 from kvproof.checker.cli.options import TRUST
 
 __all__ = ["NAME", "add_parser", "run"]
@@ -41,13 +41,13 @@ def run(args: argparse.Namespace) -> int:
     trace = read_trace(args.file)
     problem = _unverified(trace)
     if problem is not None:
-        raise BadInput(f"{args.file}: {problem}; not shown (kvproof replay {args.file} says more)")
+        raise BadInputError(f"{args.file}: {problem}; not shown (kvproof replay {args.file} says more)")
     if args.step is not None and not 0 <= args.step <= len(trace):
-        raise BadInput(f"--step {args.step}: the trace has steps 0..{len(trace)}")
+        raise BadInputError(f"--step {args.step}: the trace has steps 0..{len(trace)}")
     try:
         only = Focus.of(trace, args.only) if args.only else None
     except FocusError as e:
-        raise BadInput(str(e)) from None
+        raise BadInputError(str(e)) from None
     if args.format == "json":
         doc = trace_records(trace, args.step, only)
         if args.full:  # every field of the state after each step (and before the first)
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, ensure_ascii=False))
     elif args.format == "mermaid":
         if args.step is not None or args.full:
-            raise BadInput(f"{'--step' if args.step is not None else '--full'} applies to --format text and json, "
+            raise BadInputError(f"{'--step' if args.step is not None else '--full'} applies to --format text and json, "
                            "not mermaid")
         sys.stdout.write(trace_mermaid(trace, only))
     else:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from kvproof.checker.cli.common import (BadInput, Progress, Summary, Tally, add_protocol_arguments, console, plural,
-                                        resolve)
+from kvproof.checker.cli.common import (BadInputError, Progress, Summary, Tally, add_output_arguments,
+                                        add_protocol_arguments, finish, output_console, plural, resolve)
 from kvproof.checker.cli.options import TRUST, positive_float, positive_int
 
 __all__ = ["NAME", "OUTPUTS", "add_parser", "run"]
@@ -47,6 +47,7 @@ def add_parser(sub) -> None:
     sm.add_argument("--report-only", action="store_true",
                     help="report exposures but exit 0 (default: exit 1 when a response read another's KV)")
     sm.add_argument("--variant", action="append", metavar="FILE.py", help=TRUST)
+    add_output_arguments(sm)
     sm.set_defaults(func=run)
 
 
@@ -60,21 +61,22 @@ def run(args: argparse.Namespace) -> int:
     base = resolve(args.scenario)
     workload = base.family_protocol().command("simulate")
     if workload is None:
-        raise BadInput(f"simulate: the {base.family} protocol has no workload simulator")
+        raise BadInputError(f"simulate: the {base.family} protocol has no workload simulator")
     sc = workload.scenario_of(base, args)
     try:
         machine = Machine(sc.build())
     except ValueError as e:
-        raise BadInput(f"simulate: {e}") from None
+        raise BadInputError(f"simulate: {e}") from None
     t0 = time.perf_counter()
-    with Progress(True, args.requests, "requests") as progress:
+    with Progress(not args.quiet and not args.json, args.requests, "requests") as progress:
         def tick(so_far) -> None:
             progress.note(f"{base.name}: {so_far.steps:,} steps · {so_far.foreign_reads:,} exposed so far",
                           completed=so_far.requests)
 
         exp = workload.simulate(machine, args.requests, args.seed, args.fault_weight, progress=tick)
     seconds = time.perf_counter() - t0
-    out = console()
+    out = output_console(args)
+    written = None
     out.print(f"{base.name}: {exp.requests:,} requests {workload.setting(args)}, seed {args.seed}), "
               f"{exp.steps:,} steps in {seconds:.1f} s")
     for line in exp.lines():
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         elif not args.no_traces:
             states = run_actions(machine, run)
             trace = Trace(sc, machine, workload.CLAIM, "counterexample", run, states)
-            path = write_trace(trace, args.traces)
+            path = written = write_trace(trace, args.traces)
             out.print(f"  first exposure at step {len(exp.first_bad_run):,}, written to {path}{how}", soft_wrap=True)
     exposed = exp.foreign_reads > 0 or exp.first_bad_run is not None
     ran = (f"{plural(exp.requests, 'request')} on {base.name} (seed {args.seed}), 1 claim (no response reads "
@@ -100,4 +102,9 @@ def run(args: argparse.Namespace) -> int:
     meaning = ("no response read another request's KV" if not exposed
                else "an exposure was found and only reported (--report-only)" if args.report_only
                else "an exposure: a response read another request's KV")
-    return Summary("simulate", ran, int(not exposed), int(exposed), 0, code, meaning).print(out)
+    summary = Summary("simulate", ran, int(not exposed), int(exposed), 0, code, meaning)
+    return finish(args, summary, out, {
+        "scenario": base.name, "requests": exp.requests, "seed": args.seed, "steps": exp.steps,
+        "seconds": round(seconds, 3), "foreign_reads": exp.foreign_reads, "exposed": exposed,
+        "first_exposure_step": None if exp.first_bad_run is None else len(exp.first_bad_run),
+        "trace": None if written is None else str(written), "lines": list(exp.lines())})

@@ -1,28 +1,19 @@
 """``kvproof validate LOG``: search for a behaviour of the spec that explains an engine's event
-log (:mod:`kvproof.checker.logs`); the exit code of its answer (:data:`VALIDATE_EXITS`)."""
+log (:mod:`kvproof.checker.logs`); the exit code of its answer
+(:func:`kvproof.checker.logs.validate_output.exit_of`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from kvproof.checker.cli.common import BadInput, console
-from kvproof.checker.outcome import Inconclusive, Unexplained, Verified, Violated, exit_code
+from kvproof.checker.cli.common import BadInputError, add_output_arguments, output_console
 from kvproof.checker.cli.options import positive_int
 
-__all__ = ["NAME", "OUTPUTS", "VALIDATE_OUTCOMES", "VALIDATE_EXITS", "add_parser", "run"]
+__all__ = ["NAME", "OUTPUTS", "add_parser", "run"]
 
 NAME = "validate"
 OUTPUTS = (("traces", "--traces", True, "no_traces"),)
 """The files ``validate`` writes, checked before it starts (:func:`~.outputs.check_outputs`)."""
-
-VALIDATE_OUTCOMES = {"explained": Verified(), "violation": Violated(), "undecided": Inconclusive("--max-states"),
-                     "unexplained": Unexplained(0)}
-"""``validate``'s answers (:data:`kvproof.checker.logs.validate_command.ANSWERS`) as outcomes: a log
-is expected to be explained by a behaviour that breaks no invariant."""
-
-VALIDATE_EXITS = {answer: exit_code([(outcome, "verified")]) for answer, outcome in VALIDATE_OUTCOMES.items()}
-"""``validate``'s answers and their exit codes (:func:`kvproof.checker.outcome.exit_code`)."""
-
 
 def add_parser(sub) -> None:
     """Register ``validate`` on the main parser's subcommands."""
@@ -60,17 +51,17 @@ def add_parser(sub) -> None:
                          "soon as the line that shows it is read, and go on; a renamed-and-recreated or truncated "
                          "file, or a new header line, starts a new log; ends when the input ends (a pipe) or on "
                          "Ctrl-C, with the summary; no trace is written")
-    va.add_argument("--json", action="store_true",
-                    help="print JSON Lines instead of the report: one object per finding (\"finding\": violation, "
-                         "possible_violation, unexplained, undecided), one per log (\"verdict\"), then "
-                         "{\"summary\": ...}; the exit code is the same")
+    add_output_arguments(va, "print JSON Lines instead of the report: one object per finding (\"finding\": violation, "
+                             "possible_violation, unexplained, undecided), one per log (\"log\", \"verdict\"), then "
+                             "the closing object (the command, its verdict and exit code, the summary); the exit "
+                             "code is the same")
     va.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Search for a behaviour of the spec that explains an engine's event log (the protocol the
     log's header names supplies the ``validate`` command); the exit code of its answer
-    (:data:`VALIDATE_EXITS`)."""
+    (:func:`~kvproof.checker.logs.validate_output.exit_of`)."""
     from kvproof.checker.logs.validate_command import validate_log
     from kvproof.checker.logs.validate_output import JsonPrinter, TextPrinter, summary_of
 
@@ -78,16 +69,16 @@ def run(args: argparse.Namespace) -> int:
 
     from kvproof.checker.logs.fleet import log_files, validate_many
 
-    printer = JsonPrinter() if args.json else TextPrinter(console())
+    printer = JsonPrinter() if args.json else TextPrinter(output_console(args))
     if args.follow:
         if len(args.log) != 1 or os.path.isdir(args.log[0]):
-            raise BadInput("--follow: one log, a file or - (standard input)")
+            raise BadInputError("--follow: one log, a file or - (standard input)")
         if args.backend == "ray":
-            raise BadInput("--follow: a live log is searched here, not on Ray (--backend ray)")
+            raise BadInputError("--follow: a live log is searched here, not on Ray (--backend ray)")
         args.log = args.log[0]
         return _follow(args, printer)
     if len(args.log) == 1 and not os.path.isdir(args.log[0]) and args.backend != "ray":
-        result = validate_log(args, args.log[0], printer, BadInput)
+        result = validate_log(args, args.log[0], printer, BadInputError)
         printer.finding(result.verdict())
         return printer.summary(summary_of([result.answer], result.count))
     from kvproof.checker.explicit.ray_backend import RayUnavailable
@@ -96,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         paths = log_files(args.log)
         results = validate_many(args, paths, printer, args.workers, args.ray_address)
     except (ValueError, RayUnavailable) as e:
-        raise BadInput(str(e)) from None
+        raise BadInputError(str(e)) from None
     return printer.summary(summary_of([r.answer for r in results], sum(r.count for r in results)))
 
 
@@ -122,7 +113,7 @@ def _follow(args: argparse.Namespace, printer) -> int:
         try:
             open(args.log, "rb").close()
         except OSError as e:
-            raise BadInput(f"{args.log}: cannot read: {e.strerror or e}") from None
+            raise BadInputError(f"{args.log}: cannot read: {e.strerror or e}") from None
         lines = tail_lines(args.log)
     previous = signal.signal(signal.SIGTERM, stop) if hasattr(signal, "SIGTERM") else None
     results: list = []

@@ -339,54 +339,83 @@ def explain(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
     if callable(getattr(search, "explain", None)):  # a search with its own loop (the factored one)
         return search.explain(machine, obs, events, max_states)
     search.obs = obs
-    frontier: dict[bytes, int] = {machine.init: machine.hits(machine.init)}
-    peak, count = 1, 0
-    # the first possible violation: the event its searches are attributed to (``at``), whether
-    # it was found before the first event, and the answer once its searches are all done
+    return next(_search(machine, obs, events, max_states, search, live=False))
+
+
+def _search(machine: Any, obs: Observation, events: Iterable[Event], max_states: int, search: Search,
+            live: bool) -> Iterator["Verdict | Maybe"]:
+    """The one search over a log's events, for :func:`explain` and :func:`monitor`: the frontier
+    closed under internal steps before each event, then stepped by it.  Not ``live`` (explain),
+    it yields one verdict, the first finding or ``explained``, each with the first possible
+    violation found by then (``maybe``), and stops; the closure after the last event is taken
+    only while that possible violation is not known.  ``live`` (monitor), each closure is taken
+    as soon as its event is read, so that a possible violation is yielded (a :class:`Maybe`) as
+    soon as it is known, and the search goes on past a violation (its claims not reported again)
+    and an unexplained event (skipped); only ``undecided`` ends it."""
+    hits = machine.hits
     tracker = _MaybeTracker(machine, search)
+    maybe = (lambda: None) if live else tracker.done  # live, the Maybe is a finding of its own
+    frontier: dict[bytes, int] = {machine.init: hits(machine.init)}
+    closed = search.close(frontier) if live else None
+    count, peak, said = 0, 1, False
+    reported = 0  # the claims already reported violated (live)
     for event in events:
         count += 1
         why = obs.admit(event)
-        closed = search.close(frontier)
-        tracker.closed(event)
+        if not live:
+            closed = search.close(frontier)
+        tracker.closed(event)  # the closure before the first event is attributed to it
         if closed is None:
-            return Verdict("undecided", count, event, f"more than {max_states:,} states could precede this event "
-                           f"(--max-states)", peak=peak, explored=search.explored, maybe=tracker.done())
+            yield Verdict("undecided", count, event, f"more than {max_states:,} states could precede this event "
+                          f"(--max-states)", peak=peak, explored=search.explored, maybe=maybe())
+            return
         nxt = search.advance(closed, event) if why is None else {}
         tracker.advanced(event)
         if not nxt:
-            return Verdict("unexplained", count, event, why or "no behaviour of the spec explains it",
-                           list(closed), peak=peak, explored=search.explored, maybe=tracker.done())
+            yield Verdict("unexplained", count, event, why or "no behaviour of the spec explains it", list(closed),
+                          peak=peak, explored=search.explored, maybe=maybe())
+            if not live:
+                return
+            continue  # skipped: the search goes on from the states before it
         peak = max(peak, len(closed), len(nxt))
         if len(nxt) > max_states:
-            return Verdict("undecided", count, event, f"more than {max_states:,} states could follow this event "
-                           f"(--max-states)", peak=peak, explored=search.explored, maybe=tracker.done())
-        if all(nxt.values()):
-            common = any_ = 0
-            for mask in nxt.values():
-                common = mask if not any_ else common & mask
-                any_ |= mask
-            # the claims every explanation breaks; if none is common to all, those that some break
-            names = [c.name for i, c in enumerate(machine.claims) if (common or any_) >> i & 1]
-            bad = next(st for st, mask in nxt.items() if mask & (common or any_) == (common or any_)) \
-                if common else next(iter(nxt))
-            how = "breaks " if common else "breaks one of "
-            return Verdict("violation", count, event, "every behaviour that explains the log up to here " + how
-                           + ", ".join(names), list(closed), names, bad, peak, search.explored, tracker.done())
+            yield Verdict("undecided", count, event, f"more than {max_states:,} states could follow this event "
+                          f"(--max-states)", peak=peak, explored=search.explored, maybe=maybe())
+            return
+        if all(mask & ~reported for mask in nxt.values()):
+            v = _violation(machine, count, event, closed, nxt, reported, peak, search.explored, maybe())
+            yield v
+            if not live:
+                return
+            reported |= sum(1 << i for i, c in enumerate(machine.claims) if c.name in v.claims)
+        if reported:  # each state's claims afresh, less those reported
+            nxt = {st: hits(st) & ~reported for st in nxt}
         frontier = nxt
+        if live:
+            closed = search.close(nxt)
+            if closed is not None:
+                peak = max(peak, len(closed))
+            if not said:
+                tracker.closed(None)
+                if tracker.answer is not None:
+                    said = True
+                    yield tracker.answer
+    if live:
+        return
     tail = ""
     if tracker.pending():  # the closure after the last event belongs to it
         if search.close(frontier) is None:
             tail = (f"more than {max_states:,} states could follow the last event (--max-states): whether "
                     "one of them breaks an invariant is not known")
         tracker.closed(None)
-    return Verdict("explained", count, peak=peak, explored=search.explored, maybe=tracker.done(), tail=tail)
+    yield Verdict("explained", count, peak=peak, explored=search.explored, maybe=tracker.done(), tail=tail)
 
 
 def _violation(machine: Any, count: int, event: Event, closed: dict, nxt: dict, masked: int, peak: int,
-               explored: int) -> Verdict:
+               explored: int, maybe: "Maybe | None" = None) -> Verdict:
     """The :class:`Verdict` of a violation at ``event`` (every state of ``nxt`` dirty in a claim
-    outside ``masked``): the claims every explanation breaks, or those some break."""
+    outside ``masked``): the claims every explanation breaks, or, if none is common to all,
+    those some break; ``maybe`` is the first possible violation found by then (:func:`explain`)."""
     common = any_ = 0
     for mask in nxt.values():
         mask &= ~masked
@@ -397,7 +426,7 @@ def _violation(machine: Any, count: int, event: Event, closed: dict, nxt: dict, 
         if common else next(iter(nxt))
     how = "breaks " if common else "breaks one of "
     return Verdict("violation", count, event, "every behaviour that explains the log up to here " + how
-                   + ", ".join(names), list(closed), names, bad, peak, explored)
+                   + ", ".join(names), list(closed), names, bad, peak, explored, maybe)
 
 
 def monitor(machine: Machine, obs: Observation, events: Iterable[Event], max_states: int = DEFAULT_MAX_STATES,
@@ -416,46 +445,7 @@ def monitor(machine: Machine, obs: Observation, events: Iterable[Event], max_sta
     if callable(getattr(search, "explain", None)):
         raise ValueError("the factored search has its own loop: monitor a log with the flat search")
     search.obs = obs
-    hits = machine.hits
-    tracker = _MaybeTracker(machine, search)
-    reported = 0  # the claims already reported violated
-    closed = search.close({machine.init: hits(machine.init)})
-    count, peak, first, said = 0, 1, True, False
-    for event in events:
-        count += 1
-        if closed is None:
-            yield Verdict("undecided", count, event, f"more than {max_states:,} states could precede this event "
-                          f"(--max-states)", peak=peak, explored=search.explored)
-            return
-        why = obs.admit(event)
-        if first:  # the closure before the first event is attributed to it
-            tracker.closed(event)
-            first = False
-        nxt = search.advance(closed, event) if why is None else {}
-        tracker.advanced(event)
-        if not nxt:
-            yield Verdict("unexplained", count, event, why or "no behaviour of the spec explains it", list(closed),
-                          peak=peak, explored=search.explored)
-            continue
-        peak = max(peak, len(closed), len(nxt))
-        if len(nxt) > max_states:
-            yield Verdict("undecided", count, event, f"more than {max_states:,} states could follow this event "
-                          f"(--max-states)", peak=peak, explored=search.explored)
-            return
-        if all(mask & ~reported for mask in nxt.values()):
-            v = _violation(machine, count, event, closed, nxt, reported, peak, search.explored)
-            yield v
-            reported |= sum(1 << i for i, c in enumerate(machine.claims) if c.name in v.claims)
-        if reported:  # each state's claims afresh, less those reported
-            nxt = {st: hits(st) & ~reported for st in nxt}
-        closed = search.close(nxt)
-        if closed is not None:
-            peak = max(peak, len(closed))
-        if not said:
-            tracker.closed(None)
-            if tracker.answer is not None:
-                said = True
-                yield tracker.answer
+    yield from _search(machine, obs, events, max_states, search, live=True)
 
 
 class _MaybeTracker:

@@ -437,8 +437,8 @@ def follow_log(args: Any, printer: Any, notes: Any, lines: Iterator, label: str,
                        ev.raw, claims=list(found.claims), before=found.before, counted=counted)
                 continue
             ev = found.event
-            tail = {"unexplained": "; skipped: the search goes on from the states before it",
-                    "undecided": "; this log is no longer checked (a new header starts the next)"}.get(found.kind, "")
+            tail = {UNEXPLAINED: "; skipped: the search goes on from the states before it",
+                    UNDECIDED: "; this log is no longer checked (a new header starts the next)"}.get(found.kind, "")
             fields = {"claims": list(found.claims)} if found.kind == "violation" else {}
             report(result, found.kind, ev.line, f"{label}:{ev.line}: {found.kind}: {ev.raw.get('event')} - "
                    f"{found.why}{tail}", ev.raw, why=found.why, **fields)

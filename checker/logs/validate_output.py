@@ -13,46 +13,48 @@ import json
 import sys
 from typing import Any, Iterable
 
-from kvproof.checker.outcome import (EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_MISMATCH, EXIT_OK, EXIT_UNEXPLAINED,
-                                     Summary, plural)
+from kvproof.checker.outcome import (WORDINGS, BadInput, Inconclusive, Summary, Unexplained, Verified, Violated,
+                                     exit_code, judge, outcome_named, plural)
 
-__all__ = ["ANSWER_EXITS", "BAD_INPUT", "TextPrinter", "JsonPrinter", "exit_of", "summary_of"]
+__all__ = ["BAD_INPUT", "EXPECTED", "TextPrinter", "JsonPrinter", "exit_of", "summary_of"]
 
-BAD_INPUT = "bad input"
+BAD_INPUT = WORDINGS["validate"][BadInput]
 """The answer of a log that cannot be read (one of many: the run goes on with the next)."""
 
-ANSWER_EXITS = {"explained": EXIT_OK, "violation": EXIT_MISMATCH, "undecided": EXIT_INCONCLUSIVE,
-                "unexplained": EXIT_UNEXPLAINED, BAD_INPUT: EXIT_BAD_INPUT}
-"""Each answer's exit code."""
-
-_PRECEDENCE = ("violation", "unexplained", BAD_INPUT, "undecided", "explained")
-"""Over many logs the run's exit code is that of the first of these answers some log got: a
-violation is the strongest statement about the engines, then a line no behaviour explains."""
+EXPECTED = WORDINGS["validate"][Verified]
+"""What every log is expected to be: explained by a behaviour that breaks no invariant.  Each
+answer is the word of an outcome (:data:`~kvproof.checker.outcome.WORDINGS`), judged against it."""
 
 _MEANINGS = {
-    "explained": "every event is explained by a behaviour that breaks no invariant",
-    "violation": "a log shows a violation (or a possible one) of an invariant",
-    "unexplained": "a line of a log is unexplained (no behaviour of the model produces it)",
-    BAD_INPUT: "bad input",
-    "undecided": "cannot decide (--max-states)",
+    Verified: "every event is explained by a behaviour that breaks no invariant",
+    Violated: "a log shows a violation (or a possible one) of an invariant",
+    Unexplained: "a line of a log is unexplained (no behaviour of the model produces it)",
+    BadInput: "bad input",
+    Inconclusive: "cannot decide (--max-states)",
 }
+"""What the exit code means, by the outcome that decided it."""
 
 
 def exit_of(answers: Iterable[str]) -> int:
-    """The exit code of a run whose logs got ``answers`` (:data:`_PRECEDENCE`); 0 for none."""
-    got = set(answers)
-    return next((ANSWER_EXITS[a] for a in _PRECEDENCE if a in got), EXIT_OK)
+    """The exit code of a run whose logs got ``answers``: :func:`~kvproof.checker.outcome.exit_code`
+    of their outcomes against :data:`EXPECTED` (0 for none).  A log that cannot be read does not
+    hide what the others show: it counts as bad input only when no other log shows a violation
+    or an unexplained line (the run went on past it)."""
+    outcomes = [outcome_named(a) for a in answers]
+    shown = any(judge(o, EXPECTED) in ("mismatched", "unexplained") for o in outcomes)
+    return exit_code((o, EXPECTED) for o in outcomes if not (shown and isinstance(o, BadInput)))
 
 
 def summary_of(answers: list[str], events: int) -> Summary:
     """The closing line of a run whose logs got ``answers`` and held ``events`` events in all:
     explained logs matched, violations and unexplained logs mismatched, undecided ones
-    inconclusive (a log with bad input counts in none)."""
+    inconclusive (a log with bad input counts in none); its verdict and meaning are those of the
+    answer that decided the exit code."""
     code = exit_of(answers)
-    worst = next((a for a in _PRECEDENCE if a in answers), "explained")
+    worst = next((a for a in answers if exit_of([a]) == code), EXPECTED)
     return Summary("validate", f"{plural(len(answers), 'log')}, {plural(events, 'event')}",
                    answers.count("explained"), answers.count("violation") + answers.count("unexplained"),
-                   answers.count("undecided"), code, _MEANINGS[worst])
+                   answers.count("undecided"), code, _MEANINGS[type(outcome_named(worst))], worst)
 
 
 class TextPrinter:
@@ -77,7 +79,7 @@ class TextPrinter:
 
 
 class JsonPrinter:
-    """JSON Lines on ``stream``: one object per finding and verdict, then ``{"summary": ...}``."""
+    """JSON Lines on ``stream``: one object per finding and verdict, then the closing one."""
 
     def __init__(self, stream: Any = None):
         self.stream = stream or sys.stdout
@@ -91,8 +93,9 @@ class JsonPrinter:
         _flush(self.stream)
 
     def summary(self, s: Summary) -> int:
-        """The closing ``summary`` object; its exit code."""
-        self.finding({"summary": s.to_json()})
+        """The closing object (:meth:`~kvproof.checker.outcome.Summary.document`: ``command``,
+        ``verdict``, ``exit_code``, ``summary``); its exit code."""
+        self.finding(s.document())
         return s.exit_code
 
 

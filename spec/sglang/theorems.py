@@ -76,7 +76,7 @@ def _timeout_if(max_seconds: float) -> tuple[str, str]:
     then Spacer if they fall short."""
     from kvproof.spec.sglang.timeout_lemmas import timeout_if_by_lemmas
     verdict, why, _ = timeout_if_by_lemmas(max(max_seconds, 300.0))
-    if verdict in ("proved", "refuted"):
+    if verdict != "inconclusive":  # proved or refuted: decided
         return verdict, why
     v2, why2 = _timeout_if_spacer(max_seconds)
     return v2, f"parametric lemmas: {why}; Spacer: {why2 or v2}"
