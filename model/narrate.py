@@ -13,8 +13,9 @@ a table to update:
 
 * a page's owner going from free to a request: *reserved* (an arrow from the actor's lane to the
   pool's); back to free: *released* by the action;
-* a page's content changing: *written* when the new content is its owner's, else a *late write*
-  (a hazard): another request's data landing on an owned page, or any data on a free one;
+* a page's content changing: *written* when the new content is its owner's, else a hazard:
+  another request's data landing on an owned page (a late write, or a transfer that moved
+  another request's data), or any data landing on a free one;
 * a :class:`Read`'s field leaving its "none" value: the request *reads* its pages, a hazard when
   a page holds another request's data;
 * a :class:`Signal`: a declared field changing to a declared value, e.g. decode's READ posted.
@@ -224,8 +225,9 @@ def _step_events(spec, narration: Narration, pools: dict[str, _Pages], pre, post
                 msg = f"{pages.page(p)} ← {pages.held(c)}"
             else:
                 now = "free" if owner == pool.free else f"owned by {pages.owner(owner)}"
-                text, hazard = f"late write: {pages.held(c)} lands, page {now}", True
-                msg = f"{pages.held(c)} lands on {pages.page(p)}, {now}"
+                text = (f"late write: {pages.held(c)} lands on the free page" if owner == pool.free
+                        else f"gets {pages.held(c)}, not its owner {pages.owner(owner)}'s")
+                hazard, msg = True, f"{pages.held(c)} lands on {pages.page(p)}, {now}"
             out.append((name, p, text, hazard, (at, pool.lane, msg, "write")))
     return out
 
