@@ -219,9 +219,8 @@ def _step_events(spec, narration: Narration, pools: dict[str, _Pages], pre, post
             if not changed or changed[0] == pool.unwritten:
                 continue
             c, owner = changed[0], post[pages.owner_slot[p]]
-            writer = pages.owner(pool.owner_of(c))
             if owner != pool.free and pool.owner_of(c) == owner:
-                text, hazard = f"written by {writer}", False
+                text, hazard = f"written by {pages.owner(owner)}", False
                 msg = f"{pages.page(p)} ← {pages.held(c)}"
             else:
                 now = "free" if owner == pool.free else f"owned by {pages.owner(owner)}"

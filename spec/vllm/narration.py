@@ -54,7 +54,7 @@ def narration(spec) -> Narration:
     verb, poster, told = ("READ", "decode", "prefill") if pull else ("WRITE", "prefill", "decode")
     k = spec.k
 
-    def whose(content: int) -> int:  # a request's prefix KV (V11) is that request's data
+    def whose(content: int) -> int:  # a request's prefix KV (V11) is that request's, in a prefill block
         return content - k.R if content > k.R else content
 
     transfer = []
@@ -89,7 +89,8 @@ def narration(spec) -> Narration:
         pools=(
             Pool("prefill", owner="src_owner", content="src_content", lane="prefill_blocks", whose=whose,
                  reasons=_REASONS),
-            Pool("decode", owner="owner", content="content", lane="decode_blocks", whose=whose, reasons=_REASONS),
+            # decode's block is for the request's own (suffix) KV: its prefix KV there is a hazard (V11)
+            Pool("decode", owner="owner", content="content", lane="decode_blocks", reasons=_REASONS),
         ),
         reads=(Read("read", "dest", "decode", "decode"),),
     )
