@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 from kvproof.model.expr import BOOL, SpecError, SpecOps, Value, caller
 from kvproof.model.layout import Domain, Field, Layout
-from kvproof.model.narrate import derive_messages, derive_timelines
+from kvproof.model.narrate import derive_messages, derive_page_maps, derive_timelines
 from kvproof.model.narration import Lane, Message, Note, PageMap, PageTimeline
 from kvproof.model.ops import Disabled, Ops
 
@@ -408,7 +408,10 @@ class Spec:
 
     def page_maps(self, pre: Any, post: Any) -> list[PageMap]:
         """Tables of the state's resource pools to show after a step (``pre`` is ``None`` at
-        the initial state; default: none)."""
+        the initial state; default: each declared pool the step changed,
+        :func:`~.narrate.derive_page_maps`; without a narration, none)."""
+        if self._narration is not None:
+            return derive_page_maps(self, self._narration, pre, post)
         return []
 
     def display_names(self, states: Any, actions: Any) -> list[dict[str, str]]:

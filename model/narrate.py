@@ -5,9 +5,9 @@ A protocol that does not hand-write its narration declares it (:class:`Narration
 its state that are messages between lanes (:class:`Signal`), its page pools (:class:`Pool`) and
 how a request reads pages (:class:`Read`).  This module turns the declaration and a step's pre-
 and post-state into the :class:`~.narration.Message` s of the step (:func:`derive_messages`),
-and a trace's states into one :class:`~.narration.PageTimeline` per page
-(:func:`derive_timelines`), the way :meth:`~.framework.Spec.messages` and
-:meth:`~.framework.Spec.page_timelines` default to.  What a pool's change means is read off the
+a trace's states into one :class:`~.narration.PageTimeline` per page
+(:func:`derive_timelines`), and a state into a table per pool (:func:`derive_page_maps`), the way :meth:`~.framework.Spec.messages` and
+:meth:`~.framework.Spec.page_timelines` and :meth:`~.framework.Spec.page_maps` default to.  What a pool's change means is read off the
 state, not off the action's name, so an engine variant that overrides an action is drawn without
 a table to update:
 
@@ -27,9 +27,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from kvproof.model.narration import Lane, Message, PageCell, PageEvent, PageTimeline
+from kvproof.model.narration import Cell, Lane, Message, PageCell, PageEvent, PageMap, PageTimeline
 
-__all__ = ["Narration", "Signal", "Pool", "Read", "derive_messages", "derive_timelines"]
+__all__ = ["Narration", "Signal", "Pool", "Read", "derive_messages", "derive_timelines", "derive_page_maps"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,8 @@ class Pool:
     and whose other labels name requests; ``content`` a field whose last index is the page and
     whose value ``unwritten`` means no data.  ``lane`` is the lane drawn for the pool.  ``whose``
     maps a content code to the owner code whose data it is (default: the same code).
-    ``reasons`` names, per action, how a release by it reads ("on abort"; default "by ACTION")."""
+    ``reasons`` names, per action, how a release by it reads ("on abort"; default "by ACTION");
+    ``title`` heads the pool's table in ``kvproof show`` (default "NAME pages")."""
 
     name: str
     owner: str
@@ -69,6 +70,7 @@ class Pool:
     unwritten: int = 0
     whose: Callable[[int], int] | None = None
     reasons: Mapping[str, str] = field(default_factory=dict)
+    title: str = ""
 
     def owner_of(self, content: int) -> int:
         """The owner code whose data content code ``content`` is."""
@@ -277,4 +279,23 @@ def derive_timelines(spec, narration: Narration, states: Sequence[Any], actions:
             evs = tuple(events.get((name, p), ()))
             if evs or include_quiet:
                 out.append(PageTimeline(pages.page(p), name, evs, tuple(pages.cell(s, p) for s in states)))
+    return out
+
+
+def derive_page_maps(spec, narration: Narration, pre, post) -> list[PageMap]:
+    """A table per declared pool after a step that changed it (every pool at the initial state,
+    ``pre`` ``None``): each page's owner, and what it holds, marked ``!`` (a hazard) when it
+    holds data that is not its owner's."""
+    out = []
+    for name, pages in _pools(spec, narration).items():
+        slots = pages.owner_slot + [s for ss in pages.content_slots for s in ss]
+        if pre is not None and all(pre[s] == post[s] for s in slots):
+            continue
+        owners = tuple(Cell(pages.owner(post[pages.owner_slot[p]])) for p in range(pages.size))
+        holds = []
+        for p in range(pages.size):
+            cell = pages.cell(post, p)
+            holds.append(Cell(cell.content + (" !" if cell.foreign else ""), cell.foreign))
+        out.append(PageMap(pages.pool.title or f"{name} pages", tuple(pages.page(p) for p in range(pages.size)),
+                           (("owner", owners), ("holds", tuple(holds)))))
     return out

@@ -23,7 +23,7 @@ a test registers with :func:`~.registry.register`.  It says:
 Everything else a general layer needs to know about a protocol - how to narrate a step, how to
 name a request or a page, which fields form a page pool - it asks the spec instance itself
 through the optional methods of :class:`~.framework.Spec` (:meth:`~.framework.Spec.story`,
-:meth:`~.framework.Spec.pools`, :meth:`~.framework.Spec.shown_params`, ...).
+:meth:`~.framework.Spec.narration`, :meth:`~.framework.Spec.shown_params`, ...).
 """
 
 from __future__ import annotations

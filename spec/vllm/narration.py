@@ -88,9 +88,10 @@ def narration(spec) -> Narration:
         ),
         pools=(
             Pool("prefill", owner="src_owner", content="src_content", lane="prefill_blocks", whose=whose,
-                 reasons=_REASONS),
+                 reasons=_REASONS, title="prefill blocks"),
             # decode's block is for the request's own (suffix) KV: its prefix KV there is a hazard (V11)
-            Pool("decode", owner="owner", content="content", lane="decode_blocks", reasons=_REASONS),
+            Pool("decode", owner="owner", content="content", lane="decode_blocks", reasons=_REASONS,
+                 title="decode blocks"),
         ),
         reads=(Read("read", "dest", "decode", "decode"),),
     )
