@@ -123,6 +123,38 @@ def test_the_backstop_does_nothing_outside_the_main_thread():
     assert seen == ["finished"]
 
 
+def test_the_backstop_never_cuts_a_write_to_stdout_and_says_one_was_made(monkeypatch):
+    """A write to standard output that outlasts the deadline (a slow pipe reader) runs whole;
+    the budget is spent after it, and BudgetSpent says the command had written (so a second JSON
+    document is never appended to the first: CI once read a document cut at 64 KiB followed by
+    the budget's own summary)."""
+    written = []
+
+    class Slow:
+        def write(self, text):
+            time.sleep(0.4)  # the deadline (0.1 s) passes inside this write
+            written.append(text)
+            return len(text)
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stdout", Slow())
+    t0 = time.perf_counter()
+    with pytest.raises(BudgetSpent) as spent:
+        with backstop(t0 + 0.1):
+            sys.stdout.write("{whole document}")
+            while True:
+                time.sleep(0.01)
+    assert written == ["{whole document}"] and spent.value.after_output
+    with pytest.raises(BudgetSpent) as spent:
+        with backstop(time.perf_counter() + 0.05):
+            while True:
+                time.sleep(0.01)
+    assert not spent.value.after_output
+    assert isinstance(sys.stdout, Slow)  # the real stdout is put back
+
+
 def test_the_backstop_interrupts_a_z3_call():
     import z3
 

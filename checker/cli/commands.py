@@ -221,8 +221,8 @@ def _main(argv: Sequence[str] | None, started: float | None, enforce: bool, pars
     except KeyboardInterrupt:
         print("kvproof: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BudgetSpent:
-        return _out_of_budget(args)
+    except BudgetSpent as e:
+        return _out_of_budget(args, e.after_output)
 
 
 def _budget(args: argparse.Namespace, started: float):
@@ -235,13 +235,17 @@ def _budget(args: argparse.Namespace, started: float):
     return Budget(seconds, started)
 
 
-def _out_of_budget(args: argparse.Namespace) -> int:
+def _out_of_budget(args: argparse.Namespace, after_output: bool = False) -> int:
     """The backstop stopped the command: its closing line (the ``summary`` of ``--json``;
-    nothing with ``--quiet``), exit 2."""
+    nothing with ``--quiet``), exit 2.  With ``--json`` after the command had written its
+    document (``after_output``), nothing is added to it: the line goes to stderr instead."""
     meaning = "inconclusive: the command was stopped before it reported its verdicts"
     summary = Summary(args.command, args.budget.line(), 0, 0, 0, Tally(inconclusive=1).exit_code, meaning)
     try:
-        if getattr(args, "json", False):
+        if getattr(args, "json", False) and after_output:
+            print(f"kvproof {args.command}: {args.budget.line()}; exit {summary.exit_code}: {meaning}",
+                  file=sys.stderr, flush=True)
+        elif getattr(args, "json", False):
             print(json.dumps({"summary": summary.to_json()}, indent=2), flush=True)
         elif not getattr(args, "quiet", False):
             print(f"\nkvproof {args.command}: {args.budget.line()}; exit {summary.exit_code}: {meaning}", flush=True)

@@ -15,7 +15,11 @@
   raises :class:`BudgetSpent` there (a blocking system call is interrupted too; in a finaliser,
   where Python would ignore it, it waits for the next alarm).  It unwinds
   like Ctrl-C's ``KeyboardInterrupt`` - files are written whole or not at all, worker processes
-  are stopped - and the command line turns it into one line and exit 2 (inconclusive).
+  are stopped - and the command line turns it into one line and exit 2 (inconclusive).  A write
+  to standard output is never cut part way: the alarm waits until the write has returned (a
+  JSON document goes out in one write, so it is whole or absent), and :class:`BudgetSpent` says
+  whether the command had written anything (:attr:`BudgetSpent.after_output`), so that nothing
+  is appended to a document already written.
 
 Neither imports Z3: a command that never loaded it has no Z3 call to interrupt.
 """
@@ -88,7 +92,41 @@ def z3_deadline(deadline: float | None) -> Iterator[None]:
 class BudgetSpent(BaseException):
     """The time budget of the whole command ran out before it finished: raised in the main
     thread by :func:`backstop`.  A :class:`BaseException`, like :class:`KeyboardInterrupt`, so
-    that no ``except Exception`` takes it for an error of the code it interrupted."""
+    that no ``except Exception`` takes it for an error of the code it interrupted.
+    :attr:`after_output`: the command had already written to standard output."""
+
+    def __init__(self, after_output: bool = False):
+        super().__init__()
+        self.after_output = after_output
+
+
+class _HeldStdout:
+    """Standard output seen through :func:`backstop`: each ``write`` runs whole (the alarm waits
+    while one runs) and the first one is recorded."""
+
+    def __init__(self, inner, state: dict):
+        self._inner, self._state = inner, state
+
+    def write(self, text):
+        """Write ``text`` to the real standard output, the alarm held off meanwhile."""
+        self._state["holding"] += 1
+        try:
+            return self._inner.write(text)
+        finally:
+            self._state["holding"] -= 1
+            if text:
+                self._state["wrote"] = True
+
+    def flush(self):
+        """Flush the real standard output, the alarm held off meanwhile (a pipe's reader may be slow)."""
+        self._state["holding"] += 1
+        try:
+            return self._inner.flush()
+        finally:
+            self._state["holding"] -= 1
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
 
 @contextmanager
@@ -100,17 +138,17 @@ def backstop(deadline: float | None) -> Iterator[None]:
     if deadline is None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    state = {"armed": False, "closing": False, "fired": False}
+    state = {"armed": False, "closing": False, "fired": False, "holding": 0, "wrote": False}
 
     def on_alarm(signum, frame) -> None:
-        if not state["armed"] or state["closing"] or state["fired"]:
-            return  # before the block or after it: the watcher signals again while the block runs
+        if not state["armed"] or state["closing"] or state["fired"] or state["holding"]:
+            return  # before the block, after it, or inside a write: the watcher signals again 20 ms on
         while frame is not None:
             if frame.f_code.co_name == "__del__":
                 return  # Python would ignore it there: the next alarm, 20 ms on, tries again
             frame = frame.f_back
         state["fired"] = True
-        raise BudgetSpent()
+        raise BudgetSpent(state["wrote"])
 
     stop = threading.Event()
     main = threading.main_thread().ident
@@ -138,6 +176,8 @@ def backstop(deadline: float | None) -> Iterator[None]:
     thread = threading.Thread(target=watch, name="kvproof-backstop", daemon=True)
     old = signal.signal(signal.SIGALRM, on_alarm)
     sys.unraisablehook = swallowed
+    held = _HeldStdout(sys.stdout, state)
+    sys.stdout = held
     try:
         thread.start()
         state["armed"] = True
@@ -150,6 +190,8 @@ def backstop(deadline: float | None) -> Iterator[None]:
                 thread.join()
                 signal.signal(signal.SIGALRM, old)
                 sys.unraisablehook = unraisable
+                if sys.stdout is held:
+                    sys.stdout = held._inner
                 break
             except BudgetSpent:
                 continue
