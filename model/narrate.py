@@ -12,7 +12,8 @@ state, not off the action's name, so an engine variant that overrides an action 
 a table to update:
 
 * a page's owner going from free to a request: *reserved* (an arrow from the actor's lane to the
-  pool's); back to free: *released* by the action;
+  pool's); back to free: *released* by the action, a hazard while a transfer the pool declares
+  (:class:`Busy`) still uses the page;
 * a page's content changing: *written* when the new content is its owner's, else a hazard:
   another request's data landing on an owned page (a late write, or a transfer that moved
   another request's data), or any data landing on a free one;
@@ -29,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kvproof.model.narration import Cell, Lane, Message, PageCell, PageEvent, PageMap, PageTimeline
 
-__all__ = ["Narration", "Signal", "Pool", "Read", "derive_messages", "derive_timelines", "derive_page_maps"]
+__all__ = ["Narration", "Signal", "Pool", "Busy", "Read", "derive_messages", "derive_timelines", "derive_page_maps"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,18 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class Busy:
+    """Pages a transfer still uses: while a slot of ``field`` (its first index a request) holds
+    a value in ``values``, the pages of the pool that ``pages`` (a field indexed by the request
+    first) names are in use by that request's ``what`` ("READ"); releasing one then is a hazard."""
+
+    field: str
+    values: tuple[int, ...]
+    pages: str
+    what: str = "transfer"
+
+
+@dataclass(frozen=True)
 class Pool:
     """A pool of pages: ``owner`` is a field indexed by page (a scalar field: a pool of one page,
     named ``name``) whose value ``free`` means no owner
@@ -60,7 +73,8 @@ class Pool:
     whose value ``unwritten`` means no data.  ``lane`` is the lane drawn for the pool.  ``whose``
     maps a content code to the owner code whose data it is (default: the same code).
     ``reasons`` names, per action, how a release by it reads ("on abort"; default "by ACTION");
-    ``title`` heads the pool's table in ``kvproof show`` (default "NAME pages")."""
+    ``title`` heads the pool's table in ``kvproof show`` (default "NAME pages"); ``busy`` says
+    when a page is still in use by a transfer (:class:`Busy`), so that its release is a hazard."""
 
     name: str
     owner: str
@@ -71,6 +85,7 @@ class Pool:
     whose: Callable[[int], int] | None = None
     reasons: Mapping[str, str] = field(default_factory=dict)
     title: str = ""
+    busy: tuple[Busy, ...] = ()
 
     def owner_of(self, content: int) -> int:
         """The owner code whose data content code ``content`` is."""
@@ -165,6 +180,22 @@ def _pools(spec, narration: Narration) -> dict[str, _Pages]:
     return {pool.name: _Pages(spec, pool) for pool in narration.pools if pool.owner in spec.layout.by_name}
 
 
+def _in_use(layout, pages: _Pages, state) -> dict[int, str]:
+    """The pages of a pool a declared transfer still uses in ``state``: page -> "R0's READ"."""
+    out: dict[int, str] = {}
+    for b in pages.pool.busy:
+        if b.field not in layout.by_name or b.pages not in layout.by_name:
+            continue
+        req = layout.by_name[b.field].dims[0]
+        for idx, slot in _slots(layout, b.field):
+            if state[slot] not in b.values:
+                continue
+            for pidx, ps in _slots(layout, b.pages):
+                if pidx[0] == idx[0] and state[ps] < pages.size:
+                    out.setdefault(state[ps], f"{_label(req, idx[0])}'s {b.what}")
+    return out
+
+
 def _step_events(spec, narration: Narration, pools: dict[str, _Pages], pre, post, action: str, src: str | None):
     """What happened to pages in one step: ``(pool, page, event text, hazard, message)`` with the
     message as ``(src, dst, text, kind)`` or ``None``; reads first, then owners, then contents."""
@@ -197,6 +228,7 @@ def _step_events(spec, narration: Narration, pools: dict[str, _Pages], pre, post
         pool = pages.pool
         taken: dict[int, list[int]] = {}
         freed: dict[int, list[int]] = {}
+        in_use = _in_use(layout, pages, pre)
         for p in range(pages.size):
             a, b = pre[pages.owner_slot[p]], post[pages.owner_slot[p]]
             if a == b:
@@ -204,7 +236,8 @@ def _step_events(spec, narration: Narration, pools: dict[str, _Pages], pre, post
             if a != pool.free:
                 freed.setdefault(a, []).append(p)
                 reason = pool.reasons.get(action, f"by {action}")
-                out.append((name, p, f"released {reason}", False, None))
+                busy = f" while {in_use[p]} still uses it" if p in in_use else ""
+                out.append((name, p, f"released {reason}{busy}", bool(busy), None))
             if b != pool.free:
                 taken.setdefault(b, []).append(p)
                 out.append((name, p, f"{pages.owner(b)} reserved", False, None))
@@ -214,8 +247,11 @@ def _step_events(spec, narration: Narration, pools: dict[str, _Pages], pre, post
                                                                f"{pages.owner(o)}", "reserve")))
         for o, ps in freed.items():
             reason = pool.reasons.get(action, f"by {action}")
-            out.append((name, ps[0], "", False, (at, pool.lane, f"release {', '.join(map(pages.page, ps))} "
-                                                               f"({pages.owner(o)}) {reason}", "release")))
+            busy = [p for p in ps if p in in_use]
+            text = f"release {', '.join(map(pages.page, ps))} ({pages.owner(o)}) {reason}"
+            if busy:
+                text += "; " + "; ".join(f"{pages.page(p)} still used by {in_use[p]}" for p in busy)
+            out.append((name, ps[0], "", bool(busy), (at, pool.lane, text, "release")))
         for p in range(pages.size):
             changed = [post[s] for s in pages.content_slots[p] if pre[s] != post[s]]
             if not changed or changed[0] == pool.unwritten:

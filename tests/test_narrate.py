@@ -112,7 +112,8 @@ def test_a_vllm_pull_counterexample_has_arrows_and_a_timeline():
     assert lines[i - 1].strip().startswith("rect rgb(")
     assert "    decode_blocks->>decode: ✗ R0 reads p0, p0 holds R1's KV (tenant B)" in lines
     assert [tl.sentence() for tl in page_timelines(trace)] == [
-        "q0: R0 reserved → written by R0 → released when the lease expired → R1 reserved → written by R1",
+        "q0: R0 reserved → written by R0 → released when the lease expired while R0's READ still uses it → "
+        "R1 reserved → written by R1",
         "p0: R0 reserved → gets R1's KV (tenant B), not its owner R0's → read by R0 (holds R1's KV (tenant B)) → "
         "released on finished_recving"]
 
@@ -168,3 +169,16 @@ def test_narration_is_a_declaration_of_the_general_layer():
 
     assert {"Narration", "Signal", "Pool", "Read", "Lane"} <= set(m.__all__)
     assert dataclasses.is_dataclass(Narration)
+
+
+def test_a_block_freed_under_a_posted_read_is_the_hazard_of_its_step():
+    trace = _trace("vllm-pull-ttl-expiry", "no_source_free_while_read")
+    last = trace_story(trace)[-1]
+    assert [(m.text, m.hazard, m.violation) for m in last.messages if m.kind == "release"] == [
+        ("release q0 (R0) when the lease expired; q0 still used by R0's READ", True, True)]
+    [q0] = [tl for tl in page_timelines(trace) if tl.page == "q0"]
+    assert q0.events[-1].text == "released when the lease expired while R0's READ still uses it" and q0.events[-1].hazard
+    # the other trace frees q0 under the same READ (a hazard), and p0 once the READ completed (none)
+    other = _trace("vllm-pull-ttl-expiry", "no_cross_tenant_read")
+    assert [(st.step, m.hazard) for st in trace_story(other) for m in st.messages if m.kind == "release"] == [
+        (5, True), (9, False)]

@@ -12,7 +12,7 @@ hazard it is; the prose of a step stays in :mod:`.story`.
 
 from __future__ import annotations
 
-from kvproof.model.narrate import Narration, Pool, Read, Signal
+from kvproof.model.narrate import Busy, Narration, Pool, Read, Signal
 from kvproof.model.narration import Lane
 from kvproof.spec.vllm.state import (
     D_ENDED, D_HELD, D_NEW, D_WAITING, OUT_ABORTED, OUT_ERROR, OUT_SUCCESS, P_ABORTED, P_EXPIRED, P_HELD, P_SENT,
@@ -57,6 +57,9 @@ def narration(spec) -> Narration:
     def whose(content: int) -> int:  # a request's prefix KV (V11) is that request's, in a prefill block
         return content - k.R if content > k.R else content
 
+    def busy(pages: str) -> tuple[Busy, ...]:
+        return tuple(Busy(f, (RD_POSTED,), pages, verb) for f in ("rd", "wr"))
+
     transfer = []
     for name, who in (("rd", "{request}"), ("wr", "{request} {prefill_rank}")):
         transfer += [
@@ -87,11 +90,13 @@ def narration(spec) -> Narration:
             Signal("outcome", (OUT_ERROR,), "decode", "client", "{request}: error"),
         ),
         pools=(
+            # a posted transfer whose data has not moved still reads its source block and writes its
+            # destination block: freeing either then is the hazard (no_source_free_while_read)
             Pool("prefill", owner="src_owner", content="src_content", lane="prefill_blocks", whose=whose,
-                 reasons=_REASONS, title="prefill blocks"),
+                 reasons=_REASONS, title="prefill blocks", busy=busy("src")),
             # decode's block is for the request's own (suffix) KV: its prefix KV there is a hazard (V11)
             Pool("decode", owner="owner", content="content", lane="decode_blocks", reasons=_REASONS,
-                 title="decode blocks"),
+                 title="decode blocks", busy=busy("dest")),
         ),
         reads=(Read("read", "dest", "decode", "decode"),),
     )
