@@ -2,7 +2,7 @@
 
 A protocol is a package that describes one serving engine's KV page lifecycle as a
 :class:`~.framework.Spec` subclass: one of ``kvproof.spec`` (``spec/sglang/``, ``spec/vllm/``)
-or any installed package (``examples/protocols/minipd/`` is one, in about a hundred lines).
+or any installed package (``examples/protocols/minipd/`` is one, in under two hundred lines).
 The model and the checker never import it; they meet it through a :class:`Protocol` it
 registers under the ``kvproof.protocols`` entry-point group (its ``pyproject.toml``), or that
 a test registers with :func:`~.registry.register`.  It says:
