@@ -14,10 +14,12 @@ canonical form of symmetry reduction).
 from kvproof.model.expr import SpecError
 from kvproof.model.framework import ConfiguredSpec, Spec, action, invariant, liveness, witness
 from kvproof.model.layout import Domain, Field, Layout
+from kvproof.model.narrate import Busy, Narration, Pool, Read, Signal
+from kvproof.model.narration import Lane
 from kvproof.model.machine import Machine, reference_successors
 from kvproof.model.protocol import Protocol
 from kvproof.model.replay import Divergence, ReplayError, replay, run_actions
 
-__all__ = ["Spec", "ConfiguredSpec", "action", "invariant", "witness", "liveness", "Domain", "Field", "Layout",
+__all__ = ["Narration", "Busy", "Pool", "Read", "Signal", "Lane", "Spec", "ConfiguredSpec", "action", "invariant", "witness", "liveness", "Domain", "Field", "Layout",
            "SpecError", "Protocol", "Machine", "reference_successors", "Divergence", "ReplayError", "replay",
            "run_actions"]

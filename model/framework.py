@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 
 from kvproof.model.expr import BOOL, SpecError, SpecOps, Value, caller
 from kvproof.model.layout import Domain, Field, Layout
+from kvproof.model.narrate import derive_messages, derive_page_maps, derive_timelines
 from kvproof.model.narration import Lane, Message, Note, PageMap, PageTimeline
 from kvproof.model.ops import Disabled, Ops
 
@@ -379,18 +380,38 @@ class Spec:
         """Notes on the concrete step ``name(args)`` from ``pre`` to ``post`` (default: none)."""
         return []
 
+    def narration(self) -> Any:
+        """What this protocol declares for its diagrams (a :class:`~.narrate.Narration`: lanes,
+        the lane of each actor, the field changes that are messages, page pools, reads), from
+        which :meth:`lanes`, :meth:`messages` and :meth:`page_timelines` are derived; ``None``
+        (the default) declares nothing, and a protocol may override those three instead."""
+        return None
+
+    @cached_property
+    def _narration(self) -> Any:
+        return self.narration()
+
     def lanes(self) -> tuple[Lane, ...]:
-        """The participants of a sequence diagram (default: one lane per actor)."""
+        """The participants of a sequence diagram (default: the declared lanes, else one lane
+        per actor)."""
+        if self._narration is not None:
+            return tuple(self._narration.lanes)
         return tuple(Lane(a, a) for a in dict.fromkeys(x.actor for x in self.actions))
 
     def messages(self, step: int, pre: Any, inst: ActionInstance, post: Any, label: str) -> list[Message]:
-        """Step ``step`` as messages between lanes (default: a note with the action's label on
-        its actor's lane)."""
+        """Step ``step`` as messages between lanes (default: derived from the declared
+        narration, :func:`~.narrate.derive_messages`; without one, a note with the action's
+        label on its actor's lane)."""
+        if self._narration is not None:
+            return derive_messages(self, self._narration, step, pre, inst, post, label)
         return [Message(step, inst.action.actor, inst.action.actor, label, "note")]
 
     def page_maps(self, pre: Any, post: Any) -> list[PageMap]:
         """Tables of the state's resource pools to show after a step (``pre`` is ``None`` at
-        the initial state; default: none)."""
+        the initial state; default: each declared pool the step changed,
+        :func:`~.narrate.derive_page_maps`; without a narration, none)."""
+        if self._narration is not None:
+            return derive_page_maps(self, self._narration, pre, post)
         return []
 
     def display_names(self, states: Any, actions: Any) -> list[dict[str, str]]:
@@ -401,7 +422,10 @@ class Spec:
         return [{} for _ in states]
 
     def page_timelines(self, states: Any, actions: Any, include_quiet: bool = False) -> list[PageTimeline]:
-        """Each page through a trace (default: none)."""
+        """Each page through a trace (default: each page of the declared pools,
+        :func:`~.narrate.derive_timelines`; without a narration, none)."""
+        if self._narration is not None:
+            return derive_timelines(self, self._narration, states, actions, include_quiet)
         return []
 
     # -- discovery ------------------------------------------------------------------------------

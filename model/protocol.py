@@ -2,7 +2,7 @@
 
 A protocol is a package that describes one serving engine's KV page lifecycle as a
 :class:`~.framework.Spec` subclass: one of ``kvproof.spec`` (``spec/sglang/``, ``spec/vllm/``)
-or any installed package (``examples/protocols/minipd/`` is one, in about a hundred lines).
+or any installed package (``examples/protocols/minipd/`` is one, in under two hundred lines).
 The model and the checker never import it; they meet it through a :class:`Protocol` it
 registers under the ``kvproof.protocols`` entry-point group (its ``pyproject.toml``), or that
 a test registers with :func:`~.registry.register`.  It says:
@@ -23,7 +23,7 @@ a test registers with :func:`~.registry.register`.  It says:
 Everything else a general layer needs to know about a protocol - how to narrate a step, how to
 name a request or a page, which fields form a page pool - it asks the spec instance itself
 through the optional methods of :class:`~.framework.Spec` (:meth:`~.framework.Spec.story`,
-:meth:`~.framework.Spec.pools`, :meth:`~.framework.Spec.shown_params`, ...).
+:meth:`~.framework.Spec.narration`, :meth:`~.framework.Spec.shown_params`, ...).
 """
 
 from __future__ import annotations

@@ -10,13 +10,21 @@ A scenario is a TOML file.  These keys are every protocol's::
                                  # variant file (relative to this file), used only when that file
                                  # is passed as --variant
 
-    [expect]              # claim = "verified" | "violated"; unlisted invariants default to "verified"
+    [expect]              # claim = "verified" | "violated"
     no_cross_tenant_read = "violated"
     sometimes_request_succeeds = "reached"   # a witness: "reached" | "unreachable"
+    default = "verified"  # optional: the verdict of every invariant not listed
 
 and the protocol names the rest (its own tables, such as ``[sizes]``, ``[[requests]]`` and
 ``[engine]``: :attr:`~.protocol.Protocol.config_keys`), which it parses into its own
 configuration (:class:`~.protocol.Protocol`).
+
+Expectations are strict: a scenario file (and a built-in scenario) names the verdict of every
+invariant of its protocol, or gives ``default`` (``"verified"`` or ``"violated"``) for the ones it
+leaves out; an invariant neither listed nor covered by a default is refused in one line naming
+the file and the claim, never silently expected to hold.  Witnesses and liveness claims are
+checked when listed, and left out otherwise.  Scenarios made in code, and those stored in
+trace files written before the rule, keep the old reading (an unlisted invariant: ``verified``).
 
 A witness's verdict is ``reached`` or ``unreachable``; the older words ``verified`` and
 ``violated`` are accepted for a witness as synonyms and read as ``reached`` and ``unreachable``
@@ -74,6 +82,11 @@ class Scenario:
     protocol: str | None = None
     origin: str = "<memory>"
     family: str = ""
+    default: str | None = None
+    """The ``[expect]`` table's ``default``: the verdict of the invariants it does not list."""
+    strict: bool = field(default=False, compare=False)
+    """Read from a scenario file or the catalogue: :meth:`build` refuses an invariant that
+    neither ``expect`` nor ``default`` gives a verdict."""
 
     def family_protocol(self) -> Protocol:
         """The protocol the scenario belongs to (for a scenario made in code without a
@@ -101,16 +114,26 @@ class Scenario:
             if c.kind != "witness" and self.expect.get(c.name) in WITNESS_VERDICTS:
                 raise ScenarioError(f"{self.origin}: [expect].{c.name}: expected \"verified\" or \"violated\" "
                                     f"(it is not a witness), got {self.expect[c.name]!r}")
+        if "default" in names:
+            raise ScenarioError(f"{self.origin}: the protocol has a claim called 'default', which [expect] "
+                                "reserves for the verdict of unlisted invariants")
+        missing = [c.name for c in spec.claims if c.kind == "invariant" and c.name not in self.expect]
+        if self.strict and self.default is None and missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise ScenarioError(f"{self.origin}: [expect].{missing[0]}: missing{more}; give every invariant an "
+                                "expected verdict (\"verified\" or \"violated\"), or the verdict of those left "
+                                "out: default = \"verified\"")
         return spec
 
     def expectations(self, spec: Spec) -> dict[str, str]:
-        """Expected verdict of every claim checked: every invariant (default ``verified``) and
+        """Expected verdict of every claim checked: every invariant (unlisted: the file's
+        ``default``, else ``verified``, which :meth:`build` allows only off a strict file) and
         the witnesses and liveness claims the scenario lists (a witness's old words normalised
         to ``reached`` / ``unreachable``)."""
         out = {}
         for c in spec.claims:
             if c.kind == "invariant":
-                out[c.name] = self.expect.get(c.name, "verified")
+                out[c.name] = self.expect.get(c.name, self.default or "verified")
             elif c.name in self.expect:
                 out[c.name] = expected_verdict(c.kind, self.expect[c.name])
         return out
@@ -119,7 +142,7 @@ class Scenario:
         """The scenario as TOML-shaped data (stored in traces so they replay on their own)."""
         data: dict[str, Any] = {"name": self.name, "title": self.title, "description": self.description}
         data.update(self.family_protocol().config_data(self.config))
-        data["expect"] = dict(self.expect)
+        data["expect"] = dict(self.expect) | ({"default": self.default} if self.default is not None else {})
         if self.protocol is not None:
             data["protocol"] = self.protocol
         return data
@@ -140,10 +163,12 @@ class _Fail:
         return ScenarioError(f"{self.origin}: {key}: {text}")
 
 
-def parse_scenario(data: dict[str, Any], origin: str, family: Protocol | None = None) -> Scenario:
+def parse_scenario(data: dict[str, Any], origin: str, family: Protocol | None = None,
+                   strict: bool = False) -> Scenario:
     """Validate TOML-shaped ``data`` into a :class:`Scenario` (``origin`` names it in errors).
     A scenario without a ``protocol`` key belongs to ``family`` (a catalogue's own protocol),
-    else to the default protocol."""
+    else to the default protocol.  ``strict`` (a scenario file or the catalogue; not a trace's
+    stored scenario) makes :meth:`Scenario.build` refuse an invariant without an expected verdict."""
     fail = _Fail(origin)
     if not isinstance(data, dict):
         raise fail("(top level)", "a table")
@@ -171,10 +196,14 @@ def parse_scenario(data: dict[str, Any], origin: str, family: Protocol | None = 
     expect = data.get("expect", {})
     if not isinstance(expect, dict):
         raise fail("[expect]", "a table of claim = \"verified\" | \"violated\" (a witness: \"reached\" | \"unreachable\")")
+    expect = dict(expect)
+    default = expect.pop("default", None)
+    if default is not None and default not in ("verified", "violated"):
+        raise fail("[expect].default", '"verified" or "violated" (the verdict of every invariant not listed)', default)
     for claim, verdict in expect.items():
         if verdict not in VERDICTS:
             raise fail(f"[expect].{claim}", '"verified" or "violated" (a witness: "reached" or "unreachable")', verdict)
-    return Scenario(name, title, description, config, dict(expect), protocol, origin, family.name)
+    return Scenario(name, title, description, config, expect, protocol, origin, family.name, default, strict)
 
 
 def expected_verdict(kind: str, verdict: str) -> str:
@@ -212,7 +241,7 @@ def load_scenario(path: str | Path) -> Scenario:
             data = {**data, "protocol": f"{(p.parent / file).resolve()}:{cls}"}
         except (ProtocolError, OSError, RuntimeError) as e:  # RuntimeError: a symlink loop
             raise ScenarioError(f"{p}: protocol: {e}") from None
-    return parse_scenario(data, str(p))
+    return parse_scenario(data, str(p), strict=True)
 
 
 def load_variant(path: str | Path) -> Scenario:
@@ -238,7 +267,7 @@ def load_variant(path: str | Path) -> Scenario:
         raise ScenarioError(f"{p}: expected exactly one {base_names()} subclass (or SCENARIO['protocol'] naming it), "
                             f"found {found}")
     data = {**data, "protocol": f"{p.resolve()}:{classes[0].__name__}"}
-    return parse_scenario(data, str(p))
+    return parse_scenario(data, str(p), strict=True)
 
 
 def builtins() -> list[Scenario]:
@@ -261,7 +290,8 @@ def _catalogue(names: tuple[str, ...]) -> tuple[Scenario, ...]:
             continue
         folder = p.catalogue()
         files = sorted((f for f in folder.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
-        out += [parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/{p.name}/scenarios/{f.name}", p)
+        out += [parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/{p.name}/scenarios/{f.name}", p,
+                               strict=True)
                 for f in files]
     return tuple(out)
 
@@ -281,7 +311,8 @@ def _builtin_file(name: str) -> Scenario | None:
         for f in sorted(folder.iterdir(), key=lambda f: f.name):
             stem = f.name[:-5] if f.name.endswith(".toml") else ""
             if stem == name or (stem.endswith("-" + name) and stem[: -len(name) - 1].isdigit()):
-                sc = parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/{p.name}/scenarios/{f.name}", p)
+                sc = parse_scenario(tomllib.loads(f.read_text(encoding="utf-8")), f"spec/{p.name}/scenarios/{f.name}", p,
+                                    strict=True)
                 if sc.name == name:
                     return sc
     return None

@@ -54,7 +54,7 @@ def test_a_verdict_that_differs_from_its_expectation_exits_1(capsys, tmp_path):
     scen = tmp_path / "wrong.toml"
     scen.write_text('name = "wrong"\n[sizes]\ndecode_pages = 1\nprefill_pages = 2\ncontext_limit = 1\n'
                     '[[requests]]\ntenant = "A"\npages = 1\n[[requests]]\ntenant = "B"\npages = 1\n'
-                    '[engine]\nrelease_policy = "immediate"\n')
+                    '[engine]\nrelease_policy = "immediate"\n[expect]\ndefault = "verified"\n')
     code, out, _ = run(capsys, "check", str(scen), "--no-traces")
     assert code == 1 and "violated ✗" in out
 
@@ -144,7 +144,8 @@ def test_report_writes_one_page_and_exits_like_check(capsys, tmp_path):
     assert out_file.read_text(encoding="utf-8").count('<section class="counterexample"') == 5
     scen = tmp_path / "wrong.toml"
     scen.write_text('name = "wrong"\n[sizes]\ndecode_pages = 1\nprefill_pages = 2\ncontext_limit = 1\n'
-                    '[[requests]]\ntenant = "A"\npages = 1\n[[requests]]\ntenant = "B"\npages = 1\n')
+                    '[[requests]]\ntenant = "A"\npages = 1\n[[requests]]\ntenant = "B"\npages = 1\n'
+                    '[expect]\ndefault = "verified"\n')
     code, _, _ = run(capsys, "report", str(scen), "-o", str(out_file), "--quiet")
     assert code == 1
 
@@ -293,6 +294,7 @@ decode_reads_only_own_pages = "violated"
 no_cross_tenant_read = "violated"
 no_write_after_release = "violated"
 release_justified = "violated"
+default = "verified"
 """
 
 
@@ -402,6 +404,7 @@ held_pages_are_released = "verified"
 requests_end = "verified"
 release_justified = "violated"
 sometimes_timeout_release = "reached"
+default = "verified"
 """
 
 
@@ -650,7 +653,8 @@ def test_a_run_time_error_in_a_variant_names_its_file_and_line(capsys, tmp_path)
                  "    def decode_release_deferred(self, s, n, r):\n        x = [1, 2][5]\n"
                  "        super().decode_release_deferred(s, n, r)\n\n\n"
                  'SCENARIO = {"name": "rt", "sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1},\n'
-                 '            "requests": [{"tenant": "A", "pages": 1}], "engine": {"release_policy": "drain_ack"}}\n')
+                 '            "requests": [{"tenant": "A", "pages": 1}], "engine": {"release_policy": "drain_ack"},\n'
+                 '            "expect": {"default": "verified"}}\n')
     code, _, err = run(capsys, "check", "--variant", str(f), "--no-traces")
     _one_line_3(code, err, f"{f}:6: IndexError in the engine variant: list index out of range")
 
@@ -661,7 +665,8 @@ def test_a_variant_that_returns_what_kvproof_cannot_use_is_named(capsys, tmp_pat
     f.write_text("from kvproof.spec.sglang.protocol import PdProtocol\n\n\nclass Ret(PdProtocol):\n"
                  "    def rank_writes_in_flight(self, s, r, pr):\n        return 'yes'\n\n\n"
                  'SCENARIO = {"name": "ret", "sizes": {"decode_pages": 1, "prefill_pages": 1, "context_limit": 1},\n'
-                 '            "requests": [{"tenant": "A", "pages": 1}], "engine": {"release_policy": "drain_ack"}}\n')
+                 '            "requests": [{"tenant": "A", "pages": 1}], "engine": {"release_policy": "drain_ack"},\n'
+                 '            "expect": {"default": "verified"}}\n')
     code, _, err = run(capsys, "check", "--variant", str(f), "--no-traces")
     # the language refuses the value where the spec uses it, naming that line and the value
     _one_line_3(code, err, "spec/sglang/protocol.py:")

@@ -63,7 +63,7 @@ def test_the_closing_line_counts_mismatches_and_inconclusive_claims(capsys, tmp_
     scen = tmp_path / "wrong.toml"  # the immediate release breaks claims this file expects verified
     scen.write_text('name = "wrong"\n[sizes]\ndecode_pages = 1\nprefill_pages = 2\ncontext_limit = 1\n'
                     '[[requests]]\ntenant = "A"\npages = 1\n[[requests]]\ntenant = "B"\npages = 1\n'
-                    '[engine]\nrelease_policy = "immediate"\n')
+                    '[engine]\nrelease_policy = "immediate"\n[expect]\ndefault = "verified"\n')
     code, out, _ = run(capsys, "check", str(scen), "--no-traces", "--json")
     doc = json.loads(out)
     rows = doc["scenarios"][0]["results"]

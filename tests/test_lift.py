@@ -134,6 +134,7 @@ def _toml(path, name, requests, decode_pages, engine):
     for t, p in requests:
         lines += ["[[requests]]", f'tenant = "{t}"', f"pages = {p}"]
     lines += ["[engine]"] + [f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in engine.items()]
+    lines += ["[expect]", 'default = "verified"']
     path.write_text("\n".join(lines) + "\n")
     return str(path)
 

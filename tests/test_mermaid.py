@@ -35,7 +35,8 @@ def test_lost_messages_end_in_a_cross_and_focus_filters():
 
 def test_real_mermaid_parses_and_renders_the_diagrams(tmp_path):
     """With Mermaid's own bundle (``KVPROOF_MERMAID_JS``, fetched by ``.ci/run`` with ``npm pack``),
-    headless Chromium parses and renders the diagrams of three kinds of trace."""
+    headless Chromium parses and renders the diagrams of five kinds of trace (SGLang's, vLLM's,
+    a lasso's loop)."""
     import json
     import os
     from pathlib import Path
@@ -51,7 +52,10 @@ def test_real_mermaid_parses_and_renders_the_diagrams(tmp_path):
         pytest.skip("set KVPROOF_MERMAID_JS to mermaid's dist/mermaid.min.js (npm pack mermaid) to run this")
     texts = [trace_mermaid(_trace(n, c)) for n, c in (("abort-race", "no_cross_tenant_read"),
                                                       ("incident", "no_cross_tenant_read"),
-                                                      ("lost-drain-ack", "quiescent_holds_nothing"))]
+                                                      ("lost-drain-ack", "quiescent_holds_nothing"),
+                                                      ("vllm-pull-ttl-expiry", "no_cross_tenant_read"),
+                                                      ("hold-forever-no-heartbeat", "requests_end"))]
+    assert "->>" in texts[3] and "loop steps 5-7 repeat forever" in texts[4]  # vLLM arrows; a lasso's loop
     texts.append("sequenceDiagram\n    client->>: broken\n")  # the check must be able to fail
     page = tmp_path / "mermaid.html"
     page.write_text(
@@ -69,4 +73,4 @@ def test_real_mermaid_parses_and_renders_the_diagrams(tmp_path):
                        "--dump-dom", page.as_uri())
     from lxml import html as lxml_html
 
-    assert lxml_html.fromstring(dom).xpath("string(//pre[@id='out'])") == "ok ok ok error"
+    assert lxml_html.fromstring(dom).xpath("string(//pre[@id='out'])") == "ok ok ok ok ok error"

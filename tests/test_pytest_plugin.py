@@ -25,6 +25,7 @@ pages = 1
 release_policy = "drain_ack"
 [expect]
 sometimes_abort_mid_transfer = "verified"
+default = "verified"
 """
 
 

@@ -146,3 +146,34 @@ def test_headless_chromium_sees_the_lanes_and_the_marked_read(tmp_path, incident
     reads = first.xpath(f".//svg//g[{_has_class('violating-read')}]")
     assert len(reads) == 1 and reads[0].get("data-from") == "pool" and reads[0].get("data-to") == "decode"
     assert len(dom.xpath("//section[@class='counterexample']")) == len(INCIDENT_CX)
+
+
+def test_headless_chromium_sees_vllm_arrows_and_the_loops_of_liveness_counterexamples(tmp_path):
+    """One page with a vLLM counterexample, a liveness one with a cycle and one that ends where
+    nothing can move: the browser's DOM has the vLLM arrows between its six lanes, a section per
+    liveness counterexample with its loop marked, and the headline calling each configuration
+    exposed."""
+    reports = [check_scenario(builtin(n)) for n in ("vllm-pull-ttl-expiry", "lost-drain-ack",
+                                                    "hold-forever-no-heartbeat")]
+    report = write_report(tmp_path / "report.html", reports)
+    dom = lxml_html.fromstring(_chromium(tmp_path, "--dump-dom", report.as_uri()))
+    vllm = dom.get_element_by_id(counterexample_id("vllm-pull-ttl-expiry", "no_cross_tenant_read"))
+    assert [g.get("data-lane") for g in vllm.xpath(".//svg//g[@class='lane']")] == [
+        "client", "prefill", "prefill_blocks", "nixl", "decode_blocks", "decode"]
+    arrows = vllm.xpath(f".//svg//g[{_has_class('msg')}][@data-from != @data-to][@data-from != 'all']")
+    assert len(arrows) == 16 and all(g.xpath(".//*[local-name()='line']") for g in arrows)
+    [read] = vllm.xpath(f".//svg//g[{_has_class('violating-read')}]")
+    assert (read.get("data-from"), read.get("data-to")) == ("decode_blocks", "decode")
+    assert vllm.xpath(".//ul[@class='pages']/li")  # the page timeline is not empty
+    lassos = dom.xpath(f"//section[{_has_class('lasso')}]")
+    assert sorted(s.get("id") for s in lassos) == sorted(
+        counterexample_id(n, c) for n in ("lost-drain-ack", "hold-forever-no-heartbeat")
+        for c in ("held_pages_are_released", "requests_end"))
+    cycle = dom.get_element_by_id(counterexample_id("hold-forever-no-heartbeat", "requests_end"))
+    [loop] = cycle.xpath(".//svg//g[@class='loop']")
+    assert (loop.get("data-first-step"), loop.get("data-last-step")) == ("5", "7")
+    assert "steps 5-7 repeat forever" in cycle.xpath("string(.//p[@class='loop'])")
+    stuck = dom.get_element_by_id(counterexample_id("lost-drain-ack", "requests_end"))
+    assert stuck.xpath(".//svg//g[@class='loop deadlock']")
+    assert [li.get("data-scenario") for li in dom.xpath("//ul[@class='exposure']/li[@class='exposed']")] == [
+        "vllm-pull-ttl-expiry", "lost-drain-ack", "hold-forever-no-heartbeat"]

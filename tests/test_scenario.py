@@ -117,6 +117,7 @@ def test_a_variant_protocol_is_loaded_from_a_file(tmp_path):
         release_policy = "drain_ack"
         [expect]
         no_write_after_release = "violated"
+        default = "verified"
     '''))
     trust_variant(tmp_path / "engine.py")  # what --variant engine.py does
     sc = load_scenario(tmp_path / "mine.toml")
@@ -294,7 +295,7 @@ def test_a_scenario_file_naming_a_variant_file_runs_it_only_once_trusted(tmp_pat
         "from kvproof.spec.sglang.protocol import PdProtocol\nclass E(PdProtocol):\n    pass\n")
     body = "\n".join(f"{k} = {v}" for k, v in GOOD["sizes"].items())
     (tmp_path / "mine.toml").write_text(f'name = "mine"\nprotocol = "engine.py:E"\n[sizes]\n{body}\n'
-                                        '[[requests]]\ntenant = "A"\npages = 1\n')
+                                        '[[requests]]\ntenant = "A"\npages = 1\n[expect]\ndefault = "verified"\n')
     with pytest.raises(ScenarioError) as e:
         load_scenario(tmp_path / "mine.toml")
     assert str(e.value).startswith(f"{tmp_path / 'mine.toml'}: protocol: '{tmp_path / 'engine.py'}:E' is an engine "
@@ -370,3 +371,44 @@ def test_a_builtin_read_from_its_own_file_is_the_catalogues():
     assert _builtin_file("no-such-scenario") is None
     with pytest.raises(ScenarioError):
         builtin("no-such-scenario")
+
+
+_STRICT = ('name = "strict"\n[sizes]\ndecode_pages = 1\nprefill_pages = 2\ncontext_limit = 1\n'
+           '[[requests]]\ntenant = "A"\npages = 1\n[[requests]]\ntenant = "B"\npages = 1\n'
+           '[engine]\nrelease_policy = "immediate"\n[expect]\nno_cross_tenant_read = "violated"\n')
+
+
+def test_a_file_that_leaves_an_invariant_out_of_expect_is_refused_in_one_line(tmp_path, capsys):
+    from kvproof.checker.cli.commands import main
+
+    f = tmp_path / "strict.toml"
+    f.write_text(_STRICT)
+    assert main(["check", str(f), "--no-traces"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    import tomllib
+    loose = parse_scenario(tomllib.loads(_STRICT), "x")  # built in code: not strict
+    first = next(c.name for c in loose.build().claims if c.kind == "invariant" and c.name != "no_cross_tenant_read")
+    assert err == [f"kvproof: error: {f}: [expect].{first}: missing (and 9 more); give every invariant an "
+                   'expected verdict ("verified" or "violated"), or the verdict of those left out: default = "verified"']
+    # the same data built in code (a trace's stored scenario) keeps the old reading
+    assert loose.expectations(loose.build())[first] == "verified"
+
+
+def test_an_explicit_default_gives_the_unlisted_invariants_their_verdict(tmp_path, capsys):
+    from kvproof.checker.cli.commands import main
+
+    f = tmp_path / "strict.toml"
+    f.write_text(_STRICT + 'default = "verified"\n')
+    sc = load_scenario(f)
+    exp = sc.expectations(sc.build())
+    assert exp["no_cross_tenant_read"] == "violated" and exp["exclusive_ownership"] == "verified"
+    assert parse_scenario(sc.to_data(), "again").default == "verified"  # traces keep it
+    # immediate release also breaks no_write_after_release, which the default expects to hold: exit 1
+    assert main(["check", str(f), "--no-traces"]) == 1
+    f.write_text(_STRICT + 'default = "violated"\n')
+    assert load_scenario(f).expectations(load_scenario(f).build())["exclusive_ownership"] == "violated"
+    f.write_text(_STRICT + 'default = "reached"\n')
+    capsys.readouterr()
+    assert main(["check", str(f), "--no-traces"]) == 3
+    assert capsys.readouterr().err.strip() == (f'kvproof: error: {f}: [expect].default: expected "verified" or '
+                                               "\"violated\" (the verdict of every invariant not listed), got 'reached'")

@@ -627,10 +627,14 @@ def test_a_bad_vllm_scenario_file_is_one_line_with_exit_3(tmp_path, capsys):
     assert code == 3 and err.count("\n") == 1 and "[engine].mode: expected one of pull, push, got 'both'" in err
     good = tmp_path / "good.toml"
     good.write_text(bad.read_text().replace('mode = "both"', 'mode = "push"'))
-    # it runs: with the router's delay unbounded, the lease expires before decode takes the request (V1),
-    # so the invariants the file leaves at their default "verified" are violated: exit 1
+    # it names no claim in [expect]: refused, in one line
+    assert main(["check", str(good), "--no-traces"]) == 3
+    assert "[expect].decode_reads_only_own_pages: missing" in capsys.readouterr().err
+    # with the default: the router's delay unbounded, the lease expires before decode takes the request (V1),
+    # so the invariants the file expects "verified" are violated: exit 1
+    good.write_text(good.read_text() + '[expect]\ndefault = "verified"\n')
     assert main(["check", str(good), "--no-traces", "--quiet"]) == 1
-    good.write_text(good.read_text() + "arrival_latency_bound = 0\nread_latency_bound = 1\n")
+    good.write_text(good.read_text().replace("[expect]", "arrival_latency_bound = 0\nread_latency_bound = 1\n[expect]"))
     assert main(["check", str(good), "--no-traces", "--quiet"]) == 0
 
 

@@ -113,7 +113,7 @@ SCENARIO = {
     "sizes": {"decode_pages": 2, "prefill_pages": 2, "context_limit": 1},
     "requests": [{"tenant": "A", "pages": 1}, {"tenant": "B", "pages": 1}],
     "engine": {"release_policy": "drain_ack"},
-    "expect": {"no_cross_tenant_read": "verified"},
+    "expect": {"no_cross_tenant_read": "verified", "default": "verified"},
 }
 '''
 

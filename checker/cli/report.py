@@ -46,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     args.html, args.junit, args.sarif = args.output, None, None
     write_outputs(args, reports)
     summary = reports_summary("report", reports, "explicit search")
-    cx = sum(1 for r in reports for c in r.claims if c.kind == "invariant" and getattr(c.result, "trace", None))
+    from kvproof.checker.report.html import counterexamples
+
+    cx = len(counterexamples(reports))
     out = output_console(args)
     out.print(f"wrote {args.output}: {len(reports)} scenario{'s' if len(reports) != 1 else ''}, "
               f"{cx} counterexample{'s' if cx != 1 else ''}", soft_wrap=True)  # a path is not wrapped

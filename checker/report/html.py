@@ -4,7 +4,12 @@
 styles are inline, its diagrams are inline SVG drawn by :mod:`.sequence_svg`, and it has no
 script, so it opens on an air-gapped machine and in a CI artifact viewer alike.
 
-For every counterexample the page shows
+It opens with the headline: for each configuration, *exposed* (a safety or liveness claim is
+violated, which claims), *safe* (every one verified by a complete search) or *undecided*,
+whatever the scenario expected; then whether the verdicts match their expectations.
+
+For every counterexample (of an invariant, or of a liveness claim: a lasso, its loop framed and
+said in words) the page shows
 
 * the sequence diagram: a lane per actor, an arrow per message or write, the foreign write and
   the violating read in red;
@@ -25,14 +30,14 @@ from rich.console import Console
 
 from kvproof import __version__
 from kvproof.checker.atomic import write_text_atomic
-from kvproof.checker.report.render import render_trace
+from kvproof.checker.report.render import render_trace, verdict_sentence
 from kvproof.checker.results import ScenarioReport, Violated
 from kvproof.checker.report.sequence import trace_lanes, trace_story
 from kvproof.checker.report.sequence_svg import sequence_svg
 from kvproof.checker.report.timeline import PageTimeline, page_timelines
 from kvproof.checker.traces import Trace
 
-__all__ = ["report_html", "write_report", "counterexample_id"]
+__all__ = ["report_html", "write_report", "counterexample_id", "counterexamples", "exposure"]
 
 _CSS = """
 body { font-family: 'DejaVu Sans', Arial, sans-serif; margin: 24px auto; max-width: 1320px; color: #263238; }
@@ -50,6 +55,13 @@ table.verdicts td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .summary.bad { background: #ffebee; }
 .summary.unknown { background: #fff3e0; }
 .summary.ok { background: #e8f5e9; }
+.headline { font-size: 16px; margin-bottom: 4px; }
+ul.exposure { list-style: none; padding-left: 0; font-size: 14px; margin-top: 4px; }
+ul.exposure li { padding: 4px 10px; margin: 2px 0; border-radius: 4px; }
+ul.exposure li.exposed { background: #ffebee; color: #b71c1c; }
+ul.exposure li.safe { background: #e8f5e9; color: #1b5e20; }
+ul.exposure li.undecided { background: #fff3e0; color: #e65100; }
+p.loop { color: #ef6c00; font-weight: bold; }
 .claim-doc { font-style: italic; color: #455a64; }
 .diagram { overflow-x: auto; border: 1px solid #eceff1; }
 ul.pages { list-style: none; padding-left: 0; font-size: 13px; }
@@ -75,9 +87,47 @@ def counterexample_id(scenario: str, claim: str) -> str:
     return f"cx-{scenario}-{claim}"
 
 
-def _counterexamples(reports: Iterable[ScenarioReport]) -> list[Trace]:
-    return [c.result.trace for r in reports for c in r.claims
-            if isinstance(c.result, Violated) and c.result.trace is not None and c.kind == "invariant"]
+def _drawn(c) -> bool:
+    """A claim whose counterexample the page draws: a violated invariant (a path) or liveness
+    claim (a lasso)."""
+    return isinstance(c.result, Violated) and c.result.trace is not None and c.kind in ("invariant", "liveness")
+
+
+def counterexamples(reports: Iterable[ScenarioReport]) -> list[Trace]:
+    """The traces the page draws, in order: every violated invariant's and liveness claim's."""
+    return [c.result.trace for r in reports for c in r.claims if _drawn(c)]
+
+
+def exposure(rep: ScenarioReport) -> str:
+    """What the search says of the configuration itself, whatever was expected: ``exposed``
+    (a safety or liveness claim is violated), ``safe`` (every one of them verified by a
+    complete search) or ``undecided`` (none violated, some not decided)."""
+    claims = [c for c in rep.claims if c.kind in ("invariant", "liveness")]
+    if any(c.verdict == "violated" for c in claims):
+        return "exposed"
+    return "safe" if rep.complete and all(c.verdict == "verified" for c in claims) else "undecided"
+
+
+def _headline(reports: list[ScenarioReport]) -> str:
+    """One line per configuration state: exposed (and by which claims), safe, undecided."""
+    by = {"exposed": [], "safe": [], "undecided": []}
+    for rep in reports:
+        by[exposure(rep)].append(rep)
+    parts = []
+    for rep in by["exposed"]:
+        bad = [c.claim for c in rep.claims if c.kind in ("invariant", "liveness") and c.verdict == "violated"]
+        parts.append(f'<li class="exposed" data-scenario="{escape(rep.scenario.name)}"><b>{escape(rep.scenario.name)}: '
+                     f'exposed</b>: {len(bad)} claim{"s" if len(bad) != 1 else ""} violated ({escape(", ".join(bad))})</li>')
+    for rep in by["safe"]:
+        parts.append(f'<li class="safe" data-scenario="{escape(rep.scenario.name)}"><b>{escape(rep.scenario.name)}: '
+                     "safe</b>: every safety and liveness claim verified by a complete search</li>")
+    for rep in by["undecided"]:
+        parts.append(f'<li class="undecided" data-scenario="{escape(rep.scenario.name)}"><b>{escape(rep.scenario.name)}: '
+                     "undecided</b>: nothing violated, but not every claim decided</li>")
+    counts = ", ".join(f"{len(v)} {k}" for k, v in by.items() if v)
+    return (f'<p class="headline">Is the configuration safe? {counts} '
+            '(whatever the scenarios expect; whether the verdicts are as expected is below)</p>'
+            f'<ul class="exposure">{"".join(parts)}</ul>')
 
 
 def _verdict_table(reports: list[ScenarioReport]) -> str:
@@ -86,7 +136,7 @@ def _verdict_table(reports: list[ScenarioReport]) -> str:
         for n, c in enumerate(rep.claims):
             cls = "ok" if c.matches else ("unknown" if c.verdict == "inconclusive" else "bad")
             found = escape(c.verdict) + ("" if c.matches else " ✗")
-            if isinstance(c.result, Violated) and c.result.trace is not None and c.kind == "invariant":
+            if _drawn(c):
                 found = f'<a href="#{counterexample_id(rep.scenario.name, c.claim)}">{found}</a>'
             depth = c.depth if c.depth is not None else rep.stats.depth
             rows.append(
@@ -110,7 +160,7 @@ def _summary(reports: list[ScenarioReport]) -> str:
         cls, text = "unknown", f"{unknown} of {len(rows)} verdicts are inconclusive (a limit cut the search short)"
     else:
         cls, text = "ok", f"all {len(rows)} verdicts match their expectations"
-    n = len(_counterexamples(reports))
+    n = len(counterexamples(reports))
     return (f'<p class="summary {cls}">{len(reports)} scenario{"s" if len(reports) != 1 else ""}: {text}; '
             f'{n} counterexample{"s" if n != 1 else ""} below.</p>')
 
@@ -156,12 +206,16 @@ def _counterexample(trace: Trace, index: int) -> str:
     sc, claim = trace.scenario, trace.machine.spec.claim(trace.claim)
     steps = trace_story(trace)
     timelines = page_timelines(trace)
+    lasso = trace.loop is not None
+    how = "never holds: a lasso of" if lasso else "fails after"
+    loop = f'<p class="loop">{escape(verdict_sentence(trace))}</p>' if lasso else ""
+    svg = sequence_svg(steps, trace_lanes(trace), f"{sc.name}: {trace.claim}", ident=f"cx{index}", loop=trace.loop)
     return (
-        f'<section class="counterexample" id="{counterexample_id(sc.name, trace.claim)}">'
-        f"<h2>{escape(sc.name)} · {escape(trace.claim)} fails after {len(trace)} steps</h2>"
-        f'<p>{escape(sc.title)}</p><p class="claim-doc">{escape(claim.doc)}</p>'
+        f'<section class="counterexample{" lasso" if lasso else ""}" id="{counterexample_id(sc.name, trace.claim)}">'
+        f"<h2>{escape(sc.name)} · {escape(trace.claim)} {how} {len(trace)} steps</h2>"
+        f'<p>{escape(sc.title)}</p><p class="claim-doc">{escape(claim.doc)}</p>{loop}'
         "<h3>Sequence diagram</h3>"
-        f'<div class="diagram">{sequence_svg(steps, trace_lanes(trace), f"{sc.name}: {trace.claim}", ident=f"cx{index}")}</div>'
+        f'<div class="diagram">{svg}</div>'
         "<h3>Page timeline</h3>"
         f'<ul class="pages">{"".join(_timeline_sentence(tl) for tl in timelines)}</ul>'
         f"{_timeline_grid(timelines, len(trace))}"
@@ -173,7 +227,7 @@ def _counterexample(trace: Trace, index: int) -> str:
 def report_html(reports: list[ScenarioReport], title: str = "kvproof report") -> str:
     """The whole page for ``reports``."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    cx = _counterexamples(reports)
+    cx = counterexamples(reports)
     toc = "".join(f'<li><a href="#{counterexample_id(t.scenario.name, t.claim)}">{escape(t.scenario.name)} · '
                   f"{escape(t.claim)}</a> ({len(t)} steps)</li>" for t in cx)
     return (
@@ -183,6 +237,7 @@ def report_html(reports: list[ScenarioReport], title: str = "kvproof report") ->
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{escape(title)}</h1>"
         f'<p class="meta">kvproof {__version__}, explicit-state search, {now}</p>'
+        f"{_headline(reports)}"
         f"{_summary(reports)}"
         "<h2>Verdicts</h2>"
         f"{_verdict_table(reports)}"

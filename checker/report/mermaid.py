@@ -3,7 +3,8 @@
 The same messages as the HTML report's SVG diagram (:mod:`.sequence`), written as Mermaid
 text that GitHub, GitLab and most wikis render in a fenced ``mermaid`` block.  Each step opens
 with a note naming its action; hazards sit in a red ``rect`` block; the violating read of a
-counterexample is followed by a note that says so; a lost message ends in a cross.
+counterexample is followed by a note that says so; a lost message ends in a cross; the steps a
+liveness counterexample (a lasso) repeats forever sit in a ``loop`` block.
 """
 
 from __future__ import annotations
@@ -35,19 +36,29 @@ def trace_mermaid(trace: Trace, only: Focus | None = None) -> str:
     out = ["sequenceDiagram",
            f"    %% {_clean(trace.scenario.name)} · {trace.claim} ({trace.kind}, {len(trace)} steps)"]
     lanes = trace_lanes(trace)
-    first, last = lanes[0].key, lanes[-1].key
+    first, last_lane = lanes[0].key, lanes[-1].key
     out += [f"    participant {ln.key} as {ln.title}" for ln in lanes]
-    for st in trace_story(trace):
+    story = trace_story(trace)
+    last = story[-1].step if story else 0
+    looping = False
+    for st in story:
+        if trace.loop is not None and st.step == trace.loop + 1:
+            out.append(f"    loop steps {st.step}-{last} repeat forever")
+            looping = True
         msgs = [m for m in st.messages if only is None or only.text(m.text, trace.names[st.step])]
         if not msgs:
             continue
-        out.append(f"    Note over {first},{last}: Step {st.step} · {_clean(st.label)}")
+        out.append(f"    Note over {first},{last_lane}: Step {st.step} · {_clean(st.label)}")
         for m in msgs:
             if m.hazard or m.violation:
-                out += ["    rect rgb(255, 205, 210)", f"    {_line(m, first, last)}"]
+                out += ["    rect rgb(255, 205, 210)", f"    {_line(m, first, last_lane)}"]
                 if m.violating_read:
                     out.append(f"    Note right of {m.dst}: violating read: {trace.claim} fails here")
                 out.append("    end")
             else:
-                out.append(f"    {_line(m, first, last)}")
+                out.append(f"    {_line(m, first, last_lane)}")
+    if looping:
+        out.append("    end")
+    elif trace.loop is not None:
+        out.append(f"    Note over {first},{last_lane}: after step {last} nothing can move")
     return "\n".join(out) + "\n"

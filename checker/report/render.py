@@ -24,7 +24,7 @@ from kvproof.checker.results import ScenarioReport
 from kvproof.checker.states import named_values, state_changes
 from kvproof.checker.traces import Trace
 
-__all__ = ["render_trace", "render_reports", "traces_written", "to_text", "changes", "PageMapView"]
+__all__ = ["render_trace", "render_reports", "traces_written", "to_text", "changes", "PageMapView", "verdict_sentence"]
 
 HAZARD = "bold red"
 
@@ -192,6 +192,12 @@ def render_trace(trace: Trace, step: int | None = None, only: Focus | None = Non
         parts.append(_verdict_line(trace))
         parts.append(Text(claim.doc, style="dim"))
     return Group(*parts)
+
+
+def verdict_sentence(trace: Trace) -> str:
+    """The closing line of ``trace`` as plain text: where the claim fails (or holds), and for
+    a lasso, which steps repeat forever with what pending."""
+    return _verdict_line(trace).plain
 
 
 def _verdict_line(trace: Trace) -> Text:

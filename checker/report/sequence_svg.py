@@ -8,7 +8,11 @@ arrows.  The markup is meant to be read by machines too:
 * every lane is ``<g class="lane" data-lane="KEY">`` with its title as text;
 * every arrow is ``<g class="msg KIND ..." data-step="K" data-from="LANE" data-to="LANE">``
   with the classes ``hazard`` (an isolation failure), ``violation`` (the last step of a
-  counterexample) and ``violating-read`` (the read after which the claim fails).
+  counterexample) and ``violating-read`` (the read after which the claim fails);
+* the loop of a liveness counterexample (a lasso) is ``<g class="loop" data-first-step="J"
+  data-last-step="N">``: a dashed frame around the steps that repeat forever, with the
+  sentence that says so; a lasso that ends where nothing can move has a ``loop deadlock``
+  mark after its last step.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ CHAR_W = 6.3  # average width of a character at the label font size, for placing
 HAZARD = "#c62828"
 INK = "#263238"
 REQUEST = "#1565c0"
+LOOP = "#ef6c00"
 
 _STYLE = f"""
 text {{ font-family: 'DejaVu Sans', Arial, sans-serif; font-size: 11px; fill: {INK}; }}
@@ -51,6 +56,8 @@ text {{ font-family: 'DejaVu Sans', Arial, sans-serif; font-size: 11px; fill: {I
 .hazard-note {{ fill: {HAZARD}; font-style: italic; }}
 .violation-mark circle {{ fill: {HAZARD}; }}
 .violation-mark text {{ fill: #ffffff; font-weight: bold; font-size: 12px; stroke: none; }}
+.loop rect {{ fill: none; stroke: {LOOP}; stroke-width: 2; stroke-dasharray: 6 3; }}
+.loop text {{ fill: {LOOP}; font-weight: bold; }}
 """
 
 
@@ -109,14 +116,19 @@ def _message(lanes: tuple[Lane, ...], m: Message, y: float, ident: str) -> str:
     return "".join(parts)
 
 
-def sequence_svg(steps: list[StepStory], lanes: tuple[Lane, ...], title: str = "", ident: str = "seq") -> str:
+def sequence_svg(steps: list[StepStory], lanes: tuple[Lane, ...], title: str = "", ident: str = "seq",
+                 loop: int | None = None, loop_text: str = "") -> str:
     """The sequence diagram of ``steps`` between ``lanes`` as an ``<svg>`` element (inline in
     HTML, or a file); ``ident`` prefixes its element ids, so several diagrams can share one
-    page."""
+    page.  ``loop`` is a lasso's loop state (:attr:`~kvproof.checker.traces.Trace.loop`):
+    steps ``loop + 1`` to the last repeat forever, framed and labelled ``loop_text``."""
     body: list[str] = []
     y = TOP
+    loop_top = None
     for st in steps:
         top = y
+        if loop is not None and st.step == loop + 1:
+            loop_top = top
         body.append(f'<line class="step-sep" x1="0" y1="{top}" x2="{_width(lanes)}" y2="{top}"/>')
         body.append(f'<text class="step-no" x="8" y="{top + 18}">Step {st.step}</text>'
                     f'<text class="step-action" x="8" y="{top + 32}">{escape(st.label)}</text>')
@@ -128,6 +140,19 @@ def sequence_svg(steps: list[StepStory], lanes: tuple[Lane, ...], title: str = "
                 y += NOTE_ROW
                 body.append(f'<text class="hazard-note" x="{LEFT + 8}" y="{y - 4}">! {escape(note.text)}</text>')
         y = max(y, top + 40) + GAP
+    if loop is not None:
+        last = steps[-1].step if steps else 0
+        w = _width(lanes)
+        text = escape(loop_text or (f"↺ steps {loop + 1}-{last} repeat forever" if loop < last
+                                    else f"after step {last} nothing can move"))
+        if loop < last and loop_top is not None:
+            body.append(f'<g class="loop" data-first-step="{loop + 1}" data-last-step="{last}">'
+                        f'<rect x="3" y="{loop_top + 2}" width="{w - 6}" height="{y - loop_top + ROW - 4}" rx="6"/>'
+                        f'<text x="{LEFT + 8}" y="{y + ROW - 12}">{text}</text></g>')
+        else:
+            body.append(f'<g class="loop deadlock" data-first-step="{last + 1}" data-last-step="{last}">'
+                        f'<text x="{LEFT + 8}" y="{y + ROW - 12}">⏹ {text}</text></g>')
+        y += ROW
     height = y + 10
     drawn = []
     for ln in lanes:

@@ -4,7 +4,8 @@ The general renderers (:mod:`kvproof.checker.report`) ask the spec, through the 
 methods of :class:`~kvproof.model.framework.Spec`; :class:`PdNarration` answers them for
 :class:`~.protocol.PdProtocol` (a mixin, like :class:`~.story.PdStory` for the notes):
 
-* :meth:`PdNarration.lanes` and :meth:`PdNarration.messages` - a step as messages between five
+* :meth:`PdNarration.narration` declares the five lanes and the lane of each actor;
+  :meth:`PdNarration.messages` tells a step as messages between the five
   lanes (client, prefill scheduler, transfer engine, decode scheduler, page pool), derived from
   what the step *changed* in the state, not from the action's name, so an engine variant that
   overrides an action is drawn correctly without a table to update: a request field going
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from kvproof.model.narrate import Narration
 from kvproof.model.narration import Cell, Lane, Message, PageCell, PageEvent, PageMap, PageTimeline
 from kvproof.spec.sglang.state import (
     ABT_NONE, ABT_SENT, ACK_DRAIN, ACK_NONE, ACK_RECEIPT, D_NEW, FREE, OUT_ABORTED, OUT_ERROR, OUT_NONE,
@@ -50,13 +52,6 @@ LANES = (
 )
 _ACTOR_LANE = {"client": "client", "prefill": "prefill", "transfer": "transfer", "decode": "decode",
                "network": "transfer"}
-
-
-def lane_of_actor(actor: str) -> str | None:
-    """The lane an action's actor runs on; ``None`` for actors that span every lane (the clock)."""
-    return _ACTOR_LANE.get(actor)
-
-
 
 
 def lane_of_actor(actor: str) -> str | None:
@@ -92,9 +87,12 @@ class PdNarration:
         """The parameters an action's label shows: a rank or stream only when there are several."""
         return tuple(p for p in inst.action.params if not (p in _SINGLE and self.domain(p).size == 1))
 
-    def lanes(self) -> tuple[Lane, ...]:
-        """Client, prefill scheduler, transfer engine, decode scheduler, page pool."""
-        return LANES
+    def narration(self) -> Narration:
+        """The lanes (client, prefill scheduler, transfer engine, decode scheduler, page pool)
+        and the lane of each actor (the clock spans them all), from which :meth:`lanes` comes;
+        the messages and timelines are told by :meth:`messages` and :meth:`page_timelines`
+        below, which know chunks, streams, aux slots and the ABORT protocol."""
+        return Narration(lanes=LANES, actors={**_ACTOR_LANE, "clock": None})
 
     def messages(self, step: int, pre: Sequence[int], inst, post: Sequence[int], label: str) -> list[Message]:
         """Step ``step`` (action instance ``inst`` from ``pre`` to ``post``) as messages."""

@@ -172,6 +172,12 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         """Decode's engine loop is stepping (not stalled)."""
         return s.ops.eq(s.stalled, 0) if self.e.decode_may_stall else s.ops.const(True)
 
+    def narration(self):
+        """What reports draw (:func:`~.narration.narration`): six lanes, the two block pools,
+        decode's read, and the field changes that are messages."""
+        from kvproof.spec.vllm.narration import narration
+        return narration(self)
+
     def _allocate(self, s, n, r: int, owner: str, table: str, size: int, content: str | None = None):
         """Give ``r`` the lowest-numbered free block of a pool (guarded: one must be free); with
         ``content``, fill it with ``r``'s KV (prefill's forward pass)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvproof.model import Domain, Field, Spec, action, invariant, witness
+from kvproof.model import Domain, Field, Lane, Narration, Pool, Read, Signal, Spec, action, invariant, witness
 
 __all__ = ["MiniPdConfig", "MiniPd"]
 
@@ -142,3 +142,19 @@ class MiniPd(Spec):
     def sometimes_request_decodes(self, s):
         """A request is decoded (so the invariant has reads to judge)."""
         return s.ops.any_(s.phase[r] == DECODED for r in self.req)
+
+    def narration(self):
+        """How reports draw a trace: five lanes, the page as a pool (``owner`` and ``data``),
+        decode's read into ``got``, and the field changes that are messages."""
+        return Narration(
+            lanes=(Lane("client", "client"), Lane("prefill", "prefill"), Lane("transfer", "transfer engine"),
+                   Lane("decode", "decode"), Lane("page", "KV page")),
+            signals=(Signal("phase", (WAITING,), "client", "decode", "{req} arrives", "request"),
+                     Signal("phase", (ABORTED,), "client", "decode", "client aborts {req}", "request"),
+                     Signal("write", (IN_FLIGHT,), "prefill", "transfer", "{req}: KV write posted"),
+                     Signal("phase", (DECODED,), "decode", "client", "{req}: decoded")),
+            pools=(Pool("page", owner="owner", content="data", lane="page",
+                        reasons={"decode_abort": "on abort", "decode_commit": "when finished",
+                                 "decode_release_deferred": "once the write is no longer in flight"}),),
+            reads=(Read("got", None, "page", "decode"),),
+        )
