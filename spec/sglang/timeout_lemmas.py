@@ -80,7 +80,7 @@ class _Z3:
 def _instance(t: int, w: int):
     base = builtin("timeout-bounded-latency")
     cfg = replace(base.config, engine=replace(base.config.engine, timeout=t, write_latency_bound=w))
-    return replace(base, config=cfg, expect={}).build()
+    return replace(base, config=cfg).build()
 
 
 def timeout_if_by_lemmas(max_seconds: float = 300.0, gap: int = 1) -> tuple[str, str, int]:
