@@ -141,13 +141,16 @@ WORDINGS: dict[str, dict[type, str]] = {
     "conform": {Verified: "reproduced", Violated: "diverged", Inconclusive: "not run"},
     "conform --random": {Verified: "agrees", Violated: "disagrees", Inconclusive: "not run"},
     "audit claim": {Verified: "holds", Violated: "violated", Inconclusive: "cut short"},
+    "report": {Violated: "exposed", Verified: "safe", Inconclusive: "undecided"},
 }
 """The commands that speak of their outcomes in words of their own: for each, the word it prints
 for each outcome.  ``audit``'s *exposed* is a violation of what a deployment is expected to be
 (*not exposed*); ``validate``'s answers are outcomes of the expectation that a log is explained
 by a behaviour that breaks no invariant; ``conform``'s are a stored trace reproduced on the real
 engine's code or not (``--random``: a random sequence agrees with it or not); an audit's claim
-*holds* in a scenario of the family, is *violated* there, or its search was *cut short*."""
+*holds* in a scenario of the family, is *violated* there, or its search was *cut short*; a
+report's headline calls a configuration *exposed* (a safety or liveness claim violated), *safe*
+(every one verified by a complete search) or *undecided*."""
 
 VERDICTS: dict[str, type] = {
     **{word: cls for words in WORDINGS.values() for cls, word in words.items()},

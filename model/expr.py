@@ -53,9 +53,10 @@ def _language_files() -> set[str]:
     return _HERE
 
 
-def caller() -> str:
+def caller(function: bool = False) -> str:
     """``file:line`` of the innermost frame outside the language's own modules: the line of
-    the spec (or variant) that is being evaluated."""
+    the spec (or variant) that is being evaluated. With ``function``, ``file:Class.method``
+    instead: a name that stays the same when lines above it move (what a certificate records)."""
     inside = _language_files()
     frame = sys._getframe(1)
     while frame is not None and os.path.normcase(os.path.abspath(frame.f_code.co_filename)) in inside:
@@ -69,6 +70,8 @@ def caller() -> str:
             path = rel
     except ValueError:  # pragma: no cover - another drive on Windows
         pass
+    if function:
+        return f"{path}:{frame.f_code.co_qualname}"
     return f"{path}:{frame.f_lineno}"
 
 

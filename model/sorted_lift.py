@@ -418,8 +418,7 @@ class _Run:
             return fn(spec, *args)
         except LiftRefused as e:
             self.guard, self.next, self.vars = guard, nxt, nvars
-            where = str(e).split(": ", 1)[0]
-            self.sys._abstraction(f"{line} [{name}, {where}]")
+            self.sys._abstraction(f"{line} [{name}]")
             return Value(self.lang, WIDE, BOOL)
 
     def take_free(self, s: Any, n: Any, owner: str, size: int, count: Any, slot_of: Callable, owned: Any, free: int,
@@ -432,7 +431,7 @@ class _Run:
         psort_name, pnone = self.sys.decl.sorts[pool]
         psort = self.sys.sorts[psort_name]
         self.sys._abstraction(f"allocation from {owner} takes any free entries (the spec: the lowest-numbered) "
-                              f"[{where}]")
+                              f"[{caller(function=True)}]")
         if isinstance(count, int) and not isinstance(count, bool):
             self._take_fixed(owner, odom, psort_name, psort, pnone, count, slot_of, owned, free, content, filled)
             return

@@ -9,6 +9,7 @@ names are a function of the domain)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,10 @@ def test_the_stored_certificate_is_the_lifted_models(name, claims, conjuncts, re
         assert "pages_conserved" not in {c.name for c in cands if c.claim}
     r = recheck_all_sizes(stored(name), solve=False)
     assert r.ok and r.scenario == name, r.problems
+    # its abstraction lines name the spec's functions, never a line number an unrelated edit moves
+    abstractions = [line for line in text.splitlines() if line.startswith("; abstraction: ")]
+    assert abstractions and not [line for line in abstractions if re.search(r"\.py:\d", line)], abstractions
+    assert any(re.search(r"\[spec/\w+/protocol\.py:\w+\.\w+\]$", line) for line in abstractions), abstractions
 
 
 def test_the_lifted_model_does_not_depend_on_what_was_lifted_before():

@@ -27,6 +27,8 @@ tenant = "A"
 pages = 1
 [engine]
 release_policy = "drain_ack"
+[expect]
+default = "verified"
 """
 BAD = GOOD.replace('[engine]\nrelease_policy = "drain_ack"\n', "").replace('"ours"', '"wrong"').replace(
     'tenant = "A"\npages = 1\n', 'tenant = "A"\npages = 1\n[[requests]]\ntenant = "B"\npages = 1\n')

@@ -201,7 +201,8 @@ def test_the_command_line_names_the_variant_line_and_exits_3(tmp_path, capsys):
         "            return True\n"
         "        return False\n\n"
         "SCENARIO = {'name': 'branchy', 'sizes': {'decode_pages': 1, 'prefill_pages': 2, 'context_limit': 2},\n"
-        "            'requests': [{'tenant': 'A', 'pages': 1}], 'engine': {'release_policy': 'drain_ack'}}\n")
+        "            'requests': [{'tenant': 'A', 'pages': 1}], 'engine': {'release_policy': 'drain_ack'},\n"
+            "            'expect': {'default': 'verified'}}\n")
     code = main(["check", "--variant", str(variant), "--no-traces"])
     err = capsys.readouterr().err
     assert code == 3

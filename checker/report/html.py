@@ -30,6 +30,7 @@ from rich.console import Console
 
 from kvproof import __version__
 from kvproof.checker.atomic import write_text_atomic
+from kvproof.checker.outcome import WORDINGS, Inconclusive, Verified
 from kvproof.checker.report.render import render_trace, verdict_sentence
 from kvproof.checker.results import ScenarioReport, Violated
 from kvproof.checker.report.sequence import trace_lanes, trace_story
@@ -104,24 +105,26 @@ def exposure(rep: ScenarioReport) -> str:
     complete search) or ``undecided`` (none violated, some not decided)."""
     claims = [c for c in rep.claims if c.kind in ("invariant", "liveness")]
     if any(c.verdict == "violated" for c in claims):
-        return "exposed"
-    return "safe" if rep.complete and all(c.verdict == "verified" for c in claims) else "undecided"
+        return WORDINGS["report"][Violated]
+    safe = rep.complete and all(c.verdict == "verified" for c in claims)
+    return WORDINGS["report"][Verified if safe else Inconclusive]
 
 
 def _headline(reports: list[ScenarioReport]) -> str:
     """One line per configuration state: exposed (and by which claims), safe, undecided."""
-    by = {"exposed": [], "safe": [], "undecided": []}
+    exposed, safe, undecided = (WORDINGS["report"][cls] for cls in (Violated, Verified, Inconclusive))
+    by: dict[str, list[ScenarioReport]] = {exposed: [], safe: [], undecided: []}
     for rep in reports:
         by[exposure(rep)].append(rep)
     parts = []
-    for rep in by["exposed"]:
+    for rep in by[exposed]:
         bad = [c.claim for c in rep.claims if c.kind in ("invariant", "liveness") and c.verdict == "violated"]
         parts.append(f'<li class="exposed" data-scenario="{escape(rep.scenario.name)}"><b>{escape(rep.scenario.name)}: '
                      f'exposed</b>: {len(bad)} claim{"s" if len(bad) != 1 else ""} violated ({escape(", ".join(bad))})</li>')
-    for rep in by["safe"]:
+    for rep in by[safe]:
         parts.append(f'<li class="safe" data-scenario="{escape(rep.scenario.name)}"><b>{escape(rep.scenario.name)}: '
                      "safe</b>: every safety and liveness claim verified by a complete search</li>")
-    for rep in by["undecided"]:
+    for rep in by[undecided]:
         parts.append(f'<li class="undecided" data-scenario="{escape(rep.scenario.name)}"><b>{escape(rep.scenario.name)}: '
                      "undecided</b>: nothing violated, but not every claim decided</li>")
     counts = ", ".join(f"{len(v)} {k}" for k, v in by.items() if v)

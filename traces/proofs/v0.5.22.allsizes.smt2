@@ -4,10 +4,10 @@
 ; fixed: at the scenario's size: decode_rank (1), prefill_rank (1), shard (1), write_stream (1)
 ; fixed: clocks and counters bounded as in the scenario: hold (0..2), write (0..3)
 ; fixed: configuration per element, any value: over_long(request), pages(request, chunk), tenant(request)
-; abstraction: arrivals in any order (the spec: FIFO doors) [PdProtocol.in_order, spec/sglang/protocol.py:240]
-; abstraction: allocation from src_owner takes any free entries (the spec: the lowest-numbered) [spec/sglang/protocol.py:260]
-; abstraction: allocation from owner takes any free entries (the spec: the lowest-numbered) [spec/sglang/protocol.py:260]
-; abstraction: a request's chunks issued in any order (the spec: in order) [PdProtocol.chunk_in_order, spec/sglang/protocol.py:561]
+; abstraction: arrivals in any order (the spec: FIFO doors) [PdProtocol.in_order]
+; abstraction: allocation from src_owner takes any free entries (the spec: the lowest-numbered) [spec/sglang/protocol.py:PdProtocol.allocate]
+; abstraction: allocation from owner takes any free entries (the spec: the lowest-numbered) [spec/sglang/protocol.py:PdProtocol.allocate]
+; abstraction: a request's chunks issued in any order (the spec: in order) [PdProtocol.chunk_in_order]
 ; every (check-sat) below must answer unsat
 (set-logic ALL)
 (declare-sort Req 0)

@@ -3,9 +3,9 @@
 ; fixed: the engine's flags as the scenario sets them (Python constants of the lift)
 ; fixed: clocks and counters bounded as in the scenario: lease_ticks_left (0..2)
 ; fixed: configuration per element, any value: tenant(request)
-; abstraction: requests reach prefill in any order (the spec: in request order) [VllmPd.reaches_prefill_in_order, spec/vllm/protocol.py:308]
-; abstraction: allocation from src_owner takes any free entries (the spec: the lowest-numbered) [spec/vllm/protocol.py:178]
-; abstraction: allocation from owner takes any free entries (the spec: the lowest-numbered) [spec/vllm/protocol.py:178]
+; abstraction: requests reach prefill in any order (the spec: in request order) [VllmPd.reaches_prefill_in_order]
+; abstraction: allocation from src_owner takes any free entries (the spec: the lowest-numbered) [spec/vllm/protocol.py:VllmPd._allocate]
+; abstraction: allocation from owner takes any free entries (the spec: the lowest-numbered) [spec/vllm/protocol.py:VllmPd._allocate]
 ; every (check-sat) below must answer unsat
 (set-logic ALL)
 (declare-sort Req 0)
