@@ -33,6 +33,7 @@ sizes, that each spec step is a step of it.  This module knows no protocol.
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -860,6 +861,12 @@ class _Run:
             getattr(spec, name)(SortedPre(self), SortedPost(self), *args)
         except StaticallyDisabled:
             return False
+        except (TypeError, IndexError, KeyError, ValueError) as e:
+            if isinstance(e, SpecError):
+                raise
+            # plain Python on a lifted value (range() of a symbolic size, a table indexed by an
+            # element): the spec's line that did it, refused like any construct the lift lacks
+            raise LiftRefused(f"{_spec_line(e)}: {type(e).__name__}: {e} (plain Python on a lifted value)") from None
         finally:
             _ACTIVE.reset(token)
         return True
@@ -1193,3 +1200,23 @@ def lift_spec(spec: Any, decl: SortDecl | None = None, claims: Sequence[str] | N
     if decl is None:
         raise LiftRefused(f"{type(spec).__name__} declares no sorts to lift to (lift_sorts)")
     return LiftedSystem(spec, decl, claims)
+
+
+def _spec_line(e: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``e``'s traceback in the spec or variant (outside
+    the language's own modules, Python's library and installed packages): where a spec's plain
+    Python met a lifted value."""
+    import sysconfig
+    import traceback
+
+    from kvproof.model.expr import _language_files
+
+    inside = _language_files()
+    skip = tuple(os.path.normcase(os.path.abspath(sysconfig.get_paths()[k])) for k in ("stdlib", "purelib", "platlib"))
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+        path = os.path.normcase(os.path.abspath(frame.filename))
+        if path in inside or path.startswith(skip) or frame.filename.startswith("<"):
+            continue
+        rel = os.path.relpath(frame.filename)
+        return f"{frame.filename if rel.startswith('..') else rel}:{frame.lineno}"
+    return "<spec>"

@@ -14,6 +14,7 @@ larger links are in the thorough tier."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -444,3 +445,19 @@ def test_prove_all_sizes_lifted_refuses_a_scenario_unsafe_at_its_own_size(tmp_pa
     out = capsys.readouterr().out
     assert code == 1
     assert "violated" in out and "decode_reads_only_own_pages" in out
+
+
+@pytest.mark.parametrize("name,why", [
+    ("pr-35049-any-free-pages", r"spec/sglang/protocol\.py:\d+: TypeError: Expected int as r \(plain Python on a "
+                                r"lifted value\) \(action decode_prealloc_pick\)$"),
+    ("vllm-pull-full-hit-before-56640", r"the small instances to mine could not be built: engine\.report_notify_only_recv"),
+])
+def test_plain_python_on_a_lifted_value_is_refused_with_its_line(name, why):
+    """A spec whose plain Python cannot take a lifted value (``range()`` of the symbolic page
+    count) or whose small instances its own checks refuse is not liftable, said in one line
+    naming the spec's line: never a traceback out of ``prove --all-sizes``."""
+    from kvproof.checker.allsizes.prove import all_sizes_model
+    from kvproof.model.scenario import builtin
+
+    hook, reason = all_sizes_model(builtin(name).build())
+    assert hook is None and re.search(why, reason) and "\n" not in reason, reason

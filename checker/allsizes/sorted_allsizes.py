@@ -35,6 +35,7 @@ import z3
 from kvproof.checker.allsizes.hook import AllSizesModel, Join
 from kvproof.checker.allsizes.quantified import Candidate
 from kvproof.checker.allsizes.sorted_link import check_lifted_link, link_map
+from kvproof.model.lifting import LiftRefused
 from kvproof.model.sorted_lift import LiftedSystem, lift_spec
 from kvproof.model.sorted_values import RefDom
 
@@ -296,7 +297,10 @@ def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesMod
     be lifted)."""
     if spec.lift_sorts() is None:
         return None
-    smalls = list(spec.small_instances())
+    try:
+        smalls = list(spec.small_instances())
+    except ValueError as e:  # a small instance the protocol's own checks refuse for this engine
+        raise LiftRefused(f"the small instances to mine could not be built: {e}") from None
     if not smalls:
         return None
     system = lift_spec(spec, claims=targets)
