@@ -169,3 +169,15 @@ def test_the_readmes_audit_codes_are_the_audits():
     assert line is not None
     assert tuple(map(int, line.groups())) == (audit.EXIT_EXPOSED, audit.EXIT_NOT_EXPOSED, audit.EXIT_UNDECIDED,
                                               EXIT_BAD_INPUT)
+
+
+def test_the_readmes_validate_codes_are_the_ones_outcome_defines():
+    """The README's validate sentence gives the codes :func:`exit_code` maps validate's outcomes
+    to: explained, a violation, undecided, bad input, an unexplained event."""
+    from kvproof.checker.outcome import EXIT_UNEXPLAINED
+
+    readme = (ROOT / "README.md").read_text()
+    line = re.search(r"Exit (\d) explained, (\d) a violation, (\d) undecided, (\d) bad input, (\d) an event", readme)
+    assert line is not None
+    assert tuple(map(int, line.groups())) == (EXIT_OK, EXIT_MISMATCH, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT,
+                                              EXIT_UNEXPLAINED)

@@ -49,7 +49,10 @@ EXAMPLES = [
     ("kvproof validate examples/validate/incident.jsonl", 1, ["violation: decode_prealloc"]),
     ("kvproof validate examples/validate/vllm-clean.jsonl", 0, ["explained: ", "249 of 249 events"]),
     ("kvproof validate examples/validate/vllm-lease-expiry.jsonl", 1,
-     ["vllm-lease-expiry.jsonl:6: violation: decode_start_load_kv"]),
+     ["vllm-lease-expiry.jsonl:6: violation: decode_start_load_kv - every behaviour that explains the log up to "
+      "here breaks no_source_free_while_read", "the explanation (10 steps) written to "
+      "examples/validate/vllm-lease-expiry__no_source_free_while_read.itf.json",
+      "kvproof validate: 1 log, 11 events: 0 matched, 1 mismatched, 0 inconclusive; exit 1"]),
     ("kvproof validate examples/validate/vllm-push-window.jsonl", 1,
      ["vllm-push-window.jsonl:6: possible violation: prefill_reap_expired_lease - some behaviour consistent",
       "breaks no_source_free_while_read (after this event)", "the explanation (10 steps) written to"]),
