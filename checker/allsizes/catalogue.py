@@ -1,0 +1,68 @@
+"""What the committed all-sizes certificates prove, as one table: per scenario, the claims proved
+for every size (the certificate's ``; proves:`` line, which ``kvproof certify`` re-solves with z3
+and cvc5), the claims the lift could not take (with the construct that blocks each, from the
+lift itself), and the certificate's file. The README's "For every size" table is
+:func:`table` of the committed certificates (``tests/test_allsizes_catalogue.py`` keeps them
+equal), so the table never says more than the certificates do."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvproof.checker.certs.reader import ALL_SIZES, ALL_SIZES_SUFFIX, read_certificate
+
+__all__ = ["CatalogueRow", "rows", "table"]
+
+_LOCATION = re.compile(r"^(?:claim \w+: )*[\w./-]+\.py:\d+: ")
+_ELEMENT = re.compile(r" \(\w+ [\w!]+\)")  # "(request req!1)": the lift's name for an element
+
+
+@dataclass(frozen=True)
+class CatalogueRow:
+    """One certificate: its scenario, the claims it proves, the claims the lift refused (each
+    with the construct that blocks it, its spec line left out: that moves with unrelated
+    edits), and the file's name."""
+
+    scenario: str
+    proved: tuple[str, ...]
+    not_lifted: tuple[tuple[str, str], ...]
+    file: str
+
+
+def _construct(reason: str) -> str:
+    """The construct of a lift refusal, without the ``file:line:`` it starts with."""
+    return _ELEMENT.sub("", _LOCATION.sub("", reason)).split(" (", 1)[0].split(": iterate", 1)[0].strip()
+
+
+def rows(proofs: Path, resolve=None) -> list[CatalogueRow]:
+    """A row for each all-sizes certificate under ``proofs``, by scenario name. The claims it
+    proves are read from the file (data: nothing in it runs); the claims not lifted come from
+    lifting the scenario's spec (``resolve`` maps a scenario name to its scenario: the built-in
+    catalogue by default)."""
+    from kvproof.checker.allsizes.prove import all_sizes_model
+
+    if resolve is None:
+        from kvproof.model.scenario import builtin as resolve
+    out = []
+    for path in sorted(proofs.glob(f"*{ALL_SIZES_SUFFIX}")):
+        cert = read_certificate(path, ALL_SIZES)
+        hook, _ = all_sizes_model(resolve(cert.scenario_name).build())
+        refused = {} if hook is None else dict(hook.system.refused)
+        out.append(CatalogueRow(cert.scenario_name, tuple(cert.proves),
+                                tuple((c, _construct(r)) for c, r in sorted(refused.items())), path.name))
+    return sorted(out, key=lambda r: r.scenario)
+
+
+def table(catalogue: list[CatalogueRow]) -> str:
+    """The rows as a Markdown table: scenario, claims proved for every size, claims not lifted
+    (grouped by the construct that blocks them)."""
+    lines = ["| scenario | proved for every size | not lifted (what blocks it) |", "|---|---|---|"]
+    for r in catalogue:
+        by: dict[str, list[str]] = {}
+        for claim, why in r.not_lifted:
+            by.setdefault(why, []).append(claim)
+        refused = "; ".join(f"{', '.join(f'`{c}`' for c in cs)}: {why}" for why, cs in by.items()) or "none"
+        lines.append(f"| `{r.scenario}` | {len(r.proved)}: {', '.join(f'`{c}`' for c in r.proved)} | {refused} |")
+    return "\n".join(lines) + "\n"

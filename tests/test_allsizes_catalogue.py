@@ -1,0 +1,62 @@
+"""The README's "For every size" table is what the committed all-sizes certificates prove
+(checker/allsizes/catalogue.py, read from the files and the lift, never typed by hand); every
+committed certificate is, term for term, its scenario's lifted model (the cheap half of
+``certify``; CI's ``certify --complete`` re-solves them with z3 and cvc5)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kvproof.checker.allsizes.catalogue import _construct, rows, table
+from kvproof.checker.allsizes.prove import recheck_all_sizes
+
+ROOT = Path(__file__).resolve().parent.parent
+PROOFS = ROOT / "traces" / "proofs"
+START, END = "<!-- all-sizes table: generated from traces/proofs -->", "<!-- end of the all-sizes table -->"
+CERTIFICATES = sorted(p.name for p in PROOFS.glob("*.allsizes.smt2"))
+
+
+def readme_table() -> str:
+    """The table between the README's markers."""
+    text = (ROOT / "README.md").read_text()
+    assert START in text and END in text, "the README has no all-sizes table markers"
+    return text.split(START, 1)[1].split(END, 1)[0].strip() + "\n"
+
+
+def test_the_readme_table_is_the_committed_certificates():
+    assert readme_table() == table(rows(PROOFS))
+
+
+@pytest.mark.parametrize("name", CERTIFICATES)
+def test_each_committed_certificate_is_its_scenarios_lifted_model(name):
+    r = recheck_all_sizes(PROOFS / name, solve=False)
+    assert r.ok, r.problems
+    assert name == f"{r.scenario}.allsizes.smt2" and r.proves
+
+
+def test_a_certificate_added_or_a_claim_dropped_changes_the_table(tmp_path):
+    """The table follows the files: a copy of the proofs with one claim dropped from a
+    certificate's ``; proves:`` line shows one claim fewer for that scenario."""
+    shutil.copytree(PROOFS, tmp_path / "proofs")
+    cert = tmp_path / "proofs" / "vllm-pull-abort-32255.allsizes.smt2"
+    text = cert.read_text()
+    cert.write_text(text.replace(" pages_conserved\n", "\n", 1))
+    before = {r.scenario: r for r in rows(PROOFS)}
+    after = {r.scenario: r for r in rows(tmp_path / "proofs")}
+    assert len(after["vllm-pull-abort-32255"].proved) == len(before["vllm-pull-abort-32255"].proved) - 1
+    assert table(list(after.values())) != table(list(before.values()))
+    (tmp_path / "proofs" / "v0.5.22.allsizes.smt2").unlink()
+    assert "`v0.5.22`" not in table(rows(tmp_path / "proofs"))
+
+
+def test_a_refusal_is_shown_by_its_construct_not_its_moving_line():
+    assert _construct("spec/sglang/claims.py:96: a sorted element (request req!1) used as a set member or dict "
+                      "key") == "a sorted element used as a set member or dict key"
+    assert _construct("spec/sglang/claims.py:150: owner[...]: the fixed index 0 into the sorted domain page "
+                      "(iterate the domain object, not range(...))") == \
+        "owner[...]: the fixed index 0 into the sorted domain page"
+    assert not re.search(r"\.py:\d", table(rows(PROOFS)))
