@@ -63,6 +63,9 @@ EXAMPLES = [
      "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'", 1,
      ["checked: audit-vllm-0.33.0-lease (14,332 states), audit-vllm-0.33.0-abort (7,042 states)",
       "removed by: kv_connector_extra_config.kv_lease_duration=63", "verdict: exposed"]),
+    ("kvproof audit sglang==0.5.23 --manifest examples/deployments/sglang-pd.yaml --no-traces", 1,
+     ["removed by: decode: SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT=61 (above two transfer calls)",
+      "verdict: exposed", "exit 1: exposed"]),
 ]
 
 
