@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kvproof.checker.certs.reader import ALL_SIZES, ALL_SIZES_SUFFIX, read_certificate
 
-__all__ = ["CatalogueRow", "rows", "table"]
+__all__ = ["CatalogueRow", "rows", "table", "unliftable", "unliftable_table"]
 
 _LOCATION = re.compile(r"^(?:claim \w+: )*[\w./-]+\.py:\d+: ")
 _ELEMENT = re.compile(r" \(\w+ [\w!]+\)")  # "(request req!1)": the lift's name for an element
@@ -33,7 +33,8 @@ class CatalogueRow:
 
 def _construct(reason: str) -> str:
     """The construct of a lift refusal, without the ``file:line:`` it starts with."""
-    return _ELEMENT.sub("", _LOCATION.sub("", reason)).split(" (", 1)[0].split(": iterate", 1)[0].strip()
+    text = reason.removeprefix("the spec cannot be lifted to every size: ")
+    return _ELEMENT.sub("", _LOCATION.sub("", text)).split(" (", 1)[0].split(": iterate", 1)[0].strip()
 
 
 def rows(proofs: Path, resolve=None) -> list[CatalogueRow]:
@@ -65,4 +66,30 @@ def table(catalogue: list[CatalogueRow]) -> str:
             by.setdefault(why, []).append(claim)
         refused = "; ".join(f"{', '.join(f'`{c}`' for c in cs)}: {why}" for why, cs in by.items()) or "none"
         lines.append(f"| `{r.scenario}` | {len(r.proved)}: {', '.join(f'`{c}`' for c in r.proved)} | {refused} |")
+    return "\n".join(lines) + "\n"
+
+
+def unliftable(scenarios) -> dict[str, list[str]]:
+    """The scenarios of ``scenarios`` that the lift refuses, by the construct that blocks each
+    (what ``prove --all-sizes`` would say before any solver runs): only those whose every
+    all-sizes claim (the protocol's ``all_sizes_claims``) is expected verified, the ones a
+    proof could be asked of."""
+    from kvproof.checker.allsizes.prove import all_sizes_model
+
+    out: dict[str, list[str]] = {}
+    for sc in scenarios:
+        claims = sc.family_protocol().all_sizes_claims
+        if not claims or any(sc.expect.get(c) == "violated" for c in claims):
+            continue
+        hook, why = all_sizes_model(sc.build())
+        if hook is None:
+            out.setdefault(_construct(why), []).append(sc.name)
+    return dict(sorted(out.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+
+def unliftable_table(blocked: dict[str, list[str]]) -> str:
+    """:func:`unliftable`'s answer as a Markdown table: what blocks the lift, and where."""
+    lines = ["| what blocks the lift | scenarios |", "|---|---|"]
+    for why, names in blocked.items():
+        lines.append(f"| {why.replace('|', '/')} | {', '.join(f'`{n}`' for n in names)} |")
     return "\n".join(lines) + "\n"

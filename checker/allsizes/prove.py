@@ -116,11 +116,11 @@ def all_sizes_model(spec: Any) -> tuple["AllSizesModel | None", str]:
     from the spec itself (:func:`~.sorted_allsizes.lifted_model`), the one model that
     :func:`prove_all_sizes`, :func:`recheck_all_sizes` and :func:`prove_by_link` use."""
     from kvproof.checker.allsizes.sorted_allsizes import lifted_model
-    from kvproof.model.lifting import LiftRefused
+    from kvproof.model.expr import SpecError
 
     try:
         model = lifted_model(spec)
-    except LiftRefused as e:
+    except SpecError as e:  # LiftRefused, or a construct the spec runs concretely but not lifted
         return None, f"the spec cannot be lifted to every size: {e}"
     if model is None:
         return None, f"{type(spec).__name__} declares no sorts to lift to or no small instance to mine"

@@ -39,6 +39,7 @@ generation is armed before ABORT is sent (``register_before_abort``) and acks ca
 
 from __future__ import annotations
 
+from kvproof.model.lifting import indices
 from kvproof.spec.sglang.protocol import PdProtocol
 from kvproof.spec.sglang.state import (
     D_ENDED, D_WAITING, OUT_ERROR, OUT_SUCCESS, POLL_FAILED, POLL_SUCCESS, READ_NONE, UNWRITTEN, WR_FLIGHT,
@@ -61,12 +62,14 @@ class _Sglang0523Base(PdProtocol):
         o = s.ops
         k = self.k
         out = []
-        for r in range(k.R):
+        for r in k.req:
             returned = s.poll[r, pr] == POLL_FAILED
             for w in k.streams_of(pr):
-                for c in range(self.send_len(r)):
-                    if (r, w, c) != but:
-                        out.append((s.wr[r, w, c] >= WR_FLIGHT) & ~returned)
+                for c in indices(self.send_len(r)):
+                    running = o.and_(s.wr[r, w, c] >= WR_FLIGHT, o.not_(returned))
+                    if but is not None and w == but[1]:  # not the write ``but`` itself (a condition: r, c may be lifted)
+                        running = o.and_(running, o.or_(o.ne(r, but[0]), o.ne(c, but[2])))
+                    out.append(running)
             if k.M and pr == 0:
                 out.append((s.aux_wr[r] >= WR_FLIGHT) & ~returned)
         return o.any_(out)

@@ -142,7 +142,13 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
     def is_cached(self, r: int) -> bool:
         """Decode holds request ``r``'s whole KV in its local prefix cache (V13; never when no
         request is)."""
-        return any(self.k.cached) and self.k.cached[r]
+        return any(self.k.cached) and self.cached(r)
+
+    @per_element("condition")
+    def cached(self, r: int) -> bool:
+        """The scenario marks request ``r`` as cached at decode (``requests[].cached``): in the
+        lift, any request may be."""
+        return bool(self.k.cached[r])
 
     def lift_sorts(self):
         """The lift to sorts reads requests, decode blocks and prefill blocks as sorts (``rnone``:
@@ -243,13 +249,18 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         return o.any_(o.ne(s.d_phase[x], D_NEW) for x in self.reqs if x != r and self.origin(x) == t)
 
     def _heartbeat_names(self, s) -> list:
-        """Per request: decode's ``HB:`` notification names its id.  Decode tracks the requests
+        """Per request: decode's ``HB:`` notification names its id (:meth:`_heartbeat_names_one`)."""
+        return [self._heartbeat_names_one(s, r) for r in self.reqs]
+
+    def _heartbeat_names_one(self, s, r):
+        """Decode's ``HB:`` notification names request ``r``'s id: decode tracks the requests
         it has queued or loading; with replays (V9) the heartbeat set holds remote request ids
-        (``hb_set``), shared by a request and its replays."""
+        (``hb_set``), shared by a request and its replays.  One request at a time, so the lift
+        reads it for a bound element too."""
         o = s.ops
         if self.k.replays:
-            return [o.eq(s.hb_set[r], 1) for r in self.reqs]
-        return [o.is_in(s.d_phase[r], D_TRACKED) for r in self.reqs]
+            return o.eq(s.hb_set[r], 1)
+        return o.is_in(s.d_phase[r], D_TRACKED)
 
     def _stop_heartbeat(self, s, n, r: int, when) -> None:
         """``_stop_heartbeat`` (base_scheduler.py:243-251) when ``r`` stops being queued or
@@ -496,7 +507,7 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
         s.require(o.any_(tracked))
         n.hb_age = 0
         for r in self.reqs:
-            extend = o.and_(tracked[r], o.eq(s.p_phase[r], P_HELD))
+            extend = o.and_(self._heartbeat_names_one(s, r), o.eq(s.p_phase[r], P_HELD))
             n.lease[r] = o.ite(extend, o.max_(s.lease[r], self.k.X), s.lease[r])
 
     @action("decode")
