@@ -103,21 +103,30 @@ class ParametricSystem:
     """Set while a bounded instance is checked: :meth:`forall` and :meth:`exists` then expand
     over these elements (no quantifier reaches the solver)."""
 
+    def elements(self, sort: Any) -> list[Any]:
+        """The values a bounded instance gives the Z3 sort ``sort``: the :attr:`universe`'s
+        elements of an uninterpreted sort, every value of a finite one (an enumeration, such as a
+        domain kept at the scenario's size)."""
+        name = sort.name()
+        if self.universe is not None and name in self.universe:
+            return self.universe[name]
+        if isinstance(sort, z3.DatatypeSortRef):
+            return [sort.constructor(i)() for i in range(sort.num_constructors())]
+        raise KeyError(f"{name}: a sort with no elements in the bounded instance")
+
     def forall(self, xs: Sequence[Any], body: Any) -> Any:
         """``∀ xs. body`` (Z3 constants ``xs``), expanded over :attr:`universe` when it is set."""
         if self.universe is None:
             return z3.ForAll(list(xs), body)
         import itertools
-        sorts = [x.sort().name() for x in xs]
-        return z3.And([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.universe[s] for s in sorts])])
+        return z3.And([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.elements(x.sort()) for x in xs])])
 
     def exists(self, xs: Sequence[Any], body: Any) -> Any:
         """``∃ xs. body``, expanded over :attr:`universe` when it is set."""
         if self.universe is None:
             return z3.Exists(list(xs), body)
         import itertools
-        sorts = [x.sort().name() for x in xs]
-        return z3.Or([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.universe[s] for s in sorts])])
+        return z3.Or([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.elements(x.sort()) for x in xs])])
 
     def init(self, st: QState) -> Any:  # pragma: no cover - abstract
         """``Init`` over state ``st``."""

@@ -461,3 +461,37 @@ def test_plain_python_on_a_lifted_value_is_refused_with_its_line(name, why):
 
     hook, reason = all_sizes_model(builtin(name).build())
     assert hook is None and re.search(why, reason) and "\n" not in reason, reason
+
+
+def test_a_scalar_field_is_moved_to_the_post_state_and_a_fixed_domain_has_its_values():
+    """Two shapes the first lifted vLLM heartbeat and push-rank scenarios met: a step that
+    updates a scalar field (decode's heartbeat age, a symbol without arguments) moves a term to
+    the post-state by substitution (``substitute_funs`` alone refused it: "function pairs
+    expected"); and a bounded instance quantifies over a domain kept at the scenario's size
+    (prefill ranks, an enumeration) by its values (it had no universe entry: a KeyError)."""
+    from kvproof.checker.allsizes.prove import all_sizes_model
+    from kvproof.checker.allsizes.quantified import updated
+    from kvproof.model.scenario import builtin
+
+    hook, why = all_sizes_model(builtin("vllm-pull-heartbeat").build())
+    system = hook.system
+    pre = system.state()
+    beat = next(a for a in system.actions if a.name == "decode_send_heartbeats")
+    params = {p: z3.Const(f"beat!{p}", system.sort(sort)) for p, sort in beat.params}
+    step = beat.step(pre, params, {})
+    assert "hb_age" in step.updates
+    age = pre.hb_age()
+    moved = updated(system, step)(age == age)
+    assert not z3.eq(moved, age == age) and z3.eq(moved, step.updates["hb_age"]() == step.updates["hb_age"]())
+
+    hook, why = all_sizes_model(builtin("vllm-push-write-post-fails").build())
+    system = hook.system
+    ranks = next(s for s in (system.sort(sym_arg) for sym in system.symbols for sym_arg in sym.args)
+                 if isinstance(s, z3.DatatypeSortRef))
+    system.universe = {}
+    try:
+        w = z3.Const("w", ranks)
+        assert len(system.elements(ranks)) == ranks.num_constructors() == 2
+        assert z3.is_and(system.forall([w], w == w)) and len(system.forall([w], w == w).children()) == 2
+    finally:
+        system.universe = None

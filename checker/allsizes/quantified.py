@@ -67,6 +67,27 @@ def _solver(seconds: float) -> Any:
     return s
 
 
+def updated(system: ParametricSystem, step: Step) -> Callable[[Any], Any]:
+    """A term over the pre-state rewritten to the state after ``step``: each updated function
+    replaced by its update (``substitute_funs``), each updated constant (a scalar field such as
+    a heartbeat age: a symbol without arguments) by its new value (``substitute``)."""
+    funs, consts = [], []
+    for sym in system.symbols:
+        if sym.name in step.updates:
+            if sym.args:
+                xs = [z3.Var(i, system.sort(t)) for i, t in enumerate(sym.args)]
+                funs.append((system.function(sym), step.updates[sym.name](*xs)))
+            else:
+                consts.append((system.function(sym), step.updates[sym.name]()))
+
+    def move(term: Any) -> Any:
+        if funs:
+            term = z3.substitute_funs(term, *funs)
+        return z3.substitute(term, *consts) if consts else term
+
+    return move
+
+
 def houdini(system: ParametricSystem, candidates: Sequence[Candidate], max_seconds: float = 600.0,
             progress: Callable[[str], None] | None = None, sizes: dict[str, int] | None = None) -> HoudiniResult:
     """The greatest inductive subset of ``candidates`` (see the module docstring).  With
@@ -104,12 +125,7 @@ def _houdini(system, candidates, max_seconds, say, universe, axioms, pre) -> Hou
                 for i, c in enumerate(candidates)}
 
     def after(step: Step) -> Callable[[Any], Any]:
-        pairs = []
-        for sym in system.symbols:
-            if sym.name in step.updates:
-                xs = [z3.Var(i, system.sort(s)) for i, s in enumerate(sym.args)]
-                pairs.append((system.function(sym), step.updates[sym.name](*xs)))
-        return lambda term: z3.substitute_funs(term, *pairs) if pairs else term
+        return updated(system, step)
 
     # Init: drop what Init breaks
     s = _solver(max(deadline - time.perf_counter(), 1))
@@ -245,15 +261,23 @@ def _closed(system: ParametricSystem, st: QState | None, universe: dict[str, lis
         if sort in universe:
             out.append(z3.Or([term == e for e in universe[sort]]))
 
+    def values(sort: str) -> list[Any]:
+        """The bounded instance's elements of ``sort``, or every value of a finite one (an
+        enumeration: a fixed-size domain such as prefill ranks kept at the scenario's size)."""
+        if sort in universe:
+            return universe[sort]
+        z = system.sort(sort)
+        return [z.constructor(i)() for i in range(z.num_constructors())] if isinstance(z, z3.DatatypeSortRef) else []
+
     if st is not None:
         for sym in system.symbols:
             f = getattr(st, sym.name)
-            for args in itertools.product(*[universe[s] for s in sym.args]):
+            for args in itertools.product(*[values(s) for s in sym.args]):
                 member(f(*args), sym.result)
     for x in extra:
         if isinstance(x, tuple):
             sym, f = x
-            for args in itertools.product(*[universe[s] for s in sym.args]):
+            for args in itertools.product(*[values(s) for s in sym.args]):
                 member(f(*args), sym.result)
         else:
             member(x, x.sort().name())
@@ -481,12 +505,7 @@ def _cores(system: ParametricSystem, invariant: Sequence[Candidate], goals: Sequ
         choices = {c.name: system.function(c, f"!{a.name}") for c in a.choices}
         choices = {k: (lambda f=f: f) if not isinstance(f, z3.FuncDeclRef) else f for k, f in choices.items()}
         step = a.step(pre, params, choices)
-        pairs = []
-        for sym in system.symbols:
-            if sym.name in step.updates:
-                xs = [z3.Var(i, system.sort(t)) for i, t in enumerate(sym.args)]
-                pairs.append((system.function(sym), step.updates[sym.name](*xs)))
-        move = (lambda t: z3.substitute_funs(t, *pairs)) if pairs else (lambda t: t)
+        move = updated(system, step)
         s.add(bg, step.guard, *[z3.Implies(assume[n], pre_formula[n]) for n in names])
         got = set()
         # one query for all goals (the disjunction of their negations), or with
