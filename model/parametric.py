@@ -109,7 +109,7 @@ class ParametricSystem:
             return z3.ForAll(list(xs), body)
         import itertools
         sorts = [x.sort().name() for x in xs]
-        return z3.And([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.universe[s] for s in sorts])])
+        return z3.And([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.elements(s) for s in sorts])])
 
     def exists(self, xs: Sequence[Any], body: Any) -> Any:
         """``∃ xs. body``, expanded over :attr:`universe` when it is set."""
@@ -117,7 +117,16 @@ class ParametricSystem:
             return z3.Exists(list(xs), body)
         import itertools
         sorts = [x.sort().name() for x in xs]
-        return z3.Or([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.universe[s] for s in sorts])])
+        return z3.Or([z3.substitute(body, *zip(xs, es)) for es in itertools.product(*[self.elements(s) for s in sorts])])
+
+    def elements(self, sort: str) -> list[Any]:
+        """While a bounded instance is checked: the elements of ``sort``, those of
+        :attr:`universe` for an uninterpreted sort, every constant for an enumeration sort (a
+        fixed index such as a rank kept at the scenario's size)."""
+        if self.universe is not None and sort in self.universe:
+            return self.universe[sort]
+        z = self.sort(sort)
+        return [z.constructor(i)() for i in range(z.num_constructors())]
 
     def init(self, st: QState) -> Any:  # pragma: no cover - abstract
         """``Init`` over state ``st``."""

@@ -17,7 +17,7 @@ then the reason).  Then:
    element's slots beside those of the element it points to, :func:`mine_joined`), lifted with
    the pointed element as the pointer's term.
 3. **Houdini** (:func:`~.quantified.houdini`) over the lifted candidates and the target claims,
-   first on a bounded instance of the parametric model (:data:`FILTER_SIZES`: ground queries, a
+   first on a bounded instance of the parametric model (:attr:`AllSizesModel.filter_sizes`: ground queries, a
    filter only), then on the parametric model itself (quantified, every size) over what the
    filter kept.  A claim that survives is **proved for every size**; one that
    is dropped is *inconclusive* (exit 2), with the counterexample to induction Z3 gave, a state

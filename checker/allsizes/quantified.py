@@ -245,15 +245,21 @@ def _closed(system: ParametricSystem, st: QState | None, universe: dict[str, lis
         if sort in universe:
             out.append(z3.Or([term == e for e in universe[sort]]))
 
+    def elements(sort: str) -> list[Any]:  # an enumeration sort (a fixed index, e.g. a rank): its constants
+        if sort in universe:
+            return universe[sort]
+        z = system.sort(sort)
+        return [z.constructor(i)() for i in range(z.num_constructors())]
+
     if st is not None:
         for sym in system.symbols:
             f = getattr(st, sym.name)
-            for args in itertools.product(*[universe[s] for s in sym.args]):
+            for args in itertools.product(*[elements(s) for s in sym.args]):
                 member(f(*args), sym.result)
     for x in extra:
         if isinstance(x, tuple):
             sym, f = x
-            for args in itertools.product(*[universe[s] for s in sym.args]):
+            for args in itertools.product(*[elements(s) for s in sym.args]):
                 member(f(*args), sym.result)
         else:
             member(x, x.sort().name())
