@@ -177,6 +177,8 @@ def test_the_lift_at_several_ranks_links(ranks, instances):
     assert rep.proved, {k: x for k, x in verdicts(rep).items() if x != "proved"}
     assert sum(r.instances for r in rep.results if r.kind == "step") == instances
     assert {n for k, n in verdicts(rep) if k == "claim"} == set(TARGETS)
+    # no hypothesis offered, none needed: no instance is counted as resting on an invariant
+    assert rep.hypotheses == 0 and rep.used == set() and not [r.name for r in rep.results if r.needed]
 
 
 class FirstAck(PdProtocol):

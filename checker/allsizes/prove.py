@@ -510,8 +510,8 @@ def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
     certificate of the scenario's parametric model (``certificate``, or the first
     ``*.allsizes.smt2`` under ``certificates_dir`` that is, line for line, that model's: see
     :func:`model_certificate`; with ``solve`` its obligations are re-solved by z3 and cvc5 too)
-    proves them for the model at every size, and the link (:func:`~.link.check_link`, the
-    certificate's invariant as its hypotheses) carries them to the spec at this size."""
+    proves them for the model at every size, and the link (:func:`~.link.check_link` on the
+    lifted model's derived link map, no hypothesis) carries them to the spec at this size."""
     from kvproof.checker.allsizes.link import check_link
 
     say = progress or (lambda text: None)
