@@ -97,7 +97,7 @@ def test_abstractions_are_derived_and_name_their_line(lifted):
 def test_the_link_is_proved_without_hypotheses(lifted, requests, decode_pages, prefill_pages):
     """At three sizes other than the scenario's (lifted from 3 requests on 2 pages): Init, every
     spec action instance (each a step of a lifted action of its name, any case) and the five
-    claims, for every typed state (no invariant assumed, unlike the hand-written model's link)."""
+    claims, for every typed state (no invariant assumed)."""
     spec = instance(requests=requests, decode_pages=decode_pages, prefill_pages=prefill_pages, context_limit=2)
     rep = check_lifted_link(lifted, spec)
     assert rep.proved, refuted(rep)
@@ -309,7 +309,7 @@ def test_the_lifted_all_sizes_model_states_the_lifts_lines():
 
 def test_the_pipeline_certify_and_the_link_use_the_lifted_model():
     """``all_sizes_model`` is the one model of prove --all-sizes, certify and --link: the lift of
-    the scenario's own spec (not a hand-written one); a spec without sorts has none, with the reason."""
+    the scenario's own spec; a spec without sorts has none, with the reason."""
     from kvproof.checker.allsizes.prove import all_sizes_model
     from kvproof.model.sorted_lift import LiftedSystem
     hook, why = all_sizes_model(builtin("v0.5.22").build())
@@ -345,9 +345,8 @@ def vllm_instance(tenants, decode_blocks, prefill_blocks):
 
 def test_the_lifted_vllm_model(vllm_lifted):
     """Every enabled action of the pull engine, requests and both block pools as sorts, one block
-    per request (nullary allocation choices), the tenant a rigid function; the three
-    abstractions the hand-written model states (any free block in both pools, arrivals in any
-    order), derived; the six safety claims lifted (``pages_conserved`` too: its loops go through
+    per request (nullary allocation choices), the tenant a rigid function; three abstractions
+    (any free block in both pools, arrivals in any order), derived; the six safety claims lifted (``pages_conserved`` too: its loops go through
     the block domains and aggregate with ``o.any_``)."""
     m = vllm_lifted
     assert [a.name for a in m.actions] == [
