@@ -12,7 +12,7 @@ then the reason).  Then:
    of each further one it names, :attr:`AllSizesModel.more`) are enumerated, the template facts of at most two slot values that no reachable state shows
    together are mined (:func:`~kvproof.checker.symbolic.lemmas.mine`), with ``arity`` 3 also the three-value facts of
    one element (:func:`one_element_triples`), and each is lifted to a ``∀``-formula over the
-   sorts by the protocol's correspondence (its concrete requests, pages and chunks become
+   sorts (:class:`~.sorted_allsizes.ClauseLifter`: its concrete requests, pages and chunks become
    distinct variables); and the facts of rows joined through a pointer (:class:`Join`: an
    element's slots beside those of the element it points to, :func:`mine_joined`), lifted with
    the pointed element as the pointer's term.
