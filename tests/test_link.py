@@ -1,7 +1,8 @@
 """The link between the spec and the all-sizes model, proved at one size (checker/allsizes/link.py's
 ``check_link`` on the lifted model, checker/allsizes/sorted_link.py): a spec whose guard is weaker
 than the model's, a lifted update that writes something else, a lifted claim that says less and a
-lifted Init that starts elsewhere are refuted with the offending action, claim or slot named; the
+lifted Init that starts elsewhere are refuted with the offending action, claim or slot named;
+hypotheses are assumed only where needed and named (and refused when vacuous); the
 lift of v0.5.22's engine at several prefill and decode ranks links (ranks kept at the instance's
 size) and refutes the unsafe rank rules (tp2-first-ack's, tp2x2-ready-any's, tp2x2-hold-min's);
 grounding expands quantifiers over a bounded universe; and the exit codes of ``prove --all-sizes
@@ -144,6 +145,38 @@ def test_a_changed_claim_and_a_changed_init_are_refuted():
     assert v.pop(("init", "Init")) == "refuted" and "not the spec's initial state" in init.offending
     assert any("hold" in line for line in init.detail), init.detail
     assert v == {("claim", n): "proved" for n in TARGETS if n != "exclusive_ownership"}
+
+
+def test_hypotheses_are_assumed_only_where_needed_and_named(monkeypatch):
+    """The link's hypotheses (facts of the related model state, e.g. a certificate's conjuncts):
+    a lift that writes the NONE page's row (the sentinel guard removed) is refuted at
+    ``kv_write_lands`` with none; offered "an in-flight write has a page" and an irrelevant
+    fact, every instance is proved, each counted as needing a hypothesis and the unsat cores
+    naming only the one that rules the NONE page out, while ``clock_tick`` needs none;
+    hypotheses no related state satisfies are refused (every obligation would be vacuous)."""
+    from kvproof.model.sorted_lift import _Run
+    monkeypatch.setattr(_Run, "_sentinel_guard", lambda self, name: (lambda xs: []))
+    m = lift_spec(builtin("v0.5.22").build())
+    spec = small()
+    lm = link_map(m, spec)
+    rep = check_link(spec, lm, claims=False, only=["kv_write_lands"])
+    assert verdicts(rep)[("step", "kv_write_lands")] == "refuted" and rep.hypotheses == 0
+    flight = [code(m, "write_in_flight_0"), code(m, "write_in_flight_1")]
+    reqs, chunks = lm.universe["Req"][1:], lm.universe["Chunk"]  # element 0 of Req is rnone
+
+    def hypotheses(X):
+        has_page = z3.And([z3.Implies(z3.Or([X.wr(r, c) == f for f in flight]), X.dest(r, c) != X.pnone())
+                           for r in reqs for c in chunks])
+        flag = z3.And([z3.Or(X.meta(r) == code(m, "flag_yes"), X.meta(r) == code(m, "flag_no")) for r in reqs])
+        return [("an in-flight write has a page", has_page), ("meta is a flag", flag)]
+    rep = check_link(spec, dataclasses.replace(lm, hypothesis=hypotheses), claims=False,
+                     only=["kv_write_lands", "clock_tick"])
+    assert rep.proved and rep.hypotheses == 2 and rep.used == {"an in-flight write has a page"}
+    by = {r.name: r for r in rep.results}
+    assert by["kv_write_lands"].needed == by["kv_write_lands"].instances == 3
+    assert by["clock_tick"].needed == 0 and by["clock_tick"].used == set()
+    rep = check_link(spec, dataclasses.replace(lm, hypothesis=lambda X: [("false", z3.BoolVal(False))]), claims=False)
+    assert verdicts(rep) == {("init", "hypotheses"): "refuted"} and "vacuous" in rep.results[0].offending
 
 
 def test_grounding_expands_quantifiers_over_the_elements(lifted):
