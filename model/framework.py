@@ -363,12 +363,6 @@ class Spec:
         (default: ``its size``)."""
         return "its size"
 
-    def all_sizes(self) -> Any:
-        """The protocol's parametric model of this instance's engine for ``prove --all-sizes``
-        (a :class:`kvproof.checker.allsizes.prove.AllSizesModel`), or ``None`` (the default: the
-        protocol has none for this engine)."""
-        return None
-
     # -- narration (optional): how the general layers tell this protocol's traces ---------------
     # The defaults narrate nothing protocol-specific; a protocol overrides what it can tell
     # (:mod:`.narration` has the vocabulary).

@@ -55,8 +55,8 @@ class Protocol:
     implements it.  ``arguments`` maps a general command's name (``audit``, ``simulate``) to a function that
     adds this protocol's own options to that command's ``argparse`` parser (it imports nothing
     heavy: the parser is built at start-up).  ``all_sizes_claims`` names the safety claims
-    ``prove --all-sizes`` checks at a scenario's own size when its spec has no all-sizes model
-    (:meth:`~.framework.Spec.all_sizes`; those of the spec's claims it has).
+    ``prove --all-sizes`` checks at a scenario's own size when its spec cannot be lifted to an
+    all-sizes model (no :meth:`~.framework.Spec.lift_sorts`, or a refusal; those of the spec's claims it has).
 
     A protocol with one spec class and a dataclass configuration needs five arguments::
 

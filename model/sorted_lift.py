@@ -26,7 +26,7 @@ fixed index into a sorted domain, counting over a sort, a value from a finished 
 ``all_``/``any_`` ...).
 
 The result is a :class:`~.parametric.ParametricSystem`: the checker's Houdini, minimiser and
-certificates take it as they take a hand-written one, and the checker's link proves, at fixed
+certificates take it as they take any parametric system, and the checker's link proves, at fixed
 sizes, that each spec step is a step of it.  This module knows no protocol.
 """
 
@@ -903,8 +903,8 @@ class LiftedSystem(ParametricSystem):
     """The parametric system lifted from one spec instance (see the module docstring)."""
 
     one_goal_at_a_time = True
-    """Houdini asks about one post-state candidate at a time: what made the hand-written models'
-    unbounded runs finish (the answers mean the same as the disjunctive query's)."""
+    """Houdini asks about one post-state candidate at a time: Z3 answers hundreds of single-goal
+    queries where the one disjunctive query does not finish (the answers mean the same)."""
 
     def __init__(self, spec: Any, decl: SortDecl, claims: Sequence[str] | None = None):
         self.spec, self.decl = spec, decl

@@ -1,28 +1,50 @@
-"""``prove --all-sizes``: the parametric model (spec/sglang/allsizes.py) against the spec, the
-quantified Houdini and its certificates (checker/allsizes/quantified.py, checker/allsizes/prove.py), and the rule
-that a pre-fix scenario is never reported proved."""
+"""``prove --all-sizes``'s general machinery on the model lifted from the spec
+(checker/allsizes/prove.py's ``all_sizes_model``): the quantified Houdini and its certificates
+(checker/allsizes/quantified.py), the joined templates mined through a pointer, the minimiser and
+the drop pass (on a toy system), and the rule that a pre-fix scenario is never reported proved
+(SGLang's abort-race and tp2-first-ack, vLLM's pre-fix twin)."""
 
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 
 import pytest
 import z3
 
-from kvproof.checker.allsizes.prove import prove_all_sizes
+from kvproof.checker.allsizes.prove import all_sizes_model, prove_all_sizes
 from kvproof.checker.allsizes.quantified import (Action, Candidate, ParametricSystem, Step, Symbol,
                                                  houdini, inductive_problems)
 from kvproof.checker.certs.reader import CertificateError
-from kvproof.model.machine import Machine
 from kvproof.model.scenario import builtin
-from kvproof.spec.sglang.allsizes import (TARGET_CLAIMS, Correspondence, Pinned, SglangAllSizes, model_for,
-                                          supported)
 from kvproof.spec.sglang.config import Request
 from kvproof.spec.sglang.protocol import PdProtocol
+from kvproof.spec.sglang.state import D_WAITING, P_SENDING, WR_LANDED
 
 from .certs import headed, invariant_of, solve
+
+TARGETS = ("decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release",
+           "no_source_free_while_read", "exclusive_ownership")
+
+
+@pytest.fixture(scope="module")
+def hook():
+    """The all-sizes model of v0.5.22 (lifted from its spec)."""
+    model, why = all_sizes_model(builtin("v0.5.22").build())
+    assert model is not None, why
+    return model
+
+
+def code(system, label: str):
+    """The enumeration constant of ``system`` named ``label`` (``outcome_none``)."""
+    sort = next(s for s, names in system.enums.items() if label in names)
+    return system.sorts[sort].constructor(system.enums[sort].index(label))()
+
+
+def read_none_fact(system) -> Candidate:
+    """A fact no step breaks: ``read`` is none while ``outcome`` is none."""
+    return Candidate("read none while no outcome", (("r", "Req"),), lambda st, r: z3.Implies(
+        st.outcome(r) == code(system, "outcome_none"), st.read(r) == code(system, "read_none")))
 
 
 def small_spec(requests=(("A", 1), ("B", 2), ("A", 3)), decode_pages=3, prefill_pages=2):
@@ -34,162 +56,26 @@ def small_spec(requests=(("A", 1), ("B", 2), ("A", 3)), decode_pages=3, prefill_
                                           context_limit=max(p for _, p in requests)))
 
 
-def reachable(machine, limit, seed=0):
-    """Up to ``limit`` reachable states, breadth-first then by seeded random walks, and steps
-    (pre, action id, post) among them."""
-    rng = random.Random(seed)
-    seen, frontier, steps = {machine.init}, [machine.init], []
-    while frontier and len(seen) < limit:
-        nxt = []
-        for s in frontier:
-            for a in range(len(machine.instances)):
-                t = machine.step(s, a)
-                if t is not None:
-                    steps.append((s, a, t))
-                    if t not in seen:
-                        seen.add(t)
-                        nxt.append(t)
-        frontier = nxt
-    for _ in range(20):  # deeper states: random walks
-        s = machine.init
-        for _ in range(40):
-            succ = [(a, t) for a in range(len(machine.instances)) if (t := machine.step(s, a)) is not None]
-            if not succ:
-                break
-            a, t = rng.choice(succ)
-            steps.append((s, a, t))
-            s = t
-    return steps
-
-
-@pytest.fixture(scope="module")
-def pinned():
-    spec = small_spec()
-    return spec, Pinned(SglangAllSizes(2, 1), spec)
-
-
-@pytest.mark.slow
-def test_every_spec_step_is_a_step_of_the_model(pinned):
-    """The over-approximation: every step of the spec at a small size (sampled from the reachable
-    graph: every action kind the sample shows) is allowed by the parametric transition relation
-    at those elements, by an action of the same name."""
-    spec, pin = pinned
-    machine = Machine(spec)
-    steps = reachable(machine, 400)
-    by_action: dict[str, list] = {}
-    for s, a, t in steps:
-        by_action.setdefault(machine.instances[a].action.name, []).append((s, a, t))
-    assert {"decode_commit", "decode_abort", "decode_release_timeout", "kv_write_lands", "clock_tick",
-            "prefill_forward", "decode_prealloc"} <= set(by_action)
-    rng = random.Random(1)
-    for name, group in sorted(by_action.items()):
-        for s, a, t in rng.sample(group, min(2, len(group))):
-            assert pin.allows(s, t, only=name), machine.label(a)
-
-
-@pytest.mark.slow
-def test_a_non_step_is_not_allowed(pinned):
-    """The relation is not everything: a page changing owner out of nothing, or a write landing
-    with another request's KV in place of the source's, is no step of the model."""
-    spec, pin = pinned
-    machine = Machine(spec)
-    s0 = machine.init
-    layout = spec.layout
-    bad = bytearray(s0)
-    bad[layout.slot("owner", 0)] = 1  # p0 owned by R0 while R0 is new
-    assert pin.allows(s0, bytes(bad)) == []
-    s = machine.run("decode_prealloc(req=R0)")
-    t = bytearray(s)
-    t[layout.slot("dest", 0, 0)] = 1  # R0's destination moved to another page
-    assert pin.allows(s, bytes(t)) == []
-
-
-@pytest.mark.slow
-def test_the_claims_agree_on_any_typed_state(pinned):
-    """The model's claims and the spec's agree on random typed states (not only reachable ones),
-    both where they hold and where they break."""
-    spec, pin = pinned
-    machine = Machine(spec)
-    rng = random.Random(2)
-    steps = reachable(machine, 200)
-    both = {n: set() for n in TARGET_CLAIMS}
-    layout = spec.layout
-    for _ in range(30):
-        s = bytearray(rng.choice(steps)[2])
-        for _ in range(rng.randint(1, 4)):  # scramble a few fields of a reachable state
-            f = rng.choice([f for f in layout.fields if f.name in ("read", "wr", "owner", "src_owner", "d_phase", "dest", "src")])
-            slot = layout.slot(f.name, *[rng.randrange(d.size) for d in f.dims])
-            s[slot] = rng.randrange(f.values.size - (1 if f.name == "owner" or f.name == "src_owner" else 0))
-        s = bytes(s)
-        for n in TARGET_CLAIMS:
-            spec_breaks = machine.claim_hits(n, s)
-            assert pin.breaks(n, s) == spec_breaks, (n, s)
-            both[n].add(spec_breaks)
-    assert all(v == {True, False} for n, v in both.items() if n != "no_cross_tenant_read"), both
-
-
-def test_only_the_fixed_engine_has_a_model():
-    """The base protocol with v0.5.22's engine has the model; an engine it does not describe,
-    or a variant protocol, has none."""
-    assert builtin("v0.5.22").build().all_sizes() is not None
-    assert builtin("abort-race").build().all_sizes() is None
-    assert model_for(builtin("abort-race").build(), PdProtocol) is None
-    assert supported(builtin("abort-race").config) is not None
-    assert builtin("sglang-0.5.23-mooncake").build().all_sizes() is None
-
-
-def test_lifting_generalises_over_distinct_elements():
-    """A ground fact of the small instance becomes a ∀ over distinct requests and pages: it
-    holds for the two elements it named and for any others of the bounded instance."""
-    spec = small_spec((("A", 1), ("A", 1)), 2, 1)
-    system = SglangAllSizes(2, 1)
-    corr = Correspondence(system, spec)
-    lay = spec.layout
-    clause = ((lay.slot("dest", 0, 0), 0), (lay.slot("owner", 0), 2))  # dest[R0,0] = p0 and owner[p0] = R1
-    cand = corr.lift(clause)
-    assert [s for _, s in cand.vars] == ["Req", "Req", "Chunk", "Page"]
-    text = cand.name
-    assert "distinct" in text and "ch" in text and "dest" in text and "owner" in text
-    # it is false in a state where R1's page is R0's destination, true where it is not
-    pin = Pinned(system, spec)
-    st = system.state()
-    s = bytearray(Machine(spec).init)
-    s[lay.slot("dest", 0, 0)] = 0
-    s[lay.slot("owner", 0)] = 2
-    solver = z3.Solver()
-    solver.add(pin.axioms, *pin.rigid(st), *pin.pins(st, bytes(s)), system.formula(cand, st, pin.universe))
-    assert solver.check() == z3.unsat
-    s[lay.slot("owner", 0)] = 1
-    solver = z3.Solver()
-    solver.add(pin.axioms, *pin.rigid(st), *pin.pins(st, bytes(s)), system.formula(cand, st, pin.universe))
-    assert solver.check() == z3.sat
-
-
-def test_houdini_drops_what_a_step_breaks_and_keeps_an_inductive_fact():
+def test_houdini_drops_what_a_step_breaks_and_keeps_an_inductive_fact(hook):
     """Alone, no_write_after_release is not inductive (a write may be issued into a page the
-    state says is someone else's), so Houdini drops it with a counterexample to induction; a
-    trivially inductive fact (``read`` is never ``foreign`` or ``cross_tenant`` while ``outcome``
-    is none) survives."""
-    system = SglangAllSizes(2, 1)
+    state says is someone else's), so Houdini drops it with a counterexample to induction at
+    ``kv_transfer_write``; a trivially inductive fact (``read`` is never ``foreign`` or
+    ``cross_tenant`` while ``outcome`` is none) survives."""
+    system = hook.system
     claim = next(c for c in system.claims() if c.name == "no_write_after_release")
-    c_ = system.code
-    fact = Candidate("read none while no outcome", (("r", "Req"),), lambda st, r: z3.Implies(
-        st.outcome(r) == c_("Out", "none"), st.read(r) == c_("Read", "none")))
-    res = houdini(system, [claim, fact], 120)
+    res = houdini(system, [claim, read_none_fact(system)], 120)
     assert res.status == "done"
     assert [c.name for c in res.kept] == ["read none while no outcome"]
     assert "no_write_after_release" in res.counterexamples
-    assert "wr" in res.counterexamples["no_write_after_release"]
+    assert "kv_transfer_write" in res.counterexamples["no_write_after_release"]
 
 
-def test_a_certificate_checks_and_a_tampered_one_fails(tmp_path):
+def test_a_certificate_checks_and_a_tampered_one_fails(hook, tmp_path):
     """The certificate of a small inductive set passes stock z3 and cvc5 (every obligation
     unsat); the same file with a non-inductive conjunct added, or with an obligation's negation
     removed, fails."""
-    system = SglangAllSizes(2, 1)
-    c_ = system.code
-    fact = Candidate("read none while no outcome", (("r", "Req"),), lambda st, r: z3.Implies(
-        st.outcome(r) == c_("Out", "none"), st.read(r) == c_("Read", "none")))
+    system = hook.system
+    fact = read_none_fact(system)
     good = tmp_path / "good.smt2"
     good.write_text(headed(system, [fact]))
     check = solve(good)
@@ -211,7 +97,7 @@ def test_a_certificate_checks_and_a_tampered_one_fails(tmp_path):
 
 @pytest.mark.slow
 def test_a_pre_fix_scenario_is_refuted_at_its_own_size(tmp_path):
-    """abort-race (before PR 35049) is never proved: the explicit engine at its size finds the
+    """abort-race (before the drain fix) is never proved: the explicit engine at its size finds the
     shortest counterexamples (the lengths `kvproof check` finds), exit 1."""
     r = prove_all_sizes(builtin("abort-race"), 300, traces_dir=None)
     assert r.exit_code == 1
@@ -219,6 +105,30 @@ def test_a_pre_fix_scenario_is_refuted_at_its_own_size(tmp_path):
     assert r.verdicts["no_write_after_release"] == "violated"
     assert len(r.traces["decode_reads_only_own_pages"].trace) == 15
     assert len(r.traces["no_write_after_release"].trace) == 6
+    assert r.houdini is None and r.certificate is None
+
+
+def test_tp2_first_ack_is_never_proved():
+    """tp2-first-ack (two prefill ranks, decode releasing on the first drain ack) is refuted at
+    its own size by the explicit engine, as every pre-fix scenario: exit 1, the three claims the
+    partial ack breaks violated with their shortest traces, nothing mined, no certificate."""
+    r = prove_all_sizes(builtin("tp2-first-ack"), 300, traces_dir=None)
+    assert r.exit_code == 1
+    assert {n for n, v in r.verdicts.items() if v == "violated"} == {
+        "decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release"}
+    assert r.houdini is None and r.certificate is None and r.mined == 0
+    assert r.traces["no_write_after_release"].trace.labels()[-1].startswith("decode_release_deferred(")
+
+
+def test_vllms_pre_fix_twin_is_refuted_at_its_own_size():
+    """vllm-pull-abort-before-32255 (before the fix) is never proved: the explicit engine at its
+    size finds the shortest counterexamples (`kvproof check`'s lengths), exit 1."""
+    r = prove_all_sizes(builtin("vllm-pull-abort-before-32255"), 300, traces_dir=None)
+    assert r.exit_code == 1
+    assert {n for n, v in r.verdicts.items() if v == "violated"} == {
+        "decode_reads_only_own_pages", "no_cross_tenant_read", "no_write_after_release"}
+    assert len(r.traces["no_write_after_release"].trace) == 4
+    assert len(r.traces["decode_reads_only_own_pages"].trace) == 11
     assert r.houdini is None and r.certificate is None
 
 
@@ -245,42 +155,40 @@ def test_one_element_triples_keep_only_facts_of_one_request():
 
 
 @pytest.fixture(scope="module")
-def joined():
-    """The joined templates of v0.5.22's small instance (51,492 reachable states), read in the
-    one-rank model (:mod:`kvproof.spec.sglang.allsizes`; the ranked model's joins are
-    ``tests/test_allsizes_ranked.py``'s)."""
+def joined(hook):
+    """The joined templates of the lifted model's small instance (two one-page requests on 2 + 1
+    pages; 51,492 reachable states)."""
     from kvproof.checker.symbolic.lemmas import explore_all
-    hook = model_for(builtin("v0.5.22").build(), PdProtocol)
+    from kvproof.model.machine import Machine
     states, _ = explore_all(Machine(hook.small))
+    assert len(states) == 51_492
     return hook, {j.name: j for j in hook.joins(states)}
 
 
 def test_joined_templates_find_the_facts_through_a_pointer(joined):
     """Mining through ``dest`` and ``src`` finds the facts the read claims need and that no
     template over named slots gives: a waiting request's landed chunk's page never holds
-    another request's KV (and a landed chunk's page is never unwritten); a sending request's source page is never another's
-    or free.  Counts pinned (a wrong join, e.g. a page column read at the wrong page, moves
-    them)."""
+    another request's KV (and a landed chunk's page is never unwritten); a sending request's
+    source page is never another's.  Counts pinned (a wrong join, e.g. a page column read at the
+    wrong page, moves them).  A request-valued column is coded relative to the row's request
+    (0 NONE, 1 itself, 2 another)."""
     from kvproof.checker.allsizes.prove import mine_joined
     hook, js = joined
     assert set(js) == {"dest", "src"}
     dest, src = js["dest"], js["src"]
     assert dest.columns[-2:] == ("owner", "content") and src.columns[-2:] == ("src_owner", "src_content")
-    sys_ = hook.system
+    assert dest.targets == frozenset({len(dest.columns) - 2, len(dest.columns) - 1})
     col = lambda j, name: j.columns.index(name)
-    code = lambda enum, label: [n.split("_", 1)[1] for n in sys_.enums[enum]].index(label)
     df = {frozenset(f) for f in mine_joined(dest, 3)}
     sf = {frozenset(f) for f in mine_joined(src, 3)}
     assert (len(mine_joined(dest, 2)), len(df), len(mine_joined(src, 2)), len(sf)) == (36, 119, 19, 36)
-    waiting, landed = code("DPhase", "waiting"), code("Wr", "landed")
-    assert frozenset({(col(dest, "d_phase"), waiting), (col(dest, "wr"), landed), (col(dest, "content"), 2)}) in df
-    assert frozenset({(col(dest, "wr"), landed), (col(dest, "content"), 0)}) in df  # landed: never unwritten
-    sending = code("PPhase", "sending")
-    assert frozenset({(col(src, "p_phase"), sending), (col(src, "src_owner"), 2)}) in sf
+    assert frozenset({(col(dest, "d_phase"), D_WAITING), (col(dest, "wr"), WR_LANDED), (col(dest, "content"), 2)}) in df
+    assert frozenset({(col(dest, "wr"), WR_LANDED), (col(dest, "content"), 0)}) in df  # landed: never unwritten
+    assert frozenset({(col(src, "p_phase"), P_SENDING), (col(src, "src_owner"), 2)}) in sf
     # every fact names the page pointed to; the lifted formula is over (r, c) only, the page a term
     assert all(any(j in dest.targets for j, _ in f) for f in df)
     cand = dest.lift(next(iter(f for f in mine_joined(dest, 3) if len(f) == 3)))
-    assert [s for _, s in cand.vars] == ["Req", "Chunk"] and "(dest r c)" in cand.name
+    assert [s for _, s in cand.vars] == ["Req", "Chunk"] and "(dest r0 c1)" in cand.name
 
 
 def test_a_joined_fact_lifts_to_what_it_says(joined):
@@ -290,15 +198,14 @@ def test_a_joined_fact_lifts_to_what_it_says(joined):
     dest = js["dest"]
     sys_ = hook.system
     col = dest.columns.index
-    code = lambda enum, label: [n.split("_", 1)[1] for n in sys_.enums[enum]].index(label)
-    fact = ((col("d_phase"), code("DPhase", "waiting")), (col("wr"), code("Wr", "landed")), (col("content"), 2))
+    fact = ((col("d_phase"), D_WAITING), (col("wr"), WR_LANDED), (col("content"), 2))
     cand = dest.lift(fact)
     universe, axioms = sys_.bounded({"Req": 3, "Page": 2, "PPage": 2, "Chunk": 1, "Tenant": 1})
     st = sys_.state()
-    r, p = universe["Req"][1], universe["Page"][1]
+    r, p = universe["Req"][1], universe["Page"][1]  # element 0 of each is its NONE
     c = universe["Chunk"][0]
-    base = [axioms, st.ch(r, c), st.dest(r, c) == p, st.d_phase(r) == sys_.code("DPhase", "waiting"),
-            st.wr(r, c) == sys_.code("Wr", "landed")]
+    base = [axioms, st.pages(r, c), st.dest(r, c) == p, st.d_phase(r) == code(sys_, "d_phase_waiting"),
+            st.wr(r, c) == code(sys_, "write_landed")]
     for holder, sat in ((universe["Req"][2], z3.unsat), (r, z3.sat)):
         s = z3.Solver()
         s.add(*base, st.content(p) == holder, sys_.formula(cand, st, universe))
@@ -311,7 +218,7 @@ def test_v0522_is_proved_for_every_size(tmp_path):
     number of requests, decode pages and prefill pages, and the invariant minimised."""
     r = prove_all_sizes(builtin("v0.5.22"), 3600, certificates_dir=tmp_path)
     assert r.exit_code == 0, (r.reason, r.verdicts)
-    assert set(r.verdicts) == set(TARGET_CLAIMS)
+    assert set(r.verdicts) == set(TARGETS)
     assert r.minimised.status == "done" and len(r.invariant) == len(r.minimised.kept) < len(r.houdini.kept)
 
 

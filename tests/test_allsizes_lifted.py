@@ -158,6 +158,7 @@ def test_prove_link_rests_on_the_lifted_certificate(capsys):
     assert main(["prove", "--all-sizes", VLLM, "--link"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "proved link Init" in out and out.count("proved link claim ") == 6
+    assert "the link proved now (" in out and "; no hypothesis)" in out
     assert f"ok certificate traces/proofs/{VLLM}.allsizes.smt2: the parametric model's, line for line" in out
     for name in VLLM_CLAIMS:
         assert f"holds {name} at " in out

@@ -71,7 +71,7 @@ def test_a_forged_certificate_is_refused_for_its_reason(tmp_path, name):
 
 
 def test_the_committed_certificates_the_forgeries_start_from_check(tmp_path):
-    # (the all-sizes ones: tests/test_allsizes.py and tests/test_vllm_allsizes.py, and CI's certify)
+    # (the all-sizes ones: tests/test_allsizes_lifted.py and tests/test_tamper_allsizes.py, and CI's certify)
     for scenario, suffix in (("ack-target-cleared", ".smt2"), ("abort-race", ".smt2")):
         path = tmp_path / f"{scenario}{suffix}"
         path.write_text(committed(scenario, suffix))

@@ -1,5 +1,5 @@
-"""What a protocol (or the lift) hands the all-sizes pipeline (:mod:`.prove`): the model
-(:class:`AllSizesModel`) and its joined templates (:class:`Join`).  Its own module so that the
+"""What the lift (:func:`~.sorted_allsizes.lifted_model`) hands the all-sizes pipeline
+(:mod:`.prove`): the model (:class:`AllSizesModel`) and its joined templates (:class:`Join`).  Its own module so that the
 lift's model builder (:mod:`.sorted_allsizes`) and the pipeline both use it without a cycle."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ __all__ = ["AllSizesModel", "Join"]
 
 @dataclass
 class AllSizesModel:
-    """What a protocol hands :func:`prove_all_sizes` for one engine: the parametric ``system``;
+    """What :func:`prove_all_sizes` works on for one engine: the parametric ``system``;
     the ``targets`` (claim names it states); ``small``, a spec instance to mine candidates
     from; ``lift(clause)``, a ground clause of ``small`` as a candidate (``None``: not
     expressible); and ``fixed``/``abstractions``, lines saying what stays fixed and what is

@@ -318,9 +318,9 @@ def check_link(spec: Any, link: LinkMap, claims: bool = True, steps: bool = True
                 bare = s.check() if lits else None
                 if bare == z3.unsat:
                     pass
-                elif settle(res, s, label, lambda m: _step_detail(link, ts, m, xs, X, nxt, posts), list(lits)):
+                elif settle(res, s, label, lambda m: _step_detail(link, ts, m, xs, X, nxt, posts), list(lits)) and lits:
                     res.used |= {lits[c] for c in s.unsat_core() if c in lits}
-                    res.needed += 1
+                    res.needed += 1  # with no hypothesis offered, the one check above needed none
                 s.pop()
                 res.seconds += time.perf_counter() - q
             timings["steps"] = time.perf_counter() - t

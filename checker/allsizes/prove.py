@@ -12,12 +12,12 @@ then the reason).  Then:
    of each further one it names, :attr:`AllSizesModel.more`) are enumerated, the template facts of at most two slot values that no reachable state shows
    together are mined (:func:`~kvproof.checker.symbolic.lemmas.mine`), with ``arity`` 3 also the three-value facts of
    one element (:func:`one_element_triples`), and each is lifted to a ``∀``-formula over the
-   sorts by the protocol's correspondence (its concrete requests, pages and chunks become
+   sorts (:class:`~.sorted_allsizes.ClauseLifter`: its concrete requests, pages and chunks become
    distinct variables); and the facts of rows joined through a pointer (:class:`Join`: an
    element's slots beside those of the element it points to, :func:`mine_joined`), lifted with
    the pointed element as the pointer's term.
 3. **Houdini** (:func:`~.quantified.houdini`) over the lifted candidates and the target claims,
-   first on a bounded instance of the parametric model (:data:`FILTER_SIZES`: ground queries, a
+   first on a bounded instance of the parametric model (:attr:`AllSizesModel.filter_sizes`: ground queries, a
    filter only), then on the parametric model itself (quantified, every size) over what the
    filter kept.  A claim that survives is **proved for every size**; one that
    is dropped is *inconclusive* (exit 2), with the counterexample to induction Z3 gave, a state
@@ -510,8 +510,8 @@ def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
     certificate of the scenario's parametric model (``certificate``, or the first
     ``*.allsizes.smt2`` under ``certificates_dir`` that is, line for line, that model's: see
     :func:`model_certificate`; with ``solve`` its obligations are re-solved by z3 and cvc5 too)
-    proves them for the model at every size, and the link (:func:`~.link.check_link`, the
-    certificate's invariant as its hypotheses) carries them to the spec at this size."""
+    proves them for the model at every size, and the link (:func:`~.link.check_link` on the
+    lifted model's derived link map, no hypothesis) carries them to the spec at this size."""
     from kvproof.checker.allsizes.link import check_link
 
     say = progress or (lambda text: None)

@@ -1,7 +1,7 @@
 """The link of a lifted model (:mod:`kvproof.model.sorted_lift`) with a spec instance, derived.
 
-A hand-written parametric model needs a hand-written correspondence with the spec's slots; a
-lifted one does not: every field of the spec is a symbol of the lifted model, every sorted
+A parametric model written apart from the spec would need a correspondence with the spec's slots
+written too; a lifted one does not: every field of the spec is a symbol of the lifted model, every sorted
 index an element, every code of a value domain a constant or an element.  :func:`link_map`
 builds the :class:`~.link.LinkMap` of :mod:`.link` from that alone, for any instance of the
 protocol with the engine the model was lifted from (other numbers of requests, pages, prompt

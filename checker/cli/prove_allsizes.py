@@ -90,10 +90,11 @@ def prove_linked(args: argparse.Namespace) -> int:
         out.print(Text(f"MISMATCH {line}", style="bold red"))
     total = sum(r.seconds.values())
     if code == 0:
-        used = len(link.used) if link is not None else 0
+        offered = link.hypotheses if link is not None else 0
+        assumed = (f"{len(link.used)} of the certificate's {offered} invariant conjuncts assumed where needed"
+                   if offered else "no hypothesis")
         out.print(f"{sc.name}: {plural(len(r.verdicts), 'claim')} hold at {size} without enumerating it; they rest on "
-                  f"the link proved now ({r.seconds.get('link', 0):.1f} s; {used} of the certificate's "
-                  f"{link.hypotheses if link else 0} invariant conjuncts assumed where needed) and the certificate "
+                  f"the link proved now ({r.seconds.get('link', 0):.1f} s; {assumed}) and the certificate "
                   f"{r.certificate} ({'re-solved now' if r.solved is not None else 'solved by z3 and cvc5 when written, not now'}); "
                   f"{total:.1f} s")
     elif r.reason:

@@ -118,15 +118,6 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         size = max([len(self.picks(r.pages)) for r in self.cfg.requests] + [1])
         return Domain("pick", size)
 
-    def all_sizes(self):
-        """The all-sizes model (:mod:`.allsizes_ranked`: ranks as sorts) when this is the base
-        protocol with the fixed engine it describes; ``None`` for a variant (it overrides
-        actions the model does not know) or another engine."""
-        if type(self) is not PdProtocol:
-            return None
-        from kvproof.spec.sglang.allsizes_ranked import model_for
-        return model_for(self, PdProtocol)
-
     def lift_sorts(self):
         """The lift to sorts reads requests, decode pages, prefill pages and chunks as sorts
         (``rnone``: ``free`` as an owner and ``unwritten`` as a content; ``pnone``/``qnone``: no

@@ -164,15 +164,6 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
                   "decode_block_or_none": ("decode_block", None, 0), "prefill_block_or_none": ("prefill_block", None, 0)},
             tables=((k.tenant, "request", "tenant", "Tenant"), (k.tenant_of_content, "content", "tenant", "Tenant")))
 
-    def all_sizes(self):
-        """The all-sizes model (:mod:`.allsizes`) when this is the base protocol with the fixed
-        pull-mode engine it describes (``vllm-pull-abort-32255``'s); ``None`` for a subclass (it
-        may override actions the model does not know) or another engine."""
-        if type(self) is not VllmPd:
-            return None
-        from kvproof.spec.vllm.allsizes import model_for
-        return model_for(self, VllmPd)
-
     # -- helpers -------------------------------------------------------------------------------
     def _running(self, s):
         """Decode's engine loop is stepping (not stalled)."""
