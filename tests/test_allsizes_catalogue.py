@@ -71,3 +71,24 @@ def test_a_refusal_is_shown_by_its_construct_not_its_moving_line():
                       "(iterate the domain object, not range(...))") == \
         "owner[...]: the fixed index 0 into the sorted domain page"
     assert not re.search(r"\.py:\d", table(rows(PROOFS)))
+
+
+UNSAFE = [sc.name for sc in builtins() if sc.family_protocol().all_sizes_claims
+          and any(sc.expect.get(c) == "violated" for c in sc.family_protocol().all_sizes_claims)]
+
+
+def test_every_scenario_unsafe_at_its_own_size_is_refused_for_every_size():
+    """Each scenario of the catalogue that breaks an all-sizes claim at its own size (a
+    before-the-fix scenario of a hazard pair) is refused by ``prove --all-sizes``: exit 1, each
+    such claim *violated* with its small counterexample, none *proved*; lifted or not."""
+    from kvproof.checker.allsizes.prove import prove_all_sizes
+    from kvproof.model.scenario import builtin
+
+    assert len(UNSAFE) >= 40
+    for name in UNSAFE:
+        sc = builtin(name)
+        r = prove_all_sizes(sc)
+        broken = {c for c in sc.family_protocol().all_sizes_claims if sc.expect.get(c) == "violated"}
+        got = {c for c, v in r.verdicts.items() if v == "violated"}
+        assert r.exit_code == 1 and got == broken & set(r.verdicts), (name, r.verdicts, r.reason)
+        assert "proved" not in r.verdicts.values() and all(r.traces[c].trace is not None for c in got), name
