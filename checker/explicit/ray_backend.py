@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from typing import Any, Callable, Iterator
 
 from kvproof.model.canon import Canonicaliser
@@ -200,7 +201,11 @@ def ray_session(workers: int, address: str | None = None) -> Iterator[Any]:
         raise RayUnavailable("--backend ray needs Ray: pip install 'kvproof[ray]'") from None
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no reports to Ray's servers
     started = False
+    quiet = contextlib.ExitStack()
     if not ray.is_initialized():
+        # Ray's driver prints the cluster's error messages ("(raylet) The node ... has been marked
+        # dead") on stdout, where they would break --json: they go to stderr instead
+        quiet.enter_context(contextlib.redirect_stdout(sys.stderr))
         address = address or os.environ.get("RAY_ADDRESS")
         try:
             if address:
@@ -209,13 +214,15 @@ def ray_session(workers: int, address: str | None = None) -> Iterator[Any]:
                 ray.init(num_cpus=workers, include_dashboard=False, logging_level="ERROR",
                          log_to_driver=False, object_store_memory=_store_bytes())
         except Exception as e:  # pragma: no cover - depends on the cluster
+            quiet.close()
             raise RayUnavailable(f"cannot start or reach a Ray cluster: {e}") from None
         started = True
-    try:
-        yield ray
-    finally:
-        if started:
-            ray.shutdown()
+    with quiet:
+        try:
+            yield ray
+        finally:
+            if started:
+                ray.shutdown()
 
 
 def _store_bytes() -> int:
