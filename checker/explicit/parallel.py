@@ -25,7 +25,17 @@ from kvproof.checker.results import Stats
 from kvproof.checker.explicit.partition import Partition
 from kvproof.checker.explicit.visited import collision_probability
 
-__all__ = ["explore_parallel", "coordinate", "ProcessPool"]
+__all__ = ["explore_parallel", "coordinate", "ProcessPool", "WorkerLost"]
+
+
+class WorkerLost(Exception):
+    """A transport lost a partition mid-search (a Ray actor or its node died): ``what`` names
+    the worker (``"a Ray worker"``), ``kind`` the error that said so (``"ActorDiedError"``).
+    :func:`coordinate` ends the search inconclusive on it, never with a verdict."""
+
+    def __init__(self, what: str, kind: str, detail: str = ""):
+        super().__init__(f"{what} was lost ({kind})" + (f": {detail}" if detail else ""))
+        self.what, self.kind, self.detail = what, kind, detail
 
 
 class ProcessPool:
@@ -143,9 +153,29 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
     ``call(method, per-partition args)`` calls every partition and gathers the answers, its
     ``exchange(allow, open_mask)`` commits the last grant and runs one level's expand, routing
     and absorb (shared by every transport).  With a time limit the partitions stop expanding
-    at the deadline too, and the level they were in is the search's last."""
-    call = transport.call
+    at the deadline too, and the level they were in is the search's last.
+
+    A transport that raises :class:`WorkerLost` (a partition died) ends the search incomplete,
+    with the reason "WHAT was lost at depth D (KIND): the search is cut short", and with no
+    claim hit: a hit found before the loss is dropped too (its counterexample's states may have
+    lived on the lost partition and cannot be read back), so every claim is inconclusive."""
     start = time.perf_counter()
+    progress_at = [0, 0]  # states granted and depth reached, as the search goes (read on a loss)
+    try:
+        return _coordinate(transport, machine, count, limits, claims, stop_when_all_hit, progress, visited,
+                           canonical, start, progress_at)
+    except WorkerLost as lost:
+        n_states, depth = progress_at
+        stats = Stats(visited=visited, workers=count)
+        stats.states, stats.depth, stats.seconds = n_states, depth, time.perf_counter() - start
+        reason = f"{lost.what} was lost at depth {depth} ({lost.kind}): the search is cut short"
+        return _Found(stats, False, reason, {}, canonical=canonical, paths={})
+
+
+def _coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims: list[int] | None,
+                stop_when_all_hit: bool, progress: Callable[[Stats], None] | None, visited: str,
+                canonical: bool, start: float, progress_at: list[int]) -> Exploration:
+    call = transport.call
     tracked = range(len(machine.claims)) if claims is None else claims
     open_mask = sum(1 << i for i in tracked)
     hit_at: dict[int, int] = {}
@@ -165,6 +195,7 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
     stats = Stats(visited=visited, workers=count)
     complete, reason = True, ""
     n_states, depth = 1, 0
+    progress_at[:] = n_states, depth
     deadline = limits.deadline(start)
     if deadline is not None:
         call("set_deadline", [(deadline - time.perf_counter(),)] * count)
@@ -197,6 +228,7 @@ def coordinate(transport: Any, machine: Any, count: int, limits: Limits, claims:
                 room -= grant[d]
         n_states += sum(grant)
         depth += 1 if sum(grant) else 0
+        progress_at[:] = n_states, depth
         now = time.perf_counter()
         if complete and deadline is not None and (cut or now > deadline):
             complete, reason = False, limits.time_reason
