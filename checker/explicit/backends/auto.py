@@ -22,7 +22,8 @@ class AutoBackend(Backend):
     search goes on, the native backend (with ``workers`` threads) from the start; the Python
     engine again when the native backend is unavailable here (no C compiler).  A check with
     liveness claims runs on the Python engine (:meth:`settle`): one search there keeps the graph
-    they need."""
+    they need.  A search with a checkpoint runs on the Python engine (one process), from the
+    start: the native backend's search cannot be checkpointed."""
 
     name = "auto"
 
@@ -38,11 +39,18 @@ class AutoBackend(Backend):
             return self.small, "liveness claims: one Python search keeps the graph they need"
         return self, ""
 
+    @property
+    def checkpoints(self) -> bool:
+        return self.small.checkpoints
+
     def explore(self, search: Search) -> Exploration:
         return self.run(search)[0]
 
     def run(self, search: Search) -> tuple[Exploration, str, str]:
         limits, cap = search.limits, self.probe_states
+        if search.checkpoint is not None:
+            self.small.refuse_checkpoint()
+            return self.small.explore(search), "python", "--checkpoint: the Python engine's search is checkpointed"
         if limits.max_states is not None and limits.max_states <= cap:
             return (self.small.explore(search), "python",
                     f"--max-states {limits.max_states:,}: small enough for the Python engine")
