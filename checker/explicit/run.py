@@ -171,6 +171,8 @@ def check_scenario(
     expected = expectations_of(scenario, spec, only)
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)
+    if checkpoint is not None:
+        backend.refuse_checkpoint()  # before building a machine (the native backend's compiles C)
     machine = backend.machine(spec)
     index = {c.name: i for i, c in enumerate(machine.claims)}
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
@@ -186,7 +188,6 @@ def check_scenario(
     one = bool(live) and canon is None and visited == "exact" and backend.keeps_graph
     saver = None
     if checkpoint is not None:
-        backend.refuse_checkpoint()
         saver = checkpointer(scenario, machine, limits, tracked, bool(only), visited, canon is not None, one,
                              checkpoint, checkpoint_every)
         saver.validate()  # refuse another search's checkpoint before searching
