@@ -14,8 +14,8 @@ import pytest
 
 from kvproof.checker.cli.commands import main
 from kvproof.checker.explicit import checkpoint as ck
-from kvproof.checker.explicit.backends import NativeBackend, PythonBackend, RayBackend, WorkersBackend
-from kvproof.checker.explicit.run import check_scenario
+from kvproof.checker.explicit.backends import AutoBackend, NativeBackend, PythonBackend, RayBackend, WorkersBackend
+from kvproof.checker.explicit.run import Checker, check_scenario
 from kvproof.checker.explicit.search import Limits
 from kvproof.model.scenario import builtin
 
@@ -41,12 +41,13 @@ def outcome(report):
 
 
 def killed_after(monkeypatch, when):
-    """Make every checkpoint write raise :class:`Killed` once it is on disk and ``when(saved)``."""
+    """Make the first checkpoint with ``when(saved)`` raise :class:`Killed` once it is on disk
+    (the ones before it are skipped: only the last one written counts)."""
     save = ck.Checkpoint.save
 
     def dying(self, saved):
-        save(self, saved)
         if when(saved):
+            save(self, saved)
             raise Killed
 
     monkeypatch.setattr(ck.Checkpoint, "save", dying)
@@ -73,7 +74,7 @@ def test_a_search_killed_after_a_checkpoint_resumes_to_the_same_outcome(monkeypa
             check_scenario(sc, backend=PythonBackend(), checkpoint=tmp_path, checkpoint_every=1e-9, **options)
     (left,) = tmp_path.iterdir()
     assert left.name == f"{name}.kvckpt"
-    resumed = check_scenario(sc, backend=PythonBackend(), checkpoint=tmp_path, checkpoint_every=1e-9, **options)
+    resumed = check_scenario(sc, backend=PythonBackend(), checkpoint=tmp_path, checkpoint_every=3600, **options)
     assert resumed.checkpoint["resumed_from"]["n_states"] >= kill_at
     assert outcome(resumed) == outcome(fresh)
     assert not resumed.checkpoint["kept"] and list(tmp_path.iterdir()) == []  # done: the file is removed
@@ -207,7 +208,15 @@ def test_the_spec_fingerprint_tells_specs_apart():
     assert a.fingerprint == Machine(builtin(SMALL).build()).fingerprint != b.fingerprint
 
 
-@pytest.mark.parametrize("backend", [NativeBackend(), WorkersBackend(2), RayBackend(2)])
+def test_the_default_backend_checkpoints_on_the_python_engine(tmp_path):
+    sc = builtin("tp2x2")  # no liveness claim, past the default's probe: it would run the native backend
+    report = Checker(sc).with_checkpoint(tmp_path, 3600).check()
+    assert report.backend == "python" and "--checkpoint" in report.backend_note
+    assert report.checkpoint == {"file": str(tmp_path / "tp2x2.kvckpt"), "resumed_from": None, "written": 0,
+                                 "kept": False}
+
+
+@pytest.mark.parametrize("backend", [NativeBackend(), WorkersBackend(2), RayBackend(2), AutoBackend(2)])
 def test_a_backend_that_cannot_checkpoint_refuses(tmp_path, backend):
     with pytest.raises(ck.CheckpointError, match="cannot checkpoint its search"):
         check_scenario(builtin(SMALL), backend=backend, checkpoint=tmp_path)

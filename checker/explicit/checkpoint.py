@@ -85,10 +85,10 @@ def _join(states: list[bytes]) -> tuple[bytes, array]:
     return b"".join(states), array("q", map(len, states))
 
 
-def _split(blob: bytes, lengths: array) -> list[bytes]:
+def _split(blob: bytes | memoryview, lengths: array) -> list[bytes]:
     out, at = [], 0
     for n in lengths:
-        out.append(blob[at:at + n])
+        out.append(bytes(blob[at:at + n]))
         at += n
     if at != len(blob):
         raise ValueError("state lengths do not add up")
@@ -119,7 +119,7 @@ class Checkpoint:
         self.resumed_from: dict | None = None
 
     # -- reading
-    def _read(self) -> tuple[dict, dict[str, bytes]] | None:
+    def _read(self) -> tuple[dict, dict[str, memoryview]] | None:
         """The header and sections of the file (``None``: there is none); refuses a file that
         is not a whole checkpoint."""
         try:
@@ -148,7 +148,7 @@ class Checkpoint:
             raise CheckpointError(f"{bad} (corrupted: its SHA-256 does not match); delete it to start over")
         sections, at = {}, 0
         for (name, _), n in zip(_SECTIONS, lengths):
-            sections[name] = bytes(body[at:at + n])
+            sections[name] = body[at:at + n]  # a view: the file is read into memory once
             at += n
         return header, sections
 

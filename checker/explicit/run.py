@@ -95,6 +95,8 @@ class Checker:
     symmetry: bool = False
     claims: tuple[str, ...] | None = None
     visited: str = "exact"
+    checkpoint: tuple[str | Path, float | None] | None = None
+    """``(folder, seconds)``: resume from and write the search's checkpoint there (:meth:`with_checkpoint`)."""
 
     def with_backend(self, backend: Backend) -> "Checker":
         """This check on ``backend``."""
@@ -116,11 +118,17 @@ class Checker:
         """This check with the visited-set mode ``visited`` (``exact`` or ``fingerprint``)."""
         return replace(self, visited=visited)
 
+    def with_checkpoint(self, folder: str | Path | None, every: float | None = None) -> "Checker":
+        """This check resuming from and writing its checkpoint in ``folder`` every ``every``
+        seconds (``None``: no checkpoint; see :func:`check_scenario`)."""
+        return replace(self, checkpoint=None if folder is None else (folder, every))
+
     def check(self, traces_dir: str | Path | None = None,
               progress: Callable[[Stats], None] | None = None) -> ScenarioReport:
         """Decide the claims: :func:`check_scenario`."""
         return check_scenario(self.scenario, self.limits, list(self.claims) if self.claims is not None else None,
-                              traces_dir, progress, self.visited, self.symmetry, self.backend)
+                              traces_dir, progress, self.visited, self.symmetry, self.backend,
+                              *(self.checkpoint or (None, None)))
 
 
 def check_scenario(
