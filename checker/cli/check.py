@@ -174,6 +174,10 @@ def _check_checkpoints(args: argparse.Namespace, scenarios, limits, engine: dict
     folder = Path(args.checkpoint)
     if folder.exists() and not folder.is_dir():
         raise BadInputError(f"--checkpoint {args.checkpoint}: not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInputError(f"--checkpoint {args.checkpoint}: cannot make the folder: {e.strerror or e}") from None
     backend = engine["backend"]
     try:
         backend.refuse_checkpoint()

@@ -230,8 +230,12 @@ class Checkpoint:
         self._next = (time.perf_counter() if now is None else now) + self.every
 
     def save(self, saved: Saved) -> None:
-        """Write ``saved`` atomically, in place of the previous checkpoint."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Write ``saved`` atomically, in place of the previous checkpoint
+        (:class:`CheckpointError` when it cannot be written: the previous one stays)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise CheckpointError(f"{self.path.parent}: cannot make the checkpoint folder: {e.strerror or e}") from None
         fblob, flens = _join(saved.frontier)
         if isinstance(saved.visited, array):
             vblob, vlens, fps = b"", array("q"), saved.visited
@@ -251,7 +255,10 @@ class Checkpoint:
         numbers["hit_at"] = {str(k): v for k, v in numbers.get("hit_at", {}).items()}
         header = dict(self.expect, numbers=numbers, lengths=[len(c) for c in chunks], sha256=h.hexdigest())
         line = json.dumps(header, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-        write_bytes_atomic(self.path, [_MAGIC, line, *chunks], write=_write, prefix=self._prefix)
+        try:
+            write_bytes_atomic(self.path, [_MAGIC, line, *chunks], write=_write, prefix=self._prefix)
+        except OSError as e:
+            raise CheckpointError(f"{self.path}: cannot write the checkpoint: {e.strerror or e}") from None
         self.saves += 1
         self._next = time.perf_counter() + self.every
 

@@ -279,11 +279,12 @@ def explore(
     left one of its successors out.  The search's own outcome (``stats``, ``complete``,
     ``reason``, ``hit_at``) is the same with or without ``rows`` and ``edges``.
 
-    ``checkpoint`` (a :class:`~kvproof.checker.explicit.checkpoint.Checkpoint`; neither ``rows``
-    nor ``edges`` then) makes the search resume from the checkpoint's file when there is one,
-    write its state there every ``checkpoint.every`` seconds at a level boundary, remove the
-    file when it ends, and keep the last level boundary's there when the time limit stops it;
-    a resumed search ends exactly as one that was never interrupted.
+    ``checkpoint`` (a :class:`~kvproof.checker.explicit.checkpoint.Checkpoint`; not with
+    ``rows``, nor for a machine that searches itself) makes the search resume from the
+    checkpoint's file when there is one, write its state there (with ``edges``, the graph so far
+    too) every ``checkpoint.every`` seconds at a level boundary, remove the file when it ends,
+    and keep the last level boundary's there when the time limit stops it; a resumed search
+    ends exactly as one that was never interrupted (``seconds`` counts the earlier runs' time).
 
     A machine with a ``search`` method of these arguments (the native backend's
     :class:`~kvproof.checker.explicit.native.NativeMachine`) searches itself (``canonicaliser``
@@ -496,7 +497,7 @@ def explore(
             len(expanded) + targets.itemsize * len(targets) + aids.itemsize * len(aids)
         g_stats = Stats(states=n_states, transitions=len(targets), depth=max(depths),
                         quiescent=sum(1 for u in range(n_states) if expanded[u] and offsets[u] == offsets[u + 1]),
-                        represented=n_states, seconds=time.perf_counter() - start)
+                        represented=n_states, seconds=time.perf_counter() - clock)
         graph = StateGraph(kept, offsets, targets, aids, parent, via, depths, g_stats, g_complete, g_reason, expanded)
     for s in (ended, graph and graph.stats):
         if s is not None:
