@@ -86,8 +86,10 @@ def test_a_search_the_time_limit_stops_keeps_its_checkpoint_and_goes_on_from_it(
     first = check_scenario(sc, Limits(max_seconds=0.3), backend=PythonBackend(), checkpoint=tmp_path,
                            checkpoint_every=3600)
     assert not first.complete and first.checkpoint["kept"] and first.checkpoint["written"] == 1
+    assert any("is kept: run the check again" in n for n in first.notes)
     again = check_scenario(sc, backend=PythonBackend(), checkpoint=tmp_path)
     assert again.checkpoint["resumed_from"] is not None
+    assert any(n.startswith("resumed from its checkpoint") for n in again.notes)
     assert outcome(again) == outcome(fresh)
 
 

@@ -222,6 +222,11 @@ def check_scenario(
     if saver is not None:
         report.checkpoint = {"file": str(saver.path), "resumed_from": saver.resumed_from, "written": saver.saves,
                              "kept": saver.path.exists()}
+        if saver.resumed_from is not None:
+            report.notes.append(f"resumed from its checkpoint {saver.path} (depth {saver.resumed_from['depth']}, "
+                                f"{saver.resumed_from['n_states']:,} states)")
+        if report.checkpoint["kept"]:
+            report.notes.append(f"its checkpoint {saver.path} is kept: run the check again to go on from it")
         if live and not one:
             report.notes.append("the search for the liveness claims' graph is not checkpointed: "
                                 "it starts over when the check is run again")
