@@ -1,5 +1,6 @@
-"""``kvproof check --checkpoint DIR``: a search killed part way resumes from its checkpoint and
-ends exactly as one never interrupted; a checkpoint that is not this search's, or not whole, is
+"""``kvproof check --checkpoint DIR``: a search killed part way (the Python engine's, or the
+native backend's in one thread) resumes from its checkpoint and ends exactly as one never
+interrupted; a checkpoint that is not this search's, or not whole, is
 refused (one line, exit 3, the file left as it was); a kill while writing keeps the previous one."""
 
 import json
@@ -78,6 +79,47 @@ def test_a_search_killed_after_a_checkpoint_resumes_to_the_same_outcome(monkeypa
     assert resumed.checkpoint["resumed_from"]["n_states"] >= kill_at
     assert outcome(resumed) == outcome(fresh)
     assert not resumed.checkpoint["kept"] and list(tmp_path.iterdir()) == []  # done: the file is removed
+
+
+def _native_or_skip():
+    from kvproof.checker.explicit.native import c_compiler
+
+    if c_compiler() is None:  # pragma: no cover - every CI image has one
+        pytest.skip("no C compiler")
+    return NativeBackend()
+
+
+@pytest.mark.parametrize("name, options, kill_at", [
+    ("tp2x2", {}, 10_000),
+    ("tp2x2", {"visited": "fingerprint"}, 10_000),
+    ("tp2x2", {"symmetry": True}, 100),
+    ("tp2x2", {"only": ["sometimes_partial_acks"]}, 10),
+])
+def test_the_native_backends_search_killed_after_a_checkpoint_resumes_to_the_same_outcome(monkeypatch, tmp_path, name,
+                                                                                        options, kill_at):
+    backend = _native_or_skip()
+    sc = builtin(name)
+    fresh = check_scenario(sc, backend=backend, **options)
+    with monkeypatch.context() as m:
+        killed_after(m, lambda saved: saved.numbers["n_states"] >= kill_at)
+        with pytest.raises(Killed):
+            check_scenario(sc, backend=backend, checkpoint=tmp_path, checkpoint_every=1e-9, **options)
+    resumed = check_scenario(sc, backend=backend, checkpoint=tmp_path, checkpoint_every=3600, **options)
+    assert resumed.backend == "native" and resumed.checkpoint["resumed_from"]["n_states"] >= kill_at
+    assert outcome(resumed) == outcome(fresh)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkpoint_of_one_engine_is_refused_by_the_other(monkeypatch, tmp_path):
+    backend = _native_or_skip()
+    sc = builtin("tp2x2")
+    with monkeypatch.context() as m:
+        killed_after(m, lambda saved: True)
+        with pytest.raises(Killed):
+            check_scenario(sc, backend=PythonBackend(), checkpoint=tmp_path, checkpoint_every=1e-9)
+    with pytest.raises(ck.CheckpointError, match="engine 'python'"):
+        check_scenario(sc, backend=backend, checkpoint=tmp_path)
+    assert [f.name for f in tmp_path.iterdir()] == ["tp2x2.kvckpt"]
 
 
 def test_a_search_the_time_limit_stops_keeps_its_checkpoint_and_goes_on_from_it(tmp_path):
@@ -218,7 +260,7 @@ def test_the_default_backend_checkpoints_on_the_python_engine(tmp_path):
                                  "kept": False}
 
 
-@pytest.mark.parametrize("backend", [NativeBackend(), WorkersBackend(2), RayBackend(2), AutoBackend(2)])
+@pytest.mark.parametrize("backend", [NativeBackend(2), WorkersBackend(2), RayBackend(2), AutoBackend(2)])
 def test_a_backend_that_cannot_checkpoint_refuses(tmp_path, backend):
     with pytest.raises(ck.CheckpointError, match="cannot checkpoint its search"):
         check_scenario(builtin(SMALL), backend=backend, checkpoint=tmp_path)
@@ -226,7 +268,7 @@ def test_a_backend_that_cannot_checkpoint_refuses(tmp_path, backend):
 
 
 def test_the_command_line_refuses_checkpoint_where_it_cannot_be_kept(capsys, tmp_path):
-    for more, message in ((["--backend", "native"], "native backend cannot checkpoint"),
+    for more, message in ((["--backend", "native", "--workers", "2"], "native backend with 2 workers cannot checkpoint"),
                           (["--workers", "2"], "with 2 workers cannot checkpoint"),
                           (["--engine", "bmc"], "use --engine explicit")):
         assert message in _refused(capsys, tmp_path, tmp_path / "ck", *more)

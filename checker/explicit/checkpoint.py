@@ -49,8 +49,10 @@ _MAX_HEADER = 1 << 20
 # the binary sections, in file order: (name, array typecode)
 _SECTIONS = (("frontier", "B"), ("frontier_lengths", "q"), ("visited", "B"), ("visited_lengths", "q"),
              ("fingerprints", "Q"), ("parent", "i"), ("via", "i"),
-             ("depths", "i"), ("offsets", "q"), ("targets", "i"), ("aids", "i"), ("expanded", "B"))
+             ("depths", "i"), ("offsets", "q"), ("targets", "i"), ("aids", "i"), ("expanded", "B"),
+             ("table_keys", "Q"), ("table_index", "i"), ("packed", "B"))
 _GRAPH = ("depths", "offsets", "targets", "aids", "expanded")
+_NATIVE = ("table_keys", "table_index", "packed")
 
 
 class CheckpointError(ValueError):
@@ -73,12 +75,17 @@ class Saved:
     ``graph``: its ``(depths, offsets, targets, aids, expanded)`` arrays; ``numbers`` then also
     hold ``g_complete``, ``g_reason``, ``complete``, ``reason``, ``outcome`` and ``ended``."""
 
-    frontier: list[bytes]
+    frontier: Any
     visited: Any
     parent: array
     via: array
     numbers: dict = field(default_factory=dict)
     graph: tuple | None = None
+    native: tuple | None = None
+    """The native backend's visited set (its ``numbers`` hold ``native``: ``True``; ``visited``
+    is then unused): the open-addressing table's keys and, exact, state numbers, and the packed
+    states in number order (flat buffers).  ``frontier`` may be ``(bytes, width)`` too: the
+    states joined, all of one width."""
 
 
 def _join(states: list[bytes]) -> tuple[bytes, array]:
@@ -199,8 +206,12 @@ class Checkpoint:
         numbers = header.get("numbers") or {}
         try:
             frontier = _split(sec["frontier"], arrays["frontier_lengths"])
-            if header["search"].get("visited") == "fingerprint":
-                visited: Any = arrays["fingerprints"]
+            native = None
+            if numbers.get("native"):
+                visited: Any = None
+                native = tuple(sec[k] if k == "packed" else arrays[k] for k in _NATIVE)
+            elif header["search"].get("visited") == "fingerprint":
+                visited = arrays["fingerprints"]
             else:
                 visited = _split(sec["visited"], arrays["visited_lengths"])
             numbers["hit_at"] = {int(k): int(v) for k, v in numbers["hit_at"].items()}
@@ -210,14 +221,14 @@ class Checkpoint:
                 graph = (*(arrays[k] for k in _GRAPH[:-1]), bytearray(arrays["expanded"]))
                 if len(visited) < n or len(arrays["depths"]) != n:
                     raise ValueError("the graph's arrays do not hold one entry per state")
-            elif len(visited) != n:
+            elif native is None and len(visited) != n:
                 raise ValueError("the visited set does not hold every state")
             if not len(arrays["parent"]) == len(arrays["via"]) == n:
                 raise ValueError("the parent arrays do not hold one entry per state")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CheckpointError(f"{self.path}: not a usable kvproof checkpoint ({e}); delete it to start over") from None
         self.resumed_from = {k: numbers[k] for k in ("n_states", "depth")}
-        return Saved(frontier, visited, arrays["parent"], arrays["via"], numbers, graph)
+        return Saved(frontier, visited, arrays["parent"], arrays["via"], numbers, graph, native)
 
     # -- writing
     def due(self, now: float) -> bool:
@@ -236,8 +247,14 @@ class Checkpoint:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise CheckpointError(f"{self.path.parent}: cannot make the checkpoint folder: {e.strerror or e}") from None
-        fblob, flens = _join(saved.frontier)
-        if isinstance(saved.visited, array):
+        if isinstance(saved.frontier, tuple):
+            fblob, width = saved.frontier
+            flens = array("q", [width]) * (len(fblob) // max(width, 1))
+        else:
+            fblob, flens = _join(saved.frontier)
+        if saved.native is not None:
+            vblob, vlens, fps = b"", array("q"), array("Q")
+        elif isinstance(saved.visited, array):
             vblob, vlens, fps = b"", array("q"), saved.visited
         elif isinstance(saved.visited, tuple):  # the states joined, all of one width
             vblob, width = saved.visited
@@ -247,6 +264,7 @@ class Checkpoint:
         parts = {"frontier": fblob, "frontier_lengths": flens, "visited": vblob, "visited_lengths": vlens,
                  "fingerprints": fps, "parent": saved.parent, "via": saved.via}
         parts.update(zip(_GRAPH, saved.graph or (b"",) * len(_GRAPH)))
+        parts.update(zip(_NATIVE, saved.native or (b"",) * len(_NATIVE)))
         chunks = [memoryview(parts[name]).cast("B") for name, _ in _SECTIONS]
         h = hashlib.sha256()
         for c in chunks:

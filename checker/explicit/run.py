@@ -197,7 +197,7 @@ def check_scenario(
     saver = None
     if checkpoint is not None:
         saver = checkpointer(scenario, machine, limits, tracked, bool(only), visited, canon is not None, one,
-                             checkpoint, checkpoint_every)
+                             checkpoint, checkpoint_every, backend.checkpoint_kind(machine))
         saver.validate()  # refuse another search's checkpoint before searching
     exploration = graph = None
     if one:
@@ -254,16 +254,18 @@ def check_scenario(
 
 
 def checkpointer(scenario: Scenario, machine: Machine, limits: Limits, tracked: list[int], stop: bool,
-                 visited: str, symmetry: bool, graph: bool, folder: str | Path, every: float | None = None):
+                 visited: str, symmetry: bool, graph: bool, folder: str | Path, every: float | None = None,
+                 engine: str = "python"):
     """The :class:`~.checkpoint.Checkpoint` of this search of ``scenario`` in ``folder``: its
     description (limits but the time limit, claims, visited set, symmetry) is what a checkpoint
     must match to be resumed from (the time limit is each run's own); ``graph``: the search keeps
-    the state graph too."""
+    the state graph too; ``engine``: whose search it is (the Python engine's, or the native
+    backend's with a digest of its C code: :meth:`~.backends.Backend.checkpoint_kind`)."""
     from kvproof.checker.explicit.checkpoint import DEFAULT_EVERY, Checkpoint
 
     names = sorted(machine.claims[i].name for i in set(tracked))
     search = {"max_states": limits.max_states, "max_depth": limits.max_depth, "visited": visited,
-              "symmetry": symmetry, "claims": names, "stop_when_all_hit": stop, "graph": graph}
+              "symmetry": symmetry, "claims": names, "stop_when_all_hit": stop, "graph": graph, "engine": engine}
     return Checkpoint(folder, scenario.name, machine.fingerprint, search, DEFAULT_EVERY if every is None else every)
 
 

@@ -71,6 +71,11 @@ class Backend(ABC):
         one process only)."""
         return False
 
+    def checkpoint_kind(self, machine: Machine) -> str:
+        """What this backend's checkpoints are of (a checkpoint of another kind is refused):
+        ``python`` (the Python engine's search), or the native backend's with a digest of its C code."""
+        return "python"
+
     def refuse_checkpoint(self) -> None:
         """Refuse (:class:`~kvproof.checker.explicit.checkpoint.CheckpointError`, one line) a
         checkpointed search this backend cannot run."""
@@ -79,7 +84,7 @@ class Backend(ABC):
 
             many = f" with {self.workers} workers" if self.workers != 1 else ""
             raise CheckpointError(f"--checkpoint: the {self.name} backend{many} cannot checkpoint its search; "
-                                  "use --backend python (one process)")
+                                  "use --backend python or native in one process (--workers 1)")
 
     def settle(self, liveness: bool) -> tuple["Backend", str]:
         """The backend that runs a check with (or without) liveness claims, and why it is not
