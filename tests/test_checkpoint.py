@@ -252,12 +252,26 @@ def test_the_spec_fingerprint_tells_specs_apart():
     assert a.fingerprint == Machine(builtin(SMALL).build()).fingerprint != b.fingerprint
 
 
-def test_the_default_backend_checkpoints_on_the_python_engine(tmp_path):
-    sc = builtin("tp2x2")  # no liveness claim, past the default's probe: it would run the native backend
+def test_the_default_backend_checkpoints_past_its_probe_and_removes_a_stale_checkpoint(monkeypatch, tmp_path):
+    _native_or_skip()
+    sc = builtin("tp2x2")  # no liveness claim, past the default's probe: the native backend searches it
+    fresh = Checker(sc).check()
+    with monkeypatch.context() as m:
+        killed_after(m, lambda saved: saved.numbers["n_states"] >= 25_000)
+        with pytest.raises(Killed):
+            Checker(sc).with_checkpoint(tmp_path, 1e-9).check()
     report = Checker(sc).with_checkpoint(tmp_path, 3600).check()
-    assert report.backend == "python" and "--checkpoint" in report.backend_note
-    assert report.checkpoint == {"file": str(tmp_path / "tp2x2.kvckpt"), "resumed_from": None, "written": 0,
-                                 "kept": False}
+    assert report.backend == "native" and report.checkpoint["resumed_from"]["n_states"] >= 25_000
+    assert outcome(report) == outcome(fresh) and list(tmp_path.iterdir()) == []
+    # a checkpoint left of a search that now ends within the probe is removed, not kept for later
+    small = builtin(SMALL)
+    with monkeypatch.context() as m:
+        killed_after(m, lambda saved: True)
+        with pytest.raises(Killed):
+            check_scenario(small, backend=PythonBackend(), checkpoint=tmp_path, checkpoint_every=1e-9)
+    assert (tmp_path / f"{SMALL}.kvckpt").exists()
+    report = Checker(small).with_checkpoint(tmp_path).check()
+    assert report.backend == "python" and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("backend", [NativeBackend(2), WorkersBackend(2), RayBackend(2), AutoBackend(2)])

@@ -125,6 +125,11 @@ class Checkpoint:
         self.saves = 0
         self.resumed_from: dict | None = None
 
+    def of_engine(self, kind: str) -> None:
+        """The search is ``kind``'s (``python``, or the native backend's with its C code's
+        digest), decided when it runs (the default backend): a checkpoint of another is refused."""
+        self.expect["search"] = dict(self.expect["search"], engine=kind)
+
     # -- reading
     def _read(self) -> tuple[dict, dict[str, memoryview]] | None:
         """The header and sections of the file (``None``: there is none); refuses a file that
@@ -159,15 +164,18 @@ class Checkpoint:
             at += n
         return header, sections
 
-    def _refuse_other(self, header: dict, search: bool = True) -> None:
+    def _refuse_other(self, header: dict, search: bool = True, any_engine: bool = False) -> None:
         """Refuse a checkpoint of another scenario, spec, kvproof version or (with ``search``)
-        search."""
-        want = self.expect
+        search (with ``any_engine``: of any engine)."""
+        want = dict(self.expect)
+        theirs = header.get("search") if isinstance(header.get("search"), dict) else {}
+        if any_engine:
+            want["search"] = dict(want["search"], engine=theirs.get("engine"))
         for key, what in (("format", "file format"), ("byteorder", "byte order"), ("scenario", "scenario"),
                           ("kvproof", "kvproof version"), ("spec", "compiled spec"), ("search", "search")):
             if header.get(key) != want[key] and (search or key != "search"):
                 if key == "search":
-                    theirs, ours = header.get(key) or {}, want[key]
+                    ours = want[key]
                     diff = ", ".join(f"{k} {theirs.get(k)!r} (now {ours.get(k)!r})" for k in sorted(ours)
                                      if theirs.get(k) != ours.get(k)) or "its description"
                     why = f"it is of a search with other options: {diff}"
@@ -177,14 +185,15 @@ class Checkpoint:
                     why = f"its {what} is {header.get(key)!r}, this run's {want[key]!r}"
                 raise CheckpointError(f"{self.path}: refused: {why}; delete it or use another --checkpoint folder")
 
-    def validate(self, search: bool = True) -> bool:
+    def validate(self, search: bool = True, any_engine: bool = False) -> bool:
         """Refuse (:class:`CheckpointError`) a file that this search cannot resume from (without
-        ``search``: not whole, or of another scenario, spec or kvproof version); ``True`` when
-        there is one it can, ``False`` when there is none."""
+        ``search``: not whole, or of another scenario, spec or kvproof version; with
+        ``any_engine``: whichever engine's search it is); ``True`` when there is one it can,
+        ``False`` when there is none."""
         got = self._read()
         if got is None:
             return False
-        self._refuse_other(got[0], search)
+        self._refuse_other(got[0], search, any_engine)
         return True
 
     def load(self) -> Saved | None:

@@ -309,6 +309,12 @@ def _canonical(states: np.ndarray, canon: Callable[[bytes], bytes], width: int) 
     return np.frombuffer(reps, np.uint8).reshape(len(uniq), width)[back.ravel()]
 
 
+def checkpoint_kind(code: NativeCode) -> str:
+    """What a checkpoint of the native search with ``code`` is of: ``native`` and a digest of
+    the C code (a checkpoint of other C code is refused)."""
+    return "native " + hashlib.sha256(code.source.text.encode()).hexdigest()[:24]
+
+
 def _saved(frontier: np.ndarray, store: NativeVisited, parent: array, via: array, numbers: dict) -> Any:
     """The native search's state at a level boundary, as a checkpoint writes it."""
     from kvproof.checker.explicit.checkpoint import Saved

@@ -196,9 +196,11 @@ def check_scenario(
     one = bool(live) and canon is None and visited == "exact" and backend.keeps_graph
     saver = None
     if checkpoint is not None:
+        kind = backend.checkpoint_kind(machine)
         saver = checkpointer(scenario, machine, limits, tracked, bool(only), visited, canon is not None, one,
-                             checkpoint, checkpoint_every, backend.checkpoint_kind(machine))
-        saver.validate()  # refuse another search's checkpoint before searching
+                             checkpoint, checkpoint_every, kind)
+        if kind is not None:  # (else the backend decides whose search it is, and the search checks it)
+            saver.validate()  # refuse another search's checkpoint before searching
     exploration = graph = None
     if one:
         # one search decides the safety claims and keeps the graph the liveness claims need
@@ -255,12 +257,13 @@ def check_scenario(
 
 def checkpointer(scenario: Scenario, machine: Machine, limits: Limits, tracked: list[int], stop: bool,
                  visited: str, symmetry: bool, graph: bool, folder: str | Path, every: float | None = None,
-                 engine: str = "python"):
+                 engine: str | None = "python"):
     """The :class:`~.checkpoint.Checkpoint` of this search of ``scenario`` in ``folder``: its
     description (limits but the time limit, claims, visited set, symmetry) is what a checkpoint
     must match to be resumed from (the time limit is each run's own); ``graph``: the search keeps
     the state graph too; ``engine``: whose search it is (the Python engine's, or the native
-    backend's with a digest of its C code: :meth:`~.backends.Backend.checkpoint_kind`)."""
+    backend's with a digest of its C code: :meth:`~.backends.Backend.checkpoint_kind`; ``None``:
+    the backend sets it when it runs)."""
     from kvproof.checker.explicit.checkpoint import DEFAULT_EVERY, Checkpoint
 
     names = sorted(machine.claims[i].name for i in set(tracked))

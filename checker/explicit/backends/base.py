@@ -71,9 +71,10 @@ class Backend(ABC):
         one process only)."""
         return False
 
-    def checkpoint_kind(self, machine: Machine) -> str:
+    def checkpoint_kind(self, machine: Machine) -> str | None:
         """What this backend's checkpoints are of (a checkpoint of another kind is refused):
-        ``python`` (the Python engine's search), or the native backend's with a digest of its C code."""
+        ``python`` (the Python engine's search), or the native backend's with a digest of its C
+        code; ``None``: decided when it runs (the default backend)."""
         return "python"
 
     def refuse_checkpoint(self) -> None:

@@ -35,9 +35,9 @@ class NativeBackend(Backend):
         return self.workers == 1
 
     def checkpoint_kind(self, machine: Machine) -> str:
-        import hashlib
+        from kvproof.checker.explicit.native import checkpoint_kind
 
-        return "native " + hashlib.sha256(machine.native.source.text.encode()).hexdigest()[:24]
+        return checkpoint_kind(machine.native)
 
     def explore(self, search: Search) -> Exploration:
         from kvproof.checker.explicit.native import explore_native
