@@ -69,7 +69,8 @@ def add_parser(sub) -> None:
     ck.add_argument("--checkpoint", metavar="DIR",
                     help="save each scenario's search in DIR as it goes (a file per scenario, written atomically) "
                          "and resume it from there when run again: the same verdicts, state counts and "
-                         "counterexamples as a run never interrupted (the Python engine, one process)")
+                         "counterexamples as a run never interrupted (the Python engine or the native backend, "
+                         "one process: not with --workers N or --backend ray)")
     ck.add_argument("--checkpoint-every", type=positive_float, metavar="S",
                     help=f"with --checkpoint: save the search every S seconds, at a BFS level boundary "
                          f"(default {DEFAULT_EVERY:g})")

@@ -1,18 +1,22 @@
-"""Checkpoints of the Python engine's breadth-first search: resume after a crash or a kill.
+"""Checkpoints of the explicit engine's breadth-first search: resume after a crash or a kill.
 
 A :class:`Checkpoint` is one scenario's file in the ``--checkpoint`` folder
-(``<scenario>.kvckpt``).  While it searches, :func:`~kvproof.checker.explicit.search.explore`
-writes its whole state there every ``every`` seconds at a BFS level boundary: the visited set,
-the frontier, the parent links and actions of every state found (the shortest counterexamples
-are rebuilt from them), the claims' first hits, the statistics and the depth.  Run again with
-the same folder, the search starts from that state and ends exactly as an uninterrupted one
-(the same verdicts, state counts, depth and counterexamples): a level is a function of the
+(``<scenario>.kvckpt``).  While it searches, the Python engine
+(:func:`~kvproof.checker.explicit.search.explore`) or the native backend in one thread
+(:func:`~kvproof.checker.explicit.native.explore_native`) writes its whole state there every
+``every`` seconds at a BFS level boundary: the visited set (the native backend's C table and
+packed states as they are), the frontier, the parent links and actions of every state found
+(the shortest counterexamples are rebuilt from them), the claims' first hits, the statistics
+and the depth, and the state graph when the search keeps it for liveness claims.  Run again
+with the same folder, the search starts from that state and ends exactly as an uninterrupted
+one (the same verdicts, state counts, depth and counterexamples): a level is a function of the
 state before it.  A search that ends removes its file; one the time limit stopped keeps the
-checkpoint of its last level boundary, so that running again goes on from there.
+checkpoint of its last level boundary (the native backend: the last one it wrote), so that
+running again goes on from there.
 
 The file is data, never code: a magic line, one line of JSON (the header: format version,
 kvproof version, scenario, the compiled spec's :attr:`~kvproof.model.machine.Machine.fingerprint`,
-the limits, visited-set mode, symmetry and claims of the search, the search's numbers, the
+the limits, visited-set mode, symmetry, claims and engine of the search, the search's numbers, the
 byte order, the length of each binary section and the SHA-256 of them all), then the sections
 (flat arrays of machine integers and the states' bytes).  It is written atomically
 (:func:`~kvproof.checker.atomic.write_bytes_atomic`: a temporary file in the folder, ``fsync``,
