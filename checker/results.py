@@ -144,6 +144,10 @@ class ScenarioReport:
     """What the run noticed besides the verdicts: for an engine variant, each witness the
     scenario does not list that the variant makes unreachable (reachable in the spec it
     subclasses), so a verified invariant may be vacuous."""
+    checkpoint: dict | None = None
+    """With ``--checkpoint``: the checkpoint ``file``, where the search ``resumed_from``
+    (``{"n_states", "depth"}``; ``None``: from the start), how many checkpoints it ``written``,
+    and whether the file was ``kept`` (the time limit stopped the search) or removed (it ended)."""
 
 
 def judged(reports: list[ScenarioReport]) -> list[tuple[Result, str]]:

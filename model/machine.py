@@ -41,9 +41,24 @@ class Machine:
             self.claims = list(self.spec.claims)
         always = [c if c.at == "always" else None for c in self.claims]
         quiescent = [c if c.at == "quiescent" else None for c in self.claims]
-        self.expand, _ = compile_expand(self.spec)
-        self.hits, _ = compile_hits(self.spec, always)
-        self.quiescent_hits, _ = compile_hits(self.spec, quiescent)
+        self.expand, expand_source = compile_expand(self.spec)
+        self.hits, hits_source = compile_hits(self.spec, always)
+        self.quiescent_hits, quiescent_source = compile_hits(self.spec, quiescent)
+        self._sources = (expand_source, hits_source, quiescent_source)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A digest of what this machine computes: its compiled successor and claim-check
+        source, its initial state, its action labels and claim names (equal for equal specs;
+        a search's checkpoint is refused by a machine of another one)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for part in (*self._sources, self.init.hex(), *(self.label(i.aid) for i in self.instances),
+                     *(f"{c.name}:{c.kind}:{c.at}" for c in self.claims)):
+            h.update(str(part).encode())
+            h.update(b"\0")
+        return h.hexdigest()
 
     @cached_property
     def _compiled_successors(self) -> tuple:

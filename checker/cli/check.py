@@ -12,6 +12,7 @@ from kvproof.checker.cli import check_symbolic
 from kvproof.checker.cli.common import (BadInputError, add_output_arguments, finish, json_reports, output_console,
                                         reports_summary, resolve)
 from kvproof.checker.cli.options import MAX_SECONDS, positive_float, positive_int
+from kvproof.checker.explicit.checkpoint import DEFAULT_EVERY
 from kvproof.checker.cli.outputs import write_outputs
 from kvproof.checker.cli.scenarios import limits_of, run_scenarios, unique
 from kvproof.model.scenario import builtins
@@ -65,6 +66,14 @@ def add_parser(sub) -> None:
     ck.add_argument("--coverage", action="store_true",
                     help="also count each action's transitions over the reachable graph and list the actions "
                          "that never fired (a pass of its own)")
+    ck.add_argument("--checkpoint", metavar="DIR",
+                    help="save each scenario's search in DIR as it goes (a file per scenario, written atomically) "
+                         "and resume it from there when run again: the same verdicts, state counts and "
+                         "counterexamples as a run never interrupted (the Python engine or the native backend, "
+                         "one process: not with --workers N or --backend ray)")
+    ck.add_argument("--checkpoint-every", type=positive_float, metavar="S",
+                    help=f"with --checkpoint: save the search every S seconds, at a BFS level boundary "
+                         f"(default {DEFAULT_EVERY:g})")
     ck.add_argument("--engine", choices=("explicit", "bmc", "both"), default="explicit",
                     help="explicit BFS (default), bounded model checking with Z3, or both compared")
     ck.add_argument("--depth", type=positive_int, metavar="K",
@@ -91,6 +100,10 @@ def run(args: argparse.Namespace) -> int:
     if args.write_expected and args.symmetry:
         raise BadInputError("--write-expected records unreduced state counts: it cannot be combined with --symmetry")
     limits = limits_of(args)
+    if args.checkpoint_every is not None and args.checkpoint is None:
+        raise BadInputError("--checkpoint-every: it needs --checkpoint DIR (where the search is saved)")
+    if args.checkpoint is not None and args.engine != "explicit":
+        raise BadInputError("--checkpoint saves the explicit engine's search: use --engine explicit")
     if args.engine != "explicit":
         if args.coverage:
             raise BadInputError("--coverage counts the explicit engine's transitions: use --engine explicit")
@@ -99,8 +112,17 @@ def run(args: argparse.Namespace) -> int:
         return check_symbolic.check_symbolic(args, scenarios, limits)
     traces_dir = None if args.no_traces else Path(args.traces)
     engine = dict(visited=args.visited, symmetry=args.symmetry, backend=backend_of(args))
-    reports = run_scenarios(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json,
-                   budget=args.budget, table=not args.quiet and not args.json, html=bool(args.html), **engine)
+    if args.checkpoint is not None:
+        engine.update(checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
+        _check_checkpoints(args, scenarios, limits, engine)
+    from kvproof.checker.explicit.checkpoint import CheckpointError
+
+    try:
+        reports = run_scenarios(scenarios, limits, args.invariant, traces_dir, not args.quiet and not args.json,
+                                budget=args.budget, table=not args.quiet and not args.json, html=bool(args.html),
+                                **engine)
+    except CheckpointError as e:
+        raise BadInputError(str(e)) from None
     if args.write_expected:
         try:
             write_expected(Path(args.write_expected), reports)
@@ -141,6 +163,33 @@ def backend_of(args: argparse.Namespace):
     from kvproof.checker.explicit import backends  # constructing one imports no engine
 
     return BACKENDS[args.backend](args, backends)
+
+
+def _check_checkpoints(args: argparse.Namespace, scenarios, limits, engine: dict) -> None:
+    """Refuse ``--checkpoint`` before any search starts: a backend that cannot checkpoint, a
+    folder that is not one, a checkpoint file there that is of another spec or search, or is
+    not whole (the files are left as they are)."""
+    from kvproof.checker.explicit.checkpoint import Checkpoint, CheckpointError, file_name
+    from kvproof.model.machine import Machine
+
+    folder = Path(args.checkpoint)
+    if folder.exists() and not folder.is_dir():
+        raise BadInputError(f"--checkpoint {args.checkpoint}: not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInputError(f"--checkpoint {args.checkpoint}: cannot make the folder: {e.strerror or e}") from None
+    backend = engine["backend"]
+    try:
+        backend.refuse_checkpoint()
+        for sc in scenarios:
+            if not (folder / file_name(sc.name)).exists():
+                continue
+            # the whole file, its scenario, kvproof version and spec; the search's options are
+            # checked as each scenario starts (before its search writes anything)
+            Checkpoint(folder, sc.name, Machine(sc.build()).fingerprint, {}).validate(search=False)
+    except CheckpointError as e:
+        raise BadInputError(str(e)) from None
 
 
 def _coverage(scenarios, limits) -> list:

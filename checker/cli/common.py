@@ -234,6 +234,7 @@ def json_reports(reports) -> dict[str, Any]:
                     "backend_note": r.backend_note,
                 },
                 "notes": list(r.notes),
+                **({"checkpoint": r.checkpoint} if r.checkpoint is not None else {}),
                 "results": [
                     {
                         "invariant": c.claim,

@@ -309,6 +309,22 @@ def _canonical(states: np.ndarray, canon: Callable[[bytes], bytes], width: int) 
     return np.frombuffer(reps, np.uint8).reshape(len(uniq), width)[back.ravel()]
 
 
+def checkpoint_kind(code: NativeCode) -> str:
+    """What a checkpoint of the native search with ``code`` is of: ``native`` and a digest of
+    the C code (a checkpoint of other C code is refused)."""
+    return "native " + hashlib.sha256(code.source.text.encode()).hexdigest()[:24]
+
+
+def _saved(frontier: np.ndarray, store: NativeVisited, parent: array, via: array, numbers: dict) -> Any:
+    """The native search's state at a level boundary, as a checkpoint writes it."""
+    from kvproof.checker.explicit.checkpoint import Saved
+
+    table = (store.tkeys, store.tidx, store.store[:store.size] if store.exact else b"")
+    front = np.ascontiguousarray(frontier)
+    return Saved((front.tobytes(), front.shape[1]), None, parent, via if via.typecode == "i" else array("i", via),
+                 numbers, native=table)
+
+
 def _via_type(n_actions: int) -> str:
     """The ``array`` type code that holds every action id and -1 (the initial state's) in the
     fewest bytes."""
@@ -326,6 +342,7 @@ def explore_native(
     code: NativeCode | None = None,
     canonicaliser: Any = None,
     workers: int = 1,
+    checkpoint: Any = None,
 ) -> Exploration:
     """:func:`~kvproof.checker.explicit.search.explore` (without symmetry reduction or the state
     graph) run by the machine's native code (or ``code``, :func:`native_code` of a plain
@@ -335,7 +352,14 @@ def explore_native(
     their representatives by the canonicaliser's Python function, between the C expansion and
     the C visited set: the same representatives as the Python engine, so the same paths.
     With ``workers`` > 1 that many threads run the C functions at once
-    (:mod:`.native_workers`), with the same outcome (the same state numbers too)."""
+    (:mod:`.native_workers`), with the same outcome (the same state numbers too).  A
+    ``checkpoint`` (:class:`~kvproof.checker.explicit.checkpoint.Checkpoint`; one thread, no
+    ``rows``) is resumed from and written every ``checkpoint.every`` seconds at a level boundary
+    as the Python engine does, its C visited set saved as it is (its table and packed states);
+    a search the time limit stopped keeps the last checkpoint written before (the C set already
+    holds part of the level it stopped in)."""
+    if checkpoint is not None and (workers > 1 or rows):
+        raise ValueError("a checkpointed native search runs in one thread and keeps no rows")
     start = time.perf_counter()
     code = code if code is not None else machine.native
     canon = canonicaliser.canon if canonicaliser is not None else None
@@ -350,13 +374,13 @@ def explore_native(
         finally:
             crew.close()
     return _explore(machine, limits, claims, stop_when_all_hit, progress, visited, rows, code, canon, orbit, start,
-                    None)
+                    None, checkpoint)
 
 
 def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_when_all_hit: bool,
              progress: Callable[[Stats], None] | None, visited: str, rows: bool, code: NativeCode,
              canon: Callable[[bytes], bytes] | None, orbit: Callable[[bytes], int] | None, start: float,
-             crew: Any) -> Exploration:
+             crew: Any, checkpoint: Any = None) -> Exploration:
     """:func:`explore_native`'s search, its C calls made by ``crew`` (``None``: this thread)."""
     if crew is None:
         store = NativeVisited(code, visited, max(code.width, 1))
@@ -384,17 +408,37 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     deadline = limits.deadline(start)
 
     represented = orbit(machine.init) if orbit is not None else 0
-    h = int(hits(init)[0]) & book.always
-    if h:
-        book.record(h, 0)
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is None:
+        h = int(hits(init)[0]) & book.always
+        if h:
+            book.record(h, 0)
 
     complete, reason = True, ""
     frontier = init
     lo, n_states, depth = 0, 1, 0
+    timed_out = False
+    clock = start  # when the search's time counts from (earlier for a resumed search)
+    if saved is not None:  # resume at the level boundary the checkpoint holds
+        num = saved.numbers
+        frontier = np.frombuffer(b"".join(saved.frontier), np.uint8).reshape(-1, width).copy()
+        parent, via = saved.parent, array(via.typecode, saved.via)
+        store.restore(*saved.native, num["n_states"])
+        lo, n_states, depth = num["lo"], num["n_states"], num["depth"]
+        stats.transitions, stats.quiescent, represented = num["transitions"], num["quiescent"], num["represented"]
+        book.open, book.always, book.hit_at = num["open"], num["always"], dict(num["hit_at"])
+        clock = start - num["seconds"]
+    if checkpoint is not None:
+        checkpoint.start(start)
     while len(frontier):
         if stop_when_all_hit and not book.open:
             complete, reason = False, "stopped once every claim asked for had hit"
             break
+        if checkpoint is not None and checkpoint.due(time.perf_counter()):
+            checkpoint.save(_saved(frontier, store, parent, via, dict(
+                lo=lo, n_states=n_states, depth=depth, transitions=stats.transitions, quiescent=stats.quiescent,
+                represented=represented, open=book.open, always=book.always, hit_at=dict(book.hit_at),
+                per_successor=0.0, seconds=time.perf_counter() - clock, native=True)))
         # -- expand one level in C, a chunk at a time, and deduplicate each chunk's successors
         # against everything seen at once (in order, so the first occurrence of a state is the
         # one the whole level's deduplication would keep): only the new states and their codes
@@ -419,7 +463,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
                 timed_out = True
                 break
             if progress is not None and len(frontier) > chunk:
-                stats.states, stats.depth, stats.seconds = n_states, depth, now - start
+                stats.states, stats.depth, stats.seconds = n_states, depth, now - clock
                 progress(stats)
         qpos = np.flatnonzero(quiet_flags)
         stats.quiescent += int(qpos.size)
@@ -476,9 +520,11 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         if len(frontier):
             depth += 1
 
+    if checkpoint is not None and not timed_out:  # ended: a later run starts afresh
+        checkpoint.finish()
     if crew is not None:
         stats.worker_cpu = tuple(round(c, 3) for c in crew.cpu)
-    ended = _ended(stats, n_states, depth, start, represented, orbit)
+    ended = _ended(stats, n_states, depth, clock, represented, orbit)
     ended.bytes_per_state = (store.nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
     if visited == "fingerprint":
         ended.collision_probability = collision_probability(ended.states)

@@ -85,6 +85,23 @@ class NativeVisited:
             store[: self.size] = self.store[: self.size]
             self.store = store
 
+    def restore(self, tkeys: Any, tidx: Any, packed: Any, size: int) -> None:
+        """Hold what a checkpoint saved of a set of this mode and width: the table's keys (and,
+        exact, state numbers: ``tidx``) and the ``size`` packed states in number order;
+        ``ValueError`` when they do not fit together."""
+        keys = np.frombuffer(tkeys, np.uint64).copy()
+        if len(keys) < 1 or len(keys) & (len(keys) - 1):
+            raise ValueError("the visited table's size is not a power of two")
+        if self.exact:
+            idx = np.frombuffer(tidx, np.int32).copy()
+            rows = np.frombuffer(packed, np.uint8)
+            if len(idx) != len(keys) or len(rows) != size * self.pw:
+                raise ValueError("the visited table and states do not fit together")
+            self.tidx = idx
+            self.store = np.empty((max(size + size // 2, 1 << 12), self.pw), np.uint8)
+            self.store[:size] = rows.reshape(size, self.pw)
+        self.tkeys, self.size = keys, size
+
     def add(self, cand: np.ndarray) -> np.ndarray:
         """Insert the states ``cand`` (keyed in C: by :meth:`NativeCode.keys` with fingerprints, by
         the hash of the packed state in exact mode) in order; the positions of

@@ -95,6 +95,8 @@ class Checker:
     symmetry: bool = False
     claims: tuple[str, ...] | None = None
     visited: str = "exact"
+    checkpoint: tuple[str | Path, float | None] | None = None
+    """``(folder, seconds)``: resume from and write the search's checkpoint there (:meth:`with_checkpoint`)."""
 
     def with_backend(self, backend: Backend) -> "Checker":
         """This check on ``backend``."""
@@ -116,11 +118,17 @@ class Checker:
         """This check with the visited-set mode ``visited`` (``exact`` or ``fingerprint``)."""
         return replace(self, visited=visited)
 
+    def with_checkpoint(self, folder: str | Path | None, every: float | None = None) -> "Checker":
+        """This check resuming from and writing its checkpoint in ``folder`` every ``every``
+        seconds (``None``: no checkpoint; see :func:`check_scenario`)."""
+        return replace(self, checkpoint=None if folder is None else (folder, every))
+
     def check(self, traces_dir: str | Path | None = None,
               progress: Callable[[Stats], None] | None = None) -> ScenarioReport:
         """Decide the claims: :func:`check_scenario`."""
         return check_scenario(self.scenario, self.limits, list(self.claims) if self.claims is not None else None,
-                              traces_dir, progress, self.visited, self.symmetry, self.backend)
+                              traces_dir, progress, self.visited, self.symmetry, self.backend,
+                              *(self.checkpoint or (None, None)))
 
 
 def check_scenario(
@@ -132,6 +140,8 @@ def check_scenario(
     visited: str = "exact",
     symmetry: bool = False,
     backend: Backend | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: float | None = None,
 ) -> ScenarioReport:
     """Check ``scenario``'s claims (or ``only`` those named) with the explicit engine on
     ``backend`` (a :mod:`.backends` object; default :class:`~.backends.AutoBackend`).
@@ -153,6 +163,15 @@ def check_scenario(
     (:mod:`.symmetry`).  ``report.backend`` says which backend ran and ``report.backend_note``
     why not the native one, where the backend chose (:class:`~.backends.AutoBackend`).  Every
     backend has the same outcome.
+
+    With ``checkpoint`` (a folder) the safety search resumes from the scenario's checkpoint
+    there, when there is one, and writes it every ``checkpoint_every`` seconds (default
+    :data:`~.checkpoint.DEFAULT_EVERY`; :mod:`.checkpoint`): the Python engine's search only (a
+    backend that cannot checkpoint raises :class:`~.checkpoint.CheckpointError`, as does a
+    checkpoint of another scenario, spec or search).  The one search that also keeps the graph
+    liveness claims need is checkpointed with it; a graph searched apart (with fingerprints or
+    symmetry reduction) is not, and a note says so.  ``report.checkpoint`` says what was resumed
+    and written.
     """
     backend = AutoBackend() if backend is None else backend
     limits = limits.shared()
@@ -160,6 +179,8 @@ def check_scenario(
     expected = expectations_of(scenario, spec, only)
     if limits.expired():
         return _out_of_time(scenario, spec, expected, limits)
+    if checkpoint is not None:
+        backend.refuse_checkpoint()  # before building a machine (the native backend's compiles C)
     machine = backend.machine(spec)
     index = {c.name: i for i, c in enumerate(machine.claims)}
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
@@ -172,14 +193,23 @@ def check_scenario(
     tracked += unlisted
     reduction = reduction_for(machine) if symmetry else None
     canon = reduction.canonicaliser if reduction is not None else None
+    one = bool(live) and canon is None and visited == "exact" and backend.keeps_graph
+    saver = None
+    if checkpoint is not None:
+        kind = backend.checkpoint_kind(machine)
+        saver = checkpointer(scenario, machine, limits, tracked, bool(only), visited, canon is not None, one,
+                             checkpoint, checkpoint_every, kind)
+        if kind is not None:  # (else the backend decides whose search it is, and the search checks it)
+            saver.validate()  # refuse another search's checkpoint before searching
     exploration = graph = None
-    if live and canon is None and visited == "exact" and backend.keeps_graph:
+    if one:
         # one search decides the safety claims and keeps the graph the liveness claims need
-        both = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress, edges=True)
+        both = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress, edges=True,
+                       checkpoint=saver)
         exploration, graph = (both if tracked else None), both.graph
     else:
         if tracked or not live:  # with only liveness claims asked for, the graph's search is the one
-            search = Search(scenario, machine, limits, tracked, bool(only), progress, visited, canon)
+            search = Search(scenario, machine, limits, tracked, bool(only), progress, visited, canon, saver)
             exploration, used, chose = backend.run(search)
             why = why or chose
         graph = build_graph(machine, limits) if live and not limits.expired() else None
@@ -191,6 +221,17 @@ def check_scenario(
         report = ScenarioReport(scenario, Stats(), False, limits.time_reason)
     report.symmetry = reduction.note if reduction is not None else ""
     report.backend, report.backend_note = used, why
+    if saver is not None:
+        report.checkpoint = {"file": str(saver.path), "resumed_from": saver.resumed_from, "written": saver.saves,
+                             "kept": saver.path.exists()}
+        if saver.resumed_from is not None:
+            report.notes.append(f"resumed from its checkpoint {saver.path} (depth {saver.resumed_from['depth']}, "
+                                f"{saver.resumed_from['n_states']:,} states)")
+        if report.checkpoint["kept"]:
+            report.notes.append(f"its checkpoint {saver.path} is kept: run the check again to go on from it")
+        if live and not one:
+            report.notes.append("the search for the liveness claims' graph is not checkpointed: "
+                                "it starts over when the check is run again")
     for name, want in expected.items():
         i = index[name]
         claim = machine.claims[i]
@@ -212,6 +253,23 @@ def check_scenario(
         report.notes += _vacuous_witnesses(scenario, spec, base, machine,
                                            [i for i in unlisted if i not in exploration.hit_at], limits)
     return report
+
+
+def checkpointer(scenario: Scenario, machine: Machine, limits: Limits, tracked: list[int], stop: bool,
+                 visited: str, symmetry: bool, graph: bool, folder: str | Path, every: float | None = None,
+                 engine: str | None = "python"):
+    """The :class:`~.checkpoint.Checkpoint` of this search of ``scenario`` in ``folder``: its
+    description (limits but the time limit, claims, visited set, symmetry) is what a checkpoint
+    must match to be resumed from (the time limit is each run's own); ``graph``: the search keeps
+    the state graph too; ``engine``: whose search it is (the Python engine's, or the native
+    backend's with a digest of its C code: :meth:`~.backends.Backend.checkpoint_kind`; ``None``:
+    the backend sets it when it runs)."""
+    from kvproof.checker.explicit.checkpoint import DEFAULT_EVERY, Checkpoint
+
+    names = sorted(machine.claims[i].name for i in set(tracked))
+    search = {"max_states": limits.max_states, "max_depth": limits.max_depth, "visited": visited,
+              "symmetry": symmetry, "claims": names, "stop_when_all_hit": stop, "graph": graph, "engine": engine}
+    return Checkpoint(folder, scenario.name, machine.fingerprint, search, DEFAULT_EVERY if every is None else every)
 
 
 def _vacuous_witnesses(scenario: Scenario, spec, base: type, machine: Machine, missed: list[int],

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from itertools import accumulate, islice
 from operator import itemgetter
 from typing import Any, Callable
@@ -258,6 +258,7 @@ def explore(
     canonicaliser: Any = None,
     rows: bool = False,
     edges: bool = False,
+    checkpoint: Any = None,
 ) -> Exploration:
     """Search every state reachable from ``machine.init`` breadth-first.
 
@@ -278,6 +279,13 @@ def explore(
     left one of its successors out.  The search's own outcome (``stats``, ``complete``,
     ``reason``, ``hit_at``) is the same with or without ``rows`` and ``edges``.
 
+    ``checkpoint`` (a :class:`~kvproof.checker.explicit.checkpoint.Checkpoint`; not with
+    ``rows``, nor for a machine that searches itself) makes the search resume from the
+    checkpoint's file when there is one, write its state there (with ``edges``, the graph so far
+    too) every ``checkpoint.every`` seconds at a level boundary, remove the file when it ends,
+    and keep the last level boundary's there when the time limit stops it; a resumed search
+    ends exactly as one that was never interrupted (``seconds`` counts the earlier runs' time).
+
     A machine with a ``search`` method of these arguments (the native backend's
     :class:`~kvproof.checker.explicit.native.NativeMachine`) searches itself (``canonicaliser``
     passed on when given), with the same outcome, unless ``edges`` is asked for (this engine
@@ -286,6 +294,8 @@ def explore(
     if edges and (canonicaliser is not None or visited != "exact"):
         raise ValueError("the state graph is kept only by an exact search without symmetry reduction")
     search = getattr(machine, "search", None)  # a machine with native code searches itself
+    if checkpoint is not None and (rows or search is not None):
+        raise ValueError("a checkpointed search is the Python engine's, keeping no rows")
     if search is not None and not edges:
         if canonicaliser is None:
             return search(limits, claims, stop_when_all_hit, progress, visited, rows)
@@ -321,9 +331,11 @@ def explore(
     deadline = limits.deadline(start)
     represented = orbit(init) if orbit is not None else 0
 
-    h = hits(init) & book.always
-    if h:
-        record(h, 0)
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is None:
+        h = hits(init) & book.always
+        if h:
+            record(h, 0)
 
     complete, reason = True, ""
     ended: Stats | None = None  # with edges: the search's own statistics and outcome, once it ended
@@ -331,12 +343,43 @@ def explore(
     frontier: list[bytes] = [init]
     lo, n_states, depth = 0, 1, 0
     per_successor = 0.0  # seconds the last level took per successor after its expansion
+    clock = start  # when the search's time counts from (earlier than ``start`` for a resumed search)
+    if saved is not None:  # resume: the state of the search at the level boundary the checkpoint holds
+        frontier, parent, via, num = saved.frontier, saved.parent, saved.via, saved.numbers
+        lo, n_states, depth = num["lo"], num["n_states"], num["depth"]
+        if index is None:
+            store = _visited_holding(visited, len(init), saved.visited)
+        else:  # the numbering (with the numbers a limit left unused past the last state), the graph so far
+            index = {s: i for i, s in enumerate(saved.visited)}
+            kept = saved.visited[:n_states]
+            depths, offsets, targets, aids, expanded = saved.graph
+            g_complete, g_reason = num["g_complete"], num["g_reason"]
+            complete, reason, outcome = num["complete"], num["reason"], tuple(num["outcome"])
+            ended = None if num["ended"] is None else \
+                Stats(**dict(num["ended"], worker_cpu=tuple(num["ended"]["worker_cpu"])))
+        stats.transitions, stats.quiescent, represented = num["transitions"], num["quiescent"], num["represented"]
+        book.open, book.always, book.hit_at = num["open"], num["always"], dict(num["hit_at"])
+        per_successor, clock = num["per_successor"], start - num["seconds"]
+    if checkpoint is not None:
+        checkpoint.start(start)
+    mark = None  # with a checkpoint: the numbers of the level boundary the search is at
     while frontier:
         if ended is None and stop_when_all_hit and not book.open:
             complete, reason = False, "stopped once every claim asked for had hit"
             if index is None:
                 break
-            ended, outcome = _ended(stats, n_states, depth, start, represented, orbit), (complete, reason)
+            ended, outcome = _ended(stats, n_states, depth, clock, represented, orbit), (complete, reason)
+        if checkpoint is not None:
+            now = time.perf_counter()
+            mark = dict(lo=lo, n_states=n_states, depth=depth, transitions=stats.transitions,
+                        quiescent=stats.quiescent, represented=represented, open=book.open, always=book.always,
+                        hit_at=dict(book.hit_at), per_successor=per_successor, seconds=now - clock)
+            if index is not None:
+                mark.update(g_complete=g_complete, g_reason=g_reason, complete=complete, reason=reason,
+                            outcome=list(outcome), ended=None if ended is None else asdict(ended))
+            if checkpoint.due(now):
+                checkpoint.save(_saved(frontier, store if index is None else index, parent, via, mark,
+                                       None if index is None else (depths, offsets, targets, aids, expanded)))
         # -- expand one level: every successor, its parent (position in the level) and action
         cand: list[bytes] = []
         codes = array("q")  # position in the level * n_actions + action id, per successor
@@ -356,7 +399,7 @@ def explore(
                 timed_out = True
                 break
             if progress is not None and len(frontier) > _CHECK_EVERY:
-                stats.states, stats.depth, stats.seconds = n_states, depth, now - start
+                stats.states, stats.depth, stats.seconds = n_states, depth, now - clock
                 progress(stats)
         stats.transitions += len(cand)
         expanded_at = time.perf_counter()
@@ -420,13 +463,17 @@ def explore(
         lo, n_states = n_states, n_states + len(new_states)
         if timed_out:
             complete, reason = False, limits.time_reason
+            if checkpoint is not None:  # the level's work is dropped: keep the boundary it started at
+                checkpoint.save(_saved(frontier, store if index is None else index, parent, via, mark,
+                                       None if index is None else (depths, offsets, targets, aids, expanded)))
+                checkpoint = None
             if index is not None and g_complete:
                 g_complete, g_reason = False, limits.time_reason
             break
         if not complete and ended is None:
             if index is None:
                 break
-            ended = _ended(stats, n_states if stop_at is None else stop_at, depth, start, represented, orbit)
+            ended = _ended(stats, n_states if stop_at is None else stop_at, depth, clock, represented, orbit)
             outcome = complete, reason
             book.close()  # the graph goes on without the claims
         frontier = new_states
@@ -435,8 +482,10 @@ def explore(
         if cand:
             per_successor = (time.perf_counter() - expanded_at) / len(cand)
 
+    if checkpoint is not None:
+        checkpoint.finish()
     if ended is None:
-        ended, outcome = _ended(stats, n_states, depth, start, represented, orbit), (complete, reason)
+        ended, outcome = _ended(stats, n_states, depth, clock, represented, orbit), (complete, reason)
     graph = None
     if index is None:
         nbytes = store.nbytes
@@ -448,7 +497,7 @@ def explore(
             len(expanded) + targets.itemsize * len(targets) + aids.itemsize * len(aids)
         g_stats = Stats(states=n_states, transitions=len(targets), depth=max(depths),
                         quiescent=sum(1 for u in range(n_states) if expanded[u] and offsets[u] == offsets[u + 1]),
-                        represented=n_states, seconds=time.perf_counter() - start)
+                        represented=n_states, seconds=time.perf_counter() - clock)
         graph = StateGraph(kept, offsets, targets, aids, parent, via, depths, g_stats, g_complete, g_reason, expanded)
     for s in (ended, graph and graph.stats):
         if s is not None:
@@ -457,6 +506,44 @@ def explore(
         ended.collision_probability = collision_probability(ended.states)
     return Exploration(ended, *outcome, book.hit_at, parent, via, canonical=canon is not None,
                        rows=kept if rows else None, graph=graph)
+
+
+def _saved(frontier: list[bytes], store: Any, parent: array, via: array, numbers: dict, graph: Any = None) -> Any:
+    """The search's state at a level boundary, as a checkpoint writes it (the visited set's keys
+    taken out of whichever set holds them; keeping the graph, ``store`` is the numbering dict
+    and ``graph`` its arrays)."""
+    from kvproof.checker.explicit.checkpoint import Saved
+
+    if isinstance(store, dict):
+        keys: Any = list(store)
+    elif isinstance(store, SmallVisitedSet):
+        keys = list(store.seen) if store.exact else array("Q", store.seen)
+    elif store.exact:
+        keys = (b"".join(s.tobytes() for _, s in store.runs), store.width)
+    else:
+        keys = array("Q")
+        for k, _ in store.runs:
+            keys.frombytes(k.tobytes())
+    return Saved(frontier, keys, parent, via, numbers, graph)
+
+
+def _visited_holding(mode: str, width: int, keys: Any) -> Any:
+    """A visited set of mode ``mode`` holding ``keys`` (a checkpoint's: the states, or their
+    fingerprints): the Python set while they are few, as the search itself would have it."""
+    if len(keys) <= visited_small.SMALL_STATES:
+        store = SmallVisitedSet(mode, width)
+        store.seen = set(keys)
+        return store
+    import numpy as np
+
+    from kvproof.checker.explicit.visited import VisitedSet
+
+    big = VisitedSet(mode, width)
+    if big.exact:
+        big.add(big.keys(keys), big.states(b"".join(keys)))
+    else:
+        big.add(np.frombuffer(keys, dtype=np.uint64).copy())
+    return big
 
 
 def _ended(stats: Stats, n_states: int, depth: int, start: float, represented: int,

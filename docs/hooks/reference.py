@@ -348,6 +348,7 @@ def formats() -> str:
     """The files kvproof reads and writes: ITF traces, certificates, event logs, scenario files."""
     from kvproof.checker import traces
     from kvproof.checker.certs import reader
+    from kvproof.checker.explicit import checkpoint
 
     example = json.loads((ROOT / "traces" / "incident__rejected_never_reserves.itf.json").read_text())
     state = example["states"][1]
@@ -361,6 +362,7 @@ def formats() -> str:
              "| obligation | assertion (must be unsat) |", "| --- | --- |"]
     lines += [f"| `{name}` | `{reader.STANDARD_ASSERTS[name]}` |" for name in reader.FIXED_OBLIGATIONS]
     lines.append("")
+    lines += ["## Search checkpoints (`check --checkpoint`)", "", markdown_of_docstring(checkpoint.__doc__), ""]
     lines += _event_log_format()
     lines += _scenario_format()
     return "\n".join(lines)

@@ -31,9 +31,13 @@ class Search:
     progress: Callable[[Stats], None] | None = None
     visited: str = "exact"
     canonicaliser: Any = None
+    checkpoint: Any = None
+    """A :class:`~kvproof.checker.explicit.checkpoint.Checkpoint` the search resumes from and
+    writes (``None``: none); a backend that cannot checkpoint refuses a search with one."""
 
     def keywords(self) -> dict[str, Any]:
-        """The keywords every explore entry point takes for this search."""
+        """The keywords every explore entry point takes for this search (not ``checkpoint``:
+        only the Python engine's takes it)."""
         return dict(claims=self.claims, stop_when_all_hit=self.stop_when_all_hit, progress=self.progress,
                     visited=self.visited, canonicaliser=self.canonicaliser)
 
@@ -61,6 +65,28 @@ class Backend(ABC):
         Python engine in one process only)."""
         return False
 
+    @property
+    def checkpoints(self) -> bool:
+        """This backend's search can resume from and write a checkpoint (the Python engine in
+        one process only)."""
+        return False
+
+    def checkpoint_kind(self, machine: Machine) -> str | None:
+        """What this backend's checkpoints are of (a checkpoint of another kind is refused):
+        ``python`` (the Python engine's search), or the native backend's with a digest of its C
+        code; ``None``: decided when it runs (the default backend)."""
+        return "python"
+
+    def refuse_checkpoint(self) -> None:
+        """Refuse (:class:`~kvproof.checker.explicit.checkpoint.CheckpointError`, one line) a
+        checkpointed search this backend cannot run."""
+        if not self.checkpoints:
+            from kvproof.checker.explicit.checkpoint import CheckpointError
+
+            many = f" with {self.workers} workers" if self.workers != 1 else ""
+            raise CheckpointError(f"--checkpoint: the {self.name} backend{many} cannot checkpoint its search; "
+                                  "use --backend python or native in one process (--workers 1)")
+
     def settle(self, liveness: bool) -> tuple["Backend", str]:
         """The backend that runs a check with (or without) liveness claims, and why it is not
         this one (``""``: it is)."""
@@ -72,7 +98,10 @@ class Backend(ABC):
 
     def run(self, search: Search) -> tuple[Exploration, str, str]:
         """Run ``search``: its exploration, the name of the backend that ran it, and why that is
-        not the native backend when this one could have chosen it (``""`` otherwise)."""
+        not the native backend when this one could have chosen it (``""`` otherwise).  A search
+        with a checkpoint is refused by a backend that cannot checkpoint."""
+        if search.checkpoint is not None:
+            self.refuse_checkpoint()
         return self.explore(search), self.name, ""
 
     def __repr__(self) -> str:

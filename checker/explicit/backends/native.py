@@ -15,7 +15,8 @@ __all__ = ["NativeBackend"]
 class NativeBackend(Backend):
     """The search in C, with ``workers`` threads (1: this thread); building its machine compiles
     the C code, :class:`~kvproof.checker.explicit.native.NativeUnavailable` when no C compiler
-    is found.  Liveness claims' graph is searched apart, by the Python engine's functions."""
+    is found.  Liveness claims' graph is searched apart, by the Python engine's functions.  In
+    one thread its search can be checkpointed (``--checkpoint``)."""
 
     name = "native"
 
@@ -29,7 +30,17 @@ class NativeBackend(Backend):
 
         return NativeMachine(spec)
 
+    @property
+    def checkpoints(self) -> bool:
+        return self.workers == 1
+
+    def checkpoint_kind(self, machine: Machine) -> str:
+        from kvproof.checker.explicit.native import checkpoint_kind
+
+        return checkpoint_kind(machine.native)
+
     def explore(self, search: Search) -> Exploration:
         from kvproof.checker.explicit.native import explore_native
 
-        return explore_native(search.machine, search.limits, workers=self.workers, **search.keywords())
+        return explore_native(search.machine, search.limits, workers=self.workers, checkpoint=search.checkpoint,
+                              **search.keywords())

@@ -19,5 +19,9 @@ class PythonBackend(Backend):
     def keeps_graph(self) -> bool:
         return True
 
+    @property
+    def checkpoints(self) -> bool:
+        return True
+
     def explore(self, search: Search) -> Exploration:
-        return explore(search.machine, search.limits, **search.keywords())
+        return explore(search.machine, search.limits, checkpoint=search.checkpoint, **search.keywords())
