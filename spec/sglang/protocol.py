@@ -206,9 +206,10 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         """The longest prompt admission accepts, in pages."""
         return min(self.cfg.context_limit, self.cfg.prefill_pages)
 
-    @per_element("count:chunk")
+    @per_element("count:chunk", at_least_one=True)
     def pages(self, r: int) -> int:
-        """Prompt length of request ``r`` in pages: what decode reserves."""
+        """Prompt length of request ``r`` in pages: what decode reserves (at least one: the
+        configuration refuses an empty prompt)."""
         return self.cfg.requests[r].pages
 
     @per_element("condition")
