@@ -64,16 +64,21 @@ def indices(n: Any) -> Any:
     return lift.indices(n, caller())
 
 
-def per_element(result: str, derived: bool = False) -> Callable:
+def per_element(result: str, derived: bool = False, at_least_one: bool = False) -> Callable:
     """Mark a method of a spec as configuration about the elements it is called with (its
     arguments are indices of sorted domains): ``result`` is ``"condition"`` (a bool) or
     ``"count:<domain>"`` (how many indices of that domain the element has, e.g. a request's
     pages).  Outside the lift the method runs as written.  In the lift it is a rigid symbol,
     unless ``derived``: then its body (computed from other per-element facts, e.g. a
     placeholder's one chunk or the prompt's pages) runs for an action parameter, and for a
-    loop's bound element the rigid symbol is defined by that body, case by case (axioms)."""
+    loop's bound element the rigid symbol is defined by that body, case by case (axioms).
+    ``at_least_one`` (a count whose configuration never gives 0, e.g. a prompt's pages): the
+    domain's first index is always counted, an axiom of the lift wherever a derived count is
+    defined (one that names that first index, a placeholder's one chunk, must find it counted)."""
     if result != "condition" and not result.startswith("count:"):
         raise ValueError(f"per_element: result {result!r}: expected 'condition' or 'count:<domain>'")
+    if at_least_one and not result.startswith("count:"):
+        raise ValueError("per_element: at_least_one is for a count:<domain> result")
 
     def mark(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -86,6 +91,7 @@ def per_element(result: str, derived: bool = False) -> Callable:
             return fn(self, *args)
 
         wrapper._kv_per_element = result
+        wrapper._kv_at_least_one = at_least_one
         return wrapper
 
     return mark

@@ -379,6 +379,8 @@ class _Run:
         dsort = self.sys.decl.sorts[dom][0]
         sym = Symbol(name, sorts + (dsort,), "Bool")
         f = self.sys._rigid_symbol(RigidInfo(sym, "count", name, domains + (dom,)))
+        if getattr(getattr(type(self.sys.spec), name, None), "_kv_at_least_one", False):
+            self.sys._at_least_one.setdefault(name, (sorts, domains, dom))
         return Card(self, name, tuple(elems), dom, lambda c, f=f, terms=terms: f(self.st)(*terms, c))
 
     def derived(self, fn: Callable, spec: Any, result: str, args: tuple[Any, ...], where: str) -> Any:
@@ -915,6 +917,9 @@ class LiftedSystem(ParametricSystem):
         self.cases: dict[str, LiftedCase] = {}
         self._rigid: dict[str, RigidInfo] = {}
         self._definitions: dict[str, list[tuple[list[Any], list[Any], Any, str]]] = {}
+        self._at_least_one: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {}
+        """The counts declared ``at_least_one`` (:func:`~.lifting.per_element`): symbol name ->
+        (argument sorts, their domains, the counted domain)."""
         self._doms: dict[str, Any] = {}
         uninterpreted = []
         for dom, (sort_name, none) in decl.sorts.items():
@@ -1057,6 +1062,21 @@ class LiftedSystem(ParametricSystem):
                 else:
                     raise LiftRefused(f"{name}: a count of {value!r} {dom} (only 0, 1 or a per-element count lifts)")
                 axioms.append(self.forall([*terms, c], z3.Implies(z3.And(conds), f(*terms, c) == member)))
+        # a count that is never 0 counts its domain's first index; stated only where a derived count
+        # is defined (one may name that index: a placeholder's first chunk), so that a model with no
+        # derived count, and its certificates, stay as they were
+        for name, (sorts, domains, dom) in (self._at_least_one.items() if self._definitions else ()):
+            if dom not in self.decl.firsts:
+                continue
+            try:
+                f = getattr(st, name)
+            except AttributeError:  # a state made before the symbol was found
+                f = self._function_of(name)
+            terms = [z3.Const(f"{name}!{d}{i}", self.sorts[s]) for i, (s, d) in enumerate(zip(sorts, domains))]
+            nones = [t != z3.Const(self.decl.sorts[d][1], self.sorts[s]) for t, s, d in zip(terms, sorts, domains)
+                     if self.decl.sorts[d][1]]
+            first = z3.Const(self.decl.firsts[dom], self.sorts[self.decl.sorts[dom][0]])
+            axioms.append(self.forall(terms, z3.Implies(z3.And(nones), f(*terms, first))))
         return z3.And(axioms) if axioms else z3.BoolVal(True)
 
     def _abstraction(self, line: str) -> None:

@@ -39,9 +39,11 @@ class AllSizesModel:
     triples: Callable[[Sequence[tuple]], list[tuple]] | None = None
     """Which three-value facts of the small instance ``--template-arity 3`` keeps; ``None``: those
     of one element by the protocol's index sorts (:func:`~.prove.one_element_triples`)."""
-    more: tuple[tuple[Any, Callable[[tuple], Candidate | None], Callable[[Any], Sequence["Join"]] | None], ...] = ()
-    """Further instances mined the same way, each ``(small, lift, joins)``: what ``small`` cannot
-    show within an enumerable size (e.g. several ranks beside several requests)."""
+    more: tuple[tuple[Any, ...], ...] = ()
+    """Further instances mined the same way, each ``(small, lift, joins)`` or ``(small, lift,
+    joins, triples)`` (that instance's own choice of three-value facts; without it,
+    :attr:`triples`): what ``small`` cannot show within an enumerable size (e.g. several ranks
+    beside several requests, a request that sends fewer chunks than it reserved)."""
     prelink: Callable[[Callable[[str], None]], tuple[list[str], str]] | None = None
     """Checked before any candidate is mined: the link of ``system`` with the spec at fixed sizes,
     returning (one line per size, "" or why the model is not the spec's); a model that fails it is

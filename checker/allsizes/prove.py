@@ -80,6 +80,10 @@ class AllSizesReport:
     reason: str = ""
     small_states: int = 0
     """The reachable states of the small instances mined, summed."""
+    violated_at: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """The target claims a small instance breaks (not at the scenario's own size): each with
+    that instance's size and the length of its shortest run to the violation.  Such a claim
+    does not hold for every size: it is ``violated``, not a target of Houdini."""
     mined: int = 0
     joined: dict[str, int] = field(default_factory=dict)
     candidates: int = 0
@@ -192,15 +196,20 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     t0 = time.perf_counter()
     cands: dict[str, Candidate] = {}
     report.mined = 0
-    for i, (small, lift, joins) in enumerate(((hook.small, hook.lift, hook.joins), *hook.more)):
+    for i, (small, lift, joins, *own) in enumerate(((hook.small, hook.lift, hook.joins, hook.triples), *hook.more)):
+        triples = own[0] if own else hook.triples
         say(f"{scenario.name}: mining small instance {i + 1} of {1 + len(hook.more)}")
-        states, _ = explore_all(Machine(small))
+        states, hits = explore_all(Machine(small))
         report.small_states += len(states)
+        for name in targets:
+            if name in hits and name not in report.violated_at:
+                report.violated_at[name] = (small.size_label(), hits[name])
+                report.verdicts[name] = "violated"
         small_ts = TransitionSystem(small)
         clauses = list(mine(small_ts, states, arity=min(arity, 2)))
         if arity == 3:
             three = mine(small_ts, states, arity=3)
-            clauses += hook.triples(three) if hook.triples is not None else one_element_triples(small, three)
+            clauses += triples(three) if triples is not None else one_element_triples(small, three)
         for cl in clauses:
             cand = lift(cl)
             if cand is not None:
@@ -214,7 +223,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
                 if cand is not None:
                     cands.setdefault(cand.name, cand)
         report.mined += len(clauses)
-    claims = [c for c in hook.system.claims() if c.name in targets]
+    claims = [c for c in hook.system.claims() if c.name in targets and c.name not in report.violated_at]
     report.candidates = len(cands)
     report.seconds["mine"] = time.perf_counter() - t0
 
@@ -234,11 +243,15 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
     kept = {c.name for c in res.kept}
     for c in claims:
         report.verdicts[c.name] = "proved" if res.status == "done" and c.name in kept else "inconclusive"
+    report.verdicts = {n: report.verdicts[n] for n in targets if n in report.verdicts}
+    broken = "; ".join(f"{n} is violated at {size} (a run of {steps} steps)" for n, (size, steps) in report.violated_at.items())
     if res.status != "done":
         report.reason = f"Houdini stopped: {res.status}"
-    elif any(v != "proved" for v in report.verdicts.values()):
+    elif any(v == "inconclusive" for v in report.verdicts.values()):
         report.reason = "the lifted candidates do not make " + ", ".join(
-            n for n, v in report.verdicts.items() if v != "proved") + " inductive"
+            n for n, v in report.verdicts.items() if v == "inconclusive") + " inductive"
+    if broken:
+        report.reason = "; ".join(x for x in (broken + ", so not for every size", report.reason) if x)
     report.invariant = list(res.kept)
     if res.status == "done" and minimise_invariant and any(c.claim for c in res.kept):
         _minimise(report, hook, res.kept, budget(), say, irredundant)

@@ -124,7 +124,10 @@ def joins(system: LiftedSystem, small: Any, states: Any) -> list[Join]:
     pointer's term."""
     decl, lay = system.decl, small.layout
     doms = {d.name: d for f in lay.fields for d in f.dims}
-    counts = {info.domains: info.symbol.name for info in system.rigid_info.values() if info.kind == "count"}
+    counts: dict[tuple, list[str]] = {}
+    for info in system.rigid_info.values():
+        if info.kind == "count":
+            counts.setdefault(info.domains, []).append(info.symbol.name)
     out = []
     for pname, (psym, pdims, pdom) in system._fields.items():
         if not isinstance(pdom, RefDom) or any(k == "fixed" for k, _, _ in pdims):
@@ -148,7 +151,7 @@ def joins(system: LiftedSystem, small: Any, states: Any) -> list[Join]:
             continue
         cols = anchors + targets
         req_cols = {j for j, f in enumerate(cols) if isinstance(system._fields[f][2], RefDom)}
-        count = counts.get(tuple(pidx))
+        count = _pointer_count(small, lay, system, pname, pidx, counts.get(tuple(pidx), []), states, doms[target].size)
         blocks = []
         psize = doms[target].size
         for combo in itertools.product(*[range(doms[d].size) for d in pidx]):
@@ -182,6 +185,36 @@ def joins(system: LiftedSystem, small: Any, states: Any) -> list[Join]:
         out.append(Join(pname, tuple(cols), rows, domains, frozenset(range(len(anchors), len(cols))),
                         _JoinLift(system, pname, pidx, tuple(cols), len(anchors), count)))
     return out
+
+
+def _pointer_count(small: Any, lay: Any, system: LiftedSystem, pname: str, pidx: list[str], names: list[str],
+                   states: Any, none: int) -> str | None:
+    """Which count rigid over the pointer's index bounds where ``small`` sets the pointer: of
+    ``names`` (e.g. a request's reserved pages and its sent chunks), those outside of which no
+    reachable state sets it, the one counting fewest indices (the last such on a tie, as the
+    declaration order gives them); the last name when none does (``None`` without a name).
+    Decode's ``dest`` is set for every reserved page, prefill's ``src`` only for the chunks it
+    sends: an instance whose request sends fewer chunks than it reserved tells them apart."""
+    if not names:
+        return None
+    doms = {d.name: d for f in lay.fields for d in f.dims}
+    fits = []
+    for name in names:
+        inside, ok = 0, True
+        for combo in itertools.product(*[range(doms[d].size) for d in pidx]):
+            if combo[-1] < getattr(small, name)(*combo[:-1]):
+                inside += 1
+                continue
+            slot = lay.slot(pname, *_index(system, pname, dict(zip(pidx, combo))))
+            if (states[:, slot] != none).any():
+                ok = False
+                break
+        if ok:
+            fits.append((inside, name))
+    if not fits:
+        return names[-1]
+    fewest = min(n for n, _ in fits)
+    return [name for n, name in fits if n == fewest][-1]
 
 
 def _index(system: LiftedSystem, fname: str, at: dict[str, int]) -> tuple[int, ...]:
@@ -307,7 +340,8 @@ def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesMod
     names = tuple(c.name for c in system.claims())
     fixed, abstractions = lift_lines(system)
     lifters = [ClauseLifter(system, s) for s in smalls]
-    more = tuple((s, lf, lambda states, s=s: joins(system, s, states)) for s, lf in zip(smalls[1:], lifters[1:]))
+    more = tuple((s, lf, lambda states, s=s: joins(system, s, states), one_element_triples(system, s))
+                 for s, lf in zip(smalls[1:], lifters[1:]))
     # the bounded filter: three real elements and NONE of a sort with one, two of any other sort
     filter_sizes = {sort: 4 if any(s == sort and none for s, none in system.decl.sorts.values()) else 2
                     for sort in system.uninterpreted}

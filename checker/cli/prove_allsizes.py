@@ -106,7 +106,8 @@ def prove_linked(args: argparse.Namespace) -> int:
 def prove_all_sizes(args: argparse.Namespace) -> int:
     """``prove --all-sizes SCENARIO``: the safety claims for every number of requests and pages
     (:mod:`~kvproof.checker.allsizes.prove`).  Exit 0 when every target claim is proved, 1 when one is
-    violated at the scenario's own size (its shortest trace shown), 2 when one is inconclusive,
+    violated at the scenario's own size (its shortest trace shown) or at a small instance mined
+    (its size and run length shown), 2 when one is inconclusive,
     3 on bad input."""
     from rich.text import Text
 
@@ -136,7 +137,8 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     if args.json:
         h = r.houdini
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
-               "abstractions": list(r.abstractions), "linked": list(r.linked), "not_lifted": r.not_lifted, "small_states": r.small_states, "mined": r.mined, "joined": r.joined,
+               "abstractions": list(r.abstractions), "linked": list(r.linked), "not_lifted": r.not_lifted, "small_states": r.small_states,
+               "violated_at": {n: {"size": size, "steps": steps} for n, (size, steps) in r.violated_at.items()}, "mined": r.mined, "joined": r.joined,
                "candidates": r.candidates, "kept": None if h is None else len(h.kept),
                "houdini_rounds": None if h is None else h.rounds,
                "minimised": None if m is None else {"status": m.status, "found": m.found, "kept": len(m.kept),
@@ -155,7 +157,10 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
         return code
     for name, verdict in r.verdicts.items():
         style = "green" if verdict == "proved" else "bold red" if verdict == "violated" else "yellow"
-        scope = " for every size" if verdict == "proved" else " at the scenario's own size" if verdict == "violated" else ""
+        at = r.violated_at.get(name)
+        scope = (" for every size" if verdict == "proved" else "" if verdict != "violated"
+                 else f" at {at[0]}, a small instance mined (a run of {at[1]} steps; `kvproof check` at that size shows it)"
+                 if at else " at the scenario's own size")
         out.print(Text(f"{verdict:<13} {name}{scope}", style=style))
         result = r.traces.get(name)
         if result is not None and getattr(result, "trace", None) is not None:

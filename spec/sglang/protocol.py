@@ -138,32 +138,45 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
     def small_instances(self):
         """What the all-sizes pipeline mines for the lifted model: two one-page requests of the
         scenario's first tenant on two decode pages and one prefill page (51,492 reachable
-        states for v0.5.22's engine), this engine and this class."""
+        states for v0.5.22's engine), this engine and this class; and, when this engine queues an
+        over-long prompt (no rejection at the prefill door, so it sends a one-chunk placeholder
+        while decode reserves the whole prompt), also :meth:`_mixed_instance`, where a request's
+        sent chunks and reserved pages differ (the one-page requests never show that shape)."""
         import dataclasses
 
         from kvproof.spec.sglang.config import Request
         cfg = self.cfg
         tenant = cfg.requests[0].tenant
-        return (type(self)(dataclasses.replace(cfg, requests=(Request(tenant, 1), Request(tenant, 1)), decode_pages=2,
-                                               prefill_pages=1, context_limit=max(cfg.context_limit, 1))),)
+        two = type(self)(dataclasses.replace(cfg, requests=(Request(tenant, 1), Request(tenant, 1)), decode_pages=2,
+                                             prefill_pages=1, context_limit=max(cfg.context_limit, 1)))
+        return (two,) if self.e.reject_at_prefill_door else (two, self._mixed_instance())
 
-    def link_instances(self):
-        """Where ``prove --all-sizes`` proves the lifted model's link with the spec
-        first (beside the scenario's own size): one one-page request on one page of each pool;
-        the mining instance; a two-page request (over-long against one prefill page) beside a
-        one-page one of another tenant, on two decode pages."""
+    def _mixed_instance(self):
+        """A two-page request (over-long against one prefill page) beside a one-page one of
+        another tenant, on two decode pages."""
         import dataclasses
 
         from kvproof.spec.sglang.config import Request
         cfg = self.cfg
         tenants = list(dict.fromkeys(r.tenant for r in cfg.requests))
         second = tenants[1] if len(tenants) > 1 else tenants[0]
-        limit = max(cfg.context_limit, 2)
+        return type(self)(dataclasses.replace(cfg, requests=(Request(tenants[0], 2), Request(second, 1)),
+                                              decode_pages=2, prefill_pages=1, context_limit=max(cfg.context_limit, 2)))
+
+    def link_instances(self):
+        """Where ``prove --all-sizes`` proves the lifted model's link with the spec
+        first (beside the scenario's own size): one one-page request on one page of each pool;
+        the mining instances; a two-page request (over-long against one prefill page) beside a
+        one-page one of another tenant, on two decode pages (:meth:`_mixed_instance`, once)."""
+        import dataclasses
+
+        from kvproof.spec.sglang.config import Request
+        cfg = self.cfg
+        tenants = list(dict.fromkeys(r.tenant for r in cfg.requests))
         one = type(self)(dataclasses.replace(cfg, requests=(Request(tenants[0], 1),), decode_pages=1, prefill_pages=1,
                                              context_limit=max(cfg.context_limit, 1)))
-        mixed = type(self)(dataclasses.replace(cfg, requests=(Request(tenants[0], 2), Request(second, 1)),
-                                               decode_pages=2, prefill_pages=1, context_limit=limit))
-        return (one, *self.small_instances(), mixed)
+        mined = self.small_instances()
+        return (one, *mined, *((self._mixed_instance(),) if self.e.reject_at_prefill_door else ()))
 
     def link_size(self) -> str:
         """``2 requests, 3 decode pages, 1 prefill page``."""
@@ -184,9 +197,10 @@ class PdProtocol(PdClaims, PdStory, PdNarration, PdSymmetry, ConfiguredSpec):
         """The longest prompt admission accepts, in pages."""
         return min(self.cfg.context_limit, self.cfg.prefill_pages)
 
-    @per_element("count:chunk")
+    @per_element("count:chunk", at_least_one=True)
     def pages(self, r: int) -> int:
-        """Prompt length of request ``r`` in pages: what decode reserves."""
+        """Prompt length of request ``r`` in pages: what decode reserves (at least one: the
+        configuration refuses an empty prompt)."""
         return self.cfg.requests[r].pages
 
     @per_element("condition")
