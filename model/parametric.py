@@ -103,13 +103,14 @@ class ParametricSystem:
     """Set while a bounded instance is checked: :meth:`forall` and :meth:`exists` then expand
     over these elements (no quantifier reaches the solver)."""
 
-    def elements(self, sort: Any) -> list[Any]:
-        """The values a bounded instance gives the Z3 sort ``sort``: the :attr:`universe`'s
-        elements of an uninterpreted sort, every value of a finite one (an enumeration, such as a
-        domain kept at the scenario's size)."""
+    def elements(self, sort: Any, universe: dict[str, list[Any]] | None = None) -> list[Any]:
+        """The values a bounded instance gives the Z3 sort ``sort``: the elements of an
+        uninterpreted sort in ``universe`` (default: :attr:`universe`), every value of a finite
+        one (an enumeration, such as a domain kept at the scenario's size)."""
         name = sort.name()
-        if self.universe is not None and name in self.universe:
-            return self.universe[name]
+        universe = self.universe if universe is None else universe
+        if universe is not None and name in universe:
+            return universe[name]
         if isinstance(sort, z3.DatatypeSortRef):
             return [sort.constructor(i)() for i in range(sort.num_constructors())]
         raise KeyError(f"{name}: a sort with no elements in the bounded instance")

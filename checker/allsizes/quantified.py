@@ -262,12 +262,7 @@ def _closed(system: ParametricSystem, st: QState | None, universe: dict[str, lis
             out.append(z3.Or([term == e for e in universe[sort]]))
 
     def values(sort: str) -> list[Any]:
-        """The bounded instance's elements of ``sort``, or every value of a finite one (an
-        enumeration: a fixed-size domain such as prefill ranks kept at the scenario's size)."""
-        if sort in universe:
-            return universe[sort]
-        z = system.sort(sort)
-        return [z.constructor(i)() for i in range(z.num_constructors())] if isinstance(z, z3.DatatypeSortRef) else []
+        return system.elements(system.sort(sort), universe)
 
     if st is not None:
         for sym in system.symbols:

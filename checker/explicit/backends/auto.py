@@ -60,11 +60,15 @@ class AutoBackend(Backend):
             self.small.refuse_checkpoint()
             saver.validate(any_engine=True)  # before the probe: it may end the search and remove the file
             search = replace(search, checkpoint=None)  # the probe is not checkpointed
+
+        def on_python() -> Search:  # the whole search on the Python engine, checkpointed if asked
+            if saver is None:
+                return search
+            saver.of_engine("python")
+            return replace(search, checkpoint=saver)
+
         if limits.max_states is not None and limits.max_states <= cap:
-            if saver is not None:
-                saver.of_engine("python")
-                search = replace(search, checkpoint=saver)
-            return (self.small.explore(search), "python",
+            return (self.small.explore(on_python()), "python",
                     f"--max-states {limits.max_states:,}: small enough for the Python engine")
         probe = Search(search.scenario, search.machine, Limits(cap, limits.max_seconds, limits.max_depth, limits.started),
                        search.claims, search.stop_when_all_hit, search.progress, search.visited, search.canonicaliser)
@@ -79,26 +83,8 @@ class AutoBackend(Backend):
         try:
             code = native_code(search.machine, deadline=limits.deadline())
         except NativeUnavailable as e:
-            if saver is not None:
-                saver.of_engine("python")
-                search = replace(search, checkpoint=saver)
-            return self.small.explore(search), "python", f"native backend unavailable: {e}"
+            return self.small.explore(on_python()), "python", f"native backend unavailable: {e}"
         if saver is not None:
             saver.of_engine(checkpoint_kind(code))
         return explore_native(search.machine, limits, code=code, workers=self.workers, checkpoint=saver,
                               **search.keywords()), "native", ""
-        if limits.max_states is not None and limits.max_states <= cap:
-            return (self.small.explore(search), "python",
-                    f"--max-states {limits.max_states:,}: small enough for the Python engine")
-        probe = Search(search.scenario, search.machine, Limits(cap, limits.max_seconds, limits.max_depth, limits.started),
-                       search.claims, search.stop_when_all_hit, search.progress, search.visited, search.canonicaliser)
-        ex = self.small.explore(probe)
-        if ex.complete or ex.reason != f"state limit {cap} reached":
-            return ex, "python", f"the search ended within {cap:,} states: small enough for the Python engine"
-        from kvproof.checker.explicit.native import NativeUnavailable, explore_native, native_code  # numpy, ctypes
-
-        try:
-            code = native_code(search.machine, deadline=limits.deadline())
-        except NativeUnavailable as e:
-            return self.small.explore(search), "python", f"native backend unavailable: {e}"
-        return explore_native(search.machine, limits, code=code, workers=self.workers, **search.keywords()), "native", ""
