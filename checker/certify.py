@@ -23,6 +23,7 @@ from kvproof.checker.allsizes.prove import recheck_all_sizes
 from kvproof.checker.symbolic.cert_catalogue import match_catalogue
 from kvproof.checker.certs.reader import FIXED, read_certificate
 from kvproof.checker.certs.solvers import SolverJob, invariant_scope_problems, script_for
+from kvproof.checker.certs.limits import ResourceLimit
 from kvproof.model.scenario import Scenario
 
 __all__ = ["Recheck", "recheck"]
@@ -55,16 +56,18 @@ class Recheck:
 
 
 def recheck(path: str | Path, scenario: Scenario | None = None, seconds: float = 600.0,
-            all_sizes_seconds: float | None = None, solve_all_sizes: bool = True) -> Recheck:
+            all_sizes_seconds: float | None = None, solve_all_sizes: bool = True,
+            limit: ResourceLimit | None = None) -> Recheck:
     """Re-check a certificate of either kind (see the module docstring), against the catalogue
     scenario of the name it states or against ``scenario``.  :class:`~.certs.reader.CertificateError`
     if the file cannot be read as a certificate; otherwise every failure is a line of
     :attr:`Recheck.problems`.  ``seconds`` bounds each solver process on a fixed-size
     certificate, ``all_sizes_seconds`` (default ``seconds``) on an all-sizes one;
-    ``solve_all_sizes`` false compares an all-sizes one with today's model only."""
+    ``solve_all_sizes`` false compares an all-sizes one with today's model only; ``limit``
+    bounds each check-sat of an all-sizes one in the solvers' resource units."""
     cert = read_certificate(path)
     if cert.kind != FIXED:
-        ra = recheck_all_sizes(cert.path, scenario, all_sizes_seconds or seconds, solve=solve_all_sizes)
+        ra = recheck_all_sizes(cert.path, scenario, all_sizes_seconds or seconds, solve=solve_all_sizes, limit=limit)
         return Recheck(ra.path, cert.kind, ra.scenario, ra.proves, ra.answers, {}, ra.problems)
     problems = list(cert.problems)
     with SolverJob(script_for(cert), seconds, first_problems=invariant_scope_problems(cert)) as job:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kvproof.checker.atomic import write_text_atomic
+from kvproof.checker.certs.limits import ResourceLimit
 from kvproof.checker.certs.reader import ALL_SIZES, ALL_SIZES_SUFFIX, Certificate, CertificateError, parse_certificate, read_certificate
 from kvproof.checker.certs.sexpr import free_symbols, render
 from kvproof.checker.certs.solvers import run_solvers
@@ -404,13 +405,14 @@ def model_problems(cert: Certificate, hook: AllSizesModel, scenario: str) -> lis
 
 
 def recheck_all_sizes(path: str | Path, scenario: Scenario | None = None, seconds: float = 600.0,
-                      solve: bool = True) -> AllSizesRecheck:
+                      solve: bool = True, limit: ResourceLimit | None = None) -> AllSizesRecheck:
     """Re-check an all-sizes certificate: read by the one certificate reader (bad input:
     :class:`~.certs.reader.CertificateError`, one line), it must be, term for term, the
     certificate the lifted model of the scenario it names (or of ``scenario``) demands
     for the invariant it states (:func:`model_problems`), and fresh z3 and cvc5 processes must
     answer ``unsat`` to each of its obligations, each answer bound to its obligation
-    (:mod:`~.certs.solvers`).  With ``solve`` false they are not run: ``answers`` stays empty
+    (:mod:`~.certs.solvers`), each check-sat within ``limit``'s resource units when given.
+    With ``solve`` false they are not run: ``answers`` stays empty
     and the result says the file is the lifted model's, nothing more; they are not run either on a
     file that already fails (not the lifted model's, misnamed, proving no claim)."""
     from kvproof.model.scenario import builtin
@@ -436,7 +438,7 @@ def recheck_all_sizes(path: str | Path, scenario: Scenario | None = None, second
         problems.append("z3 and cvc5 not run: " + ("the file is not the lifted model's certificate" if model
                                                    else "the certificate already fails"))
         return AllSizesRecheck(path, sc.name, cert.proves, {}, problems)
-    runs = run_solvers(cert, seconds)
+    runs = run_solvers(cert, seconds, limit)
     for run in runs:
         problems += run.problems
     return AllSizesRecheck(path, sc.name, cert.proves, {r.solver: r.answers for r in runs}, problems)

@@ -48,6 +48,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
+from kvproof.checker.certs.limits import ResourceLimit
 from kvproof.checker.certs.reader import FIXED_OBLIGATIONS, TAG, Certificate
 from kvproof.checker.certs.sexpr import free_symbols, render
 
@@ -68,6 +69,8 @@ solver = cvc5.Solver(tm)
 # quantified obligations: when e-matching is stuck, instantiate with ground terms before answering
 # unknown (sound; the ranked all-sizes certificate's prefill_forward step needs it)
 solver.setOption('full-saturate-quant', 'true')
+if len(sys.argv) > 2 and sys.argv[2] != "0":  # resource units per check-sat (cvc5's rlimit-per)
+    solver.setOption('rlimit-per', sys.argv[2])
 sm = cvc5.SymbolManager(tm)
 parser = cvc5.InputParser(solver, sm)
 with open(sys.argv[1], encoding="utf-8") as f:
@@ -88,6 +91,8 @@ except Exception as e:
 _Z3_EVAL = """\
 import sys
 import z3
+if len(sys.argv) > 2:  # resource units per check-sat (z3's rlimit)
+    z3.set_param("rlimit", int(sys.argv[2]))
 with open(sys.argv[1], encoding="utf-8") as f:
     text = f.read()
 try:
@@ -272,7 +277,7 @@ class SolverJob:
     and ``reason`` says why."""
 
     def __init__(self, script: Script | None, seconds: float = 600.0, reason: str = "",
-                 first_problems: Sequence[str] = ()):
+                 first_problems: Sequence[str] = (), limit: ResourceLimit | None = None):
         self.runs = [SolverRun("z3", z3_command()[1]), SolverRun("cvc5", cvc5_command()[1])]
         self.script = script
         self.reason = reason
@@ -286,13 +291,23 @@ class SolverJob:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(script.text)
-            for argv, _ in (z3_command(), cvc5_command()):
-                self.procs.append(subprocess.Popen([*argv, self.tmp], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            for argv in self._argv(limit):
+                self.procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                    stdin=subprocess.DEVNULL, text=True, encoding="utf-8",
                                                    errors="replace"))
         except BaseException:
             self.close()
             raise
+
+    def _argv(self, limit: ResourceLimit | None) -> list[list[str]]:
+        """Both solvers' command lines on the script, each with its resource units per
+        check-sat when ``limit`` is on (z3's ``rlimit``, cvc5's ``rlimit-per``)."""
+        (z3_argv, _), (cvc5_argv, _) = z3_command(), cvc5_command()
+        if limit is None or not limit.on:
+            return [[*z3_argv, self.tmp], [*cvc5_argv, self.tmp]]
+        binary = z3_argv[-1] == "-smt2"
+        z3_line = [*z3_argv, f"rlimit={limit.z3}", self.tmp] if binary else [*z3_argv, self.tmp, str(limit.z3)]
+        return [z3_line, [*cvc5_argv, self.tmp, str(limit.cvc5)]]
 
     def results(self) -> list[SolverRun]:
         """Wait for both (until the deadline) and bind their answers to the obligations."""
@@ -329,9 +344,10 @@ class SolverJob:
         self.close()
 
 
-def run_solvers(cert: Certificate, seconds: float = 600.0) -> list[SolverRun]:
+def run_solvers(cert: Certificate, seconds: float = 600.0, limit: ResourceLimit | None = None) -> list[SolverRun]:
     """Run the obligations of ``cert`` (either kind) in a fresh z3 process and a fresh cvc5
-    process, side by side, each within ``seconds``."""
+    process, side by side, each within ``seconds`` and, with ``limit``, each check-sat within
+    its resource units (an obligation past them answers ``unknown``: not discharged)."""
     first = invariant_scope_problems(cert) if cert.kind == "fixed-size" else []
-    with SolverJob(script_for(cert), seconds, first_problems=first) as job:
+    with SolverJob(script_for(cert), seconds, first_problems=first, limit=limit) as job:
         return job.results()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from kvproof.checker.cli.common import (Progress, Summary, Tally, add_output_arguments, finish, output_console, plural,
                                         resolve)
-from kvproof.checker.cli.options import positive_float
+from kvproof.checker.certs.limits import DEFAULT_CVC5_RLIMIT, DEFAULT_RLIMIT, ResourceLimit
+from kvproof.checker.cli.options import positive_float, units
 from kvproof.checker.outcome import BadInput, Verified, Violated
 
 __all__ = ["NAME", "add_parser", "run"]
@@ -26,10 +27,15 @@ def add_parser(sub) -> None:
                     help="check against this scenario (built-in name or .toml file) instead of the catalogue's of the same name")
     cf.add_argument("--seconds", type=positive_float, default=600.0, metavar="S",
                     help="time limit of each solver process (default 600)")
-    cf.add_argument("--all-sizes-seconds", type=positive_float, default=3600.0, metavar="S",
+    cf.add_argument("--all-sizes-seconds", type=positive_float, default=None, metavar="S",
                     help="time limit of each solver process on an all-sizes certificate (*.allsizes.smt2; "
-                         "default 3600: a minimised one takes z3 and cvc5 seconds, an unminimised one of 455 "
-                         "conjuncts took them 13 and 19 minutes on a loaded 2-core machine)")
+                         "default: none while --rlimit bounds each obligation, else 3600)")
+    cf.add_argument("--rlimit", type=units, default=DEFAULT_RLIMIT, metavar="UNITS",
+                    help="on an all-sizes certificate: each obligation within UNITS of z3's resource count, "
+                         f"not wall-clock seconds, so the answer does not depend on the load (default {DEFAULT_RLIMIT:,}; "
+                         "0: none)")
+    cf.add_argument("--cvc5-rlimit", type=units, default=DEFAULT_CVC5_RLIMIT, metavar="UNITS",
+                    help=f"the same for cvc5, in cvc5's own units (default {DEFAULT_CVC5_RLIMIT:,})")
     cf.add_argument("--all-sizes-model-only", action="store_true",
                     help="check an all-sizes certificate against the model lifted from its scenario's spec line for line, but "
                          "run no solver on it (for a large one, whose obligations take the solvers minutes); "
@@ -72,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
         for f in files:
             progress.start(f"{f.name}: z3 and cvc5")
             try:
-                rc = recheck(f, against, args.seconds, args.all_sizes_seconds, solve_all_sizes=not args.all_sizes_model_only)
+                limit = ResourceLimit(args.rlimit, args.cvc5_rlimit)
+                rc = recheck(f, against, args.seconds, limit.seconds(args.all_sizes_seconds, 3600.0),
+                             solve_all_sizes=not args.all_sizes_model_only, limit=limit)
             except CertificateError as e:  # named here with the others; one line on stderr at the end
                 unreadable += 1
                 last = e

@@ -17,7 +17,8 @@ from kvproof.checker.cli import prove_allsizes
 from kvproof.checker.cli.common import (EXIT_OK, BadInputError, Progress, Summary, Tally, add_output_arguments,
                                         claim_counts, console, finish, output_console, plural, protocol_command,
                                         resolve)
-from kvproof.checker.cli.options import positive_float, positive_int
+from kvproof.checker.certs.limits import DEFAULT_RLIMIT
+from kvproof.checker.cli.options import RLIMIT, positive_float, positive_int, units
 from kvproof.model.scenario import builtins
 
 __all__ = ["NAME", "OUTPUTS", "VARIANT_SCENARIOS", "add_parser", "run"]
@@ -44,8 +45,11 @@ def add_parser(sub) -> None:
     pv.add_argument("--theorems", action="store_true", help="prove the parametric theorems instead")
     pv.add_argument("--refute-depth", type=positive_int, default=24, metavar="K",
                     help="search violations up to K steps first (default 24)")
-    pv.add_argument("--lemma-seconds", type=positive_float, default=600.0, metavar="S",
-                    help="budget per scenario for finding the inductive invariant (default 600)")
+    pv.add_argument("--lemma-seconds", type=positive_float, default=None, metavar="S",
+                    help="budget per scenario for finding the inductive invariant (default 600; with --all-sizes, "
+                         "none while --rlimit bounds every query)")
+    pv.add_argument("--rlimit", type=units, default=DEFAULT_RLIMIT, metavar="UNITS",
+                    help="with --all-sizes: " + RLIMIT.format(default=DEFAULT_RLIMIT))
     pv.add_argument("--induction-seconds", type=positive_float, default=300.0, metavar="S",
                     help="k-induction's budget per scenario, its Houdini lemmas included (default 300)")
     pv.add_argument("--template-arity", type=int, choices=(1, 2, 3), default=3, metavar="N",
@@ -149,7 +153,7 @@ def _prove(args: argparse.Namespace) -> int:
     scenarios = [resolve(n) for n in names]
     for sc in scenarios:
         sc.build()
-    budget = ProofBudget(refute_depth=args.refute_depth, lemma_seconds=args.lemma_seconds,
+    budget = ProofBudget(refute_depth=args.refute_depth, lemma_seconds=_lemma_seconds(args),
                          induction_seconds=args.induction_seconds, max_k=args.max_k,
                          template_arity=args.template_arity, max_states=args.max_states)
     certs = None if args.no_certificates else Path(args.certificates)
@@ -190,6 +194,11 @@ def _prove(args: argparse.Namespace) -> int:
     return summary.exit_code
 
 
+def _lemma_seconds(args: argparse.Namespace) -> float:
+    """``--lemma-seconds`` outside ``--all-sizes``: as given, else 600."""
+    return 600.0 if args.lemma_seconds is None else args.lemma_seconds
+
+
 def _prove_lifted(args: argparse.Namespace) -> int:
     """``prove SCENARIO --lift-from SMALL``: the invariants of SCENARIO proved with lemmas
     mined on SMALL and lifted by renaming (:mod:`~kvproof.checker.symbolic.lift`); SCENARIO is never
@@ -204,7 +213,7 @@ def _prove_lifted(args: argparse.Namespace) -> int:
         raise BadInputError("prove --lift-from takes exactly one SCENARIO (the larger instance)")
     large, small = resolve(args.scenarios[0]), resolve(args.lift_from)
     budget = LiftBudget(max_states=args.max_states, template_arity=args.template_arity,
-                        small_seconds=args.induction_seconds, large_seconds=args.lemma_seconds,
+                        small_seconds=args.induction_seconds, large_seconds=_lemma_seconds(args),
                         claim_seconds=args.induction_seconds, max_k=args.max_k)
     # a certificate of a scenario outside the catalogue goes only where --certificates says
     explicit = "--certificates" in sys.argv or any(a.startswith("--certificates=") for a in sys.argv)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kvproof.checker.certs.limits import ResourceLimit
 from kvproof.checker.cli.common import (EXIT_MISMATCH, EXIT_OK, BadInputError, Progress, Summary, finish,
                                         output_console, plural, resolve)
 
@@ -35,8 +36,10 @@ def prove_linked(args: argparse.Namespace) -> int:
     out = output_console(args)
     with Progress(not args.quiet and not args.json, 1) as progress:
         progress.start(sc.name)
-        r = prove_by_link(sc, args.certificate, args.certificates, args.lemma_seconds, args.solve_certificate,
-                          progress.note)
+        limit = ResourceLimit(args.rlimit)
+        with limit.applied():
+            r = prove_by_link(sc, args.certificate, args.certificates, limit.seconds(args.lemma_seconds, 600.0),
+                              args.solve_certificate, progress.note)
     code = r.exit_code
     size = spec.link_size()  # the protocol's words for the size
     link = r.link
@@ -123,9 +126,11 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     with Progress(not args.quiet and not args.json, 1) as progress:
         progress.start(sc.name)
         try:
-            r = prove_all_sizes(sc, args.lemma_seconds, args.template_arity, certs, traces, progress.note,
-                                minimise_invariant=not args.no_minimise, invariant_from=args.invariant_from,
-                                irredundant=args.irredundant)
+            limit = ResourceLimit(args.rlimit)
+            with limit.applied():
+                r = prove_all_sizes(sc, limit.seconds(args.lemma_seconds, 600.0), args.template_arity, certs, traces,
+                                    progress.note, minimise_invariant=not args.no_minimise,
+                                    invariant_from=args.invariant_from, irredundant=args.irredundant)
         except ValueError as e:
             raise BadInputError(str(e)) from None
     code = r.exit_code
