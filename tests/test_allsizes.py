@@ -342,3 +342,31 @@ def test_a_drop_pass_that_drops_too_much_is_undone():
     assert [c.name for c in m.kept] == [c.name for c in inv]
 
 
+
+
+def test_a_join_reads_a_field_over_a_fixed_domain_one_column_per_value():
+    """At two prefill ranks with per-rank WRITEs (vllm-push-write-post-fails) decode's block
+    holds one part per rank (``content[w, block]``) and each rank has its WRITE and its
+    notification (``wr[r, w]``, ``wnotif[r, w]``): the join through ``dest`` reads them as one
+    column per rank (before, fields over a fixed domain were left out, and the join held no
+    ``content`` at all: 20 facts).  Counts pinned; a fact on rank 1's part lifts to a formula on
+    ``content`` at rank 1 of the pointed block, never at rank 0."""
+    from kvproof.checker.allsizes.prove import all_sizes_model, mine_joined
+    from kvproof.checker.symbolic.lemmas import explore_all
+    from kvproof.model.machine import Machine
+    hook, _ = all_sizes_model(builtin("vllm-push-write-post-fails").build())
+    states, _ = explore_all(Machine(hook.small))
+    assert len(states) == 23_055
+    js = {j.name: j for j in hook.joins(states)}
+    dest = js["dest"]
+    assert {"wr[0]", "wr[1]", "wnotif[0]", "wnotif[1]"} <= set(dest.columns)
+    assert dest.columns[-3:] == ("owner", "content[0]", "content[1]")
+    facts = mine_joined(dest, 3)
+    assert (len(facts), len(mine_joined(js["src"], 3))) == (154, 63)
+    for w in (0, 1):
+        col = dest.columns.index(f"content[{w}]")
+        on = [f for f in facts if any(j == col for j, _ in f) and all(j == col or j not in dest.targets for j, _ in f)]
+        assert on, w
+        for f in on:
+            name = dest.lift(f).name
+            assert f"(content prefill_rank_w{w} (dest r0))" in name and f"(content prefill_rank_w{1 - w} " not in name, name

@@ -283,3 +283,44 @@ def test_the_exit_codes_of_a_linked_report():
     assert LinkedReport(sc, {n: "inconclusive" for n in TARGETS}, refuted).exit_code == 1
     assert LinkedReport(sc, {**holds, "exclusive_ownership": "inconclusive"}, proved).exit_code == 2
     assert LinkedReport(sc).exit_code == 2
+
+
+def _push_ranked():
+    """vllm-push-write-post-fails at one request: two prefill ranks, per-rank WRITEs, decode
+    counting their notifications (``counted``, codes 0..2)."""
+    spec = builtin("vllm-push-write-post-fails").build()
+    return next(s for s in spec.link_instances() if s.size_label().startswith("1 request"))
+
+
+def test_a_spec_step_out_of_its_fields_codes_is_no_step_to_match(monkeypatch):
+    """decode_get_new_notifs adds one to ``counted`` unguarded: from an unreachable typed state
+    (``counted`` at its last code, the request still held) the spec's successor lies outside
+    the field's codes, a step no typed run takes and no model state can be related to.  The
+    link proves the action (it once refuted it there); with the typed-successor condition
+    removed it is refuted at that state; and a lift mutant whose enumeration ``add`` does not
+    count (the successor keeps ``counted``) is refuted at an in-range step, so the condition does
+    not make the step obligation vacuous."""
+    import kvproof.checker.allsizes.link as link_mod
+    from kvproof.model.sorted_lift import SortedOps
+
+    spec = _push_ranked()
+    only = ["decode_get_new_notifs"]
+    rep = check_lifted_link(lift_spec(spec), spec, claims=False, only=only)
+    assert verdicts(rep) == {("init", "Init"): "proved", ("step", "decode_get_new_notifs"): "proved"}
+
+    with monkeypatch.context() as m:
+        m.setattr(link_mod, "_in_codes", lambda ts, xs: [])
+        bad = check_lifted_link(lift_spec(spec), spec, claims=False, only=only)
+    res = next(r for r in bad.results if r.kind == "step")
+    assert res.verdict == "refuted" and res.offending.startswith("decode_get_new_notifs(")
+    assert any("counted" in line and "successor differs" in line for line in res.detail), res.detail
+
+    add = SortedOps.add
+
+    def no_count(self, a, b):
+        return add(self, a, 0) if isinstance(b, int) and b > 0 else add(self, a, b)
+
+    monkeypatch.setattr(SortedOps, "add", no_count)
+    mutant = check_lifted_link(lift_spec(spec), spec, claims=False, only=only)
+    res = next(r for r in mutant.results if r.kind == "step")
+    assert res.verdict == "refuted" and res.offending.startswith("decode_get_new_notifs(")

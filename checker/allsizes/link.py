@@ -22,7 +22,10 @@ The three obligations, each the unsatisfiability of its negation over fresh symb
 (a) **Init**: every model state that satisfies the model's ``Init`` (with the rigid symbols fixed
     as the instance has them) is related to the spec's initial state, and one exists;
 (b) **Step**: for every spec action instance, every typed state ``x`` in which its guard holds,
-    its successor ``y``, and every ``X`` related to ``x`` (and satisfying the hypothesis, if the
+    its successor ``y`` if ``y`` is typed (a write outside a field's codes is no step of the
+    spec: the Z3 engines' runs are typed at every step, and the explicit engine stops there with
+    an error, a spec bug; an unreachable typed ``x`` may still step there, e.g. a counter one past
+    its last code), and every ``X`` related to ``x`` (and satisfying the hypothesis, if the
     protocol names one: :attr:`LinkMap.hypothesis`), some model action the protocol lists for
     that instance (:attr:`LinkMap.options`) is enabled in ``X`` with the instance's parameters and
     the protocol's witnesses for its choice functions (:attr:`LinkMap.witness`), and its
@@ -316,7 +319,7 @@ def check_link(spec: Any, link: LinkMap, claims: bool = True, steps: bool = True
                         posts.append((action.name, step.guard, post))
                         moves.append(z3.And(step.guard, *related(link, nxt, post)))
                 s.push()
-                s.add(as_term(st.guard), z3.Not(z3.Or(moves)) if moves else z3.BoolVal(True))
+                s.add(as_term(st.guard), *_in_codes(ts, nxt), z3.Not(z3.Or(moves)) if moves else z3.BoolVal(True))
                 label = _label(spec, inst)
                 # first with no hypothesis; only where that fails, with them (and their core named)
                 bare = s.check() if lits else None
@@ -351,6 +354,16 @@ def check_link(spec: Any, link: LinkMap, claims: bool = True, steps: bool = True
         system.universe = None
     timings["total"] = time.perf_counter() - t0
     return LinkReport(results, timings, len(hyps))
+
+
+def _in_codes(ts: TransitionSystem, xs: Sequence[Values]) -> list[Any]:
+    """``xs`` (a successor's value sets) is typed: no slot takes a value outside its field's codes
+    (a spec's ``add`` past a field's last code has a key with no bit; in a typed pre-state the
+    conditions of a value set are exclusive and exhaustive, so these are the whole of it)."""
+    out = []
+    for (_, _, size), vals in zip(ts._slots, xs):
+        out.extend(z3.Not(_bit(c)) for v, c in vals.items() if not 0 <= v < size and c is not False)
+    return out
 
 
 def _choices(action: Action, given: dict[str, Any]) -> list[dict[str, Any]]:

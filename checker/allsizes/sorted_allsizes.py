@@ -138,19 +138,19 @@ def joins(system: LiftedSystem, small: Any, states: Any) -> list[Join]:
             continue
         anchors, targets = [], []
         for fname, (sym, dims, dom) in system._fields.items():
-            if fname == pname or any(k == "fixed" for k, _, _ in dims):
+            if fname == pname:
                 continue
             fidx = [d.name for k, d, _ in dims if k == "sorted"]
             if isinstance(dom, RefDom) and decl.refs[dom.name][0] != "request":
                 continue  # another pointer
             if fidx and set(fidx) <= set(pidx) and fidx == [x for x in pidx if x in fidx]:
-                anchors.append(fname)
+                anchors.extend(_columns(fname, dims))
             elif fidx == [target]:
-                targets.append(fname)
+                targets.extend(_columns(fname, dims))
         if not targets:
             continue
         cols = anchors + targets
-        req_cols = {j for j, f in enumerate(cols) if isinstance(system._fields[f][2], RefDom)}
+        req_cols = {j for j, (f, _) in enumerate(cols) if isinstance(system._fields[f][2], RefDom)}
         count = _pointer_count(small, lay, system, pname, pidx, counts.get(tuple(pidx), []), states, doms[target].size)
         blocks = []
         psize = doms[target].size
@@ -165,11 +165,11 @@ def joins(system: LiftedSystem, small: Any, states: Any) -> list[Join]:
                 continue
             tgt = sel[:, pslot].astype(np.int64)
             block = np.zeros((len(sel), len(cols)), dtype=np.uint8)
-            for j, fname in enumerate(cols):
+            for j, (fname, fix) in enumerate(cols):
                 if j < len(anchors):
-                    col = sel[:, lay.slot(fname, *_index(system, fname, at))]
+                    col = sel[:, lay.slot(fname, *_index(system, fname, at, fix))]
                 else:
-                    by = np.array([lay.slot(fname, *_index(system, fname, {target: e})) for e in range(psize)])
+                    by = np.array([lay.slot(fname, *_index(system, fname, {target: e}, fix)) for e in range(psize)])
                     col = sel[np.arange(len(sel)), by[tgt]]
                 if j in req_cols:
                     dom = system._fields[fname][2]
@@ -181,10 +181,26 @@ def joins(system: LiftedSystem, small: Any, states: Any) -> list[Join]:
         if not blocks:
             continue
         rows = np.unique(np.concatenate(blocks), axis=0)
-        domains = tuple((0, 1, 2) if j in req_cols else tuple(range(lay.by_name[f].values.size)) for j, f in enumerate(cols))
-        out.append(Join(pname, tuple(cols), rows, domains, frozenset(range(len(anchors), len(cols))),
+        domains = tuple((0, 1, 2) if j in req_cols else tuple(range(lay.by_name[f].values.size))
+                        for j, (f, _) in enumerate(cols))
+        out.append(Join(pname, tuple(_label(f, fix) for f, fix in cols), rows, domains,
+                        frozenset(range(len(anchors), len(cols))),
                         _JoinLift(system, pname, pidx, tuple(cols), len(anchors), count)))
     return out
+
+
+def _columns(fname: str, dims: Sequence[tuple[str, Any, Any]]) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
+    """A field's columns in a join: one per value of its fixed (enumerated) dimensions, e.g.
+    ``content`` over (write rank, page) at two ranks is ``content[0]`` and ``content[1]`` of the
+    pointed page; each as (field, ((dimension position, value), ...))."""
+    fixed = [(j, d.size) for j, (k, d, _) in enumerate(dims) if k == "fixed"]
+    return [(fname, tuple(zip([j for j, _ in fixed], vals)))
+            for vals in itertools.product(*[range(n) for _, n in fixed])]
+
+
+def _label(fname: str, fix: tuple[tuple[int, int], ...]) -> str:
+    """A join column's name: the field, and its fixed indices if it has any (``content[1]``)."""
+    return fname + "".join(f"[{v}]" for _, v in fix)
 
 
 def _pointer_count(small: Any, lay: Any, system: LiftedSystem, pname: str, pidx: list[str], names: list[str],
@@ -217,9 +233,13 @@ def _pointer_count(small: Any, lay: Any, system: LiftedSystem, pname: str, pidx:
     return [name for n, name in fits if n == fewest][-1]
 
 
-def _index(system: LiftedSystem, fname: str, at: dict[str, int]) -> tuple[int, ...]:
-    """A field's index at the named sorted indices (0 for a one-element domain)."""
-    return tuple(at[d.name] if k == "sorted" else 0 for k, d, _ in system._fields[fname][1])
+def _index(system: LiftedSystem, fname: str, at: dict[str, int], fix: Sequence[tuple[int, int]] = ()
+           ) -> tuple[int, ...]:
+    """A field's index at the named sorted indices and the fixed ones ``fix`` (dimension
+    position, value; 0 for a one-element domain)."""
+    fixed = dict(fix)
+    return tuple(at[d.name] if k == "sorted" else fixed.get(j, 0)
+                 for j, (k, d, _) in enumerate(system._fields[fname][1]))
 
 
 class _JoinLift:
@@ -231,7 +251,7 @@ class _JoinLift:
 
     def __call__(self, fact: tuple) -> Candidate | None:
         system, decl = self.system, self.system.decl
-        if any(isinstance(system._fields[self.cols[j]][2], RefDom) and v == 3 for j, v in fact):
+        if any(isinstance(system._fields[self.cols[j][0]][2], RefDom) and v == 3 for j, v in fact):
             return None
         vars_ = tuple((f"{d[0]}{i}", decl.sorts[d][0]) for i, d in enumerate(self.pidx))
         psym, pdims, pdom = system._fields[self.ptr]
@@ -244,9 +264,11 @@ class _JoinLift:
             pointer = getattr(st, self.ptr)(*xs)
             lits = []
             for j, v in fact:
-                fname = self.cols[j]
+                fname, fix = self.cols[j]
                 sym, dims, dom = system._fields[fname]
-                args = [pointer] if j >= self.n else [at[d.name] for k, d, _ in dims if k == "sorted"]
+                fixed = dict(fix)
+                args = [(pointer if j >= self.n else at[d.name]) if k == "sorted" else ed.consts[fixed[i]]
+                        for i, (k, d, ed) in enumerate(dims) if k != "one"]
                 lhs = getattr(st, fname)(*args)
                 if isinstance(dom, RefDom):
                     lits.append([lhs == rnone, lhs == r, z3.And(lhs != r, lhs != rnone)][v])
