@@ -142,3 +142,11 @@ def test_the_knobs_are_refused_where_they_mean_nothing():
     assert any("prefix-sharing knob" in p for p in Engine(kv_load_failure_policy="recompute").problems())
     assert any("sharers_wait_for_recompute" in p
                for p in Engine(prefix_sharing=True, sharers_wait_for_recompute=True).problems())
+
+
+def test_conform_refuses_the_model_only_spec_in_one_line():
+    from kvproof.spec.vllm.conform.replay import ConformError, harness_for
+
+    sc = builtin("vllm-prefix-sync-recompute-49250")
+    with pytest.raises(ConformError, match="model-only"):
+        harness_for(sc, sc.build())
