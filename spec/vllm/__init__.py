@@ -5,7 +5,9 @@ code (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``, ``vllm/v1/core/sch
 
 :mod:`.config` (the instance, its knobs and the scenario tables), :mod:`.state` (fields and
 codes), :mod:`.protocol` (the actions: :class:`~.protocol.VllmPd`), :mod:`.claims`,
-:mod:`.story` (what a step means in vLLM's terms), ``scenarios/`` (the catalogue), :mod:`.audit`
+:mod:`.story` (what a step means in vLLM's terms), :mod:`.prefix_cache` (decode's prefix
+block shared by live requests, its reference count, eviction and failed-load recovery: the spec
+``vllm-prefix-cache``, model-only), ``scenarios/`` (the catalogue), :mod:`.audit`
 (a deployment's launch line mapped to a scenario family and checked: ``kvproof audit vllm==...``),
 :mod:`.validate` (the event-log schema, what a log shows of each action, and :class:`~.validate.VllmStream`,
 the spec as a stream of requests through reused slots: ``kvproof validate``).  Conformance
@@ -26,6 +28,12 @@ def _base():
     from kvproof.spec.vllm.protocol import VllmPd
 
     return VllmPd
+
+
+def _prefix_cache():
+    from kvproof.spec.vllm.prefix_cache import VllmPrefixCache
+
+    return VllmPrefixCache
 
 
 def _stream():
@@ -81,7 +89,7 @@ def _audit_arguments(parser) -> None:
 PROTOCOL = Protocol(
     name="vllm",
     title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull and push mode)",
-    specs={"vllm": _base, "vllm-stream": _stream},
+    specs={"vllm": _base, "vllm-stream": _stream, "vllm-prefix-cache": _prefix_cache},
     config_keys=CONFIG_KEYS,
     parse_config=parse_config,
     config_data=config_data,

@@ -36,7 +36,7 @@ _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
 _COUNTS = {"write_fan_in": (1, 3), "mla_prefill_ranks": (1, 2), "turn2_clock_offset_error": (0, 2),
            "read_fan_in": (1, 3)}
-_CHOICES = {"mode": ("pull", "push")}
+_CHOICES = {"mode": ("pull", "push"), "kv_load_failure_policy": ("fail", "recompute")}
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
                    "read_latency_bound": ("unbounded", 0, 6)}
 
@@ -294,6 +294,39 @@ class Engine:
     the behaviour without it (the cached descriptors are used until the engine TTL evicts them).
     Only with ``prefill_reregisters``."""
 
+    prefix_sharing: bool = False
+    """Decode's prefix cache shares one KV block between live requests of the same prompt prefix
+    (``BlockPool``: ``KVCacheBlock.ref_cnt``, ``touch``, ``free_blocks``, ``_maybe_evict_cached_block``):
+    the knobs below, modelled only by the spec ``vllm-prefix-cache``
+    (:class:`~kvproof.spec.vllm.prefix_cache.VllmPrefixCache`); the spec ``vllm`` refuses it."""
+    sync_kv_load: bool = False
+    """With ``prefix_sharing``: the connector loads the prefix synchronously, in the forward of the
+    step that allocated it (``get_num_new_matched_tokens`` returns ``load_kv_async = False``:
+    an offloading or LMCache-style connector); its blocks are cached at allocation.  ``false``
+    is NIXL's asynchronous load (``WAITING_FOR_REMOTE_KVS``)."""
+    kv_load_may_fail: bool = False
+    """With ``prefix_sharing``: the load of the prefix block may fail; the connector reports the
+    block in ``invalid_block_ids`` (NIXL: ``_handle_failed_transfer`` puts the READ's local
+    blocks in ``_invalid_block_ids``, base_worker.py:3248-3252)."""
+    kv_load_failure_policy: str = "fail"
+    """With ``prefix_sharing``: ``kv_transfer_config.kv_load_failure_policy`` (0.33.0's default
+    ``fail``: the affected requests end in error; ``recompute``: they are rescheduled to
+    recompute the invalid blocks, ``_handle_invalid_blocks``, scheduler.py:3703-3791)."""
+    sharers_wait_for_recompute: bool = False
+    """HYPOTHETICAL fix of vLLM issue #49250 (open): under ``recompute`` a request sharing an
+    invalid block that an earlier request will recompute is not scheduled until that recompute
+    wrote it; 0.33.0 lets it "still consider this block as computed" (scheduler.py:3644-3651)."""
+    evict_invalid_blocks: bool = True
+    """0.33.0 (since vLLM PR #26813, "invalidate cached blocks by eviction to prevent
+    poisoning"): under ``fail`` the invalid blocks of synchronous loads are evicted from the
+    prefix cache (``kv_cache_manager.evict_blocks``); ``false`` is HYPOTHETICAL (the failed block
+    keeps its hash)."""
+    delay_cache_blocks: bool = True
+    """0.33.0: blocks an asynchronous load fills are cached only once it finished
+    (``allocate_slots(..., delay_cache_blocks=load_kv_async)``, scheduler.py:1442,
+    kv_cache_manager.py:611-614; ``_update_waiting_for_remote_kv`` caches them); ``false`` is
+    HYPOTHETICAL (cached at allocation, as a synchronous load's are)."""
+
     @property
     def suffix_slot_gets_prefix(self) -> bool:
         """V11: the transfer pairs decode's one (suffix) slot with prefill's prefix block: push
@@ -359,6 +392,21 @@ class Engine:
         if not self.turn2_read and (not self.turn2_declines_near_expiry or self.turn2_clock_offset_error):
             out.append("turn2_declines_near_expiry: turn2_declines_near_expiry and turn2_clock_offset_error "
                        "matter only with turn2_read = true")
+        shared = {"sync_kv_load": self.sync_kv_load, "kv_load_may_fail": self.kv_load_may_fail,
+                  "kv_load_failure_policy": self.kv_load_failure_policy != "fail",
+                  "sharers_wait_for_recompute": self.sharers_wait_for_recompute,
+                  "evict_invalid_blocks": not self.evict_invalid_blocks,
+                  "delay_cache_blocks": not self.delay_cache_blocks}
+        for key, away in shared.items():
+            if away and not self.prefix_sharing:
+                out.append(f"{key}: a prefix-sharing knob; set prefix_sharing = true (the spec vllm-prefix-cache)")
+                break
+        if self.sharers_wait_for_recompute and self.kv_load_failure_policy != "recompute":
+            out.append('sharers_wait_for_recompute: matters only with kv_load_failure_policy = "recompute"')
+        if not self.evict_invalid_blocks and not self.sync_kv_load:
+            out.append("evict_invalid_blocks: false matters only with sync_kv_load = true (async blocks are not cached)")
+        if not self.delay_cache_blocks and self.sync_kv_load:
+            out.append("delay_cache_blocks: false matters only with an asynchronous load (sync_kv_load = false)")
         if self.push_fail_notif and not self.write_post_may_fail:
             out.append("engine.push_fail_notif: needs write_post_may_fail = true (a PUSH_FAIL answers a failed post)")
         return out
@@ -456,7 +504,9 @@ WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expir
                      "turn2_read", "turn2_declines_near_expiry", "turn2_clock_offset_error",
                      "read_fan_in", "read_may_fail", "failure_waits_for_siblings", "prefill_reregisters",
                      "registration_generation_check", "read_post_may_fail", "decode_appended_token",
-                     "remote_token_cap", "read_release_may_fail", "retains_unreleased_handle")
+                     "remote_token_cap", "read_release_may_fail", "retains_unreleased_handle",
+                     "prefix_sharing", "sync_kv_load", "kv_load_may_fail", "kv_load_failure_policy",
+                     "sharers_wait_for_recompute", "evict_invalid_blocks", "delay_cache_blocks")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
 fan-in, V6, V9, #55470; V13, V16; V2, V14; V8, V17; V8's release path): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,

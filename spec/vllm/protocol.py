@@ -82,6 +82,14 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
     fields_of = staticmethod(build_fields)
 
     # -- structure ---------------------------------------------------------------------------
+    def config_problems(self, cfg) -> list[str]:
+        """Decode's shared prefix blocks (``prefix_sharing``) are the spec ``vllm-prefix-cache``'s
+        (:class:`~.prefix_cache.VllmPrefixCache`): this spec gives every block one owner."""
+        if cfg.engine.prefix_sharing:
+            return ["engine.prefix_sharing: shared prefix blocks are modelled by the spec vllm-prefix-cache "
+                    '(protocol = "vllm-prefix-cache")']
+        return []
+
     def domain(self, name: str) -> Domain:
         """The parameter domains: ``req``, and ``wrank`` (a prefill rank WRITing its part, push)."""
         return {"req": self.k.req, "wrank": self.k.wrank}[name]

@@ -68,6 +68,9 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     :class:`ConformError` for knobs the
     harness has no counterpart of (``random``: also for knobs of a vLLM before 0.33.0's fixes)."""
     e, k = scenario.config.engine, spec.k
+    if e.prefix_sharing:  # the spec vllm-prefix-cache: decode's shared prefix block, model-only
+        raise ConformError(f"scenario {scenario.name}: the spec vllm-prefix-cache (prefix_sharing) is model-only; "
+                           "the harness has no counterpart of decode's shared prefix block")
     for knob, (value, fix) in NOT_IN_0_33.items():
         if getattr(e, knob) == value:
             raise ConformError(f"scenario {scenario.name} sets engine.{knob} = {str(value).lower()}: {fix}; "
