@@ -4,7 +4,7 @@ shutdown drain, over a vLLM or TensorRT-LLM engine.
 
 :mod:`.config` (the ``[config]`` table), :mod:`.state` (the codes), :mod:`.protocol` (the actions:
 :class:`~.protocol.DynamoPd`), :mod:`.claims`, ``scenarios/`` (the catalogue: before/after pairs
-for ai-dynamo/dynamo#7489, #13855, #14507, #4917 and #9344).
+for ai-dynamo/dynamo#7489, ai-dynamo/dynamo#13855, ai-dynamo/dynamo#14507, ai-dynamo/dynamo#4917 and ai-dynamo/dynamo#9344).
 
 :data:`PROTOCOL` is what the general layers see (:class:`~kvproof.model.protocol.Protocol`).
 """

@@ -25,7 +25,7 @@ class DynamoClaims:
     def decode_reads_only_own_pages(self, s):
         """Every request decode loaded read the KV prefill computed for it, never memory the
         prefill worker had freed.  Broken by a shutdown that frees the GPU memory under a READ
-        (ai-dynamo/dynamo#4917, #9344; #7319 and #9345: decode crashed or read garbage)."""
+        (ai-dynamo/dynamo#4917, ai-dynamo/dynamo#9344; ai-dynamo/dynamo#7319 and ai-dynamo/dynamo#9345: decode crashed or read garbage)."""
         return s.ops.all_(s.ops.implies(s.ops.is_in(s.dc[r], (D_LOADED, D_ENDED)), s.got[r] == G_OWN)
                           for r in self.req)
 
@@ -44,7 +44,7 @@ class DynamoClaims:
         """No prefill blocks are held for a request the router dropped: committed KV always has a
         decode worker coming to collect it, so it is freed by the transfer, not by a timeout
         (or never).  Broken by a cancel that reaches the prefill request after its commit
-        (ai-dynamo/dynamo#7489, #14507) and by a dropped decode dispatch (before
+        (ai-dynamo/dynamo#7489, ai-dynamo/dynamo#14507) and by a dropped decode dispatch (before
         ai-dynamo/dynamo#13855)."""
         return s.ops.all_(~((s.rt[r] == R_DROPPED) & self._prefill_holds(s, r)) for r in self.req)
 
@@ -76,7 +76,7 @@ class DynamoClaims:
 
     @witness
     def sometimes_cancel_after_commit(self, s):
-        """A client leaves a request whose KV prefill already committed (the window of #7489)."""
+        """A client leaves a request whose KV prefill already committed (the window of ai-dynamo/dynamo#7489)."""
         return s.ops.any_((s.cancel[r] == 1) & (s.pf[r] == P_COMMITTED) for r in self.req)
 
     @witness

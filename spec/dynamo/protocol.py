@@ -16,7 +16,7 @@ itself: the prefill engine frees its blocks when the transfer completes (or, Ten
   worker ever collects the blocks;
 * a router that drops the decode dispatch of a cancelled request (before ai-dynamo/dynamo#13855)
   orphans the blocks the same way;
-* a prefill worker's shutdown that does not drain (ai-dynamo/dynamo#4917, #9344) frees the GPU
+* a prefill worker's shutdown that does not drain (ai-dynamo/dynamo#4917, ai-dynamo/dynamo#9344) frees the GPU
   memory a decode worker's READ is still reading.
 
 What is not modelled: the transfer's chunks and ranks, the engine's own block pool (a request's
@@ -127,7 +127,7 @@ class DynamoPd(DynamoClaims, Spec):
         context the client's child; ai-dynamo/dynamo#14507's PreCommit link until the handoff
         arrives) the kill tears down the open prefill stream and the worker's handler aborts the
         engine request: before the commit that frees its blocks, after it the abort is a no-op
-        (TensorRT-LLM, measured in #14507) and the handoff never reaches the router.  Otherwise
+        (TensorRT-LLM, measured in ai-dynamo/dynamo#14507) and the handoff never reaches the router.  Otherwise
         the prefill runs on and decode's ``_DeferredAbort`` (``vllm/handlers.py``) waits for the
         first token, i.e. the end of the READ."""
         s.require(s.ops.is_in(s.rt[r], R_OPEN) & (s.cancel[r] == 0))
@@ -171,7 +171,7 @@ class DynamoPd(DynamoClaims, Spec):
     def prefill_shutdown_cleanup(self, s, n):
         """After the drain, the engine's cleanup and ``runtime.shutdown()`` free the prefill
         worker's GPU memory and its NIXL agent, whatever is still held.  ``drain = "none"``
-        (``dynamo/vllm/main.py``: no ``drain_callback``; ai-dynamo/dynamo#4917, #9344) goes
+        (``dynamo/vllm/main.py``: no ``drain_callback``; ai-dynamo/dynamo#4917, ai-dynamo/dynamo#9344) goes
         straight on; ``until_idle`` (``_make_drain_callback`` of ``dynamo/trtllm/main.py``) waits
         until no request holds prefill blocks, unless ``transfer_outlasts_drain`` (the 30 s
         ``wait_for`` budget runs out first)."""
@@ -189,7 +189,7 @@ class DynamoPd(DynamoClaims, Spec):
         so its engine frees them (vLLM: the NixlConnector's finished-sending notification;
         TensorRT-LLM: the cache transceiver's completion).  A READ against a worker that already
         freed its memory copies whatever that memory holds (ai-dynamo/dynamo#7319: decode
-        crashed; #9345: garbage)."""
+        crashed; ai-dynamo/dynamo#9345: garbage)."""
         s.require(s.dc[r] == D_LOADING)
         intact = (s.pf[r] == P_COMMITTED) & (s.worker != W_DOWN)
         n.dc[r] = D_LOADED
