@@ -102,6 +102,8 @@ def test_the_formats_name_what_each_reader_reads(ref):
         assert f"| `{name}` | `{reader.STANDARD_ASSERTS[name]}` |" in text
     for p in protocols():
         module = p.command("validate")
+        if module is None:  # a protocol without event logs (dynamo)
+            continue
         for event in module.FIELDS:
             assert f"| `{event}` |" in text, (p.name, event)
     assert "| `release_policy` | `\"immediate\"` | Decode release on abort:" in text  # a flag, its docstring

@@ -18,7 +18,7 @@ def _variant(path, cls="Mine", mark=None):
 
 def test_the_built_in_protocols():
     assert protocol_class(None) is PdProtocol
-    assert builtin_names() == ["sglang", "sglang-0.5.23", "vllm", "vllm-stream", "vllm-prefix-cache"]
+    assert builtin_names() == ["sglang", "sglang-0.5.23", "vllm", "vllm-stream", "vllm-prefix-cache", "dynamo"]
     assert protocol_class("sglang") is PdProtocol
     assert protocol_class("sglang-0.5.23").__name__ == "Sglang0523"
     assert protocol_class("vllm").__name__ == "VllmPd"
@@ -55,7 +55,7 @@ def test_a_trusted_file_matches_by_path_or_by_file_and_class_name(tmp_path):
     cls = protocol_class(f"{engine.resolve()}:Mine")
     assert issubclass(cls, PdProtocol) and cls.__name__ == "Mine"
     assert protocol_class("/elsewhere/on/another/machine/engine.py:Mine") is cls  # a trace from elsewhere
-    with pytest.raises(ProtocolError, match=r"Other is not a PdProtocol or VllmPd subclass of the variant file .*\(it defines: Mine\)"):
+    with pytest.raises(ProtocolError, match=r"Other is not a PdProtocol or VllmPd or DynamoPd subclass of the variant file .*\(it defines: Mine\)"):
         protocol_class(f"{engine}:Other")
     with pytest.raises(ProtocolError, match="pass the file with --variant other.py"):
         protocol_class("/x/other.py:Mine")
