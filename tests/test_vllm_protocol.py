@@ -84,7 +84,9 @@ BENIGN_LEASE = ["vllm-pull-lease-outlasts-read", "vllm-pull-heartbeat", "vllm-pu
 def test_the_catalogue_lists_the_vllm_scenarios_after_sglangs():
     names = builtin_names()
     vllm = [n for n in names if builtin(n).family == "vllm"]
-    assert names[-len(vllm):] == vllm
+    sglang = [n for n in names if builtin(n).family == "sglang"]
+    assert names[:len(sglang)] == sglang  # SGLang's first, then vLLM's in one run, then the other families'
+    assert names[len(sglang):len(sglang) + len(vllm)] == vllm
     # the spec vllm-prefix-cache's scenarios are pinned in tests/test_vllm_prefix_cache.py
     assert [n for n in vllm if builtin(n).protocol == "vllm"] == list(CATALOGUE)
     assert {builtin(n).protocol for n in vllm} == {"vllm", "vllm-prefix-cache"}
