@@ -141,7 +141,8 @@ def test_the_fresh_environment_runs_the_installed_copies(fresh):
     kv_file, example_file, eps = done.stdout.splitlines()
     venv = env["VIRTUAL_ENV"]
     assert kv_file.startswith(venv) and example_file.startswith(venv), done.stdout + done.stderr
-    assert eps == str(["kvproof.spec.sglang:PROTOCOL", "kvproof.spec.vllm:PROTOCOL", "kvproof_minipd:PROTOCOL"])
+    assert eps == str(["kvproof.spec.dynamo:PROTOCOL", "kvproof.spec.sglang:PROTOCOL", "kvproof.spec.vllm:PROTOCOL",
+                       "kvproof_minipd:PROTOCOL"])
 
 
 def test_list_check_show_and_prove_as_the_tutorial_runs_them(fresh):

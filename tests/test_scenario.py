@@ -123,7 +123,7 @@ def test_a_variant_protocol_is_loaded_from_a_file(tmp_path):
     sc = load_scenario(tmp_path / "mine.toml")
     assert type(sc.build()).__name__ == "NoDrainWait"
     (tmp_path / "broken.toml").write_text((tmp_path / "mine.toml").read_text().replace("NoDrainWait", "Missing"))
-    with pytest.raises(ScenarioError, match=r"Missing is not a PdProtocol or VllmPd subclass of the variant file .*engine.py "
+    with pytest.raises(ScenarioError, match=r"Missing is not a PdProtocol or VllmPd or DynamoPd subclass of the variant file .*engine.py "
                                             r"\(it defines: NoDrainWait\)"):
         load_scenario(tmp_path / "broken.toml")
 
@@ -177,7 +177,7 @@ def test_bad_variant_files_are_one_line_errors(tmp_path):
     from kvproof.model.scenario import load_variant
 
     (tmp_path / "none.py").write_text("SCENARIO = {}\n")
-    with pytest.raises(ScenarioError, match="exactly one PdProtocol or VllmPd subclass"):
+    with pytest.raises(ScenarioError, match="exactly one PdProtocol or VllmPd or DynamoPd subclass"):
         load_variant(tmp_path / "none.py")
     (tmp_path / "boom.py").write_text("x = 1\nraise RuntimeError('nope')\n")
     with pytest.raises(ScenarioError, match="boom.py:2: the variant failed to load: RuntimeError: nope"):
@@ -281,7 +281,7 @@ def test_a_protocol_that_is_not_built_in_is_refused_and_not_imported(tmp_path, m
     monkeypatch.syspath_prepend(str(tmp_path))
     for ref in ("evil_engine:E", "kvproof.no_such_module:X", "os:system"):
         with pytest.raises(ScenarioError, match=f"x.toml: protocol: '{ref}' is not a built-in protocol "
-                                                r"\(built in: sglang, sglang-0.5.23, vllm, vllm-stream, vllm-prefix-cache\); "
+                                                r"\(built in: sglang, sglang-0.5.23, vllm, vllm-stream, vllm-prefix-cache, dynamo\); "
                                                 "nothing was imported"):
             parse_scenario({**GOOD, "protocol": ref}, "x.toml")
     assert not (tmp_path / "RAN").exists()
@@ -308,7 +308,7 @@ def test_a_scenario_file_naming_a_variant_file_runs_it_only_once_trusted(tmp_pat
 
 
 @pytest.mark.parametrize("protocol,message", [
-    (":X", "protocol: expected 'file.py:ClassName' or one of sglang, sglang-0.5.23, vllm, vllm-stream, vllm-prefix-cache, got ':X'"),
+    (":X", "protocol: expected 'file.py:ClassName' or one of sglang, sglang-0.5.23, vllm, vllm-stream, vllm-prefix-cache, dynamo, got ':X'"),
     (".x:Y", "protocol: '.x:Y' is not a built-in protocol"),
     ("x.py:", "protocol: expected 'file.py:ClassName'"),
     ("a\x00b.py:C", "protocol: expected 'file.py:ClassName'"),

@@ -17,10 +17,9 @@ __all__ = ["ResourceLimit", "DEFAULT_RLIMIT", "DEFAULT_CVC5_RLIMIT", "NO_WALL_CL
 DEFAULT_RLIMIT = 200_000_000
 """Z3's resource units per solver query of ``prove --all-sizes`` and ``certify`` on an all-sizes
 certificate (``--rlimit``).  ``bench/bench_rlimit.py`` measures what the committed proofs ask:
-on 2026-12-07 the largest single query of ``v0.5.22``'s all-sizes proof (18,060 queries) used
-9,692,973 units, of ``vllm-pull-reject-41269``'s (3,894 queries) 1,590,441, and the largest
-obligation of the committed all-sizes certificates 3,299,438 in z3: the default is 20 times the
-largest."""
+on 2026-12-07 the largest single query of the catalogue's slowest all-sizes proof (18,060
+queries) used 9,692,973 units, and the largest obligation of the committed all-sizes
+certificates 3,299,438 in z3: the default is 20 times the largest."""
 
 DEFAULT_CVC5_RLIMIT = 20_000_000
 """cvc5's resource units per obligation of an all-sizes certificate in ``certify``
