@@ -109,4 +109,3 @@ class Budget:
         """Why a command the backstop stopped ended: ``time limit S s reached ...``."""
         return (f"time limit {self.seconds:g} s reached before the command finished (one budget for the whole "
                 f"command, from process start)")
-

@@ -38,7 +38,7 @@ class ResourceLimit:
     did (Z3's ``rlimit``, cvc5's ``rlimit-per``) instead of by wall-clock seconds.  The count
     is deterministic (the same query, the same solver version, the same units, whatever else
     the machine runs), so a proof that passes on an idle machine passes under load; a query
-    that needs more answers *unknown* with the reason :meth:`reason` names.  ``z3`` ``0``:
+    that needs more answers *unknown* (Z3: "max. resource limit exceeded").  ``z3`` ``0``:
     no resource limit (the wall-clock budgets apply, as before)."""
 
     z3: int = DEFAULT_RLIMIT
@@ -67,7 +67,3 @@ class ResourceLimit:
         if given is not None:
             return given
         return NO_WALL_CLOCK if self.on else default
-
-    def reason(self) -> str:
-        """The words for a query stopped by the limit."""
-        return f"a query needed more than {self.z3:,} of Z3's resource units (--rlimit)"
