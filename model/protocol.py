@@ -57,6 +57,11 @@ class Protocol:
     heavy: the parser is built at start-up).  ``all_sizes_claims`` names the safety claims
     ``prove --all-sizes`` checks at a scenario's own size when its spec cannot be lifted to an
     all-sizes model (no :meth:`~.framework.Spec.lift_sorts`, or a refusal; those of the spec's claims it has).
+    ``workloads`` maps a Kubernetes kind that deployments of this protocol are written in (a
+    custom resource of its own, beyond Kubernetes' and LeaderWorkerSet's) to a function that
+    yields, for one object of that kind (a mapping, as ``yaml.safe_load`` gives it), a tuple
+    ``(part, role, role_from, pod_template)`` per pod template it holds: ``audit --manifest``
+    reads those kinds too.
 
     A protocol with one spec class and a dataclass configuration needs five arguments::
 
@@ -78,6 +83,7 @@ class Protocol:
     arguments: Mapping[str, Callable[[Any], None]] = field(default_factory=dict)
     all_sizes_claims: tuple[str, ...] = ()
     config: type | None = None
+    workloads: Mapping[str, Callable[[dict], Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Derive what the arguments leave implicit: the ``[config]`` table from ``config``,

@@ -449,6 +449,24 @@ def test_dynamo_graph_deployment_roles_envs_and_what_cannot_be_read(capsys, tmp_
     assert "decode: no kv_connector on its line" in out and "dynamo: --is-decode-worker (decode)" in out
 
 
+def test_a_protocols_own_workload_kind_is_read_only_while_the_protocol_is_registered():
+    # DynamoGraphDeployment is the Dynamo protocol's declaration (Protocol.workloads), not the
+    # manifest reader's: without the protocol the object holds containers kvproof cannot read
+    import yaml
+
+    from kvproof.model import registry
+
+    assert "DynamoGraphDeployment" not in mf.WORKLOAD_KINDS and "DynamoGraphDeployment" in mf.workload_kinds()
+    dynamo = registry.protocol_named("dynamo")
+    registry.unregister("dynamo")
+    try:
+        m = mf.parse_manifests(list(yaml.safe_load_all(DYNAMO_VLLM)))
+    finally:
+        registry.register(dynamo)
+    assert m.containers == [] and m.unreadable == [
+        "DynamoGraphDeployment/vllm-disagg (a kind kvproof does not read: nvidia.com/v1alpha1)"]
+
+
 # `helm template` output in the shape of llm-d's modelservice chart: `# Source:` comments, an empty
 # document, two apps/v1 Deployments labelled llm-d.ai/role, vLLM's `vllm serve` with its
 # --kv-transfer-config from a ConfigMap through $(VAR).

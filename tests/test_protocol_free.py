@@ -11,7 +11,7 @@ from importlib import resources
 
 import kvproof
 
-PROTOCOL_WORD = re.compile(r"sglang|vllm|minipd", re.IGNORECASE)  # minipd: examples/protocols/
+PROTOCOL_WORD = re.compile(r"sglang|vllm|dynamo|minipd", re.IGNORECASE)  # minipd: examples/protocols/
 
 # the one module of model/ and checker/ that may name a protocol, in a docstring example of
 # the interface protocols implement
@@ -44,6 +44,7 @@ def test_the_check_would_see_a_protocol_name():
     texts = dict(_sources("kvproof.spec", "spec"))
     assert any(PROTOCOL_WORD.search(t) for p, t in texts.items() if p.startswith("spec/sglang/"))
     assert any(PROTOCOL_WORD.search(t) for p, t in texts.items() if p.startswith("spec/vllm/"))
+    assert any(PROTOCOL_WORD.search(t) for p, t in texts.items() if p.startswith("spec/dynamo/"))
 
 
 def test_import_kvproof_exports_no_protocol_class():

@@ -225,7 +225,7 @@ class Reading:
     """Destination -> value, as parsed, for every setting that differs from the parser's default
     (from the command line or a config file it merged)."""
     passthrough: list[str]
-    """Words the engine's parser did not take: a wrapper's own flags (Dynamo's), listed as such."""
+    """Words the engine's parser did not take: a wrapper's own flags, listed as such."""
     config_files: list[str]
     """Config files the parser merged."""
     unread: list[str]

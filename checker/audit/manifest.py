@@ -7,9 +7,9 @@ workload kinds read (:data:`WORKLOAD_KINDS`) are Kubernetes' own (``Pod``, ``Dep
 ``StatefulSet``, ``ReplicaSet``, ``DaemonSet``, ``Job``, ``CronJob``), LeaderWorkerSet's
 (``LeaderWorkerSet``: its leader and worker templates), kthena's ``ModelServing`` (its
 ``template.roles``, each with an entry and a worker template) and llm-d's ``DisaggregatedSet``
-(its ``roles``, each a LeaderWorkerSet spec) and Dynamo's ``DynamoGraphDeployment`` (each
-service's ``extraPodSpec.mainContainer``, its role the service's ``subComponentType``, with the
-service's ``envs`` and ``envFromSecret``); ``List`` objects are opened.  An object of another
+(its ``roles``, each a LeaderWorkerSet spec), and the kinds a registered protocol declares in
+its ``workloads`` (its own custom resources, read by the protocol's function: see
+:func:`workload_kinds`); ``List`` objects are opened.  An object of another
 kind that holds containers (``containers`` or ``mainContainer`` anywhere in it) cannot be read:
 it is listed in :attr:`Manifest.unreadable`, and the audit cannot decide while there is one.
 
@@ -42,16 +42,29 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
-__all__ = ["WORKLOAD_KINDS", "ROLES", "Container", "Manifest", "read_manifests", "parse_manifests", "Side", "pair",
+__all__ = ["WORKLOAD_KINDS", "workload_kinds", "role_name", "get_path", "ROLES", "Container", "Manifest", "read_manifests", "parse_manifests", "Side", "pair",
            "unread_names", "take_option", "environment_of", "pair_lines", "sided", "audit_manifest", "side_reader", "Unreadable"]
 
 ROLES = ("prefill", "decode")
 """The two roles of a prefill/decode pair."""
 
 _APPS = ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job")
-WORKLOAD_KINDS = ("Pod", *_APPS, "CronJob", "LeaderWorkerSet", "ModelServing", "DisaggregatedSet",
-                  "DynamoGraphDeployment")
-"""The kinds whose pod templates are read (``List`` objects are opened)."""
+WORKLOAD_KINDS = ("Pod", *_APPS, "CronJob", "LeaderWorkerSet", "ModelServing", "DisaggregatedSet")
+"""The kinds whose pod templates are read here (``List`` objects are opened); the registered
+protocols add their own (:func:`workload_kinds`)."""
+
+
+def workload_kinds() -> dict[str, Callable[[dict], Any]]:
+    """The kinds the registered protocols declare in their ``workloads``, each with its reader of
+    an object's pod templates (the first protocol to declare a kind reads it)."""
+    from kvproof.model.registry import protocols
+
+    found: dict[str, Callable[[dict], Any]] = {}
+    for p in protocols():
+        for kind, read in p.workloads.items():
+            if kind not in WORKLOAD_KINDS:
+                found.setdefault(kind, read)
+    return found
 
 _SHELLS = ("sh", "bash", "dash", "zsh", "ash")
 _OPERATORS = {";", "&&", "||", "|", "&", ";;", "|&"}
@@ -99,7 +112,7 @@ class Manifest:
     other: list[str]
     """``Kind/name`` of objects with no containers (Services, routes, ConfigMaps): not audited."""
     unreadable: list[str]
-    """Objects of a kind not in :data:`WORKLOAD_KINDS` that hold containers."""
+    """Objects of a kind not read (neither in :data:`WORKLOAD_KINDS` nor declared by a protocol) that hold containers."""
 
 
 def read_manifests(paths: Sequence[str], bad) -> Manifest:
@@ -135,10 +148,12 @@ def parse_manifests(docs: Sequence[dict], files: Sequence[str] = ()) -> Manifest
     containers: list[Container] = []
     other: list[str] = []
     unreadable: list[str] = []
+    declared = workload_kinds()
     for o in objects:
         kind, name = str(o.get("kind") or "?"), str(_meta(o).get("name") or "?")
-        if kind in WORKLOAD_KINDS:
-            for part, role, role_from, template in _templates(o):
+        if kind in WORKLOAD_KINDS or kind in declared:
+            templates = _templates(o) if kind in WORKLOAD_KINDS else declared[kind](o)
+            for part, role, role_from, template in templates:
                 containers += _containers(f"{kind}/{name}" + (f" {part}" if part else ""), o, template, role, role_from,
                                           config_maps)
         elif _holds_containers(o):
@@ -163,7 +178,8 @@ def _meta(o: Any) -> dict:
     return m if isinstance(m, dict) else {}
 
 
-def _get(o: Any, *keys: str) -> Any:
+def get_path(o: Any, *keys: str) -> Any:
+    """``o[k1][k2]...``, or ``None`` where a step is missing or not a mapping."""
     for k in keys:
         if not isinstance(o, dict):
             return None
@@ -184,7 +200,9 @@ def _holds_containers(o: Any) -> bool:
     return False
 
 
-def _role_name(name: Any) -> str | None:
+def role_name(name: Any) -> str | None:
+    """``prefill`` or ``decode`` when exactly one of them is a word of ``name`` (``DecodeWorker``
+    is one word; ``worker-decode`` is two), else ``None``."""
     words = re.split(r"[-_./ ]+", str(name or "").lower())
     found = [r for r in ROLES if r in words]
     return found[0] if len(found) == 1 else None
@@ -198,41 +216,22 @@ def _templates(o: dict) -> Iterator[tuple[str, str | None, str, Any]]:
     elif kind in _APPS:
         yield "", None, "", spec.get("template")
     elif kind == "CronJob":
-        yield "", None, "", _get(spec, "jobTemplate", "spec", "template")
+        yield "", None, "", get_path(spec, "jobTemplate", "spec", "template")
     elif kind == "LeaderWorkerSet":
         yield from _lws(spec.get("leaderWorkerTemplate"), None, "")
-    elif kind == "DynamoGraphDeployment":
-        services = spec.get("services") if isinstance(spec.get("services"), dict) else {}
-        for name, svc in services.items():
-            if isinstance(svc, dict):
-                yield f"service {name}", *_dynamo_pod(svc)
     elif kind in ("ModelServing", "DisaggregatedSet"):
-        roles = _get(spec, "template", "roles") if kind == "ModelServing" else spec.get("roles")
+        roles = get_path(spec, "template", "roles") if kind == "ModelServing" else spec.get("roles")
         for r in roles if isinstance(roles, list) else []:
             if not isinstance(r, dict):
                 continue
-            role = _role_name(r.get("name"))
+            role = role_name(r.get("name"))
             src = f"{kind} role {r.get('name')}" if role else ""
             if kind == "ModelServing":
                 yield f"role {r.get('name')} entry", role, src, r.get("entryTemplate")
                 if r.get("workerTemplate") is not None:
                     yield f"role {r.get('name')} worker", role, src, r.get("workerTemplate")
             else:
-                yield from _lws(_get(r, "spec", "leaderWorkerTemplate"), role, src, f"role {r.get('name')} ")
-
-
-def _dynamo_pod(svc: dict) -> tuple[str | None, str, Any]:
-    """(role, where it came from, pod template) of a Dynamo service: its ``subComponentType``, and
-    its ``extraPodSpec.mainContainer`` with the service's ``envs`` and ``envFromSecret``."""
-    role = _role_name(svc.get("subComponentType"))
-    main = _get(svc, "extraPodSpec", "mainContainer")
-    if not isinstance(main, dict):
-        return role, "", None
-    main = {"name": "main", **main, "env": [*(svc.get("envs") or []), *(main.get("env") or [])]}
-    if svc.get("envFromSecret"):
-        main["envFrom"] = [*(main.get("envFrom") or []), {"secretRef": {"name": svc["envFromSecret"]}}]
-    src = f"subComponentType {svc.get('subComponentType')}" if role else ""
-    return role, src, {"spec": {"containers": [main]}}
+                yield from _lws(get_path(r, "spec", "leaderWorkerTemplate"), role, src, f"role {r.get('name')} ")
 
 
 def _lws(lwt: Any, role: str | None, src: str, prefix: str = "") -> Iterator[tuple[str, str | None, str, Any]]:
@@ -249,8 +248,8 @@ def _label_role(*metas: dict) -> tuple[str | None, str]:
         labels = m.get("labels") if isinstance(m.get("labels"), dict) else {}
         for k, v in labels.items():
             last = str(k).rsplit("/", 1)[-1].lower()
-            if ("role" in last or "component" in last) and _role_name(v):
-                return _role_name(v), f"label {k}={v}"
+            if ("role" in last or "component" in last) and role_name(v):
+                return role_name(v), f"label {k}={v}"
     return None, ""
 
 
@@ -270,7 +269,7 @@ def _container(workload: str, c: dict, role: str | None, role_from: str,
                config_maps: dict[str, dict[str, str]]) -> Container:
     out = Container(workload, str(c.get("name") or "?"), role, role_from, [])
     for src in c.get("envFrom") or []:
-        ref = _get(src, "configMapRef", "name")
+        ref = get_path(src, "configMapRef", "name")
         prefix = str(src.get("prefix") or "") if isinstance(src, dict) else ""
         if ref is not None and ref in config_maps:
             for k, v in config_maps[ref].items():
@@ -278,7 +277,7 @@ def _container(workload: str, c: dict, role: str | None, role_from: str,
         elif ref is not None:
             out.unread.append(f"envFrom ConfigMap {ref}: not in the manifests given (its variables are unknown)")
         else:
-            secret = _get(src, "secretRef", "name")
+            secret = get_path(src, "secretRef", "name")
             out.unread.append(f"envFrom Secret {secret}: its variables are not in the manifests"
                               if secret is not None else f"envFrom {src!r}: not read")
     for e in c.get("env") or []:
@@ -287,15 +286,15 @@ def _container(workload: str, c: dict, role: str | None, role_from: str,
         name = str(e["name"])
         if "value" in e:
             out.env[name], out.env_from[name] = _expand(str(e["value"] if e["value"] is not None else ""), out), "env"
-        elif _get(e, "valueFrom", "configMapKeyRef") is not None:
-            ref, key = _get(e, "valueFrom", "configMapKeyRef", "name"), _get(e, "valueFrom", "configMapKeyRef", "key")
+        elif get_path(e, "valueFrom", "configMapKeyRef") is not None:
+            ref, key = get_path(e, "valueFrom", "configMapKeyRef", "name"), get_path(e, "valueFrom", "configMapKeyRef", "key")
             if ref in config_maps and key in config_maps[ref]:
                 out.env[name], out.env_from[name] = config_maps[ref][key], f"ConfigMap {ref}"
             else:
                 out.unread_env[name] = f"ConfigMap {ref} key {key}, not in the manifests given"
         elif isinstance(e.get("valueFrom"), dict) and e["valueFrom"]:
             what = next(iter(e["valueFrom"]))
-            ref = _get(e, "valueFrom", what, "name")
+            ref = get_path(e, "valueFrom", what, "name")
             out.unread_env[name] = {"secretKeyRef": f"Secret {ref}", "fieldRef": "a field of the pod",
                                     "resourceFieldRef": "a resource of the container"}.get(what, what)
         else:
