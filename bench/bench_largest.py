@@ -1,4 +1,4 @@
-"""The largest KV-page model each engine completes within a memory and time budget (issue 17, item 4).
+"""The largest KV-page model each engine completes within a memory and time budget (the SPIN comparison model, bench/kvpages.py).
 
 Runs ``bench/kvpages`` (the model of ``bench/bench_spin.py``) at the sizes given, once each,
 one engine after another, each in its own process with its address space capped

@@ -1,6 +1,6 @@
 """The native backend with one thread and with ``--workers N`` threads, side by side.
 
-On the KV-page model of issue 17 (``bench/kvpages.py``), each repetition searches it with 1
+On the KV-page model of the SPIN comparison (``bench/kvpages.py``), each repetition searches it with 1
 thread, then with each of ``--workers`` (interleaved, in this one process, the model compiled
 once beforehand), and prints per run: states, wall-clock seconds, CPU seconds of the process,
 the CPU of each thread slot (the work the threads share) and the *critical path*: the process

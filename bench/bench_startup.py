@@ -1,4 +1,4 @@
-"""Start-up, wheel contents and suite time, measured (issue 13's figures in the README).
+"""Start-up, wheel contents and suite time, measured (the README's start-up and suite figures).
 
     python bench/bench_startup.py            # start-up of three commands, the wheel's contents
     python bench/bench_startup.py --suite    # also the test suite: pytest -q and -m "not slow"

@@ -1,4 +1,4 @@
-"""The side-by-side benchmark model of issue 17: ``/work/shared/bench/kvpages.pml`` in kvproof's
+"""The side-by-side benchmark model: ``bench/kvpages.pml`` in kvproof's
 spec language, rule for rule.
 
 KV-cache pages in prefill/decode disaggregated serving under admission, client abort, drain ack,
