@@ -22,6 +22,21 @@ def pytest_addoption(parser):
                      help="also run the thorough tiers (marked thorough: 2,000 random specs, 10,000 fuzzed inputs)")
 
 
+THOROUGH = False
+"""``pytest --thorough``: set before any test module is imported (so a module's sample sizes can
+depend on it); the test command's tier takes smaller samples of the same checks."""
+
+
+def pytest_configure(config):
+    global THOROUGH
+    THOROUGH = bool(config.getoption("--thorough"))
+
+
+def tier(default: int, thorough: int) -> int:
+    """A sample size: ``default`` in the test command's tier, ``thorough`` with ``--thorough``."""
+    return thorough if THOROUGH else default
+
+
 def pytest_collection_modifyitems(config, items):
     """The thorough tiers run only with ``--thorough``: they are what the README's figures were
     measured with, and longer than the test command's budget."""
@@ -49,6 +64,39 @@ def states_of(machine, limit: int | None = None) -> list[bytes]:
 def reachable(name: str) -> list[bytes]:
     """Every reachable state of a built-in scenario, in BFS order."""
     return states_of(machine_of(name))
+
+
+def sampled(name: str, most: int) -> list[bytes]:
+    """The reachable states of a built-in scenario a comparison looks at.  With ``--thorough``,
+    or when the scenario has at most ``most``: every one (BFS order).  Else ``most`` of them,
+    cheaply: the first ``most // 2`` in BFS order (the shallow states, the initial one among
+    them), then the new states met on random walks from the initial state (a seed of the
+    scenario's name: the same sample in every run), which reach the deep states a BFS prefix
+    never does."""
+    import random
+
+    if THOROUGH:
+        return reachable(name)
+    m = machine_of(name)
+    states = states_of(m, most + 1)
+    if len(states) <= most:
+        return states
+    out = states[: most // 2]
+    seen = set(out)
+    rnd = random.Random(name)
+    walk = m.init
+    for _ in range(50 * most):  # walk steps at most
+        if len(out) >= most:
+            break
+        nxt = m.successors(walk)
+        if not nxt or rnd.random() < 0.01:  # a dead end, or one walk in a hundred steps: start again
+            walk = m.init
+            continue
+        walk = nxt[rnd.randrange(len(nxt))][1]
+        if walk not in seen:
+            seen.add(walk)
+            out.append(walk)
+    return out
 
 
 @lru_cache(maxsize=None)

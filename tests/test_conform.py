@@ -13,6 +13,8 @@ import pytest
 
 from kvproof.spec.sglang.conform import engine_problem
 
+from .conftest import tier
+
 pytestmark = [  # slow: importing SGLang alone takes 10-25 s
     pytest.mark.skipif(engine_problem() is not None, reason=f"conformance needs the sglang extra: {engine_problem()}"),
     pytest.mark.slow,
@@ -369,9 +371,9 @@ def test_random_sequences_agree_with_the_real_code(name):
     from kvproof.spec.sglang.conform.fuzz import fuzz_scenario
     from kvproof.model.scenario import builtin
 
-    report = fuzz_scenario(builtin(name), sequences=150)  # `kvproof conform NAME --random 1000` for more
+    report = fuzz_scenario(builtin(name), sequences=tier(50, 150))  # 150 with --thorough; `kvproof conform NAME --random 1000` for more
     assert report.agrees, (report.disagreement, report.result and report.result.reason)
-    assert report.sequences >= 150
+    assert report.sequences >= tier(50, 150)
 
 
 def test_cli_conform_replays_a_trace(capsys):

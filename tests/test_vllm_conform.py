@@ -4,8 +4,9 @@ which ``.ci/run`` sets after installing it, so CI cannot skip these silently.
 
 The stored counterexamples (pull and push mode) of the scenarios that describe 0.33.0 must
 reproduce on the real code; those of a vLLM before a fix must diverge where 0.33.0's fix acts; a
-wrong model step must be caught at that step; 300 random sequences per scenario that describes
-0.33.0 must agree (``KVPROOF_VLLM_RANDOM=N`` runs N instead; ``kvproof conform --random 300
+wrong model step must be caught at that step; random sequences of every scenario that describes
+0.33.0 must agree: 300 each with ``pytest --thorough``, 60 in the test command's tier
+(``KVPROOF_VLLM_RANDOM=N`` runs N instead; ``kvproof conform --random 300
 'vllm-pull-*' 'vllm-push-*'`` is the same from the command line, less the pre-fix scenarios it
 refuses).
 """
@@ -14,6 +15,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from .conftest import tier
 
 from kvproof.spec.vllm.conform import engine_problem
 
@@ -31,10 +34,12 @@ AS_SHIPPED = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-pull-
 AGREEING = ["vllm-pull-ttl-expiry", "vllm-pull-lease-outlasts-read", "vllm-pull-lease-equals-read",
             "vllm-pull-heartbeat-stall", "vllm-pull-heartbeat", "vllm-pull-abort-32255",
             "vllm-push-lease-expiry-stall", "vllm-push-heartbeat", "vllm-push-abort-unanswered"]
-RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "300"))  # sequences per scenario (the issue's 300)
+# random sequences per scenario: 300 with --thorough, 60 in the test command's tier
+# (KVPROOF_VLLM_RANDOM overrides both); Hypothesis draws them derandomized: the same in every run
+RANDOM = int(os.environ.get("KVPROOF_VLLM_RANDOM", "0")) or tier(60, 300)
 SCHEDULER_SIDE = ["vllm-pull-reject-41269", "vllm-pull-reject-lease-41269", "vllm-pull-async-45357",
                   "vllm-push-prefix-hit-48758", "vllm-push-reject", "vllm-push-reject-lease"]  # V12, V15, V11
-# Scenarios of V6, V9 and #55470 (as shipped): the issue's 300 random sequences each, in the slow tier.
+# Scenarios of V6, V9 and #55470 (as shipped): RANDOM random sequences each.
 AGREEING_LATER = ["vllm-push-write-post-fails", "vllm-pull-replayed-params", "vllm-push-deferred-write"]
 
 
@@ -328,7 +333,7 @@ def _scheduler_side_random(name, n):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SCHEDULER_SIDE)
 def test_random_sequences_agree_on_the_scheduler_side_fixes(name):
-    _scheduler_side_random(name, RANDOM)  # the issue's 300 a scenario, in the README's test command
+    _scheduler_side_random(name, RANDOM)
 
 
 def test_a_rejection_notifies_prefill_through_0_33s_own_request_finished():
@@ -509,7 +514,7 @@ def test_random_sequences_agree_on_the_later_scenarios(name):
     from kvproof.model.scenario import builtin
     from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
 
-    rep = fuzz_scenario(builtin(name), RANDOM)  # the issue's 300 a scenario, in the README's test command
+    rep = fuzz_scenario(builtin(name), RANDOM)
     assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
     assert rep.sequences == RANDOM and rep.steps > RANDOM
 
@@ -581,7 +586,7 @@ def test_v13_random_sequences_agree():
     from kvproof.model.scenario import builtin
     from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
 
-    rep = fuzz_scenario(builtin("vllm-pull-full-hit-56640"), RANDOM)  # the issue's 300
+    rep = fuzz_scenario(builtin("vllm-pull-full-hit-56640"), RANDOM)
     assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
     assert rep.sequences == RANDOM and rep.steps > RANDOM
 
@@ -658,7 +663,7 @@ def test_v2_random_sequences_agree_with_0_33s_reaper():
     from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
     from kvproof.spec.vllm.conform.replay import ConformError
 
-    rep = fuzz_scenario(builtin("vllm-pull-reaper-58222"), RANDOM)  # the issue's 300
+    rep = fuzz_scenario(builtin("vllm-pull-reaper-58222"), RANDOM)
     assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
     assert rep.sequences == RANDOM and rep.steps > RANDOM
     with pytest.raises(ConformError, match="reaper_scans_every_lease = false: the behaviour before #58222"):
@@ -674,7 +679,7 @@ def test_v14_random_sequences_agree_with_0_33s_turn2_check(name):
     from kvproof.model.scenario import builtin
     from kvproof.spec.vllm.conform.fuzz import fuzz_scenario
 
-    rep = fuzz_scenario(builtin(name), RANDOM)  # the issue's 300
+    rep = fuzz_scenario(builtin(name), RANDOM)
     assert rep.agrees, (rep.disagreement, rep.result.reason if rep.result else "")
     assert rep.sequences == RANDOM and rep.steps > RANDOM
 
@@ -774,7 +779,7 @@ V8_V17 = ["vllm-pull-sibling-read-56104", "vllm-pull-reregistered-generation-che
 
 @pytest.mark.parametrize("name", V8_V17)
 def test_v8_v17_random_sequences_agree(name):
-    _random(name, RANDOM)  # the issue's 300 a scenario, in the README's test command
+    _random(name, RANDOM)
 
 
 def test_v8_a_failed_post_on_the_real_worker_stops_the_loop_and_waits_for_the_earlier_read():
@@ -851,7 +856,7 @@ def test_v11_pull_a_model_that_caps_the_count_diverges_at_the_read():
 
 
 def test_v11_pull_random_sequences_agree():
-    _random("vllm-pull-appended-token-prefix-hit", RANDOM)  # the issue's 300, in the README's test command
+    _random("vllm-pull-appended-token-prefix-hit", RANDOM)
 def test_v8_the_real_worker_retains_a_handle_whose_release_failed():
     """R0's READ reports ERR and the stand-in agent refuses to release its handle (NIXL's
     releaseXferReq on an active transfer): 0.33.0's _pop_done_transfers keeps the handle
