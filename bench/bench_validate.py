@@ -5,7 +5,9 @@ over 64 decode pages, faults at weight 0.02), turned into an event log by the ob
 function, so it validates clean.  The time is the search alone (the log read and parsed, the
 frontier closed and advanced per event), not compiling the steps; wall and CPU time are both
 printed (the search is one process, one core).  Run:
-``.venv/bin/python bench/bench_validate.py [--requests N] [--seeds K]``.
+``.venv/bin/python bench/bench_validate.py [--requests N] [--seeds K]``.  The last lines say, per
+search, whether the run meets the target (:data:`TARGET` events per CPU second at
+:data:`TARGET_SLOTS` slots).
 
 ``--engine vllm`` does the same for vLLM logs: a random run of the ``vllm-*`` scenario's engine as
 a stream (:class:`kvproof.spec.vllm.validate.VllmStream`: ``--slots`` request slots, ``--pages``
@@ -26,6 +28,11 @@ from kvproof.model.scenario import builtin
 from kvproof.spec.sglang import validate as sv
 from kvproof.spec.sglang.simulate import simulation_scenario
 
+
+TARGET = 20_000
+"""The throughput target at 8 request slots, in events per CPU second (the issue "From model to
+deployment": "at least 20,000 events per CPU second at 8 slots")."""
+TARGET_SLOTS = 8
 
 BACKEND = "auto"
 """The search (``--backend``): ``auto`` as ``kvproof validate`` picks it, ``native`` the steps in C,
@@ -110,8 +117,12 @@ def main() -> None:
                 print(f"{name:28} seed {seed} {backend:6}: {e:6,} events in {s:5.2f} s wall, {c:5.2f} s CPU = "
                       f"{e / s:7,.0f} events/s wall, {e / c:7,.0f} per CPU second; peak frontier {peak}", flush=True)
     for backend, (total_e, total_s, total_c) in totals.items():
+        rate = total_e / total_c
         print(f"total {backend}: {total_e:,} events in {total_s:.2f} s wall ({total_e / total_s:,.0f} events/s), "
-              f"{total_c:.2f} s CPU ({total_e / total_c:,.0f} events per CPU second)")
+              f"{total_c:.2f} s CPU ({rate:,.0f} events per CPU second)")
+        print(f"target {backend}: {TARGET:,} events per CPU second at {TARGET_SLOTS} slots ({a.engine} logs, "
+              + (f"{a.slots} slots: {'met' if rate >= TARGET else 'NOT met'}, {rate / TARGET:.0%} of it)"
+                 if a.slots == TARGET_SLOTS else f"not measured: this run has {a.slots} slots)"))
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ def _from_doc(doc: Any, p: Path) -> Trace:
         action = values.pop(ACTION_VAR, None)
         picks = values.pop(PICKS_VAR, None)
         try:
-            states.append(bytes(layout.encode(values)))
+            states.append(layout.pack(layout.encode(values)))
         except LayoutError as e:
             raise TraceError(f"{p}: state {k}: {e}") from None
         if k == 0:

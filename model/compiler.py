@@ -287,9 +287,17 @@ def _module(tables: dict[tuple, str], body: list[str]) -> dict[str, Any]:
     return namespace
 
 
+def _state_types(spec: Spec) -> tuple[str, str]:
+    """The mutable copy and the frozen form of a successor in generated code: ``bytearray`` and
+    ``bytes``, or for a wide layout (:attr:`~kvproof.model.layout.Layout.wide`) ``list`` and
+    ``tuple``."""
+    return ("list", "tuple") if spec.layout.wide else ("bytearray", "bytes")
+
+
 def _successor_lines(spec: Spec, em: "_Emitter", append: str) -> None:
     """Emit every action instance's guard and effect; ``append`` is the statement that hands
-    over successor ``t``, with ``{aid}`` for the instance's id."""
+    over successor ``t``, with ``{aid}`` for the instance's id and ``{frozen}`` for the frozen
+    form of a state (:func:`_state_types`)."""
     for inst in spec.instances:
         em.reset()
         mark = len(em.lines)
@@ -299,10 +307,10 @@ def _successor_lines(spec: Spec, em: "_Emitter", append: str) -> None:
             del em.lines[mark:]
             continue
         _emit_checks(em, ops, f"{inst.name}{inst.args}")
-        em.line("t = bytearray(s)")
+        em.line(f"t = {_state_types(spec)[0]}(s)")
         for slot, value in ops.writes:
             em.line(f"t[{slot}] = {value.src}")
-        em.line(append.format(aid=inst.aid))
+        em.line(append.format(aid=inst.aid, frozen=_state_types(spec)[1]))
     em.reset()
 
 
@@ -313,7 +321,7 @@ def compile_successors(spec: Spec) -> tuple[Any, str]:
     em = _Emitter(tables)
     em.line("out = []")
     em.line("append = out.append")
-    _successor_lines(spec, em, "append(({aid}, bytes(t)))")
+    _successor_lines(spec, em, "append(({aid}, {frozen}(t)))")
     em.line("return out")
     ns = _module(tables, _localize("def successors(s):", em.lines, spec.layout.size))
     return ns["successors"], ns["__source__"]
@@ -328,7 +336,7 @@ def compile_expand(spec: Spec) -> tuple[Any, str]:
     tables: dict[tuple, str] = {}
     em = _Emitter(tables)
     em.line("t = None")
-    _successor_lines(spec, em, "add_action(base + {aid}); add_state(bytes(t))")
+    _successor_lines(spec, em, "add_action(base + {aid}); add_state({frozen}(t))")
     em.line("return t")
     header = "def expand(s, base, add_action, add_state):"
     ns = _module(tables, _localize(header, em.lines, spec.layout.size))
@@ -421,6 +429,7 @@ def compile_steps(spec: Spec, aids: Iterable[int]) -> dict[int, Callable[[bytes]
     tables: dict[tuple, str] = {}
     body: list[str] = []
     names: dict[int, str] = {}
+    copy, frozen = _state_types(spec)
     for aid in aids:
         inst = spec.instances[aid]
         em = _Emitter(tables)
@@ -429,10 +438,10 @@ def compile_steps(spec: Spec, aids: Iterable[int]) -> dict[int, Callable[[bytes]
         names[aid] = f"step_{aid}"
         if spec.run_action(inst, ops) and not ops.dead:
             _emit_checks(em, ops, f"{inst.name}{inst.args}")
-            em.line("t = bytearray(s)")
+            em.line(f"t = {copy}(s)")
             for slot, value in ops.writes:
                 em.line(f"t[{slot}] = {value.src}")
-            em.line("return bytes(t)")
+            em.line(f"return {frozen}(t)")
             body.extend(em.lines)
         body.append("    return None")
     ns = _module(tables, body)
@@ -443,6 +452,7 @@ def compile_successors_of(spec: Spec, aids: Iterable[int]) -> Callable[[bytes], 
     """``successors(s)`` restricted to the instances ``aids``: one function, guards inline."""
     tables: dict[tuple, str] = {}
     lines = ["def successors(s):", "    out = []"]
+    copy, frozen = _state_types(spec)
     for aid in aids:
         inst = spec.instances[aid]
         em = _Emitter(tables)
@@ -450,10 +460,10 @@ def compile_successors_of(spec: Spec, aids: Iterable[int]) -> Callable[[bytes], 
         if not spec.run_action(inst, ops) or ops.dead:
             continue
         _emit_checks(em, ops, f"{inst.name}{inst.args}")
-        em.line("t = bytearray(s)")
+        em.line(f"t = {copy}(s)")
         for slot, value in ops.writes:
             em.line(f"t[{slot}] = {value.src}")
-        em.line(f"out.append(({aid}, bytes(t)))")
+        em.line(f"out.append(({aid}, {frozen}(t)))")
         lines.extend(em.lines)
     lines.append("    return out")
     return _module(tables, lines)["successors"]

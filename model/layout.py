@@ -1,7 +1,11 @@
 """The finite, typed state: domains, fields, and their layout as one flat tuple of small ints.
 
-Every state is a flat tuple of ints in ``range(256)`` (so the explicit engine can store it as
-``bytes``).  A :class:`Field` is a scalar or an array indexed by one or two finite domains; its
+Every state is a flat tuple of ints, one per slot, in ``range(256)`` (so the explicit engine can
+store it as ``bytes``) - unless a field's values number more than 256 (at most
+:data:`MAX_WIDE_CODES`): such a layout is *wide* (:attr:`Layout.wide`), its states are tuples of
+ints (:meth:`Layout.pack`), and only the reference interpreter and the Python-compiled steps
+run over it (``kvproof validate``'s reference search); the searches that keep one byte a slot
+(the explicit engine, the C code, the factored search) refuse it with one line.  A :class:`Field` is a scalar or an array indexed by one or two finite domains; its
 values are codes of a value :class:`Domain`, which also names them for traces and rendering.
 
 A one-dimensional field may carry a *sentinel slot*: one hidden extra slot after its last element
@@ -15,7 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dc_field
 from typing import Any, Sequence
 
-__all__ = ["Domain", "Field", "Layout", "LayoutError"]
+__all__ = ["Domain", "Field", "Layout", "LayoutError", "MAX_CODES", "MAX_WIDE_CODES"]
+
+MAX_CODES = 256
+"""The most codes a field's values may have in a layout whose states are ``bytes`` (one byte a slot)."""
+MAX_WIDE_CODES = 65536
+"""The most codes a domain may have at all: past :data:`MAX_CODES` the layout is wide (its states
+tuples of ints)."""
 
 
 class LayoutError(ValueError):
@@ -36,8 +46,8 @@ class Domain:
     def __post_init__(self) -> None:
         if self.labels is not None and len(self.labels) != self.size:
             raise LayoutError(f"domain {self.name}: {len(self.labels)} labels for {self.size} codes")
-        if not 0 < self.size <= 256:
-            raise LayoutError(f"domain {self.name}: size {self.size} outside 1..256")
+        if not 0 < self.size <= MAX_WIDE_CODES:
+            raise LayoutError(f"domain {self.name}: size {self.size} outside 1..{MAX_WIDE_CODES}")
 
     def __iter__(self):
         """The codes ``0..size-1`` (``for r in domain``); inside the lift to sorts
@@ -135,6 +145,22 @@ class Layout:
             offset += f.width
         self.size = offset
         self.by_name = {f.name: f for f in self.fields}
+        self.wide = any(f.values.size > MAX_CODES for f in self.fields)
+        """Whether some field has more than :data:`MAX_CODES` codes: its states are tuples of
+        ints, not ``bytes`` (:meth:`pack`)."""
+
+    def pack(self, state: Sequence[int]) -> bytes | tuple[int, ...]:
+        """``state`` as the searches store it: ``bytes``, or a tuple of ints for a wide layout."""
+        return tuple(state) if self.wide else bytes(state)
+
+    def too_wide(self) -> str | None:
+        """``None``, or one line saying why a search that keeps one byte a slot cannot run over
+        this layout (the widest field's codes)."""
+        if not self.wide:
+            return None
+        f = max(self.fields, key=lambda f: f.values.size)
+        return (f"field {f.name} has {f.values.size} codes ({f.values.name}): more than a byte holds "
+                f"({MAX_CODES}); only the reference search runs over this layout")
 
     def row_base(self, name: str, *leading: int) -> int:
         """The first slot of the row ``name[leading...]`` (every index but the last)."""

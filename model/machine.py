@@ -83,7 +83,7 @@ class Machine:
     @cached_property
     def init(self) -> bytes:
         """The initial state."""
-        return bytes(self.spec.init_state())
+        return self.spec.layout.pack(self.spec.init_state())
 
     @property
     def instances(self) -> list[ActionInstance]:

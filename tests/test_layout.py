@@ -80,3 +80,64 @@ def test_sentinels_end_every_row_of_a_multi_dimensional_field():
     named = lay.decode(lay.init_state())
     assert named["c"] == [[[3, 3]] * 3] * 2
     assert lay.encode(named) == lay.init_state()
+
+
+def test_a_field_of_more_than_256_codes_makes_the_layout_wide():
+    from kvproof.model.layout import MAX_WIDE_CODES
+
+    narrow = layout()
+    assert not narrow.wide and narrow.too_wide() is None
+    assert isinstance(narrow.pack(narrow.init_state()), bytes)
+    wide = Layout([Field("clock", (), Domain("clock", 4)), Field("owner", (PAGE,), Domain("owner", 257), 256)])
+    assert wide.wide and wide.pack(wide.init_state()) == (0, 256, 256)
+    assert "owner has 257 codes" in wide.too_wide()
+    assert wide.encode(wide.decode((3, 0, 256))) == (3, 0, 256)
+    Domain("x", MAX_WIDE_CODES)  # the widest domain
+    with pytest.raises(LayoutError, match="outside 1..65536"):
+        Domain("x", MAX_WIDE_CODES + 1)
+
+
+def test_a_wide_spec_runs_on_the_python_paths_and_the_byte_searches_refuse_it():
+    """States of more than a byte a slot are tuples: the reference interpreter and the compiled
+    Python steps agree on them (values past 255 included), and the explicit engine and the C
+    code refuse the spec with one line naming the field."""
+    from kvproof.checker.explicit.native import NativeUnavailable, native_code
+    from kvproof.checker.explicit.search import explore
+    from kvproof.model.compiler import compile_steps, compile_successors_of
+    from kvproof.model.framework import Spec, action, invariant
+    from kvproof.model.machine import Machine
+
+    class Wide(Spec):
+        """x counts 0, 100, ..., 500, 0 (a domain of 600 codes)."""
+
+        def build_fields(self):
+            return [Field("x", (), Domain("x", 600))]
+
+        @action("wide")
+        def advance(self, s, n):
+            """x moves on by 100."""
+            o = s.ops
+            n.x = o.ite(o.lt(s.x, 500), o.add(s.x, 100), o.const(0))
+
+        @invariant
+        def x_never_300(self, s):
+            """Fails after three steps (300 does not fit a byte)."""
+            return s.ops.ne(s.x, 300)
+
+    spec = Wide()
+    machine = Machine(spec)
+    assert machine.init == (0,)
+    step = compile_steps(spec, [0])[0]
+    succ = compile_successors_of(spec, [0])
+    s, seen = machine.init, []
+    for _ in range(7):
+        (aid, t), = machine.successors(s)
+        assert step(s) == t and succ(s) == [(0, t)] and isinstance(t, tuple)
+        seen.append(t[0])
+        s = t
+    assert seen == [100, 200, 300, 400, 500, 0, 100]
+    assert machine.hits((300,)) == 1 and machine.hits((400,)) == 0
+    with pytest.raises(ValueError, match="one byte a state slot: field x has 600 codes"):
+        explore(machine)
+    with pytest.raises(NativeUnavailable, match="one byte a state slot: field x has 600 codes"):
+        native_code(machine)

@@ -3,7 +3,8 @@ reference (``checker/logs/validate.py``'s :class:`Search`), property-based: on r
 hazard logs of the vLLM and SGLang specs, after every event the factored frontier's states are
 exactly the reference's clean states (those some path of clean states reaches), and the verdict
 is the reference's (kind, event, claims, the state shown, the possible states); a mutant of the
-footprints (a step that ignores the groups it reads) is caught on a known log."""
+footprints (a step that ignores the groups it reads) is caught on a known log.  And the reference
+over a wide layout (states as tuples, past 255 slots) against the same spec's byte layout."""
 
 import functools
 import random
@@ -324,3 +325,50 @@ def test_past_the_cap_the_flat_search_takes_the_whole_log_over():
             assert b.events == len(events)
     assert kinds == [("undecided", "undecided"), ("undecided", "explained"),
                      ("explained", "explained")], kinds
+
+
+@functools.lru_cache(maxsize=None)
+def _wide_pair(name: str, slots: int):
+    """The stream of ``name`` at ``slots`` slots twice: as built (one byte a slot) and with its
+    layout forced wide (states as tuples of ints, as past 255 slots), each with its reference
+    search."""
+    out = []
+    for wide in (False, True):
+        spec = vv.stream_scenario(builtin(name), slots, slots, slots).build()
+        spec.layout.wide = wide
+        machine = Checked.invariants(spec)
+        out.append((machine, Search(machine, vv.observation(machine), 1_000_000)))
+    return Machine(out[0][0].spec), out
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(seed=st.integers(0, 10**6), name=st.sampled_from(["vllm-pull-heartbeat", "vllm-push-lease-expiry-stall"]))
+def test_the_wide_layout_gives_the_byte_layout_s_answers(seed, name):
+    """A wide layout (past 255 slots) stores states as tuples of ints and compiles its steps over
+    lists: on random and mutated logs the reference search over it gives, event for event, the
+    byte layout's frontier (states and claim masks) and the same verdict."""
+    gen, ((narrow, ns), (wide, ws)) = _wide_pair(name, 3)
+    assert isinstance(narrow.init, bytes) and isinstance(wide.init, tuple) and tuple(narrow.init) == wide.init
+    rng = random.Random(seed)
+    events = _mutate(vv.to_events(gen, vv.random_run(gen, rng.randrange(1, 8), seed)), rng)
+    answers = []
+    for machine, search in ((narrow, ns), (wide, ws)):
+        obs = vv.observation(machine)
+        evs = _decoded(obs, events)
+        search.obs = obs
+        front = {machine.init: machine.hits(machine.init)}
+        seen = []
+        for ev in evs:
+            if obs.admit(ev) is not None:
+                break
+            closed = search.close(front)
+            front = search.advance(closed, ev)
+            kind = type(machine.init)  # bytes, or tuples for the wide layout: never a mix
+            assert all(type(s) is kind for s in closed) and all(type(s) is kind for s in front)
+            seen.append(sorted((tuple(s), m) for s, m in front.items()))
+            if not front:
+                break
+        v = explain(machine, vv.observation(machine), _decoded(vv.observation(machine), events), 1_000_000, search)
+        answers.append((seen, v.kind, v.events, v.event.line if v.event else None, v.claims, v.peak,
+                        sorted(tuple(s) for s in v.possible), v.maybe and (v.maybe.event.line, v.maybe.claims)))
+    assert answers[0] == answers[1]

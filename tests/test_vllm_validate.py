@@ -329,10 +329,11 @@ def test_a_bad_stream_header_is_exit_3(tmp_path, capsys):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({"v": 1, "log": "kvproof-events", "scenario": "vllm-pull-heartbeat", "slots": 0}) + "\n")
     code, _, err = run(capsys, path)
-    assert code == 3 and "slots: expected a whole number in 1..255, got 0" in err
-    path.write_text(json.dumps({"v": 1, "log": "kvproof-events", "scenario": "vllm-pull-heartbeat", "slots": 256}) + "\n")
+    assert code == 3 and f"slots: expected a whole number in 1..{vv.MAX_SLOTS}, got 0" in err
+    path.write_text(json.dumps({"v": 1, "log": "kvproof-events", "scenario": "vllm-pull-heartbeat",
+                                "slots": vv.MAX_SLOTS + 1}) + "\n")
     code, _, err = run(capsys, path)
-    assert code == 3 and "slots: expected a whole number in 1..255, got 256" in err
+    assert code == 3 and f"slots: expected a whole number in 1..{vv.MAX_SLOTS}, got {vv.MAX_SLOTS + 1}" in err
 
 
 def test_a_log_may_name_255_request_slots(tmp_path, capsys):
@@ -343,6 +344,74 @@ def test_a_log_may_name_255_request_slots(tmp_path, capsys):
     path.write_text("\n".join([json.dumps({**json.loads(lines[0]), "slots": 255})] + lines[1:]) + "\n")
     code, out, _ = run(capsys, path, "--backend", "python")
     assert code == 0 and "vllm-pull-heartbeat-stream" in out and "249 of 249 events" in out
+
+
+def _shifted(path: str, slots: int, shift: int) -> list[dict]:
+    """The example log at ``path`` as a stream of ``slots`` request slots, every slot moved up by
+    ``shift`` (an even shift keeps each request's tenant: the stream's tenants alternate)."""
+    lines = [json.loads(x) for x in open(path).read().splitlines()]
+    out = [{**lines[0], "slots": slots}]
+    for e in lines[1:]:
+        e = dict(e)
+        if "req" in e:
+            e["req"] += shift
+        if "reqs" in e:
+            e["reqs"] = [r + shift for r in e["reqs"]]
+        out.append(e)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _wide_stream():
+    """The 256-slot stream of ``vllm-pull-heartbeat-stall`` over the clean example's pools (2
+    blocks each): its machine and the search ``auto`` picks (compiled once: seconds)."""
+    from kvproof.checker.logs.validate_native import make_search
+
+    header = {"scenario": "vllm-pull-heartbeat-stall", "slots": 256, "prefill_blocks": 2, "decode_blocks": 2}
+    spec = vv.log_scenario(builtin(header["scenario"]), header).build()
+    machine = Checked.invariants(spec)
+    return machine, make_search(machine, vv.observation(machine), 10_000, "auto")
+
+
+def _wide_verdict(log: list[dict]):
+    machine, search = _wide_stream()
+    o = vv.observation(machine)
+    return explain(machine, o, [o.decode(k + 2, e) for k, e in enumerate(log[1:])], 10_000, search)
+
+
+def test_a_hazard_in_a_log_of_256_request_slots_is_flagged_at_its_line():
+    """Past 255 slots an owner (a slot or none) has 257 codes: the layout is wide (states are
+    tuples), the C steps and the factored search refuse it with one line, and ``auto`` runs the
+    reference.  The lease-expiry hazard moved to slots 254 and 255 of a 256-slot stream is the
+    violation at line 6 (R254's READ of the freed q0), as at 2 slots."""
+    from kvproof.checker.explicit.native import NativeUnavailable
+    from kvproof.checker.logs.validate import Search
+    from kvproof.checker.logs.validate_factored import FactoredUnavailable
+    from kvproof.checker.logs.validate_native import make_search
+
+    machine, search = _wide_stream()
+    assert len(machine.spec.k.cfg.requests) == 256 and machine.spec.layout.wide and type(search) is Search
+    obs = vv.observation(machine)
+    with pytest.raises(NativeUnavailable, match="field owner has 257 codes"):
+        make_search(machine, obs, 10_000, "native")
+    with pytest.raises(FactoredUnavailable, match="field owner has 257 codes"):
+        make_search(machine, obs, 10_000, "factored")
+    hazard = _shifted("examples/validate/vllm-lease-expiry.jsonl", 256, 254)
+    v = _wide_verdict(hazard)
+    assert v.kind == "violation" and v.event.line == 6 and v.event.raw["req"] == 254
+    assert v.claims == ["no_source_free_while_read"]
+    moved = _shifted("examples/validate/vllm-lease-expiry.jsonl", 256, 253)  # odd: R0 and R1 swap tenants
+    assert _wide_verdict(moved).claims == ["no_source_free_while_read"]
+
+
+@pytest.mark.thorough
+def test_a_clean_log_of_256_request_slots_is_explained():
+    """The clean example moved to slots 254 and 255 of the 256-slot stream is explained, every
+    event read (the stall scenario's behaviours include the clean log's scenario's)."""
+    clean = _shifted("examples/validate/vllm-clean.jsonl", 256, 254)
+    assert max(e.get("req", 0) for e in clean[1:]) == 255
+    v = _wide_verdict(clean)
+    assert v.kind == "explained" and v.events == len(clean) - 1 == 249 and v.maybe is None
 
 
 def test_the_stream_reuses_a_slot_only_when_nothing_of_its_request_is_in_flight():

@@ -269,6 +269,9 @@ def native_code(machine: Machine, opt: str = "-O1", deadline: float | None = Non
     """The C code of ``machine``'s spec and claims, compiled (or found in the cache; the
     compiler stopped at ``deadline``) and loaded: what :func:`explore_native` runs for an
     existing machine; :class:`NativeUnavailable` when that cannot be done here."""
+    too_wide = machine.spec.layout.too_wide()
+    if too_wide:
+        raise NativeUnavailable(f"the native backend keeps one byte a state slot: {too_wide}")
     if len(machine.claims) > MAX_CLAIMS:
         raise NativeUnavailable(f"the native backend checks at most {MAX_CLAIMS} claims at once, "
                                 f"not {len(machine.claims)}")

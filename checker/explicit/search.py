@@ -293,6 +293,9 @@ def explore(
     """
     if edges and (canonicaliser is not None or visited != "exact"):
         raise ValueError("the state graph is kept only by an exact search without symmetry reduction")
+    too_wide = machine.spec.layout.too_wide() if hasattr(getattr(machine, "spec", None), "layout") else None
+    if too_wide:
+        raise ValueError(f"the explicit engine keeps one byte a state slot: {too_wide}")
     search = getattr(machine, "search", None)  # a machine with native code searches itself
     if checkpoint is not None and (rows or search is not None):
         raise ValueError("a checkpointed search is the Python engine's, keeping no rows")

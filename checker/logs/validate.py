@@ -110,7 +110,7 @@ class Checked:
 
         self.hits, _ = compile_hits(self.spec, self.claims)
         self.hits_after = compile_hits_after(self.spec, self.claims)
-        self.init = bytes(self.spec.init_state())
+        self.init = self.spec.layout.pack(self.spec.init_state())
 
     @classmethod
     def invariants(cls, spec: Spec) -> "Checked":
@@ -494,12 +494,18 @@ class _MaybeTracker:
 
 
 def rebuild(machine: Machine, obs: Observation, events: Iterable[Event], last: Event | None, bad: bytes,
-            max_states: int = DEFAULT_MAX_STATES, closed: bool = False) -> tuple[list[int], list[bytes]]:
+            max_states: int = DEFAULT_MAX_STATES, closed: bool = False,
+            search: Search | None = None) -> tuple[list[int], list[bytes]]:
     """The actions and states of a behaviour that explains ``events`` up to ``last`` and ends
     in ``bad`` (a violation's explanation): the search again, keeping each event's parents.
     With ``closed``, ``bad`` may also be a state of the closure under internal steps after
-    ``last`` (a possible violation's: :class:`Maybe`); ``last`` ``None`` reads no event."""
-    search = Search(machine, obs, max_states)
+    ``last`` (a possible violation's: :class:`Maybe`); ``last`` ``None`` reads no event.
+    ``search`` reuses the compiled steps of the search that found it (its reference moves, which
+    keep parents, run; ``max_states`` is then its own): a wide spec's steps take seconds to compile."""
+    if search is None:
+        search = Search(machine, obs, max_states)
+    else:
+        search.obs, search.breaks = obs, None
     frontier: dict[bytes, int] = {machine.init: machine.hits(machine.init)}
     layers: list[tuple[dict, dict | None]] = []
     for event in events if last is not None else ():

@@ -229,7 +229,8 @@ def validate_log(args: Any, path: str, printer: Any, bad_input: type[Exception])
         """Rebuild the explanation that ends in ``bad`` and write its trace up to where it breaks ``claim``."""
         _, rows = read_log(path)
         obs2 = module.observation(machine, header)
-        actions, states = rebuild(machine, obs2, _events(obs2, path, rows), last, bad, args.max_states, closed)
+        actions, states = rebuild(machine, obs2, _events(obs2, path, rows), last, bad, args.max_states, closed,
+                                 p.search)
         rows.close()
         full = Machine(spec)
         first = next((k for k, st in enumerate(states) if full.claim_hits(claim, st)), len(states) - 1)

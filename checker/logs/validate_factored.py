@@ -55,7 +55,8 @@ step's footprint too.
 
 Not covered (``NativeUnavailable``-style: :func:`factored_search` raises
 :class:`FactoredUnavailable` and ``kvproof validate`` runs the other searches): observations with
-``unseen`` steps (a Python predicate over the state), and claims other than invariants.
+``unseen`` steps (a Python predicate over the state), claims other than invariants, and wide
+layouts (a field of more than 256 codes: :attr:`~kvproof.model.layout.Layout.wide`).
 """
 
 from __future__ import annotations
@@ -439,6 +440,9 @@ class FactoredSearch(Search):
     def __init__(self, machine: Any, obs: Observation, max_states: int, fallback: Search | None = None):
         if getattr(obs, "unseen", None):
             raise FactoredUnavailable("the log's observation has unseen steps (a Python predicate)")
+        too_wide = machine.spec.layout.too_wide()
+        if too_wide:
+            raise FactoredUnavailable(f"the factored search keeps one byte a state slot: {too_wide}")
         super().__init__(machine, obs, max_states)
         spec = machine.spec
         internal = list(obs.internal)
@@ -806,7 +810,7 @@ class _Admitted:
 def suits(machine: Any, obs: Observation) -> bool:
     """Whether ``auto`` should run the factored search for ``machine`` and ``obs``
     (:data:`MIN_INTERNAL`): judged from the static footprints of the internal steps."""
-    if getattr(obs, "unseen", None):
+    if getattr(obs, "unseen", None) or machine.spec.layout.wide:
         return False
     internal = list(obs.internal)
     from kvproof.model.compiler import CodegenOps, _Emitter

@@ -14,7 +14,8 @@ identical from a clean state, and a dirty state keeps its mask in both.
 
 Not covered (the reference search runs): an observation with ``unseen`` instances (a
 predicate over the state that only Python knows), rebuilding a violation's path (``parents``),
-and machines with more claims than the C code checks at once.
+machines with more claims than the C code checks at once, and wide layouts (a field of more than
+256 codes: one byte a slot cannot hold it).
 """
 
 from __future__ import annotations

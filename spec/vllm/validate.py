@@ -112,9 +112,11 @@ class VllmStream(VllmPd):
         n.lease[r] = self.k.L
 
 
-MAX_SLOTS = 255
-"""The most request slots (and blocks in each pool) a log's header may name: a state slot holds one byte, and an
-owner or a block is one of these or none."""
+MAX_SLOTS = 1024
+"""The most request slots (and blocks in each pool) a log's header may name.  An owner or a block is one of
+these or none, so past 255 the state's layout is wide (a field of more than 256 codes:
+:attr:`~kvproof.model.layout.Layout.wide`) and the reference search checks the log (the C steps and the
+factored search keep one byte a slot)."""
 
 
 def stream_scenario(base: Scenario, slots: int, prefill_blocks: int, decode_blocks: int) -> Scenario:
