@@ -22,6 +22,9 @@ nothing: without ``spin`` on the path it says how to get it and runs kvproof's e
 
     python bench/bench_spin.py                       # N=4 D=4: 1,549,016 states
     python bench/bench_spin.py --sizes 4x4,4x6        # and N=4 D=6: 6,192,120 states
+
+After each size's table it prints each native engine's search CPU over SPIN DFS's and whether
+the target (:data:`TARGET`) is met there.
 """
 
 from __future__ import annotations
@@ -131,6 +134,35 @@ def child(variant: str, n: int, d: int, backend: str, visited: str) -> None:
                       "engine_bytes_per_state": e.stats.bytes_per_state}))
 
 
+TARGET = 0.3
+"""The native backend's goal: its search CPU per state with fingerprints at most this share of
+SPIN DFS's, at :data:`TARGET_STATES` states or more."""
+TARGET_STATES = 6_000_000
+
+
+def ratios(runs: dict[str, list[dict]]) -> dict[str, float]:
+    """Each native engine's median search CPU over SPIN DFS's (the same states: per state too),
+    of the engines that ran."""
+    if not runs.get("spin-dfs"):
+        return {}
+    spin = statistics.median(r["search"] for r in runs["spin-dfs"])
+    return {e: statistics.median(r["search"] for r in rs) / spin
+            for e, rs in runs.items() if e.startswith("native") and rs}
+
+
+def verdict(states: int, share: dict[str, float]) -> str:
+    """The line saying whether :data:`TARGET` is met at ``states`` (the ratios ``share``)."""
+    head = f"target: native fingerprints' search CPU per state at most {TARGET}x SPIN DFS's at {TARGET_STATES:,} states or more"
+    if "native-fingerprint" not in share:
+        return f"{head}: not measured (needs spin-dfs and native-fingerprint)"
+    got = share["native-fingerprint"]
+    if states < TARGET_STATES:
+        return f"{head}: {got:.2f}x here, under {TARGET_STATES:,} states (not what the target is about)"
+    if got <= TARGET:
+        return f"{head}: MET, {got:.2f}x"
+    return f"{head}: MISSED, {got:.2f}x ({got / TARGET - 1:.0%} over)"
+
+
 SPIN_DEFS = {"fix_ack": "-DABORT=1", "bounded": "-DABORT=3 -DW=1 -DH=2", "adm_fix": "-DADM=0 -DABORT=1 -DOVER=1"}
 
 
@@ -214,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
                   "own count of its visited set, parents and actions, per state: "
                   + ", ".join(f"{e} {statistics.median(r['engine_bytes_per_state'] for r in rs):.0f} B"
                               for e, rs in runs.items() if "engine_bytes_per_state" in rs[0]) + ")")
+            share = ratios(runs)
+            if share:
+                print("search CPU per state over SPIN DFS's: " + ", ".join(f"{e} {x:.2f}x" for e, x in share.items()))
+            print(verdict(max(every), share))
             if len(every) != 1:
                 print(f"\nTHE STATE COUNTS DISAGREE at N={n} D={d}: "
                       + "; ".join(f"{e}: {sorted(c)}" for e, c in counts.items())

@@ -13,7 +13,8 @@ points over *packed* states (``width`` bytes each, one byte per slot, states bac
 * ``kv_qhits``: the same for the ``quiescent`` claims;
 * ``kv_keys``: a 64-bit fingerprint per state;
 * ``kv_insert`` / ``kv_rehash``: an open-addressing visited set of those fingerprints (and, in
-  exact mode, of the states themselves, packed, kept in discovery order);
+  exact mode, of the states themselves, packed, kept in discovery order), filled a batch of
+  candidates at a time with their table slots prefetched;
 * ``kv_prep`` / ``kv_insert_shard`` / ``kv_number_shard``: the same visited set split in shards
   by key, each shard's table filled by its own thread (``--workers`` with the native backend),
   numbering the new states in the same order;
@@ -104,35 +105,59 @@ void kv_keys(const uint8_t *in, int64_t n, uint64_t *keys) {
    Exact mode keeps, per slot, the number of the state in `store` (states in discovery order,
    packed: PW bytes each, see kv_pack) and confirms every key match by comparing the packed
    states; fingerprint mode (`store` NULL) keeps keys only (kv_keys's; 0 read as 1).  -1 when a
-   state does not pack. */
+   state does not pack.  `pout` (fingerprint mode, may be NULL) gets each new state packed, in
+   the order of `fresh`.
+   The candidates go KB at a time: first every key of the batch is computed and its home slot
+   prefetched (exact mode: then, for a slot that already holds that key, the stored state it
+   names), then the batch is probed in order; a table far larger than the caches then costs
+   about one memory latency per batch instead of one per candidate, and the outcome (which
+   candidates are new, in which order, where each key lands) is the one-at-a-time loop's. */
+#define KB 16
 int64_t kv_insert(uint64_t *tkeys, int32_t *tidx, int64_t mask, uint8_t *store, int64_t stored,
-                  const uint8_t *cand, int64_t n, int64_t *fresh) {
+                  const uint8_t *cand, int64_t n, int64_t *fresh, uint8_t *pout) {
     int64_t m = 0;
-    uint8_t p[PW];
-    for (int64_t j = 0; j < n; j++) {
-        const uint8_t *c = cand + (size_t)j * W;
-        uint64_t k;
-        if (store) {
-            if (pack1(c, p)) return -1;
-            k = khash(p, PW);
-        } else {
-            k = khash(c, W);
-        }
-        if (!k) k = 1;
-        int64_t i = (int64_t)(k & (uint64_t)mask);
-        for (;;) {
-            uint64_t t = tkeys[i];
-            if (t == 0) {
-                tkeys[i] = k;
-                if (store) {
-                    tidx[i] = (int32_t)(stored + m);
-                    memcpy(store + (size_t)(stored + m) * PW, p, PW);
-                }
-                fresh[m++] = j;
-                break;
+    uint8_t p[KB][PW];
+    uint64_t ks[KB];
+    for (int64_t j0 = 0; j0 < n; j0 += KB) {
+        int b = n - j0 < KB ? (int)(n - j0) : KB;
+        for (int r = 0; r < b; r++) {
+            const uint8_t *c = cand + (size_t)(j0 + r) * W;
+            uint64_t k;
+            if (store) {
+                if (pack1(c, p[r])) return -1;
+                k = khash(p[r], PW);
+            } else {
+                k = khash(c, W);
             }
-            if (t == k && (!store || memcmp(store + (size_t)tidx[i] * PW, p, PW) == 0)) break;
-            i = (i + 1) & mask;
+            if (!k) k = 1;
+            ks[r] = k;
+            __builtin_prefetch(tkeys + (k & (uint64_t)mask), 1);
+            if (store) __builtin_prefetch(tidx + (k & (uint64_t)mask), 1);
+        }
+        if (store)
+            for (int r = 0; r < b; r++) {
+                int64_t i = (int64_t)(ks[r] & (uint64_t)mask);
+                if (tkeys[i] == ks[r]) __builtin_prefetch(store + (size_t)tidx[i] * PW, 0);
+            }
+        for (int r = 0; r < b; r++) {
+            uint64_t k = ks[r];
+            int64_t i = (int64_t)(k & (uint64_t)mask);
+            for (;;) {
+                uint64_t t = tkeys[i];
+                if (t == 0) {
+                    tkeys[i] = k;
+                    if (store) {
+                        tidx[i] = (int32_t)(stored + m);
+                        memcpy(store + (size_t)(stored + m) * PW, p[r], PW);
+                    } else if (pout && pack1(cand + (size_t)(j0 + r) * W, pout + (size_t)m * PW)) {
+                        return -1;
+                    }
+                    fresh[m++] = j0 + r;
+                    break;
+                }
+                if (t == k && (!store || memcmp(store + (size_t)tidx[i] * PW, p[r], PW) == 0)) break;
+                i = (i + 1) & mask;
+            }
         }
     }
     return m;

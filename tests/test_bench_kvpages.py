@@ -139,3 +139,19 @@ def test_the_benchmark_says_how_to_get_spin_and_runs_without_it(monkeypatch, cap
     out = capsys.readouterr().out
     assert code == 0 and "apt-get install spin" in out
     assert "| native-exact | 35,717 |" in out and "spin-dfs |" not in out
+
+
+def test_the_benchmark_says_whether_the_native_target_is_met():
+    """The target line reads the medians' ratio to SPIN DFS's search CPU: met at or under 0.3x
+    past 6 M states, missed (by how much) over it, and not judged under 6 M states."""
+    bench = _bench_script()
+    runs = {"spin-dfs": [{"search": s} for s in (10.0, 12.0, 30.0)],
+            "native-exact": [{"search": s} for s in (4.0, 4.2, 1.0)],
+            "native-fingerprint": [{"search": s} for s in (3.0, 3.6, 9.0)]}
+    share = bench.ratios(runs)
+    assert share == pytest.approx({"native-exact": 4.0 / 12.0, "native-fingerprint": 3.6 / 12.0})
+    assert "MET, 0.30x" in bench.verdict(6_192_120, share)
+    runs["native-fingerprint"][1]["search"] = 4.2
+    assert "MISSED, 0.35x (17% over)" in bench.verdict(6_192_120, bench.ratios(runs))
+    assert "under 6,000,000 states" in bench.verdict(1_549_016, share)
+    assert "not measured" in bench.verdict(6_192_120, bench.ratios({"native-exact": runs["native-exact"]}))

@@ -163,6 +163,43 @@ def test_a_search_that_outgrows_the_visited_tables_first_size_has_the_python_eng
     assert got.stats.states == 34171
 
 
+def test_the_batched_visited_set_flags_the_first_occurrences_a_dict_would():
+    """``kv_insert`` takes its candidates 16 at a time (keys first, slots prefetched, then
+    probed in order): over batches of lengths that are not multiples of 16, with repeats inside a
+    16-candidate batch, across batches and across calls, it flags exactly the first occurrences
+    (a dict's answer), packs the new states as ``pack`` does, stores them in that order (exact),
+    and leaves every key reachable from its home slot without an empty slot between (the table
+    grows from 4,096 slots past three quarters full, so probes run long)."""
+    import numpy as np
+
+    nm = native_of("tp2x2")
+    code, width = nm.native, nm.native.width
+    rows = np.frombuffer(b"".join(explore(nm, rows=True).rows), np.uint8).reshape(-1, width)
+    rng = np.random.default_rng(11)
+    for mode in ("exact", "fingerprint"):
+        store, seen, order = native.NativeVisited(code, mode, width), {}, []
+        for size in (1, 15, 17, 33, 700, 3001, 9999):
+            cand = np.ascontiguousarray(rows[rng.integers(0, len(rows), size=size)])
+            cand[1::7] = cand[::7][: len(cand[1::7])]  # a repeat one place after its first
+            want = [j for j, r in enumerate(map(bytes, cand)) if r not in seen and not seen.setdefault(r, 0)]
+            if mode == "fingerprint":
+                fresh, packed = store.add_packed(cand)
+                assert (packed == code.pack(cand[fresh])).all()
+            else:
+                fresh = store.add(cand)
+            assert fresh.tolist() == want
+            order += [bytes(cand[j]) for j in want]
+        assert store.size == len(seen) == len(order) > 3 * 4096 // 4 and len(store.tkeys) > 4096
+        if mode == "exact":
+            assert [bytes(r) for r in code.unpack(store.store[:store.size])] == order
+        keys, mask = store.tkeys, len(store.tkeys) - 1
+        full = np.flatnonzero(keys)
+        assert len(full) == len(order)
+        for i in full.tolist():
+            home = int(keys[i]) & mask
+            assert all(keys[(home + d) & mask] for d in range((i - home) & mask))
+
+
 def test_quiescent_claims_and_stopping_once_all_hit_match_the_python_engine():
     """Every claim, quiescent ones included, tracked on their own with the search stopped once
     they hit: the first hit of each (and the state count at the stop) is the Python engine's."""

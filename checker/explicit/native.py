@@ -31,7 +31,7 @@ import time
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -161,7 +161,7 @@ class NativeCode:
         self._keys.argtypes = [_P, _I, _P]
         self._keys.restype = None
         self.insert = lib.kv_insert
-        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _I, _P]
+        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _I, _P, _P]
         self.insert.restype = _I
         self.packed_width = source.packed_width
         self._unpack = lib.kv_unpack
@@ -193,23 +193,23 @@ class NativeCode:
         scratch.err[:] = 0
         raise RangeCheckFailed(self.source.checks[k - 1], value)
 
-    def expand(self, states: np.ndarray, start: int, stop: int, quiet: np.ndarray,
-               scratch: "Scratch | None" = None) -> tuple[list, list]:
-        """Successors of ``states[start:stop]``: lists of ``(m, width)`` successor arrays and of
-        their codes (``position * n_actions + action id``, positions in ``states``); ``quiet``
-        gets 1 at every position with no successor.  ``scratch``: this thread's buffers; the
-        last arrays are views of them, valid until the next call with the same buffers."""
+    def pieces(self, states: np.ndarray, start: int, stop: int, quiet: np.ndarray,
+               scratch: "Scratch | None" = None) -> Iterator[tuple[np.ndarray, np.ndarray, bool]]:
+        """Successors of ``states[start:stop]`` a buffer at a time: ``(successors, codes, more)``
+        per buffer filled (codes as :meth:`expand`'s; ``quiet`` as there), each a view of
+        ``scratch``'s buffers (this thread's; by default the code's own) that the next one
+        overwrites when ``more`` (the buffer was full: more successors follow); the last
+        (``more`` false) stays valid until the next call with the same buffers.  What a caller
+        that uses each piece at once takes instead of copying them out (:meth:`expand`)."""
         b = scratch or self._scratch
-        outs, codes = [], []
-        j, made, w, room = start, 0, b.out.shape[1], self.source.max_successors
+        j, made, w, room, given = start, 0, b.out.shape[1], self.source.max_successors, False
         while j < stop:
-            if len(b.out) - made < room:  # full: grow the buffers, or copy their successors out
+            if len(b.out) - made < room:  # full: grow the buffers, or hand their successors over
                 if len(b.out) < _MAX_BUFFER:
                     b.grow(made)
                 else:
-                    outs.append(b.out[:made].copy())
-                    codes.append(b.codes[:made].copy())
-                    made = 0
+                    yield b.out[:made], b.codes[:made], True
+                    made, given = 0, True
             nxt = self._expand(states.ctypes.data, stop, j, b.out.ctypes.data + made * w, len(b.out) - made,
                                b.codes.ctypes.data + made * 8, quiet.ctypes.data, b.made.ctypes.data,
                                b.err.ctypes.data)
@@ -217,9 +217,20 @@ class NativeCode:
                 self._fail(b)
             made += int(b.made[0])
             j = nxt
-        if made or not outs:
-            outs.append(b.out[:made])
-            codes.append(b.codes[:made])
+        if made or not given:
+            yield b.out[:made], b.codes[:made], False
+
+    def expand(self, states: np.ndarray, start: int, stop: int, quiet: np.ndarray,
+               scratch: "Scratch | None" = None) -> tuple[list, list]:
+        """Successors of ``states[start:stop]``: lists of ``(m, width)`` successor arrays and of
+        their codes (``position * n_actions + action id``, positions in ``states``); ``quiet``
+        gets 1 at every position with no successor.  ``scratch``: this thread's buffers; the
+        last arrays are views of them, valid until the next call with the same buffers
+        (:meth:`pieces`, the pieces a full buffer held copied out)."""
+        outs, codes = [], []
+        for out, code, more in self.pieces(states, start, stop, quiet, scratch):
+            outs.append(out.copy() if more else out)
+            codes.append(code.copy() if more else code)
         return outs, codes
 
     def _masks(self, f: Callable, states: np.ndarray, out: np.ndarray | None, scratch: "Scratch | None") -> np.ndarray:
@@ -387,14 +398,21 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     """:func:`explore_native`'s search, its C calls made by ``crew`` (``None``: this thread)."""
     if crew is None:
         store = NativeVisited(code, visited, max(code.width, 1))
-        expand, hits, qhits, unpack, pack = code.expand, code.hits, code.quiescent_hits, code.unpack, code.pack
+        hits, qhits, unpack, pack = code.hits, code.quiescent_hits, code.unpack, code.pack
+
+        def pieces(states: np.ndarray, lo: int, hi: int, quiet: np.ndarray) -> Iterator[tuple[list, list]]:
+            # each buffer of successors deduplicated as it fills: none copied out
+            return (([o], [c]) for o, c, _ in code.pieces(states, lo, hi, quiet))
         chunk = _CHUNK
         take, join = take_rows, join_rows
     else:
         from kvproof.checker.explicit.native_workers import ShardedVisited
 
         store = ShardedVisited(code, visited, max(code.width, 1), crew)
-        expand, hits, qhits, unpack, pack = crew.expand, crew.hits, crew.quiescent_hits, crew.unpack, crew.pack
+        hits, qhits, unpack, pack = crew.hits, crew.quiescent_hits, crew.unpack, crew.pack
+
+        def pieces(states: np.ndarray, lo: int, hi: int, quiet: np.ndarray) -> list[tuple[list, list]]:
+            return [crew.expand(states, lo, hi, quiet)]
         take, join = crew.take, crew.join
         chunk = _CHUNK * crew.workers
     book = ClaimBook(machine.claims, claims)
@@ -452,15 +470,19 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         level_fresh = 0
         timed_out = False
         for c0 in range(0, len(frontier), chunk):
-            outs, cs = expand(frontier, c0, min(c0 + chunk, len(frontier)), quiet_flags)
-            stats.transitions += sum(map(len, outs))
-            if canon is not None:
-                outs = [_canonical(o, canon, width) if len(o) else o for o in outs]
-            f = store.add_all(outs)
-            fresh_codes.append(take(cs, f))
-            if not store.exact:
-                fresh_states.append(pack(take(outs, f)))
-            level_fresh += f.size
+            for outs, cs in pieces(frontier, c0, min(c0 + chunk, len(frontier)), quiet_flags):
+                stats.transitions += sum(map(len, outs))
+                if canon is not None:
+                    outs = [_canonical(o, canon, width) if len(o) else o for o in outs]
+                if crew is None and not store.exact:  # the new states come packed from the C
+                    f, packed = store.add_packed(outs[0])
+                    fresh_states.append(packed)
+                else:
+                    f = store.add_all(outs)
+                    if not store.exact:
+                        fresh_states.append(pack(take(outs, f)))
+                fresh_codes.append(take(cs, f))
+                level_fresh += f.size
             now = time.perf_counter()
             if deadline is not None and now > deadline:
                 timed_out = True

@@ -102,11 +102,12 @@ class NativeVisited:
             self.store[:size] = rows.reshape(size, self.pw)
         self.tkeys, self.size = keys, size
 
-    def add(self, cand: np.ndarray) -> np.ndarray:
+    def add(self, cand: np.ndarray, packed: np.ndarray | None = None) -> np.ndarray:
         """Insert the states ``cand`` (keyed in C: by :meth:`NativeCode.keys` with fingerprints, by
         the hash of the packed state in exact mode) in order; the positions of
         those that were not in the set (first occurrences, ascending).  In exact mode they are
-        appended to ``store`` in that order."""
+        appended to ``store`` in that order; with fingerprints, ``packed`` (``(len(cand),
+        packed_width)`` uint8, when given) gets them packed, in that order."""
         n = len(cand)
         fresh = np.empty(n, np.int64)
         if not n:
@@ -116,12 +117,20 @@ class NativeVisited:
         self._grow(n)
         m = self.code.insert(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
                              len(self.tkeys) - 1, self.store.ctypes.data if self.exact else None, self.size,
-                             cand.ctypes.data, n, fresh.ctypes.data)
+                             cand.ctypes.data, n, fresh.ctypes.data,
+                             None if packed is None or self.exact else packed.ctypes.data)
         if m < 0:
             raise RuntimeError("the native backend's packed states do not hold a value: a bug, please report it "
                                "(--backend python searches without packing)")
         self.size += m
         return fresh[:m]
+
+    def add_packed(self, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`add` with fingerprints: the positions of the new states and those states
+        packed (:meth:`NativeCode.pack`'s form), packed in C as they are inserted."""
+        packed = np.empty((len(cand), self.pw), np.uint8)
+        fresh = self.add(cand, packed)
+        return fresh, packed[: len(fresh)].copy() if len(fresh) < len(cand) // 2 else packed[: len(fresh)]
 
     def add_all(self, pieces: list[np.ndarray]) -> np.ndarray:
         """:meth:`add` of the pieces joined, in order: positions among them all."""
