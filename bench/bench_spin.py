@@ -1,4 +1,4 @@
-"""kvproof side by side with SPIN on the KV-page model of issue 17.
+"""kvproof side by side with SPIN on the KV-page model (bench/kvpages.pml, bench/kvpages.py).
 
 The same model twice: ``bench/kvpages.pml`` (Promela) and ``bench/kvpages.py`` (kvproof's spec
 language; the reachable states correspond one to one).  Every run is its own process, and the
