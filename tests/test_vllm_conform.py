@@ -878,3 +878,50 @@ def test_v8_the_real_worker_retains_a_handle_whose_release_failed():
     assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and not h.dw._recving_transfers
     result, h = _run(VllmPd, builtin("vllm-pull-release-fails-drop-handle"), head + ["decode_pop_done_transfers(req=R0)"])
     assert result.diverged_at == len(head) + 1 and "handles still retained: {100: 'ERR'}" in result.reason
+
+
+# -- request ids the scenario chooses (external id + each engine's input-processor suffix) -------------------
+CHOSEN_IDS = ["vllm-pull-chosen-ids", "vllm-push-chosen-ids"]
+
+
+def test_cli_replays_the_traces_of_scenario_chosen_request_ids(capsys):
+    from kvproof.checker.cli.commands import main
+
+    paths = _traces(CHOSEN_IDS)
+    assert {p.name.split("__")[0] for p in paths} == set(CHOSEN_IDS)
+    assert main(["conform", *map(str, paths)]) == 0
+    out = capsys.readouterr().out
+    assert sum(line.startswith("reproduced  ") and "fails in the code" in line for line in out.splitlines()) == len(paths)
+
+
+@pytest.mark.parametrize("name", CHOSEN_IDS)
+def test_the_real_engines_key_their_state_by_the_scenarios_request_ids(name):
+    """The ids 0.33.0's own schedulers were given and returned are the scenario's internal ids
+    (external id + that engine's suffix): prefill's ``request_finished`` names its own in
+    ``kv_transfer_params`` (``remote_request_id``), decode's request carries decode's, and the
+    notification that completes the load (pull: decode's READ notif to prefill; push: prefill's
+    WRITE notif_msg to decode, after matching decode's PUSH_REG by base id) names the right one."""
+    from kvproof.checker.traces import read_trace
+    from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+
+    trace = read_trace(TRACES / f"{name}__no_cross_tenant_read.itf.json")
+    want = trace.scenario.config.request_ids()
+    assert want == (("chatcmpl-a1-3f9c2a1b", "chatcmpl-a1-7e01d4c2"), ("chatcmpl-b2-90b6e5d3", "chatcmpl-b2-c48f1a07"))
+    h = harness_for(trace.scenario, trace.machine.spec)
+    seen = {"P": [], "D": []}
+    try:
+        for side in seen:
+            engine = getattr(h, side)
+            real = engine.add_request
+            engine.add_request = lambda req, real=real, side=side: (seen[side].append(req.request_id), real(req))[1]
+        result = run_on_code(trace.machine, h, trace.actions)
+        assert result.agrees, result.reason
+        assert set(seen["P"]) == {p for p, _ in want} and set(seen["D"]) <= {d for _, d in want}
+        assert "chatcmpl-a1-7e01d4c2" in seen["D"]  # the victim R0 reached decode under decode's id
+        assert h.slots[0].params["remote_request_id"] == "chatcmpl-a1-3f9c2a1b"  # the real request_finished's
+        if name.startswith("vllm-push"):
+            assert any(msg == b"chatcmpl-a1-7e01d4c2:1" for _, _, _, msg in h.writes.values())
+        else:
+            assert h.slots[0].recv.remote.request_id == "chatcmpl-a1-3f9c2a1b"  # decode's reqs_to_recv entry
+    finally:
+        h.close()
