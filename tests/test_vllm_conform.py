@@ -925,3 +925,53 @@ def test_the_real_engines_key_their_state_by_the_scenarios_request_ids(name):
             assert h.slots[0].recv.remote.request_id == "chatcmpl-a1-3f9c2a1b"  # decode's reqs_to_recv entry
     finally:
         h.close()
+
+
+def test_a_retried_external_id_makes_0_33s_push_writer_write_the_other_requests_kv():
+    """Found by driving the real code with scenario-chosen ids (not in the model, which pairs a
+    registration with its own slot's blocks): two live requests with one external id (the same
+    X-Request-Id), each engine's suffix random as shipped.  Prefill holds the finished blocks of
+    both; decode's PUSH_REG of R1 matches none exactly, and 0.33.0's ``_pop_matching_finished_blocks``
+    (push_worker.py) falls back to the base id, where R0's blocks come first: the real writer
+    WRITEs R0's block (tenant A's KV) into R1's (tenant B's) decode block, with R1's notif_msg."""
+    from kvproof.model.machine import Machine
+    from kvproof.model.scenario import parse_scenario
+    from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+
+    sc = parse_scenario({
+        "name": "retried-id", "protocol": "vllm", "sizes": {"prefill_blocks": 2, "decode_blocks": 2},
+        "requests": [{"tenant": "A", "id": "chatcmpl-x", "suffixes": ["3f9c2a1b", "7e01d4c2"]},
+                     {"tenant": "B", "id": "chatcmpl-x", "suffixes": ["90b6e5d3", "c48f1a07"]}],
+        "engine": {"mode": "push", "kv_lease_duration": 3, "heartbeat_interval": 1, "arrival_latency_bound": 0}},
+        "retried-id.toml")
+    m = Machine(sc.build())
+    ids = {m.label(a): a for a in range(len(m.instances))}
+    path = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R1)",
+            "decode_send_push_reg(req=R1)", "prefill_push_write(req=R1)"]
+    h = harness_for(sc, m.spec)
+    try:
+        result = run_on_code(m, h, [ids[x] for x in path])
+        assert result.diverged_at == 5 and "posted no WRITE for chatcmpl-x-90b6e5d3" in result.reason
+        (src_owner, (_, src, dst, msg)), = h.writes.items()
+        assert src_owner == 0 and src == h._blocks(h.P, "chatcmpl-x-3f9c2a1b") and h.p_tag[src[0]] == 1  # R0's KV
+        assert dst == h._blocks(h.D, "chatcmpl-x-c48f1a07") and msg == b"chatcmpl-x-c48f1a07:1"  # into R1's block
+        assert list(h.pw._push_finished_blocks) == ["chatcmpl-x-90b6e5d3"]  # R1's own blocks wait for R0's PUSH_REG
+    finally:
+        h.close()
+
+
+def test_without_id_randomization_a_second_live_request_of_one_id_trips_0_33s_scheduler():
+    """With VLLM_DISABLE_REQUEST_ID_RANDOMIZATION both requests' internal id is the external one;
+    prefill's scheduler still holds the first (finished, its blocks kept for decode) in
+    ``requests``, and the real ``Scheduler.add_request`` asserts ``"duplicate request id"``
+    on the second (the scenario parser refuses such ids: two live requests with one internal id)."""
+    from kvproof.spec.vllm.conform.harness import Harness, Shape
+
+    h = Harness(Shape(tenants=(0, 1), prefill_blocks=2, decode_blocks=2, lease_ticks=3, ids=(("x", "x"), ("x", "x"))))
+    try:
+        h.prefill_request_finished(0)
+        assert h.slots[0].params["remote_request_id"] == "x" and "x" in h.P.requests
+        with pytest.raises(AssertionError, match="duplicate request id"):
+            h.prefill_request_finished(1)
+    finally:
+        h.close()
