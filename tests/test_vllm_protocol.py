@@ -71,6 +71,9 @@ CATALOGUE = {
     "vllm-pull-release-fails-drop-handle": (2463, ISOLATION | {"no_write_after_release",
                                                                "no_source_free_while_read"}),
     "vllm-pull-release-fails-retain-handle": (1686, set()),
+    # ttl-expiry and push lease-expiry-stall with scenario-chosen request ids: the same counts
+    "vllm-pull-chosen-ids": (606, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-push-chosen-ids": (1656, ISOLATION | {"no_source_free_while_read"}),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails", "vllm-pull-full-hit-before-56640",
