@@ -878,3 +878,100 @@ def test_v8_the_real_worker_retains_a_handle_whose_release_failed():
     assert h.slots[0].outcome == "error" and "d-R0" not in h.D.requests and not h.dw._recving_transfers
     result, h = _run(VllmPd, builtin("vllm-pull-release-fails-drop-handle"), head + ["decode_pop_done_transfers(req=R0)"])
     assert result.diverged_at == len(head) + 1 and "handles still retained: {100: 'ERR'}" in result.reason
+
+
+# -- request ids the scenario chooses (external id + each engine's input-processor suffix) -------------------
+CHOSEN_IDS = ["vllm-pull-chosen-ids", "vllm-push-chosen-ids"]
+
+
+def test_cli_replays_the_traces_of_scenario_chosen_request_ids(capsys):
+    from kvproof.checker.cli.commands import main
+
+    paths = _traces(CHOSEN_IDS)
+    assert {p.name.split("__")[0] for p in paths} == set(CHOSEN_IDS)
+    assert main(["conform", *map(str, paths)]) == 0
+    out = capsys.readouterr().out
+    assert sum(line.startswith("reproduced  ") and "fails in the code" in line for line in out.splitlines()) == len(paths)
+
+
+@pytest.mark.parametrize("name", CHOSEN_IDS)
+def test_the_real_engines_key_their_state_by_the_scenarios_request_ids(name):
+    """The ids 0.33.0's own schedulers were given and returned are the scenario's internal ids
+    (external id + that engine's suffix): prefill's ``request_finished`` names its own in
+    ``kv_transfer_params`` (``remote_request_id``), decode's request carries decode's, and the
+    notification that completes the load (pull: decode's READ notif to prefill; push: prefill's
+    WRITE notif_msg to decode, after matching decode's PUSH_REG by base id) names the right one."""
+    from kvproof.checker.traces import read_trace
+    from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+
+    trace = read_trace(TRACES / f"{name}__no_cross_tenant_read.itf.json")
+    want = trace.scenario.config.request_ids()
+    assert want == (("chatcmpl-a1-3f9c2a1b", "chatcmpl-a1-7e01d4c2"), ("chatcmpl-b2-90b6e5d3", "chatcmpl-b2-c48f1a07"))
+    h = harness_for(trace.scenario, trace.machine.spec)
+    seen = {"P": [], "D": []}
+    try:
+        for side in seen:
+            engine = getattr(h, side)
+            real = engine.add_request
+            engine.add_request = lambda req, real=real, side=side: (seen[side].append(req.request_id), real(req))[1]
+        result = run_on_code(trace.machine, h, trace.actions)
+        assert result.agrees, result.reason
+        assert set(seen["P"]) == {p for p, _ in want} and set(seen["D"]) <= {d for _, d in want}
+        assert "chatcmpl-a1-7e01d4c2" in seen["D"]  # the victim R0 reached decode under decode's id
+        assert h.slots[0].params["remote_request_id"] == "chatcmpl-a1-3f9c2a1b"  # the real request_finished's
+        if name.startswith("vllm-push"):
+            assert any(msg == b"chatcmpl-a1-7e01d4c2:1" for _, _, _, msg in h.writes.values())
+        else:
+            assert h.slots[0].recv.remote.request_id == "chatcmpl-a1-3f9c2a1b"  # decode's reqs_to_recv entry
+    finally:
+        h.close()
+
+
+def test_a_retried_external_id_makes_0_33s_push_writer_write_the_other_requests_kv():
+    """Found by driving the real code with scenario-chosen ids (not in the model, which pairs a
+    registration with its own slot's blocks): two live requests with one external id (the same
+    X-Request-Id), each engine's suffix random as shipped.  Prefill holds the finished blocks of
+    both; decode's PUSH_REG of R1 matches none exactly, and 0.33.0's ``_pop_matching_finished_blocks``
+    (push_worker.py) falls back to the base id, where R0's blocks come first: the real writer
+    WRITEs R0's block (tenant A's KV) into R1's (tenant B's) decode block, with R1's notif_msg."""
+    from kvproof.model.machine import Machine
+    from kvproof.model.scenario import parse_scenario
+    from kvproof.spec.vllm.conform.replay import harness_for, run_on_code
+
+    sc = parse_scenario({
+        "name": "retried-id", "protocol": "vllm", "sizes": {"prefill_blocks": 2, "decode_blocks": 2},
+        "requests": [{"tenant": "A", "id": "chatcmpl-x", "suffixes": ["3f9c2a1b", "7e01d4c2"]},
+                     {"tenant": "B", "id": "chatcmpl-x", "suffixes": ["90b6e5d3", "c48f1a07"]}],
+        "engine": {"mode": "push", "kv_lease_duration": 3, "heartbeat_interval": 1, "arrival_latency_bound": 0}},
+        "retried-id.toml")
+    m = Machine(sc.build())
+    ids = {m.label(a): a for a in range(len(m.instances))}
+    path = ["prefill_request_finished(req=R0)", "prefill_request_finished(req=R1)", "decode_on_new_request(req=R1)",
+            "decode_send_push_reg(req=R1)", "prefill_push_write(req=R1)"]
+    h = harness_for(sc, m.spec)
+    try:
+        result = run_on_code(m, h, [ids[x] for x in path])
+        assert result.diverged_at == 5 and "posted no WRITE for chatcmpl-x-90b6e5d3" in result.reason
+        (src_owner, (_, src, dst, msg)), = h.writes.items()
+        assert src_owner == 0 and src == h._blocks(h.P, "chatcmpl-x-3f9c2a1b") and h.p_tag[src[0]] == 1  # R0's KV
+        assert dst == h._blocks(h.D, "chatcmpl-x-c48f1a07") and msg == b"chatcmpl-x-c48f1a07:1"  # into R1's block
+        assert list(h.pw._push_finished_blocks) == ["chatcmpl-x-90b6e5d3"]  # R1's own blocks wait for R0's PUSH_REG
+    finally:
+        h.close()
+
+
+def test_without_id_randomization_a_second_live_request_of_one_id_trips_0_33s_scheduler():
+    """With VLLM_DISABLE_REQUEST_ID_RANDOMIZATION both requests' internal id is the external one;
+    prefill's scheduler still holds the first (finished, its blocks kept for decode) in
+    ``requests``, and the real ``Scheduler.add_request`` asserts ``"duplicate request id"``
+    on the second (the scenario parser refuses such ids: two live requests with one internal id)."""
+    from kvproof.spec.vllm.conform.harness import Harness, Shape
+
+    h = Harness(Shape(tenants=(0, 1), prefill_blocks=2, decode_blocks=2, lease_ticks=3, ids=(("x", "x"), ("x", "x"))))
+    try:
+        h.prefill_request_finished(0)
+        assert h.slots[0].params["remote_request_id"] == "x" and "x" in h.P.requests
+        with pytest.raises(AssertionError, match="duplicate request id"):
+            h.prefill_request_finished(1)
+    finally:
+        h.close()

@@ -71,6 +71,9 @@ CATALOGUE = {
     "vllm-pull-release-fails-drop-handle": (2463, ISOLATION | {"no_write_after_release",
                                                                "no_source_free_while_read"}),
     "vllm-pull-release-fails-retain-handle": (1686, set()),
+    # ttl-expiry and push lease-expiry-stall with scenario-chosen request ids: the same counts
+    "vllm-pull-chosen-ids": (606, ISOLATION | {"no_source_free_while_read"}),
+    "vllm-push-chosen-ids": (1656, ISOLATION | {"no_source_free_while_read"}),
 }
 HELD_FOREVER = {"vllm-push-abort-unanswered", "vllm-pull-reject-before-41269", "vllm-push-reject",
                 "vllm-push-write-post-fails", "vllm-pull-full-hit-before-56640",
@@ -1041,3 +1044,48 @@ def test_v8_a_handle_whose_release_failed_holds_the_failure_until_released():
     assert s[g("outcome", 0)] == OUT_ERROR and s[g("owner", 0)] == 0 and s[g("wr", 0, 0)] == RD_RETAINED
     assert m.step(s, _aid(m, "decode_retry_release_xfer_handle(req=R0, wrank=w0)")) is None
     assert m.step(s, _aid(m, "nixl_read_lands_after_error_part(req=R0, wrank=w0)")) is not None
+
+
+# -- request ids the scenario chooses --------------------------------------------------------------------
+_TWO = '[[requests]]\ntenant = "A"\n{0}\n[[requests]]\ntenant = "B"\n{1}\n'
+
+
+@pytest.mark.parametrize("first,second,message", [
+    ('id = "chatcmpl-a1"', "", "requests[1].id: set an id on every request or on none"),
+    ('id = "a b"', 'id = "b"', "requests[0].id: expected a request id"),
+    ('suffixes = ["3f9c2a1b", "7e01d4c2"]', 'id = "b"', "requests[0].suffixes: needs an id"),
+    ('id = "a"\nsuffixes = ["3f9c2a1b"]', 'id = "b"', "requests[0].suffixes: expected [prefill's, decode's]"),
+    ('id = "a"\nsuffixes = ["3F9C2A1B", "7e01d4c2"]', 'id = "b"', "requests[0].suffixes: expected"),
+    ('id = "a"', 'id = "a"', "requests[1].suffixes: prefill's internal id 'a' is requests[0]'s too"),
+    ('id = "a"\nsuffixes = ["3f9c2a1b", "7e01d4c2"]', 'id = "a"\nsuffixes = ["90b6e5d3", "7e01d4c2"]',
+     "requests[1].suffixes: decode's internal id 'a-7e01d4c2' is requests[0]'s too"),
+])
+def test_bad_request_ids_are_one_line(tmp_path, capsys, first, second, message):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nprotocol = "vllm"\n[sizes]\nprefill_blocks = 1\ndecode_blocks = 2\n'
+                   + _TWO.format(first, second))
+    code = main(["check", str(bad), "--no-traces"])
+    err = capsys.readouterr().err
+    assert code == 3 and err.count("\n") == 1 and message in err, err
+
+
+def test_request_ids_are_stored_only_when_chosen_and_change_no_state():
+    """A retried external id (one id, two suffixes on each side) is expressible; the ids are
+    written to stored scenarios only when set (every older trace and certificate is unchanged),
+    round-trip, and leave the model's state space alone (the model names requests by slot)."""
+    from kvproof.spec.vllm.config import config_data
+
+    retried = parse_scenario({**GOOD, "requests": [
+        {"tenant": "A", "id": "chatcmpl-x", "suffixes": ["00000001", "00000002"]},
+        {"tenant": "A", "id": "chatcmpl-x", "suffixes": ["00000003", "00000004"]}]}, "x.toml")
+    assert retried.config.request_ids() == (("chatcmpl-x-00000001", "chatcmpl-x-00000002"),
+                                            ("chatcmpl-x-00000003", "chatcmpl-x-00000004"))
+    bare = parse_scenario({**GOOD, "requests": [{"tenant": "A", "id": "x"}]}, "x.toml")
+    assert bare.config.request_ids() == (("x", "x"),)  # VLLM_DISABLE_REQUEST_ID_RANDOMIZATION
+    assert all("id" not in r and "suffixes" not in r for r in config_data(builtin("vllm-pull-ttl-expiry").config)["requests"])
+    chosen = builtin("vllm-pull-chosen-ids")
+    assert parse_scenario(chosen.to_data(), "x.toml").config == chosen.config
+    for ids, slots in (("vllm-pull-chosen-ids", "vllm-pull-ttl-expiry"), ("vllm-push-chosen-ids", "vllm-push-lease-expiry-stall")):
+        a, b = checked(ids), checked(slots)
+        assert (a.stats.states, a.stats.transitions) == (b.stats.states, b.stats.transitions)
+        assert [(c.claim, c.verdict) for c in a.claims] == [(c.claim, c.verdict) for c in b.claims]

@@ -17,6 +17,11 @@ The scenario file's tables (:func:`parse_config`, :func:`config_data`)::
                             # kv_transfer_params (a replayed or stale reference); never prefilled
     # cached = true         # optional (V13, pull): decode already holds the request's whole KV
                             # in its prefix cache (a full local hit: notify-only, no READ)
+    # id = "chatcmpl-a1"    # optional, on every request or none: the external request id the
+                            # client (or router) sent both engines; two requests may share one
+    # suffixes = ["3f9c2a1b", "7e01d4c2"]  # optional, with id: the 8 hex digits each engine's
+                            # input processor appended (prefill's, decode's); unset: none
+                            # (VLLM_DISABLE_REQUEST_ID_RANDOMIZATION, internal id = external id)
 
     [engine]                # knobs of :class:`Engine`; unset ones keep their defaults
     mode = "pull"           # or "push"
@@ -25,6 +30,7 @@ The scenario file's tables (:func:`parse_config`, :func:`config_data`)::
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
@@ -37,6 +43,8 @@ _TICKS = {"kv_lease_duration": (1, 6)}
 _COUNTS = {"write_fan_in": (1, 3), "mla_prefill_ranks": (1, 2), "turn2_clock_offset_error": (0, 2),
            "read_fan_in": (1, 3)}
 _CHOICES = {"mode": ("pull", "push"), "kv_load_failure_policy": ("fail", "recompute")}
+_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_SUFFIX = re.compile(r"[0-9a-f]{8}")
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
                    "read_latency_bound": ("unbounded", 0, 6)}
 
@@ -56,6 +64,23 @@ class Request:
     local hit), yet the scheduler parks it in ``WAITING_FOR_REMOTE_KVS`` (``awaiting_kvs``) with
     an empty local block list; decode's worker takes ``_read_blocks``' notify-only path: no READ,
     only ``send_notif`` of ``"{remote_request_id}:{n}"`` so that prefill frees its blocks."""
+    id: str | None = None
+    """The external request id both engines were given (the client's or the router's); ``None``:
+    the conformance harness's own (``R0``, ...).  Model-only it changes nothing: the model names
+    requests by slot; the harness gives the real engines these ids (:meth:`internal_ids`)."""
+    suffixes: tuple[str, str] | None = None
+    """The 8 hex digits 0.33.0's ``InputProcessor.assign_request_id`` (input_processor.py) appended
+    on prefill and on decode (``f"{external}-{random_uuid():.8}"``); ``None`` with an ``id``:
+    ``VLLM_DISABLE_REQUEST_ID_RANDOMIZATION`` is set and the internal id is the external one."""
+
+    def internal_ids(self) -> tuple[str, str] | None:
+        """Prefill's and decode's internal request id (the ``request.request_id`` their
+        schedulers and connectors key their state by), or ``None`` when the scenario chose none."""
+        if self.id is None:
+            return None
+        if self.suffixes is None:
+            return self.id, self.id
+        return f"{self.id}-{self.suffixes[0]}", f"{self.id}-{self.suffixes[1]}"
 
 
 @dataclass(frozen=True)
@@ -450,7 +475,28 @@ class Config:
             out.append("engine.mla_prefill_ranks: not modelled with cached or replayed requests")
         if not self.engine.report_notify_only_recv and not any(r.cached for r in self.requests):
             out.append("engine.report_notify_only_recv: false matters only with a cached request (requests[].cached)")
+        out.extend(self._id_problems())
         return out
+
+    def request_ids(self) -> tuple[tuple[str, str], ...]:
+        """Each slot's prefill and decode internal request id, when the scenario chose them
+        (``id`` on every request); empty: the harness's own."""
+        ids = tuple(r.internal_ids() for r in self.requests)
+        return ids if all(ids) else ()
+
+    def _id_problems(self) -> list[str]:
+        given = [r.id is not None for r in self.requests]
+        if any(given) and not all(given):
+            return [f"requests[{given.index(False)}].id: set an id on every request or on none"]
+        seen: dict[tuple[int, str], int] = {}
+        for i, ids in enumerate(self.request_ids()):
+            for side, rid in enumerate(ids):
+                j = seen.setdefault((side, rid), i)
+                if j != i:
+                    engine = ("prefill", "decode")[side]
+                    return [f"requests[{i}].suffixes: {engine}'s internal id {rid!r} is requests[{j}]'s too: "
+                            "two requests with one internal id on one engine are not modelled"]
+        return []
 
 
 def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config:
@@ -473,9 +519,9 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
         raise fail("[[requests]]", f"1..{_MAX_REQUESTS} request tables")
     requests = []
     for i, r in enumerate(reqs):
-        if not isinstance(r, dict) or "tenant" not in r or set(r) - {"tenant", "replays", "cached"}:
+        if not isinstance(r, dict) or "tenant" not in r or set(r) - {"tenant", "replays", "cached", "id", "suffixes"}:
             raise fail(f"requests[{i}]", "a table with exactly tenant (each request is one KV block)"
-                       " and optionally replays and cached", r)
+                       " and optionally replays, cached, id and suffixes", r)
         if not isinstance(r["tenant"], str) or not r["tenant"]:
             raise fail(f"requests[{i}].tenant", "a non-empty string", r["tenant"])
         replays = r.get("replays")
@@ -484,7 +530,19 @@ def parse_config(data: dict[str, Any], fail: Callable[..., Exception]) -> Config
         cached = r.get("cached", False)
         if not isinstance(cached, bool):
             raise fail(f"requests[{i}].cached", "true or false", cached)
-        requests.append(Request(r["tenant"], replays, cached))
+        rid = r.get("id")
+        if rid is not None and (not isinstance(rid, str) or not _ID.fullmatch(rid)):
+            raise fail(f"requests[{i}].id", "a request id (1..64 of letters, digits, '-', '_', '.')", rid)
+        suffixes = r.get("suffixes")
+        if suffixes is not None:
+            if rid is None:
+                raise fail.problem(f"requests[{i}].suffixes", "needs an id (the external id they follow)")
+            if (not isinstance(suffixes, list) or len(suffixes) != 2
+                    or not all(isinstance(x, str) and _SUFFIX.fullmatch(x) for x in suffixes)):
+                raise fail(f"requests[{i}].suffixes", "[prefill's, decode's], each 8 lowercase hex digits "
+                           "(random_uuid()'s first 8)", suffixes)
+            suffixes = tuple(suffixes)
+        requests.append(Request(r["tenant"], replays, cached, rid, suffixes))
     engine = _engine(data.get("engine", {}), fail)
     for problem in engine.problems():  # knobs that contradict each other: one line naming the first
         key, _, text = problem.partition(": ")
@@ -521,7 +579,8 @@ def config_data(cfg: Config) -> dict[str, Any]:
     return {
         "sizes": {"prefill_blocks": cfg.prefill_blocks, "decode_blocks": cfg.decode_blocks},
         "requests": [{"tenant": r.tenant, **({} if r.replays is None else {"replays": r.replays}),
-                      **({"cached": True} if r.cached else {})}
+                      **({"cached": True} if r.cached else {}), **({} if r.id is None else {"id": r.id}),
+                      **({} if r.suffixes is None else {"suffixes": list(r.suffixes)})}
                      for r in cfg.requests],
         "engine": {k: (words[k] if v is None else v) for k, v in asdict(cfg.engine).items()
                    if k not in WRITTEN_WHEN_SET or v != getattr(default, k)},

@@ -106,6 +106,9 @@ class Shape:
     ``remote_blocks_expiry_time`` and the reader runs ``_is_turn2_read_expired`` before posting."""
     turn2_offset_error: int = 0
     """V14: ticks by which the reader's handshake clock offset places the holder's deadline later."""
+    ids: tuple[tuple[str, str], ...] = ()
+    """Each slot's prefill and decode internal request id as the scenario chose them
+    (:meth:`~kvproof.spec.vllm.config.Config.request_ids`); empty: the harness's own."""
 
 
 class _Clock:
@@ -246,12 +249,12 @@ class Harness:
 
     # -- helpers ------------------------------------------------------------------------------
     def pid(self, r: int) -> str:
-        """Prefill's request id of slot ``r``."""
-        return f"R{r}"
+        """Prefill's request id of slot ``r``: the scenario's, or ``R{r}``."""
+        return self.shape.ids[r][0] if self.shape.ids else f"R{r}"
 
     def did(self, r: int) -> str:
-        """Decode's request id of slot ``r``."""
-        return f"d-R{r}"
+        """Decode's request id of slot ``r``: the scenario's, or ``d-R{r}``."""
+        return self.shape.ids[r][1] if self.shape.ids else f"d-R{r}"
 
     def origin(self, r: int) -> int:
         """The slot whose ``kv_transfer_params`` slot ``r`` carries (V9: a replay's is another's)."""

@@ -41,8 +41,9 @@ What the harness stands in for, beyond :mod:`.harness`:
   tracking at ``decode_send_heartbeats`` (decode worker's ``_send_heartbeats`` does nothing) and
   reaches prefill through its writer's routing and ``_get_new_notifs``.
 
-Request ids carry vLLM's ``-<8 hex>`` suffix (prefill ``R0-aaaa0000``, decode ``R0-dddd0000``),
-as the input processor assigns them, so the writer matches registrations by base id.
+Request ids carry vLLM's ``-<8 hex>`` suffix (prefill ``R0-aaaa0000``, decode ``R0-dddd0000``, or
+the scenario's ``id`` and ``suffixes``), as the input processor assigns them, so the writer matches
+registrations by base id.
 """
 
 from __future__ import annotations
@@ -138,12 +139,12 @@ class PushHarness(Harness):
     """``prefill_defer_push`` is under way: prefill's next P->D handshake is pending."""
 
     def pid(self, r: int) -> str:
-        """Prefill's request id of slot ``r`` (base id ``R{r}``)."""
-        return f"R{r}-{0xaaaa0000 + r:08x}"
+        """Prefill's request id of slot ``r``: the scenario's, or ``R{r}-aaaa000{r}`` (base id ``R{r}``)."""
+        return self.shape.ids[r][0] if self.shape.ids else f"R{r}-{0xaaaa0000 + r:08x}"
 
     def did(self, r: int) -> str:
-        """Decode's request id of slot ``r`` (same base id as prefill's)."""
-        return f"R{r}-{0xdddd0000 + r:08x}"
+        """Decode's request id of slot ``r``: the scenario's, or ``R{r}-dddd000{r}`` (same base id as prefill's)."""
+        return self.shape.ids[r][1] if self.shape.ids else f"R{r}-{0xdddd0000 + r:08x}"
 
     # -- construction ------------------------------------------------------------------------
     def _workers(self, lease: int) -> None:

@@ -95,7 +95,8 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
                   async_scheduling=e.async_scheduling, prefix_hit=e.decode_prefix_hit,
                   appended_token=e.decode_appended_token, origin=k.origin,
                   cached=k.cached if any(k.cached) else (), mla=k.mla,
-                  turn2=e.turn2_read, turn2_offset_error=e.turn2_clock_offset_error)
+                  turn2=e.turn2_read, turn2_offset_error=e.turn2_clock_offset_error,
+                  ids=scenario.config.request_ids())
     if k.pull_ranked:
         from kvproof.spec.vllm.conform.ranked_pull import RankedPullHarness
 
