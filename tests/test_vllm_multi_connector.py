@@ -14,7 +14,7 @@ from kvproof.spec.vllm.protocol import VllmPd
 
 from .conftest import checked
 
-ASSERT, WRITE, SOURCE, QUIESCENT = ("no_engine_core_assert", "no_write_after_release", "no_source_free_while_read",
+ASSERT, WRITE, SOURCE, QUIESCENT = ("no_engine_core_assert", "no_read_into_freed_block", "no_save_from_freed_block",
                                     "quiescent_releases_blocks")
 BEFORE, SKIP, COUNTED = "vllm-multi-nixl-lmcache-46240", "vllm-multi-nixl-lmcache-skip-untracked", "vllm-multi-nixl-lmcache-counted"
 

@@ -251,7 +251,7 @@ class VllmMultiConnector(ConfiguredSpec):
         return s.ops.eq(s.dead, 0)
 
     @invariant
-    def no_write_after_release(self, s):
+    def no_read_into_freed_block(self, s):
         """NIXL's READ writes only blocks its request holds: while ``R``'s receive is in flight,
         ``B`` is ``R``'s (not back in the pool, not another request's).  Broken by vLLM issue
         #46240 when LMCache's send is handled first, with or without the engine's death (vLLM
@@ -260,7 +260,7 @@ class VllmMultiConnector(ConfiguredSpec):
         return o.implies(o.eq(s.recv, IN_FLIGHT), o.eq(s.block, OWN))
 
     @invariant
-    def no_source_free_while_read(self, s):
+    def no_save_from_freed_block(self, s):
         """LMCache's store reads only blocks its request holds: while ``R``'s save is pending,
         ``B`` is ``R``'s.  Broken by vLLM issue #46240 when NIXL's receive is handled first (the
         same with vLLM PR #48821's skip)."""
