@@ -18,7 +18,7 @@ def _variant(path, cls="Mine", mark=None):
 
 def test_the_built_in_protocols():
     assert protocol_class(None) is PdProtocol
-    assert builtin_names() == ["sglang", "sglang-0.5.23", "vllm", "vllm-stream", "vllm-prefix-cache", "dynamo"]
+    assert builtin_names() == ["sglang", "sglang-0.5.23", "vllm", "vllm-stream", "vllm-prefix-cache", "vllm-multi-connector", "dynamo"]
     assert protocol_class("sglang") is PdProtocol
     assert protocol_class("sglang-0.5.23").__name__ == "Sglang0523"
     assert protocol_class("vllm").__name__ == "VllmPd"

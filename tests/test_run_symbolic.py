@@ -87,9 +87,11 @@ AGREEMENT_VLLM = ["vllm-pull-ttl-expiry", "vllm-pull-lease-equals-read", "vllm-p
 
 
 def _family(name):
-    """The family's scenarios of its base specs: the vllm-prefix-cache spec's settings are its own
-    (pinned in tests/test_vllm_prefix_cache.py), refused by the vllm spec."""
-    return [n for n in builtin_names() if builtin(n).family == name and builtin(n).protocol != "vllm-prefix-cache"]
+    """The family's scenarios of its base specs: the vllm-prefix-cache and vllm-multi-connector
+    specs' settings are their own (pinned in tests/test_vllm_prefix_cache.py and
+    tests/test_vllm_multi_connector.py), refused by the vllm spec."""
+    own = {"vllm-prefix-cache", "vllm-multi-connector"}
+    return [n for n in builtin_names() if builtin(n).family == name and builtin(n).protocol not in own]
 
 
 @pytest.mark.parametrize("family,agreement,engine", [("sglang", AGREEMENT, Engine), ("vllm", AGREEMENT_VLLM, None)])

@@ -281,7 +281,7 @@ def test_a_protocol_that_is_not_built_in_is_refused_and_not_imported(tmp_path, m
     monkeypatch.syspath_prepend(str(tmp_path))
     for ref in ("evil_engine:E", "kvproof.no_such_module:X", "os:system"):
         with pytest.raises(ScenarioError, match=f"x.toml: protocol: '{ref}' is not a built-in protocol "
-                                                r"\(built in: sglang, sglang-0.5.23, vllm, vllm-stream, vllm-prefix-cache, dynamo\); "
+                                                r"\(built in: sglang, sglang-0.5.23, vllm, vllm-stream, vllm-prefix-cache, vllm-multi-connector, dynamo\); "
                                                 "nothing was imported"):
             parse_scenario({**GOOD, "protocol": ref}, "x.toml")
     assert not (tmp_path / "RAN").exists()
@@ -308,7 +308,7 @@ def test_a_scenario_file_naming_a_variant_file_runs_it_only_once_trusted(tmp_pat
 
 
 @pytest.mark.parametrize("protocol,message", [
-    (":X", "protocol: expected 'file.py:ClassName' or one of sglang, sglang-0.5.23, vllm, vllm-stream, vllm-prefix-cache, dynamo, got ':X'"),
+    (":X", "protocol: expected 'file.py:ClassName' or one of sglang, sglang-0.5.23, vllm, vllm-stream, vllm-prefix-cache, vllm-multi-connector, dynamo, got ':X'"),
     (".x:Y", "protocol: '.x:Y' is not a built-in protocol"),
     ("x.py:", "protocol: expected 'file.py:ClassName'"),
     ("a\x00b.py:C", "protocol: expected 'file.py:ClassName'"),

@@ -90,9 +90,10 @@ def test_the_catalogue_lists_the_vllm_scenarios_after_sglangs():
     sglang = [n for n in names if builtin(n).family == "sglang"]
     assert names[:len(sglang)] == sglang  # SGLang's first, then vLLM's in one run, then the other families'
     assert names[len(sglang):len(sglang) + len(vllm)] == vllm
-    # the spec vllm-prefix-cache's scenarios are pinned in tests/test_vllm_prefix_cache.py
+    # the specs vllm-prefix-cache's and vllm-multi-connector's scenarios are pinned in
+    # tests/test_vllm_prefix_cache.py and tests/test_vllm_multi_connector.py
     assert [n for n in vllm if builtin(n).protocol == "vllm"] == list(CATALOGUE)
-    assert {builtin(n).protocol for n in vllm} == {"vllm", "vllm-prefix-cache"}
+    assert {builtin(n).protocol for n in vllm} == {"vllm", "vllm-prefix-cache", "vllm-multi-connector"}
 
 
 @pytest.mark.parametrize("name", list(CATALOGUE))

@@ -7,7 +7,9 @@ code (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``, ``vllm/v1/core/sch
 codes), :mod:`.protocol` (the actions: :class:`~.protocol.VllmPd`), :mod:`.claims`,
 :mod:`.story` (what a step means in vLLM's terms), :mod:`.prefix_cache` (decode's prefix
 block shared by live requests, its reference count, eviction and failed-load recovery: the spec
-``vllm-prefix-cache``, model-only), ``scenarios/`` (the catalogue), :mod:`.audit`
+``vllm-prefix-cache``, model-only), :mod:`.multi_connector` (decode's ``MultiConnector`` of NIXL
+and LMCache: an aborted request's two transfer completions, the spec ``vllm-multi-connector``,
+model-only), ``scenarios/`` (the catalogue), :mod:`.audit`
 (a deployment's launch line mapped to a scenario family and checked: ``kvproof audit vllm==...``),
 :mod:`.validate` (the event-log schema, what a log shows of each action, and :class:`~.validate.VllmStream`,
 the spec as a stream of requests through reused slots: ``kvproof validate``).  Conformance
@@ -34,6 +36,12 @@ def _prefix_cache():
     from kvproof.spec.vllm.prefix_cache import VllmPrefixCache
 
     return VllmPrefixCache
+
+
+def _multi_connector():
+    from kvproof.spec.vllm.multi_connector import VllmMultiConnector
+
+    return VllmMultiConnector
 
 
 def _stream():
@@ -89,7 +97,8 @@ def _audit_arguments(parser) -> None:
 PROTOCOL = Protocol(
     name="vllm",
     title="vLLM 0.33.0 PD disaggregation (NIXL connector, pull and push mode)",
-    specs={"vllm": _base, "vllm-stream": _stream, "vllm-prefix-cache": _prefix_cache},
+    specs={"vllm": _base, "vllm-stream": _stream, "vllm-prefix-cache": _prefix_cache,
+           "vllm-multi-connector": _multi_connector},
     config_keys=CONFIG_KEYS,
     parse_config=parse_config,
     config_data=config_data,

@@ -42,7 +42,8 @@ _MAX_REQUESTS = 3
 _TICKS = {"kv_lease_duration": (1, 6)}
 _COUNTS = {"write_fan_in": (1, 3), "mla_prefill_ranks": (1, 2), "turn2_clock_offset_error": (0, 2),
            "read_fan_in": (1, 3)}
-_CHOICES = {"mode": ("pull", "push"), "kv_load_failure_policy": ("fail", "recompute")}
+_CHOICES = {"mode": ("pull", "push"), "kv_load_failure_policy": ("fail", "recompute"),
+            "completion_tracking": ("boolean", "skip_untracked", "counted")}
 _ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _SUFFIX = re.compile(r"[0-9a-f]{8}")
 _OPTIONAL_TICKS = {"heartbeat_interval": ("none", 1, 6), "arrival_latency_bound": ("unbounded", 0, 6),
@@ -352,6 +353,19 @@ class Engine:
     kv_cache_manager.py:611-614; ``_update_waiting_for_remote_kv`` caches them); ``false`` is
     HYPOTHETICAL (cached at allocation, as a synchronous load's are)."""
 
+    multi_connector: bool = False
+    """Decode runs ``MultiConnector(NixlConnector, LMCacheMPConnector)``: NIXL receives a request's
+    KV from prefill while LMCache's multi-process connector saves it (``request_finished``
+    returns ``True`` for every request), modelled only by the spec ``vllm-multi-connector``
+    (:class:`~kvproof.spec.vllm.multi_connector.VllmMultiConnector`); the spec ``vllm`` refuses it."""
+    completion_tracking: str = "boolean"
+    """With ``multi_connector``: how the scheduler waits for a finished request's transfer
+    completions.  ``boolean`` is 0.33.0 (one ``delay_free_blocks``; the first completion
+    ``_free_blocks`` the request and the second hits ``assert req_id in self.requests``, vLLM
+    issue #46240); ``skip_untracked`` skips a completion of a request no longer tracked (vLLM PR
+    #48821, closed unmerged); ``counted`` is HYPOTHETICAL (the completions still owed are
+    counted and the blocks freed at the last)."""
+
     @property
     def suffix_slot_gets_prefix(self) -> bool:
         """V11: the transfer pairs decode's one (suffix) slot with prefill's prefix block: push
@@ -432,6 +446,12 @@ class Engine:
             out.append("evict_invalid_blocks: false matters only with sync_kv_load = true (async blocks are not cached)")
         if not self.delay_cache_blocks and self.sync_kv_load:
             out.append("delay_cache_blocks: false matters only with an asynchronous load (sync_kv_load = false)")
+        if self.completion_tracking != "boolean" and not self.multi_connector:
+            out.append("completion_tracking: a MultiConnector knob; set multi_connector = true "
+                       "(the spec vllm-multi-connector)")
+        if self.multi_connector and self.prefix_sharing:
+            out.append("multi_connector: the specs vllm-multi-connector and vllm-prefix-cache are separate; "
+                       "set one of multi_connector and prefix_sharing")
         if self.push_fail_notif and not self.write_post_may_fail:
             out.append("engine.push_fail_notif: needs write_post_may_fail = true (a PUSH_FAIL answers a failed post)")
         return out
@@ -564,7 +584,8 @@ WRITTEN_WHEN_SET = ("decode_rejects", "reject_notifies_prefill", "kv_lease_expir
                      "registration_generation_check", "read_post_may_fail", "decode_appended_token",
                      "remote_token_cap", "read_release_may_fail", "retains_unreleased_handle",
                      "prefix_sharing", "sync_kv_load", "kv_load_may_fail", "kv_load_failure_policy",
-                     "sharers_wait_for_recompute", "evict_invalid_blocks", "delay_cache_blocks")
+                     "sharers_wait_for_recompute", "evict_invalid_blocks", "delay_cache_blocks",
+                     "multi_connector", "completion_tracking")
 """Knobs added after the first vLLM certificates and traces were stored (V12, V15, V11; TP/PP
 fan-in, V6, V9, #55470; V13, V16; V2, V14; V8, V17; V8's release path): :func:`config_data` writes them only when a scenario sets them away
 from their default, so the stored scenario of every file that leaves them alone (certificates,

@@ -84,10 +84,15 @@ class VllmPd(VllmClaims, VllmStory, ConfiguredSpec):
     # -- structure ---------------------------------------------------------------------------
     def config_problems(self, cfg) -> list[str]:
         """Decode's shared prefix blocks (``prefix_sharing``) are the spec ``vllm-prefix-cache``'s
-        (:class:`~.prefix_cache.VllmPrefixCache`): this spec gives every block one owner."""
+        (:class:`~.prefix_cache.VllmPrefixCache`): this spec gives every block one owner; decode's
+        ``MultiConnector`` (``multi_connector``) is the spec ``vllm-multi-connector``'s
+        (:class:`~.multi_connector.VllmMultiConnector`)."""
         if cfg.engine.prefix_sharing:
             return ["engine.prefix_sharing: shared prefix blocks are modelled by the spec vllm-prefix-cache "
                     '(protocol = "vllm-prefix-cache")']
+        if cfg.engine.multi_connector:
+            return ["engine.multi_connector: MultiConnector's two connectors are modelled by the spec "
+                    'vllm-multi-connector (protocol = "vllm-multi-connector")']
         return []
 
     def domain(self, name: str) -> Domain:

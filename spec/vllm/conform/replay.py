@@ -71,6 +71,9 @@ def harness_for(scenario: Scenario, spec, random: bool = False) -> Harness:
     if e.prefix_sharing:  # the spec vllm-prefix-cache: decode's shared prefix block, model-only
         raise ConformError(f"scenario {scenario.name}: the spec vllm-prefix-cache (prefix_sharing) is model-only; "
                            "the harness has no counterpart of decode's shared prefix block")
+    if e.multi_connector:  # the spec vllm-multi-connector: NIXL beside LMCache, model-only
+        raise ConformError(f"scenario {scenario.name}: the spec vllm-multi-connector (multi_connector) is model-only; "
+                           "vLLM's LMCacheMPConnector imports the lmcache package, which kvproof does not install")
     for knob, (value, fix) in NOT_IN_0_33.items():
         if getattr(e, knob) == value:
             raise ConformError(f"scenario {scenario.name} sets engine.{knob} = {str(value).lower()}: {fix}; "
