@@ -71,17 +71,21 @@ def table(catalogue: list[CatalogueRow]) -> str:
 
 def unliftable(scenarios) -> dict[str, list[str]]:
     """The scenarios of ``scenarios`` that the lift refuses, by the construct that blocks each
-    (what ``prove --all-sizes`` would say before any solver runs): only those whose every
-    all-sizes claim (the protocol's ``all_sizes_claims``) is expected verified, the ones a
-    proof could be asked of."""
+    (what ``prove --all-sizes`` would say before any solver runs): only those whose safety
+    claims are all expected verified, the ones a proof could be asked of.  Its safety claims are
+    the spec's invariants among the protocol's ``all_sizes_claims``, or, for a spec that has none
+    of those (a spec of its own within the protocol), all of the spec's invariants."""
     from kvproof.checker.allsizes.prove import all_sizes_model
 
     out: dict[str, list[str]] = {}
     for sc in scenarios:
-        claims = sc.family_protocol().all_sizes_claims
+        spec = sc.build()
+        invariants = [c.name for c in spec.claims if c.kind == "invariant"]
+        named = set(sc.family_protocol().all_sizes_claims)
+        claims = [c for c in invariants if c in named] or invariants
         if not claims or any(sc.expect.get(c) == "violated" for c in claims):
             continue
-        hook, why = all_sizes_model(sc.build())
+        hook, why = all_sizes_model(spec)
         if hook is None:
             out.setdefault(_construct(why), []).append(sc.name)
     return dict(sorted(out.items(), key=lambda kv: (-len(kv[1]), kv[0])))
