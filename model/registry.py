@@ -75,16 +75,16 @@ def protocols() -> list[Protocol]:
 
 def entry_point_order(eps) -> list:
     """The entry points in the order their protocols are listed (the catalogue's order): kvproof's
-    own first, then each other package's by package name; within a package, by entry-point name
-    (the installed metadata lists a package's entry points sorted by name, whatever the order of
-    its ``pyproject.toml``: kvproof names its own so that they come in the order the protocols
+    own first, then each other package's by package name; within a package, in the order its
+    installed metadata lists them (setuptools writes them sorted by name, whatever the order of
+    the ``pyproject.toml``: kvproof names its own so that they come in the order the protocols
     were added).  Python finds packages in the order of a folder listing, which differs between
     file systems; this order does not."""
     def package(ep) -> str:
         dist = getattr(ep, "dist", None)
         return re.sub(r"[-_.]+", "-", dist.name).lower() if dist is not None else ""
 
-    return sorted(eps, key=lambda ep: (package(ep) != "kvproof", package(ep), ep.name))
+    return sorted(eps, key=lambda ep: (package(ep) != "kvproof", package(ep)))
 
 
 def protocol_named(name: str) -> Protocol:
