@@ -69,6 +69,31 @@ def mine_joined(join: Join, arity: int = 3) -> list[tuple]:
     return [f for f in facts if any(j in join.targets for j, _ in f)]
 
 
+def conditioned(lift: Callable[[tuple], Candidate | None], clause: tuple) -> tuple[tuple, Candidate] | None:
+    """``clause`` lifted conditioned on the per-element configuration of what it names, with its
+    signature (the conditions' truth), when ``lift`` offers that (a
+    :class:`~.sorted_allsizes.ClauseLifter`'s ``conditioned``); else ``None``."""
+    method = getattr(lift, "conditioned", None)
+    return method(clause) if method is not None else None
+
+
+def add_conditioned(cands: dict[str, Candidate], variants: dict[str, dict[tuple, Candidate]]) -> int:
+    """Add to ``cands`` the conditioned forms of each candidate that the mined instances showed
+    under some but not every configuration of the elements it names (a fact seen for an over-long
+    request only: ``over_long(r) → fact(r)`` as well as ``fact(r)``); one mined under every
+    configuration is its unconditioned self.  Returns how many were added."""
+    added = 0
+    for base, by_signature in variants.items():
+        width = len(next(iter(by_signature)))
+        if len(by_signature) == 2 ** width:
+            continue
+        for cand in by_signature.values():
+            if cand.name not in cands:
+                cands[cand.name] = cand
+                added += 1
+    return added
+
+
 @dataclass
 class AllSizesReport:
     """The outcome: per target claim ``proved`` / ``violated`` / ``inconclusive``, the trace of
@@ -88,6 +113,9 @@ class AllSizesReport:
     mined: int = 0
     joined: dict[str, int] = field(default_factory=dict)
     candidates: int = 0
+    conditioned: int = 0
+    """Of :attr:`candidates`, those conditioned on per-element configuration
+    (:func:`add_conditioned`)."""
     filtered: int = 0
     houdini: HoudiniResult | None = None
     certificate: Path | None = None
@@ -196,6 +224,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
 
     t0 = time.perf_counter()
     cands: dict[str, Candidate] = {}
+    variants: dict[str, dict[tuple, Candidate]] = {}  # a candidate's conditioned forms, by signature
     report.mined = 0
     for i, (small, lift, joins, *own) in enumerate(((hook.small, hook.lift, hook.joins, hook.triples), *hook.more)):
         triples = own[0] if own else hook.triples
@@ -215,6 +244,9 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
             cand = lift(cl)
             if cand is not None:
                 cands.setdefault(cand.name, cand)
+                got = conditioned(lift, cl)
+                if got is not None:
+                    variants.setdefault(cand.name, {}).setdefault(*got)
         for join in (joins(states) if joins is not None else ()):
             facts = mine_joined(join, arity)
             report.joined[join.name] = report.joined.get(join.name, 0) + len(facts)
@@ -224,6 +256,7 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
                 if cand is not None:
                     cands.setdefault(cand.name, cand)
         report.mined += len(clauses)
+    report.conditioned = add_conditioned(cands, variants)
     claims = [c for c in hook.system.claims() if c.name in targets and c.name not in report.violated_at]
     report.candidates = len(cands)
     report.seconds["mine"] = time.perf_counter() - t0

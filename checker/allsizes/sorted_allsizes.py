@@ -56,16 +56,46 @@ class ClauseLifter:
             for e in elems:
                 if e.get_id() not in self.nones:
                     self.real[e.get_id()] = (sort, e)
-        # the count rigids (a request's chunks): (symbol, argument sorts)
+        # the count rigids (a request's chunks) and the rigid conditions (a request's over-long
+        # flag): the per-element configuration, read off the instance's pins f(args) == BoolVal(b)
         self.counts = [info for info in system.rigid_info.values() if info.kind == "count"]
+        self.conditions = [info for info in system.rigid_info.values() if info.kind == "condition"]
+        self.informative: set[str] = {i.symbol.name for i in self.conditions}
+        """The rigid conditions :meth:`conditioned` may state (:func:`lifted_model` narrows it to
+        those that take both values over the instances it mines)."""
         self._truth: dict[tuple, bool] = {}
         st = system.state()
-        for c in self.link.rigid(st):  # f(args) == BoolVal(b): read off the instance's pins
+        pinned = {i.symbol.name for i in (*self.counts, *self.conditions)}
+        for c in self.link.rigid(st):
             lhs, rhs = c.arg(0), c.arg(1)
-            if z3.is_app(lhs) and lhs.decl().name() in {i.symbol.name for i in self.counts}:
+            if z3.is_app(lhs) and lhs.decl().name() in pinned:
                 self._truth[(lhs.decl().name(), tuple(a.get_id() for a in lhs.children()))] = z3.is_true(rhs)
 
+    def condition_values(self) -> dict[str, set[bool]]:
+        """Each rigid condition's values over this instance's elements (``over_long``: {False}
+        when no request of the instance is over-long)."""
+        names = {i.symbol.name for i in self.conditions}
+        out: dict[str, set[bool]] = {n: set() for n in names}
+        for (name, _), truth in self._truth.items():
+            if name in names:
+                out[name].add(truth)
+        return out
+
     def __call__(self, clause: tuple) -> Candidate | None:
+        """The clause as a candidate, the elements it names pinned by their counts only."""
+        got = self._lift(clause, conditioned=False)
+        return got[1] if got else None
+
+    def conditioned(self, clause: tuple) -> tuple[tuple[bool, ...], Candidate] | None:
+        """The clause as a candidate conditioned on the per-element configuration of the
+        elements it names, as this instance has it (each :attr:`informative` rigid condition of
+        each, e.g. ``over_long(r0) → ¬(poll(r0) = success)``), and the truth of those conditions
+        (its signature); ``None`` when the clause is not expressible or names no element a
+        condition applies to.  Weaker than :meth:`__call__`'s candidate: it holds where that one
+        fails only for elements configured otherwise."""
+        return self._lift(clause, conditioned=True)
+
+    def _lift(self, clause: tuple, conditioned: bool) -> tuple[tuple[bool, ...], Candidate] | None:
         lits = []
         elems: dict[int, Any] = {}
         for slot, v in clause:
@@ -83,12 +113,16 @@ class ClauseLifter:
         vars_ = tuple((f"{e.sort().name()[0].lower()}{i}", e.sort().name()) for i, e in enumerate(order))
         system = self.system
         pins = []
-        for info in self.counts:
+        rigid = [*self.counts, *(i for i in self.conditions if conditioned and i.symbol.name in self.informative)]
+        for info in rigid:
             sorts = info.symbol.args
             for combo in itertools.product(*[[e for e in order if e.sort().name() == s] for s in sorts]):
                 key = (info.symbol.name, tuple(e.get_id() for e in combo))
                 if key in self._truth:
                     pins.append((info.symbol.name, combo, self._truth[key]))
+        signature = tuple(truth for name, _, truth in pins if name in self.informative)
+        if conditioned and not signature:
+            return None
 
         def body(st: Any, *xs: Any) -> Any:
             sub = list(zip(order, xs))
@@ -110,7 +144,7 @@ class ClauseLifter:
 
         cand = Candidate("", vars_, body)
         name = system.formula(cand, system.state()).sexpr()
-        return Candidate(" ".join(name.split()), vars_, body)
+        return signature, Candidate(" ".join(name.split()), vars_, body)
 
 
 def joins(system: LiftedSystem, small: Any, states: Any) -> list[Join]:
@@ -362,6 +396,15 @@ def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesMod
     names = tuple(c.name for c in system.claims())
     fixed, abstractions = lift_lines(system)
     lifters = [ClauseLifter(system, s) for s in smalls]
+    # a rigid condition is a column candidates may be conditioned on where the mined instances
+    # show it both ways (an over-long request beside one that is not); one no instance varies
+    # says nothing the unconditioned candidate does not
+    seen: dict[str, set[bool]] = {}
+    for lf in lifters:
+        for name, values in lf.condition_values().items():
+            seen.setdefault(name, set()).update(values)
+    for lf in lifters:
+        lf.informative = {name for name, values in seen.items() if len(values) == 2}
     more = tuple((s, lf, lambda states, s=s: joins(system, s, states), one_element_triples(system, s))
                  for s, lf in zip(smalls[1:], lifters[1:]))
     # the bounded filter: three real elements and NONE of a sort with one, two of any other sort

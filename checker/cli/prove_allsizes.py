@@ -144,7 +144,7 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
                "abstractions": list(r.abstractions), "linked": list(r.linked), "not_lifted": r.not_lifted, "small_states": r.small_states,
                "violated_at": {n: {"size": size, "steps": steps} for n, (size, steps) in r.violated_at.items()}, "mined": r.mined, "joined": r.joined,
-               "candidates": r.candidates, "kept": None if h is None else len(h.kept),
+               "candidates": r.candidates, "conditioned": r.conditioned, "kept": None if h is None else len(h.kept),
                "houdini_rounds": None if h is None else h.rounds,
                "minimised": None if m is None else {"status": m.status, "found": m.found, "kept": len(m.kept),
                                                     "rounds": m.rounds, "passes": m.passes, "seconds": round(m.seconds, 3),
@@ -182,7 +182,7 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     if r.houdini is not None:
         h = r.houdini
         out.print(f"{sc.name}: {r.small_states:,} states of the small instance, {r.mined:,} facts mined, "
-                  f"{r.candidates:,} quantified candidates; Houdini (Z3) kept {len(h.kept):,} in {h.rounds} rounds; "
+                  f"{r.candidates:,} quantified candidates ({r.conditioned:,} conditioned on per-element configuration); Houdini (Z3) kept {len(h.kept):,} in {h.rounds} rounds; "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in r.seconds.items()))
     if m is not None:
         out.print(f"{sc.name}: minimised the invariant: kept {len(m.kept) + m.dropped:,} of {m.found:,} conjuncts "
