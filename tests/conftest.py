@@ -37,6 +37,16 @@ def tier(default: int, thorough: int) -> int:
     return thorough if THOROUGH else default
 
 
+def a_third(names, keep=()):
+    """``names`` as parameters for a comparison over the catalogue: a fixed third of them (by a
+    CRC-32 of the name, so the same third in every run, and ``keep``) in the test command's tier,
+    the others marked thorough (``pytest --thorough`` runs them all)."""
+    import zlib
+
+    return [n if zlib.crc32(n.encode()) % 3 == 0 or n in keep else pytest.param(n, marks=pytest.mark.thorough)
+            for n in names]
+
+
 def pytest_collection_modifyitems(config, items):
     """The thorough tiers run only with ``--thorough``: they are what the README's figures were
     measured with, and longer than the test command's budget."""

@@ -150,6 +150,7 @@ def test_prove_invariant_from_refuses_bad_input_and_proves_nothing_it_cannot_che
     assert not out.exists()
 
 
+@pytest.mark.thorough  # about 17 s of CPU
 def test_prove_link_rests_on_the_lifted_certificate(capsys):
     """``prove --all-sizes vllm-pull-abort-32255 --link``: the committed certificate is the lifted
     model's, its obligations are re-solved, the link of the lifted model is proved at the

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from kvproof.checker.allsizes.prove import all_sizes_model, prove_all_sizes
 from kvproof.checker.symbolic.lemmas import explore_all
 from kvproof.model.machine import Machine
@@ -64,6 +66,7 @@ def _facts(join):
     return mine_joined(join, 2)
 
 
+@pytest.mark.thorough  # about 17 s of CPU
 def test_a_claim_a_small_instance_breaks_is_violated_at_that_size_not_proved(monkeypatch):
     """``pr-41404`` holds at its own size, but its placeholder instance reads a reserved page
     no write filled (H1 is not fixed in this engine): ``decode_reads_only_own_pages`` is

@@ -357,7 +357,7 @@ def test_certify_bad_input_is_one_line(capsys, tmp_path):
     assert code == 3 and err.count("\n") == 1 and "not a kvproof certificate" in err
 
 
-@pytest.mark.slow  # about 14 s: the timeout theorem's 452 lemmas
+@pytest.mark.thorough  # about 14 s: the timeout theorem's 452 lemmas
 def test_prove_theorems_prints_both_theorems_proved(capsys):
     code, out, _ = run(capsys, "prove", "--theorems", "--spacer-seconds", "5")
     assert code == 0

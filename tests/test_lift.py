@@ -104,7 +104,7 @@ def test_instances_that_differ_outside_the_sorts_are_refused():
         Lifter(scenario("s", SMALL, 2, base).build(), scenario("l", LARGE, 3, other).build())
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # about 50 s of CPU; the all-sizes path's refusals: tests/test_allsizes_catalogue.py
 def test_a_buggy_scenarios_larger_instance_is_never_proved():
     """The incident's engine (no admission fix): the violated claims stay inconclusive; the
     larger instance is never enumerated."""

@@ -127,7 +127,7 @@ def test_collect_only_counts_every_item_and_a_node_id_selects_one(project):
     assert "scenarios/mine.toml::no_cross_tenant_read PASSED" in out
 
 
-@pytest.mark.slow  # a pytest subprocess in a fresh project: about 3.5 s
+@pytest.mark.thorough  # a pytest subprocess in a fresh project: about 8 s
 def test_lf_reruns_only_the_items_that_failed(project):
     (project / "scenarios" / "mine.toml").write_text(GOOD.replace('"drain_ack"', '"immediate"'))
     code, out = _pytest(project, "--kvproof", "-q", "-o", "kvproof_catalogue=false", cache=True)

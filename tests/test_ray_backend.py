@@ -41,7 +41,7 @@ def _summary(report):
 
 
 @pytest.mark.parametrize("scenario,symmetry", [(builtin("abort-race"), False),
-                                               (builtin("v0.5.22"), False),
+                                               pytest.param(builtin("v0.5.22"), False, marks=pytest.mark.thorough),
                                                (unordered("receipt-ack", "AAB"), True)])
 def test_two_ray_workers_equal_one_process(cluster, scenario, symmetry):
     one = check_scenario(scenario, symmetry=symmetry)

@@ -335,7 +335,7 @@ def test_a_bad_slot_count_is_one_line_exit_3(tmp_path, capsys):
         record.install({"KVPROOF_RECORD": str(tmp_path / "x.jsonl"), "KVPROOF_RECORD_SCENARIO": "vllm-pull-heartbeat",
                         "KVPROOF_RECORD_SLOTS": "0"})
     err = capsys.readouterr().err
-    assert exit_.value.code == 3 and "KVPROOF_RECORD_SLOTS: expected a whole number in 1..255, got '0'" in err
+    assert exit_.value.code == 3 and "KVPROOF_RECORD_SLOTS: expected a whole number in 1..1024, got '0'" in err
     assert not (tmp_path / "x.jsonl").exists()
 
 
