@@ -75,3 +75,21 @@ def test_disabled_instances_are_left_out():
     ts = TransitionSystem(m.spec)
     names = {m.instances[st.aid].name for st in ts.steps}
     assert "decode_abort" not in names and "decode_commit" in names
+
+
+def test_rename_is_z3s_substitute_and_refuses_two_sorts():
+    """The C-API renaming the transition system steps with builds, term for term, what
+    ``z3.substitute`` builds (a mutant that pairs the constants in another order, or drops one,
+    gives another term); a pair of two sorts is still an error."""
+    from kvproof.checker.symbolic.transition import rename
+
+    ts = TransitionSystem(machine_of("pr-41404").spec)
+    for term in (ts.typed(ts.pre), ts.safe("no_write_after_release", ts.pre)):
+        froms = ts.bits(ts.pre)
+        tos = ts.bits(ts.state(7))
+        got = rename(term, froms, tos)
+        assert got.eq(z3.substitute(term, *zip(froms, tos)))
+        assert not got.eq(z3.substitute(term, *zip(froms, tos[1:] + tos[:1])))
+        assert not got.eq(term)
+    with pytest.raises(z3.Z3Exception):
+        rename(ts.safe("no_write_after_release", ts.pre), ts.bits(ts.pre)[:1], [z3.Int("n")])

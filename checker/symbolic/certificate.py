@@ -37,7 +37,7 @@ def certificate_filename(scenario: str) -> str:
 
 
 def _to_post(ts: TransitionSystem, term: Any) -> Any:
-    return z3.substitute(term, *zip(ts.bits(ts.pre), ts.bits(ts.state("post"))))
+    return ts.sub_post(term)
 
 
 def write_certificate(directory: str | Path, scenario: Scenario, ts: TransitionSystem, invariant: Any,

@@ -32,7 +32,25 @@ import z3
 from kvproof.model.framework import Spec
 from kvproof.checker.symbolic.onehot import OneHotOps, Values, conj, disj
 
-__all__ = ["TransitionSystem", "SymbolicStep", "as_term"]
+__all__ = ["TransitionSystem", "SymbolicStep", "as_term", "rename"]
+
+
+def _asts(xs: Sequence[Any]) -> Any:
+    return (z3.Ast * len(xs))(*[x.as_ast() for x in xs])
+
+
+def rename(term: Any, froms: Sequence[Any] | Any, tos: Sequence[Any]) -> Any:
+    """``z3.substitute(term, *zip(froms, tos))``: each constant of ``froms`` replaced by the term
+    of ``tos`` at its place (``froms`` may be an array from an earlier call's :func:`_asts`).
+
+    Straight to Z3's C API: ``z3.substitute`` first checks every pair's two sorts in Python (two
+    ``sort()`` objects and a comparison per pair), which took most of bounded model checking's
+    time on a large spec; Z3 itself still refuses a pair of two sorts (an exception, as before)."""
+    n = len(tos)
+    if not isinstance(froms, z3.Ast * n):
+        froms = _asts(froms)
+    ctx = term.ctx
+    return z3.z3._to_expr_ref(z3.Z3_substitute(ctx.ref(), term.as_ast(), n, froms, _asts(tos)), ctx)
 
 
 def as_term(x: Any) -> Any:
@@ -73,6 +91,7 @@ class TransitionSystem:
         self._states: dict[str, list[Values]] = {}
         self.pre = self.state("pre")
         self._pre_bits = self.bits(self.pre)
+        self._pre_from = _asts(self._pre_bits)
         steps = []
         for inst in spec.instances:
             if deadline is not None and time.perf_counter() > deadline:
@@ -115,7 +134,11 @@ class TransitionSystem:
         """``term`` over the template pre-state, moved onto the state ``xs``."""
         if isinstance(term, bool):
             return z3.BoolVal(term)
-        return z3.substitute(term, *zip(self._pre_bits, self.bits(xs)))
+        return rename(term, self._pre_from, self.bits(xs))
+
+    def sub_post(self, term: Any) -> Any:
+        """``term`` over the template pre-state, moved onto ``@post``."""
+        return rename(term, self._pre_from, self.bits(self.state("post")))
 
     # -- the system ----------------------------------------------------------------------------
     def typed(self, xs: Sequence[Values]) -> Any:
@@ -145,6 +168,11 @@ class TransitionSystem:
         return z3.And(tag >= 0, tag < self.n_instances)
 
     @cached_property
+    def _step_from(self) -> Any:
+        """What :meth:`step` renames: the template pre-state's bits, ``@post``'s, ``action@pre``."""
+        return _asts(self._pre_bits + self.bits(self.state("post")) + [self.tag("pre")])
+
+    @cached_property
     def _relation(self) -> Any:
         """The transition relation from the template pre-state to ``@post`` by ``action@pre``."""
         xs, ys, tag = self.pre, self.state("post"), self.tag("pre")
@@ -171,9 +199,7 @@ class TransitionSystem:
         state is a choice over the instances that write its slot (any other instance leaves
         it as it was).  This is the disjunction of ``tag = aid & guard & next == terms`` over
         the instances, in a shape solvers propagate through well."""
-        pairs = list(zip(self._pre_bits, self.bits(xs))) + list(zip(self.bits(self.state("post")), self.bits(ys)))
-        pairs.append((self.tag("pre"), tag))
-        return z3.substitute(self._relation, *pairs)
+        return rename(self._relation, self._step_from, self.bits(xs) + self.bits(ys) + [tag])
 
     def successor(self, aid: int, xs: Sequence[Values]) -> tuple[Any, list[Values]]:
         """(guard, next-state value sets) of action instance ``aid`` over ``xs``."""
