@@ -25,6 +25,7 @@ writes of the current step, so that the next state reads back what this action w
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from contextlib import contextmanager
@@ -53,23 +54,35 @@ def _language_files() -> set[str]:
     return _HERE
 
 
+@functools.lru_cache(maxsize=4096)
+def _normal(filename: str) -> str:
+    """A code object's file name as :func:`_language_files` holds it (the lift asks per operation)."""
+    return os.path.normcase(os.path.abspath(filename))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shown(path: str, cwd: str) -> str:
+    """``path`` relative to ``cwd`` when it lies below it, else as it is."""
+    try:
+        rel = os.path.relpath(path, cwd)
+        if not rel.startswith(".."):
+            return rel
+    except ValueError:  # pragma: no cover - another drive on Windows
+        pass
+    return path
+
+
 def caller(function: bool = False) -> str:
     """``file:line`` of the innermost frame outside the language's own modules: the line of
     the spec (or variant) that is being evaluated. With ``function``, ``file:Class.method``
     instead: a name that stays the same when lines above it move (what a certificate records)."""
     inside = _language_files()
     frame = sys._getframe(1)
-    while frame is not None and os.path.normcase(os.path.abspath(frame.f_code.co_filename)) in inside:
+    while frame is not None and _normal(frame.f_code.co_filename) in inside:
         frame = frame.f_back
     if frame is None:  # pragma: no cover - always called from some spec code
         return "<spec>"
-    path = frame.f_code.co_filename
-    try:
-        rel = os.path.relpath(path)
-        if not rel.startswith(".."):
-            path = rel
-    except ValueError:  # pragma: no cover - another drive on Windows
-        pass
+    path = _shown(frame.f_code.co_filename, os.getcwd())
     if function:
         return f"{path}:{frame.f_code.co_qualname}"
     return f"{path}:{frame.f_lineno}"

@@ -148,10 +148,12 @@ class ParametricSystem:
 
     def function(self, sym: Symbol, suffix: str = "") -> Any:
         """The Z3 function (or constant) of ``sym``, its name suffixed."""
-        sorts = [self.sort(a) for a in sym.args] + [self.sort(sym.result)]
-        if not sym.args:
-            return z3.Const(sym.name + suffix, sorts[-1])
-        return z3.Function(sym.name + suffix, *sorts)
+        sorts = tuple([self.sort(a) for a in sym.args] + [self.sort(sym.result)])
+        made = self.__dict__.setdefault("_functions", {})  # the same declaration, built once (states are
+        key = (sym.name + suffix, sorts)                   # built per action and per claim)
+        if key not in made:
+            made[key] = z3.Const(key[0], sorts[-1]) if not sym.args else z3.Function(key[0], *sorts)
+        return made[key]
 
     def state(self, suffix: str = "") -> QState:
         """A state of Z3 functions named after the symbols (rigid ones and constants unsuffixed)."""

@@ -1,6 +1,7 @@
 """The explicit and the symbolic engine agree: verdicts, shortest lengths, random flag settings."""
 
 from dataclasses import replace
+from functools import lru_cache
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -102,9 +103,10 @@ def test_the_agreement_scenarios_set_every_flag_to_every_value_the_catalogue_doe
         from kvproof.spec.vllm.config import Engine as engine
     catalogue = _family(family)
     assert set(agreement) <= set(catalogue) and catalogue
+    engines = {n: builtin(n).config.engine for n in catalogue}  # builtin() builds a scenario each call
     for f in fields(engine):
-        here = {repr(getattr(builtin(n).config.engine, f.name)) for n in agreement}
-        everywhere = {repr(getattr(builtin(n).config.engine, f.name)) for n in catalogue}
+        here = {repr(getattr(engines[n], f.name)) for n in agreement}
+        everywhere = {repr(getattr(engines[n], f.name)) for n in catalogue}
         assert here == everywhere, f.name
     assert {builtin(n).protocol for n in agreement} == {builtin(n).protocol for n in catalogue}
 
@@ -117,12 +119,14 @@ THOROUGH_ONLY = ("vllm-pull-replayed-params-refused", "vllm-push-deferred-write"
                   "vllm-pull-sibling-post-fails-before-56104")
 
 
+@lru_cache(maxsize=None)
 def _settings(name):
     """The (flag, value) pairs a scenario sets, and its spec."""
     from dataclasses import fields
 
-    engine = builtin(name).config.engine
-    return {(f.name, repr(getattr(engine, f.name))) for f in fields(engine)} | {("spec", builtin(name).protocol)}
+    sc = builtin(name)
+    return frozenset({(f.name, repr(getattr(sc.config.engine, f.name))) for f in fields(sc.config.engine)}
+                     | {("spec", sc.protocol)})
 
 
 def covering(names, first=()):
