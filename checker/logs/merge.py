@@ -19,14 +19,11 @@ same scenario and shape) with the earliest ``t0``; each event keeps its keys, it
 relative to the merged origin, and gains ``origin``: ``"PATH:LINE"`` of the line it came from
 (the checker ignores keys it does not know, and a finding's event line shows it).
 
-What it does not do: it does not assign the request slots across the processes.  vLLM's
-recorder opens a request's slot in the process where prefill finishes it and decode finds the
-slot by ``remote_request_id`` in that process's memory (``kvproof.spec.vllm.record``), so a
-decode server's own recorder cannot name the slot; SGLang's rooms are the bootstrap room both
-sides know, but each process writes the ``client_send`` of a new request id in a room it sees.
-So the merge is exact for logs whose events name the same slots and generations (the sides of
-one process's log, a recorder that shares its slot table), and the clocks' agreement is that of
-the hosts' wall clocks.
+What it does not do: it does not assign request slots across the processes.  Each event names
+its slot and generation as the recorder of its process gave them out; where a protocol's
+recorder learns them in the process that sees both sides of a request (its ``record`` module
+says how), a server that sees one side cannot name them.  So the merge is exact for logs whose
+events name the same slots and generations, and the clocks agree as the hosts' wall clocks do.
 """
 
 from __future__ import annotations
