@@ -8,6 +8,7 @@ over a wide layout (states as tuples, past 255 slots) against the same spec's by
 
 import functools
 import random
+from itertools import product
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -210,10 +211,45 @@ def test_an_8_slot_log_is_factored_exactly():
     assert factored.blocks_peak == 1
 
 
+@given(data=st.data())
+@settings(max_examples=30, **SETTINGS)
+def test_a_block_s_alternative_states_and_slot_map(data):
+    """A block's states for group ``g`` are its core with ``g`` at each alternative (the first
+    is the core itself: the core holds every group's first alternative), its slot -> group map
+    is its own groups' (blocks of one shape share it), and its states are the product."""
+    n = 10
+    core = bytes(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)))
+    slots = data.draw(st.permutations(range(n)))
+    cuts = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=4))
+    groups, start = [], 0
+    for size in cuts:
+        gslots = tuple(slots[start:start + size])
+        start += size
+        if len(gslots) < size:
+            break
+        alts = data.draw(st.sets(st.tuples(*[st.integers(0, 5)] * size), min_size=1, max_size=4))
+        groups.append((gslots, alts, (size,)))
+    b = Block.make(core, groups, split=False)
+    want = set()
+    for combo in product(*[sorted(a) for _, a, _ in groups]):
+        c = bytearray(core)
+        for (gs, _, _), alt in zip(groups, combo):
+            for x, v in zip(gs, alt):
+                c[x] = v
+        want.add(bytes(c))
+    assert set(b.states()) == want and b.size() == len(want)
+    assert b.gslots == {x for gs, a, _ in groups if len(a) > 1 for x in gs}
+    for g, (gs, alts, _) in enumerate(b.groups):
+        assert all(b.where[x] == g for x in gs)
+        got = b.alt_states(g)
+        assert got == [(alt, b.with_alt(g, alt)) for alt in alts] and got[0][1] is b.core
+
+
 def test_mutants_are_caught(monkeypatch):
     """Wrong implementations give other frontiers, and the comparison above catches them: a
     join split back where its alternatives are not a product (the clock's ages and the READ
-    phases it waits for), and conjuncts never checked (dirty states kept)."""
+    phases it waits for), every alternative run as the first, a step run once where its groups
+    were joined up front, and conjuncts never checked (dirty states kept)."""
     from kvproof.checker.logs import validate_factored as vf
 
     gen, machine, factored = _vllm("vllm-pull-abort-32255", 2)
@@ -223,6 +259,25 @@ def test_mutants_are_caught(monkeypatch):
         m.setattr(vf, "_split", lambda slots, alts, cuts: [
             (slots[:cuts[0]], {a[:cuts[0]] for a in alts}, cuts[:1]),
             (slots[cuts[0]:], {a[cuts[0]:] for a in alts}, cuts[1:])])
+        with pytest.raises(AssertionError):
+            _compare(machine, vv.observation, factored, events)
+    with monkeypatch.context() as m:  # every alternative run as the core (the first alternative)
+        m.setattr(Block, "alt_states", lambda self, g: [(alt, self.core) for alt in self.groups[g][1]])
+        with pytest.raises(AssertionError):
+            _compare(machine, vv.observation, factored, events)
+    with monkeypatch.context() as m:  # a step's groups joined on its literal reads only, never re-checked
+        run = FactoredSearch._run
+
+        def once(self, b, aid, visible=False):
+            static = self.code.sreads[aid]
+            self.code.sreads[aid] = frozenset(range(len(b.core)))  # joins every group first...
+            try:
+                bb, g, results, reads, writes = run(self, b, aid, visible)
+            finally:
+                self.code.sreads[aid] = static
+            return bb, g, [results[0]], reads, writes  # ...but keeps one alternative's result
+
+        m.setattr(FactoredSearch, "_run", once)
         with pytest.raises(AssertionError):
             _compare(machine, vv.observation, factored, events)
     gen, machine, factored = _vllm("vllm-pull-ttl-expiry", None)

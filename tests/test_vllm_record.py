@@ -134,6 +134,7 @@ def test_recorded_random_runs_are_the_models_log_and_get_its_verdict(tmp_path, n
     actions = _random_actions(machine, seed)
     result, header, events = _record(sc, machine, actions, tmp_path / "run.jsonl")
     assert result.agrees, result.reason
+    assert isinstance(header.pop("t0"), float)  # the wall clock at t = 0 (for merging logs by time)
     assert header == {"v": 1, "log": "kvproof-events", "scenario": name}
     want = vv.to_events(machine, actions)
     assert _shown(events) == _shown(want)
@@ -321,8 +322,9 @@ def test_a_vllm_scenario_patches_vllm_and_nothing_without_the_variable(tmp_path)
                           "KVPROOF_RECORD_SLOTS": "8"})
     try:
         assert cls.__dict__["_get_new_notifs"] is not before and len(rec.slots) == 8
-        assert json.loads(log.read_text()) == {"v": 1, "log": "kvproof-events", "scenario": "vllm-pull-heartbeat",
-                                               "slots": 8}
+        header = json.loads(log.read_text())
+        assert isinstance(header.pop("t0"), float)  # the wall clock at t = 0 (for merging logs by time)
+        assert header == {"v": 1, "log": "kvproof-events", "scenario": "vllm-pull-heartbeat", "slots": 8}
     finally:
         record.uninstall()
     assert cls.__dict__["_get_new_notifs"] is before
@@ -377,6 +379,7 @@ def test_recorded_push_runs_are_the_models_log_and_validate(tmp_path, capsys, na
     actions = _random_actions(machine, arg) if kind == "seed" else read_trace(f"traces/{name}__{arg}.itf.json").actions
     result, header, events = _record(sc, machine, actions, tmp_path / "push.jsonl")
     assert result.agrees, result.reason
+    assert isinstance(header.pop("t0"), float)  # the wall clock at t = 0 (for merging logs by time)
     assert header == {"v": 1, "log": "kvproof-events", "scenario": name}
     want = vv.to_events(machine, actions)
     assert _shown(events) == _shown(want)

@@ -12,7 +12,7 @@ from kvproof.checker.cli.options import positive_int
 __all__ = ["NAME", "OUTPUTS", "add_parser", "run"]
 
 NAME = "validate"
-OUTPUTS = (("traces", "--traces", True, "no_traces"),)
+OUTPUTS = (("traces", "--traces", True, "no_traces"), ("merge", "--merge", False, None))
 """The files ``validate`` writes, checked before it starts (:func:`~.outputs.check_outputs`)."""
 
 def add_parser(sub) -> None:
@@ -46,6 +46,11 @@ def add_parser(sub) -> None:
                     help="with --backend ray and no cluster to join: the CPUs of the local cluster (default 2)")
     va.add_argument("--ray-address", metavar="ADDR",
                     help="with --backend ray: join the Ray cluster at ADDR (default: RAY_ADDRESS, else start one)")
+    va.add_argument("--merge", metavar="OUT",
+                    help="the LOGs (files, or a directory's *.jsonl) are one run's processes' logs (a prefill "
+                         "server's and a decode server's): write them to OUT as one log ordered by time (each "
+                         "header's t0 plus each event's t; each event's file:line in its origin key) and check that "
+                         "one log; their headers must agree")
     va.add_argument("--follow", action="store_true",
                     help="LOG is still being written (a file, or - for standard input): report each finding as "
                          "soon as the line that shows it is read, and go on; a renamed-and-recreated or truncated "
@@ -75,8 +80,22 @@ def run(args: argparse.Namespace) -> int:
             raise BadInputError("--follow: one log, a file or - (standard input)")
         if args.backend == "ray":
             raise BadInputError("--follow: a live log is searched here, not on Ray (--backend ray)")
+        if getattr(args, "merge", None):
+            raise BadInputError("--follow: one live log, not merged ones (--merge)")
         args.log = args.log[0]
         return _follow(args, printer)
+    if getattr(args, "merge", None):
+        if args.backend == "ray":
+            raise BadInputError("--merge: the merged log is searched here, not on Ray (--backend ray)")
+        from kvproof.checker.logs.merge import merge_logs
+        from kvproof.checker.logs.validate import LogError
+
+        try:
+            logs, events = merge_logs(log_files(args.log), args.merge)
+        except (ValueError, LogError) as e:
+            raise BadInputError(str(e)) from None
+        printer.say(f"{args.merge}: {events:,} events of {logs} logs, merged by time", False)
+        args.log = [args.merge]
     if len(args.log) == 1 and not os.path.isdir(args.log[0]) and args.backend != "ray":
         result = validate_log(args, args.log[0], printer, BadInputError)
         printer.finding(result.verdict())

@@ -26,7 +26,9 @@ class EventLog:
     The header (``{"v": 1, "log": "kvproof-events", "scenario": ...}`` plus ``header``) is
     written when the file is empty; every :meth:`emit` appends one event line, ``t`` being the
     seconds since the log was opened (``time.perf_counter``, not any clock the engine may have
-    patched).  The file is opened in append mode and each line is written whole under a lock.
+    patched), the header's ``t0`` the wall-clock time (``time.time()``) of that moment, so that
+    the logs of several processes can be merged by time (:mod:`kvproof.checker.logs.merge`).
+    The file is opened in append mode and each line is written whole under a lock.
     """
 
     def __init__(self, path: str | os.PathLike, scenario: Any, **header: Any):
@@ -34,10 +36,13 @@ class EventLog:
         self.lock = threading.Lock()
         self._perf = time.perf_counter
         self.t0 = self._perf()
+        self.wall0 = time.time()  # the same moment on the wall clock (the header's t0)
         self.count = 0
         self.file = open(self.path, "a", encoding="utf-8")
         if self.file.tell() == 0:
-            head = {"v": SCHEMA_VERSION, "log": LOG_FORMAT, "scenario": scenario, **header}
+            # t0: the wall clock at t = 0, so that several processes' logs can be merged by time
+            head = {"v": SCHEMA_VERSION, "log": LOG_FORMAT, "scenario": scenario, **header,
+                    "t0": round(self.wall0, 6)}
             self.file.write(json.dumps(head, separators=(",", ":")) + "\n")
             self.file.flush()
 

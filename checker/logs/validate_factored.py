@@ -331,15 +331,23 @@ class Block:
 
     __slots__ = ("core", "groups", "gslots", "where", "_key", "_alt_states", "_size")
 
+    _WHERE: dict = {}
+    """``groups`` (their slots) -> ``(where, gslots)``: shared by the blocks of the same groups."""
+
     def __init__(self, core: bytes, groups: tuple):
         self.core = core
         self.groups = groups
-        where = {}
-        for g, (slots, _, _) in enumerate(groups):
-            for x in slots:
-                where[x] = g
-        self.where = where
-        self.gslots = frozenset(where)
+        shape = tuple(slots for slots, _, _ in groups)
+        hit = Block._WHERE.get(shape)
+        if hit is None:
+            where = {}
+            for g, slots in enumerate(shape):
+                for x in slots:
+                    where[x] = g
+            if len(Block._WHERE) > 4096:
+                Block._WHERE.clear()
+            hit = Block._WHERE[shape] = (where, frozenset(where))
+        self.where, self.gslots = hit
         self._key = None
         self._alt_states: dict = {}
         self._size = 0
@@ -409,7 +417,15 @@ class Block:
         """``(alt, state)`` for every alternative of group ``g`` (the others at their first)."""
         out = self._alt_states.get(g)
         if out is None:
-            out = self._alt_states[g] = [(alt, self.with_alt(g, alt)) for alt in self.groups[g][1]]
+            slots, alts, _ = self.groups[g]
+            core = self.core
+            out = [(alts[0], core)]  # the core holds the first alternative
+            for alt in alts[1:]:
+                c = bytearray(core)
+                for x, v in zip(slots, alt):
+                    c[x] = v
+                out.append((alt, bytes(c)))
+            self._alt_states[g] = out
         return out
 
     def with_alt(self, g: int, alt: tuple) -> bytes:
@@ -462,6 +478,8 @@ class FactoredSearch(Search):
             for x in written[a]:
                 self.writers[x] = self.writers.get(x, ()) + (a,)
         self.near = {aid: self.dep[aid] | self.ww[aid] for aid in self.dep}
+        # what a step that adds states wakes in :meth:`_close`: itself and its dependents (positions)
+        self.wake = {aid: frozenset(self.order[a] for a in self.dep[aid] | {aid}) for aid in internal}
         self._obs_reads: set[int] = set()
 
     # -- a step over a block ------------------------------------------------------------------
@@ -482,8 +500,11 @@ class FactoredSearch(Search):
         ``reads`` and ``writes`` every slot the step (and its observation) read or wrote."""
         fn, static = self.code.step[aid], self.code.sreads[aid]
         observe = self.obs.observe
-        touched = self._touched
         g = None
+        gs = b.gslots
+        if gs and not gs.isdisjoint(static):  # every run reads these: join their groups first
+            where = b.where
+            b, g = b.join({where[x] for x in gs.intersection(static)})
         while True:
             states = [(None, b.core)] if g is None else b.alt_states(g)
             results = []
@@ -594,10 +615,15 @@ class FactoredSearch(Search):
                                 (slots, [tuple(pre[x] for x in slots), tuple(t[x] for x in slots)], (len(slots),)))
         else:
             old_slots, alts, cuts = b.groups[g]
-            extra = sorted(writes - set(old_slots))
-            slots = old_slots + tuple(extra)
-            have = {alt + tuple(b.core[x] for x in extra) for alt in alts}
-            fresh = {tuple(t[x] for x in slots) for _, _, t, _, _ in results if t is not None}
+            extra = sorted(writes.difference(old_slots)) if not writes.issubset(old_slots) else ()
+            if extra:
+                slots = old_slots + tuple(extra)
+                core = b.core
+                tail = tuple(core[x] for x in extra)
+                have = {alt + tail for alt in alts}
+            else:
+                slots, have = old_slots, set(alts)
+            fresh = {tuple(t[x] for x in slots) for _, pre, t, _, _ in results if t is not None and t != pre}
             fresh -= have
             if not fresh:
                 return b0, (reads, writes)
@@ -611,23 +637,24 @@ class FactoredSearch(Search):
 
     def close_block(self, b: Block) -> Block:
         """``b`` closed under the internal steps (its clean states' clean successors)."""
-        return self._close(b, self.internal_aids, {}, {})[0]
+        return self._close(b, range(len(self.internal_aids)), {}, {})[0]
 
     def _close(self, b: Block, active: Iterable[int], memo: dict, cmemo: dict) -> tuple[Block, dict]:
-        """``b`` closed, where only the internal steps ``active`` may add states to it (the
+        """``b`` closed, where only the internal steps ``active`` (their positions in
+        ``internal_aids``) may add states to it (the
         others add none: they were run on the states ``b`` came from and commute with what
         happened since); ``memo`` (updated) holds each quiet step's footprint.  A step that
         adds states wakes itself and the steps that may not commute with it."""
-        order = self.order
-        todo = set(active)
+        internal, wake = self.internal_aids, self.wake
+        todo = set(active)  # positions in ``internal``: the least runs first
         memo = dict(memo)
         while todo:
-            aid = min(todo, key=order.__getitem__)
-            todo.discard(aid)
+            k = min(todo)
+            todo.discard(k)
+            aid = internal[k]
             b, quiet = self._extend(b, aid, cmemo)
             if quiet is None:
-                todo |= self.dep[aid]
-                todo.add(aid)
+                todo |= wake[aid]
                 memo.pop(aid, None)
             else:
                 memo[aid] = quiet
@@ -689,7 +716,7 @@ class FactoredSearch(Search):
         seen: list[Event] | None = [] if self.replay is None else None
         internal = self.internal_aids
         # each block with the internal steps to run on it and the footprints of the quiet ones
-        frontier = [(Block(init, ()), internal, {}, {})] if machine.hits(init) == 0 else []
+        frontier = [(Block(init, ()), range(len(internal)), {}, {})] if machine.hits(init) == 0 else []
         peak, count = 1, 0
         stop = None
         tracker = _MaybeTracker(machine, self)  # the first state _purge drops: the first possible violation
@@ -736,7 +763,7 @@ class FactoredSearch(Search):
                     _, _, m0, c0 = nxt[k]
                     keep = {a: fw for a, fw in keep.items() if a in m0}
                     cm = {j: r | c0[j] for j, r in cm.items() if j in c0}
-                nxt[k] = (d, [a for a in internal if a not in keep], keep, cm)
+                nxt[k] = (d, [i for i, a in enumerate(internal) if a not in keep], keep, cm)
             if self.watch is not None:  # tests: the clean frontier after each event
                 self.watch(event, [d for d, _, _, _ in nxt.values()])
             nsize = sum(d.size() for d, _, _, _ in nxt.values())
