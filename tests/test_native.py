@@ -121,7 +121,9 @@ def test_native_agrees_on_every_reachable_state_of_small_scenarios(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", a_third(builtin_names(), keep=("v0.5.22", "incident")))
 def test_native_agrees_on_every_reachable_state_of_the_catalogue(name):
-    problems = native_disagreements(native_of(name), reachable(name), batched=True)
+    # --thorough: every state of every scenario; the test command: a third of them, 12,000 states
+    # of the larger ones (v0.5.22 has 402,707; a larger sample costs seconds of random walks)
+    problems = native_disagreements(native_of(name), sampled(name, tier(12_000, 10**9)), batched=True)
     assert not problems, f"{name}: " + "; ".join(problems)
 
 
