@@ -40,7 +40,7 @@ def _agree_on_random_specs(data, states_per_spec: int = 3) -> None:
 
 
 @pytest.mark.slow  # inner loop: over 2.5 s (the README's test command runs it)
-@settings(max_examples=200, **_SETTINGS)
+@settings(max_examples=tier(100, 200), **_SETTINGS)
 @given(data=st.data())
 def test_every_interpretation_agrees_with_the_reference_on_random_specs(data):
     _agree_on_random_specs(data)
