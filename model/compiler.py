@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Sequence
 
+from kvproof.model.codecache import code_of
 from kvproof.model.framework import Claim, Spec, SpecError
 from kvproof.model.ops import Ops
 
@@ -282,7 +283,7 @@ def _value_sizes(spec: Spec) -> list[int]:
 def _module(tables: dict[tuple, str], body: list[str]) -> dict[str, Any]:
     src = "\n".join([f"{name} = {values!r}" for values, name in tables.items()] + body)
     namespace: dict[str, Any] = {"RangeCheckFailed": RangeCheckFailed}
-    exec(compile(src, "<kvproof-compiled>", "exec"), namespace)
+    exec(code_of(src, "<kvproof-compiled>"), namespace)
     namespace["__source__"] = src
     return namespace
 
