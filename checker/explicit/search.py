@@ -35,7 +35,7 @@ from array import array
 from dataclasses import asdict, dataclass, field, replace
 from collections import defaultdict
 from itertools import accumulate, count, islice
-from operator import itemgetter
+from operator import call, itemgetter
 from typing import Any, Callable
 
 from kvproof.checker.explicit import visited_small
@@ -440,7 +440,13 @@ def explore(
             if hits_after is False and n_states + len(fresh) >= _AFTER_FROM:
                 hits_after = getattr(machine, "hits_after", None)
             checks = claim_checks(hits, hits_after or None, aid)
-            keep = book.level(par, quiet, lambda n: checks[n](new_states[n]), n_states, lo, stop_when_all_hit)
+            masks = _level_masks(checks, new_states, book.always)
+            if masks is None:  # a check raised: the states are checked one by one, as far as the level's claims go
+                keep = book.level(par, quiet, lambda n: checks[n](new_states[n]), n_states, lo, stop_when_all_hit)
+            elif quiet or any(masks):  # (a level where nothing hits leaves every claim as it was)
+                keep = book.level(par, quiet, masks.__getitem__, n_states, lo, stop_when_all_hit)
+            else:
+                keep = len(par)
             if keep < len(fresh):
                 complete, reason = False, "stopped once every claim asked for had hit"
                 if index is None:
@@ -631,6 +637,19 @@ def _add_edges_numpy(ids: list[int], codes: array, n_actions: int, numbered: int
     flags = np.ones(level, np.uint8)
     flags[src[~ok]] = 0
     expanded.extend(flags.tobytes())
+
+
+def _level_masks(checks: list[Callable], states: list[bytes], always: int) -> list[int] | None:
+    """The open ``always`` claims' bits of every new state of a level (``checks[n]`` its check),
+    computed by one ``map`` (``[]`` when no ``always`` claim is open); ``None`` when a check
+    raised (a claim's range check): the caller then checks the states in order, so the error is
+    raised for the first state that :meth:`ClaimBook.level` asks about, as without this."""
+    if not always:
+        return []
+    try:
+        return [m & always for m in map(call, checks, states)]
+    except Exception:
+        return None
 
 
 def claim_checks(hits: Callable, hits_after: list | None, aids: Any) -> list[Callable]:
