@@ -122,8 +122,14 @@ def breakdown(top: int = 8) -> None:
         per.append((time.process_time() - t, sc.name, report.stats.states))
     total = time.process_time() - t1
     print(f"breakdown (this process, {len(scenarios)} scenarios): imports {imports:.2f} s, checks {total:.2f} s")
-    for phase, s in clock.spent.items():
-        print(f"  {s:6.2f} s  {phase}")
+    order = ["compile the machine (code generation, compile)", "safety search (probe, native)",
+             "search keeping the graph (liveness scenarios)", "  of which: the graph's edges",
+             "  of which: claims of levels where one hits", "liveness check (pending masks, components, lasso)",
+             "  of which: strongly connected components", "counterexamples replayed",
+             "vacuity notes (the base spec's search)"]
+    for phase in order + [p for p in clock.spent if p not in order]:
+        if phase in clock.spent:
+            print(f"  {clock.spent[phase]:6.2f} s  {phase}")
     named = sum(s for p, s in clock.spent.items() if not p.startswith("  "))
     print(f"  {total - named:6.2f} s  the rest (specs built, expectations, reports)")
     per.sort(reverse=True)
