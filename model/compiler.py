@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Sequence
 
+from kvproof.model.codecache import code_of
 from kvproof.model.framework import Claim, Spec, SpecError
 from kvproof.model.ops import Ops
 
@@ -259,9 +260,9 @@ class _Emitter:
 def _localize(header: str, lines: list[str], size: int) -> list[str]:
     """Read every fixed slot once, into a local: ``s[12]`` becomes ``s12`` after one unpacking
     of the state at the top (a local load is several times cheaper than a subscript)."""
-    body = [_SLOT.sub(r"s\1", line) for line in lines]
+    body = _SLOT.sub(r"s\1", "\n".join(lines))  # one pass over the whole text (no slot reference spans lines)
     unpack = "    " + ", ".join(f"s{i}" for i in range(size)) + (", = s" if size == 1 else " = s")
-    return [header, unpack] + body
+    return [header, unpack, body] if lines else [header, unpack]
 
 
 def _emit_checks(em: "_Emitter", ops: CodegenOps, where: str) -> None:
@@ -271,18 +272,15 @@ def _emit_checks(em: "_Emitter", ops: CodegenOps, where: str) -> None:
     ops.checks.clear()
 
 
-def _value_sizes(spec: Spec) -> list[int]:
-    """How many codes each slot's field has, slot by slot."""
-    out: list[int] = []
-    for f in spec.layout.fields:
-        out.extend([f.values.size] * f.width)
-    return out
+def _value_sizes(spec: Spec) -> tuple[int, ...]:
+    """How many codes each slot's field has, slot by slot (:attr:`~kvproof.model.layout.Layout.value_sizes`)."""
+    return spec.layout.value_sizes
 
 
 def _module(tables: dict[tuple, str], body: list[str]) -> dict[str, Any]:
     src = "\n".join([f"{name} = {values!r}" for values, name in tables.items()] + body)
     namespace: dict[str, Any] = {"RangeCheckFailed": RangeCheckFailed}
-    exec(compile(src, "<kvproof-compiled>", "exec"), namespace)
+    exec(code_of(src, "<kvproof-compiled>"), namespace)
     namespace["__source__"] = src
     return namespace
 

@@ -155,6 +155,11 @@ class _FieldView:
     def _where(self, key: Any) -> tuple[int | None, Any]:
         idx = key if isinstance(key, tuple) else (key,)
         name = self._f.name
+        if len(idx) == len(self._f.dims) and all(type(i) is int for i in idx):  # the common case: plain ints
+            try:
+                return self._layout.slot(name, *idx), None
+            except IndexError as e:
+                raise SpecError(f"{caller()}: {self._what(key)}: {e}") from None
         if len(idx) != len(self._f.dims):
             raise SpecError(f"{caller()}: {self._what(key)}: {name} takes {len(self._f.dims)} "
                             f"index(es), got {len(idx)}")

@@ -17,6 +17,7 @@ without a branch.  The sentinel is not part of a trace; the type invariant check
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
+from functools import cached_property
 from typing import Any, Sequence
 
 __all__ = ["Domain", "Field", "Layout", "LayoutError", "MAX_CODES", "MAX_WIDE_CODES"]
@@ -186,6 +187,15 @@ class Layout:
         if not (0 <= last < n or (f.sentinel and last == n)):
             raise IndexError(f"{name}: index {last} outside {f.dims[-1].name} (0..{n - 1})")
         return self.row_base(name, *idx[:-1]) + last
+
+    @cached_property
+    def value_sizes(self) -> tuple[int, ...]:
+        """How many codes each slot's field has, slot by slot (computed once: the compilers ask
+        for it per action instance and per claim)."""
+        out: list[int] = []
+        for f in self.fields:
+            out.extend([f.values.size] * f.width)
+        return tuple(out)
 
     def init_state(self) -> tuple[int, ...]:
         """Every field at its initial code."""

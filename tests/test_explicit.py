@@ -151,3 +151,62 @@ def test_a_search_that_outgrows_the_python_set_finds_what_one_that_stays_in_it_f
         assert outcome(m, **kw) == want, kw
     assert len(grown) == len(runs)
     assert small[0][0][0] == 2_958 and small[3][2] == "stopped once every claim asked for had hit"
+
+
+def test_a_levels_edges_appended_with_numpy_are_the_python_loops(monkeypatch):
+    """The graph search appends a large level's edges with numpy (``_add_edges_numpy``): with the
+    threshold lowered to every level and raised above all, the graph of a scenario (complete, and
+    cut by a state limit, which leaves edges out and states not expanded) is the same array for
+    array, and so is its search's outcome."""
+    from kvproof.checker.explicit import search
+
+    from .conftest import machine_of
+
+    def graph(m, limits):
+        ex = explore(m, limits, edges=True)
+        g = ex.graph
+        return (ex.stats.states, ex.stats.transitions, ex.complete, ex.hit_at, g.complete, g.reason,
+                bytes(g.offsets), bytes(g.targets), bytes(g.aids), bytes(g.expanded), list(g.depth), list(g.parent))
+
+    race = machine_of("abort-race")
+    got = {}
+    for threshold in (0, 10**9):
+        monkeypatch.setattr(search, "_NUMPY_EDGES", threshold)
+        got[threshold] = [graph(race, limits) for limits in (Limits(), Limits(max_states=700), Limits(max_depth=6))]
+    assert got[0] == got[10**9]
+    full, cut, _ = got[0]
+    assert full[0] == 2_958 and full[4] and not cut[4] and cut[5] == "state limit 700 reached"
+    assert 0 in cut[9]  # the cut left a state not expanded
+
+
+def test_the_graph_search_numbers_states_as_they_are_first_looked_up():
+    """``_numbering``: states given are numbered in order, a new one gets the next number when it
+    is looked up, a known one keeps its number, and the order of the keys is the numbering."""
+    from kvproof.checker.explicit.search import _numbering
+
+    index = _numbering([b"a", b"b"])
+    assert list(map(index.__getitem__, [b"b", b"c", b"a", b"d", b"c"])) == [1, 2, 0, 3, 2]
+    assert list(index) == [b"a", b"b", b"c", b"d"] and len(index) == 4
+
+
+def test_a_claim_check_that_raises_is_raised_for_the_state_the_level_reaches_first():
+    """``_level_masks`` computes a level's claim bits at once; when a check raises it gives up and
+    the states are checked one by one, so a search that stops once every claim hit, at a state
+    before the one whose check raises, ends as it did without the bulk masks."""
+    from kvproof.checker.explicit.search import _level_masks
+
+    def boom(s):
+        raise ValueError("range check")
+
+    assert _level_masks([lambda s: 3, lambda s: 1], [b"x", b"y"], 2) == [2, 0]
+    assert _level_masks([boom], [b"x"], 0) == []
+    assert _level_masks([lambda s: 1, boom], [b"x", b"y"], 1) is None
+
+    class Raising(Graph):
+        def hits(self, s):  # state 1 hits every claim; state 5 (the same level, after it) raises
+            if s[0] == 5:
+                raise ValueError("range check")
+            return 0b11 if s[0] == 1 else 0
+
+    ex = explore(Raising(DIAMOND), claims=[0, 1], stop_when_all_hit=True)
+    assert ex.hit_at == {0: 1, 1: 1} and ex.reason == "stopped once every claim asked for had hit"

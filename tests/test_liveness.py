@@ -3,6 +3,8 @@
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvproof.checker.explicit.liveness import OutOfTime, StateGraph, _lasso_for, build_graph, find_lasso, lasso_is_fair
 from kvproof.checker.explicit.search import Limits, explore
@@ -204,12 +206,42 @@ def test_small_graph_components_are_scipys():
         n = int(rng.integers(1, 80))
         m = int(rng.integers(0, 3 * n))
         src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-        small = liveness.strong_components(n, src, dst)
-        old, liveness._SMALL_GRAPH = liveness._SMALL_GRAPH, 0
-        try:
-            big = liveness.strong_components(n, src, dst)
-        finally:
-            liveness._SMALL_GRAPH = old
+        small = liveness.strong_components(n, src, dst, method="tarjan")
+        big = liveness.strong_components(n, src, dst, method="scipy")
         same_small = small[:, None] == small[None, :]
         assert (same_small == (big[:, None] == big[None, :])).all(), trial
         assert small.min(initial=0) >= 0 and small.max(initial=0) < n
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 60).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n),
+    st.integers(0, 40))))
+def test_components_are_networkxs_with_the_acyclic_states_pruned(case):
+    """Both ways of computing components (and the default choice) partition the states exactly as
+    networkx's strongly connected components do, on random graphs with a chain of up to 40 states
+    leading into them and one leading out (what the cyclic-core pruning drops round by round, and
+    stops dropping early on); a state no cycle passes through is numbered by itself."""
+    import networkx as nx
+    import numpy as np
+
+    from kvproof.checker.explicit import liveness
+
+    n, edges, chain = case
+    total = n + 2 * chain
+    edges = list(edges) + [(n + k, n + k + 1) for k in range(chain - 1)] + ([(n + chain - 1, 0)] if chain else [])
+    edges += [(n - 1, n + chain)] + [(n + chain + k, n + chain + k + 1) for k in range(chain - 1)] if chain else []
+    src = np.array([u for u, _ in edges], dtype=np.int64)
+    dst = np.array([v for _, v in edges], dtype=np.int64)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(total))
+    g.add_edges_from(edges)
+    want = {frozenset(c) for c in nx.strongly_connected_components(g)}
+    for method in ("tarjan", "scipy", None):
+        comp = liveness.strong_components(total, src, dst, method)
+        groups: dict[int, set[int]] = {}
+        for u, c in enumerate(comp.tolist()):
+            groups.setdefault(c, set()).add(u)
+        assert {frozenset(c) for c in groups.values()} == want, method
+        assert all(comp[u] == u for c in want if len(c) == 1 and not g.has_edge(*(2 * tuple(c))) for u in c)
+        assert all(c == min(groups[c]) for c in groups)

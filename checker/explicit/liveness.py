@@ -11,7 +11,7 @@ The reachable graph (edges as flat arrays) comes from the explicit engine's sear
 edges (:func:`~kvproof.checker.explicit.search.explore`; :func:`build_graph` runs it alone); for each
 obligation the search takes the subgraph of states where it is pending and its strongly connected
 components (``scipy.sparse.csgraph``, C speed; Tarjan's algorithm in Python for a small
-graph).  A component has a fair cycle exactly when every
+graph; states no cycle passes through dropped first, at numpy speed).  A component has a fair cycle exactly when every
 fair action enabled throughout it is taken inside it: a cycle through all its edges is then
 fair, and if it is not, no cycle inside it is fair either.  The lasso written is a shorter
 cycle of that component that, for every fair action enabled somewhere in the component, either
@@ -25,6 +25,7 @@ time limit, every phase checks the deadline and raises :class:`OutOfTime` when i
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -118,22 +119,71 @@ def _lasso_for(graph: StateGraph, nodes: list[int], fair: set[int], label: str,
 
 
 _SMALL_GRAPH = 20_000
-"""States under which :func:`strong_components` runs in Python rather than loading scipy
-(whose import costs more than such a graph's components)."""
+"""States (of a subgraph's cyclic core) under which :func:`strong_components` runs Tarjan's
+algorithm in Python rather than loading scipy (whose import costs more than such a graph's
+components); once scipy is loaded, every core goes to it."""
 
 
-def strong_components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+def strong_components(n: int, src: np.ndarray, dst: np.ndarray, method: str | None = None) -> np.ndarray:
     """A component number (``0 .. n - 1``) per state of the directed graph of ``n`` states and
-    edges ``src[k] -> dst[k]``: equal exactly for states in the same strongly connected component
-    (``scipy.sparse.csgraph``; a graph under :data:`_SMALL_GRAPH` states by Tarjan's algorithm
-    in Python, without importing scipy)."""
-    if n >= _SMALL_GRAPH:
+    edges ``src[k] -> dst[k]``: equal exactly for states in the same strongly connected component.
+
+    A state no cycle can pass through (no edge in, or none out, once such states' edges are
+    dropped, a few rounds at numpy speed: :func:`_cyclic_core`) is a component of its own,
+    numbered by itself; the rest, renumbered compactly, go to ``scipy.sparse.csgraph`` (C
+    speed), or under :data:`_SMALL_GRAPH` states while scipy is not loaded yet to Tarjan's
+    algorithm in Python (:func:`_tarjan`); each of their components is numbered by its smallest
+    state.  ``method`` (``scipy`` or ``tarjan``) makes the choice instead (the tests compare them);
+    ``tests/test_liveness.py`` holds the partition to networkx's on random graphs."""
+    comp = np.arange(n, dtype=np.int64)
+    core, s, d = _cyclic_core(n, src, dst)
+    m = core.size
+    if not m:
+        return comp
+    if method is None:
+        method = "scipy" if m >= _SMALL_GRAPH or "scipy.sparse.csgraph" in sys.modules else "tarjan"
+    if method == "scipy":
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import connected_components
 
-        _, comp = connected_components(csr_matrix((np.ones(src.size, np.int8), (src, dst)), shape=(n, n)),
-                                       directed=True, connection="strong")
-        return comp.astype(np.int64)
+        _, label = connected_components(csr_matrix((np.ones(s.size, np.int8), (s, d)), shape=(m, m)),
+                                        directed=True, connection="strong")
+        label = label.astype(np.int64)
+    else:
+        label = _tarjan(m, s, d)
+    least = np.full(m, n, np.int64)
+    np.minimum.at(least, label, core)
+    comp[core] = least[label]
+    return comp
+
+
+def _cyclic_core(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The states that may lie on a cycle (ascending) and the edges among them, renumbered
+    ``0 .. len - 1`` in that order: edges from a state with no edge in or to one with no edge out
+    dropped, round after round while a round drops a sixteenth of the edges left (any round's
+    states still hold every cycle: stopping early keeps a few more states, never fewer)."""
+    keep = np.ones(src.size, bool)
+    while True:
+        s, d = src[keep], dst[keep]
+        ok = (np.bincount(d, minlength=n) > 0)[s] & (np.bincount(s, minlength=n) > 0)[d]
+        dropped = ok.size - int(np.count_nonzero(ok))
+        if dropped:
+            keep[np.flatnonzero(keep)[~ok]] = False
+        if dropped * 16 <= ok.size:
+            break
+    s, d = src[keep], dst[keep]
+    on = np.zeros(n, bool)
+    on[s] = True
+    on[d] = True
+    core = np.flatnonzero(on)
+    number = np.zeros(n, np.int64)
+    number[core] = np.arange(core.size)
+    return core, number[s], number[d]
+
+
+def _tarjan(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Tarjan's algorithm, iterative, in Python: a component number (``0 ..``) per state of the
+    graph of ``n`` states and edges ``src[k] -> dst[k]``."""
     adj: list[list[int]] = [[] for _ in range(n)]
     for u, v in zip(src.tolist(), dst.tolist()):
         adj[u].append(v)

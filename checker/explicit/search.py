@@ -33,8 +33,9 @@ from __future__ import annotations
 import time
 from array import array
 from dataclasses import asdict, dataclass, field, replace
-from itertools import accumulate, islice
-from operator import itemgetter
+from collections import defaultdict
+from itertools import accumulate, count, islice
+from operator import call, itemgetter
 from typing import Any, Callable
 
 from kvproof.checker.explicit import visited_small
@@ -316,7 +317,7 @@ def explore(
     init = machine.init
 
     if edges:  # the numbering is the visited set; the graph's arrays grow level by level
-        index: dict[bytes, int] | None = {init: 0}
+        index: dict[bytes, int] | None = _numbering([init])
         store = None
         depths, offsets, targets, aids = array("i", [0]), array("q", [0]), array("i"), array("i")
         expanded = bytearray()
@@ -353,7 +354,7 @@ def explore(
         if index is None:
             store = _visited_holding(visited, len(init), saved.visited)
         else:  # the numbering (with the numbers a limit left unused past the last state), the graph so far
-            index = {s: i for i, s in enumerate(saved.visited)}
+            index = _numbering(saved.visited)
             kept = saved.visited[:n_states]
             depths, offsets, targets, aids, expanded = saved.graph
             g_complete, g_reason = num["g_complete"], num["g_reason"]
@@ -420,8 +421,7 @@ def explore(
                 store = VisitedSet.holding(store)
             fresh, keys = store.level(cand)
         else:  # number every successor: the next free number for a state not seen before
-            setdefault = index.setdefault
-            ids = [setdefault(t, len(index)) for t in cand]
+            ids = list(map(index.__getitem__, cand))  # a state not seen before is numbered as it is looked up
             fresh = _first_new(ids, n_states)
         cut = ""
         if len(fresh) and max_depth is not None and depth >= max_depth:
@@ -440,7 +440,13 @@ def explore(
             if hits_after is False and n_states + len(fresh) >= _AFTER_FROM:
                 hits_after = getattr(machine, "hits_after", None)
             checks = claim_checks(hits, hits_after or None, aid)
-            keep = book.level(par, quiet, lambda n: checks[n](new_states[n]), n_states, lo, stop_when_all_hit)
+            masks = _level_masks(checks, new_states, book.always)
+            if masks is None:  # a check raised: the states are checked one by one, as far as the level's claims go
+                keep = book.level(par, quiet, lambda n: checks[n](new_states[n]), n_states, lo, stop_when_all_hit)
+            elif quiet or any(masks):  # (a level where nothing hits leaves every claim as it was)
+                keep = book.level(par, quiet, masks.__getitem__, n_states, lo, stop_when_all_hit)
+            else:
+                keep = len(par)
             if keep < len(fresh):
                 complete, reason = False, "stopped once every claim asked for had hit"
                 if index is None:
@@ -579,10 +585,26 @@ def _first_new(ids: list[int], numbered: int) -> list[int]:
     return fresh
 
 
+def _numbering(states: list[bytes]) -> dict[bytes, int]:
+    """The graph search's visited set: ``states`` numbered in order, and a state looked up that
+    is not there yet gets the next number (``len`` of the dict before it) as it is added: a whole
+    level numbered by ``map`` of its ``__getitem__``, at C speed."""
+    index = defaultdict(count(len(states)).__next__)
+    index.update(zip(states, range(len(states))))
+    return index
+
+
+_NUMPY_EDGES = 4096  # successors in a level from which its edges are appended with numpy
+
+
 def _add_edges(ids: list[int], codes: array, n_actions: int, numbered: int, level: int, offsets: array,
                targets: array, aids: array, expanded: bytearray) -> None:
     """Append a level's out-edges to the graph: every successor numbered below ``numbered``
-    (the rest a limit left out; their parents are not expanded)."""
+    (the rest a limit left out; their parents are not expanded).  A large level's are computed
+    with numpy (:func:`_add_edges_numpy`, the same arrays: ``tests/test_explicit.py`` holds the
+    two to each other)."""
+    if len(ids) >= _NUMPY_EDGES and (offsets.typecode, targets.typecode, aids.typecode) == ("q", "i", "i"):
+        return _add_edges_numpy(ids, codes, n_actions, numbered, level, offsets, targets, aids, expanded)
     counts = [0] * level
     flags = bytearray(b"\x01") * level
     for v, code in zip(ids, codes):
@@ -595,6 +617,39 @@ def _add_edges(ids: list[int], codes: array, n_actions: int, numbered: int, leve
             flags[src] = 0
     offsets.extend(islice(accumulate(counts, initial=offsets[-1]), 1, None))
     expanded.extend(flags)
+
+
+def _add_edges_numpy(ids: list[int], codes: array, n_actions: int, numbered: int, level: int, offsets: array,
+                     targets: array, aids: array, expanded: bytearray) -> None:
+    """:func:`_add_edges` with numpy: the edges kept in level order (each state's in the order it
+    listed its successors), per-state counts by ``bincount``, a state with an edge left out not
+    expanded."""
+    import numpy as np
+
+    v = np.array(ids, dtype=np.int64)
+    src, a = np.divmod(np.frombuffer(codes, dtype=np.int64), n_actions)
+    ok = v < numbered
+    i32 = np.dtype(f"i{targets.itemsize}")
+    targets.frombytes(v[ok].astype(i32).tobytes())
+    aids.frombytes(a[ok].astype(np.dtype(f"i{aids.itemsize}")).tobytes())
+    ends = np.cumsum(np.bincount(src[ok], minlength=level), dtype=np.int64) + offsets[-1]
+    offsets.frombytes(ends.astype(np.dtype(f"i{offsets.itemsize}")).tobytes())
+    flags = np.ones(level, np.uint8)
+    flags[src[~ok]] = 0
+    expanded.extend(flags.tobytes())
+
+
+def _level_masks(checks: list[Callable], states: list[bytes], always: int) -> list[int] | None:
+    """The open ``always`` claims' bits of every new state of a level (``checks[n]`` its check),
+    computed by one ``map`` (``[]`` when no ``always`` claim is open); ``None`` when a check
+    raised (a claim's range check): the caller then checks the states in order, so the error is
+    raised for the first state that :meth:`ClaimBook.level` asks about, as without this."""
+    if not always:
+        return []
+    try:
+        return [m & always for m in map(call, checks, states)]
+    except Exception:
+        return None
 
 
 def claim_checks(hits: Callable, hits_after: list | None, aids: Any) -> list[Callable]:
