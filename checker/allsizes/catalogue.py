@@ -43,13 +43,14 @@ def rows(proofs: Path, resolve=None) -> list[CatalogueRow]:
     lifting the scenario's spec (``resolve`` maps a scenario name to its scenario: the built-in
     catalogue by default)."""
     from kvproof.checker.allsizes.prove import all_sizes_model
+    from kvproof.checker.allsizes.sorted_allsizes import pins_from
 
     if resolve is None:
         from kvproof.model.scenario import builtin as resolve
     out = []
     for path in sorted(proofs.glob(f"*{ALL_SIZES_SUFFIX}")):
         cert = read_certificate(path, ALL_SIZES)
-        hook, _ = all_sizes_model(resolve(cert.scenario_name).build())
+        hook, _ = all_sizes_model(resolve(cert.scenario_name).build(), pins_from(cert.header.get("fixed", [])))
         refused = {} if hook is None else dict(hook.system.refused)
         out.append(CatalogueRow(cert.scenario_name, tuple(cert.proves),
                                 tuple((c, _construct(r)) for c, r in sorted(refused.items())), path.name))
