@@ -65,7 +65,9 @@ def caller(function: bool = False) -> str:
         return "<spec>"
     path = frame.f_code.co_filename
     try:
-        rel = os.path.relpath(path)
+        # a certificate's name for the function is relative to the project (the directory that
+        # holds ``spec/``), whatever the working directory; a line, for a person, to the latter
+        rel = os.path.relpath(path, _project_root()) if function else os.path.relpath(path)
         if not rel.startswith(".."):
             path = rel
     except ValueError:  # pragma: no cover - another drive on Windows
@@ -73,6 +75,17 @@ def caller(function: bool = False) -> str:
     if function:
         return f"{path}:{frame.f_code.co_qualname}"
     return f"{path}:{frame.f_lineno}"
+
+
+def _project_root() -> str:
+    """The directory that holds the protocols' ``spec/`` (the checkout in an editable install,
+    the package itself otherwise): what :func:`caller` names a certificate's functions from."""
+    import kvproof
+
+    for entry in kvproof.__path__:
+        if os.path.isdir(os.path.join(entry, "spec")):
+            return entry
+    return os.getcwd()  # pragma: no cover - every layout has spec/ on the package path
 
 
 def _refuse(what: str, instead: str) -> SpecError:
