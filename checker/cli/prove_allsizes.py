@@ -138,7 +138,9 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     verdicts = list(r.verdicts.values())
     summary = Summary("prove", f"{sc.name}, {plural(len(verdicts), 'claim')} (every size)", verdicts.count("proved"),
                       verdicts.count("violated"), len(verdicts) - verdicts.count("proved") - verdicts.count("violated"),
-                      code, "every target claim is proved for every size" if code == EXIT_OK else "")
+                      code, ("every target claim is proved for every size" + (
+                          " where every element has " + ", ".join(f"{n} {'true' if v else 'false'}" for n, v in sorted(r.pinned.items()))
+                          + ", as every element of the scenario" if r.pinned else "")) if code == EXIT_OK else "")
     if args.json:
         h = r.houdini
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
