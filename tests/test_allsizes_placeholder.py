@@ -180,3 +180,19 @@ def test_the_engine_reads_another_tenants_kv_once_two_requests_ran_before_a_plac
     assert not {"no_write_after_release", "no_source_free_while_read", "exclusive_ownership"} & set(hits)
     _, own = explore_all(Machine(spec))
     assert not {"decode_reads_only_own_pages", "no_cross_tenant_read"} & set(own)
+
+
+@pytest.mark.thorough  # 12 s: the link at the scenario's size
+def test_link_rests_on_the_committed_certificate_of_the_fixed_configuration(monkeypatch):
+    """``prove --all-sizes pr-41404 --link`` finds the committed certificate (its lift fixed
+    ``over_long`` false, as its header says) and the five claims hold at the scenario's size;
+    a reader that ignores the header's fixed condition (the mutant) finds no certificate of the
+    model and proves nothing."""
+    import kvproof.checker.allsizes.prove as prove
+
+    r = prove.prove_by_link(builtin("pr-41404"), solve=False)
+    assert r.certificate is not None and r.certificate.name == "pr-41404.allsizes.smt2"
+    assert set(r.verdicts.values()) == {"holds"} and r.exit_code == 0
+    monkeypatch.setattr(prove, "_pins_of", lambda cert: {})
+    r = prove.prove_by_link(builtin("pr-41404"), solve=False)
+    assert r.certificate is None and r.exit_code == 2
