@@ -82,10 +82,24 @@ def caller(function: bool = False) -> str:
         frame = frame.f_back
     if frame is None:  # pragma: no cover - always called from some spec code
         return "<spec>"
-    path = _shown(frame.f_code.co_filename, os.getcwd())
+    # a certificate's name for the function is relative to the project (the directory that holds
+    # ``spec/``), whatever the working directory; a line, for a person, to the latter
+    path = _shown(frame.f_code.co_filename, _project_root() if function else os.getcwd())
     if function:
         return f"{path}:{frame.f_code.co_qualname}"
     return f"{path}:{frame.f_lineno}"
+
+
+@functools.lru_cache(maxsize=1)
+def _project_root() -> str:
+    """The directory that holds the protocols' ``spec/`` (the checkout in an editable install,
+    the package itself otherwise): what :func:`caller` names a certificate's functions from."""
+    import kvproof
+
+    for entry in kvproof.__path__:
+        if os.path.isdir(os.path.join(entry, "spec")):
+            return entry
+    return os.getcwd()  # pragma: no cover - every layout has spec/ on the package path
 
 
 def _refuse(what: str, instead: str) -> SpecError:

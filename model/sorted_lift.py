@@ -367,6 +367,8 @@ class _Run:
         sorts = tuple(e.sort_name for e in elems)
         domains = tuple(e.domain for e in elems)
         terms = [e.term for e in elems]
+        if result == "condition" and name in self.sys.pins:
+            return self.sys.pins[name]  # fixed for every element, as the scenario's own elements have it
         if result == "condition":
             sym = Symbol(name, sorts, "Bool")
             f = self.sys._rigid_symbol(RigidInfo(sym, "condition", name, domains))
@@ -908,8 +910,13 @@ class LiftedSystem(ParametricSystem):
     """Houdini asks about one post-state candidate at a time: Z3 answers hundreds of single-goal
     queries where the one disjunctive query does not finish (the answers mean the same)."""
 
-    def __init__(self, spec: Any, decl: SortDecl, claims: Sequence[str] | None = None):
+    def __init__(self, spec: Any, decl: SortDecl, claims: Sequence[str] | None = None,
+                 pins: dict[str, bool] | None = None):
         self.spec, self.decl = spec, decl
+        self.pins: dict[str, bool] = dict(pins or {})
+        """Rigid conditions (:func:`~.lifting.per_element` ``"condition"`` methods, by name) fixed
+        at one value for every element: each is that Python bool in the lift, no symbol and no
+        case split (``over_long`` false: no request of any size is over-long)."""
         self.sorts: dict[str, Any] = {}
         self.enums: dict[str, tuple[str, ...]] = {}
         self.abstractions: list[str] = []
@@ -1211,15 +1218,17 @@ class LiftedSystem(ParametricSystem):
         return list(self._claims)
 
 
-def lift_spec(spec: Any, decl: SortDecl | None = None, claims: Sequence[str] | None = None) -> LiftedSystem:
+def lift_spec(spec: Any, decl: SortDecl | None = None, claims: Sequence[str] | None = None,
+              pins: dict[str, bool] | None = None) -> LiftedSystem:
     """The lifted model of ``spec`` (an instance of a protocol; ``decl`` by default its
     ``lift_sorts()``): every action, and the invariants named in ``claims`` (default: every
-    always-invariant that lifts).  :class:`~.lifting.LiftRefused` (one line, the spec's file and
-    line) when an action cannot be lifted."""
+    always-invariant that lifts); the rigid conditions named in ``pins`` fixed at the value given
+    for every element (:attr:`LiftedSystem.pins`).  :class:`~.lifting.LiftRefused` (one line,
+    the spec's file and line) when an action cannot be lifted."""
     decl = decl if decl is not None else spec.lift_sorts()
     if decl is None:
         raise LiftRefused(f"{type(spec).__name__} declares no sorts to lift to (lift_sorts)")
-    return LiftedSystem(spec, decl, claims)
+    return LiftedSystem(spec, decl, claims, pins)
 
 
 def _spec_line(e: BaseException) -> str:

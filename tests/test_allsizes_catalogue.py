@@ -92,3 +92,18 @@ def test_every_scenario_unsafe_at_its_own_size_is_refused_for_every_size():
         got = {c for c, v in r.verdicts.items() if v == "violated"}
         assert r.exit_code == 1 and got == broken & set(r.verdicts), (name, r.verdicts, r.reason)
         assert "proved" not in r.verdicts.values() and all(r.traces[c].trace is not None for c in got), name
+
+
+def test_a_certificate_of_a_fixed_configuration_says_so_in_its_row(tmp_path):
+    """A certificate whose lift fixed a per-element condition (a ``; fixed:`` line of
+    :data:`~kvproof.checker.allsizes.sorted_allsizes.PINNED`) is shown with that restriction;
+    one without the line is not (the row follows the file, not the scenario)."""
+    from kvproof.checker.allsizes.catalogue import CatalogueRow
+    from kvproof.checker.allsizes.sorted_allsizes import pins_from, PINNED
+
+    free = CatalogueRow("s", ("exclusive_ownership",), (), "s.allsizes.smt2")
+    pinned = CatalogueRow("s", ("exclusive_ownership",), (), "s.allsizes.smt2", (("over_long", False),))
+    assert "only where" not in table([free])
+    assert "only where every element has `over_long` false" in table([pinned])
+    assert pins_from([PINNED + "over_long false, other true"]) == {"over_long": False, "other": True}
+    assert pins_from(["configuration per element, any value: over_long(request)"]) == {}

@@ -187,3 +187,22 @@ def test_prove_link_refuses_a_foreign_or_missing_certificate_and_a_failing_one(t
     r = prove_by_link(builtin(VLLM), weak, solve=True, seconds=120)
     assert r.exit_code == 2 and r.link is None
     assert "claim no_write_after_release" in r.reason and set(r.verdicts.values()) == {"inconclusive"}
+
+
+def test_a_certificates_abstraction_lines_do_not_depend_on_the_working_directory(monkeypatch, tmp_path):
+    """The abstraction lines name the spec's functions relative to the project (where ``spec/``
+    lives), so a proof run from another directory writes the certificate one run from the
+    checkout writes (the committed one's lines); naming them relative to the
+    working directory (the mutant) gives an absolute path and a certificate that fails."""
+    import os
+
+    import kvproof.model.expr as expr
+
+    here = hook_of(SGLANG).abstractions
+    monkeypatch.chdir(tmp_path)
+    assert hook_of(SGLANG).abstractions == here
+    assert any("[spec/sglang/protocol.py:" in line for line in here)
+    assert all(f"; abstraction: {line}" in stored(SGLANG).read_text() for line in here)
+    monkeypatch.setattr(expr, "_project_root", os.getcwd)  # the mutant: relative to the working directory
+    moved = hook_of(SGLANG).abstractions
+    assert moved != here and any(os.path.isabs(line.split("[", 1)[1].split(":", 1)[0]) for line in moved)

@@ -29,6 +29,9 @@ class CatalogueRow:
     proved: tuple[str, ...]
     not_lifted: tuple[tuple[str, str], ...]
     file: str
+    pinned: tuple[tuple[str, bool], ...] = ()
+    """The per-element conditions the certificate's lift fixed for every element (its
+    ``; fixed:`` lines): the claims are proved only for the configurations that have them so."""
 
 
 def _construct(reason: str) -> str:
@@ -43,16 +46,19 @@ def rows(proofs: Path, resolve=None) -> list[CatalogueRow]:
     lifting the scenario's spec (``resolve`` maps a scenario name to its scenario: the built-in
     catalogue by default)."""
     from kvproof.checker.allsizes.prove import all_sizes_model
+    from kvproof.checker.allsizes.sorted_allsizes import pins_from
 
     if resolve is None:
         from kvproof.model.scenario import builtin as resolve
     out = []
     for path in sorted(proofs.glob(f"*{ALL_SIZES_SUFFIX}")):
         cert = read_certificate(path, ALL_SIZES)
-        hook, _ = all_sizes_model(resolve(cert.scenario_name).build())
+        pins = pins_from(cert.header.get("fixed", []))
+        hook, _ = all_sizes_model(resolve(cert.scenario_name).build(), pins)
         refused = {} if hook is None else dict(hook.system.refused)
         out.append(CatalogueRow(cert.scenario_name, tuple(cert.proves),
-                                tuple((c, _construct(r)) for c, r in sorted(refused.items())), path.name))
+                                tuple((c, _construct(r)) for c, r in sorted(refused.items())), path.name,
+                                tuple(sorted(pins.items()))))
     return sorted(out, key=lambda r: r.scenario)
 
 
@@ -65,7 +71,9 @@ def table(catalogue: list[CatalogueRow]) -> str:
         for claim, why in r.not_lifted:
             by.setdefault(why, []).append(claim)
         refused = "; ".join(f"{', '.join(f'`{c}`' for c in cs)}: {why}" for why, cs in by.items()) or "none"
-        lines.append(f"| `{r.scenario}` | {len(r.proved)}: {', '.join(f'`{c}`' for c in r.proved)} | {refused} |")
+        only = ("; only where every element has " + ", ".join(f"`{n}` {'true' if v else 'false'}" for n, v in r.pinned)
+                + ", as every one of the scenario's") if r.pinned else ""
+        lines.append(f"| `{r.scenario}` | {len(r.proved)}: {', '.join(f'`{c}`' for c in r.proved)}{only} | {refused} |")
     return "\n".join(lines) + "\n"
 
 

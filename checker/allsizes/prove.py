@@ -131,6 +131,15 @@ class AllSizesReport:
     """The sizes at which the model's link with the spec was proved first (:attr:`AllSizesModel.prelink`)."""
     not_lifted: dict[str, str] = field(default_factory=dict)
     """The spec's claims the lift refuses (not targets), each with the refusal (file and line)."""
+    pinned: dict[str, bool] = field(default_factory=dict)
+    """The rigid conditions fixed for every element after a mined instance broke a target claim
+    only where some element has them otherwise than every element of the scenario
+    (:func:`~.sorted_allsizes.pins_outside`): the claims are then proved for the configurations
+    that have them as the scenario has them (the certificate's ``fixed:`` lines say so), and
+    :attr:`outside` keeps what lies outside."""
+    outside: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """With :attr:`pinned`: the target claims a mined instance outside the pinned configuration
+    broke, each with that instance's size and the length of its run (as :attr:`violated_at`)."""
 
     @property
     def exit_code(self) -> int:
@@ -144,15 +153,16 @@ class AllSizesReport:
         return Tally(proved, violated, int(undecided)).exit_code
 
 
-def all_sizes_model(spec: Any) -> tuple["AllSizesModel | None", str]:
+def all_sizes_model(spec: Any, pins: dict[str, bool] | None = None) -> tuple["AllSizesModel | None", str]:
     """The all-sizes model of ``spec`` and "", or ``None`` and why there is none: the model lifted
-    from the spec itself (:func:`~.sorted_allsizes.lifted_model`), the one model that
-    :func:`prove_all_sizes`, :func:`recheck_all_sizes` and :func:`prove_by_link` use."""
+    from the spec itself (:func:`~.sorted_allsizes.lifted_model`, with the rigid conditions of
+    ``pins`` fixed for every element), the one model that :func:`prove_all_sizes`,
+    :func:`recheck_all_sizes` and :func:`prove_by_link` use."""
     from kvproof.checker.allsizes.sorted_allsizes import lifted_model
     from kvproof.model.expr import SpecError
 
     try:
-        model = lifted_model(spec)
+        model = lifted_model(spec, pins=pins)
     except SpecError as e:  # LiftRefused, or a construct the spec runs concretely but not lifted
         return None, f"the spec cannot be lifted to every size: {e}"
     if model is None:
@@ -223,43 +233,40 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
         return _from_invariant(report, hook, targets, stored, max_seconds, certificates_dir, say, irredundant)
 
     t0 = time.perf_counter()
-    cands: dict[str, Candidate] = {}
-    variants: dict[str, dict[tuple, Candidate]] = {}  # a candidate's conditioned forms, by signature
-    report.mined = 0
-    for i, (small, lift, joins, *own) in enumerate(((hook.small, hook.lift, hook.joins, hook.triples), *hook.more)):
-        triples = own[0] if own else hook.triples
-        say(f"{scenario.name}: mining small instance {i + 1} of {1 + len(hook.more)}")
-        states, hits = explore_all(Machine(small))
-        report.small_states += len(states)
-        for name in targets:
-            if name in hits and name not in report.violated_at:
-                report.violated_at[name] = (small.size_label(), hits[name])
-                report.verdicts[name] = "violated"
-        small_ts = TransitionSystem(small)
-        clauses = list(mine(small_ts, states, arity=min(arity, 2)))
-        if arity == 3:
-            three = mine(small_ts, states, arity=3)
-            clauses += triples(three) if triples is not None else one_element_triples(small, three)
-        for cl in clauses:
-            cand = lift(cl)
-            if cand is not None:
-                cands.setdefault(cand.name, cand)
-                got = conditioned(lift, cl)
-                if got is not None:
-                    variants.setdefault(cand.name, {}).setdefault(*got)
-        for join in (joins(states) if joins is not None else ()):
-            facts = mine_joined(join, arity)
-            report.joined[join.name] = report.joined.get(join.name, 0) + len(facts)
-            clauses += facts
-            for fact in facts:
-                cand = join.lift(fact)
-                if cand is not None:
-                    cands.setdefault(cand.name, cand)
-        report.mined += len(clauses)
-    report.conditioned = add_conditioned(cands, variants)
-    claims = [c for c in hook.system.claims() if c.name in targets and c.name not in report.violated_at]
+    cands, broke = _mine(report, hook, targets, arity, say)
+    pins = _pins_for(hook, spec, broke) if broke and not report.pinned else {}
+    if pins:
+        # the claims a mined instance broke are broken only where an element is configured otherwise
+        # than every element of the scenario (an over-long request, where the scenario has none): fix
+        # those conditions at the scenario's value, and mine and link again within that configuration
+        shown = ", ".join(f"{n} {'true' if v else 'false'}" for n, v in sorted(pins.items()))
+        say(f"{scenario.name}: {', '.join(report.violated_at)} broken outside the scenario's configuration; "
+            f"proving with {shown} for every element")
+        pinned, why = all_sizes_model(spec, pins)
+        if pinned is None:
+            report.reason = why
+            report.verdicts = {n: report.verdicts.get(n, "inconclusive") for n in targets}
+            return report
+        hook, report.pinned = pinned, pins
+        report.fixed, report.abstractions = hook.fixed, hook.abstractions
+        report.seconds["mine"] = time.perf_counter() - t0
+        outside = dict(report.violated_at)
+        report.violated_at, report.verdicts, report.small_states = {}, {}, 0
+        if hook.prelink is not None:
+            t1 = time.perf_counter()
+            report.linked, problem = hook.prelink(say)
+            report.seconds["link"] = report.seconds.get("link", 0.0) + time.perf_counter() - t1
+            if problem:
+                report.reason = problem
+                report.verdicts = {n: "inconclusive" for n in targets}
+                return report
+        t0 = time.perf_counter()
+        cands, _ = _mine(report, hook, targets, arity, say)
+        report.outside = outside
     report.candidates = len(cands)
-    report.seconds["mine"] = time.perf_counter() - t0
+    report.seconds["mine"] = report.seconds.get("mine", 0.0) + time.perf_counter() - t0
+
+    claims = [c for c in hook.system.claims() if c.name in targets and c.name not in report.violated_at]
 
     t0 = time.perf_counter()
     say(f"{scenario.name}: Houdini over {len(cands)} lifted candidates and {len(claims)} claims, bounded instance")
@@ -291,6 +298,72 @@ def prove_all_sizes(scenario: Scenario, max_seconds: float = 1800.0, arity: int 
         _minimise(report, hook, res.kept, budget(), say, irredundant)
     _write_certificate(report, hook, certificates_dir)
     return report
+
+
+def _mine(report: AllSizesReport, hook: AllSizesModel, targets: Sequence[str], arity: int,
+          say: Callable[[str], None]) -> tuple[dict[str, Candidate], set[int]]:
+    """Step 2 of the module docstring over ``hook``'s small instances: the lifted candidates (the
+    conditioned ones added), and which instances (by position) broke a target claim (recorded
+    in ``report.violated_at``, its verdict ``violated``)."""
+    cands: dict[str, Candidate] = {}
+    variants: dict[str, dict[tuple, Candidate]] = {}  # a candidate's conditioned forms, by signature
+    broke: set[int] = set()
+    report.mined = 0
+    report.joined = {}
+    for i, (small, lift, joins, *own) in enumerate(((hook.small, hook.lift, hook.joins, hook.triples), *hook.more)):
+        triples = own[0] if own else hook.triples
+        say(f"{report.scenario.name}: mining small instance {i + 1} of {1 + len(hook.more)}")
+        states, hits = explore_all(Machine(small))
+        report.small_states += len(states)
+        if any(name in hits for name in targets):
+            broke.add(i)
+        for name in targets:
+            if name in hits and name not in report.violated_at:
+                report.violated_at[name] = (small.size_label(), hits[name])
+                report.verdicts[name] = "violated"
+        small_ts = TransitionSystem(small)
+        clauses = list(mine(small_ts, states, arity=min(arity, 2)))
+        if arity == 3:
+            three = mine(small_ts, states, arity=3)
+            clauses += triples(three) if triples is not None else one_element_triples(small, three)
+        for cl in clauses:
+            cand = lift(cl)
+            if cand is not None:
+                cands.setdefault(cand.name, cand)
+                got = conditioned(lift, cl)
+                if got is not None:
+                    variants.setdefault(cand.name, {}).setdefault(*got)
+        for join in (joins(states) if joins is not None else ()):
+            facts = mine_joined(join, arity)
+            report.joined[join.name] = report.joined.get(join.name, 0) + len(facts)
+            clauses += facts
+            for fact in facts:
+                cand = join.lift(fact)
+                if cand is not None:
+                    cands.setdefault(cand.name, cand)
+        report.mined += len(clauses)
+    report.conditioned = add_conditioned(cands, variants)
+    return cands, broke
+
+
+def _pins_for(hook: AllSizesModel, spec: Any, broke: set[int]) -> dict[str, bool]:
+    """The rigid conditions to fix (:func:`~.sorted_allsizes.pins_outside`) so that every mined
+    instance that broke a target claim (by position in ``hook``'s instances) lies outside the
+    configuration proved; ``{}`` when some such instance has every condition as the scenario
+    has it (the claim is broken within the scenario's configuration: no pin can help)."""
+    from kvproof.checker.allsizes.sorted_allsizes import pins_outside
+    from kvproof.model.sorted_lift import LiftedSystem
+
+    if not isinstance(hook.system, LiftedSystem):
+        return {}
+    smalls = [hook.small, *[m[0] for m in hook.more]]
+    pins: dict[str, bool] = {}
+    for i in sorted(broke):
+        got = pins_outside(hook.system, spec, smalls[i])
+        if not got:
+            return {}
+        pins.update(got)
+    return pins
 
 
 def _minimise(report: AllSizesReport, hook: AllSizesModel, invariant: list[Candidate], seconds: float,
@@ -458,7 +531,7 @@ def recheck_all_sizes(path: str | Path, scenario: Scenario | None = None, second
         sc = scenario if scenario is not None else builtin(name)
     except Exception as e:  # an unknown name: the catalogue's own message
         return AllSizesRecheck(path, name, cert.proves, {}, problems + [f"scenario {name}: {e}"])
-    hook, no_model = all_sizes_model(sc.build())
+    hook, no_model = all_sizes_model(sc.build(), _pins_of(cert))
     if hook is None:
         return AllSizesRecheck(path, name, cert.proves, {}, problems + [f"scenario {sc.name}: {no_model}"])
     if path.name != f"{sc.name}{SUFFIX}":
@@ -536,6 +609,18 @@ class LinkedReport:
         return Tally(held, refuted, int(undecided)).exit_code
 
 
+def _pins_of(cert: "Certificate | Path") -> dict[str, bool]:
+    """The rigid conditions an all-sizes certificate's ``; fixed:`` lines say its lift fixed
+    (:func:`~.sorted_allsizes.pins_from`; ``{}`` for a file that cannot be read)."""
+    from kvproof.checker.allsizes.sorted_allsizes import pins_from
+    if isinstance(cert, Path):
+        try:
+            cert = read_certificate(cert, ALL_SIZES)
+        except CertificateError:
+            return {}
+    return pins_from(cert.header.get("fixed", []))
+
+
 def model_certificate(hook: AllSizesModel, path: Path) -> tuple[str, list[str]] | str:
     """``(invariant, claims)`` of the all-sizes certificate at ``path`` when it is, term for
     term, the certificate ``hook``'s parametric model demands for the invariant it states (the
@@ -575,6 +660,11 @@ def prove_by_link(scenario: Scenario, certificate: str | Path | None = None,
     why = [] if paths else [f"no *{SUFFIX} file under {certificates_dir}"]
     found = None
     for path in paths:
+        pins = _pins_of(path)
+        if pins:  # a certificate of the configuration with those conditions fixed: that model's
+            hook, _ = all_sizes_model(spec, pins)
+            if hook is None:
+                continue
         got = model_certificate(hook, path)
         if isinstance(got, str):
             why.append(got)

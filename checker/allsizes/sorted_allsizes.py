@@ -39,7 +39,8 @@ from kvproof.model.lifting import LiftRefused
 from kvproof.model.sorted_lift import LiftedSystem, lift_spec
 from kvproof.model.sorted_values import RefDom
 
-__all__ = ["lifted_model", "ClauseLifter", "lift_lines", "joins", "link_at_sizes", "one_element_triples"]
+__all__ = ["lifted_model", "ClauseLifter", "lift_lines", "joins", "link_at_sizes", "one_element_triples", "PINNED",
+           "pins_from", "fits_pins", "pins_outside"]
 
 
 class ClauseLifter:
@@ -356,16 +357,53 @@ def lift_lines(system: LiftedSystem) -> tuple[tuple[str, ...], tuple[str, ...]]:
     free = [f"{info.symbol.name}({', '.join(info.domains)})" for info in system.rigid_info.values()]
     if free:
         fixed.append("configuration per element, any value: " + ", ".join(free))
+    if system.pins:
+        fixed.append(PINNED + ", ".join(f"{name} {'true' if v else 'false'}" for name, v in sorted(system.pins.items())))
     return tuple(fixed), tuple(system.abstractions)
 
 
-def link_at_sizes(system: LiftedSystem, spec: Any, say: Callable[[str], None] = lambda text: None
-                  ) -> tuple[list[str], str]:
-    """The link of ``system`` with the spec at each of ``spec.link_instances()`` and at
-    ``spec`` itself (:func:`~.sorted_link.check_lifted_link`, no hypothesis): one line per size,
+PINNED = "configuration per element, fixed as in the scenario (every element alike): "
+"""How :func:`lift_lines` states the rigid conditions a lift fixes (:attr:`LiftedSystem.pins`),
+each ``name true|false``; :func:`pins_from` reads them back."""
+
+
+def pins_from(fixed: Sequence[str]) -> dict[str, bool]:
+    """The rigid conditions a lift fixed, read back from its ``fixed`` lines (a certificate's
+    ``; fixed:`` header): ``{}`` when none says so."""
+    out: dict[str, bool] = {}
+    for line in fixed:
+        if line.startswith(PINNED):
+            for item in line[len(PINNED):].split(", "):
+                name, _, value = item.partition(" ")
+                out[name] = value == "true"
+    return out
+
+
+def fits_pins(system: LiftedSystem, inst: Any, pins: dict[str, bool]) -> bool:
+    """Every element of instance ``inst`` has each rigid condition of ``pins`` at its pinned
+    value (``system``: a lift that has those conditions as symbols, i.e. without the pins)."""
+    values = ClauseLifter(system, inst).condition_values()
+    return all(values.get(name, {v}) <= {v} for name, v in pins.items())
+
+
+def pins_outside(system: LiftedSystem, spec: Any, inst: Any) -> dict[str, bool]:
+    """The rigid conditions that every element of the scenario ``spec`` has alike and that some
+    element of the instance ``inst`` has otherwise, each with the scenario's value: what fixing
+    them at the scenario's value leaves ``inst`` out of (an over-long request of a small instance
+    mined for an engine whose scenario has none)."""
+    own = ClauseLifter(system, spec).condition_values()
+    there = ClauseLifter(system, inst).condition_values()
+    return {name: next(iter(vs)) for name, vs in own.items() if len(vs) == 1 and there.get(name, set()) - vs}
+
+
+def link_at_sizes(system: LiftedSystem, spec: Any, say: Callable[[str], None] = lambda text: None,
+                  fits: Callable[[Any], bool] = lambda inst: True) -> tuple[list[str], str]:
+    """The link of ``system`` with the spec at each of ``spec.link_instances()`` that ``fits``
+    (the instances of the pinned configuration, :attr:`LiftedSystem.pins`) and at ``spec``
+    itself (:func:`~.sorted_link.check_lifted_link`, no hypothesis): one line per size,
     and "" or the first refutation (a lifted model not linked to its spec is not used)."""
     lines = []
-    for inst in (*spec.link_instances(), spec):
+    for inst in (*[i for i in spec.link_instances() if fits(i)], spec):
         size = inst.size_label()
         t0 = time.perf_counter()
         rep = check_lifted_link(system, inst)
@@ -380,19 +418,27 @@ def link_at_sizes(system: LiftedSystem, spec: Any, say: Callable[[str], None] = 
     return lines, ""
 
 
-def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesModel | None:
+def lifted_model(spec: Any, targets: Sequence[str] | None = None, pins: dict[str, bool] | None = None
+                 ) -> AllSizesModel | None:
     """The all-sizes model lifted from ``spec`` (``None`` when its protocol declares no sorts or
     no small instance to mine; :class:`~kvproof.model.lifting.LiftRefused` when an action cannot
-    be lifted)."""
+    be lifted).  With ``pins`` (rigid conditions fixed at one value for every element, as every
+    element of the scenario has it: :func:`pins_outside`) the lift has no symbol for them, and
+    only the small and link instances whose every element has them so are mined and linked."""
     if spec.lift_sorts() is None:
         return None
     try:
         smalls = list(spec.small_instances())
     except ValueError as e:  # a small instance the protocol's own checks refuse for this engine
         raise LiftRefused(f"the small instances to mine could not be built: {e}") from None
+    fits: Callable[[Any], bool] = lambda inst: True
+    if pins:
+        free = lift_spec(spec, claims=targets)
+        fits = lambda inst, free=free: fits_pins(free, inst, pins)
+        smalls = [s for s in smalls if fits(s)]
     if not smalls:
         return None
-    system = lift_spec(spec, claims=targets)
+    system = lift_spec(spec, claims=targets, pins=pins)
     names = tuple(c.name for c in system.claims())
     fixed, abstractions = lift_lines(system)
     lifters = [ClauseLifter(system, s) for s in smalls]
@@ -413,5 +459,5 @@ def lifted_model(spec: Any, targets: Sequence[str] | None = None) -> AllSizesMod
     return AllSizesModel(system, names, smalls[0], lifters[0], fixed, abstractions,
                          lambda states: joins(system, smalls[0], states),
                          lambda invariant, source: link_map(system, spec), more=more,
-                         prelink=lambda say: link_at_sizes(system, spec, say), filter_sizes=filter_sizes,
+                         prelink=lambda say: link_at_sizes(system, spec, say, fits), filter_sizes=filter_sizes,
                          triples=one_element_triples(system, smalls[0]))

@@ -138,12 +138,15 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
     verdicts = list(r.verdicts.values())
     summary = Summary("prove", f"{sc.name}, {plural(len(verdicts), 'claim')} (every size)", verdicts.count("proved"),
                       verdicts.count("violated"), len(verdicts) - verdicts.count("proved") - verdicts.count("violated"),
-                      code, "every target claim is proved for every size" if code == EXIT_OK else "")
+                      code, ("every target claim is proved for every size" + (
+                          " where every element has " + ", ".join(f"{n} {'true' if v else 'false'}" for n, v in sorted(r.pinned.items()))
+                          + ", as every element of the scenario" if r.pinned else "")) if code == EXIT_OK else "")
     if args.json:
         h = r.houdini
         doc = {"scenario": sc.name, "verdicts": r.verdicts, "reason": r.reason, "fixed": list(r.fixed),
                "abstractions": list(r.abstractions), "linked": list(r.linked), "not_lifted": r.not_lifted, "small_states": r.small_states,
-               "violated_at": {n: {"size": size, "steps": steps} for n, (size, steps) in r.violated_at.items()}, "mined": r.mined, "joined": r.joined,
+               "violated_at": {n: {"size": size, "steps": steps} for n, (size, steps) in r.violated_at.items()},
+               "pinned": r.pinned, "outside": {n: {"size": size, "steps": steps} for n, (size, steps) in r.outside.items()}, "mined": r.mined, "joined": r.joined,
                "candidates": r.candidates, "conditioned": r.conditioned, "kept": None if h is None else len(h.kept),
                "houdini_rounds": None if h is None else h.rounds,
                "minimised": None if m is None else {"status": m.status, "found": m.found, "kept": len(m.kept),
@@ -173,6 +176,10 @@ def prove_all_sizes(args: argparse.Namespace) -> int:
                 out.print(f"    {k:>2}. {label}")
     for line in r.fixed:
         out.print(f"fixed: {line}")
+    for name, (size, steps) in r.outside.items():
+        out.print(f"outside the fixed configuration: {name} is violated at {size}, a small instance mined "
+                  f"(a run of {steps} steps), so it is proved only where every element has "
+                  + ", ".join(f"{n} {'true' if v else 'false'}" for n, v in sorted(r.pinned.items())))
     for line in r.abstractions:
         out.print(f"over-approximated: {line}")
     for line in r.linked:
