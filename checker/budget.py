@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["process_started", "reserve", "GRACE", "ROW_SECONDS", "HTML_TRACE_SECONDS", "Budget"]
+__all__ = ["process_started", "reserve", "GRACE", "ROW_SECONDS", "HTML_TRACE_SECONDS", "Budget", "call_within"]
 
 GRACE = 0.3
 """Seconds past the end of the budget at which :meth:`Budget.backstop` stops the command (what
@@ -105,7 +105,76 @@ class Budget:
 
         return backstop(self.end + GRACE)
 
+    def call(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in a forked child process, stopped at the phases' deadline (:meth:`limits`):
+        its value, or the exception it raised, comes back pickled; past the deadline the child is
+        killed and :class:`~kvproof.checker.symbolic.watchdog.BudgetSpent` raised here.
+
+        For a call that may spend its time inside one call into C, which no signal interrupts
+        and the backstop cannot stop: importing an engine to read a launch line with its own
+        parser loads torch's compiled extension, a third of a second on an idle core with the
+        interpreter held.  ``fn``'s value must pickle without importing what ``fn`` imported
+        (plain data); where ``os.fork`` does not exist, ``fn`` runs here."""
+        if not hasattr(os, "fork"):
+            return fn(*args)
+        import pickle
+        import select
+        import signal
+
+        from kvproof.checker.symbolic.watchdog import BudgetSpent
+
+        deadline = self.end - reserve(self.seconds)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: run, send, and leave without the parent's exit handlers
+            try:
+                os.close(read_end)
+                try:
+                    outcome = (True, fn(*args))
+                except BaseException as e:  # noqa: BLE001 - the parent re-raises it
+                    outcome = (False, e)
+                try:
+                    data = pickle.dumps(outcome)
+                except Exception:  # an exception that does not pickle: its text
+                    data = pickle.dumps((False, RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}")))
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(write_end, view):]
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        chunks: list[bytes] = []
+        try:
+            while True:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise BudgetSpent()
+                if select.select([read_end], [], [], left)[0]:
+                    chunk = os.read(read_end, 1 << 16)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+        finally:
+            os.close(read_end)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+        if not chunks:
+            raise RuntimeError("the child process that ran the call ended without an answer")
+        ok, value = pickle.loads(b"".join(chunks))
+        if ok:
+            return value
+        raise value
+
     def line(self) -> str:
         """Why a command the backstop stopped ended: ``time limit S s reached ...``."""
         return (f"time limit {self.seconds:g} s reached before the command finished (one budget for the whole "
                 f"command, from process start)")
+
+
+def call_within(budget: Budget | None, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``: here without a budget, else by :meth:`Budget.call` (in a child process
+    stopped at the budget's deadline)."""
+    return fn(*args) if budget is None else budget.call(fn, *args)

@@ -196,3 +196,49 @@ def test_a_command_the_backstop_stopped_says_so_in_its_json(tmp_path):
         assert all(sc["reason"] == "time limit 0.05 s reached" for sc in doc["scenarios"])
     else:
         assert "time limit 0.05 s reached" in summary["ran"] and summary["inconclusive"] == 0
+
+
+def _held(seconds: float) -> int:
+    """A call into C that holds the interpreter for ``seconds`` or more: no signal handler runs
+    until it returns (what loading torch's extension does to an engine's import)."""
+    import re
+
+    return len(re.findall(r"(a*)*b", "a" * int(24 + seconds * 2)))  # catastrophic backtracking, all in C
+
+
+def test_a_call_held_in_c_is_stopped_at_the_deadline_in_its_child_process():
+    """``Budget.call`` runs the call in a forked child: a call the backstop cannot interrupt
+    (here, a regular expression held in C for many seconds) ends at the phases' deadline with
+    BudgetSpent, and the child is gone; the same call here would run on past it."""
+    t0 = time.perf_counter()
+    budget = B.Budget(0.5, t0)
+    children = _children()
+    with pytest.raises(BudgetSpent):
+        budget.call(_held, 60)
+    wall = time.perf_counter() - t0
+    assert 0.3 < wall < 1.5, wall
+    assert _children() == children  # killed and reaped: no zombie left
+
+
+def _children() -> set[int]:
+    """This process's child processes (zombies included), from /proc."""
+    me = os.getpid()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == me:
+                found.add(int(entry.name))
+    return found
+
+
+def test_a_call_in_time_returns_its_value_and_raises_its_exception():
+    budget = B.Budget(60, time.perf_counter())
+    pid = os.getpid()
+    assert budget.call(lambda: (os.getpid() != pid, {"tp": 2, "mode": "decode"})) == (True, {"tp": 2, "mode": "decode"})
+    with pytest.raises(ValueError, match="refuses this line"):
+        budget.call(lambda: (_ for _ in ()).throw(ValueError("sglang 0.5.23 refuses this line")))
+    assert B.call_within(None, os.getpid) == pid  # no budget: here, not in a child

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvproof.checker.audit import common as core
+from kvproof.checker.budget import call_within
 from kvproof.checker.audit.common import (
     EXIT_EXPOSED, EXIT_NOT_EXPOSED, EXIT_UNDECIDED, AuditReport, Hazard, Launch, Member, read_env_file,
 )
@@ -573,7 +574,10 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     command = core.launch_command(args, "python -m sglang.launch_server ...", bad)
     launch = parse_launch(command, bad)
     env = core.environment(args, launch, bad)
-    reading = read_launch(release, launch, bad, getattr(args, "reader", None) or "auto")
+    # with --max-seconds, in a child stopped at the deadline: the engine's own parser may spend
+    # its time loading compiled extensions, which nothing interrupts here
+    reading = call_within(getattr(args, "budget", None), read_launch, release, launch, bad,
+                          getattr(args, "reader", None) or "auto")
     peer = getattr(args, "peer_tp", None)
     peer_tp = core.count("--peer-tp", peer, bad) if peer is not None else None
     s = settings_of(release, launch, env, bad, peer_tp, reading)

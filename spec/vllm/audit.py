@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvproof.checker.audit import common as core
+from kvproof.checker.budget import call_within
 from kvproof.checker.audit.common import (
     EXIT_EXPOSED, EXIT_NOT_EXPOSED, EXIT_UNDECIDED, AuditReport, Hazard, Launch, Member,
 )
@@ -520,7 +521,10 @@ def run_audit(args: argparse.Namespace, out, bad) -> int:
     arrival, transfer = bounds(args, bad)
     launch = parse_launch(command, bad)
     env = core.environment(args, launch, bad)
-    reading = read_launch(release, launch, bad, getattr(args, "reader", None) or "auto")
+    # with --max-seconds, in a child stopped at the deadline: the engine's own parser may spend
+    # its time loading compiled extensions, which nothing interrupts here
+    reading = call_within(getattr(args, "budget", None), read_launch, release, launch, bad,
+                          getattr(args, "reader", None) or "auto")
     s = settings_of(release, launch, env, bad, arrival, transfer, not getattr(args, "no_decode_stalls", False),
                     reading)
     apply_metrics(s, args, bad)
