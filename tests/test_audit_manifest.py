@@ -230,6 +230,27 @@ def test_sglang_manifest_pair_is_audited_with_sided_remedies(capsys, tmp_path):
     assert "kvproof audit: sglang==0.5.23, 4 scenarios, 24 claims" in out.splitlines()[-1]
 
 
+def test_with_a_budget_each_side_is_read_in_a_child_process_with_the_same_result(capsys, tmp_path, monkeypatch):
+    """``--max-seconds``: each container's launch line is read by ``Budget.call`` (a forked child
+    stopped at the deadline: the engine's own parser loads compiled extensions no signal
+    interrupts), and the audit says what it says without a budget."""
+    from kvproof.checker import budget as B
+
+    calls = []
+    real = B.Budget.call
+
+    def counted(self, fn, *args):
+        calls.append(fn.__name__)
+        return real(self, fn, *args)
+
+    monkeypatch.setattr(B.Budget, "call", counted)
+    plain = audit_manifest(capsys, tmp_path, "sglang==0.5.23", llmd())
+    assert calls == []
+    budgeted = audit_manifest(capsys, tmp_path, "sglang==0.5.23", llmd(), before=("--max-seconds", "300"))
+    assert calls == ["read_launch", "read_launch"]  # the prefill side and the decode side
+    assert budgeted == plain
+
+
 @pytest.mark.parametrize("text, code, message", [
     ("kind: Deployment\n  bad: [", 3, "not YAML"),
     ("- just\n- a list\n", 3, "expected a Kubernetes object"),

@@ -29,6 +29,7 @@ from typing import Any
 
 from kvproof.checker.audit import common as core
 from kvproof.checker.audit import manifest as mf
+from kvproof.checker.budget import call_within
 from kvproof.spec.sglang import audit as sg
 
 __all__ = ["read_side", "merge", "key", "side_of_remedy", "run_manifest", "DECODE_ENV", "PREFILL_ENV"]
@@ -40,14 +41,16 @@ PREFILL_ENV = ("MC_TRANSFER_TIMEOUT",)
 """Variables of prefill's process that bound a write (Mooncake's transfer engine, in prefill)."""
 
 
-def read_side(release: sg.Release, reader: str, bad):
+def read_side(release: sg.Release, reader: str, bad, budget=None):
     """The reading of one container's command line, for :func:`~kvproof.checker.audit.manifest.pair`:
-    a launch line of :data:`.launch.LAUNCHERS` read as :func:`.audit.read_launch` reads it."""
+    a launch line of :data:`.launch.LAUNCHERS` read as :func:`.audit.read_launch` reads it (with
+    ``budget``, the command's ``--max-seconds``, in a child process stopped at its deadline:
+    :func:`~kvproof.checker.budget.call_within`)."""
     from kvproof.spec.sglang.launch import split
 
     return mf.side_reader(
         bad, is_launch=lambda words: split(words) is not None, parse=sg.parse_launch,
-        read=lambda launch, here: sg.read_launch(release, launch, here, reader),
+        read=lambda launch, here: call_within(budget, sg.read_launch, release, launch, here, reader),
         settings=lambda launch, env, here, reading: sg.settings_of(release, launch, env, here, None, reading),
         role=lambda s: s.mode, prefixes=sg.LIFECYCLE_PREFIXES, config_flag="--config")
 
@@ -148,7 +151,8 @@ def run_manifest(args: Any, out: Any, bad) -> int:
         raise bad("--peer-tp: with --manifest the other side's TP is read from its own container")
     return mf.audit_manifest(
         args, out, bad, engine=sg.ENGINE, release=release,
-        read=read_side(release, getattr(args, "reader", None) or "auto", bad), merge=_merge_with_notes(args, bad), key=key,
+        read=read_side(release, getattr(args, "reader", None) or "auto", bad, getattr(args, "budget", None)),
+        merge=_merge_with_notes(args, bad), key=key,
         audit=lambda s, limits: sg.audit(s, limits), hazards=sg.HAZARDS,
         no_fix="nothing kvproof tried removes it (no setting it knows, no known release)", where_width=24,
         abstracted_why="sizes are symbolic; a prompt may exceed the pool")

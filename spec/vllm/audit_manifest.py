@@ -25,6 +25,7 @@ import dataclasses
 from typing import Any
 
 from kvproof.checker.audit import manifest as mf
+from kvproof.checker.budget import call_within
 from kvproof.spec.vllm import audit as va
 
 __all__ = ["ROLES", "read_side", "merge", "merge_rows", "key", "run_manifest"]
@@ -33,15 +34,18 @@ ROLES = {"kv_producer": "prefill", "kv_consumer": "decode"}
 """``kv_role`` -> the side it launches (``kv_both`` says neither)."""
 
 
-def read_side(release: va.Release, reader: str, bad, bounds: tuple[float | None, float | None, bool]):
+def read_side(release: va.Release, reader: str, bad, bounds: tuple[float | None, float | None, bool],
+              budget=None):
     """The reading of one container's command line, for :func:`~kvproof.checker.audit.manifest.pair`:
     a launch line of :data:`.launch.LAUNCHERS` read as :func:`.audit.read_launch` reads it, with
-    the deployment's bounds (arrival, transfer, stalls)."""
+    the deployment's bounds (arrival, transfer, stalls); with ``budget`` (the command's
+    ``--max-seconds``) in a child process stopped at its deadline
+    (:func:`~kvproof.checker.budget.call_within`)."""
     from kvproof.spec.vllm.launch import split
 
     return mf.side_reader(
         bad, is_launch=lambda words: split(words) is not None, parse=va.parse_launch,
-        read=lambda launch, here: va.read_launch(release, launch, here, reader),
+        read=lambda launch, here: call_within(budget, va.read_launch, release, launch, here, reader),
         settings=lambda launch, env, here, reading: va.settings_of(release, launch, env, here, *bounds, reading),
         role=lambda s: ROLES.get(s.role or ""), prefixes=va.LIFECYCLE_PREFIXES, config_flag="--config")
 
@@ -113,6 +117,7 @@ def run_manifest(args: Any, out: Any, bad) -> int:
         no_fix += " (with no --arrival-bound and --transfer-bound, no lease is known to outlast the hand-off)"
     return mf.audit_manifest(
         args, out, bad, engine=va.ENGINE, release=release,
-        read=read_side(release, getattr(args, "reader", None) or "auto", bad, (arrival, transfer, stalls)),
+        read=read_side(release, getattr(args, "reader", None) or "auto", bad, (arrival, transfer, stalls),
+                       getattr(args, "budget", None)),
         merge=_merge_with_metrics(args, bad), key=key, audit=lambda s, limits: va.audit(s, limits), hazards=va.HAZARDS, no_fix=no_fix,
         where_width=24, abstracted_why="block counts are symbolic")
