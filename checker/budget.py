@@ -4,7 +4,7 @@ to its exit.
 The phases of a command look at the deadline as they go (:class:`~kvproof.checker.explicit.Limits`
 carries it to the searches, the C compiler, the liveness graph, and Z3 through
 :func:`~kvproof.checker.symbolic.watchdog.z3_deadline`), stop there and leave what they did not decide
-inconclusive.  Three things make that a bound on the process rather than on the phases:
+inconclusive.  Four things make that a bound on the process rather than on the phases:
 
 * the budget counts from when the process started (:func:`process_started`: the kernel's record
   of it, so the interpreter's start-up and kvproof's imports are spent from it too);
@@ -13,6 +13,9 @@ inconclusive.  Three things make that a bound on the process rather than on the 
 * the console command runs under :func:`~kvproof.checker.symbolic.watchdog.backstop`, which stops what
   does not look at the deadline :data:`GRACE` seconds after the end (:meth:`Budget.backstop`):
   one line, exit 2, inconclusive.
+* what may spend its time in one call into C, which no signal interrupts (``audit`` reading a
+  launch line with the installed engine's own parser: the engine's import loads torch's compiled
+  extension), runs in a forked child process killed at the deadline (:meth:`Budget.call`).
 
 ``kvproof.checker.cli.main`` called in-process (a test, a script) counts the budget from the call
 and only the phases keep to it; no signal is sent into the caller's process.
