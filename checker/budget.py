@@ -109,64 +109,40 @@ class Budget:
         return backstop(self.end + GRACE)
 
     def call(self, fn: Any, *args: Any) -> Any:
-        """``fn(*args)`` in a forked child process, stopped at the phases' deadline (:meth:`limits`):
-        its value, or the exception it raised, comes back pickled; past the deadline the child is
-        killed and :class:`~kvproof.checker.symbolic.watchdog.BudgetSpent` raised here.
+        """``fn(*args)`` in a forked child process (a ``multiprocessing`` fork, as the search's
+        partition workers are), stopped at the phases' deadline (:meth:`limits`): its value, or
+        the exception it raised, comes back over a pipe; past the deadline the child is killed
+        and :class:`~kvproof.checker.symbolic.watchdog.BudgetSpent` raised here.
 
         For a call that may spend its time inside one call into C, which no signal interrupts
         and the backstop cannot stop: importing an engine to read a launch line with its own
         parser loads torch's compiled extension, a third of a second on an idle core with the
         interpreter held.  ``fn``'s value must pickle without importing what ``fn`` imported
-        (plain data); where ``os.fork`` does not exist, ``fn`` runs here."""
-        if not hasattr(os, "fork"):
-            return fn(*args)
-        import pickle
-        import select
+        (plain data).  A child the kernel killed (the out-of-memory killer) is a
+        :class:`MemoryError`, as a lost partition worker is."""
+        import multiprocessing as mp
         import signal
 
         from kvproof.checker.symbolic.watchdog import BudgetSpent
 
-        deadline = self.end - reserve(self.seconds)
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: run, send, and leave without the parent's exit handlers
-            try:
-                os.close(read_end)
-                try:
-                    outcome = (True, fn(*args))
-                except BaseException as e:  # noqa: BLE001 - the parent re-raises it
-                    outcome = (False, e)
-                try:
-                    data = pickle.dumps(outcome)
-                except Exception:  # an exception that does not pickle: its text
-                    data = pickle.dumps((False, RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}")))
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(write_end, view):]
-            finally:
-                os._exit(0)
-        os.close(write_end)
-        chunks: list[bytes] = []
+        receive, send = mp.get_context("fork").Pipe(duplex=False)
+        child = mp.get_context("fork").Process(target=_send_outcome, args=(send, fn, args), daemon=True)
+        child.start()
+        send.close()
         try:
-            while True:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    raise BudgetSpent()
-                if select.select([read_end], [], [], left)[0]:
-                    chunk = os.read(read_end, 1 << 16)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
+            left = self.end - reserve(self.seconds) - time.perf_counter()
+            if left <= 0 or not receive.poll(left):
+                raise BudgetSpent()
+            ok, value = receive.recv()
+        except EOFError:  # the child ended without an answer
+            child.join()
+            if child.exitcode == -signal.SIGKILL:
+                raise MemoryError("the child process reading the call was killed (out of memory?)") from None
+            raise RuntimeError(f"the child process running the call exited (code {child.exitcode})") from None
         finally:
-            os.close(read_end)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(pid, 0)
-        if not chunks:
-            raise RuntimeError("the child process that ran the call ended without an answer")
-        ok, value = pickle.loads(b"".join(chunks))
+            child.kill()
+            child.join()
+            receive.close()
         if ok:
             return value
         raise value
@@ -175,6 +151,20 @@ class Budget:
         """Why a command the backstop stopped ended: ``time limit S s reached ...``."""
         return (f"time limit {self.seconds:g} s reached before the command finished (one budget for the whole "
                 f"command, from process start)")
+
+
+def _send_outcome(conn: Any, fn: Any, args: tuple) -> None:
+    """:meth:`Budget.call`'s child: send ``(True, value)`` or ``(False, exception)`` (the
+    exception's text, as a :class:`RuntimeError`, when it does not pickle)."""
+    try:
+        outcome = (True, fn(*args))
+    except BaseException as e:  # noqa: BLE001 - the parent re-raises it
+        outcome = (False, e)
+    try:
+        conn.send(outcome)
+    except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
+        conn.send((False, RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}")))
+    conn.close()
 
 
 def call_within(budget: Budget | None, fn: Any, *args: Any) -> Any:

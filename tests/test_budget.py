@@ -242,3 +242,11 @@ def test_a_call_in_time_returns_its_value_and_raises_its_exception():
     with pytest.raises(ValueError, match="refuses this line"):
         budget.call(lambda: (_ for _ in ()).throw(ValueError("sglang 0.5.23 refuses this line")))
     assert B.call_within(None, os.getpid) == pid  # no budget: here, not in a child
+
+
+def test_a_child_the_kernel_killed_is_out_of_memory_and_one_that_exits_is_an_error():
+    budget = B.Budget(60, time.perf_counter())
+    with pytest.raises(MemoryError, match="killed"):
+        budget.call(lambda: os.kill(os.getpid(), signal.SIGKILL))
+    with pytest.raises(RuntimeError, match="exited \\(code 3\\)"):
+        budget.call(os._exit, 3)
