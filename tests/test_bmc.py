@@ -46,3 +46,39 @@ def test_a_path_that_does_not_replay_is_an_engine_error():
         confirmed_path(m, "no_write_after_release", actions, wrong)
     with pytest.raises(EngineError, match="does not hit"):
         confirmed_path(m, "no_write_after_release", actions[:-1], states[:-1])
+
+
+def test_a_z3_call_canceled_past_the_deadline_ends_the_search_as_out_of_time(monkeypatch):
+    # past the deadline the watchdog keeps interrupting Z3, and reading a model then fails with
+    # "canceled" (seen in CI on a loaded machine): that is the budget running out, not a crash
+    import time
+
+    import z3
+
+    spec = Ring()
+    ts = TransitionSystem(spec)
+    deadline = time.perf_counter() + 3
+
+    def canceled(model, k):
+        while time.perf_counter() <= deadline:  # the budget runs out while the model is read
+            time.sleep(0.05)
+        raise z3.Z3Exception(b"canceled")
+
+    monkeypatch.setattr(ts, "decode_path", canceled)
+    run = bmc(ts, spec.claims, 10, max_seconds=3, deadline=deadline)
+    assert run.hits == {}
+    assert run.depth == 2 and run.stopped == "time limit 3 s reached at depth 3"
+
+
+def test_a_z3_error_before_the_deadline_is_not_taken_for_the_budget(monkeypatch):
+    import z3
+
+    spec = Ring()
+    ts = TransitionSystem(spec)
+
+    def broken(model, k):
+        raise z3.Z3Exception(b"some other failure")
+
+    monkeypatch.setattr(ts, "decode_path", broken)
+    with pytest.raises(z3.Z3Exception):
+        bmc(ts, spec.claims, 10, max_seconds=600)

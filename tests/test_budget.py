@@ -250,3 +250,36 @@ def test_a_child_the_kernel_killed_is_out_of_memory_and_one_that_exits_is_an_err
         budget.call(lambda: os.kill(os.getpid(), signal.SIGKILL))
     with pytest.raises(RuntimeError, match="exited \\(code 3\\)"):
         budget.call(os._exit, 3)
+
+
+def test_a_z3_call_canceled_past_the_deadline_is_the_budget_spent():
+    # a Z3 call that is not a check (reading a model) fails with "canceled" once the watchdog
+    # interrupts: the command's budget ran out, which the command reports as such (exit 2)
+    import z3
+
+    from kvproof.checker.symbolic.watchdog import z3_deadline
+
+    with pytest.raises(BudgetSpent):
+        with z3_deadline(time.perf_counter() - 1):
+            raise z3.Z3Exception(b"canceled")
+    with pytest.raises(z3.Z3Exception):  # before the deadline, an error of Z3 is an error
+        with z3_deadline(time.perf_counter() + 600):
+            raise z3.Z3Exception(b"canceled")
+
+
+def test_the_backstop_takes_a_z3_call_canceled_past_the_deadline_for_the_budget():
+    import z3
+
+    # the alarm is held back, so only the Z3 error can end the block: as the budget, once late
+    old = signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        with pytest.raises(BudgetSpent):
+            with backstop(time.perf_counter() - 1):
+                raise z3.Z3Exception(b"canceled")
+        with pytest.raises(z3.Z3Exception):
+            with backstop(time.perf_counter() + 600):
+                raise z3.Z3Exception(b"canceled")
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})  # a pending alarm is ignored
+        signal.signal(signal.SIGALRM, old)

@@ -109,55 +109,62 @@ def bmc(ts: TransitionSystem, claims: Sequence[Claim], max_depth: int,
         run.stopped = f"time limit {max_seconds or 0:g} s reached before depth 0"
         run.seconds = time.perf_counter() - start
         return run
-    un = Unrolling(ts)
-    open_ = list(claims)
-    k = 0
-    while True:
-        xs = ts.state(k)
-        if open_:
-            lits = {}
-            for c in open_:  # building the terms takes a while on large scenarios: watch the clock
-                if late():
-                    break
-                lits[c.name] = un.literal(_hit_term(ts, c, xs))
-            if late():
-                run.stopped = f"time limit {max_seconds or 0:g} s reached at depth {k}"
-                break
-            any_hit = un.literal(z3.Or(*lits.values()))
-            verdict = un.check(any_hit)
-            run.checks += 1
-            if verdict == z3.unknown:
-                run.stopped = gave_up(k)
-                break
-            if verdict == z3.sat:
-                unfinished = False
-                for c in list(open_):
-                    answer = un.check(lits[c.name])
-                    run.checks += 1
-                    if answer == z3.sat:
-                        run.hits[c.name] = ts.decode_path(un.solver.model(), k)
-                        open_.remove(c)
-                    elif answer == z3.unknown:
-                        unfinished = True
+    try:
+        un = Unrolling(ts)
+        open_ = list(claims)
+        k = 0
+        while True:
+            xs = ts.state(k)
+            if open_:
+                lits = {}
+                for c in open_:  # building the terms takes a while on large scenarios: watch the clock
+                    if late():
                         break
-                if unfinished:  # depth k is not searched to the end: run.depth stays k - 1
+                    lits[c.name] = un.literal(_hit_term(ts, c, xs))
+                if late():
+                    run.stopped = f"time limit {max_seconds or 0:g} s reached at depth {k}"
+                    break
+                any_hit = un.literal(z3.Or(*lits.values()))
+                verdict = un.check(any_hit)
+                run.checks += 1
+                if verdict == z3.unknown:
                     run.stopped = gave_up(k)
                     break
-        run.depth = k
-        if run.hits and stop_at_first_hit:
-            run.stopped = "a claim hit"
-            break
-        if not open_ and stop_when_all_hit:
-            run.stopped = "every claim asked for hit"
-            break
-        if k >= max_depth:
-            run.stopped = f"depth limit {max_depth} reached"
-            break
-        if deadline is not None and time.perf_counter() > deadline:
-            run.stopped = f"time limit {max_seconds or 0:g} s reached at depth {k}"
-            break
-        un.extend()
-        k += 1
+                if verdict == z3.sat:
+                    unfinished = False
+                    for c in list(open_):
+                        answer = un.check(lits[c.name])
+                        run.checks += 1
+                        if answer == z3.sat:
+                            run.hits[c.name] = ts.decode_path(un.solver.model(), k)
+                            open_.remove(c)
+                        elif answer == z3.unknown:
+                            unfinished = True
+                            break
+                    if unfinished:  # depth k is not searched to the end: run.depth stays k - 1
+                        run.stopped = gave_up(k)
+                        break
+            run.depth = k
+            if run.hits and stop_at_first_hit:
+                run.stopped = "a claim hit"
+                break
+            if not open_ and stop_when_all_hit:
+                run.stopped = "every claim asked for hit"
+                break
+            if k >= max_depth:
+                run.stopped = f"depth limit {max_depth} reached"
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                run.stopped = f"time limit {max_seconds or 0:g} s reached at depth {k}"
+                break
+            un.extend()
+            k += 1
+    except z3.Z3Exception:
+        # past the deadline the watchdog keeps interrupting Z3, and a call that is not a check
+        # (reading a model, building a term) fails with "canceled": depth run.depth + 1 is unfinished
+        if not late():
+            raise
+        run.stopped = f"time limit {max_seconds or 0:g} s reached at depth {run.depth + 1}"
     run.seconds = time.perf_counter() - start
     return run
 

@@ -84,6 +84,12 @@ def z3_deadline(deadline: float | None) -> Iterator[None]:
     thread.start()
     try:
         yield
+    except z3.Z3Exception:
+        # once the deadline has passed, any Z3 call (reading a model, building a term) may fail
+        # with "canceled": that is the budget running out, not an error of the code it stopped
+        if time.perf_counter() < deadline:
+            raise
+        raise BudgetSpent() from None
     finally:
         stop.set()
         thread.join()
@@ -182,6 +188,13 @@ def backstop(deadline: float | None) -> Iterator[None]:
         thread.start()
         state["armed"] = True
         yield
+    except Exception as e:
+        # a Z3 call the watcher interrupted that is not a check (reading a model) fails with
+        # "canceled": the budget ran out there, as if the alarm had come
+        z3 = sys.modules.get("z3")
+        if z3 is None or not isinstance(e, z3.Z3Exception) or time.perf_counter() < deadline:
+            raise
+        raise BudgetSpent(state["wrote"]) from None
     finally:
         while True:  # every step is idempotent: an alarm raised part way through starts it again
             try:
