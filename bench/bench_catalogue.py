@@ -102,7 +102,9 @@ def breakdown(top: int = 8) -> None:
     clock = Clock()
     live = importlib.import_module("kvproof.checker.explicit.liveness")
     clock.wrap(backends_base.Backend, "machine", "compile the machine (code generation, compile)")
-    clock.wrap(run, "explore", "search keeping the graph (liveness scenarios)")
+    auto = importlib.import_module("kvproof.checker.explicit.backends.auto")
+    for cls in (backends_base.Backend, auto.AutoBackend):  # the Python engine's, or the probe then native
+        clock.wrap(cls, "run_graph", "search keeping the graph (liveness scenarios)")
     clock.wrap(search, "_add_edges", "  of which: the graph's edges")
     clock.wrap(search.ClaimBook, "level", "  of which: claims of levels where one hits")
     for backend in ("python", "auto"):

@@ -11,6 +11,8 @@ points over *packed* states (``width`` bytes each, one byte per slot, states bac
 * ``kv_hits``: per state, the bitmask of the ``always`` claims that hit (as
   :func:`~kvproof.model.compiler.compile_hits`);
 * ``kv_qhits``: the same for the ``quiescent`` claims;
+* ``kv_pending``: per state, the bitmask of a liveness claim's obligations still pending there
+  (as :func:`~kvproof.model.compiler.compile_pending`; a claim of at most 64 obligations);
 * ``kv_keys``: a 64-bit fingerprint per state;
 * ``kv_insert`` / ``kv_rehash``: an open-addressing visited set of those fingerprints (and, in
   exact mode, of the states themselves, packed, kept in discovery order), filled a batch of
@@ -106,7 +108,8 @@ void kv_keys(const uint8_t *in, int64_t n, uint64_t *keys) {
    packed: PW bytes each, see kv_pack) and confirms every key match by comparing the packed
    states; fingerprint mode (`store` NULL) keeps keys only (kv_keys's; 0 read as 1).  -1 when a
    state does not pack.  `pout` (fingerprint mode, may be NULL) gets each new state packed, in
-   the order of `fresh`.
+   the order of `fresh`.  `ids` (exact mode, may be NULL) gets every candidate's state number,
+   new or already seen: the targets of the edges into them (the state graph liveness needs).
    The candidates go KB at a time: first every key of the batch is computed and its home slot
    prefetched (exact mode: then, for a slot that already holds that key, the stored state it
    names), then the batch is probed in order; a table far larger than the caches then costs
@@ -114,7 +117,7 @@ void kv_keys(const uint8_t *in, int64_t n, uint64_t *keys) {
    candidates are new, in which order, where each key lands) is the one-at-a-time loop's. */
 #define KB 16
 int64_t kv_insert(uint64_t *tkeys, int32_t *tidx, int64_t mask, uint8_t *store, int64_t stored,
-                  const uint8_t *cand, int64_t n, int64_t *fresh, uint8_t *pout) {
+                  const uint8_t *cand, int64_t n, int64_t *fresh, uint8_t *pout, int32_t *ids) {
     int64_t m = 0;
     uint8_t p[KB][PW];
     uint64_t ks[KB];
@@ -152,10 +155,14 @@ int64_t kv_insert(uint64_t *tkeys, int32_t *tidx, int64_t mask, uint8_t *store, 
                     } else if (pout && pack1(cand + (size_t)(j0 + r) * W, pout + (size_t)m * PW)) {
                         return -1;
                     }
+                    if (ids) ids[j0 + r] = (int32_t)(stored + m);
                     fresh[m++] = j0 + r;
                     break;
                 }
-                if (t == k && (!store || memcmp(store + (size_t)tidx[i] * PW, p[r], PW) == 0)) break;
+                if (t == k && (!store || memcmp(store + (size_t)tidx[i] * PW, p[r], PW) == 0)) {
+                    if (ids) ids[j0 + r] = tidx[i];
+                    break;
+                }
                 i = (i + 1) & mask;
             }
         }
@@ -322,6 +329,9 @@ class CSource:
     packed_width: int = 0
     """Bytes of a state packed (every slot in as many bits as its largest value needs): how the
     exact visited set stores states."""
+    obligations: dict = None  # type: ignore[assignment]
+    """Per liveness claim compiled to ``kv_pending`` (its index among the claims): its
+    obligations' labels, bit ``i`` of a mask being the ``i``-th."""
 
 
 def _emit_checks(em: _CEmitter, ops: COps, where: str, messages: list[str], fail: str) -> None:
@@ -352,6 +362,50 @@ def _hits_function(spec: Spec, claims: Sequence[Claim | None], name: str, tables
     em.reset()
     em.line("return h;")
     return [f"static uint64_t {name}(const uint8_t *s, int64_t *err) {{"] + em.lines + ["}"]
+
+
+def _pending_functions(spec: Spec, claims: Sequence[Claim], tables: dict,
+                       messages: list[str]) -> tuple[list[str], dict[int, list[str]]]:
+    """``kv_pending(claim, in, n, masks, err)``: per state, the obligations of liveness claim
+    number ``claim`` pending there, as :func:`~kvproof.model.compiler.compile_pending` gives
+    them (-2: that claim is not compiled: not liveness, or more than 64 obligations); and each
+    compiled claim's labels."""
+    lines: list[str] = []
+    labels: dict[int, list[str]] = {}
+    for i, claim in enumerate(claims):
+        if claim.kind != "liveness":
+            continue
+        em = _CEmitter(tables)
+        em.line("uint64_t h = 0;")
+        ops = COps(em, _value_sizes(spec))
+        obligations = spec.eval_claim(claim.name, ops)
+        if len(obligations) > 64:
+            continue
+        _emit_checks(em, ops, claim.name, messages, "return 0;")
+        for k, (label, value) in enumerate(obligations):
+            em.reset()
+            value = _c(value)
+            if value.const is not None:
+                if value.const:
+                    em.line(f"h |= {1 << k}ULL;")
+                continue
+            em.open(f"if ({value.src}) {{")
+            em.line(f"h |= {1 << k}ULL;")
+        em.reset()
+        em.line("return h;")
+        labels[i] = [label for label, _ in obligations]
+        lines += [f"static uint64_t pend{i}(const uint8_t *s, int64_t *err) {{"] + em.lines + ["}"]
+    lines += ["int64_t kv_pending(int64_t claim, const uint8_t *in, int64_t n, uint64_t *masks, int64_t *err) {",
+              "    uint64_t (*f)(const uint8_t *, int64_t *);",
+              "    switch (claim) {"]
+    lines += [f"    case {i}: f = pend{i}; break;" for i in labels]
+    lines += ["    default: return -2;", "    }",
+              "    for (int64_t j = 0; j < n; j++) {",
+              "        masks[j] = f(in + (size_t)j * W, err);",
+              "        if (err[0]) return -1 - j;",
+              "    }",
+              "    return n;", "}"]
+    return lines, labels
 
 
 def _slots_of(spec: Spec, slot: str) -> range:
@@ -439,9 +493,10 @@ def c_source(spec: Spec, claims: Sequence[Claim]) -> CSource:
     quiescent = [c if c.at == "quiescent" else None for c in claims]
     hits1 = _hits_function(spec, always, "hits1", tables, messages)
     qhits1 = _hits_function(spec, quiescent, "qhits1", tables, messages)
+    pending, obligations = _pending_functions(spec, claims, tables, messages)
     packing, packed = _pack_functions([hi.bit_length() for hi in slot_hi] or [1])
     head = [_PRELUDE, f"#define W {max(width, 1)}", f"#define PW {packed}", f"#define N_ACTIONS {len(spec.instances)}LL",
             f"#define MAX_SUCC {max(live, 1)}"]
     head += [f"static const int {name}[] = {{{', '.join(map(str, values))}}};" for values, name in tables.items()]
-    text = "\n".join(head + packing + expand1 + hits1 + qhits1 + [_LEVEL])
-    return CSource(text, messages, width, len(spec.instances), max(live, 1), packed)
+    text = "\n".join(head + packing + expand1 + hits1 + qhits1 + [_LEVEL] + pending)
+    return CSource(text, messages, width, len(spec.instances), max(live, 1), packed, obligations)

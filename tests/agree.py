@@ -357,8 +357,9 @@ def native_disagreements(machine: Any, states: Sequence[bytes], batched: bool = 
     """The differences between a :class:`~kvproof.checker.explicit.native.NativeMachine`'s C code and
     the reference semantics on ``states``, all expanded and checked in one call each: the set
     of ``(action, next state)`` pairs per state, the flag of a state without successors, every
-    safety claim's hit (quiescent ones where nothing is enabled) and the fingerprints (equal
-    states, equal keys).  The reference is the plain interpreter state by state, or with
+    safety claim's hit (quiescent ones where nothing is enabled), every liveness claim's pending
+    obligations (with ``batched``, on the first 200 states) and the fingerprints (equal states,
+    equal keys).  The reference is the plain interpreter state by state, or with
     ``batched`` the batched reference (:mod:`.batch`) over whole columns (the whole catalogue)."""
     import numpy as np
 
@@ -410,7 +411,20 @@ def native_disagreements(machine: Any, states: Sequence[bytes], batched: bool = 
             if bool(quiet[k]) != want_quiet[k]:
                 note(f"native quiescence at state {k}: {bool(quiet[k])}, reference {want_quiet[k]}")
     for i, c in enumerate(machine.claims):
-        if c.kind == "liveness":
+        if c.kind == "liveness":  # the obligations pending at each state (kv_pending), against the reference's
+            got_pending = code.pending(i, arr)
+            if got_pending is None:
+                note(f"native {c.name}: obligations not compiled")
+                continue
+            masks, labels = got_pending
+            for k, s in enumerate(states[:200] if batched else states):
+                ref_pending = reference_claim(spec, c.name, s)
+                if labels != [label for label, _ in ref_pending]:
+                    note(f"native {c.name}: obligations {labels[:3]}, reference {[x for x, _ in ref_pending][:3]}")
+                    break
+                want = sum(1 << j for j, (_, v) in enumerate(ref_pending) if v)
+                if int(masks[k]) != want:
+                    note(f"native {c.name} at state {k}: pending {int(masks[k]):b}, reference {want:b}")
             continue
         if batched:
             truth = truths[c.name]

@@ -73,6 +73,17 @@ def _agree_on_random_specs(data, states_per_spec: int = 6) -> None:
             except RangeCheckFailed as e:
                 runs.append(str(e))
         assert runs[0] == runs[1], visited
+    # the search keeping the graph (liveness claims): the Python engine's graph, edge for edge
+    if isinstance(runs[0], tuple) and runs[0][5]:  # (complete within 3,000 states: small enough to keep)
+        assert _graph_outcome(explore(m, edges=True)) == _graph_outcome(explore(Machine(spec), edges=True))
+
+
+def _graph_outcome(ex):
+    """Everything a search keeping its edges gives: the outcome and the graph, array by array."""
+    g = ex.graph
+    return (_outcome(ex), g.states, list(g.offsets), list(g.targets), list(g.aids), list(g.parent), list(g.via),
+            list(g.depth), bytes(g.expanded), g.complete, g.reason,
+            (g.stats.states, g.stats.transitions, g.stats.depth, g.stats.quiescent, g.stats.represented))
 
 
 @settings(max_examples=10, **_SETTINGS)
@@ -108,6 +119,25 @@ def test_the_comparison_catches_a_c_emitter_that_differs(monkeypatch):
     monkeypatch.setattr(ccompiler.COps, "not_", lambda self, x: _c(x))
     m = native.NativeMachine(builtin("incident").build(), opt="-O0")
     assert native_disagreements(m, reachable("incident"), batched=True)
+
+
+def test_the_comparison_catches_pending_obligations_that_differ(monkeypatch):
+    """A liveness claim's obligations compiled to C with one bit dropped are reported."""
+    name = "ack-before-register"
+    m = native.NativeMachine(builtin(name).build(), opt="-O0")
+    assert any(c.kind == "liveness" for c in m.claims)
+    assert not native_disagreements(m, reachable(name), batched=True)
+    real = type(m.native).pending
+
+    def dropped(self, claim, states):
+        masks, labels = real(self, claim, states)
+        return masks & ~np.uint64(1), labels
+
+    import numpy as np
+
+    monkeypatch.setattr(type(m.native), "pending", dropped)
+    problems = native_disagreements(m, reachable(name), batched=True)
+    assert any("pending" in p for p in problems), problems
 
 
 # -- every reachable state of catalogue scenarios against the batched reference ---------------------------
@@ -337,6 +367,41 @@ def test_the_default_searches_a_model_past_the_probe_natively_with_the_python_en
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(py, auto))
 
 
+@pytest.mark.parametrize("live", [False, True], ids=["safety", "liveness"])
+def test_a_model_an_earlier_search_found_large_skips_the_probe_with_the_same_outcome(live, tmp_path, monkeypatch):
+    from kvproof.checker.explicit import sizes
+    from kvproof.checker.explicit.backends import Search
+
+    _o0(monkeypatch)
+    monkeypatch.setenv("KVPROOF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(auto_backend, "PROBE_STATES", 500)  # abort-race: 2,958 states
+    sc = builtin("abort-race")
+    machine = Machine(sc.build())
+    search = Search(sc, machine)
+
+    def run():
+        ex, used, _ = (AutoBackend().run_graph if live else AutoBackend().run)(search)
+        return (_graph_outcome(ex) if live else _outcome(ex)), used
+
+    first, used = run()
+    assert used == "native" and sizes.known(machine) == 2958
+    # the Python engine's probe does not run again: the search is native at once, with the same outcome
+    with monkeypatch.context() as m:
+        m.setattr(PythonBackend, "explore", lambda *a, **k: pytest.fail("probed again"))
+        m.setattr(PythonBackend, "run_graph", lambda *a, **k: pytest.fail("probed again"))
+        assert run() == (first, "native")
+    # a count below the probe's limit, or a file that is not a count, leaves the probe to decide
+    for text in ("400", "not a number"):
+        (tmp_path / "cache" / "sizes" / machine.fingerprint).write_text(text)
+        assert sizes.known(machine) == (400 if text == "400" else None)
+        calls = []
+        with monkeypatch.context() as m:
+            real = PythonBackend.run_graph if live else PythonBackend.explore
+            m.setattr(PythonBackend, "run_graph" if live else "explore",
+                      lambda *a, **k: calls.append(1) or real(*a, **k))
+            assert run() == (first, "native") and calls == [1]
+
+
 def test_the_default_keeps_a_small_model_on_the_python_engine_and_says_why(monkeypatch):
     from kvproof.checker.explicit import run
 
@@ -459,16 +524,63 @@ def test_symmetry_under_the_native_backend_keeps_verdicts_and_writes_the_same_tr
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(py, c))
 
 
-def test_liveness_claims_stay_on_the_python_engine_with_their_verdicts(monkeypatch):
+@pytest.mark.parametrize("name", ["abort-race", "incident", "tp2x2", "sglang-0.5.23-shared-room-abort"])
+@pytest.mark.parametrize("case", [dict(), dict(claims=[]), dict(claims=[0, 3]),
+                                  dict(limits=Limits(max_seconds=1.0, started=-1e9))],
+                         ids=["all", "none", "two", "out-of-time"])
+def test_the_native_search_keeping_the_graph_has_the_python_engines_graph(name, case):
+    nm = native_of(name)
+    assert _graph_outcome(explore(nm, edges=True, **case)) == _graph_outcome(explore(Machine(nm.spec), edges=True, **case))
+
+
+@pytest.mark.parametrize("case", [dict(limits=Limits(max_states=500)), dict(limits=Limits(max_depth=7)),
+                                  dict(claims=[0, 3], stop_when_all_hit=True)], ids=["states", "depth", "stop"])
+def test_the_search_keeping_the_graph_under_what_the_native_one_does_not_take_is_the_python_engines(case, monkeypatch):
+    nm = native_of("abort-race")
+    monkeypatch.setattr(native, "_explore", lambda *a, **k: pytest.fail("the native search ran"))
+    assert _graph_outcome(explore(nm, edges=True, **case)) == _graph_outcome(explore(Machine(nm.spec), edges=True, **case))
+
+
+def test_the_native_graph_is_not_the_python_one_when_an_edge_is_wrong(monkeypatch):
+    # the comparison above is strict: one edge's target moved is caught
+    nm = native_of("abort-race")
+    ref = _graph_outcome(explore(Machine(nm.spec), edges=True))
+    got = explore(nm, edges=True)
+    got.graph.targets[7] = (got.graph.targets[7] + 1) % len(got.graph.states)
+    assert _graph_outcome(got) != ref
+
+
+def test_liveness_claims_past_the_probe_are_searched_natively_with_the_python_engines_verdicts(tmp_path, monkeypatch):
     from kvproof.checker.explicit import run
 
-    name = next(n for n in ("ack-before-register", "incident") if any(
-        c.kind == "liveness" for c in builtin(n).build().claims))
+    name = "ack-before-register"
+    assert any(c.kind == "liveness" for c in builtin(name).build().claims)
+    _o0(monkeypatch)
     monkeypatch.setattr(auto_backend, "PROBE_STATES", 10)
+    got = run.check_scenario(builtin(name), traces_dir=tmp_path / "auto")
+    ref = run.check_scenario(builtin(name), traces_dir=tmp_path / "py", backend=PythonBackend())
+    assert (got.backend, got.backend_note, ref.backend) == ("native", "", "python")
+    assert _report_outcome(got) == _report_outcome(ref)
+    assert any(c.kind == "liveness" and c.verdict == "violated" for c in ref.claims)
+    py, auto = sorted((tmp_path / "py").iterdir()), sorted((tmp_path / "auto").iterdir())
+    assert [p.name for p in py] == [p.name for p in auto] and py
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(py, auto))
+
+
+def test_liveness_claims_of_a_small_model_stay_on_the_python_engine(monkeypatch):
+    from kvproof.checker.explicit import run
+
+    monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C for a small liveness check"))
+    got = run.check_scenario(builtin("ack-before-register"))
+    assert got.backend == "python" and got.backend_note.startswith("the search ended within 20,000 states")
+
+
+def test_liveness_claims_with_workers_stay_on_the_python_engine(monkeypatch):
+    from kvproof.checker.explicit import run
+
     monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C for a liveness check"))
-    got = run.check_scenario(builtin(name))
-    assert got.backend == "python" and got.backend_note.startswith("liveness claims")
-    assert _report_outcome(got) == _report_outcome(run.check_scenario(builtin(name), backend=PythonBackend()))
+    got = run.check_scenario(builtin("ack-before-register"), backend=AutoBackend(workers=2))
+    assert got.backend_note.startswith("liveness claims")
 
 
 def test_a_cache_folder_that_cannot_be_written_compiles_privately(tmp_path, monkeypatch):

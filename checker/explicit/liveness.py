@@ -84,13 +84,19 @@ def find_lasso(machine: Machine, graph: StateGraph, claim: str, deadline: float 
     loops through expanded states).  Past ``deadline`` (a ``time.perf_counter()`` reading) it
     raises :class:`OutOfTime` with the message ``why``."""
     spec = machine.spec
-    pending, labels = compile_pending(spec, spec.claim(claim))
     fair = _fair_aids(machine)
-    masks: list[int] = []
-    for k in range(0, len(graph.states), 8 * _TICK):
-        _check(deadline, why)
-        masks.extend(map(pending, graph.states[k:k + 8 * _TICK]))
-    bits = np.array(masks, dtype=object if len(labels) > 62 else np.int64)
+    _check(deadline, why)
+    native = graph.pending(claim) if graph.pending is not None else None
+    if native is not None:  # the native search's code computed them (the same masks: tests/test_native.py)
+        masks, labels = native
+        bits = masks.astype(np.int64) if len(labels) <= 62 else np.array(masks.tolist(), dtype=object)
+    else:
+        pending, labels = compile_pending(spec, spec.claim(claim))
+        masks = []
+        for k in range(0, len(graph.states), 8 * _TICK):
+            _check(deadline, why)
+            masks.extend(map(pending, graph.states[k:k + 8 * _TICK]))
+        bits = np.array(masks, dtype=object if len(labels) > 62 else np.int64)
     best: tuple[int, int, str, Any] | None = None  # (entry depth, entry, label, component)
     for i, label in enumerate(labels):
         _check(deadline, why)

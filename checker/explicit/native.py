@@ -35,15 +35,17 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from kvproof.checker.explicit.search import ClaimBook, Exploration, Limits, _ended
+from kvproof.checker.explicit.search import ClaimBook, Exploration, Limits, StateGraph, _add_edges_numpy, _ended
 from kvproof.checker.results import Stats
 from kvproof.checker.explicit.native_store import NativeVisited, Scratch, grown_table, join_rows, take_rows  # noqa: F401 - re-exported
 from kvproof.checker.explicit.visited import collision_probability
+from kvproof.checker.explicit.sizes import cache_dir
 from kvproof.model.ccompiler import MAX_CLAIMS, CSource, c_source
 from kvproof.model.compiler import RangeCheckFailed
 from kvproof.model.machine import Machine
 
-__all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", "native_code", "cache_dir", "c_compiler", "explore_native"]
+__all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", "native_code", "cache_dir", "c_compiler", "explore_native",
+           "explore_native_graph", "graph_searchable"]
 
 _FLAGS = ("-std=gnu99", "-shared", "-fPIC")
 _CHUNK = 1 << 15  # states expanded per call between limit checks
@@ -53,15 +55,6 @@ _MAX_BUFFER = 1 << 18  # successors it may grow to hold: past that a chunk's suc
 
 class NativeUnavailable(Exception):
     """The native backend cannot run here (no C compiler, or it failed): one line saying why."""
-
-
-def cache_dir() -> Path:
-    """Where compiled models are kept: ``$KVPROOF_CACHE_DIR``, else ``$XDG_CACHE_HOME/kvproof/native``,
-    else ``~/.cache/kvproof/native``."""
-    if os.environ.get("KVPROOF_CACHE_DIR"):
-        return Path(os.environ["KVPROOF_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kvproof" / "native"
 
 
 def c_compiler() -> list[str] | None:
@@ -157,11 +150,14 @@ class NativeCode:
             f.argtypes = [_P, _I, _P, _P]
             f.restype = _I
         self._hits, self._qhits = lib.kv_hits, lib.kv_qhits
+        self._pending = lib.kv_pending
+        self._pending.argtypes = [_I, _P, _I, _P, _P]
+        self._pending.restype = _I
         self._keys = lib.kv_keys
         self._keys.argtypes = [_P, _I, _P]
         self._keys.restype = None
         self.insert = lib.kv_insert
-        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _I, _P, _P]
+        self.insert.argtypes = [_P, _P, _I, _P, _I, _P, _I, _P, _P, _P]
         self.insert.restype = _I
         self.packed_width = source.packed_width
         self._unpack = lib.kv_unpack
@@ -244,6 +240,20 @@ class NativeCode:
         """Per state, the bits of the ``always`` claims that hit (written to ``out`` when given)."""
         return self._masks(self._hits, states, out, scratch)
 
+    def pending(self, claim: int, states: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
+        """Per state, the bits of liveness claim number ``claim``'s obligations pending there,
+        and their labels (as :func:`~kvproof.model.compiler.compile_pending`); ``None`` when that
+        claim is not compiled (more than 64 obligations)."""
+        labels = self.source.obligations.get(claim)
+        if labels is None:
+            return None
+        masks = np.zeros(len(states), np.uint64)
+        b = self._scratch
+        if len(states) and self._pending(claim, states.ctypes.data, len(states), masks.ctypes.data,
+                                         b.err.ctypes.data) < 0:
+            self._fail(b)
+        return masks, labels
+
     def quiescent_hits(self, states: np.ndarray, out: np.ndarray | None = None,
                        scratch: "Scratch | None" = None) -> np.ndarray:
         """Per state, the bits of the ``quiescent`` claims that hit (whether or not it has a successor)."""
@@ -310,6 +320,13 @@ class NativeMachine(Machine):
         return explore_native(self, limits, claims, stop_when_all_hit, progress, visited, rows,
                               canonicaliser=canonicaliser, workers=workers)
 
+    def search_graph(self, limits: Limits = Limits(), claims: list[int] | None = None,
+                     progress: Callable[[Stats], None] | None = None, rows: bool = False) -> Exploration:
+        """:func:`explore_native_graph` of this machine (what
+        :func:`~kvproof.checker.explicit.search.explore` calls for it with ``edges``, when
+        :func:`graph_searchable` says it can)."""
+        return explore_native_graph(self, limits, claims, progress, rows)
+
 
 def _rows(states: np.ndarray) -> list[bytes]:
     """Each row of a ``(n, width)`` array as ``bytes``."""
@@ -343,6 +360,30 @@ def _via_type(n_actions: int) -> str:
     """The ``array`` type code that holds every action id and -1 (the initial state's) in the
     fewest bytes."""
     return "b" if n_actions <= 1 << 7 else "h" if n_actions <= 1 << 15 else "i"
+
+
+def graph_searchable(limits: Limits, stop_when_all_hit: bool = False, checkpoint: Any = None) -> bool:
+    """Whether :func:`explore_native_graph` can run a search keeping the graph with these
+    arguments: no state or depth limit (which leave states part expanded), no stopping once the
+    claims hit, no checkpoint (the Python engine's search keeping the graph does those); a time
+    limit it keeps."""
+    return limits.max_states is None and limits.max_depth is None and not stop_when_all_hit and checkpoint is None
+
+
+def explore_native_graph(machine: Machine, limits: Limits = Limits(), claims: list[int] | None = None,
+                         progress: Callable[[Stats], None] | None = None, rows: bool = False,
+                         code: NativeCode | None = None) -> Exploration:
+    """:func:`~kvproof.checker.explicit.search.explore` with ``edges`` (the state graph liveness
+    claims need) run by the machine's native code (or ``code``) in this thread, exact, for the
+    arguments :func:`graph_searchable` accepts: the same outcome, the same graph (states
+    numbered alike, the same edges in the same order), as ``tests/test_native.py`` checks.  The C
+    visited set gives every successor's state number, new or seen, which are the edges'
+    targets."""
+    if not graph_searchable(limits):
+        raise ValueError("the native search keeping the graph takes no state or depth limit")
+    code = code if code is not None else machine.native
+    return _explore(machine, limits, claims, False, progress, "exact", rows, code, None, None, time.perf_counter(),
+                    None, graph=True)
 
 
 def explore_native(
@@ -394,8 +435,10 @@ def explore_native(
 def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_when_all_hit: bool,
              progress: Callable[[Stats], None] | None, visited: str, rows: bool, code: NativeCode,
              canon: Callable[[bytes], bytes] | None, orbit: Callable[[bytes], int] | None, start: float,
-             crew: Any, checkpoint: Any = None) -> Exploration:
-    """:func:`explore_native`'s search, its C calls made by ``crew`` (``None``: this thread)."""
+             crew: Any, checkpoint: Any = None, graph: bool = False) -> Exploration:
+    """:func:`explore_native`'s search, its C calls made by ``crew`` (``None``: this thread);
+    with ``graph`` (:func:`explore_native_graph`: this thread, exact, no limit but time, no
+    checkpoint), keeping every edge as the Python engine's search does."""
     if crew is None:
         store = NativeVisited(code, visited, max(code.width, 1))
         hits, qhits, unpack, pack = code.hits, code.quiescent_hits, code.unpack, code.pack
@@ -423,8 +466,10 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     store.add(init)
     kept = [init] if rows and not store.exact else None  # exact: the store keeps them in order
     parent = array("i", [-1])
-    via = array(_via_type(n_actions), [-1])
+    via = array("i" if graph else _via_type(n_actions), [-1])  # the graph's: the Python engine's arrays
     stats = Stats(visited=visited, workers=1 if crew is None else crew.workers)
+    if graph:  # the Python engine's graph arrays: per state its depth, first edge and whether expanded
+        depths, offsets, targets, aids, expanded = array("i", [0]), array("q", [0]), array("i"), array("i"), bytearray()
     max_states, max_depth = limits.max_states, limits.max_depth
     deadline = limits.deadline(start)
 
@@ -465,6 +510,8 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         # one the whole level's deduplication would keep): only the new states and their codes
         # outlive a chunk, not the level's successors
         quiet_flags = np.zeros(len(frontier), np.uint8)
+        edge_codes: list = []  # graph: every successor's code and state number, in order
+        edge_ids: list = []
         fresh_codes: list = []
         fresh_states: list = []  # fingerprint mode: the new states, packed (exact: they are in the store)
         level_fresh = 0
@@ -477,6 +524,11 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
                 if crew is None and not store.exact:  # the new states come packed from the C
                     f, packed = store.add_packed(outs[0])
                     fresh_states.append(packed)
+                elif graph:  # every successor's number: the edges' targets (the codes are a view: copied)
+                    ids = np.empty(len(outs[0]), np.int32)
+                    f = store.add(outs[0], ids=ids)
+                    edge_codes.append(cs[0].copy())
+                    edge_ids.append(ids)
                 else:
                     f = store.add_all(outs)
                     if not store.exact:
@@ -490,6 +542,12 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
             if progress is not None and len(frontier) > chunk:
                 stats.states, stats.depth, stats.seconds = n_states, depth, now - clock
                 progress(stats)
+        if graph and not timed_out:  # the level's edges, as the Python engine appends them
+            level_codes = np.concatenate(edge_codes) if edge_codes else np.zeros(0, np.int64)
+            level_ids = np.concatenate(edge_ids) if edge_ids else np.zeros(0, np.int32)
+            _add_edges_numpy(level_ids, level_codes, n_actions, 1 << 62, len(frontier), offsets, targets, aids,
+                             expanded)
+            edge_codes = edge_ids = level_codes = level_ids = None
         qpos = np.flatnonzero(quiet_flags)
         stats.quiescent += int(qpos.size)
         quiet: list[tuple[int, int]] = []
@@ -531,6 +589,8 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
                 fresh, par, aid, new_states = fresh[:keep], par[:keep], aid[:keep], new_states[:keep]
         parent.frombytes((par + lo).astype(np.int32).tobytes())
         via.frombytes(aid.astype(via.typecode).tobytes())  # numpy reads the type code as array does
+        if graph and not timed_out:
+            depths.frombytes(np.full(len(new_states), depth + 1, np.int32).tobytes())
         if kept is not None:
             kept.append(new_states)
         if orbit is not None:
@@ -554,6 +614,36 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     if visited == "fingerprint":
         ended.collision_probability = collision_probability(ended.states)
     found = None
-    if rows:
-        found = _rows(code.unpack(store.store[:n_states]) if store.exact else np.concatenate(kept))
+    if rows or graph:
+        table = code.unpack(store.store[:n_states]) if store.exact else np.concatenate(kept)
+        found = _rows(table)
+    if graph:
+        kept_graph = _graph_of(found, depths, offsets, targets, aids, parent, via, expanded, complete, reason, clock,
+                               len(machine.init))
+        names = [c.name for c in machine.claims]
+        kept_graph.pending = lambda claim: code.pending(names.index(claim), table)  # the obligations, in C
+        for s in (ended, kept_graph.stats):  # the Python engine's measure of its graph
+            s.bytes_per_state = kept_graph.stats.bytes_per_state
+        return Exploration(ended, complete, reason, book.hit_at, parent, via, rows=found if rows else None,
+                           graph=kept_graph)
     return Exploration(ended, complete, reason, book.hit_at, parent, via, canonical=canon is not None, rows=found)
+
+
+def _graph_of(states: list[bytes], depths: array, offsets: array, targets: array, aids: array, parent: array,
+              via: array, expanded: bytearray, complete: bool, reason: str, clock: float, width: int) -> StateGraph:
+    """The :class:`~kvproof.checker.explicit.search.StateGraph` of a search keeping its edges,
+    its states found but never expanded (time ran out) given no edge: as the Python engine
+    closes its graph."""
+    n_states = len(states)
+    missing = n_states + 1 - len(offsets)
+    offsets.extend([len(targets)] * missing)
+    expanded.extend(bytes(missing))
+    nbytes = width * n_states + depths.itemsize * len(depths) + offsets.itemsize * len(offsets) + \
+        len(expanded) + targets.itemsize * len(targets) + aids.itemsize * len(aids)
+    ends = np.frombuffer(offsets, np.int64)
+    quiescent = int(np.count_nonzero(np.frombuffer(bytes(expanded), np.uint8).astype(bool) & (ends[1:] == ends[:-1])))
+    stats = Stats(states=n_states, transitions=len(targets), depth=max(depths), quiescent=quiescent,
+                  represented=n_states, seconds=time.perf_counter() - clock)
+    stats.bytes_per_state = (nbytes + parent.itemsize * len(parent) + via.itemsize * len(via)) / n_states
+    return StateGraph(states, offsets, targets, aids, parent, via, depths, stats, complete,
+                      "" if complete else reason, expanded)

@@ -102,11 +102,12 @@ class NativeVisited:
             self.store[:size] = rows.reshape(size, self.pw)
         self.tkeys, self.size = keys, size
 
-    def add(self, cand: np.ndarray, packed: np.ndarray | None = None) -> np.ndarray:
+    def add(self, cand: np.ndarray, packed: np.ndarray | None = None, ids: np.ndarray | None = None) -> np.ndarray:
         """Insert the states ``cand`` (keyed in C: by :meth:`NativeCode.keys` with fingerprints, by
         the hash of the packed state in exact mode) in order; the positions of
         those that were not in the set (first occurrences, ascending).  In exact mode they are
-        appended to ``store`` in that order; with fingerprints, ``packed`` (``(len(cand),
+        appended to ``store`` in that order, and ``ids`` (``len(cand)`` int32, when given) gets
+        every candidate's state number, new or not; with fingerprints, ``packed`` (``(len(cand),
         packed_width)`` uint8, when given) gets them packed, in that order."""
         n = len(cand)
         fresh = np.empty(n, np.int64)
@@ -118,7 +119,8 @@ class NativeVisited:
         m = self.code.insert(self.tkeys.ctypes.data, self.tidx.ctypes.data if self.exact else None,
                              len(self.tkeys) - 1, self.store.ctypes.data if self.exact else None, self.size,
                              cand.ctypes.data, n, fresh.ctypes.data,
-                             None if packed is None or self.exact else packed.ctypes.data)
+                             None if packed is None or self.exact else packed.ctypes.data,
+                             ids.ctypes.data if ids is not None and self.exact else None)
         if m < 0:
             raise RuntimeError("the native backend's packed states do not hold a value: a bug, please report it "
                                "(--backend python searches without packing)")

@@ -204,8 +204,9 @@ def check_scenario(
     exploration = graph = None
     if one:
         # one search decides the safety claims and keeps the graph the liveness claims need
-        both = explore(machine, limits, claims=tracked, stop_when_all_hit=bool(only), progress=progress, edges=True,
-                       checkpoint=saver)
+        both, used, chose = backend.run_graph(Search(scenario, machine, limits, tracked, bool(only), progress,
+                                                     checkpoint=saver))
+        why = why or chose
         exploration, graph = (both if tracked else None), both.graph
     else:
         if tracked or not live:  # with only liveness claims asked for, the graph's search is the one

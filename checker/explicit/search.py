@@ -111,6 +111,10 @@ class StateGraph:
     reason: str = ""
     expanded: Any = None
     _arrays: Any = field(default=None, repr=False)
+    pending: Any = field(default=None, repr=False)
+    """``pending(claim)``: per state, the bits of liveness claim ``claim``'s obligations pending
+    there and their labels, computed by the native code that searched the graph (``None``, or
+    ``None`` returned: the liveness check computes them in Python)."""
 
     @classmethod
     def from_edges(cls, states: list[bytes], edges: list[list[tuple[int, int]]], parent: list[int], via: list[int],
@@ -289,8 +293,9 @@ def explore(
 
     A machine with a ``search`` method of these arguments (the native backend's
     :class:`~kvproof.checker.explicit.native.NativeMachine`) searches itself (``canonicaliser``
-    passed on when given), with the same outcome, unless ``edges`` is asked for (this engine
-    then runs its Python functions).
+    passed on when given), with the same outcome; with ``edges`` too (its ``search_graph``)
+    when no state or depth limit, stopping once all hit or checkpoint is asked for (this engine
+    otherwise runs its Python functions).
     """
     if edges and (canonicaliser is not None or visited != "exact"):
         raise ValueError("the state graph is kept only by an exact search without symmetry reduction")
@@ -300,6 +305,9 @@ def explore(
     search = getattr(machine, "search", None)  # a machine with native code searches itself
     if checkpoint is not None and (rows or search is not None):
         raise ValueError("a checkpointed search is the Python engine's, keeping no rows")
+    graph_search = getattr(machine, "search_graph", None)  # the native backend's, for what it can do
+    if edges and graph_search is not None and _native_graph_can(limits, stop_when_all_hit, checkpoint):
+        return graph_search(limits, claims, progress, rows)
     if search is not None and not edges:
         if canonicaliser is None:
             return search(limits, claims, stop_when_all_hit, progress, visited, rows)
@@ -437,7 +445,8 @@ def explore(
         stop_at = None
         if book.always or quiet:
             new_states = _pick(cand, fresh)
-            if hits_after is False and n_states + len(fresh) >= _AFTER_FROM:
+            if hits_after is False and n_states + len(fresh) >= _AFTER_FROM and not (
+                    max_states is not None and max_states <= _AFTER_FROM):  # (a probe: it never repays)
                 hits_after = getattr(machine, "hits_after", None)
             checks = claim_checks(hits, hits_after or None, aid)
             masks = _level_masks(checks, new_states, book.always)
@@ -515,6 +524,14 @@ def explore(
         ended.collision_probability = collision_probability(ended.states)
     return Exploration(ended, *outcome, book.hit_at, parent, via, canonical=canon is not None,
                        rows=kept if rows else None, graph=graph)
+
+
+def _native_graph_can(limits: Limits, stop_when_all_hit: bool, checkpoint: Any) -> bool:
+    """:func:`~kvproof.checker.explicit.native.graph_searchable` (the native backend is loaded:
+    a machine with native code asked)."""
+    from kvproof.checker.explicit.native import graph_searchable
+
+    return graph_searchable(limits, stop_when_all_hit, checkpoint)
 
 
 def _saved(frontier: list[bytes], store: Any, parent: array, via: array, numbers: dict, graph: Any = None) -> Any:

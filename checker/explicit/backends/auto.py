@@ -1,5 +1,6 @@
 """The default backend: the Python engine for a small search, the native backend for a large
-one, chosen by searching (no guess from the scenario's size)."""
+one, chosen by searching (no guess from the scenario's size), or by the size an earlier complete
+search of the same model found (:mod:`~kvproof.checker.explicit.sizes`)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,15 @@ class AutoBackend(Backend):
     :data:`PROBE_STATES`), then, if the
     search goes on, the native backend (with ``workers`` threads) from the start; the Python
     engine again when the native backend is unavailable here (no C compiler).  A check with
-    liveness claims runs on the Python engine (:meth:`settle`): one search there keeps the graph
-    they need.  With a checkpoint (one process only) the probe runs without it; the search that
+    liveness claims keeps the graph they need in the same way (:meth:`run_graph`; with
+    ``workers``, on the Python engine, :meth:`settle`).  With a checkpoint (one process only)
+    the probe runs without it; the search that
     goes on past the probe checkpoints on the native backend in one thread (on the Python engine
     when there is no C compiler), and a search the probe finished removes the scenario's
-    checkpoint (a stale one is never resumed later)."""
+    checkpoint (a stale one is never resumed later).  A model an earlier complete search found
+    larger than the probe's limit (:mod:`~kvproof.checker.explicit.sizes`) is searched natively
+    at once, unless a state or depth limit, stopping once the claims hit or symmetry reduction
+    may end this search sooner."""
 
     name = "auto"
 
@@ -39,9 +44,65 @@ class AutoBackend(Backend):
         self.small: Backend = PythonBackend() if workers == 1 else WorkersBackend(workers)
 
     def settle(self, liveness: bool) -> tuple[Backend, str]:
-        if liveness:
+        if liveness and self.workers > 1:
             return self.small, "liveness claims: one Python search keeps the graph they need"
         return self, ""
+
+    @property
+    def keeps_graph(self) -> bool:
+        return self.workers == 1
+
+    def run_graph(self, search: Search) -> tuple[Exploration, str, str]:
+        """The search keeping the graph: on the Python engine up to :attr:`probe_states` states,
+        then, if it goes on, by the native backend from the start (its graph and outcome are the
+        Python engine's); on the Python engine throughout under a state or depth limit, stopping
+        once the claims hit, or a checkpoint (which the native search keeping the graph does not
+        take), or when there is no C compiler."""
+        from kvproof.checker.explicit.native import graph_searchable  # numpy: this check needs it anyway
+
+        limits, cap = search.limits, self.probe_states
+        if not graph_searchable(limits, search.stop_when_all_hit, search.checkpoint):
+            if search.checkpoint is not None:
+                search.checkpoint.of_engine("python")  # a checkpoint of the native search is refused
+            return (self.small.run_graph(search)[0], "python",
+                    "liveness claims under a state or depth limit, chosen claims or a checkpoint: "
+                    "the Python engine keeps the graph")
+        if not self._known_large(search):
+            probe = replace(search, limits=Limits(cap, limits.max_seconds, None, limits.started))
+            ex = self.small.run_graph(probe)[0]
+            if ex.complete or ex.reason != f"state limit {cap} reached":
+                return ex, "python", f"the search ended within {cap:,} states: small enough for the Python engine"
+        from kvproof.checker.explicit.native import NativeUnavailable, explore_native_graph, native_code
+
+        try:
+            code = native_code(search.machine, deadline=limits.deadline())
+        except NativeUnavailable as e:
+            return self.small.run_graph(search)[0], "python", f"native backend unavailable: {e}"
+        ex = explore_native_graph(search.machine, limits, search.claims, search.progress, code=code)
+        self._remember(search, ex)
+        return ex, "native", ""
+
+    def _known_large(self, search: Search) -> bool:
+        """An earlier complete search of this model found more states than the probe's limit
+        (:mod:`~kvproof.checker.explicit.sizes`), and nothing asked can end this one sooner: the
+        probe would only repeat work, so the native backend searches at once."""
+        limits = search.limits
+        if limits.max_states is not None or limits.max_depth is not None or search.stop_when_all_hit \
+                or search.canonicaliser is not None:
+            return False
+        from kvproof.checker.explicit import sizes
+
+        found = sizes.known(search.machine)
+        return found is not None and found > self.probe_states
+
+    @staticmethod
+    def _remember(search: Search, ex: Exploration) -> None:
+        """Keep the size of a complete unreduced native search without a state or depth limit."""
+        limits = search.limits
+        if ex.complete and limits.max_states is None and limits.max_depth is None and search.canonicaliser is None:
+            from kvproof.checker.explicit import sizes
+
+            sizes.remember(search.machine, ex.stats.states)
 
     @property
     def checkpoints(self) -> bool:
@@ -70,13 +131,15 @@ class AutoBackend(Backend):
         if limits.max_states is not None and limits.max_states <= cap:
             return (self.small.explore(on_python()), "python",
                     f"--max-states {limits.max_states:,}: small enough for the Python engine")
-        probe = Search(search.scenario, search.machine, Limits(cap, limits.max_seconds, limits.max_depth, limits.started),
-                       search.claims, search.stop_when_all_hit, search.progress, search.visited, search.canonicaliser)
-        ex = self.small.explore(probe)
-        if ex.complete or ex.reason != f"state limit {cap} reached":
-            if saver is not None and not limits.expired():
-                saver.finish()  # a checkpoint of this search, if any, is done with
-            return ex, "python", f"the search ended within {cap:,} states: small enough for the Python engine"
+        if not self._known_large(search):
+            probe = Search(search.scenario, search.machine,
+                           Limits(cap, limits.max_seconds, limits.max_depth, limits.started), search.claims,
+                           search.stop_when_all_hit, search.progress, search.visited, search.canonicaliser)
+            ex = self.small.explore(probe)
+            if ex.complete or ex.reason != f"state limit {cap} reached":
+                if saver is not None and not limits.expired():
+                    saver.finish()  # a checkpoint of this search, if any, is done with
+                return ex, "python", f"the search ended within {cap:,} states: small enough for the Python engine"
         from kvproof.checker.explicit.native import (NativeUnavailable, checkpoint_kind, explore_native,  # numpy,
                                                      native_code)  # ctypes
 
@@ -86,5 +149,7 @@ class AutoBackend(Backend):
             return self.small.explore(on_python()), "python", f"native backend unavailable: {e}"
         if saver is not None:
             saver.of_engine(checkpoint_kind(code))
-        return explore_native(search.machine, limits, code=code, workers=self.workers, checkpoint=saver,
-                              **search.keywords()), "native", ""
+        ex = explore_native(search.machine, limits, code=code, workers=self.workers, checkpoint=saver,
+                            **search.keywords())
+        self._remember(search, ex)
+        return ex, "native", ""

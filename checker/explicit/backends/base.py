@@ -96,6 +96,15 @@ class Backend(ABC):
     def explore(self, search: Search) -> Exploration:
         """Run ``search``."""
 
+    def run_graph(self, search: Search) -> tuple[Exploration, str, str]:
+        """Run ``search`` (exact, unreduced) keeping the state graph liveness claims need, for a
+        backend that :attr:`keeps_graph`: the exploration (its ``graph`` set), the name of the
+        backend that ran it and why not the native one (``""``: no choice was made)."""
+        from kvproof.checker.explicit.search import explore
+
+        return (explore(search.machine, search.limits, claims=search.claims, stop_when_all_hit=search.stop_when_all_hit,
+                        progress=search.progress, edges=True, checkpoint=search.checkpoint), self.name, "")
+
     def run(self, search: Search) -> tuple[Exploration, str, str]:
         """Run ``search``: its exploration, the name of the backend that ran it, and why that is
         not the native backend when this one could have chosen it (``""`` otherwise).  A search
