@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import kvproof.checker.explicit.backends.base as backends_base
 import kvproof.checker.explicit.backends.python as python_backend
 import kvproof.checker.explicit.liveness as liveness
 import kvproof.checker.explicit.run as run
@@ -145,6 +146,7 @@ def _counting(monkeypatch):
     monkeypatch.setattr(run, "explore", counted)
     monkeypatch.setattr(python_backend, "explore", counted)
     monkeypatch.setattr(liveness, "explore", counted)
+    monkeypatch.setattr(backends_base, "explore", counted)
     return calls
 
 

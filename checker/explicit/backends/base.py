@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kvproof.checker.explicit.search import Exploration, Limits
+from kvproof.checker.explicit.search import Exploration, Limits, explore
 from kvproof.checker.results import Stats
 from kvproof.model.machine import Machine
 from kvproof.model.scenario import Scenario
@@ -100,8 +100,6 @@ class Backend(ABC):
         """Run ``search`` (exact, unreduced) keeping the state graph liveness claims need, for a
         backend that :attr:`keeps_graph`: the exploration (its ``graph`` set), the name of the
         backend that ran it and why not the native one (``""``: no choice was made)."""
-        from kvproof.checker.explicit.search import explore
-
         return (explore(search.machine, search.limits, claims=search.claims, stop_when_all_hit=search.stop_when_all_hit,
                         progress=search.progress, edges=True, checkpoint=search.checkpoint), self.name, "")
 
