@@ -59,6 +59,10 @@ def test_a_certificate_added_or_a_claim_dropped_changes_the_table(tmp_path):
     before = {r.scenario: r for r in rows(PROOFS)}
     after = {r.scenario: r for r in rows(tmp_path / "proofs")}
     assert len(after["vllm-pull-abort-32255"].proved) == len(before["vllm-pull-abort-32255"].proved) - 1
+    # a claim the scenario asks for, lifted but not proved, is shown inconclusive, not left out
+    assert before["vllm-pull-abort-32255"].inconclusive == ()
+    assert after["vllm-pull-abort-32255"].inconclusive == ("pages_conserved",)
+    assert "`pages_conserved`: inconclusive" in table([after["vllm-pull-abort-32255"]])
     assert table(list(after.values())) != table(list(before.values()))
     (tmp_path / "proofs" / "v0.5.22.allsizes.smt2").unlink()
     assert "`v0.5.22`" not in table(rows(tmp_path / "proofs"))

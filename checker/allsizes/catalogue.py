@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kvproof.checker.certs.reader import ALL_SIZES, ALL_SIZES_SUFFIX, read_certificate
 
-__all__ = ["CatalogueRow", "rows", "table", "unliftable", "unliftable_table"]
+__all__ = ["CatalogueRow", "rows", "table", "targets", "unliftable", "unliftable_table"]
 
 _LOCATION = re.compile(r"^(?:claim \w+: )*[\w./-]+\.py:\d+: ")
 _ELEMENT = re.compile(r" \(\w+ [\w!]+\)")  # "(request req!1)": the lift's name for an element
@@ -32,6 +32,9 @@ class CatalogueRow:
     pinned: tuple[tuple[str, bool], ...] = ()
     """The per-element conditions the certificate's lift fixed for every element (its
     ``; fixed:`` lines): the claims are proved only for the configurations that have them so."""
+    inconclusive: tuple[str, ...] = ()
+    """The scenario's all-sizes claims (:func:`targets`) that were lifted but are not proved:
+    the run that wrote the certificate found no inductive invariant for them."""
 
 
 def _construct(reason: str) -> str:
@@ -56,18 +59,32 @@ def rows(proofs: Path, resolve=None) -> list[CatalogueRow]:
         pins = pins_from(cert.header.get("fixed", []))
         hook, _ = all_sizes_model(resolve(cert.scenario_name).build(), pins)
         refused = {} if hook is None else dict(hook.system.refused)
+        sc = resolve(cert.scenario_name)
+        open_ = tuple(c for c in targets(sc) if c not in cert.proves and c not in refused)
         out.append(CatalogueRow(cert.scenario_name, tuple(cert.proves),
                                 tuple((c, _construct(r)) for c, r in sorted(refused.items())), path.name,
-                                tuple(sorted(pins.items()))))
+                                tuple(sorted(pins.items())), open_))
     return sorted(out, key=lambda r: r.scenario)
 
 
+def targets(scenario) -> list[str]:
+    """The claims an all-sizes proof of ``scenario`` is asked for: the spec's invariants among
+    its protocol's ``all_sizes_claims``, or, for a spec that has none of those (a spec of its own
+    within the protocol), all of the spec's invariants."""
+    invariants = [c.name for c in scenario.build().claims if c.kind == "invariant"]
+    named = set(scenario.family_protocol().all_sizes_claims)
+    return [c for c in invariants if c in named] or invariants
+
+
 def table(catalogue: list[CatalogueRow]) -> str:
-    """The rows as a Markdown table: scenario, claims proved for every size, claims not lifted
-    (grouped by the construct that blocks them)."""
-    lines = ["| scenario | proved for every size | not lifted (what blocks it) |", "|---|---|---|"]
+    """The rows as a Markdown table: scenario, claims proved for every size, claims not proved:
+    lifted but inconclusive, or not lifted (grouped by the construct that blocks them)."""
+    lines = ["| scenario | proved for every size | not proved: inconclusive, or not lifted (what blocks it) |",
+             "|---|---|---|"]
     for r in catalogue:
         by: dict[str, list[str]] = {}
+        if r.inconclusive:
+            by["inconclusive"] = list(r.inconclusive)
         for claim, why in r.not_lifted:
             by.setdefault(why, []).append(claim)
         refused = "; ".join(f"{', '.join(f'`{c}`' for c in cs)}: {why}" for why, cs in by.items()) or "none"
@@ -80,17 +97,13 @@ def table(catalogue: list[CatalogueRow]) -> str:
 def unliftable(scenarios) -> dict[str, list[str]]:
     """The scenarios of ``scenarios`` that the lift refuses, by the construct that blocks each
     (what ``prove --all-sizes`` would say before any solver runs): only those whose safety
-    claims are all expected verified, the ones a proof could be asked of.  Its safety claims are
-    the spec's invariants among the protocol's ``all_sizes_claims``, or, for a spec that has none
-    of those (a spec of its own within the protocol), all of the spec's invariants."""
+    claims (:func:`targets`) are all expected verified, the ones a proof could be asked of."""
     from kvproof.checker.allsizes.prove import all_sizes_model
 
     out: dict[str, list[str]] = {}
     for sc in scenarios:
         spec = sc.build()
-        invariants = [c.name for c in spec.claims if c.kind == "invariant"]
-        named = set(sc.family_protocol().all_sizes_claims)
-        claims = [c for c in invariants if c in named] or invariants
+        claims = targets(sc)
         if not claims or any(sc.expect.get(c) == "violated" for c in claims):
             continue
         hook, why = all_sizes_model(spec)
