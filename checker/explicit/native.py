@@ -35,7 +35,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from kvproof.checker.explicit.search import ClaimBook, Exploration, Limits, StateGraph, _add_edges_numpy, _ended
+from kvproof.checker.explicit.search import (ClaimBook, Exploration, Limits, StateGraph, _add_edges_numpy, _ended,
+                                             graph_searchable)
 from kvproof.checker.results import Stats
 from kvproof.checker.explicit.native_store import NativeVisited, Scratch, grown_table, join_rows, take_rows  # noqa: F401 - re-exported
 from kvproof.checker.explicit.visited import collision_probability
@@ -45,7 +46,7 @@ from kvproof.model.compiler import RangeCheckFailed
 from kvproof.model.machine import Machine
 
 __all__ = ["NativeUnavailable", "NativeCode", "NativeVisited", "NativeMachine", "native_code", "cache_dir", "c_compiler", "explore_native",
-           "explore_native_graph", "graph_searchable"]
+           "explore_native_graph"]
 
 _FLAGS = ("-std=gnu99", "-shared", "-fPIC")
 _CHUNK = 1 << 15  # states expanded per call between limit checks
@@ -360,14 +361,6 @@ def _via_type(n_actions: int) -> str:
     """The ``array`` type code that holds every action id and -1 (the initial state's) in the
     fewest bytes."""
     return "b" if n_actions <= 1 << 7 else "h" if n_actions <= 1 << 15 else "i"
-
-
-def graph_searchable(limits: Limits, stop_when_all_hit: bool = False, checkpoint: Any = None) -> bool:
-    """Whether :func:`explore_native_graph` can run a search keeping the graph with these
-    arguments: no state or depth limit (which leave states part expanded), no stopping once the
-    claims hit, no checkpoint (the Python engine's search keeping the graph does those); a time
-    limit it keeps."""
-    return limits.max_states is None and limits.max_depth is None and not stop_when_all_hit and checkpoint is None
 
 
 def explore_native_graph(machine: Machine, limits: Limits = Limits(), claims: list[int] | None = None,

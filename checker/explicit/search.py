@@ -42,7 +42,7 @@ from kvproof.checker.explicit import visited_small
 from kvproof.checker.explicit.visited_small import SmallVisitedSet, collision_probability
 from kvproof.checker.results import Stats
 
-__all__ = ["Limits", "StateGraph", "Exploration", "ClaimBook", "explore", "claim_checks", "expander"]
+__all__ = ["Limits", "StateGraph", "Exploration", "ClaimBook", "explore", "claim_checks", "expander", "graph_searchable"]
 
 _CHECK_EVERY = 2048  # expansions between limit checks and progress reports
 _AFTER_FROM = 20_000  # states found from which the per-action claim checks (``hits_after``) repay compiling them
@@ -306,7 +306,7 @@ def explore(
     if checkpoint is not None and (rows or search is not None):
         raise ValueError("a checkpointed search is the Python engine's, keeping no rows")
     graph_search = getattr(machine, "search_graph", None)  # the native backend's, for what it can do
-    if edges and graph_search is not None and _native_graph_can(limits, stop_when_all_hit, checkpoint):
+    if edges and graph_search is not None and graph_searchable(limits, stop_when_all_hit, checkpoint):
         return graph_search(limits, claims, progress, rows)
     if search is not None and not edges:
         if canonicaliser is None:
@@ -526,12 +526,13 @@ def explore(
                        rows=kept if rows else None, graph=graph)
 
 
-def _native_graph_can(limits: Limits, stop_when_all_hit: bool, checkpoint: Any) -> bool:
-    """:func:`~kvproof.checker.explicit.native.graph_searchable` (the native backend is loaded:
-    a machine with native code asked)."""
-    from kvproof.checker.explicit.native import graph_searchable
-
-    return graph_searchable(limits, stop_when_all_hit, checkpoint)
+def graph_searchable(limits: Limits, stop_when_all_hit: bool = False, checkpoint: Any = None) -> bool:
+    """Whether the native backend's search keeping the graph
+    (:func:`~kvproof.checker.explicit.native.explore_native_graph`) can run with these
+    arguments: no state or depth limit (which leave states part expanded), no stopping once the
+    claims hit, no checkpoint (this engine's search keeping the graph does those); a time
+    limit it keeps."""
+    return limits.max_states is None and limits.max_depth is None and not stop_when_all_hit and checkpoint is None
 
 
 def _saved(frontier: list[bytes], store: Any, parent: array, via: array, numbers: dict, graph: Any = None) -> Any:

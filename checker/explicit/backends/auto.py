@@ -9,7 +9,7 @@ from dataclasses import replace
 from kvproof.checker.explicit.backends.base import Backend, Search
 from kvproof.checker.explicit.backends.python import PythonBackend
 from kvproof.checker.explicit.backends.workers import WorkersBackend
-from kvproof.checker.explicit.search import Exploration, Limits
+from kvproof.checker.explicit.search import Exploration, Limits, graph_searchable
 
 __all__ = ["AutoBackend", "PROBE_STATES"]
 
@@ -58,8 +58,6 @@ class AutoBackend(Backend):
         Python engine's); on the Python engine throughout under a state or depth limit, stopping
         once the claims hit, or a checkpoint (which the native search keeping the graph does not
         take), or when there is no C compiler."""
-        from kvproof.checker.explicit.native import graph_searchable  # numpy: this check needs it anyway
-
         limits, cap = search.limits, self.probe_states
         if not graph_searchable(limits, search.stop_when_all_hit, search.checkpoint):
             if search.checkpoint is not None:
