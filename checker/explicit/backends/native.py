@@ -15,7 +15,9 @@ __all__ = ["NativeBackend"]
 class NativeBackend(Backend):
     """The search in C, with ``workers`` threads (1: this thread); building its machine compiles
     the C code, :class:`~kvproof.checker.explicit.native.NativeUnavailable` when no C compiler
-    is found.  Liveness claims' graph is searched apart, by the Python engine's functions.  In
+    is found.  Liveness claims' graph is searched apart: in C (in one thread) when no state or
+    depth limit, stop once the claims hit or checkpoint is asked for, else by the Python engine's
+    functions.  In
     one thread its search can be checkpointed (``--checkpoint``)."""
 
     name = "native"
