@@ -463,6 +463,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     stats = Stats(visited=visited, workers=1 if crew is None else crew.workers)
     if graph:  # the Python engine's graph arrays: per state its depth, first edge and whether expanded
         depths, offsets, targets, aids, expanded = array("i", [0]), array("q", [0]), array("i"), array("i"), bytearray()
+        graph_states = [machine.init]  # as bytes, a level at a time (within the time checks, not all at the end)
     max_states, max_depth = limits.max_states, limits.max_depth
     deadline = limits.deadline(start)
 
@@ -584,6 +585,7 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         via.frombytes(aid.astype(via.typecode).tobytes())  # numpy reads the type code as array does
         if graph and not timed_out:
             depths.frombytes(np.full(len(new_states), depth + 1, np.int32).tobytes())
+            graph_states.extend(_rows(new_states))
         if kept is not None:
             kept.append(new_states)
         if orbit is not None:
@@ -607,14 +609,17 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
     if visited == "fingerprint":
         ended.collision_probability = collision_probability(ended.states)
     found = None
-    if rows or graph:
-        table = code.unpack(store.store[:n_states]) if store.exact else np.concatenate(kept)
-        found = _rows(table)
+    if rows and not graph:
+        found = _rows(code.unpack(store.store[:n_states]) if store.exact else np.concatenate(kept))
     if graph:
+        found = graph_states
         kept_graph = _graph_of(found, depths, offsets, targets, aids, parent, via, expanded, complete, reason, clock,
                                len(machine.init))
         names = [c.name for c in machine.claims]
-        kept_graph.pending = lambda claim: code.pending(names.index(claim), table)  # the obligations, in C
+
+        def pending(claim: str) -> tuple[np.ndarray, list[str]] | None:  # the obligations, in C
+            return code.pending(names.index(claim), code.unpack(store.store[:n_states]))
+        kept_graph.pending = pending
         for s in (ended, kept_graph.stats):  # the Python engine's measure of its graph
             s.bytes_per_state = kept_graph.stats.bytes_per_state
         return Exploration(ended, complete, reason, book.hit_at, parent, via, rows=found if rows else None,
