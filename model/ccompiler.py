@@ -208,27 +208,36 @@ int64_t kv_prep(const uint8_t *cand, int64_t lo, int64_t hi, uint8_t *pk, uint64
 int64_t kv_insert_shard(uint64_t *tkeys, int32_t *tidx, int64_t mask, const uint8_t *store, const uint8_t *pk,
                         const uint64_t *keys, const uint8_t *shard, int64_t n, int64_t s, uint8_t *flags,
                         int64_t *slot) {
-    int64_t m = 0;
-    for (int64_t j = 0; j < n; j++) {
-        if (shard[j] != s) continue;
-        uint64_t k = keys[j];
-        int64_t i = (int64_t)(k & (uint64_t)mask);
-        for (;;) {
-            uint64_t t = tkeys[i];
-            if (t == 0) {
-                tkeys[i] = k;
-                if (pk) { tidx[i] = (int32_t)(-1 - j); slot[j] = i; }
-                flags[j] = 1;
-                m++;
-                break;
+    int64_t m = 0, js[KB], j0 = 0;
+    while (j0 < n) {  /* this shard's candidates KB at a time, their home slots prefetched, then probed in order */
+        int b = 0;
+        for (; j0 < n && b < KB; j0++) {
+            if (shard[j0] != s) continue;
+            js[b++] = j0;
+            __builtin_prefetch(tkeys + (keys[j0] & (uint64_t)mask), 1);
+            if (pk) __builtin_prefetch(tidx + (keys[j0] & (uint64_t)mask), 1);
+        }
+        for (int r = 0; r < b; r++) {
+            int64_t j = js[r];
+            uint64_t k = keys[j];
+            int64_t i = (int64_t)(k & (uint64_t)mask);
+            for (;;) {
+                uint64_t t = tkeys[i];
+                if (t == 0) {
+                    tkeys[i] = k;
+                    if (pk) { tidx[i] = (int32_t)(-1 - j); slot[j] = i; }
+                    flags[j] = 1;
+                    m++;
+                    break;
+                }
+                if (t == k) {
+                    if (!pk) break;
+                    int32_t x = tidx[i];
+                    const uint8_t *q = x >= 0 ? store + (size_t)x * PW : pk + (size_t)(-1 - (int64_t)x) * PW;
+                    if (memcmp(q, pk + (size_t)j * PW, PW) == 0) break;
+                }
+                i = (i + 1) & mask;
             }
-            if (t == k) {
-                if (!pk) break;
-                int32_t x = tidx[i];
-                const uint8_t *q = x >= 0 ? store + (size_t)x * PW : pk + (size_t)(-1 - (int64_t)x) * PW;
-                if (memcmp(q, pk + (size_t)j * PW, PW) == 0) break;
-            }
-            i = (i + 1) & mask;
         }
     }
     return m;
