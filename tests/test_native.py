@@ -575,12 +575,20 @@ def test_liveness_claims_of_a_small_model_stay_on_the_python_engine(monkeypatch)
     assert got.backend == "python" and got.backend_note.startswith("the search ended within 20,000 states")
 
 
-def test_liveness_claims_with_workers_stay_on_the_python_engine(monkeypatch):
+def test_liveness_claims_with_workers_keep_the_workers_and_search_the_graph_natively(monkeypatch):
+    # forked workers keep no graph: the safety search runs on them (then C threads), and the
+    # graph is searched apart, past the probe in C in one thread, with the Python engine's verdicts
     from kvproof.checker.explicit import run
 
-    monkeypatch.setattr(native, "_library", lambda *a: pytest.fail("compiled C for a liveness check"))
+    _o0(monkeypatch)
+    monkeypatch.setattr(auto_backend, "PROBE_STATES", 10)
+    calls = []
+    real = native.explore_native_graph
+    monkeypatch.setattr(native, "explore_native_graph", lambda *a, **k: calls.append(1) or real(*a, **k))
     got = run.check_scenario(builtin("ack-before-register"), backend=AutoBackend(workers=2))
-    assert got.backend_note.startswith("liveness claims")
+    ref = run.check_scenario(builtin("ack-before-register"), backend=PythonBackend())
+    assert got.stats.workers == 2 and got.backend == "native" and calls == [1]
+    assert _report_outcome(got) == _report_outcome(ref)
 
 
 def test_a_cache_folder_that_cannot_be_written_compiles_privately(tmp_path, monkeypatch):

@@ -26,13 +26,6 @@ from kvproof.checker.traces import Trace, write_trace
 __all__ = ["Checker", "check_scenario", "trace_of"]
 
 
-def build_graph(machine: Machine, limits: Limits) -> StateGraph:
-    """:func:`kvproof.checker.explicit.liveness.build_graph`, imported when a liveness claim first needs it."""
-    from kvproof.checker.explicit.liveness import build_graph as build
-
-    return build(machine, limits)
-
-
 def trace_of(scenario: Scenario, machine: Machine, exploration: Exploration, claim_index: int,
              reduction: Reduction | None = None) -> Trace:
     """The shortest trace to where claim ``claim_index`` hit, with its states re-derived by
@@ -213,7 +206,7 @@ def check_scenario(
             search = Search(scenario, machine, limits, tracked, bool(only), progress, visited, canon, saver)
             exploration, used, chose = backend.run(search)
             why = why or chose
-        graph = build_graph(machine, limits) if live and not limits.expired() else None
+        graph = backend.graph_for(scenario, machine, limits) if live and not limits.expired() else None
     if exploration is not None:
         report = ScenarioReport(scenario, exploration.stats, exploration.complete, exploration.reason)
     elif graph is not None:

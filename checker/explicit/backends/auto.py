@@ -24,8 +24,9 @@ class AutoBackend(Backend):
     :data:`PROBE_STATES`), then, if the
     search goes on, the native backend (with ``workers`` threads) from the start; the Python
     engine again when the native backend is unavailable here (no C compiler).  A check with
-    liveness claims keeps the graph they need in the same way (:meth:`run_graph`; with
-    ``workers``, on the Python engine, :meth:`settle`).  With a checkpoint (one process only)
+    liveness claims keeps the graph they need in the same way (:meth:`run_graph`); with
+    ``workers`` the safety search runs on them as above and the graph is searched apart in the
+    same way (:meth:`graph_for`: forked processes keep no graph).  With a checkpoint (one process only)
     the probe runs without it; the search that
     goes on past the probe checkpoints on the native backend in one thread (on the Python engine
     when there is no C compiler), and a search the probe finished removes the scenario's
@@ -43,14 +44,15 @@ class AutoBackend(Backend):
         self.probe_states = PROBE_STATES if probe_states is None else probe_states
         self.small: Backend = PythonBackend() if workers == 1 else WorkersBackend(workers)
 
-    def settle(self, liveness: bool) -> tuple[Backend, str]:
-        if liveness and self.workers > 1:
-            return self.small, "liveness claims: one Python search keeps the graph they need"
-        return self, ""
-
     @property
     def keeps_graph(self) -> bool:
         return self.workers == 1
+
+    def graph_for(self, scenario, machine, limits: Limits):
+        """The graph searched apart (with ``workers``, whose processes keep none; or after a
+        fingerprinted or reduced safety search) as :meth:`run_graph` searches it: the Python
+        engine up to the probe's limit, then the native backend in one thread."""
+        return self.run_graph(Search(scenario, machine, limits, claims=[]))[0].graph
 
     def run_graph(self, search: Search) -> tuple[Exploration, str, str]:
         """The search keeping the graph: on the Python engine up to :attr:`probe_states` states,

@@ -96,6 +96,14 @@ class Backend(ABC):
     def explore(self, search: Search) -> Exploration:
         """Run ``search``."""
 
+    def graph_for(self, scenario: Scenario, machine: Machine, limits: Limits) -> Any:
+        """The state graph liveness claims need, searched apart from the safety search (which
+        ran fingerprinted, reduced, or on workers that keep no graph): exact, every edge, no
+        claim tracked (:func:`~kvproof.checker.explicit.liveness.build_graph`)."""
+        from kvproof.checker.explicit.liveness import build_graph  # numpy: a liveness check loads it anyway
+
+        return build_graph(machine, limits)
+
     def run_graph(self, search: Search) -> tuple[Exploration, str, str]:
         """Run ``search`` (exact, unreduced) keeping the state graph liveness claims need, for a
         backend that :attr:`keeps_graph`: the exploration (its ``graph`` set), the name of the
