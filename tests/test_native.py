@@ -402,6 +402,21 @@ def test_a_model_an_earlier_search_found_large_skips_the_probe_with_the_same_out
             assert run() == (first, "native") and calls == [1]
 
 
+def test_a_size_that_cannot_be_kept_is_skipped_and_leaves_no_file(tmp_path, monkeypatch):
+    from kvproof.checker.explicit import sizes
+
+    machine = Machine(builtin("abort-race").build())
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("KVPROOF_CACHE_DIR", str(blocker))
+    sizes.remember(machine, 2958)  # no error: the count is only a speed-up
+    assert sizes.known(machine) is None and sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+    monkeypatch.setenv("KVPROOF_CACHE_DIR", str(tmp_path / "ok"))
+    sizes.remember(machine, 2958)
+    assert sizes.known(machine) == 2958 and [p.name for p in (tmp_path / "ok" / "sizes").iterdir()] == [
+        machine.fingerprint]
+
+
 def test_the_default_keeps_a_small_model_on_the_python_engine_and_says_why(monkeypatch):
     from kvproof.checker.explicit import run
 

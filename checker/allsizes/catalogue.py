@@ -57,21 +57,23 @@ def rows(proofs: Path, resolve=None) -> list[CatalogueRow]:
     for path in sorted(proofs.glob(f"*{ALL_SIZES_SUFFIX}")):
         cert = read_certificate(path, ALL_SIZES)
         pins = pins_from(cert.header.get("fixed", []))
-        hook, _ = all_sizes_model(resolve(cert.scenario_name).build(), pins)
-        refused = {} if hook is None else dict(hook.system.refused)
         sc = resolve(cert.scenario_name)
-        open_ = tuple(c for c in targets(sc) if c not in cert.proves and c not in refused)
+        spec = sc.build()
+        hook, _ = all_sizes_model(spec, pins)
+        refused = {} if hook is None else dict(hook.system.refused)
+        open_ = tuple(c for c in targets(sc, spec) if c not in cert.proves and c not in refused)
         out.append(CatalogueRow(cert.scenario_name, tuple(cert.proves),
                                 tuple((c, _construct(r)) for c, r in sorted(refused.items())), path.name,
                                 tuple(sorted(pins.items())), open_))
     return sorted(out, key=lambda r: r.scenario)
 
 
-def targets(scenario) -> list[str]:
-    """The claims an all-sizes proof of ``scenario`` is asked for: the spec's invariants among
-    its protocol's ``all_sizes_claims``, or, for a spec that has none of those (a spec of its own
-    within the protocol), all of the spec's invariants."""
-    invariants = [c.name for c in scenario.build().claims if c.kind == "invariant"]
+def targets(scenario, spec=None) -> list[str]:
+    """The claims an all-sizes proof of ``scenario`` is asked for (``spec``: its spec, when
+    already built): the spec's invariants among its protocol's ``all_sizes_claims``, or, for a
+    spec that has none of those (a spec of its own within the protocol), all of the spec's
+    invariants."""
+    invariants = [c.name for c in (spec or scenario.build()).claims if c.kind == "invariant"]
     named = set(scenario.family_protocol().all_sizes_claims)
     return [c for c in invariants if c in named] or invariants
 
@@ -103,7 +105,7 @@ def unliftable(scenarios) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for sc in scenarios:
         spec = sc.build()
-        claims = targets(sc)
+        claims = targets(sc, spec)
         if not claims or any(sc.expect.get(c) == "violated" for c in claims):
             continue
         hook, why = all_sizes_model(spec)

@@ -616,9 +616,12 @@ def _explore(machine: Machine, limits: Limits, claims: list[int] | None, stop_wh
         kept_graph = _graph_of(found, depths, offsets, targets, aids, parent, via, expanded, complete, reason, clock,
                                len(machine.init))
         names = [c.name for c in machine.claims]
+        table: list[np.ndarray] = []  # the states unpacked, once, for the first claim that asks
 
         def pending(claim: str) -> tuple[np.ndarray, list[str]] | None:  # the obligations, in C
-            return code.pending(names.index(claim), code.unpack(store.store[:n_states]))
+            if not table:
+                table.append(code.unpack(store.store[:n_states]))
+            return code.pending(names.index(claim), table[0])
         kept_graph.pending = pending
         for s in (ended, kept_graph.stats):  # the Python engine's measure of its graph
             s.bytes_per_state = kept_graph.stats.bytes_per_state

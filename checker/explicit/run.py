@@ -177,8 +177,7 @@ def check_scenario(
     machine = backend.machine(spec)
     index = {c.name: i for i, c in enumerate(machine.claims)}
     live = [c for c in expected if machine.claims[index[c]].kind == "liveness"]
-    backend, why = backend.settle(bool(live))
-    used = backend.name
+    used, why = backend.name, ""
     tracked = [index[c] for c in expected if c not in live]
     base = builtin_ancestor(type(spec))
     unlisted = [] if only or base is None or base is type(spec) else [
@@ -199,13 +198,13 @@ def check_scenario(
         # one search decides the safety claims and keeps the graph the liveness claims need
         both, used, chose = backend.run_graph(Search(scenario, machine, limits, tracked, bool(only), progress,
                                                      checkpoint=saver))
-        why = why or chose
+        why = chose
         exploration, graph = (both if tracked else None), both.graph
     else:
         if tracked or not live:  # with only liveness claims asked for, the graph's search is the one
             search = Search(scenario, machine, limits, tracked, bool(only), progress, visited, canon, saver)
             exploration, used, chose = backend.run(search)
-            why = why or chose
+            why = chose
         graph = backend.graph_for(scenario, machine, limits) if live and not limits.expired() else None
     if exploration is not None:
         report = ScenarioReport(scenario, exploration.stats, exploration.complete, exploration.reason)

@@ -48,10 +48,13 @@ def remember(machine: Any, states: int) -> None:
     """Record that a complete search of ``machine`` found ``states`` states (written whole, by
     a rename; nothing when the folder cannot be written)."""
     path = _path(machine)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_text(str(states))
         os.replace(tmp, path)
-    except OSError:
-        pass
+    except OSError:  # a read-only or full cache: the count is only a speed-up, so none is kept
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            return

@@ -82,13 +82,20 @@ class AutoBackend(Backend):
         self._remember(search, ex)
         return ex, "native", ""
 
+    @staticmethod
+    def _whole(search: Search) -> bool:
+        """``search`` goes on until every state is found: no state or depth limit, no stop once
+        the claims hit, no symmetry reduction (the sizes :mod:`~kvproof.checker.explicit.sizes`
+        keeps are of such searches)."""
+        limits = search.limits
+        return (limits.max_states is None and limits.max_depth is None and not search.stop_when_all_hit
+                and search.canonicaliser is None)
+
     def _known_large(self, search: Search) -> bool:
         """An earlier complete search of this model found more states than the probe's limit
         (:mod:`~kvproof.checker.explicit.sizes`), and nothing asked can end this one sooner: the
         probe would only repeat work, so the native backend searches at once."""
-        limits = search.limits
-        if limits.max_states is not None or limits.max_depth is not None or search.stop_when_all_hit \
-                or search.canonicaliser is not None:
+        if not self._whole(search):
             return False
         from kvproof.checker.explicit import sizes
 
@@ -97,9 +104,8 @@ class AutoBackend(Backend):
 
     @staticmethod
     def _remember(search: Search, ex: Exploration) -> None:
-        """Keep the size of a complete unreduced native search without a state or depth limit."""
-        limits = search.limits
-        if ex.complete and limits.max_states is None and limits.max_depth is None and search.canonicaliser is None:
+        """Keep the size of a complete search that was to find every state (:meth:`_whole`)."""
+        if ex.complete and AutoBackend._whole(search):
             from kvproof.checker.explicit import sizes
 
             sizes.remember(search.machine, ex.stats.states)

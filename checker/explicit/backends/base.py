@@ -87,11 +87,6 @@ class Backend(ABC):
             raise CheckpointError(f"--checkpoint: the {self.name} backend{many} cannot checkpoint its search; "
                                   "use --backend python or native in one process (--workers 1)")
 
-    def settle(self, liveness: bool) -> tuple["Backend", str]:
-        """The backend that runs a check with (or without) liveness claims, and why it is not
-        this one (``""``: it is)."""
-        return self, ""
-
     @abstractmethod
     def explore(self, search: Search) -> Exploration:
         """Run ``search``."""
